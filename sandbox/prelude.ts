@@ -1,0 +1,348 @@
+/*
+ * The prelude: runs inside every isolate before the tool bundle. It builds the `@animaworks/tool` module,
+ * removes globals that would escape the memory limit or the timeout, and defines the single entry point
+ * the host calls.
+ *
+ * Invariants:
+ *  - The host puts `__awHost` (isolated-vm callbacks) on the global before this script runs; the prelude
+ *    captures them in closures and deletes the global, so tool code can never reach a host reference.
+ *  - Intrinsics the prelude relies on are captured before any tool code runs, so a tool that patches
+ *    `JSON`, `Array.prototype` or `Promise` cannot change how its own result is framed. It could still
+ *    corrupt its own prelude's output; the host therefore re-validates everything it receives as text.
+ *  - Results leave the isolate only as one string (a JSON envelope), built here under the call's deadline.
+ */
+
+interface HostBridge {
+  log(level: string, message: string): void;
+  setTimer(id: number, delayMs: number): void;
+  clearTimer(id: number): void;
+}
+
+type Envelope =
+  | { ok: true; kind: "none" }
+  | { ok: true; kind: "text" | "json"; text: string; bytes: number; truncated: boolean }
+  | { ok: false; errorType: string; message: string };
+
+(function installPrelude(global: Record<string, unknown>) {
+  const host = global["__awHost"] as HostBridge;
+  delete global["__awHost"];
+
+  // Captured intrinsics (see invariants above).
+  const jsonStringify = JSON.stringify;
+  const jsonParse = JSON.parse;
+  const defineProperty = Object.defineProperty;
+  const freeze = Object.freeze;
+  const objectKeys = Object.keys;
+  const isArray = Array.isArray;
+  const reflectApply = Reflect.apply;
+  const stringCtor = String;
+  const errorCtor = Error;
+  const mapCtor = Map;
+  const rangeErrorCtor = RangeError;
+  const promiseResolve = Promise.resolve.bind(Promise);
+  const mapGet = Map.prototype.get;
+  const mapSet = Map.prototype.set;
+  const mapDelete = Map.prototype.delete;
+  const mapClear = Map.prototype.clear;
+  const mapSize = Object.getOwnPropertyDescriptor(Map.prototype, "size")!.get!;
+  const charCodeAt = String.prototype.charCodeAt;
+  const stringSlice = String.prototype.slice;
+  const arrayJoin = Array.prototype.join;
+  const arrayMap = Array.prototype.map;
+  const promiseThen = Promise.prototype.then;
+
+  // Globals that would let a tool allocate outside the V8 heap limit, block outside the timeout, or run
+  // code after the call ended (GC callbacks).
+  for (const name of ["WebAssembly", "SharedArrayBuffer", "Atomics", "FinalizationRegistry", "WeakRef"]) {
+    delete global[name];
+  }
+
+  function safeString(value: unknown): string {
+    try {
+      if (typeof value === "string") return value;
+      if (value instanceof errorCtor) {
+        const name = reflectApply(errorGetName, value, []);
+        const message = reflectApply(errorGetMessage, value, []);
+        return message ? `${name}: ${message}` : name;
+      }
+      if (typeof value === "object" && value !== null) return jsonStringify(value) ?? stringCtor(value);
+      return stringCtor(value);
+    } catch {
+      return "[unprintable value]";
+    }
+  }
+  function errorGetName(this: Error): string {
+    const n = this.name;
+    return typeof n === "string" ? n : "Error";
+  }
+  function errorGetMessage(this: Error): string {
+    const m = this.message;
+    return typeof m === "string" ? m : stringCtor(m);
+  }
+
+  // ---- errors --------------------------------------------------------------------------------------
+  class ToolError extends Error {
+    constructor(message?: string) {
+      super(message);
+      this.name = "ToolError";
+    }
+  }
+  class ToolConfigError extends ToolError {
+    constructor(message?: string) {
+      super(message);
+      this.name = "ToolConfigError";
+    }
+  }
+
+  // ---- logger --------------------------------------------------------------------------------------
+  function formatLogArgs(args: unknown[]): string {
+    return reflectApply(arrayJoin, reflectApply(arrayMap, args, [safeString]), [" "]);
+  }
+  // Bounded here, inside the isolate, so that a logging loop cannot flood the host's event loop.
+  let logLinesLeft = 0;
+  let logMaxChars = 0;
+  function makeLogMethod(level: string) {
+    return function log(...args: unknown[]): void {
+      if (logLinesLeft <= 0) return;
+      logLinesLeft--;
+      const line = formatLogArgs(args);
+      host.log(level, line.length > logMaxChars ? `${reflectApply(stringSlice, line, [0, logMaxChars])}… [cut]` : line);
+      if (logLinesLeft === 0) host.log("warn", "log limit reached for this call; further lines are dropped");
+    };
+  }
+  const logger = freeze({
+    name: "animaworks.tools",
+    debug: makeLogMethod("debug"),
+    info: makeLogMethod("info"),
+    warn: makeLogMethod("warn"),
+    warning: makeLogMethod("warn"),
+    error: makeLogMethod("error"),
+    exception: makeLogMethod("error"),
+  });
+  const console = freeze({
+    log: logger.info,
+    info: logger.info,
+    debug: logger.debug,
+    warn: logger.warn,
+    error: logger.error,
+  });
+
+  // ---- timers (owned by the current call; the host clears them when the call ends) -----------------
+  interface Timer {
+    callback: (...args: unknown[]) => unknown;
+    args: unknown[];
+  }
+  const timers: Map<number, Timer> = new mapCtor();
+  let nextTimerId = 1;
+  const MAX_PENDING_TIMERS = 1000;
+  function setTimeout(callback: (...args: unknown[]) => unknown, delayMs?: number, ...args: unknown[]): number {
+    if (typeof callback !== "function") throw new TypeError("setTimeout needs a function as its first argument");
+    if (reflectApply(mapSize, timers, []) >= MAX_PENDING_TIMERS) throw new rangeErrorCtor(`too many pending timers (limit ${MAX_PENDING_TIMERS})`);
+    const id = nextTimerId++;
+    reflectApply(mapSet, timers, [id, { callback, args }]);
+    const delay = typeof delayMs === "number" && delayMs > 0 ? delayMs : 0;
+    host.setTimer(id, delay);
+    return id;
+  }
+  function clearTimeout(id: unknown): void {
+    if (typeof id === "number" && reflectApply(mapDelete, timers, [id])) host.clearTimer(id);
+  }
+  function sleep(delayMs: number): Promise<void> {
+    return new Promise<void>((resolve) => setTimeout(() => resolve(), delayMs));
+  }
+  function fireTimer(id: number): void {
+    const timer = reflectApply(mapGet, timers, [id]) as Timer | undefined;
+    if (!timer) return;
+    reflectApply(mapDelete, timers, [id]);
+    try {
+      reflectApply(timer.callback, undefined, timer.args);
+    } catch (error) {
+      host.log("error", `Uncaught error in a setTimeout callback: ${safeString(error)}`);
+    }
+  }
+
+  // ---- the @animaworks/tool module -----------------------------------------------------------------
+  const toolApi = freeze({ logger, setTimeout, clearTimeout, sleep, ToolError, ToolConfigError });
+
+  const hidden = { enumerable: false, writable: false, configurable: false } as const;
+  defineProperty(global, "__animaworksTool", { ...hidden, value: toolApi });
+  defineProperty(global, "console", { value: console, enumerable: false, writable: true, configurable: true });
+  defineProperty(global, "setTimeout", { value: setTimeout, enumerable: false, writable: true, configurable: true });
+  defineProperty(global, "clearTimeout", { value: clearTimeout, enumerable: false, writable: true, configurable: true });
+
+  // ---- module registration -------------------------------------------------------------------------
+  let toolModule: Record<string, unknown> | undefined;
+  defineProperty(global, "__awRegister", {
+    ...hidden,
+    value(moduleExports: unknown) {
+      if (toolModule !== undefined) throw new errorCtor("tool module registered twice");
+      toolModule = (typeof moduleExports === "object" || typeof moduleExports === "function") && moduleExports !== null
+        ? (moduleExports as Record<string, unknown>)
+        : {};
+    },
+  });
+
+  function exportOf(...names: string[]): unknown {
+    for (const name of names) {
+      const value = toolModule?.[name];
+      if (value !== undefined) return value;
+    }
+    return undefined;
+  }
+
+  // ---- result framing ------------------------------------------------------------------------------
+  function utf8Length(text: string): number {
+    let bytes = 0;
+    for (let i = 0; i < text.length; i++) {
+      const code = reflectApply(charCodeAt, text, [i]) as number;
+      if (code < 0x80) bytes += 1;
+      else if (code < 0x800) bytes += 2;
+      else if (code >= 0xd800 && code <= 0xdbff && i + 1 < text.length) {
+        bytes += 4;
+        i++;
+      } else bytes += 3;
+    }
+    return bytes;
+  }
+
+  function textEnvelope(kind: "text" | "json", text: string, maxBytes: number): Envelope {
+    const bytes = utf8Length(text);
+    if (bytes <= maxBytes) return { ok: true, kind, text, bytes, truncated: false };
+    // Cut by characters first (each is ≥ 1 byte); the host makes the exact byte cut.
+    return { ok: true, kind, text: reflectApply(stringSlice, text, [0, maxBytes]), bytes, truncated: true };
+  }
+
+  function strictReplacer(this: unknown, key: string, value: unknown): unknown {
+    const type = typeof value;
+    if (type === "function") throw new TypeError(`the value at "${key}" is a function, which JSON cannot carry`);
+    if (type === "symbol") throw new TypeError(`the value at "${key}" is a symbol, which JSON cannot carry`);
+    if (type === "bigint") throw new TypeError(`the value at "${key}" is a BigInt; return it as a string or number`);
+    return value;
+  }
+
+  function frameResult(value: unknown, maxBytes: number): Envelope {
+    if (value === undefined || value === null) return { ok: true, kind: "none" };
+    const type = typeof value;
+    if (type === "string") return textEnvelope("text", value as string, maxBytes);
+    if (type === "number" || type === "boolean") return textEnvelope("text", stringCtor(value), maxBytes);
+    if (type === "bigint") return textEnvelope("text", stringCtor(value), maxBytes);
+    if (type === "function" || type === "symbol") {
+      return failure("ExecutionError", `the tool returned a ${type}; return a string, a number, or a JSON object`);
+    }
+    let text: string | undefined;
+    try {
+      text = jsonStringify(value, strictReplacer, 2);
+    } catch (error) {
+      return failure("ExecutionError", `the tool's result could not be turned into JSON: ${describeJsonError(error)}`);
+    }
+    if (typeof text !== "string") return { ok: true, kind: "none" };
+    return textEnvelope("json", text, maxBytes);
+  }
+
+  function describeJsonError(error: unknown): string {
+    const text = safeString(error);
+    if (/circular/i.test(text)) return "it contains a cycle (an object that refers to itself)";
+    if (/BigInt/i.test(text)) return `${text}; return it as a string or number`;
+    return text;
+  }
+
+  function failure(errorType: string, message: string): Envelope {
+    return { ok: false, errorType, message };
+  }
+
+  function errorEnvelope(error: unknown): Envelope {
+    try {
+      if (error instanceof ToolConfigError) return failure("ToolConfigError", safeString(error.message));
+      if (error instanceof errorCtor) {
+        const name = reflectApply(errorGetName, error, []);
+        const message = reflectApply(errorGetMessage, error, []);
+        return failure("ExecutionError", name === "ToolError" || name === "Error" ? message : `${name}: ${message}`);
+      }
+      return failure("ExecutionError", `the tool threw a non-Error value: ${safeString(error)}`);
+    } catch {
+      return failure("ExecutionError", "the tool threw an error that could not be read");
+    }
+  }
+
+  function encode(envelope: Envelope): string {
+    return jsonStringify(envelope);
+  }
+
+  // ---- describe: what the module exports and which schemas it declares ----------------------------
+  function describeModule(): Promise<string> {
+    const exportsInfo: Record<string, string> = {};
+    try {
+      for (const name of objectKeys(toolModule ?? {})) exportsInfo[name] = typeof toolModule?.[name];
+    } catch (error) {
+      return promiseResolve(encode(failure("LoadError", `reading the module's exports failed: ${safeString(error)}`)));
+    }
+    const getSchemas = exportOf("get_tool_schemas", "getToolSchemas");
+    if (typeof getSchemas !== "function") {
+      return promiseResolve(jsonStringify({ ok: true, exports: exportsInfo, schemas: null, profile: null }));
+    }
+    const schemasPromise = reflectApply(promiseThen, promiseResolve(), [() => reflectApply(getSchemas, toolModule, [])]);
+    return reflectApply(promiseThen, schemasPromise, [
+      (schemas: unknown) => {
+        const profile = exportOf("EXECUTION_PROFILE");
+        try {
+          return jsonStringify({
+            ok: true,
+            exports: exportsInfo,
+            schemas: jsonParse(jsonStringify(schemas, strictReplacer) ?? "null"),
+            profile: profile === undefined ? null : jsonParse(jsonStringify(profile, strictReplacer) ?? "null"),
+          });
+        } catch (error) {
+          return encode(failure("LoadError", `get_tool_schemas() returned something that is not plain JSON: ${describeJsonError(error)}`));
+        }
+      },
+      (error: unknown) => encode(failure("LoadError", `get_tool_schemas() threw: ${safeString(error)}`)),
+    ]) as Promise<string>;
+  }
+
+  // ---- call -----------------------------------------------------------------------------------------
+  function invoke(entry: string, schemaName: string, payloadJson: string): unknown {
+    const payload = jsonParse(payloadJson) as unknown;
+    if (entry === "cli") {
+      const cliMain = exportOf("cli_main", "cliMain");
+      if (typeof cliMain !== "function") throw new ToolError("this tool has no cli_main");
+      return reflectApply(cliMain, toolModule, [payload]);
+    }
+    const dispatch = exportOf("dispatch");
+    if (typeof dispatch === "function") return reflectApply(dispatch, toolModule, [schemaName, payload]);
+    const named = exportOf(schemaName);
+    if (typeof named === "function") return reflectApply(named, toolModule, [payload]);
+    throw new ToolError(`no handler for '${schemaName}': export dispatch(name, args) or a function named ${schemaName}`);
+  }
+
+  function callTool(
+    entry: string,
+    schemaName: string,
+    payloadJson: string,
+    maxBytes: number,
+    maxLogLines: number,
+    maxLogChars: number,
+  ): Promise<string> {
+    logLinesLeft = maxLogLines;
+    logMaxChars = maxLogChars;
+    let started: unknown;
+    try {
+      started = invoke(entry, schemaName, payloadJson);
+    } catch (error) {
+      return promiseResolve(encode(errorEnvelope(error)));
+    }
+    return reflectApply(promiseThen, promiseResolve(started), [
+      (value: unknown) => encode(frameResult(value, maxBytes)),
+      (error: unknown) => encode(errorEnvelope(error)),
+    ]) as Promise<string>;
+  }
+
+  function endCall(): void {
+    reflectApply(mapClear, timers, []);
+    logLinesLeft = 0;
+  }
+
+  defineProperty(global, "__awEntry", {
+    ...hidden,
+    value: freeze({ describe: describeModule, call: callTool, fireTimer, endCall }),
+  });
+})(globalThis as unknown as Record<string, unknown>);

@@ -1,0 +1,184 @@
+import { readFile, realpath } from "node:fs/promises";
+import { isAbsolute, relative, resolve, sep } from "node:path";
+import type { Plugin } from "esbuild";
+import type { ErrorInfo } from "../errors.js";
+import type { ToolBundle } from "../isolation/protocol.js";
+import { BundleCache, sha256 } from "./bundle-cache.js";
+import { TOOL_API_EXPORTS, TOOL_API_MODULE } from "./tool-api.js";
+
+/**
+ * The only module that imports esbuild (lazily: a process whose bundles are all cached never loads it).
+ *
+ * Import policy (the sandbox's first line): a tool may import relative files inside its own folder and
+ * the virtual module `@animaworks/tool`, nothing else. Resolution is checked on real paths, so `..`,
+ * absolute paths and symlinks cannot leave the folder.
+ */
+export interface ToolSourceFile {
+  /** Absolute path of the tool's entry file. */
+  path: string;
+  /** Folder the tool may import from (its tools folder). */
+  folder: string;
+  /** Shown in messages and stack traces, e.g. `personal/my_tool.ts`. */
+  displayName: string;
+}
+
+export type BuildResult = { ok: true; bundle: ToolBundle; fromCache: boolean } | { ok: false; error: ErrorInfo };
+
+/** Bump when the bundle format or the prelude contract changes, to invalidate old caches. */
+const BUILD_FORMAT_VERSION = "1";
+const EXTENSIONS = ["", ".ts", ".mts", ".js", ".mjs", "/index.ts", "/index.js"];
+
+export class ToolBundler {
+  readonly cache: BundleCache;
+
+  constructor(cacheDir: string) {
+    this.cache = new BundleCache(cacheDir);
+  }
+
+  async build(source: ToolSourceFile): Promise<BuildResult> {
+    let entryText: string;
+    try {
+      entryText = await readFile(source.path, "utf8");
+    } catch {
+      return { ok: false, error: { type: "LoadError", message: `${source.displayName} could not be read` } };
+    }
+    const key = sha256(`${BUILD_FORMAT_VERSION}\0${source.path}\0${entryText}`);
+    const cached = await this.cache.get(key);
+    if (cached) return { ok: true, bundle: { ...cached.bundle, displayName: source.displayName }, fromCache: true };
+
+    const built = await bundleWithEsbuild(source);
+    if (!built.ok) return built;
+    const code = `${built.code}\n;__awRegister(typeof __awToolModule === "undefined" ? {} : __awToolModule);\n`;
+    const bundle: ToolBundle = { hash: sha256(code), code, displayName: source.displayName };
+    await this.cache.put(key, bundle, built.inputs);
+    return { ok: true, bundle, fromCache: false };
+  }
+}
+
+async function bundleWithEsbuild(
+  source: ToolSourceFile,
+): Promise<{ ok: true; code: string; inputs: string[] } | { ok: false; error: ErrorInfo }> {
+  const esbuild = await import("esbuild");
+  let folderReal: string;
+  try {
+    folderReal = await realpath(source.folder);
+  } catch {
+    return { ok: false, error: { type: "LoadError", message: `the tools folder of ${source.displayName} is missing` } };
+  }
+  const entryReal = await realpath(source.path).catch(() => source.path);
+  if (!isInside(entryReal, folderReal)) {
+    return {
+      ok: false,
+      error: { type: "LoadError", message: `${source.displayName} is a link to a file outside its tools folder`, hint: "replace the link with the file itself" },
+    };
+  }
+  try {
+    const result = await esbuild.build({
+      entryPoints: [entryReal],
+      absWorkingDir: folderReal,
+      bundle: true,
+      write: false,
+      metafile: true,
+      format: "iife",
+      globalName: "__awToolModule",
+      platform: "neutral",
+      target: "es2022",
+      charset: "utf8",
+      logLevel: "silent",
+      legalComments: "none",
+      plugins: [importPolicy(folderReal, source.displayName)],
+    });
+    const output = result.outputFiles[0];
+    if (!output) return { ok: false, error: { type: "LoadError", message: `${source.displayName} produced no output` } };
+    const inputs = Object.keys(result.metafile.inputs)
+      .filter((input) => !input.startsWith(`${TOOL_API_MODULE_NAMESPACE}:`))
+      .map((input) => resolve(folderReal, input));
+    return { ok: true, code: output.text, inputs };
+  } catch (error) {
+    return { ok: false, error: describeBuildFailure(error, folderReal, source.displayName) };
+  }
+}
+
+const TOOL_API_MODULE_NAMESPACE = "animaworks";
+
+function importPolicy(folderReal: string, displayName: string): Plugin {
+  return {
+    name: "animaworks-import-policy",
+    setup(build) {
+      build.onResolve({ filter: /.*/ }, async (args) => {
+        if (args.kind === "entry-point") return undefined;
+        if (args.path === TOOL_API_MODULE) return { path: TOOL_API_MODULE, namespace: TOOL_API_MODULE_NAMESPACE };
+        if (!args.path.startsWith("./") && !args.path.startsWith("../")) {
+          return { errors: [{ text: forbiddenImportMessage(args.path) }] };
+        }
+        const resolved = await resolveInside(resolve(args.resolveDir, args.path), folderReal);
+        if (resolved === "outside") {
+          return { errors: [{ text: `import "${args.path}" leaves the tool's folder; tools may import only files in their own folder` }] };
+        }
+        if (resolved === undefined) return { errors: [{ text: `import "${args.path}" was not found next to ${displayName}` }] };
+        return { path: resolved };
+      });
+      build.onLoad({ filter: /.*/, namespace: TOOL_API_MODULE_NAMESPACE }, () => ({
+        contents: toolApiModuleSource(),
+        loader: "js",
+      }));
+    },
+  };
+}
+
+function forbiddenImportMessage(specifier: string): string {
+  const builtin = /^node:/.test(specifier) || NODE_BUILTINS.has(specifier.split("/")[0] ?? "");
+  const what = /^[a-z]+:/i.test(specifier) && !specifier.startsWith("node:")
+    ? "URL imports are not allowed"
+    : builtin
+      ? "Node built-ins are not available in the sandbox"
+      : isAbsolute(specifier)
+        ? "absolute paths are not allowed"
+        : "npm packages are not available in the sandbox";
+  return `import "${specifier}" is not allowed: ${what}. Tools may import only relative files in their own folder and "${TOOL_API_MODULE}" (which provides logger, timers, errors and host capabilities)`;
+}
+
+const NODE_BUILTINS = new Set([
+  "assert", "buffer", "child_process", "cluster", "crypto", "dgram", "dns", "events", "fs", "http", "http2", "https",
+  "module", "net", "os", "path", "perf_hooks", "process", "querystring", "readline", "stream", "string_decoder",
+  "timers", "tls", "tty", "url", "util", "v8", "vm", "worker_threads", "zlib",
+]);
+
+async function resolveInside(base: string, folderReal: string): Promise<string | "outside" | undefined> {
+  for (const extension of EXTENSIONS) {
+    let real: string;
+    try {
+      real = await realpath(base + extension);
+    } catch {
+      continue;
+    }
+    return isInside(real, folderReal) ? real : "outside";
+  }
+  return undefined;
+}
+
+function isInside(path: string, folder: string): boolean {
+  const rel = relative(folder, path);
+  return rel !== "" && !rel.startsWith(`..${sep}`) && rel !== ".." && !isAbsolute(rel);
+}
+
+function toolApiModuleSource(): string {
+  const lines = TOOL_API_EXPORTS.map((name) => `export const ${name} = api.${name};`);
+  return `const api = globalThis.__animaworksTool;\n${lines.join("\n")}\nexport default api;\n`;
+}
+
+function describeBuildFailure(error: unknown, folderReal: string, displayName: string): ErrorInfo {
+  const failure = error as { errors?: Array<{ text: string; location?: { file: string; line: number; column: number } | null }> };
+  if (!Array.isArray(failure.errors) || failure.errors.length === 0) {
+    return { type: "LoadError", message: `${displayName} could not be built` };
+  }
+  const lines = failure.errors.slice(0, 5).map((entry) => {
+    const where = entry.location
+      ? `${relative(folderReal, resolve(folderReal, entry.location.file)) || displayName}:${entry.location.line}:${entry.location.column}: `
+      : "";
+    return `${where}${entry.text}`;
+  });
+  const more = failure.errors.length > 5 ? ` (and ${failure.errors.length - 5} more)` : "";
+  return { type: "LoadError", message: `${displayName} could not be built: ${lines.join("; ")}${more}` };
+}
+

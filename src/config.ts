@@ -1,0 +1,117 @@
+import { homedir } from "node:os";
+import { basename, dirname, join, resolve } from "node:path";
+import { fileURLToPath } from "node:url";
+
+/**
+ * The only module that reads `process.env`. Everything else receives a resolved `HostConfig`.
+ * Every option is listed with its default and unit.
+ */
+export interface HostOptions {
+  /** Data dir. Default: `$ANIMAWORKS_DATA_DIR`, else `~/.animaworks`. */
+  dataDir?: string;
+  /** Folder of core tools. Default: the project's `tools/`. */
+  coreToolsDir?: string;
+  /** Where tool bundles are cached. Default: `{dataDir}/cache/animaworks-tool/bundles`. */
+  cacheDir?: string;
+  /** Default per-call timeout in milliseconds. Default: 30,000. */
+  timeoutMs?: number;
+  /** Upper bound on any call's timeout, whatever the tool's profile asks for, in ms. Default: 600,000. */
+  maxCallTimeoutMs?: number;
+  /** Per-isolate V8 heap limit in MB. Default: 128 (isolated-vm's minimum is 8). */
+  memoryLimitMb?: number;
+  /** Timeout for loading a tool (running its top level and `get_tool_schemas`), ms. Default: 5,000. */
+  loadTimeoutMs?: number;
+  /** Result text cap in UTF-8 bytes before the truncation notice. Default: 50,000 (design.md §3). */
+  maxOutputBytes?: number;
+  /** Hard cap on the serialised result a tool may hand back, in bytes; larger is cut inside the isolate. Default: 1 MiB. */
+  maxResultTransferBytes?: number;
+  /**
+   * Where isolates run. `"process"`: supervised sandbox processes (a native crash fails only the calls in
+   * flight there). `"in-process"`: inside this process (fast start; for one-shot CLI calls). Default: "process".
+   */
+  isolation?: "process" | "in-process";
+  /** Number of sandbox processes. Default: 2. */
+  sandboxProcesses?: number;
+  /** Idle warm isolates kept per sandbox process. Default: 64. */
+  maxIdleIsolates?: number;
+  /** Log lines a single call may emit before further lines are dropped. Default: 200. */
+  maxLogLinesPerCall?: number;
+  /** Longest log line kept, in characters; longer lines are cut. Default: 2,000. */
+  maxLogLineChars?: number;
+  /** Receives log lines from tools and host warnings. Default: write to stderr. */
+  onLog?: (record: LogRecord) => void;
+}
+
+export interface LogRecord {
+  level: "debug" | "info" | "warn" | "error";
+  /** Logger name: `animaworks.tools` for tool lines, `animaworks.host` for the host's own. */
+  logger: string;
+  message: string;
+  anima?: string;
+  tool?: string;
+}
+
+export type HostConfig = Required<Omit<HostOptions, "onLog">> & { onLog: (record: LogRecord) => void };
+
+/** Project root (the folder holding package.json), found from this file's compiled location. */
+export const PROJECT_ROOT = findProjectRoot();
+
+function findProjectRoot(): string {
+  // dist/src/config.js or src/config.ts → two or one levels up.
+  const here = dirname(fileURLToPath(import.meta.url));
+  return basename(dirname(here)) === "dist" ? resolve(here, "..", "..") : resolve(here, "..");
+}
+
+export function defaultDataDir(): string {
+  const fromEnv = process.env["ANIMAWORKS_DATA_DIR"];
+  return fromEnv && fromEnv.trim() !== "" ? resolve(expandHome(fromEnv.trim())) : join(homedir(), ".animaworks");
+}
+
+/** `$ANIMAWORKS_ANIMA_DIR` as given, or undefined. Only the CLI consults it. */
+export function animaDirFromEnv(): string | undefined {
+  const value = process.env["ANIMAWORKS_ANIMA_DIR"];
+  return value && value.trim() !== "" ? resolve(expandHome(value.trim())) : undefined;
+}
+
+/** True when stdout is a terminal and colour/progress output is wanted. */
+export function isInteractive(): boolean {
+  return Boolean(process.stdout.isTTY) && process.env["CI"] !== "true";
+}
+
+function expandHome(path: string): string {
+  return path === "~" || path.startsWith("~/") ? join(homedir(), path.slice(1)) : path;
+}
+
+export function resolveConfig(options: HostOptions = {}): HostConfig {
+  const dataDir = resolve(options.dataDir ?? defaultDataDir());
+  return {
+    dataDir,
+    coreToolsDir: resolve(options.coreToolsDir ?? join(PROJECT_ROOT, "tools")),
+    cacheDir: resolve(options.cacheDir ?? join(dataDir, "cache", "animaworks-tool", "bundles")),
+    timeoutMs: positive(options.timeoutMs, 30_000, "timeoutMs"),
+    maxCallTimeoutMs: positive(options.maxCallTimeoutMs, 600_000, "maxCallTimeoutMs"),
+    memoryLimitMb: Math.max(8, positive(options.memoryLimitMb, 128, "memoryLimitMb")),
+    loadTimeoutMs: positive(options.loadTimeoutMs, 5_000, "loadTimeoutMs"),
+    maxOutputBytes: positive(options.maxOutputBytes, 50_000, "maxOutputBytes"),
+    maxResultTransferBytes: positive(options.maxResultTransferBytes, 1024 * 1024, "maxResultTransferBytes"),
+    isolation: options.isolation ?? "process",
+    sandboxProcesses: positive(options.sandboxProcesses, 2, "sandboxProcesses"),
+    maxIdleIsolates: positive(options.maxIdleIsolates, 64, "maxIdleIsolates"),
+    maxLogLinesPerCall: positive(options.maxLogLinesPerCall, 200, "maxLogLinesPerCall"),
+    maxLogLineChars: positive(options.maxLogLineChars, 2_000, "maxLogLineChars"),
+    onLog: options.onLog ?? writeLogToStderr,
+  };
+}
+
+function positive(value: number | undefined, fallback: number, name: string): number {
+  if (value === undefined) return fallback;
+  if (!Number.isFinite(value) || value <= 0) {
+    throw new TypeError(`${name} must be a positive number, got ${String(value)}`);
+  }
+  return value;
+}
+
+function writeLogToStderr(record: LogRecord): void {
+  const who = [record.anima, record.tool].filter(Boolean).join("/");
+  process.stderr.write(`[${record.level}] ${record.logger}${who ? ` (${who})` : ""}: ${record.message}\n`);
+}

@@ -1,0 +1,253 @@
+import { ToolBundler } from "./build/bundler.js";
+import { type HostConfig, type HostOptions, resolveConfig } from "./config.js";
+import { type ErrorInfo, ToolHostError } from "./errors.js";
+import { checkArguments } from "./execution/arguments.js";
+import { formatOutput } from "./execution/output.js";
+import { createExecutor } from "./isolation/executor.js";
+import type { CallOutcome, Executor, ToolLogLine } from "./isolation/protocol.js";
+import { listAnimas, resolveAnima } from "./registry/animas.js";
+import type { DiscoveryProblem, ToolOrigin } from "./registry/discovery.js";
+import { type AnimaRef, type LoadedTool, type ToolEntry, ToolRegistry, ownerOf } from "./registry/registry.js";
+import { type ProfileEntry, profileFor } from "./registry/schemas.js";
+
+/** What a call returns. Tool failures are results, not exceptions (as in MCP). */
+export type CallResult =
+  | { status: "ok"; output: string; truncated: boolean; originalBytes: number; durationMs: number }
+  | { status: "error"; error_type: ErrorInfo["type"]; message: string; hint?: string; durationMs: number };
+
+export interface SchemaInfo {
+  name: string;
+  action: string;
+  description: string;
+  parameters: Record<string, unknown>;
+  profile?: ProfileEntry;
+}
+
+export interface ToolInfo {
+  name: string;
+  origin: ToolOrigin;
+  status: "ok" | "error";
+  error?: ErrorInfo;
+  schemas: SchemaInfo[];
+  hasCliMain: boolean;
+}
+
+export interface ToolListing {
+  anima: string | undefined;
+  tools: ToolInfo[];
+  /** Files that were not loaded as tools, with the reason. */
+  problems: DiscoveryProblem[];
+}
+
+export interface CallOptions {
+  /** Overrides the action's timeout, in ms (still capped by the host's `maxCallTimeoutMs`). */
+  timeoutMs?: number;
+}
+
+export interface ToolHost {
+  readonly config: HostConfig;
+  /** Calls schema `schemaName` (`{tool}_{action}`) for an Anima. Never throws for tool failures. */
+  call(anima: string, schemaName: string, args?: unknown, options?: CallOptions): Promise<CallResult>;
+  /** Runs a tool's `cli_main(argv)` inside the sandbox. */
+  callCli(anima: string, toolName: string, argv: string[]): Promise<CallResult>;
+  /** Every tool the Anima sees (core, shared, personal), loaded, with its schemas or its load error. */
+  list(anima?: string): Promise<ToolListing>;
+  /** One tool as the Anima sees it; `ToolNotFound` when there is no such tool. */
+  describe(anima: string | undefined, toolName: string): Promise<ToolInfo>;
+  /** Names of the Animas in the data dir. */
+  animas(): Promise<string[]>;
+  close(): Promise<void>;
+}
+
+/** The composition root: wires the real bundler, executor and registry from one resolved config. */
+export function createHost(options: HostOptions = {}): ToolHost {
+  const config = resolveConfig(options);
+  const executor = createExecutor(config, (line) => forwardToolLog(config, line));
+  const bundler = new ToolBundler(config.cacheDir);
+  const registry = new ToolRegistry({
+    dataDir: config.dataDir,
+    coreToolsDir: config.coreToolsDir,
+    loadTimeoutMs: config.loadTimeoutMs,
+    memoryLimitMb: config.memoryLimitMb,
+    bundler,
+    executor,
+  });
+  return new Host(config, executor, registry);
+}
+
+function forwardToolLog(config: HostConfig, line: ToolLogLine): void {
+  config.onLog({ level: line.level, logger: "animaworks.tools", message: line.message, anima: line.context.anima, tool: line.context.tool });
+}
+
+class Host implements ToolHost {
+  private readonly warned = new Set<string>();
+  private closed = false;
+
+  constructor(
+    readonly config: HostConfig,
+    private readonly executor: Executor,
+    private readonly registry: ToolRegistry,
+  ) {}
+
+  async call(anima: string, schemaName: string, args: unknown = {}, options: CallOptions = {}): Promise<CallResult> {
+    const startedAt = performance.now();
+    try {
+      const ref = await this.anima(anima);
+      const tool = await this.toolForSchema(ref, schemaName);
+      const schema = tool.schemas.find((s) => s.name === schemaName);
+      if (!schema) {
+        throw new ToolHostError("ToolNotFound", `tool "${tool.name}" has no action "${schemaName.slice(tool.name.length + 1)}"`, `actions: ${tool.schemas.map((s) => s.action).join(", ")}`);
+      }
+      const checked = checkArguments(tool.bundle.hash, schema, args);
+      const profile = profileFor(tool.profile, schema.action);
+      const timeoutMs = this.timeoutFor(profile, options.timeoutMs);
+      const outcome = await this.executor.call({
+        op: "call",
+        bundle: tool.bundle,
+        context: { anima: ref.name, animaDir: ref.dir, tool: tool.name },
+        entry: "call",
+        schemaName,
+        payloadJson: JSON.stringify({ ...checked, anima_dir: ref.dir }),
+        timeoutMs,
+        memoryLimitMb: this.config.memoryLimitMb,
+        maxResultBytes: this.config.maxResultTransferBytes,
+        maxLogLines: this.config.maxLogLinesPerCall,
+        maxLogLineChars: this.config.maxLogLineChars,
+      });
+      return this.toResult(outcome);
+    } catch (error) {
+      return errorResult(error, performance.now() - startedAt);
+    }
+  }
+
+  async callCli(anima: string, toolName: string, argv: string[]): Promise<CallResult> {
+    const startedAt = performance.now();
+    try {
+      const ref = await this.anima(anima);
+      const tool = await this.loadTool(ref, toolName);
+      if (!tool.hasCliMain) throw new ToolHostError("ToolNotFound", `tool "${toolName}" has no cli_main`);
+      const outcome = await this.executor.call({
+        op: "call",
+        bundle: tool.bundle,
+        context: { anima: ref.name, animaDir: ref.dir, tool: tool.name },
+        entry: "cli",
+        schemaName: "",
+        payloadJson: JSON.stringify(argv.map(String)),
+        timeoutMs: this.timeoutFor(undefined, undefined),
+        memoryLimitMb: this.config.memoryLimitMb,
+        maxResultBytes: this.config.maxResultTransferBytes,
+        maxLogLines: this.config.maxLogLinesPerCall,
+        maxLogLineChars: this.config.maxLogLineChars,
+      });
+      return this.toResult(outcome);
+    } catch (error) {
+      return errorResult(error, performance.now() - startedAt);
+    }
+  }
+
+  async list(anima?: string): Promise<ToolListing> {
+    const ref = anima === undefined ? undefined : await this.anima(anima);
+    const sources = await this.registry.sources(ref);
+    this.warnProblems(sources.problems);
+    const names = [...sources.tools.keys()];
+    const entries = await Promise.all([...sources.tools.values()].map((source) => this.registry.load(source, names)));
+    const tools = entries.map(toToolInfo).sort((a, b) => a.name.localeCompare(b.name));
+    return { anima: ref?.name, tools, problems: sources.problems };
+  }
+
+  async describe(anima: string | undefined, toolName: string): Promise<ToolInfo> {
+    const ref = anima === undefined ? undefined : await this.anima(anima);
+    const sources = await this.registry.sources(ref);
+    const source = sources.tools.get(toolName);
+    if (!source) throw unknownTool(toolName, [...sources.tools.keys()]);
+    return toToolInfo(await this.registry.load(source, sources.tools.keys()));
+  }
+
+  animas(): Promise<string[]> {
+    return listAnimas(this.config.dataDir);
+  }
+
+  async close(): Promise<void> {
+    if (this.closed) return;
+    this.closed = true;
+    await this.executor.close();
+  }
+
+  // ---- helpers ------------------------------------------------------------------------------------
+
+  private anima(name: string): Promise<AnimaRef> {
+    if (this.closed) throw new ToolHostError("SandboxCrashed", "the host is closed");
+    return resolveAnima(this.config.dataDir, name);
+  }
+
+  private async toolForSchema(ref: AnimaRef, schemaName: string): Promise<LoadedTool> {
+    if (typeof schemaName !== "string" || schemaName === "") throw new ToolHostError("InvalidArguments", "no tool schema name was given");
+    const sources = await this.registry.sources(ref);
+    this.warnProblems(sources.problems);
+    const names = [...sources.tools.keys()];
+    const owner = ownerOf(schemaName, names);
+    if (!owner) {
+      if (sources.tools.has(schemaName)) {
+        const entry = await this.registry.load(sources.tools.get(schemaName)!, names);
+        const actions = entry.state === "ok" ? entry.tool.schemas.map((s) => s.action).join(", ") : "";
+        throw new ToolHostError("ToolNotFound", `"${schemaName}" is a tool, not an action`, actions ? `name an action: ${actions}` : undefined);
+      }
+      throw unknownTool(schemaName, names);
+    }
+    const entry = await this.registry.load(sources.tools.get(owner)!, names);
+    if (entry.state === "error") throw ToolHostError.fromInfo(entry.error);
+    return entry.tool;
+  }
+
+  private async loadTool(ref: AnimaRef, toolName: string): Promise<LoadedTool> {
+    const sources = await this.registry.sources(ref);
+    const source = sources.tools.get(toolName);
+    if (!source) throw unknownTool(toolName, [...sources.tools.keys()]);
+    const entry = await this.registry.load(source, sources.tools.keys());
+    if (entry.state === "error") throw ToolHostError.fromInfo(entry.error);
+    return entry.tool;
+  }
+
+  private timeoutFor(profile: ProfileEntry | undefined, override: number | undefined): number {
+    const wanted = override ?? (profile?.timeout_seconds !== undefined ? profile.timeout_seconds * 1000 : this.config.timeoutMs);
+    return Math.min(wanted, this.config.maxCallTimeoutMs);
+  }
+
+  private toResult(outcome: CallOutcome): CallResult {
+    if (!outcome.ok) return { status: "error", error_type: outcome.error.type, message: outcome.error.message, ...(outcome.error.hint ? { hint: outcome.error.hint } : {}), durationMs: outcome.durationMs };
+    const formatted = formatOutput(outcome.value, this.config.maxOutputBytes);
+    return { status: "ok", output: formatted.text, truncated: formatted.truncated, originalBytes: formatted.originalBytes, durationMs: outcome.durationMs };
+  }
+
+  private warnProblems(problems: DiscoveryProblem[]): void {
+    for (const problem of problems) {
+      const key = `${problem.file}\0${problem.message}`;
+      if (this.warned.has(key)) continue;
+      this.warned.add(key);
+      this.config.onLog({ level: "warn", logger: "animaworks.host", message: problem.message, tool: problem.name });
+    }
+  }
+}
+
+function toToolInfo(entry: ToolEntry): ToolInfo {
+  if (entry.state === "error") return { name: entry.name, origin: entry.origin, status: "error", error: entry.error, schemas: [], hasCliMain: false };
+  return {
+    name: entry.name,
+    origin: entry.origin,
+    status: "ok",
+    hasCliMain: entry.tool.hasCliMain,
+    schemas: entry.tool.schemas.map((schema) => {
+      const profile = profileFor(entry.tool.profile, schema.action);
+      return { name: schema.name, action: schema.action, description: schema.description, parameters: schema.parameters, ...(profile ? { profile } : {}) };
+    }),
+  };
+}
+
+function unknownTool(name: string, known: string[]): ToolHostError {
+  return new ToolHostError("ToolNotFound", `unknown tool "${name}"`, known.length > 0 ? `available tools: ${known.sort().join(", ")}` : "no tools are installed");
+}
+
+function errorResult(error: unknown, durationMs: number): CallResult {
+  const info: ErrorInfo = error instanceof ToolHostError ? error.toInfo() : { type: "ExecutionError", message: error instanceof Error ? error.message : String(error) };
+  return { status: "error", error_type: info.type, message: info.message, ...(info.hint ? { hint: info.hint } : {}), durationMs };
+}

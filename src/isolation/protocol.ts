@@ -1,0 +1,102 @@
+import type { ErrorInfo } from "../errors.js";
+
+/**
+ * The host/sandbox boundary as typed messages carrying plain data only (strings, numbers, plain
+ * objects). Nothing here may hold a function, a class instance or an isolated-vm reference: every value
+ * is either structured-cloned to a sandbox process or copied into an isolate.
+ */
+
+/** A built tool: its bundle text and the content hash that names it. */
+export interface ToolBundle {
+  /** sha256 of the bundle text, hex. Isolates are pooled per (anima, hash). */
+  hash: string;
+  /** Script text: the esbuild IIFE followed by the `__awRegister` call. */
+  code: string;
+  /** File name shown in stack traces inside the isolate, e.g. `personal/my_tool.js`. */
+  displayName: string;
+}
+
+/** Who a call acts for. Capabilities are bound to this, never to anything the tool says. */
+export interface CallContext {
+  anima: string;
+  animaDir: string;
+  tool: string;
+}
+
+export interface DescribeRequest {
+  op: "describe";
+  bundle: ToolBundle;
+  timeoutMs: number;
+  memoryLimitMb: number;
+}
+
+export interface CallRequest {
+  op: "call";
+  bundle: ToolBundle;
+  context: CallContext;
+  /** `dispatch`/named function with the schema name, or `cli` for `cli_main(argv)`. */
+  entry: "call" | "cli";
+  schemaName: string;
+  /** JSON text of the (already validated) arguments object, or of the argv array for `cli`. */
+  payloadJson: string;
+  timeoutMs: number;
+  memoryLimitMb: number;
+  /** Results longer than this many bytes are cut inside the isolate before they cross over. */
+  maxResultBytes: number;
+  /** Log lines beyond this count are dropped (one notice is logged). */
+  maxLogLines: number;
+  maxLogLineChars: number;
+}
+
+export type SandboxRequest = DescribeRequest | CallRequest;
+
+/** What a tool module declares, as read by `describe`. Schemas and profile are untrusted JSON. */
+export interface ModuleDescription {
+  /** Export name → `typeof` value. */
+  exports: Record<string, string>;
+  /** Raw value of `get_tool_schemas()`, or null when the module has none. */
+  schemas: unknown;
+  /** Raw `EXECUTION_PROFILE`, or null. */
+  profile: unknown;
+}
+
+export type ResultValue =
+  | { kind: "none" }
+  | {
+      kind: "text" | "json";
+      text: string;
+      /** UTF-8 size of the whole result as the tool produced it. */
+      bytes: number;
+      /** True when `text` was cut inside the isolate because it exceeded `maxResultBytes`. */
+      truncated: boolean;
+    };
+
+export type CallOutcome = { ok: true; value: ResultValue; durationMs: number } | { ok: false; error: ErrorInfo; durationMs: number };
+export type DescribeOutcome = { ok: true; module: ModuleDescription } | { ok: false; error: ErrorInfo };
+
+export interface ToolLogLine {
+  level: "debug" | "info" | "warn" | "error";
+  message: string;
+  context: CallContext;
+}
+
+/**
+ * Where isolates run. Implemented in-process by `IsolateRunner` and across processes by `SandboxPool`;
+ * the host does not care which.
+ */
+export interface Executor {
+  describe(request: DescribeRequest): Promise<DescribeOutcome>;
+  call(request: CallRequest): Promise<CallOutcome>;
+  close(): Promise<void>;
+}
+
+// ---- wire messages between the host and a sandbox process ------------------------------------------
+
+export type ToSandbox =
+  | { type: "request"; id: number; request: SandboxRequest }
+  | { type: "shutdown" };
+
+export type FromSandbox =
+  | { type: "ready" }
+  | { type: "response"; id: number; outcome: CallOutcome | DescribeOutcome }
+  | { type: "log"; line: ToolLogLine };

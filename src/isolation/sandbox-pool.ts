@@ -1,0 +1,223 @@
+import { type ChildProcess, fork } from "node:child_process";
+import { join } from "node:path";
+import { PROJECT_ROOT } from "../config.js";
+import type { ErrorInfo } from "../errors.js";
+import type {
+  CallOutcome,
+  CallRequest,
+  DescribeOutcome,
+  DescribeRequest,
+  Executor,
+  FromSandbox,
+  SandboxRequest,
+  ToSandbox,
+  ToolLogLine,
+} from "./protocol.js";
+
+/**
+ * Runs isolates in supervised sandbox processes, so that a V8 fatal error or a native crash in one
+ * tool costs only the calls in flight in that process, never the host.
+ *
+ * Invariants:
+ *  - Sandbox processes get an empty environment: nothing of the host's environment is there to leak.
+ *  - Each Anima sticks to one process (its warm isolates live there); new Animas go to the least busy.
+ *  - Every request has a host-side deadline (its timeout plus a grace period). A process that misses it
+ *    is killed; its calls fail with `SandboxCrashed` (the late call itself with `Timeout`), and a fresh
+ *    process takes its place.
+ */
+export interface SandboxPoolOptions {
+  /** Number of sandbox processes. Default: 2. */
+  processes?: number;
+  /** Idle warm isolates kept per process. Default: 64. */
+  maxIdleIsolates?: number;
+  /** Extra time past a request's own timeout before the host kills its process, ms. Default: 2,000. */
+  deadlineGraceMs?: number;
+  onLog?: (line: ToolLogLine) => void;
+}
+
+interface Pending {
+  request: SandboxRequest;
+  resolve: (outcome: CallOutcome | DescribeOutcome) => void;
+  timer: NodeJS.Timeout;
+  startedAt: number;
+}
+
+const CHILD_ENTRY = join(PROJECT_ROOT, "dist", "src", "isolation", "sandbox-process.js");
+const CRASH_WINDOW_MS = 10_000;
+const MAX_CRASHES_IN_WINDOW = 5;
+const RESTART_BACKOFF_MS = 1_000;
+
+class SandboxProcess {
+  child: ChildProcess | undefined;
+  readonly pending = new Map<number, Pending>();
+  private ready = false;
+  private backlog: ToSandbox[] = [];
+  private crashes: number[] = [];
+  private restartTimer: NodeJS.Timeout | undefined;
+
+  constructor(
+    readonly index: number,
+    private readonly pool: SandboxPool,
+  ) {
+    this.start();
+  }
+
+  get load(): number {
+    return this.pending.size;
+  }
+
+  get pid(): number | undefined {
+    return this.child?.pid;
+  }
+
+  send(message: ToSandbox): void {
+    if (this.ready && this.child?.connected) this.child.send(message);
+    else this.backlog.push(message);
+  }
+
+  private start(): void {
+    this.ready = false;
+    const child = fork(CHILD_ENTRY, [String(this.pool.maxIdleIsolates)], {
+      execArgv: ["--no-node-snapshot"],
+      env: {},
+      stdio: ["ignore", "ignore", "inherit", "ipc"],
+      serialization: "json",
+    });
+    this.child = child;
+    child.on("message", (message: FromSandbox) => this.onMessage(message));
+    child.on("exit", (code, signal) => this.onExit(child, code, signal));
+    child.on("error", () => {
+      // 'exit' follows and handles the failure
+    });
+  }
+
+  private onMessage(message: FromSandbox): void {
+    if (message.type === "ready") {
+      this.ready = true;
+      const backlog = this.backlog;
+      this.backlog = [];
+      for (const queued of backlog) this.child?.send(queued);
+    } else if (message.type === "response") {
+      const pending = this.pending.get(message.id);
+      if (!pending) return;
+      this.pending.delete(message.id);
+      clearTimeout(pending.timer);
+      pending.resolve(message.outcome);
+    } else if (message.type === "log") {
+      this.pool.onLog(message.line);
+    }
+  }
+
+  private onExit(child: ChildProcess, code: number | null, signal: NodeJS.Signals | null): void {
+    if (child !== this.child) return;
+    this.child = undefined;
+    this.ready = false;
+    const reason = signal ? `signal ${signal}` : `exit code ${code}`;
+    this.failAll({ type: "SandboxCrashed", message: `the sandbox process stopped (${reason}) while the call was running`, hint: "retry the call; if it keeps failing, the tool is crashing its sandbox" });
+    this.backlog = this.backlog.filter((m) => m.type !== "request");
+    if (this.pool.closing) return;
+    const now = Date.now();
+    this.crashes = [...this.crashes.filter((t) => now - t < CRASH_WINDOW_MS), now];
+    const delay = this.crashes.length > MAX_CRASHES_IN_WINDOW ? RESTART_BACKOFF_MS : 0;
+    this.restartTimer = setTimeout(() => {
+      this.restartTimer = undefined;
+      if (!this.pool.closing) this.start();
+    }, delay);
+  }
+
+  failAll(error: ErrorInfo): void {
+    for (const [id, pending] of this.pending) {
+      this.pending.delete(id);
+      clearTimeout(pending.timer);
+      pending.resolve(failureFor(pending, error));
+    }
+  }
+
+  /** Kills the process because a request overran its deadline; that request fails as a timeout. */
+  killForDeadline(id: number): void {
+    const late = this.pending.get(id);
+    if (late) {
+      this.pending.delete(id);
+      const timeoutMs = late.request.timeoutMs;
+      late.resolve(failureFor(late, { type: "Timeout", message: `the tool did not finish within ${timeoutMs} ms and its sandbox was restarted` }));
+    }
+    this.child?.kill("SIGKILL");
+  }
+
+  async stop(): Promise<void> {
+    if (this.restartTimer) clearTimeout(this.restartTimer);
+    const child = this.child;
+    if (!child) return;
+    const exited = new Promise<void>((resolve) => child.once("exit", () => resolve()));
+    if (child.connected) child.send({ type: "shutdown" } satisfies ToSandbox);
+    const timer = setTimeout(() => child.kill("SIGKILL"), 2_000);
+    await exited;
+    clearTimeout(timer);
+  }
+}
+
+function failureFor(pending: Pending, error: ErrorInfo): CallOutcome | DescribeOutcome {
+  if (pending.request.op === "describe") return { ok: false, error: { ...error, type: "LoadError" } };
+  return { ok: false, error, durationMs: performance.now() - pending.startedAt };
+}
+
+export class SandboxPool implements Executor {
+  readonly maxIdleIsolates: number;
+  readonly onLog: (line: ToolLogLine) => void;
+  closing = false;
+  private readonly processes: SandboxProcess[];
+  private readonly deadlineGraceMs: number;
+  private readonly affinity = new Map<string, SandboxProcess>();
+  private nextId = 1;
+
+  constructor(options: SandboxPoolOptions = {}) {
+    this.maxIdleIsolates = options.maxIdleIsolates ?? 64;
+    this.onLog = options.onLog ?? (() => {});
+    this.deadlineGraceMs = options.deadlineGraceMs ?? 2_000;
+    const count = Math.max(1, Math.floor(options.processes ?? 2));
+    this.processes = Array.from({ length: count }, (_, index) => new SandboxProcess(index, this));
+  }
+
+  describe(request: DescribeRequest): Promise<DescribeOutcome> {
+    return this.dispatch(this.leastBusy(), request) as Promise<DescribeOutcome>;
+  }
+
+  call(request: CallRequest): Promise<CallOutcome> {
+    let target = this.affinity.get(request.context.anima);
+    if (!target) {
+      target = this.leastBusy();
+      this.affinity.set(request.context.anima, target);
+    }
+    return this.dispatch(target, request) as Promise<CallOutcome>;
+  }
+
+  /** Process ids of the sandbox processes (for supervision tests and operators). */
+  pids(): Array<number | undefined> {
+    return this.processes.map((p) => p.pid);
+  }
+
+  async close(): Promise<void> {
+    this.closing = true;
+    for (const process of this.processes) process.failAll({ type: "SandboxCrashed", message: "the host is shutting down" });
+    await Promise.all(this.processes.map((p) => p.stop()));
+  }
+
+  private leastBusy(): SandboxProcess {
+    let best = this.processes[0] as SandboxProcess;
+    for (const candidate of this.processes) if (candidate.load < best.load) best = candidate;
+    return best;
+  }
+
+  private dispatch(target: SandboxProcess, request: SandboxRequest): Promise<CallOutcome | DescribeOutcome> {
+    if (this.closing) {
+      const error: ErrorInfo = { type: "SandboxCrashed", message: "the host is shutting down" };
+      return Promise.resolve(request.op === "describe" ? { ok: false, error: { ...error, type: "LoadError" } } : { ok: false, error, durationMs: 0 });
+    }
+    const id = this.nextId++;
+    return new Promise((resolve) => {
+      const timer = setTimeout(() => target.killForDeadline(id), request.timeoutMs + this.deadlineGraceMs);
+      target.pending.set(id, { request, resolve, timer, startedAt: performance.now() });
+      target.send({ type: "request", id, request });
+    });
+  }
+}

@@ -1,0 +1,33 @@
+import { readdir, stat } from "node:fs/promises";
+import { join } from "node:path";
+import { ToolHostError } from "../errors.js";
+import type { AnimaRef } from "./registry.js";
+
+/** Anima names are folder names under `{dataDir}/animas/`; anything that could address another folder is refused. */
+const ANIMA_NAME_PATTERN = /^(?!\.{1,2}$)[^/\\\0]{1,128}$/;
+
+export async function listAnimas(dataDir: string): Promise<string[]> {
+  const names: string[] = [];
+  const entries = await readdir(join(dataDir, "animas"), { withFileTypes: true }).catch(() => []);
+  for (const entry of entries) {
+    if (entry.isDirectory() && ANIMA_NAME_PATTERN.test(entry.name)) names.push(entry.name);
+  }
+  return names.sort();
+}
+
+export async function resolveAnima(dataDir: string, name: string): Promise<AnimaRef> {
+  if (typeof name !== "string" || !ANIMA_NAME_PATTERN.test(name)) {
+    throw new ToolHostError("InvalidArguments", `"${String(name)}" is not a valid Anima name`, "an Anima name is the name of its folder under animas/");
+  }
+  const dir = join(dataDir, "animas", name);
+  const info = await stat(dir).catch(() => undefined);
+  if (!info?.isDirectory()) {
+    const known = await listAnimas(dataDir);
+    throw new ToolHostError(
+      "NotFound",
+      `unknown Anima "${name}"`,
+      known.length > 0 ? `known Animas: ${known.join(", ")}` : `no Animas exist under ${join(dataDir, "animas")}`,
+    );
+  }
+  return { name, dir };
+}

@@ -1,0 +1,67 @@
+import { readdir, stat } from "node:fs/promises";
+import { extname, join } from "node:path";
+
+export type ToolOrigin = "core" | "shared" | "personal";
+
+export interface DiscoveredTool {
+  name: string;
+  origin: ToolOrigin;
+  /** Absolute path of the tool's file. */
+  path: string;
+  /** Its tools folder (imports may not leave it). */
+  folder: string;
+}
+
+export interface DiscoveryProblem {
+  name: string;
+  origin: ToolOrigin;
+  file: string;
+  message: string;
+}
+
+export const TOOL_EXTENSIONS = [".ts", ".mts", ".js", ".mjs"] as const;
+
+/** CLI management commands (design.md §4): a tool with one of these names could never be called. */
+export const RESERVED_NAMES = new Set([
+  "list", "describe", "refresh", "share", "validate", "submit", "jobs", "serve", "mcp", "audit", "help",
+]);
+
+export const TOOL_NAME_PATTERN = /^[A-Za-z][A-Za-z0-9_]{0,63}$/;
+
+/**
+ * Lists the tools in one folder (top level only). Files starting with `_` are helpers, not tools; `.d.ts`
+ * files are types. Only regular files count (a FIFO or device named like a tool is ignored, so a scan
+ * never blocks). Problems are reported, not thrown: one bad file never hides the others.
+ */
+export async function discoverFolder(folder: string, origin: ToolOrigin): Promise<{ tools: DiscoveredTool[]; problems: DiscoveryProblem[] }> {
+  let entries: string[];
+  try {
+    entries = await readdir(folder);
+  } catch {
+    return { tools: [], problems: [] };
+  }
+  const byName = new Map<string, string[]>();
+  for (const file of entries.sort()) {
+    const ext = extname(file);
+    if (!(TOOL_EXTENSIONS as readonly string[]).includes(ext) || file.startsWith("_") || file.endsWith(".d.ts")) continue;
+    const info = await stat(join(folder, file)).catch(() => undefined);
+    if (!info?.isFile()) continue;
+    const name = file.slice(0, -ext.length);
+    byName.set(name, [...(byName.get(name) ?? []), file]);
+  }
+  const tools: DiscoveredTool[] = [];
+  const problems: DiscoveryProblem[] = [];
+  for (const [name, files] of byName) {
+    const file = files[0] as string;
+    if (files.length > 1) {
+      problems.push({ name, origin, file, message: `more than one file defines tool "${name}" (${files.join(", ")}); keep one` });
+    } else if (!TOOL_NAME_PATTERN.test(name)) {
+      problems.push({ name, origin, file, message: `"${file}" is not a valid tool name; use letters, digits and "_" (snake_case), starting with a letter` });
+    } else if (RESERVED_NAMES.has(name)) {
+      problems.push({ name, origin, file, message: `"${name}" is an animaworks-tool command and cannot be a tool name; rename the file` });
+    } else {
+      tools.push({ name, origin, path: join(folder, file), folder });
+    }
+  }
+  return { tools, problems };
+}

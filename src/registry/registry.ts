@@ -1,0 +1,183 @@
+import { join } from "node:path";
+import type { ToolBundler } from "../build/bundler.js";
+import type { ErrorInfo } from "../errors.js";
+import type { Executor, ToolBundle } from "../isolation/protocol.js";
+import { type DiscoveredTool, type DiscoveryProblem, type ToolOrigin, discoverFolder } from "./discovery.js";
+import { type ProfileEntry, type ToolSchema, checkToolSchemas } from "./schemas.js";
+
+export interface AnimaRef {
+  name: string;
+  dir: string;
+}
+
+export interface LoadedTool {
+  name: string;
+  origin: ToolOrigin;
+  path: string;
+  bundle: ToolBundle;
+  schemas: ToolSchema[];
+  profile: Record<string, ProfileEntry>;
+  hasCliMain: boolean;
+}
+
+export type ToolEntry =
+  | { name: string; origin: ToolOrigin; path: string; state: "ok"; tool: LoadedTool }
+  | { name: string; origin: ToolOrigin; path: string; state: "error"; error: ErrorInfo };
+
+/** The tools one Anima sees, before loading: core, then shared, then personal (personal wins). */
+export interface ToolSources {
+  tools: Map<string, DiscoveredTool>;
+  /** Files that are not tools for a reason the author should hear about (bad name, shadowing…). */
+  problems: DiscoveryProblem[];
+}
+
+interface CachedDescription {
+  schemas: ToolSchema[];
+  profile: Record<string, ProfileEntry>;
+  hasCliMain: boolean;
+}
+
+/** Bump when what `describe` yields or how it is checked changes. */
+const DESCRIPTION_FORMAT = "d1";
+
+export interface RegistryOptions {
+  dataDir: string;
+  coreToolsDir: string;
+  loadTimeoutMs: number;
+  memoryLimitMb: number;
+  bundler: ToolBundler;
+  executor: Executor;
+}
+
+/**
+ * Finds and loads tools. Loading = bundle (cached on disk by content) + describe in a throwaway isolate
+ * (cached by bundle hash) + schema checks. One tool's failure never affects another's availability.
+ */
+export class ToolRegistry {
+  /** Loaded entries by file path, valid while the bundle hash is unchanged. */
+  private readonly loaded = new Map<string, { hash: string; entry: ToolEntry }>();
+
+  constructor(private readonly options: RegistryOptions) {}
+
+  async sources(anima: AnimaRef | undefined): Promise<ToolSources> {
+    const [core, shared, personal] = await Promise.all([
+      discoverFolder(this.options.coreToolsDir, "core"),
+      discoverFolder(join(this.options.dataDir, "common_tools"), "shared"),
+      anima ? discoverFolder(join(anima.dir, "tools"), "personal") : Promise.resolve({ tools: [], problems: [] }),
+    ]);
+    const tools = new Map<string, DiscoveredTool>();
+    const problems = [...core.problems, ...shared.problems, ...personal.problems];
+    for (const tool of core.tools) tools.set(tool.name, tool);
+    for (const tool of [...shared.tools, ...personal.tools]) {
+      const existing = tools.get(tool.name);
+      if (existing?.origin === "core") {
+        problems.push({
+          name: tool.name,
+          origin: tool.origin,
+          file: tool.path,
+          message: `${tool.origin} tool "${tool.name}" has the name of a core tool and is skipped; rename it`,
+        });
+        continue;
+      }
+      tools.set(tool.name, tool); // personal is added after shared, so it wins
+    }
+    return { tools, problems };
+  }
+
+  /** Loads one tool as seen by an Anima whose visible tool names are `visibleNames`. */
+  async load(source: DiscoveredTool, visibleNames: Iterable<string>): Promise<ToolEntry> {
+    const base = { name: source.name, origin: source.origin, path: source.path };
+    const built = await this.options.bundler.build({
+      path: source.path,
+      folder: source.folder,
+      displayName: `${source.origin}/${source.path.slice(source.folder.length + 1)}`,
+    });
+    if (!built.ok) return { ...base, state: "error", error: built.error };
+    const bundle = built.bundle;
+    const previous = this.loaded.get(source.path);
+    let entry: ToolEntry;
+    if (previous && previous.hash === bundle.hash) {
+      entry = previous.entry;
+    } else {
+      entry = await this.describe(source, bundle);
+      this.loaded.set(source.path, { hash: bundle.hash, entry });
+    }
+    if (entry.state === "ok") {
+      const collision = findSchemaCollision(entry.tool, visibleNames);
+      if (collision) return { ...base, state: "error", error: { type: "LoadError", message: collision } };
+    }
+    return entry;
+  }
+
+  /** Forgets loaded tools so the next load re-reads everything. */
+  forget(path?: string): void {
+    if (path === undefined) this.loaded.clear();
+    else this.loaded.delete(path);
+  }
+
+  private async describe(source: DiscoveredTool, bundle: ToolBundle): Promise<ToolEntry> {
+    const base = { name: source.name, origin: source.origin, path: source.path };
+    const cacheKey = `${DESCRIPTION_FORMAT}-${bundle.hash}`;
+    const cache = this.options.bundler.cache;
+    let description = await cache.getMeta<CachedDescription>(cacheKey);
+    if (!description || !Array.isArray(description.schemas)) {
+      const outcome = await this.options.executor.describe({
+        op: "describe",
+        bundle,
+        timeoutMs: this.options.loadTimeoutMs,
+        memoryLimitMb: this.options.memoryLimitMb,
+      });
+      if (!outcome.ok) return { ...base, state: "error", error: { ...outcome.error, type: "LoadError" } };
+      const check = checkToolSchemas(source.name, outcome.module.schemas, outcome.module.profile);
+      if (!check.ok) {
+        return { ...base, state: "error", error: { type: "LoadError", message: `${source.name}: ${check.problems.join("; ")}` } };
+      }
+      const exportsInfo = outcome.module.exports;
+      const hasDispatch = exportsInfo["dispatch"] === "function";
+      const missing = check.schemas.filter((schema) => !hasDispatch && exportsInfo[schema.name] !== "function");
+      if (missing.length > 0) {
+        return {
+          ...base,
+          state: "error",
+          error: {
+            type: "LoadError",
+            message: `${source.name}: no handler for ${missing.map((s) => s.name).join(", ")}`,
+            hint: "export dispatch(name, args), or a function named like each schema",
+          },
+        };
+      }
+      description = {
+        schemas: check.schemas,
+        profile: check.profile,
+        hasCliMain: exportsInfo["cli_main"] === "function" || exportsInfo["cliMain"] === "function",
+      };
+      await cache.putMeta(cacheKey, description);
+    }
+    return { ...base, state: "ok", tool: { ...base, bundle, ...description } };
+  }
+}
+
+/**
+ * A schema name belongs to the longest visible tool name that prefixes it (`image_gen_3d` → `image_gen`
+ * when both `image` and `image_gen` exist). A tool that declares a name belonging to another tool is
+ * unavailable, so that schema names stay unique across everything one Anima sees.
+ */
+function findSchemaCollision(tool: LoadedTool, visibleNames: Iterable<string>): string | undefined {
+  const longer = [...visibleNames].filter((name) => name.length > tool.name.length && name.startsWith(`${tool.name}_`));
+  for (const schema of tool.schemas) {
+    const owner = longer.find((name) => schema.name.startsWith(`${name}_`));
+    if (owner) {
+      return `${tool.name}: schema "${schema.name}" collides with tool "${owner}" (it would be ${owner}'s action "${schema.name.slice(owner.length + 1)}"); rename the schema`;
+    }
+  }
+  return undefined;
+}
+
+/** Splits a schema name into (tool, action) using the longest visible tool name (reference 3.3). */
+export function ownerOf(schemaName: string, visibleNames: Iterable<string>): string | undefined {
+  let best: string | undefined;
+  for (const name of visibleNames) {
+    if (schemaName.startsWith(`${name}_`) && schemaName.length > name.length + 1 && (!best || name.length > best.length)) best = name;
+  }
+  return best;
+}

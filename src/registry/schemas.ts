@@ -1,0 +1,155 @@
+import { compileSchema } from "../validation/ajv.js";
+
+/** A schema after normalisation (reference 3.1): `parameters` holds `input_schema` if given. */
+export interface ToolSchema {
+  name: string;
+  /** The part after `{tool}_`. */
+  action: string;
+  description: string;
+  parameters: JsonSchemaObject;
+}
+
+export type JsonSchemaObject = { type: "object"; properties?: Record<string, JsonSchemaProperty>; required?: string[] } & Record<string, unknown>;
+export type JsonSchemaProperty = Record<string, unknown>;
+
+export interface ProfileEntry {
+  expected_seconds?: number;
+  background_eligible?: boolean;
+  timeout_seconds?: number;
+  gated?: boolean;
+}
+
+/** Bounds on what a tool may declare. Schemas are untrusted input, compiled on the host. */
+export const SCHEMA_LIMITS = {
+  maxSchemas: 64,
+  maxSchemaJsonBytes: 64 * 1024,
+  maxDepth: 24,
+  maxDescriptionChars: 4_096,
+} as const;
+
+export const SCHEMA_NAME_PATTERN = /^[A-Za-z0-9_-]{1,64}$/;
+
+export type SchemaCheck = { ok: true; schemas: ToolSchema[]; profile: Record<string, ProfileEntry> } | { ok: false; problems: string[] };
+
+/**
+ * Normalises and checks what a module's `get_tool_schemas()` returned. Every problem is listed, each
+ * phrased so that the author knows what to change.
+ */
+export function checkToolSchemas(toolName: string, raw: unknown, rawProfile: unknown): SchemaCheck {
+  const problems: string[] = [];
+  if (raw === null || raw === undefined) {
+    return { ok: false, problems: ["the module does not export get_tool_schemas() (alias getToolSchemas)"] };
+  }
+  if (!Array.isArray(raw)) return { ok: false, problems: ["get_tool_schemas() must return an array of schemas"] };
+  if (raw.length === 0) return { ok: false, problems: ["get_tool_schemas() returned no schemas"] };
+  if (raw.length > SCHEMA_LIMITS.maxSchemas) {
+    return { ok: false, problems: [`get_tool_schemas() returned ${raw.length} schemas; at most ${SCHEMA_LIMITS.maxSchemas} are allowed`] };
+  }
+  const schemas: ToolSchema[] = [];
+  const seen = new Set<string>();
+  raw.forEach((entry, index) => {
+    const where = `schema #${index + 1}`;
+    if (typeof entry !== "object" || entry === null || Array.isArray(entry)) {
+      problems.push(`${where} must be an object with name, description and input_schema`);
+      return;
+    }
+    const record = entry as Record<string, unknown>;
+    const name = record["name"];
+    if (typeof name !== "string" || !SCHEMA_NAME_PATTERN.test(name)) {
+      problems.push(`${where} needs a "name" of 1-64 letters, digits, "_" or "-" (got ${JSON.stringify(name) ?? "nothing"})`);
+      return;
+    }
+    const prefix = `${toolName}_`;
+    if (!name.startsWith(prefix) || name.length === prefix.length) {
+      problems.push(`schema "${name}" must be named ${toolName}_<action> (the file is ${toolName}; e.g. ${toolName}_query)`);
+      return;
+    }
+    if (seen.has(name)) {
+      problems.push(`schema "${name}" is declared twice`);
+      return;
+    }
+    seen.add(name);
+    const description = record["description"] ?? "";
+    if (typeof description !== "string") {
+      problems.push(`schema "${name}": "description" must be a string`);
+      return;
+    }
+    if (description.length > SCHEMA_LIMITS.maxDescriptionChars) {
+      problems.push(`schema "${name}": description is longer than ${SCHEMA_LIMITS.maxDescriptionChars} characters`);
+      return;
+    }
+    const params = record["input_schema"] ?? record["parameters"] ?? { type: "object", properties: {} };
+    const paramProblem = checkParameters(params);
+    if (paramProblem) {
+      problems.push(`schema "${name}": ${paramProblem}`);
+      return;
+    }
+    schemas.push({ name, action: name.slice(prefix.length), description, parameters: params as JsonSchemaObject });
+  });
+  const profile = checkProfile(rawProfile, problems);
+  return problems.length > 0 ? { ok: false, problems } : { ok: true, schemas, profile };
+}
+
+function checkParameters(params: unknown): string | undefined {
+  if (typeof params !== "object" || params === null || Array.isArray(params)) {
+    return "input_schema must be a JSON Schema object";
+  }
+  const size = Buffer.byteLength(JSON.stringify(params));
+  if (size > SCHEMA_LIMITS.maxSchemaJsonBytes) {
+    return `input_schema is ${size} bytes; at most ${SCHEMA_LIMITS.maxSchemaJsonBytes} are allowed`;
+  }
+  if (depthOf(params) > SCHEMA_LIMITS.maxDepth) return `input_schema is nested deeper than ${SCHEMA_LIMITS.maxDepth} levels`;
+  const record = params as Record<string, unknown>;
+  if (record["type"] !== "object") return `input_schema must have "type": "object" (arguments are always an object)`;
+  if (JSON.stringify(params).includes('"$ref":"http')) return "input_schema may not reference remote schemas ($ref to a URL)";
+  try {
+    compileSchema(params);
+  } catch (error) {
+    return `input_schema is not valid JSON Schema: ${error instanceof Error ? error.message : String(error)}`;
+  }
+  return undefined;
+}
+
+function depthOf(value: unknown, depth = 0): number {
+  if (typeof value !== "object" || value === null) return depth;
+  if (depth > SCHEMA_LIMITS.maxDepth) return depth;
+  let max = depth + 1;
+  for (const child of Object.values(value)) max = Math.max(max, depthOf(child, depth + 1));
+  return max;
+}
+
+function checkProfile(raw: unknown, problems: string[]): Record<string, ProfileEntry> {
+  if (raw === null || raw === undefined) return {};
+  if (typeof raw !== "object" || Array.isArray(raw)) {
+    problems.push("EXECUTION_PROFILE must be an object mapping action names to settings");
+    return {};
+  }
+  const profile: Record<string, ProfileEntry> = {};
+  for (const [action, value] of Object.entries(raw)) {
+    if (typeof value !== "object" || value === null || Array.isArray(value)) {
+      problems.push(`EXECUTION_PROFILE.${action} must be an object`);
+      continue;
+    }
+    const entry = value as Record<string, unknown>;
+    const out: ProfileEntry = {};
+    for (const key of ["expected_seconds", "timeout_seconds"] as const) {
+      const v = entry[key];
+      if (v === undefined || v === null) continue;
+      if (typeof v !== "number" || !Number.isFinite(v) || v <= 0) problems.push(`EXECUTION_PROFILE.${action}.${key} must be a positive number of seconds`);
+      else out[key] = v;
+    }
+    for (const key of ["background_eligible", "gated"] as const) {
+      const v = entry[key];
+      if (v === undefined || v === null) continue;
+      if (typeof v !== "boolean") problems.push(`EXECUTION_PROFILE.${action}.${key} must be true or false`);
+      else out[key] = v;
+    }
+    profile[action] = out;
+  }
+  return profile;
+}
+
+/** The profile entry for an action; keys may spell the action with hyphens (`draft-update`). */
+export function profileFor(profile: Record<string, ProfileEntry>, action: string): ProfileEntry | undefined {
+  return profile[action] ?? profile[action.replaceAll("_", "-")] ?? profile[action.replaceAll("-", "_")];
+}

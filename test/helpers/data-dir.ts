@@ -1,0 +1,43 @@
+import { mkdirSync, mkdtempSync, rmSync, writeFileSync } from "node:fs";
+import { tmpdir } from "node:os";
+import { dirname, join } from "node:path";
+
+/** A throwaway data dir. Files are given relative to it: `{ "animas/alice/tools/x.ts": "…" }`. */
+export interface TempDataDir {
+  dir: string;
+  write(relativePath: string, content: string): string;
+  anima(name: string): string;
+  cleanup(): void;
+}
+
+export function makeDataDir(files: Record<string, string> = {}): TempDataDir {
+  const dir = mkdtempSync(join(tmpdir(), "awt-test-"));
+  const api: TempDataDir = {
+    dir,
+    write(relativePath, content) {
+      const path = join(dir, relativePath);
+      mkdirSync(dirname(path), { recursive: true });
+      writeFileSync(path, content);
+      return path;
+    },
+    anima(name) {
+      const path = join(dir, "animas", name);
+      mkdirSync(join(path, "tools"), { recursive: true });
+      return path;
+    },
+    cleanup() {
+      rmSync(dir, { recursive: true, force: true });
+    },
+  };
+  for (const [path, content] of Object.entries(files)) api.write(path, content);
+  return api;
+}
+
+/** Waits until `check` returns true, polling every `intervalMs`, failing after `timeoutMs`. */
+export async function waitFor(check: () => boolean | Promise<boolean>, timeoutMs = 5_000, intervalMs = 10): Promise<void> {
+  const deadline = Date.now() + timeoutMs;
+  while (!(await check())) {
+    if (Date.now() > deadline) throw new Error(`condition not met within ${timeoutMs} ms`);
+    await new Promise((resolve) => setTimeout(resolve, intervalMs));
+  }
+}

@@ -1,0 +1,16 @@
+import { defineConfig } from "vitest/config";
+
+// Tests run against real isolates: each test file in its own forked process started with
+// --no-node-snapshot (isolated-vm needs it on Node 20). `npm test` builds dist/ first, because sandbox
+// processes and the prelude are loaded from there.
+export default defineConfig({
+  test: {
+    pool: "forks",
+    execArgv: ["--no-node-snapshot"],
+    include: ["test/**/*.test.ts"],
+    testTimeout: 30_000,
+    hookTimeout: 30_000,
+    maxWorkers: 2,
+    reporters: ["default"],
+  },
+});
