@@ -62,9 +62,14 @@ function findProjectRoot(): string {
   return basename(dirname(here)) === "dist" ? resolve(here, "..", "..") : resolve(here, "..");
 }
 
-export function defaultDataDir(): string {
+/** `$ANIMAWORKS_DATA_DIR` if set and non-empty (reference 1.1). */
+export function dataDirFromEnv(): string | undefined {
   const fromEnv = process.env["ANIMAWORKS_DATA_DIR"];
-  return fromEnv && fromEnv.trim() !== "" ? resolve(expandHome(fromEnv.trim())) : join(homedir(), ".animaworks");
+  return fromEnv && fromEnv.trim() !== "" ? resolve(expandHome(fromEnv.trim())) : undefined;
+}
+
+export function defaultDataDir(): string {
+  return dataDirFromEnv() ?? join(homedir(), ".animaworks");
 }
 
 /** `$ANIMAWORKS_ANIMA_DIR` as given, or undefined. Only the CLI consults it. */

@@ -7,7 +7,7 @@ import { createExecutor } from "./isolation/executor.js";
 import type { CallOutcome, Executor, ToolLogLine } from "./isolation/protocol.js";
 import { listAnimas, resolveAnima } from "./registry/animas.js";
 import type { DiscoveryProblem, ToolOrigin } from "./registry/discovery.js";
-import { type AnimaRef, type LoadedTool, type ToolEntry, ToolRegistry, ownerOf } from "./registry/registry.js";
+import { type AnimaRef, type LoadedTool, type ToolEntry, ToolRegistry, type ToolSources, ownerOf } from "./registry/registry.js";
 import { type ProfileEntry, profileFor } from "./registry/schemas.js";
 
 /** What a call returns. Tool failures are results, not exceptions (as in MCP). */
@@ -46,6 +46,11 @@ export interface CallOptions {
 
 export interface ToolHost {
   readonly config: HostConfig;
+  /**
+   * Forgets every loaded tool and discovered folder, so the next call rescans and reloads (bundles whose
+   * content did not change come from the cache). Long-running hosts see file changes only after this.
+   */
+  refresh(): void;
   /** Calls schema `schemaName` (`{tool}_{action}`) for an Anima. Never throws for tool failures. */
   call(anima: string, schemaName: string, args?: unknown, options?: CallOptions): Promise<CallResult>;
   /** Runs a tool's `cli_main(argv)` inside the sandbox. */
@@ -79,8 +84,18 @@ function forwardToolLog(config: HostConfig, line: ToolLogLine): void {
   config.onLog({ level: line.level, logger: "animaworks.tools", message: line.message, anima: line.context.anima, tool: line.context.tool });
 }
 
+/** What one Anima sees, discovered once and loaded tool by tool on first use. */
+interface AnimaView {
+  ref: AnimaRef | undefined;
+  sources: ToolSources;
+  names: string[];
+  entries: Map<string, Promise<ToolEntry>>;
+}
+
 class Host implements ToolHost {
   private readonly warned = new Set<string>();
+  /** Views by Anima name ("" for none). Cleared by `refresh()`. */
+  private views = new Map<string, Promise<AnimaView>>();
   private closed = false;
 
   constructor(
@@ -92,8 +107,9 @@ class Host implements ToolHost {
   async call(anima: string, schemaName: string, args: unknown = {}, options: CallOptions = {}): Promise<CallResult> {
     const startedAt = performance.now();
     try {
-      const ref = await this.anima(anima);
-      const tool = await this.toolForSchema(ref, schemaName);
+      const view = await this.view(anima);
+      const ref = view.ref as AnimaRef;
+      const tool = await this.toolForSchema(view, schemaName);
       const schema = tool.schemas.find((s) => s.name === schemaName);
       if (!schema) {
         throw new ToolHostError("ToolNotFound", `tool "${tool.name}" has no action "${schemaName.slice(tool.name.length + 1)}"`, `actions: ${tool.schemas.map((s) => s.action).join(", ")}`);
@@ -123,8 +139,9 @@ class Host implements ToolHost {
   async callCli(anima: string, toolName: string, argv: string[]): Promise<CallResult> {
     const startedAt = performance.now();
     try {
-      const ref = await this.anima(anima);
-      const tool = await this.loadTool(ref, toolName);
+      const view = await this.view(anima);
+      const ref = view.ref as AnimaRef;
+      const tool = await this.loadTool(view, toolName);
       if (!tool.hasCliMain) throw new ToolHostError("ToolNotFound", `tool "${toolName}" has no cli_main`);
       const outcome = await this.executor.call({
         op: "call",
@@ -146,21 +163,21 @@ class Host implements ToolHost {
   }
 
   async list(anima?: string): Promise<ToolListing> {
-    const ref = anima === undefined ? undefined : await this.anima(anima);
-    const sources = await this.registry.sources(ref);
-    this.warnProblems(sources.problems);
-    const names = [...sources.tools.keys()];
-    const entries = await Promise.all([...sources.tools.values()].map((source) => this.registry.load(source, names)));
+    const view = await this.view(anima);
+    const entries = await Promise.all(view.names.map((name) => this.entry(view, name)));
     const tools = entries.map(toToolInfo).sort((a, b) => a.name.localeCompare(b.name));
-    return { anima: ref?.name, tools, problems: sources.problems };
+    return { anima: view.ref?.name, tools, problems: view.sources.problems };
   }
 
   async describe(anima: string | undefined, toolName: string): Promise<ToolInfo> {
-    const ref = anima === undefined ? undefined : await this.anima(anima);
-    const sources = await this.registry.sources(ref);
-    const source = sources.tools.get(toolName);
-    if (!source) throw unknownTool(toolName, [...sources.tools.keys()]);
-    return toToolInfo(await this.registry.load(source, sources.tools.keys()));
+    const view = await this.view(anima);
+    if (!view.sources.tools.has(toolName)) throw unknownTool(toolName, view.names);
+    return toToolInfo(await this.entry(view, toolName));
+  }
+
+  refresh(): void {
+    this.views = new Map();
+    this.registry.forget();
   }
 
   animas(): Promise<string[]> {
@@ -175,35 +192,52 @@ class Host implements ToolHost {
 
   // ---- helpers ------------------------------------------------------------------------------------
 
-  private anima(name: string): Promise<AnimaRef> {
-    if (this.closed) throw new ToolHostError("SandboxCrashed", "the host is closed");
-    return resolveAnima(this.config.dataDir, name);
+  /** The cached view for an Anima (undefined: core and shared tools only). A failed lookup is not cached. */
+  private view(anima: string | undefined): Promise<AnimaView> {
+    if (this.closed) return Promise.reject(new ToolHostError("SandboxCrashed", "the host is closed"));
+    const key = anima ?? "";
+    let view = this.views.get(key);
+    if (!view) {
+      view = this.discover(anima);
+      this.views.set(key, view);
+      view.catch(() => this.views.get(key) === view && this.views.delete(key));
+    }
+    return view;
   }
 
-  private async toolForSchema(ref: AnimaRef, schemaName: string): Promise<LoadedTool> {
-    if (typeof schemaName !== "string" || schemaName === "") throw new ToolHostError("InvalidArguments", "no tool schema name was given");
+  private async discover(anima: string | undefined): Promise<AnimaView> {
+    const ref = anima === undefined ? undefined : await resolveAnima(this.config.dataDir, anima);
     const sources = await this.registry.sources(ref);
     this.warnProblems(sources.problems);
-    const names = [...sources.tools.keys()];
-    const owner = ownerOf(schemaName, names);
+    return { ref, sources, names: [...sources.tools.keys()], entries: new Map() };
+  }
+
+  private entry(view: AnimaView, toolName: string): Promise<ToolEntry> {
+    let entry = view.entries.get(toolName);
+    if (!entry) {
+      entry = this.registry.load(view.sources.tools.get(toolName)!, view.names);
+      view.entries.set(toolName, entry);
+    }
+    return entry;
+  }
+
+  private async toolForSchema(view: AnimaView, schemaName: string): Promise<LoadedTool> {
+    if (typeof schemaName !== "string" || schemaName === "") throw new ToolHostError("InvalidArguments", "no tool schema name was given");
+    const owner = ownerOf(schemaName, view.names);
     if (!owner) {
-      if (sources.tools.has(schemaName)) {
-        const entry = await this.registry.load(sources.tools.get(schemaName)!, names);
+      if (view.sources.tools.has(schemaName)) {
+        const entry = await this.entry(view, schemaName);
         const actions = entry.state === "ok" ? entry.tool.schemas.map((s) => s.action).join(", ") : "";
         throw new ToolHostError("ToolNotFound", `"${schemaName}" is a tool, not an action`, actions ? `name an action: ${actions}` : undefined);
       }
-      throw unknownTool(schemaName, names);
+      throw unknownTool(schemaName, view.names);
     }
-    const entry = await this.registry.load(sources.tools.get(owner)!, names);
-    if (entry.state === "error") throw ToolHostError.fromInfo(entry.error);
-    return entry.tool;
+    return this.loadTool(view, owner);
   }
 
-  private async loadTool(ref: AnimaRef, toolName: string): Promise<LoadedTool> {
-    const sources = await this.registry.sources(ref);
-    const source = sources.tools.get(toolName);
-    if (!source) throw unknownTool(toolName, [...sources.tools.keys()]);
-    const entry = await this.registry.load(source, sources.tools.keys());
+  private async loadTool(view: AnimaView, toolName: string): Promise<LoadedTool> {
+    if (!view.sources.tools.has(toolName)) throw unknownTool(toolName, view.names);
+    const entry = await this.entry(view, toolName);
     if (entry.state === "error") throw ToolHostError.fromInfo(entry.error);
     return entry.tool;
   }
@@ -244,7 +278,7 @@ function toToolInfo(entry: ToolEntry): ToolInfo {
 }
 
 function unknownTool(name: string, known: string[]): ToolHostError {
-  return new ToolHostError("ToolNotFound", `unknown tool "${name}"`, known.length > 0 ? `available tools: ${known.sort().join(", ")}` : "no tools are installed");
+  return new ToolHostError("ToolNotFound", `unknown tool "${name}"`, known.length > 0 ? `available tools: ${[...known].sort().join(", ")}` : "no tools are installed");
 }
 
 function errorResult(error: unknown, durationMs: number): CallResult {

@@ -1,0 +1,157 @@
+// Benchmarks for the execution core. Every figure is a ratio against a baseline measured in the same
+// run, because these machines are noisy. Run: `npm run bench` (builds first). Options:
+//   --quick        fewer iterations (a smoke run, e.g. in CI)
+//   --json         print the results as JSON as well
+// Results and how to read them: benchmarks/README.md.
+import { spawnSync } from "node:child_process";
+import { mkdirSync, mkdtempSync, rmSync, writeFileSync } from "node:fs";
+import { tmpdir } from "node:os";
+import { dirname, join } from "node:path";
+import { fileURLToPath } from "node:url";
+import ivm from "isolated-vm";
+import { createHost } from "../dist/src/index.js";
+
+const ROOT = join(dirname(fileURLToPath(import.meta.url)), "..");
+const quick = process.argv.includes("--quick");
+const WARM_CALLS = quick ? 500 : 3_000;
+const PIPELINED_CALLS = quick ? 5_000 : 30_000;
+const PIPELINE_DEPTH = 256;
+const COLD_RUNS = quick ? 5 : 15;
+
+const TOOL = `
+export function get_tool_schemas() {
+  return [{ name: "bench_echo", description: "Echo n back.", input_schema: { type: "object", properties: { n: { type: "integer" } }, required: ["n"] } }];
+}
+export function dispatch(name, args) { return args.n + 1; }
+`;
+
+function percentile(sorted, p) {
+  return sorted[Math.min(sorted.length - 1, Math.floor((p / 100) * sorted.length))];
+}
+
+async function timeEach(count, fn) {
+  const samples = new Array(count);
+  for (let i = 0; i < count; i++) {
+    const start = process.hrtime.bigint();
+    await fn(i);
+    samples[i] = Number(process.hrtime.bigint() - start) / 1e3; // µs
+  }
+  return samples.sort((a, b) => a - b);
+}
+
+function summary(samples) {
+  return { p50Us: round(percentile(samples, 50)), p95Us: round(percentile(samples, 95)) };
+}
+
+function round(value, digits = 1) {
+  const f = 10 ** digits;
+  return Math.round(value * f) / f;
+}
+
+async function main() {
+  const dataDir = mkdtempSync(join(tmpdir(), "awt-bench-"));
+  mkdirSync(join(dataDir, "animas", "bench", "tools"), { recursive: true });
+  writeFileSync(join(dataDir, "animas", "bench", "tools", "bench.mjs"), TOOL);
+  const results = {};
+  try {
+    // Baseline 1: a direct function call.
+    const direct = (n) => n + 1;
+    await timeEach(1_000, (i) => direct(i));
+    const directSamples = await timeEach(WARM_CALLS, (i) => direct(i));
+
+    // Baseline 2: a bare isolated-vm async call into a warm isolate, in this process.
+    const isolate = new ivm.Isolate({ memoryLimit: 128 });
+    const context = await isolate.createContext();
+    const fn = await context.eval("(async function (n) { return n + 1; })", { reference: true });
+    const bare = (i) => fn.apply(undefined, [i], { result: { promise: true, copy: true } });
+    await timeEach(1_000, bare);
+    const bareSamples = await timeEach(WARM_CALLS, bare);
+
+    // The whole stack: validation, a hop to a sandbox process, a pooled isolate, result framing.
+    const host = createHost({ dataDir, isolation: "process", sandboxProcesses: 2, onLog: () => {} });
+    const first = await host.call("bench", "bench_echo", { n: 1 });
+    if (first.status !== "ok" || first.output !== "2") throw new Error(`bench tool failed: ${JSON.stringify(first)}`);
+    const warm = (i) => host.call("bench", "bench_echo", { n: i });
+    await timeEach(1_000, warm);
+    const warmSamples = await timeEach(WARM_CALLS, warm);
+
+    // Pipelined: many calls in flight at once.
+    let next = 0;
+    const pipeStart = process.hrtime.bigint();
+    await Promise.all(
+      Array.from({ length: PIPELINE_DEPTH }, async () => {
+        while (next < PIPELINED_CALLS) {
+          const result = await host.call("bench", "bench_echo", { n: next++ });
+          if (result.status !== "ok") throw new Error(JSON.stringify(result));
+        }
+      }),
+    );
+    const pipeSeconds = Number(process.hrtime.bigint() - pipeStart) / 1e9;
+    await host.close();
+
+    const bareBatchStart = process.hrtime.bigint();
+    let bareNext = 0;
+    await Promise.all(Array.from({ length: PIPELINE_DEPTH }, async () => { while (bareNext < PIPELINED_CALLS) await bare(bareNext++); }));
+    const bareBatchSeconds = Number(process.hrtime.bigint() - bareBatchStart) / 1e9;
+    isolate.dispose();
+
+    const warmSummary = summary(warmSamples);
+    const bareSummary = summary(bareSamples);
+    results.warmCall = {
+      direct: summary(directSamples),
+      bareIsolatedVm: bareSummary,
+      wholeStack: warmSummary,
+      ratioP50VsBareIsolatedVm: round(warmSummary.p50Us / bareSummary.p50Us, 2),
+      aim: "≤ 2× a bare isolated-vm async call",
+    };
+    results.pipelined = {
+      callsPerSecond: Math.round(PIPELINED_CALLS / pipeSeconds),
+      bareIsolatedVmCallsPerSecond: Math.round(PIPELINED_CALLS / bareBatchSeconds),
+      ratioVsBare: round(PIPELINED_CALLS / pipeSeconds / (PIPELINED_CALLS / bareBatchSeconds), 2),
+      depth: PIPELINE_DEPTH,
+      aim: "≥ 30,000 trivial calls/s",
+    };
+
+    // Cold CLI: a whole process per call, bundle and description served from the on-disk cache.
+    const cli = ["--no-node-snapshot", join(ROOT, "bin", "animaworks-tool.mjs"), "--data-dir", dataDir, "--anima", "bench", "bench", "echo", "--n", "1"];
+    const bareNode = ["--no-node-snapshot", "-e", ""];
+    spawnSync(process.execPath, cli); // fill the cache
+    const cliMs = [];
+    const nodeMs = [];
+    for (let i = 0; i < COLD_RUNS; i++) {
+      for (const [args, into] of [[bareNode, nodeMs], [cli, cliMs]]) {
+        const start = process.hrtime.bigint();
+        const run = spawnSync(process.execPath, args, { encoding: "utf8" });
+        into.push(Number(process.hrtime.bigint() - start) / 1e6);
+        if (run.status !== 0) throw new Error(`cold run failed: ${run.stderr}`);
+      }
+    }
+    cliMs.sort((a, b) => a - b);
+    nodeMs.sort((a, b) => a - b);
+    const cliP50 = percentile(cliMs, 50);
+    const nodeP50 = percentile(nodeMs, 50);
+    results.coldCli = {
+      bareNodeP50Ms: round(nodeP50),
+      cliP50Ms: round(cliP50),
+      overheadMs: round(cliP50 - nodeP50),
+      ratio: round(cliP50 / nodeP50, 2),
+      aim: "≤ bare Node start + 60 ms",
+    };
+  } finally {
+    rmSync(dataDir, { recursive: true, force: true });
+  }
+  printReport(results);
+}
+
+function printReport(results) {
+  const w = results.warmCall;
+  const p = results.pipelined;
+  const c = results.coldCli;
+  console.log(`node ${process.version}, ${process.platform}/${process.arch}${quick ? " (quick run)" : ""}`);
+  console.log(`warm call p50: direct ${w.direct.p50Us} µs, bare isolated-vm ${w.bareIsolatedVm.p50Us} µs, whole stack ${w.wholeStack.p50Us} µs (p95 ${w.wholeStack.p95Us} µs) → ${w.ratioP50VsBareIsolatedVm}× bare isolated-vm [aim ≤ 2×]`);
+  console.log(`pipelined: ${p.callsPerSecond} calls/s through the stack vs ${p.bareIsolatedVmCallsPerSecond} bare isolated-vm calls/s (${p.ratioVsBare}×) [aim ≥ 30,000/s]`);
+  console.log(`cold CLI p50: ${c.cliP50Ms} ms vs bare node --no-node-snapshot ${c.bareNodeP50Ms} ms → +${c.overheadMs} ms [aim ≤ +60 ms]`);
+  if (process.argv.includes("--json")) console.log(JSON.stringify(results, null, 2));
+}
+
+await main();

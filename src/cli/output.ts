@@ -1,0 +1,35 @@
+import { EXIT_CODES, type ErrorInfo } from "../errors.js";
+import type { CallResult } from "../host.js";
+
+export interface Output {
+  stdout(text: string): void;
+  stderr(text: string): void;
+}
+
+/** Prints a call's result; returns the exit code. Errors are one line on stderr, or a JSON envelope on stdout. */
+export function printResult(out: Output, result: CallResult, json: boolean): number {
+  if (result.status === "error") {
+    return printError(out, { type: result.error_type, message: result.message, ...(result.hint ? { hint: result.hint } : {}) }, json);
+  }
+  if (json) {
+    const envelope: Record<string, unknown> = { status: "ok", output: result.output };
+    if (result.truncated) {
+      envelope["truncated"] = true;
+      envelope["original_bytes"] = result.originalBytes;
+    }
+    out.stdout(JSON.stringify(envelope));
+  } else {
+    out.stdout(result.output);
+  }
+  return 0;
+}
+
+export function printError(out: Output, error: ErrorInfo, json: boolean): number {
+  if (json) {
+    out.stdout(JSON.stringify({ status: "error", error_type: error.type, message: error.message, ...(error.hint ? { hint: error.hint } : {}) }));
+  } else {
+    const oneLine = (text: string) => text.replace(/\s*\n\s*/g, " ");
+    out.stderr(`Error (${error.type}): ${oneLine(error.message)}${error.hint ? ` — ${oneLine(error.hint)}` : ""}`);
+  }
+  return EXIT_CODES[error.type];
+}
