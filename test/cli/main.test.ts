@@ -1,0 +1,188 @@
+import { spawnSync } from "node:child_process";
+import { join } from "node:path";
+import { afterAll, beforeAll, describe, expect, it } from "vitest";
+import { main } from "../../src/cli/main.js";
+import { PROJECT_ROOT } from "../../src/config.js";
+import { type TempDataDir, makeDataDir } from "../helpers/data-dir.js";
+
+const NOTES_TOOL = `
+import { ToolError } from "@animaworks/tool";
+export function get_tool_schemas() {
+  return [
+    { name: "notes_add", description: "Add a note.\\nSecond line.", input_schema: { type: "object",
+      properties: { title: { type: "string", description: "Title" }, body: { type: "string" }, tags: { type: "array", items: { type: "string" } },
+        priority: { type: "integer", default: 1 }, pinned: { type: "boolean" } }, required: ["title", "body"] } },
+    { name: "notes_fail", description: "Always fails.", parameters: { type: "object", properties: {} } },
+    { name: "notes_big", description: "Large output." },
+  ];
+}
+export function dispatch(name, args) {
+  if (name === "notes_add") { const { anima_dir, ...rest } = args; return { saved: rest, anima: anima_dir.split("/").pop() }; }
+  if (name === "notes_fail") throw new ToolError("disk is full");
+  if (name === "notes_big") return "é".repeat(40000);
+}
+`;
+const CLI_TOOL = `
+export function get_tool_schemas() { return [{ name: "raw_echo", description: "echo" }]; }
+export function dispatch() { return "dispatch"; }
+export function cli_main(argv) { return "argv=" + JSON.stringify(argv); }
+`;
+
+let data: TempDataDir;
+
+function capture() {
+  const stdout: string[] = [];
+  const stderr: string[] = [];
+  return { out: { stdout: (t: string) => stdout.push(t), stderr: (t: string) => stderr.push(t) }, stdout, stderr };
+}
+
+async function cli(...argv: string[]) {
+  const io = capture();
+  const code = await main(["--data-dir", data.dir, ...argv], io.out);
+  return { code, stdout: io.stdout.join("\n"), stderr: io.stderr.join("\n") };
+}
+
+beforeAll(() => {
+  data = makeDataDir({
+    "animas/alice/tools/notes.ts": NOTES_TOOL,
+    "animas/alice/tools/raw.mjs": CLI_TOOL,
+    "animas/alice/tools/broken.ts": "export function get_tool_schemas() { return [{ name: 'wrong_name' }]; }",
+    "animas/bob/tools/.keep": "",
+  });
+});
+afterAll(() => data.cleanup());
+
+describe("animaworks-tool CLI", () => {
+  it("calls <tool> <action> with positional required strings and typed flags", async () => {
+    const r = await cli("--anima", "alice", "notes", "add", "T", "B", "--tags", "x", "--tags", "y", "--priority", "3", "--pinned");
+    expect(r.code).toBe(0);
+    expect(JSON.parse(r.stdout)).toEqual({ saved: { title: "T", body: "B", tags: ["x", "y"], priority: 3, pinned: true }, anima: "alice" });
+  });
+
+  it("takes --args-json, with flags overriding its keys, and prints a JSON envelope with -j", async () => {
+    const r = await cli("--anima", "alice", "-j", "notes", "add", "--args-json", '{"title":"a","body":"b","priority":2}', "--priority", "5");
+    expect(r.code).toBe(0);
+    const envelope = JSON.parse(r.stdout);
+    expect(envelope.status).toBe("ok");
+    expect(JSON.parse(envelope.output).saved).toEqual({ title: "a", body: "b", priority: 5 });
+  });
+
+  it("takes --args-file", async () => {
+    const file = data.write("args.json", JSON.stringify({ title: "f", body: "g" }));
+    const r = await cli("--anima", "alice", "notes", "add", "--args-file", file);
+    expect(JSON.parse(r.stdout).saved).toEqual({ title: "f", body: "g" });
+    const bad = await cli("--anima", "alice", "notes", "add", "--args-file", data.write("bad.json", "[1]"));
+    expect(bad.code).toBe(2);
+    expect(bad.stderr).toContain("must be a JSON object");
+  });
+
+  it("cannot override anima_dir", async () => {
+    const r = await cli("--anima", "alice", "notes", "add", "--args-json", '{"title":"a","body":"b","anima_dir":"/etc"}');
+    expect(JSON.parse(r.stdout).anima).toBe("alice");
+  });
+
+  it("exits 2 with every argument problem named, and 1 with the tool's message when it raises", async () => {
+    const invalid = await cli("--anima", "alice", "notes", "add", "only-title", "--priority", "high");
+    expect(invalid.code).toBe(2);
+    expect(invalid.stderr).toMatch(/^Error \(InvalidArguments\): .*--priority expects integer/);
+    const missing = await cli("--anima", "alice", "notes", "add", "only-title");
+    expect(missing.code).toBe(2);
+    expect(missing.stderr).toContain('missing required parameter "body"');
+    const raised = await cli("--anima", "alice", "-j", "notes", "fail");
+    expect(raised.code).toBe(1);
+    expect(JSON.parse(raised.stdout)).toEqual({ status: "error", error_type: "ExecutionError", message: "disk is full" });
+  });
+
+  it("exits 5 for an unknown tool or action, listing what exists", async () => {
+    const tool = await cli("--anima", "alice", "nope", "x");
+    expect(tool.code).toBe(5);
+    expect(tool.stderr).toContain("available tools: broken, notes, raw");
+    const action = await cli("--anima", "alice", "notes", "delete");
+    expect(action.code).toBe(5);
+    expect(action.stderr).toContain("actions: add, fail, big");
+  });
+
+  it("exits 6 for a tool that fails to load, saying what to fix", async () => {
+    const r = await cli("--anima", "alice", "broken", "x");
+    expect(r.code).toBe(6);
+    expect(r.stderr).toContain("LoadError");
+    expect(r.stderr).toContain("broken_<action>");
+  });
+
+  it("exits 2 for an unknown Anima, listing the known ones, and when no Anima is given", async () => {
+    const unknown = await cli("--anima", "carol", "notes", "add", "a", "b");
+    expect(unknown.code).toBe(2);
+    expect(unknown.stderr).toContain("known Animas: alice, bob");
+    const none = await cli("notes", "add", "a", "b");
+    expect(none.code).toBe(5); // without an Anima, personal tools are not visible
+  });
+
+  it("truncates output over 50,000 bytes with a notice of the original size", async () => {
+    const r = await cli("--anima", "alice", "notes", "big");
+    expect(r.code).toBe(0);
+    expect(Buffer.byteLength(r.stdout.split("\n\n[Output truncated")[0] as string)).toBeLessThanOrEqual(50_000);
+    expect(r.stdout).toContain("Original size: 80000 bytes");
+  });
+
+  it("passes the raw argv to cli_main", async () => {
+    const r = await cli("--anima", "alice", "raw", "echo", "--weird", "-x", "positional");
+    expect(r.code).toBe(0);
+    expect(r.stdout).toBe('argv=["echo","--weird","-x","positional"]');
+  });
+
+  it("generates help at three levels", async () => {
+    const top = await cli("--anima", "alice", "--help");
+    expect(top.code).toBe(0);
+    expect(top.stdout).toContain("notes");
+    expect(top.stdout).toMatch(/broken\s+\[unavailable:/);
+    const tool = await cli("--anima", "alice", "notes", "--help");
+    expect(tool.stdout).toMatch(/add\s+Add a note\./);
+    const action = await cli("--anima", "alice", "notes", "add", "--help");
+    expect(action.stdout).toContain("Usage: animaworks-tool notes add <title> <body> [options]");
+    expect(action.stdout).toContain("--pinned / --no-pinned");
+    expect(action.stdout).toContain("default: 1");
+    const bare = await cli("--anima", "alice");
+    expect(bare.code).toBe(2);
+    expect(bare.stderr).toContain("Usage: animaworks-tool");
+  });
+
+  it("lists and describes tools, as text and JSON", async () => {
+    const list = await cli("--anima", "alice", "list");
+    expect(list.stdout).toMatch(/notes\s+add, fail, big\s+\(personal\)/);
+    const json = JSON.parse((await cli("--anima", "alice", "list", "--json")).stdout);
+    const personal = json.tools.filter((t: { origin: string }) => t.origin === "personal");
+    expect(personal.map((t: { name: string }) => t.name)).toEqual(["broken", "notes", "raw"]);
+    expect(json.tools.find((t: { name: string }) => t.name === "broken").error.type).toBe("LoadError");
+    const described = await cli("--anima", "alice", "describe", "notes");
+    expect(described.stdout).toContain("notes_add: Add a note.");
+    expect(described.stdout).toContain('"required"');
+  });
+
+  it("refuses reserved command names it does not provide yet with a clear message", async () => {
+    const r = await cli("--anima", "alice", "serve");
+    expect(r.code).toBe(2);
+    expect(r.stderr).toContain("reserved");
+  });
+});
+
+describe("the bin launcher", () => {
+  const bin = join(PROJECT_ROOT, "bin", "animaworks-tool.mjs");
+
+  it("runs the demo without any set-up, even when started without --no-node-snapshot", () => {
+    const run = spawnSync(process.execPath, [bin, "--demo", "greet", "hello", "Operator", "--times", "2"], { encoding: "utf8" });
+    expect(run.stderr).not.toContain("Error");
+    expect(run.status).toBe(0);
+    expect(run.stdout).toBe("Hello, Operator!\nHello, Operator!\n");
+  });
+
+  it("takes the Anima from ANIMAWORKS_ANIMA_DIR and arguments from stdin", () => {
+    const run = spawnSync(process.execPath, ["--no-node-snapshot", bin, "notes", "add", "--args-file", "-"], {
+      encoding: "utf8",
+      input: JSON.stringify({ title: "s", body: "t" }),
+      env: { ...process.env, ANIMAWORKS_ANIMA_DIR: join(data.dir, "animas", "alice"), ANIMAWORKS_DATA_DIR: "" },
+    });
+    expect(run.stderr).toBe("");
+    expect(run.status).toBe(0);
+    expect(JSON.parse(run.stdout).saved).toEqual({ title: "s", body: "t" });
+  });
+});
