@@ -1,0 +1,95 @@
+/**
+ * The audit trail (design.md §1, §9): every call, capability use, denial, credential access, load
+ * failure and sandbox crash. Records are plain data; secret values never appear in them (callers
+ * redact before appending — see `AuditRecorder`).
+ */
+export type AuditEvent =
+  | {
+      kind: "call";
+      anima: string;
+      tool: string;
+      schema: string;
+      durationMs: number;
+      outcome: "ok" | "error";
+      errorType?: string;
+      /** Background job id, when the call ran as a job. */
+      jobId?: string;
+    }
+  | {
+      kind: "capability";
+      anima: string;
+      tool: string;
+      /** e.g. `fs.readFile`, `fetch`. */
+      operation: string;
+      /** The path or URL asked for, truncated. */
+      target: string;
+      outcome: "ok" | "denied" | "error";
+      /** Why it was denied or failed (an error type and a short reason). */
+      reason?: string;
+    }
+  | {
+      kind: "credential";
+      anima: string;
+      tool: string;
+      /** The credential or variable name asked for — never the value. */
+      name: string;
+      outcome: "ok" | "missing" | "denied";
+      /** Where the value came from: `config.json`, `vault.json`, `shared/credentials.json`, `environment`. */
+      source?: string;
+    }
+  | { kind: "load_error"; anima?: string; tool: string; origin: string; message: string }
+  | { kind: "sandbox_crash"; anima?: string; tool?: string; message: string }
+  | { kind: "reload"; tool: string; origin: string; change: "loaded" | "changed" | "removed" | "failed"; message?: string };
+
+export type AuditRecord = AuditEvent & { ts: string };
+
+export interface AuditQuery {
+  anima?: string;
+  /** Only records at or after this time (ms since the epoch). */
+  sinceMs?: number;
+}
+
+/** The seam: one contract test suite (test/audit/contract.ts) holds every implementation to it. */
+export interface AuditLog {
+  /** Records an event. Never throws and never blocks the caller on I/O. */
+  append(event: AuditEvent): void;
+  /** Records in the order they were appended, oldest first. */
+  read(query?: AuditQuery): Promise<AuditRecord[]>;
+  /** Writes out anything buffered. */
+  flush(): Promise<void>;
+  close(): Promise<void>;
+}
+
+/** Longest argument kept in a record; the rest is cut with a marker. */
+export const MAX_AUDIT_FIELD_CHARS = 256;
+
+export function truncateForAudit(text: string, maxChars = MAX_AUDIT_FIELD_CHARS): string {
+  const clean = text.replace(/[\u0000-\u001f\u007f]/g, (c) => `\\u${c.charCodeAt(0).toString(16).padStart(4, "0")}`);
+  return clean.length > maxChars ? `${clean.slice(0, maxChars)}…[${clean.length - maxChars} more]` : clean;
+}
+
+export function matches(record: AuditRecord, query: AuditQuery): boolean {
+  if (query.anima !== undefined && ("anima" in record ? record.anima : undefined) !== query.anima) return false;
+  if (query.sinceMs !== undefined && Date.parse(record.ts) < query.sinceMs) return false;
+  return true;
+}
+
+/** Keeps records in memory: for tests and for embedding where no file is wanted. */
+export class MemoryAuditLog implements AuditLog {
+  private readonly records: AuditRecord[] = [];
+
+  constructor(private readonly maxRecords = 100_000) {}
+
+  append(event: AuditEvent): void {
+    this.records.push({ ...event, ts: new Date().toISOString() } as AuditRecord);
+    if (this.records.length > this.maxRecords) this.records.splice(0, this.records.length - this.maxRecords);
+  }
+
+  async read(query: AuditQuery = {}): Promise<AuditRecord[]> {
+    return this.records.filter((record) => matches(record, query));
+  }
+
+  async flush(): Promise<void> {}
+
+  async close(): Promise<void> {}
+}

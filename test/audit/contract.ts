@@ -1,0 +1,36 @@
+import { describe, expect, it } from "vitest";
+import type { AuditLog } from "../../src/audit/audit-log.js";
+
+/** The promises every AuditLog keeps. Run against each implementation. */
+export function runAuditLogContract(name: string, make: () => { log: AuditLog; cleanup?: () => void }): void {
+  describe(`AuditLog contract: ${name}`, () => {
+    it("returns appended records in order, each with a timestamp", async () => {
+      const { log, cleanup } = make();
+      log.append({ kind: "call", anima: "a", tool: "t", schema: "t_x", durationMs: 1, outcome: "ok" });
+      log.append({ kind: "capability", anima: "b", tool: "t", operation: "fs.readFile", target: "../x", outcome: "denied", reason: "SandboxViolation" });
+      const records = await log.read();
+      expect(records.map((r) => r.kind)).toEqual(["call", "capability"]);
+      for (const record of records) expect(Number.isNaN(Date.parse(record.ts))).toBe(false);
+      await log.close();
+      cleanup?.();
+    });
+
+    it("filters by Anima and by time", async () => {
+      const { log, cleanup } = make();
+      log.append({ kind: "credential", anima: "a", tool: "t", name: "KEY", outcome: "ok", source: "vault.json" });
+      log.append({ kind: "credential", anima: "b", tool: "t", name: "KEY", outcome: "denied" });
+      expect((await log.read({ anima: "b" })).map((r) => (r as { outcome: string }).outcome)).toEqual(["denied"]);
+      expect(await log.read({ sinceMs: Date.now() + 60_000 })).toEqual([]);
+      expect(await log.read({ sinceMs: Date.now() - 60_000 })).toHaveLength(2);
+      await log.close();
+      cleanup?.();
+    });
+
+    it("never throws from append, even after close", async () => {
+      const { log, cleanup } = make();
+      await log.close();
+      expect(() => log.append({ kind: "sandbox_crash", message: "x" })).not.toThrow();
+      cleanup?.();
+    });
+  });
+}
