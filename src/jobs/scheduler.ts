@@ -1,0 +1,424 @@
+import { randomBytes } from "node:crypto";
+import { hostname } from "node:os";
+import { setTimeout as delay } from "node:timers/promises";
+import PQueue from "p-queue";
+import type { LogRecord } from "../config.js";
+import { ToolHostError } from "../errors.js";
+import { writeNotice } from "./notices.js";
+import {
+  type JobRunContext,
+  type JobRunResult,
+  type JobSchedulerOptions,
+  type ResolvedSchedulerOptions,
+  type SchedulerStats,
+  resolveSchedulerOptions,
+} from "./scheduler-options.js";
+import { type Job, type JobLease, type JobOutcome, type SubmitJobInput, type SubmitResult, jobErrorFromThrown, leaseOf } from "./store.js";
+
+export type { JobRunContext, JobRunResult, JobRunner, JobSchedulerOptions, SchedulerStats } from "./scheduler-options.js";
+
+type AbortReason = "cancel" | "timeout" | "lease-lost" | "shutdown";
+
+interface ActiveRun {
+  job: Job;
+  lease: JobLease;
+  controller: AbortController;
+  reason: AbortReason | undefined;
+  settle: () => void;
+  graceTimer: NodeJS.Timeout | undefined;
+  pendingProgress: { fraction: number; message: string } | undefined;
+  progressInFlight: boolean;
+}
+
+/**
+ * Runs background jobs from a `JobStore`. Which job runs next is decided by the store's `claim` (priority
+ * first, then round-robin across Animas, per-Anima limits counted across all workers); this class keeps
+ * the global limit with p-queue, claims only as many jobs as it has free slots (so a job never waits in a
+ * local queue while another Anima's arrives), renews leases, enforces timeouts and cancellation, writes
+ * completion notices, and recovers jobs whose worker died.
+ *
+ * A run whose runner ignores its abort signal is given `cancelGraceMs`, then recorded and its slot freed;
+ * the runner's eventual result is ignored. Runners are expected to stop their isolate on abort.
+ */
+export class JobScheduler {
+  readonly workerId: string;
+  readonly stats: SchedulerStats = { started: 0, succeeded: 0, failed: 0, cancelled: 0, released: 0 };
+  private readonly o: ResolvedSchedulerOptions;
+  private readonly queue: PQueue;
+  private readonly active = new Map<string, ActiveRun>();
+  private readonly timers: NodeJS.Timeout[] = [];
+  private heartbeatTimer: NodeJS.Timeout | undefined;
+  private started = false;
+  private stopping = false;
+  private pumping = false;
+  private pumpAgain = false;
+  private pumpScheduled = false;
+  private lastPurgeAt = 0;
+  private maintaining = false;
+  private changeWaiters: Array<() => void> = [];
+
+  constructor(options: JobSchedulerOptions) {
+    this.o = resolveSchedulerOptions(options);
+    this.workerId = options.workerId ?? `${hostname()}:${process.pid}:${randomBytes(4).toString("hex")}`;
+    this.queue = new PQueue({ concurrency: this.o.concurrency });
+  }
+
+  /** Jobs running here now. */
+  get running(): number {
+    return this.active.size;
+  }
+
+  /** Starts claiming and running jobs until `stop()`. Idempotent. */
+  start(): void {
+    if (this.started) return;
+    this.started = true;
+    this.stopping = false;
+    this.timers.push(setInterval(() => this.schedulePump(), this.o.pollIntervalMs));
+    this.timers.push(setInterval(() => void this.maintain(), this.o.maintenanceIntervalMs));
+    this.heartbeatTimer = setInterval(() => void this.heartbeat(), this.o.heartbeatIntervalMs);
+    void this.maintain();
+    this.schedulePump();
+  }
+
+  /**
+   * Stops claiming. Waits for running jobs to finish (each is bounded by its timeout plus `cancelGraceMs`).
+   * With `abortRunning`, aborts them instead and hands their leases back at once, so the store retries or
+   * marks them `interrupted` under their retry policy; a run that still finishes within the grace counts.
+   */
+  async stop(options: { abortRunning?: boolean } = {}): Promise<void> {
+    if (!this.started) return;
+    this.stopping = true;
+    for (const timer of this.timers.splice(0)) clearInterval(timer);
+    if (options.abortRunning) for (const run of this.active.values()) this.abort(run, "shutdown");
+    while (this.active.size > 0 || this.pumping) await this.nextChange(this.o.pollIntervalMs);
+    clearInterval(this.heartbeatTimer);
+    await this.queue.onIdle();
+    // Leases handed back above are recovered now rather than by whoever next runs maintenance.
+    if (options.abortRunning) await this.maintain();
+    this.started = false;
+  }
+
+  /**
+   * Runs until no job is queued or running anywhere in the store, then stops: the mode of a worker started
+   * on demand. Runs held by other workers keep it waiting, because a dead worker's jobs come back to the
+   * queue when their leases expire. Before returning it writes any notice still missing.
+   */
+  async runUntilDrained(): Promise<SchedulerStats> {
+    this.start();
+    for (;;) {
+      if (this.active.size > 0 || this.pumping || this.pumpScheduled) {
+        await this.nextChange(this.o.pollIntervalMs);
+        continue;
+      }
+      const status = await this.o.store.queueStatus();
+      if (status.queued === 0 && status.running === 0 && this.active.size === 0) break;
+      const startedBefore = this.stats.started;
+      this.schedulePump();
+      await this.nextChange(this.o.pollIntervalMs);
+      // Nothing claimable yet (a retry backoff, or other workers' runs): poll rather than spin.
+      if (this.stats.started === startedBefore && this.active.size === 0) await delay(this.o.pollIntervalMs);
+    }
+    await this.stop();
+    await this.sweepNotices(0);
+    return { ...this.stats };
+  }
+
+  /** Submits through the store and wakes the scheduler at once (rather than at its next poll). */
+  async submit(input: SubmitJobInput): Promise<SubmitResult> {
+    const submitted = await this.o.store.submit(input);
+    this.schedulePump();
+    return submitted;
+  }
+
+  /** Requests cancellation; a job running here is aborted at once, elsewhere at that worker's next heartbeat. */
+  async cancel(anima: string, id: string): Promise<Job | undefined> {
+    const job = await this.o.store.requestCancel(anima, id);
+    if (job?.status === "running" && job.anima === anima) {
+      for (const run of this.active.values()) if (run.job.id === id) this.abort(run, "cancel");
+    }
+    return job;
+  }
+
+  /** Looks for work now instead of at the next poll (e.g. after a submit by another process). */
+  wake(): void {
+    this.schedulePump();
+  }
+
+  private schedulePump(): void {
+    if (this.pumpScheduled || !this.started || this.stopping) return;
+    this.pumpScheduled = true;
+    setImmediate(() => {
+      this.pumpScheduled = false;
+      void this.pump();
+    });
+  }
+
+  private async pump(): Promise<void> {
+    if (this.pumping) {
+      this.pumpAgain = true;
+      return;
+    }
+    this.pumping = true;
+    try {
+      do {
+        this.pumpAgain = false;
+        const free = this.o.concurrency - this.active.size;
+        if (free <= 0 || this.stopping) break;
+        let jobs: Job[];
+        try {
+          jobs = await this.o.store.claim({
+            owner: this.workerId,
+            leaseMs: this.o.leaseMs,
+            limit: free,
+            perAnimaLimit: this.o.perAnimaConcurrency,
+          });
+        } catch (error) {
+          this.log("warn", `claiming jobs failed: ${describe(error)}`);
+          break;
+        }
+        for (const job of jobs) this.launch(job);
+      } while (this.pumpAgain);
+    } finally {
+      this.pumping = false;
+      this.changed();
+    }
+  }
+
+  private launch(job: Job): void {
+    let settle!: () => void;
+    const forced = new Promise<"forced">((resolve) => (settle = () => resolve("forced")));
+    const run: ActiveRun = {
+      job,
+      lease: leaseOf(job),
+      controller: new AbortController(),
+      reason: undefined,
+      settle,
+      graceTimer: undefined,
+      pendingProgress: undefined,
+      progressInFlight: false,
+    };
+    // Registered before p-queue starts it, so the free-slot count is right for the very next pump. Keyed
+    // by attempt too: a run that lost its lease may still be in its grace period when the job comes back.
+    const key = `${job.id}#${job.attempts}`;
+    this.active.set(key, run);
+    this.stats.started++;
+    this.queue
+      .add(() => this.execute(run, forced))
+      .catch((error: unknown) => this.log("error", `job ${job.id} crashed the scheduler: ${describe(error)}`, job))
+      .finally(() => {
+        this.active.delete(key);
+        this.changed();
+        this.schedulePump();
+      });
+  }
+
+  private async execute(run: ActiveRun, forced: Promise<"forced">): Promise<void> {
+    const { job } = run;
+    const timeout = setTimeout(() => this.abort(run, "timeout"), job.timeoutMs);
+    const context: JobRunContext = {
+      signal: run.controller.signal,
+      reportProgress: (fraction, message = "") => this.progress(run, fraction, message),
+    };
+    let outcome: JobRunResult | "forced";
+    try {
+      const work = Promise.resolve()
+        .then(() => this.o.runJob(job, context))
+        .then(checkResult, (error: unknown): JobRunResult => ({ ok: false, error: jobErrorFromThrown(error) }));
+      outcome = await Promise.race([work, forced]);
+    } finally {
+      clearTimeout(timeout);
+      clearTimeout(run.graceTimer);
+    }
+    await this.record(run, outcome);
+  }
+
+  /** Turns a run's end into the job's outcome, and records it unless the run no longer owns the job. */
+  private async record(run: ActiveRun, outcome: JobRunResult | "forced"): Promise<void> {
+    const { job, reason } = run;
+    const succeeded = outcome !== "forced" && outcome.ok;
+    let result: JobOutcome;
+    if (reason === "lease-lost" || (reason === "shutdown" && !succeeded)) {
+      // Someone else owns the job now (or will, once the lease we give back is recovered).
+      this.stats.released++;
+      if (reason === "shutdown") await this.o.store.renewLeases([run.lease], 0).catch(() => undefined);
+      return;
+    }
+    if (reason === "timeout") {
+      // A deadline is a deadline: a result that arrives during the grace period does not count.
+      result = { status: "failed", error: { type: "Timeout", message: `job exceeded its timeout of ${job.timeoutMs} ms` } };
+    } else if (outcome !== "forced" && outcome.ok) {
+      // Cancelled too late to matter: the work finished, so report it as it is.
+      result = { status: "succeeded", result: outcome.result };
+    } else if (reason === "cancel") {
+      result = { status: "cancelled" };
+    } else {
+      result = { status: "failed", error: outcome === "forced" ? unreachable() : outcome.error };
+    }
+    let done: Job | undefined;
+    try {
+      done = await this.o.store.complete(run.lease, result);
+    } catch (error) {
+      // The lease will expire and recovery will decide (retry or interrupted).
+      this.log("error", `recording the outcome of job ${job.id} failed: ${describe(error)}`, job);
+      this.stats.released++;
+      return;
+    }
+    if (!done) {
+      this.stats.released++;
+      this.log("warn", `job ${job.id} lost its lease before its outcome was recorded; outcome dropped`, job);
+      return;
+    }
+    if (done.status === "succeeded") this.stats.succeeded++;
+    else if (done.status === "cancelled") this.stats.cancelled++;
+    else this.stats.failed++;
+    await this.deliver([done]);
+  }
+
+  private abort(run: ActiveRun, reason: AbortReason): void {
+    if (run.reason !== undefined) return; // the first reason decides the outcome
+    run.reason = reason;
+    const message =
+      reason === "timeout"
+        ? `job exceeded its timeout of ${run.job.timeoutMs} ms`
+        : reason === "cancel"
+          ? "job cancelled by request"
+          : reason === "lease-lost"
+            ? "job lease lost to another worker"
+            : "scheduler shutting down";
+    run.controller.abort(new ToolHostError(reason === "timeout" ? "Timeout" : "ExecutionError", message));
+    run.graceTimer = setTimeout(run.settle, this.o.cancelGraceMs);
+  }
+
+  private progress(run: ActiveRun, fraction: number, message: string): void {
+    if (run.reason !== undefined || !this.active.has(`${run.job.id}#${run.lease.attempt}`)) return;
+    run.pendingProgress = { fraction, message };
+    if (run.progressInFlight) return; // the write in flight sends the newest value when it lands
+    const send = (): void => {
+      const next = run.pendingProgress;
+      if (!next) return;
+      run.pendingProgress = undefined;
+      run.progressInFlight = true;
+      this.o.store
+        .reportProgress(run.lease, next)
+        .catch((error: unknown) => this.log("warn", `progress of job ${run.job.id} not saved: ${describe(error)}`, run.job))
+        .finally(() => {
+          run.progressInFlight = false;
+          send();
+        });
+    };
+    send();
+  }
+
+  private async heartbeat(): Promise<void> {
+    const runs = [...this.active.values()].filter((run) => run.reason !== "lease-lost");
+    if (runs.length === 0) return;
+    let states;
+    try {
+      states = await this.o.store.renewLeases(
+        runs.map((run) => run.lease),
+        this.o.leaseMs,
+      );
+    } catch (error) {
+      this.log("warn", `renewing leases failed: ${describe(error)}`);
+      return;
+    }
+    runs.forEach((run, i) => {
+      const state = states[i];
+      if (!state?.held) this.abort(run, "lease-lost");
+      else if (state.cancelRequested) this.abort(run, "cancel");
+    });
+  }
+
+  /** Recovers dead workers' jobs, re-writes lost notices and purges old jobs. Errors are logged, never thrown. */
+  private async maintain(): Promise<void> {
+    if (this.maintaining) return;
+    this.maintaining = true;
+    try {
+      const recovered = await this.o.store.recoverExpiredLeases();
+      if (recovered.requeued.length > 0) this.schedulePump();
+      await this.deliver(recovered.ended);
+      await this.sweepNotices(this.o.noticeGraceMs);
+      const now = Date.now();
+      if (Number.isFinite(this.o.retentionMs) && now - this.lastPurgeAt >= this.o.purgeIntervalMs) {
+        this.lastPurgeAt = now;
+        await this.o.store.purgeFinished(this.o.retentionMs);
+      }
+    } catch (error) {
+      this.log("warn", `job store maintenance failed: ${describe(error)}`);
+    } finally {
+      this.maintaining = false;
+      this.changed();
+    }
+  }
+
+  private async sweepNotices(minAgeMs: number): Promise<void> {
+    for (;;) {
+      const pending = await this.o.store.pendingNotices({ minAgeMs, limit: 200 });
+      if (pending.length === 0) return;
+      const written = await this.deliver(pending);
+      if (written < pending.length) return; // some keep failing: try again at the next maintenance
+    }
+  }
+
+  /** Writes notices for finished jobs and records them as delivered. Returns how many were written. */
+  private async deliver(jobs: readonly Job[]): Promise<number> {
+    if (jobs.length === 0) return 0;
+    const written: string[] = [];
+    await Promise.all(
+      jobs.map(async (job) => {
+        if (!this.o.notices) return void written.push(job.id);
+        try {
+          await writeNotice(this.o.animaDirOf(job.anima), job);
+          written.push(job.id);
+        } catch (error) {
+          this.log("warn", `notice for job ${job.id} not written: ${describe(error)}`, job);
+        }
+      }),
+    );
+    if (written.length > 0) {
+      await this.o.store.markNotified(written).catch((error: unknown) => this.log("warn", `notices not recorded: ${describe(error)}`));
+    }
+    return written.length;
+  }
+
+  /** Resolves at the next state change (a run ended, a pump or maintenance finished) or after `ms`. */
+  private nextChange(ms: number): Promise<void> {
+    return new Promise((resolve) => {
+      const done = (): void => {
+        clearTimeout(timer);
+        const index = this.changeWaiters.indexOf(done);
+        if (index >= 0) this.changeWaiters.splice(index, 1);
+        resolve();
+      };
+      const timer = setTimeout(done, ms);
+      this.changeWaiters.push(done);
+    });
+  }
+
+  private changed(): void {
+    for (const waiter of this.changeWaiters.splice(0)) waiter();
+  }
+
+  private log(level: LogRecord["level"], message: string, job?: Job): void {
+    const record: LogRecord = { level, logger: "animaworks.host", message };
+    if (job) {
+      record.anima = job.anima;
+      record.tool = job.tool;
+    }
+    this.o.onLog(record);
+  }
+}
+
+function checkResult(value: JobRunResult): JobRunResult {
+  if (value && value.ok === true && typeof value.result === "string") return value;
+  if (value && value.ok === false && value.error) return value;
+  return { ok: false, error: { type: "ExecutionError", message: "the job runner returned an invalid result" } };
+}
+
+function unreachable(): never {
+  throw new Error("a run was forced to settle without having been aborted");
+}
+
+function describe(error: unknown): string {
+  return error instanceof Error ? error.message : String(error);
+}

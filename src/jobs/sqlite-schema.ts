@@ -1,0 +1,149 @@
+import type Database from "better-sqlite3";
+import { ToolHostError } from "../errors.js";
+import { JOB_STATUSES, type Job, type JobStatus, toJobError } from "./store.js";
+
+/**
+ * Schema of the embedded job store, versioned with `PRAGMA user_version`. Migration N takes a database at
+ * version N-1 to N; they run inside one write transaction at open, so two processes opening a new file
+ * at once cannot both apply them. Never edit a shipped migration: append a new one.
+ */
+const MIGRATIONS: readonly string[] = [
+  `
+  CREATE TABLE bundles (
+    hash TEXT PRIMARY KEY,
+    code TEXT NOT NULL,
+    touched_at INTEGER NOT NULL
+  );
+  CREATE TABLE jobs (
+    seq INTEGER PRIMARY KEY,            -- insertion order: "oldest first" and "newest first"
+    id TEXT NOT NULL UNIQUE,
+    anima TEXT NOT NULL,
+    tool TEXT NOT NULL,
+    action TEXT NOT NULL,
+    schema_name TEXT NOT NULL,
+    args_json TEXT NOT NULL,
+    bundle_hash TEXT NOT NULL REFERENCES bundles (hash),
+    priority INTEGER NOT NULL,
+    idempotency_key TEXT,
+    status TEXT NOT NULL CHECK (status IN ('queued','running','succeeded','failed','cancelled','interrupted')),
+    attempts INTEGER NOT NULL DEFAULT 0,
+    max_attempts INTEGER NOT NULL,
+    retry_backoff_ms INTEGER NOT NULL,
+    timeout_ms INTEGER NOT NULL,
+    submitted_at INTEGER NOT NULL,
+    started_at INTEGER,
+    finished_at INTEGER,
+    not_before INTEGER NOT NULL DEFAULT 0,
+    result TEXT,
+    error_type TEXT,
+    error_message TEXT,
+    progress_fraction REAL,
+    progress_message TEXT,
+    lease_owner TEXT,
+    lease_expires_at INTEGER,
+    cancel_requested INTEGER NOT NULL DEFAULT 0,
+    notified_at INTEGER
+  );
+  CREATE UNIQUE INDEX jobs_idempotency ON jobs (anima, idempotency_key) WHERE idempotency_key IS NOT NULL;
+  -- Partial indexes keep the hot queries proportional to queued/running work, not to history.
+  CREATE INDEX jobs_queued ON jobs (anima, priority DESC, seq) WHERE status = 'queued';
+  CREATE INDEX jobs_running ON jobs (anima) WHERE status = 'running';
+  CREATE INDEX jobs_leases ON jobs (lease_expires_at) WHERE status = 'running';
+  CREATE INDEX jobs_by_anima ON jobs (anima, seq);
+  CREATE INDEX jobs_finished ON jobs (finished_at) WHERE finished_at IS NOT NULL;
+  CREATE INDEX jobs_unnotified ON jobs (finished_at) WHERE finished_at IS NOT NULL AND notified_at IS NULL;
+  CREATE INDEX jobs_bundle ON jobs (bundle_hash);
+  -- Round-robin state shared by every worker: the claim turn at which each Anima was last served.
+  CREATE TABLE anima_turns (
+    anima TEXT PRIMARY KEY,
+    turn INTEGER NOT NULL
+  );
+  `,
+];
+
+export const SCHEMA_VERSION = MIGRATIONS.length;
+
+export function migrate(db: Database.Database): void {
+  db.transaction(() => {
+    const current = db.pragma("user_version", { simple: true }) as number;
+    if (current > SCHEMA_VERSION) {
+      throw new ToolHostError(
+        "LoadError",
+        `job store schema version ${current} is newer than this host understands (${SCHEMA_VERSION})`,
+        "upgrade animaworks-tool, or point it at another job database",
+      );
+    }
+    for (let version = current; version < SCHEMA_VERSION; version++) db.exec(MIGRATIONS[version]!);
+    if (current !== SCHEMA_VERSION) db.pragma(`user_version = ${SCHEMA_VERSION}`);
+  }).immediate();
+}
+
+export interface JobRow {
+  seq: number;
+  id: string;
+  anima: string;
+  tool: string;
+  action: string;
+  schema_name: string;
+  args_json: string;
+  bundle_hash: string;
+  priority: number;
+  idempotency_key: string | null;
+  status: string;
+  attempts: number;
+  max_attempts: number;
+  retry_backoff_ms: number;
+  timeout_ms: number;
+  submitted_at: number;
+  started_at: number | null;
+  finished_at: number | null;
+  not_before: number;
+  result: string | null;
+  error_type: string | null;
+  error_message: string | null;
+  progress_fraction: number | null;
+  progress_message: string | null;
+  lease_owner: string | null;
+  lease_expires_at: number | null;
+  cancel_requested: number;
+  notified_at: number | null;
+}
+
+export function rowToJob(row: JobRow): Job {
+  const job: Job = {
+    id: row.id,
+    anima: row.anima,
+    tool: row.tool,
+    action: row.action,
+    schemaName: row.schema_name,
+    argsJson: row.args_json,
+    bundleHash: row.bundle_hash,
+    priority: row.priority,
+    status: toStatus(row.status),
+    attempts: row.attempts,
+    maxAttempts: row.max_attempts,
+    retryBackoffMs: row.retry_backoff_ms,
+    timeoutMs: row.timeout_ms,
+    submittedAt: row.submitted_at,
+    cancelRequested: row.cancel_requested !== 0,
+  };
+  if (row.idempotency_key !== null) job.idempotencyKey = row.idempotency_key;
+  if (row.started_at !== null) job.startedAt = row.started_at;
+  if (row.finished_at !== null) job.finishedAt = row.finished_at;
+  if (row.not_before > 0) job.notBefore = row.not_before;
+  if (row.result !== null) job.result = row.result;
+  if (row.error_type !== null) job.error = toJobError(row.error_type, row.error_message);
+  if (row.progress_fraction !== null) {
+    job.progress = { fraction: row.progress_fraction, message: row.progress_message ?? "" };
+  }
+  if (row.lease_owner !== null) job.leaseOwner = row.lease_owner;
+  if (row.lease_expires_at !== null) job.leaseExpiresAt = row.lease_expires_at;
+  if (row.notified_at !== null) job.notifiedAt = row.notified_at;
+  return job;
+}
+
+function toStatus(value: string): JobStatus {
+  // The CHECK constraint keeps anything else out; this guards a hand-edited database.
+  if ((JOB_STATUSES as readonly string[]).includes(value)) return value as JobStatus;
+  throw new ToolHostError("LoadError", `job store holds an unknown job status "${value}"`);
+}

@@ -1,0 +1,362 @@
+import { createHash } from "node:crypto";
+import { chmodSync, existsSync, mkdirSync } from "node:fs";
+import { dirname } from "node:path";
+import Database from "better-sqlite3";
+import { ToolHostError } from "../errors.js";
+import { GroupCommit } from "./group-commit.js";
+import { type JobRow, migrate, rowToJob } from "./sqlite-schema.js";
+import {
+  type ClaimRequest,
+  type Job,
+  type JobLease,
+  type JobOutcome,
+  type JobProgress,
+  type JobStore,
+  type LeaseState,
+  type ListJobsOptions,
+  type PurgeResult,
+  type QueueStatus,
+  type RecoveryResult,
+  type SubmitJobInput,
+  type SubmitResult,
+  JOB_STATUSES,
+  newJobId,
+  normaliseSubmit,
+  retryDelayMs,
+} from "./store.js";
+
+export interface SqliteJobStoreOptions {
+  /** Database file. Created, with its folder, if missing (mode 0600: job arguments may be private). */
+  path: string;
+  /** How long a write waits for another process holding the write lock before failing, ms. Default: 5,000. */
+  busyTimeoutMs?: number;
+  /** Clock, epoch ms. Default: `Date.now`. Tests pass a fake one to move leases and backoffs without sleeping. */
+  now?: () => number;
+}
+
+/**
+ * The embedded default `JobStore`: one SQLite file in WAL mode that several worker processes may share.
+ *
+ * Durability: `synchronous = FULL` for every write that changes what runs (submit, claim, complete, cancel,
+ * recovery, purge, bundles). In WAL mode NORMAL skips the fsync at commit, and SQLite documents that such a
+ * commit "might roll back following a power loss": a job whose submit had returned would vanish, and a
+ * lost claim would let a job run twice. FULL fsyncs the WAL at each commit, so a returned submit survives
+ * power loss. Lease renewals, progress and notice marks commit with NORMAL: losing them to a power cut only
+ * shortens a lease or loses a progress line, both harmless since every worker died with the power anyway.
+ * The fsync cost is shared by group commit (see group-commit.ts).
+ *
+ * Exclusivity: every write, claims included, runs in a `BEGIN IMMEDIATE` transaction, which takes the
+ * database's single write lock before reading; two processes therefore never both see a job as queued.
+ */
+export class SqliteJobStore implements JobStore {
+  private readonly db: Database.Database;
+  private readonly writes: GroupCommit;
+  private readonly clock: () => number;
+  private readonly sql: ReturnType<typeof prepare>;
+  private closed = false;
+
+  constructor(options: SqliteJobStoreOptions) {
+    const isNew = !existsSync(options.path);
+    mkdirSync(dirname(options.path), { recursive: true });
+    this.db = new Database(options.path, { timeout: options.busyTimeoutMs ?? 5_000 });
+    if (isNew) chmodSync(options.path, 0o600); // SQLite gives the -wal and -shm files the same mode
+    this.db.pragma("journal_mode = WAL");
+    this.db.pragma("synchronous = FULL");
+    this.db.pragma("foreign_keys = ON");
+    migrate(this.db);
+    this.clock = options.now ?? Date.now;
+    this.writes = new GroupCommit(this.db);
+    this.sql = prepare(this.db);
+  }
+
+  async submit(input: SubmitJobInput): Promise<SubmitResult> {
+    const job = normaliseSubmit(input);
+    return this.write(true, () => {
+      if (job.idempotencyKey !== undefined) {
+        const existing = this.sql.byIdempotencyKey.get(job.anima, job.idempotencyKey) as JobRow | undefined;
+        if (existing) {
+          const same =
+            existing.tool === job.tool &&
+            existing.action === job.action &&
+            existing.schema_name === job.schemaName &&
+            existing.args_json === job.argsJson;
+          if (!same) {
+            throw new ToolHostError(
+              "InvalidArguments",
+              `idempotency key "${job.idempotencyKey}" was already used for job ${existing.id} with different work`,
+              "use a new key for a different action or arguments",
+            );
+          }
+          return { job: rowToJob(existing), created: false };
+        }
+      }
+      if (!this.sql.bundleExists.get(job.bundleHash)) {
+        throw new ToolHostError("NotFound", `bundle ${job.bundleHash} is not stored`, "putBundle before submitting");
+      }
+      const now = this.clock();
+      for (let tries = 0; ; tries++) {
+        try {
+          const row = this.sql.insert.get({ ...job, idempotencyKey: job.idempotencyKey ?? null, id: newJobId(), now });
+          return { job: rowToJob(row as JobRow), created: true };
+        } catch (error) {
+          // 48-bit ids collide rarely but not never in a long-lived store: draw again.
+          if (tries < 5 && isUniqueViolation(error, "jobs.id")) continue;
+          throw error;
+        }
+      }
+    });
+  }
+
+  async get(anima: string, id: string): Promise<Job | undefined> {
+    this.assertOpen();
+    const row = this.sql.byId.get(id) as JobRow | undefined;
+    return row && row.anima === anima ? rowToJob(row) : undefined;
+  }
+
+  async list(anima: string, options: ListJobsOptions = {}): Promise<Job[]> {
+    this.assertOpen();
+    const statuses = options.status === undefined ? JOB_STATUSES : [options.status].flat();
+    const limit = options.limit ?? 100;
+    const rows = this.sql.listByAnima.all(anima, JSON.stringify(statuses), limit) as JobRow[];
+    return rows.map(rowToJob);
+  }
+
+  claim(request: ClaimRequest): Promise<Job[]> {
+    const perAnima = request.perAnimaLimit ?? Number.POSITIVE_INFINITY;
+    return this.write(true, () => {
+      const now = this.clock();
+      const running = new Map<string, number>();
+      for (const row of this.sql.runningPerAnima.all() as Array<{ anima: string; n: number }>) running.set(row.anima, row.n);
+      // The head of each Anima's queue, for Animas with room under their limit.
+      const heads = new Map<string, { row: JobRow; turn: number }>();
+      const headOf = (anima: string): JobRow | undefined => this.sql.headOfAnima.get(anima, now) as JobRow | undefined;
+      for (const { name } of this.sql.queuedAnimas.all() as Array<{ name: string }>) {
+        if ((running.get(name) ?? 0) >= perAnima) continue;
+        const row = headOf(name);
+        const turn = (this.sql.turnOf.get(name) as { turn: number } | undefined)?.turn ?? 0;
+        if (row) heads.set(name, { row, turn });
+      }
+      let turn = (this.sql.maxTurn.get() as { turn: number }).turn;
+      const claimed: Job[] = [];
+      while (claimed.length < request.limit && heads.size > 0) {
+        let best: { row: JobRow; turn: number } | undefined;
+        for (const head of heads.values()) if (!best || before(head, best)) best = head;
+        const anima = best!.row.anima;
+        const row = this.sql.claimOne.get({
+          seq: best!.row.seq,
+          owner: request.owner,
+          now,
+          expires: now + request.leaseMs,
+        }) as JobRow | undefined;
+        if (row) claimed.push(rowToJob(row));
+        turn += 1;
+        this.sql.setTurn.run(anima, turn);
+        const count = (running.get(anima) ?? 0) + 1;
+        running.set(anima, count);
+        const next = count < perAnima ? headOf(anima) : undefined;
+        if (next) heads.set(anima, { row: next, turn });
+        else heads.delete(anima);
+      }
+      return claimed;
+    });
+  }
+
+  renewLeases(leases: readonly JobLease[], leaseMs: number): Promise<LeaseState[]> {
+    return this.write(false, () => {
+      const expires = this.clock() + leaseMs;
+      return leases.map((lease) => {
+        const row = this.sql.renew.get({ ...lease, expires }) as { cancel_requested: number } | undefined;
+        return row ? { held: true, cancelRequested: row.cancel_requested !== 0 } : { held: false, cancelRequested: false };
+      });
+    });
+  }
+
+  reportProgress(lease: JobLease, progress: JobProgress): Promise<boolean> {
+    const fraction = Number.isFinite(progress.fraction) ? Math.min(1, Math.max(0, progress.fraction)) : 0;
+    // Progress is for people watching `jobs show`; a runaway message must not bloat the database.
+    const message = String(progress.message ?? "").slice(0, 1_000);
+    return this.write(false, () => this.sql.progress.run({ ...lease, fraction, message }).changes === 1);
+  }
+
+  complete(lease: JobLease, outcome: JobOutcome): Promise<Job | undefined> {
+    return this.write(true, () => {
+      const error = outcome.status === "succeeded" ? undefined : outcome.error;
+      const row = this.sql.complete.get({
+        ...lease,
+        status: outcome.status,
+        now: this.clock(),
+        result: outcome.status === "succeeded" ? outcome.result : null,
+        errorType: error?.type ?? null,
+        errorMessage: error?.message ?? null,
+      }) as JobRow | undefined;
+      return row ? rowToJob(row) : undefined;
+    });
+  }
+
+  requestCancel(anima: string, id: string): Promise<Job | undefined> {
+    return this.write(true, () => {
+      const row = this.sql.byId.get(id) as JobRow | undefined;
+      if (!row || row.anima !== anima) return undefined;
+      if (row.status === "queued") return rowToJob(this.sql.cancelQueued.get(this.clock(), row.seq) as JobRow);
+      if (row.status === "running") return rowToJob(this.sql.flagCancel.get(row.seq) as JobRow);
+      return rowToJob(row);
+    });
+  }
+
+  recoverExpiredLeases(): Promise<RecoveryResult> {
+    return this.write(true, () => {
+      const now = this.clock();
+      const result: RecoveryResult = { requeued: [], ended: [] };
+      for (const row of this.sql.expiredLeases.all(now) as JobRow[]) {
+        if (row.cancel_requested !== 0) {
+          result.ended.push(rowToJob(this.sql.endLost.get({ seq: row.seq, status: "cancelled", now, type: null, message: null }) as JobRow));
+        } else if (row.attempts < row.max_attempts) {
+          const notBefore = now + retryDelayMs(row.retry_backoff_ms, row.attempts);
+          result.requeued.push(rowToJob(this.sql.requeue.get(notBefore, row.seq) as JobRow));
+        } else {
+          const message =
+            `interrupted: the worker running attempt ${row.attempts} of ${row.max_attempts} stopped ` +
+            `(its lease expired)${row.max_attempts > 1 ? "; no attempts left" : "; this job is not retried"}`;
+          const ended = this.sql.endLost.get({ seq: row.seq, status: "interrupted", now, type: "ExecutionError", message });
+          result.ended.push(rowToJob(ended as JobRow));
+        }
+      }
+      return result;
+    });
+  }
+
+  async pendingNotices(options: { minAgeMs: number; limit: number }): Promise<Job[]> {
+    this.assertOpen();
+    return (this.sql.unnotified.all(this.clock() - options.minAgeMs, options.limit) as JobRow[]).map(rowToJob);
+  }
+
+  markNotified(ids: readonly string[]): Promise<void> {
+    return this.write(false, () => {
+      const now = this.clock();
+      for (const id of ids) this.sql.markNotified.run(now, id);
+    });
+  }
+
+  purgeFinished(olderThanMs: number): Promise<PurgeResult> {
+    return this.write(true, () => {
+      const cutoff = this.clock() - olderThanMs;
+      const jobs = this.sql.purgeJobs.run(cutoff).changes;
+      // A bundle stored moments ago for a submit still on its way must survive: only bundles untouched
+      // for as long as the retention period and used by no kept job go.
+      const bundles = this.sql.purgeBundles.run(cutoff).changes;
+      return { jobs, bundles };
+    });
+  }
+
+  async putBundle(hash: string, code: string): Promise<void> {
+    if (createHash("sha256").update(code).digest("hex") !== hash) {
+      throw new ToolHostError("InvalidArguments", `bundle hash ${hash} is not the sha256 of its code`);
+    }
+    return this.write(true, () => {
+      this.sql.putBundle.run(hash, code, this.clock());
+    });
+  }
+
+  async getBundle(hash: string): Promise<string | undefined> {
+    this.assertOpen();
+    return (this.sql.getBundle.get(hash) as { code: string } | undefined)?.code;
+  }
+
+  async queueStatus(): Promise<QueueStatus> {
+    this.assertOpen();
+    const now = this.clock();
+    const row = this.sql.queueStatus.get({ now }) as { queued: number; runnable: number; running: number; next: number | null };
+    const status: QueueStatus = { queued: row.queued, runnable: row.runnable, running: row.running };
+    if (row.next !== null) status.nextNotBefore = row.next;
+    return status;
+  }
+
+  async close(): Promise<void> {
+    if (this.closed) return;
+    this.writes.flush();
+    this.closed = true;
+    this.db.close();
+  }
+
+  private write<T>(durable: boolean, write: () => T): Promise<T> {
+    if (this.closed) return Promise.reject(closedError());
+    return this.writes.run(durable, write);
+  }
+
+  private assertOpen(): void {
+    if (this.closed) throw closedError();
+  }
+}
+
+/** Claim order between two queue heads: priority, then the Anima served longest ago, then submit order. */
+function before(a: { row: JobRow; turn: number }, b: { row: JobRow; turn: number }): boolean {
+  if (a.row.priority !== b.row.priority) return a.row.priority > b.row.priority;
+  if (a.turn !== b.turn) return a.turn < b.turn;
+  return a.row.seq < b.row.seq;
+}
+
+function closedError(): ToolHostError {
+  return new ToolHostError("ExecutionError", "the job store is closed");
+}
+
+function isUniqueViolation(error: unknown, column: string): boolean {
+  return error instanceof Error && (error as { code?: string }).code === "SQLITE_CONSTRAINT_UNIQUE" && error.message.includes(column);
+}
+
+const LEASE_MATCH = "id = @id AND status = 'running' AND lease_owner = @owner AND attempts = @attempt";
+
+function prepare(db: Database.Database) {
+  const s = (sql: string) => db.prepare(sql);
+  return {
+    byId: s("SELECT * FROM jobs WHERE id = ?"),
+    byIdempotencyKey: s("SELECT * FROM jobs WHERE anima = ? AND idempotency_key = ?"),
+    bundleExists: s("SELECT 1 FROM bundles WHERE hash = ?"),
+    insert: s(`INSERT INTO jobs (id, anima, tool, action, schema_name, args_json, bundle_hash, priority, idempotency_key,
+        status, max_attempts, retry_backoff_ms, timeout_ms, submitted_at)
+      VALUES (@id, @anima, @tool, @action, @schemaName, @argsJson, @bundleHash, @priority, @idempotencyKey,
+        'queued', @maxAttempts, @retryBackoffMs, @timeoutMs, @now) RETURNING *`),
+    listByAnima: s(`SELECT * FROM jobs WHERE anima = ? AND status IN (SELECT value FROM json_each(?))
+      ORDER BY seq DESC LIMIT ?`),
+    runningPerAnima: s("SELECT anima, COUNT(*) AS n FROM jobs WHERE status = 'running' GROUP BY anima"),
+    // Distinct Animas with queued work by skip-scan over the partial index: O(Animas × log n), not O(jobs).
+    queuedAnimas: s(`WITH RECURSIVE a(name) AS (
+        SELECT (SELECT MIN(anima) FROM jobs WHERE status = 'queued')
+        UNION ALL
+        SELECT (SELECT MIN(anima) FROM jobs WHERE status = 'queued' AND anima > a.name) FROM a WHERE a.name IS NOT NULL
+      ) SELECT name FROM a WHERE name IS NOT NULL`),
+    headOfAnima: s(`SELECT * FROM jobs WHERE status = 'queued' AND anima = ? AND not_before <= ?
+      ORDER BY priority DESC, seq LIMIT 1`),
+    turnOf: s("SELECT turn FROM anima_turns WHERE anima = ?"),
+    maxTurn: s("SELECT COALESCE(MAX(turn), 0) AS turn FROM anima_turns"),
+    setTurn: s("INSERT INTO anima_turns (anima, turn) VALUES (?, ?) ON CONFLICT (anima) DO UPDATE SET turn = excluded.turn"),
+    claimOne: s(`UPDATE jobs SET status = 'running', attempts = attempts + 1, started_at = @now, lease_owner = @owner,
+        lease_expires_at = @expires, progress_fraction = NULL, progress_message = NULL
+      WHERE seq = @seq AND status = 'queued' RETURNING *`),
+    renew: s(`UPDATE jobs SET lease_expires_at = @expires WHERE ${LEASE_MATCH} RETURNING cancel_requested`),
+    progress: s(`UPDATE jobs SET progress_fraction = @fraction, progress_message = @message WHERE ${LEASE_MATCH}`),
+    complete: s(`UPDATE jobs SET status = @status, finished_at = @now, result = @result, error_type = @errorType,
+        error_message = @errorMessage, lease_owner = NULL, lease_expires_at = NULL
+      WHERE ${LEASE_MATCH} RETURNING *`),
+    cancelQueued: s("UPDATE jobs SET status = 'cancelled', finished_at = ?, not_before = 0 WHERE seq = ? RETURNING *"),
+    flagCancel: s("UPDATE jobs SET cancel_requested = 1 WHERE seq = ? RETURNING *"),
+    expiredLeases: s("SELECT * FROM jobs WHERE status = 'running' AND lease_expires_at <= ? ORDER BY seq"),
+    requeue: s(`UPDATE jobs SET status = 'queued', not_before = ?, lease_owner = NULL, lease_expires_at = NULL
+      WHERE seq = ? RETURNING *`),
+    endLost: s(`UPDATE jobs SET status = @status, finished_at = @now, error_type = @type, error_message = @message,
+        lease_owner = NULL, lease_expires_at = NULL WHERE seq = @seq RETURNING *`),
+    unnotified: s(`SELECT * FROM jobs WHERE finished_at IS NOT NULL AND notified_at IS NULL AND finished_at <= ?
+      ORDER BY finished_at, seq LIMIT ?`),
+    markNotified: s("UPDATE jobs SET notified_at = ? WHERE id = ? AND notified_at IS NULL"),
+    purgeJobs: s("DELETE FROM jobs WHERE finished_at IS NOT NULL AND finished_at < ?"),
+    purgeBundles: s(`DELETE FROM bundles WHERE touched_at < ?
+      AND NOT EXISTS (SELECT 1 FROM jobs WHERE jobs.bundle_hash = bundles.hash)`),
+    putBundle: s(`INSERT INTO bundles (hash, code, touched_at) VALUES (?, ?, ?)
+      ON CONFLICT (hash) DO UPDATE SET touched_at = excluded.touched_at`),
+    getBundle: s("SELECT code FROM bundles WHERE hash = ?"),
+    queueStatus: s(`SELECT
+        (SELECT COUNT(*) FROM jobs WHERE status = 'queued') AS queued,
+        (SELECT COUNT(*) FROM jobs WHERE status = 'queued' AND not_before <= @now) AS runnable,
+        (SELECT COUNT(*) FROM jobs WHERE status = 'running') AS running,
+        (SELECT MIN(not_before) FROM jobs WHERE status = 'queued' AND not_before > @now) AS next`),
+  };
+}

@@ -1,0 +1,287 @@
+import { randomBytes } from "node:crypto";
+import { type ErrorType, ToolHostError, isErrorType } from "../errors.js";
+
+/**
+ * The seam between background-job callers (CLI `submit`/`jobs`, the scheduler) and where jobs are kept.
+ * Callers only ever see `JobStore`; the embedded SQLite store is one implementation, and a distributed
+ * backend can be added beside it without touching them. Every implementation must pass the contract
+ * suite in `test/jobs/contract.ts`, which is the executable form of the promises written here.
+ *
+ * All methods are async even where the embedded store could answer synchronously, because a networked
+ * backend cannot.
+ */
+
+export const JOB_STATUSES = ["queued", "running", "succeeded", "failed", "cancelled", "interrupted"] as const;
+export type JobStatus = (typeof JOB_STATUSES)[number];
+
+/** Statuses a job never leaves. */
+export const TERMINAL_STATUSES: readonly JobStatus[] = ["succeeded", "failed", "cancelled", "interrupted"];
+
+export function isTerminal(status: JobStatus): boolean {
+  return TERMINAL_STATUSES.includes(status);
+}
+
+/** Why a job did not succeed, in the host's stable error vocabulary (src/errors.ts). */
+export interface JobError {
+  type: ErrorType;
+  message: string;
+}
+
+export interface JobProgress {
+  /** 0 to 1 inclusive. */
+  fraction: number;
+  message: string;
+}
+
+export interface Job {
+  /** 12 lowercase hex characters, like AnimaWorks' task ids. The one id for status, cancel and notice. */
+  id: string;
+  anima: string;
+  tool: string;
+  action: string;
+  /** `{tool}_{action}` as the tool's schema names it. */
+  schemaName: string;
+  /** The validated arguments as JSON text, exactly as submitted. */
+  argsJson: string;
+  /** sha256 of the tool bundle current at submit time; the job runs that version (see `putBundle`). */
+  bundleHash: string;
+  /** Higher runs first. Integer. */
+  priority: number;
+  idempotencyKey?: string;
+  status: JobStatus;
+  /** Runs started so far: `claim` adds one. Never exceeds `maxAttempts`. */
+  attempts: number;
+  /** Most runs this job may get. 1 means a run lost to a crash is not retried (status `interrupted`). */
+  maxAttempts: number;
+  /** Delay before the first retry after a lost run, doubled for each further retry, ms. */
+  retryBackoffMs: number;
+  /** Longest a single run may take before it is aborted and the job fails with `Timeout`, ms. */
+  timeoutMs: number;
+  /** Epoch ms. */
+  submittedAt: number;
+  /** Epoch ms of the latest run's start. */
+  startedAt?: number;
+  /** Epoch ms at which the job reached a terminal status. */
+  finishedAt?: number;
+  /** A queued job is not claimed before this epoch ms (set by a retry's backoff). */
+  notBefore?: number;
+  /** The runner's text result (succeeded jobs). */
+  result?: string;
+  error?: JobError;
+  progress?: JobProgress;
+  /** Worker id holding the lease of a running job. */
+  leaseOwner?: string;
+  /** Epoch ms after which the lease is void and the job may be recovered. */
+  leaseExpiresAt?: number;
+  /** Set by `requestCancel` on a running job; the worker sees it when it renews the lease. */
+  cancelRequested: boolean;
+  /** Epoch ms at which the completion notice was written (terminal jobs only). */
+  notifiedAt?: number;
+}
+
+export interface SubmitJobInput {
+  anima: string;
+  tool: string;
+  action: string;
+  schemaName: string;
+  /** JSON text of the validated arguments. Must parse as JSON. */
+  argsJson: string;
+  /** Hash of a bundle already stored with `putBundle`. */
+  bundleHash: string;
+  /** Default: 0. Integer; higher runs first. */
+  priority?: number;
+  /**
+   * Per Anima: a second submit with the same key returns the first job instead of queueing another, for as
+   * long as that job is kept (see `purgeFinished`). Reusing a key for different work is an error.
+   */
+  idempotencyKey?: string;
+  /** Default: 1 (a run lost to a crash is not retried). Integer ≥ 1. */
+  maxAttempts?: number;
+  /** Default: 1,000 ms. First retry delay, doubled per further retry. */
+  retryBackoffMs?: number;
+  /** Default: 1,800,000 ms (30 min, AnimaWorks' background subprocess timeout). */
+  timeoutMs?: number;
+}
+
+export interface SubmitResult {
+  job: Job;
+  /** False when an idempotency key matched an existing job, which is returned unchanged. */
+  created: boolean;
+}
+
+export interface ListJobsOptions {
+  /** Only jobs in this status (or these statuses). Default: all. */
+  status?: JobStatus | readonly JobStatus[];
+  /** Most jobs returned, newest first. Default: 100. */
+  limit?: number;
+}
+
+export interface ClaimRequest {
+  /** Worker id that will hold the leases. */
+  owner: string;
+  /** Lease length, ms. The owner must renew before it runs out or the job may be recovered. */
+  leaseMs: number;
+  /** Most jobs claimed by this call. */
+  limit: number;
+  /** Most running jobs per Anima across every worker sharing the store. Default: no limit. */
+  perAnimaLimit?: number;
+}
+
+/** Proof of a claim. Writes about a running job must present it; a stale one (lost lease) is refused. */
+export interface JobLease {
+  id: string;
+  owner: string;
+  /** The job's `attempts` when claimed: fences off a run whose lease expired and was claimed again. */
+  attempt: number;
+}
+
+export interface LeaseState {
+  /** False when the lease was lost: the job was recovered, completed or claimed by someone else. */
+  held: boolean;
+  cancelRequested: boolean;
+}
+
+export type JobOutcome =
+  | { status: "succeeded"; result: string }
+  | { status: "failed"; error: JobError }
+  | { status: "cancelled"; error?: JobError };
+
+export interface RecoveryResult {
+  /** Running jobs whose lease expired and that have attempts left: queued again after their backoff. */
+  requeued: Job[];
+  /** Running jobs whose lease expired that reached a terminal status (`interrupted`, or `cancelled` if asked). */
+  ended: Job[];
+}
+
+export interface QueueStatus {
+  /** Queued jobs, including those waiting for a retry backoff. */
+  queued: number;
+  /** Queued jobs that may be claimed now (per-Anima limits aside). */
+  runnable: number;
+  running: number;
+  /** Earliest `notBefore` among queued jobs that are not yet runnable, epoch ms. */
+  nextNotBefore?: number;
+}
+
+export interface PurgeResult {
+  jobs: number;
+  bundles: number;
+}
+
+export interface JobStore {
+  /** Records a job durably (committed to stable storage) before the promise resolves. */
+  submit(input: SubmitJobInput): Promise<SubmitResult>;
+  /** The job if it exists and belongs to `anima`; another Anima's job is indistinguishable from none. */
+  get(anima: string, id: string): Promise<Job | undefined>;
+  /** The Anima's jobs, newest first. */
+  list(anima: string, options?: ListJobsOptions): Promise<Job[]>;
+  /**
+   * Atomically moves up to `limit` runnable queued jobs to `running` under leases for `owner`; a job is
+   * never handed to two claimers. Order: the highest priority present first; among Animas with work at
+   * that priority, the one served least recently (round-robin); within an Anima, oldest first.
+   */
+  claim(request: ClaimRequest): Promise<Job[]>;
+  /** Extends each still-held lease to now + `leaseMs` (0 gives it up now). Results align with `leases`. */
+  renewLeases(leases: readonly JobLease[], leaseMs: number): Promise<LeaseState[]>;
+  /** Records progress of a running job; false when the lease is no longer held. */
+  reportProgress(lease: JobLease, progress: JobProgress): Promise<boolean>;
+  /** Finishes a running job; undefined (and no change) when the lease is no longer held. */
+  complete(lease: JobLease, outcome: JobOutcome): Promise<Job | undefined>;
+  /**
+   * A queued job becomes `cancelled` at once; a running one gets `cancelRequested` (its worker aborts it);
+   * a finished one is left as is. Returns the job after the change, or undefined if the Anima has no such job.
+   */
+  requestCancel(anima: string, id: string): Promise<Job | undefined>;
+  /** Handles running jobs whose lease expired: retry with backoff while attempts remain, else `interrupted`. */
+  recoverExpiredLeases(): Promise<RecoveryResult>;
+  /** Terminal jobs whose notice is not yet written, finished at least `minAgeMs` ago, oldest first. */
+  pendingNotices(options: { minAgeMs: number; limit: number }): Promise<Job[]>;
+  markNotified(ids: readonly string[]): Promise<void>;
+  /** Deletes terminal jobs finished more than `olderThanMs` ago, and bundles no kept job uses. */
+  purgeFinished(olderThanMs: number): Promise<PurgeResult>;
+  /** Stores a bundle under its content hash (sha256 of `code`, hex); storing it again is harmless. */
+  putBundle(hash: string, code: string): Promise<void>;
+  getBundle(hash: string): Promise<string | undefined>;
+  queueStatus(): Promise<QueueStatus>;
+  /** Finishes pending writes and releases the store. */
+  close(): Promise<void>;
+}
+
+export const SUBMIT_DEFAULTS = {
+  priority: 0,
+  maxAttempts: 1,
+  retryBackoffMs: 1_000,
+  timeoutMs: 1_800_000,
+} as const;
+
+/** 12 lowercase hex characters (48 random bits), the id format AnimaWorks users know. */
+export function newJobId(): string {
+  return randomBytes(6).toString("hex");
+}
+
+export function leaseOf(job: Job): JobLease {
+  if (job.status !== "running" || job.leaseOwner === undefined) {
+    throw new ToolHostError("InvalidArguments", `job ${job.id} is ${job.status}, not running under a lease`);
+  }
+  return { id: job.id, owner: job.leaseOwner, attempt: job.attempts };
+}
+
+/** Delay before the retry that follows `attempts` runs: backoff × 2^(attempts−1), capped at one hour. */
+export function retryDelayMs(retryBackoffMs: number, attempts: number): number {
+  return Math.min(3_600_000, retryBackoffMs * 2 ** Math.max(0, attempts - 1));
+}
+
+/** Checks and completes a submit with defaults. Throws `InvalidArguments` naming the bad field. */
+export function normaliseSubmit(input: SubmitJobInput): Required<Omit<SubmitJobInput, "idempotencyKey">> & {
+  idempotencyKey: string | undefined;
+} {
+  for (const field of ["anima", "tool", "action", "schemaName", "bundleHash"] as const) {
+    const value: unknown = input[field];
+    if (typeof value !== "string" || value.trim() === "") {
+      throw new ToolHostError("InvalidArguments", `job ${field} must be a non-empty string`);
+    }
+  }
+  if (typeof input.argsJson !== "string") throw new ToolHostError("InvalidArguments", "job argsJson must be JSON text");
+  try {
+    JSON.parse(input.argsJson);
+  } catch {
+    throw new ToolHostError("InvalidArguments", "job argsJson is not valid JSON");
+  }
+  const key = input.idempotencyKey;
+  if (key !== undefined && (typeof key !== "string" || key === "" || key.length > 200)) {
+    throw new ToolHostError("InvalidArguments", "idempotencyKey must be a string of 1 to 200 characters");
+  }
+  return {
+    anima: input.anima,
+    tool: input.tool,
+    action: input.action,
+    schemaName: input.schemaName,
+    argsJson: input.argsJson,
+    bundleHash: input.bundleHash,
+    priority: integer(input.priority, SUBMIT_DEFAULTS.priority, "priority", -1_000_000),
+    idempotencyKey: key,
+    maxAttempts: integer(input.maxAttempts, SUBMIT_DEFAULTS.maxAttempts, "maxAttempts", 1),
+    retryBackoffMs: integer(input.retryBackoffMs, SUBMIT_DEFAULTS.retryBackoffMs, "retryBackoffMs", 0),
+    timeoutMs: integer(input.timeoutMs, SUBMIT_DEFAULTS.timeoutMs, "timeoutMs", 1),
+  };
+}
+
+function integer(value: number | undefined, fallback: number, name: string, min: number): number {
+  if (value === undefined) return fallback;
+  if (!Number.isSafeInteger(value) || value < min) {
+    throw new ToolHostError("InvalidArguments", `${name} must be an integer ≥ ${min}, got ${String(value)}`);
+  }
+  return value;
+}
+
+/** Error types read back from storage are checked: an unknown one (e.g. from a newer host) reads as ExecutionError. */
+export function toJobError(type: unknown, message: unknown): JobError {
+  return { type: isErrorType(type) ? type : "ExecutionError", message: typeof message === "string" ? message : "" };
+}
+
+/** A thrown value as a JobError: the host's own errors keep their type, anything else is an ExecutionError. */
+export function jobErrorFromThrown(error: unknown): JobError {
+  if (error instanceof ToolHostError) return { type: error.type, message: error.message };
+  if (error instanceof Error) return { type: "ExecutionError", message: error.message || error.name };
+  return { type: "ExecutionError", message: String(error) };
+}

@@ -1,0 +1,83 @@
+import { statSync } from "node:fs";
+import { join } from "node:path";
+import Database from "better-sqlite3";
+import { afterEach, describe, expect, it } from "vitest";
+import { SCHEMA_VERSION } from "../../src/jobs/sqlite-schema.js";
+import { SqliteJobStore } from "../../src/jobs/sqlite-store.js";
+import { runJobStoreContract } from "./contract.js";
+import { jobInput, tempDir, withBundle } from "./helpers.js";
+
+runJobStoreContract("SqliteJobStore", async (location, { now }) => new SqliteJobStore({ path: join(location, "jobs.db"), now }));
+
+describe("SqliteJobStore specifics", () => {
+  const cleanups: Array<() => void> = [];
+  afterEach(() => {
+    for (const cleanup of cleanups.splice(0)) cleanup();
+  });
+  function dbPath(): string {
+    const dir = tempDir();
+    cleanups.push(dir.cleanup);
+    return join(dir.dir, "nested", "jobs.db");
+  }
+
+  it("creates its folder and a private WAL database at the current schema version", async () => {
+    const path = dbPath();
+    const store = new SqliteJobStore({ path });
+    await withBundle(store);
+    await store.submit(jobInput("alice"));
+    const raw = new Database(path, { readonly: true });
+    try {
+      expect(raw.pragma("journal_mode", { simple: true })).toBe("wal");
+      expect(raw.pragma("user_version", { simple: true })).toBe(SCHEMA_VERSION);
+    } finally {
+      raw.close();
+    }
+    expect(statSync(path).mode & 0o777).toBe(0o600);
+    await store.close();
+  });
+
+  it("refuses a database from a newer schema version instead of guessing", () => {
+    const path = dbPath();
+    new SqliteJobStore({ path }).close();
+    const raw = new Database(path);
+    raw.pragma(`user_version = ${SCHEMA_VERSION + 1}`);
+    raw.close();
+    expect(() => new SqliteJobStore({ path })).toThrow(/newer than this host understands/);
+  });
+
+  it("rejects calls after close", async () => {
+    const store = new SqliteJobStore({ path: dbPath() });
+    await store.close();
+    await expect(store.submit(jobInput("alice"))).rejects.toThrow(/closed/);
+    await expect(store.get("alice", "000000000000")).rejects.toThrow(/closed/);
+  });
+
+  it("commits a burst of submits as one group, each durable when its promise resolves", async () => {
+    const path = dbPath();
+    const store = await withBundle(new SqliteJobStore({ path }));
+    const results = await Promise.all(Array.from({ length: 500 }, () => store.submit(jobInput("alice"))));
+    // A second connection sees every job the moment the promises resolved: committed, not buffered.
+    const raw = new Database(path, { readonly: true });
+    try {
+      expect((raw.prepare("SELECT COUNT(*) AS n FROM jobs").get() as { n: number }).n).toBe(500);
+    } finally {
+      raw.close();
+    }
+    expect(new Set(results.map((r) => r.job.id)).size).toBe(500);
+    await store.close();
+  });
+
+  it("rolls back only the failing write of a group", async () => {
+    const store = await withBundle(new SqliteJobStore({ path: dbPath() }));
+    const [good, bad, good2] = await Promise.allSettled([
+      store.submit(jobInput("alice")),
+      store.submit(jobInput("alice", { bundleHash: "f".repeat(64) })),
+      store.submit(jobInput("alice")),
+    ]);
+    expect(good.status).toBe("fulfilled");
+    expect(bad.status).toBe("rejected");
+    expect(good2.status).toBe("fulfilled");
+    expect(await store.list("alice")).toHaveLength(2);
+    await store.close();
+  });
+});
