@@ -1,5 +1,5 @@
-import { readFile, realpath } from "node:fs/promises";
-import { isAbsolute, relative, resolve, sep } from "node:path";
+import { readFile, realpath, stat } from "node:fs/promises";
+import { extname, isAbsolute, relative, resolve, sep } from "node:path";
 import type { Plugin } from "esbuild";
 import type { ErrorInfo } from "../errors.js";
 import type { ToolBundle } from "../isolation/protocol.js";
@@ -27,6 +27,11 @@ export type BuildResult = { ok: true; bundle: ToolBundle; fromCache: boolean } |
 /** Bump when the bundle format or the prelude contract changes, to invalidate old caches. */
 const BUILD_FORMAT_VERSION = "1";
 const EXTENSIONS = ["", ".ts", ".mts", ".js", ".mjs", "/index.ts", "/index.js"];
+/**
+ * What a tool may import: code and JSON. esbuild would also accept CSS, which in a script bundle
+ * becomes a second output file instead of code; anything else has no loader. Refused by name instead.
+ */
+const IMPORTABLE = new Set([".ts", ".mts", ".cts", ".js", ".mjs", ".cjs", ".json"]);
 
 export class ToolBundler {
   readonly cache: BundleCache;
@@ -85,6 +90,9 @@ async function bundleWithEsbuild(
       target: "es2022",
       charset: "utf8",
       logLevel: "silent",
+      // `import(name)` / `require(name)` with a computed name would be left for run time, where the
+      // sandbox has nothing to load: refuse them when building, with esbuild's own message.
+      logOverride: { "unsupported-dynamic-import": "error", "unsupported-require-call": "error" },
       legalComments: "none",
       plugins: [importPolicy(folderReal, source.displayName)],
     });
@@ -108,14 +116,20 @@ function importPolicy(folderReal: string, displayName: string): Plugin {
       build.onResolve({ filter: /.*/ }, async (args) => {
         if (args.kind === "entry-point") return undefined;
         if (args.path === TOOL_API_MODULE) return { path: TOOL_API_MODULE, namespace: TOOL_API_MODULE_NAMESPACE };
-        if (!args.path.startsWith("./") && !args.path.startsWith("../")) {
+        if (!isRelativeSpecifier(args.path)) {
           return { errors: [{ text: forbiddenImportMessage(args.path) }] };
         }
-        const resolved = await resolveInside(resolve(args.resolveDir, args.path), folderReal);
+        const target = resolve(args.resolveDir, args.path);
+        // resolveDir is already a real path, so a `..` that climbs out is refused whether or not the
+        // target exists (the message should not depend on what lies outside).
+        const resolved = target !== folderReal && !isInside(target, folderReal) ? "outside" : await resolveInside(target, folderReal);
         if (resolved === "outside") {
           return { errors: [{ text: `import "${args.path}" leaves the tool's folder; tools may import only files in their own folder` }] };
         }
         if (resolved === undefined) return { errors: [{ text: `import "${args.path}" was not found next to ${displayName}` }] };
+        if (!IMPORTABLE.has(extname(resolved))) {
+          return { errors: [{ text: `import "${args.path}" is not allowed: tools may import only .ts, .mts, .cts, .js, .mjs, .cjs and .json files` }] };
+        }
         return { path: resolved };
       });
       build.onLoad({ filter: /.*/, namespace: TOOL_API_MODULE_NAMESPACE }, () => ({
@@ -124,6 +138,10 @@ function importPolicy(folderReal: string, displayName: string): Plugin {
       }));
     },
   };
+}
+
+function isRelativeSpecifier(specifier: string): boolean {
+  return specifier === "." || specifier === ".." || specifier.startsWith("./") || specifier.startsWith("../");
 }
 
 function forbiddenImportMessage(specifier: string): string {
@@ -144,6 +162,11 @@ const NODE_BUILTINS = new Set([
   "timers", "tls", "tty", "url", "util", "v8", "vm", "worker_threads", "zlib",
 ]);
 
+/**
+ * The first candidate that exists and is a file (so `./helper` finds `helper.ts` even when a folder
+ * `helper/` sits beside it). Any existing candidate outside the folder refuses the import, even if a
+ * later one would have been inside: a link out of the folder is never silently skipped.
+ */
 async function resolveInside(base: string, folderReal: string): Promise<string | "outside" | undefined> {
   for (const extension of EXTENSIONS) {
     let real: string;
@@ -152,7 +175,10 @@ async function resolveInside(base: string, folderReal: string): Promise<string |
     } catch {
       continue;
     }
-    return isInside(real, folderReal) ? real : "outside";
+    if (real === folderReal) continue; // `import "."`: only the folder's index file can answer
+    if (!isInside(real, folderReal)) return "outside";
+    const info = await stat(real).catch(() => undefined);
+    if (info?.isFile()) return real;
   }
   return undefined;
 }
@@ -167,8 +193,17 @@ function toolApiModuleSource(): string {
   return `const api = globalThis.__animaworksTool;\n${lines.join("\n")}\nexport default api;\n`;
 }
 
+const RUNTIME_LOADING = new Set(["unsupported-dynamic-import", "unsupported-require-call"]);
+
+/** esbuild names the virtual module by its internal namespace; say what the module does provide. */
+function explainMissingApiExport(text: string): string {
+  const missing = new RegExp(`^No matching export in "${TOOL_API_MODULE_NAMESPACE}:${TOOL_API_MODULE}" for import "([^"]+)"$`).exec(text);
+  if (!missing) return text;
+  return `"${TOOL_API_MODULE}" has no export "${missing[1]}" (it provides: ${TOOL_API_EXPORTS.join(", ")})`;
+}
+
 function describeBuildFailure(error: unknown, folderReal: string, displayName: string): ErrorInfo {
-  const failure = error as { errors?: Array<{ text: string; location?: { file: string; line: number; column: number } | null }> };
+  const failure = error as { errors?: Array<{ id?: string; text: string; location?: { file: string; line: number; column: number } | null }> };
   if (!Array.isArray(failure.errors) || failure.errors.length === 0) {
     return { type: "LoadError", message: `${displayName} could not be built` };
   }
@@ -176,7 +211,10 @@ function describeBuildFailure(error: unknown, folderReal: string, displayName: s
     const where = entry.location
       ? `${relative(folderReal, resolve(folderReal, entry.location.file)) || displayName}:${entry.location.line}:${entry.location.column}: `
       : "";
-    return `${where}${entry.text}`;
+    const why = entry.id !== undefined && RUNTIME_LOADING.has(entry.id)
+      ? " (the sandbox cannot load code at run time; import relative files by a fixed string)"
+      : "";
+    return `${where}${explainMissingApiExport(entry.text)}${why}`;
   });
   const more = failure.errors.length > 5 ? ` (and ${failure.errors.length - 5} more)` : "";
   return { type: "LoadError", message: `${displayName} could not be built: ${lines.join("; ")}${more}` };

@@ -2,29 +2,47 @@ import { ToolHostError } from "../errors.js";
 import type { ToolSchema } from "../registry/schemas.js";
 import { type ValidateFunction, compileSchema, describeValidationErrors } from "../validation/ajv.js";
 
-/** Compiled validators by bundle hash and schema name; compiled on first use of each action. */
-const validators = new Map<string, ValidateFunction>();
-const MAX_CACHED_VALIDATORS = 2_000;
+/**
+ * Compiled validators, by the schema's parameters object, compiled on first use of each action. A loaded
+ * tool keeps its schema objects, so a validator lives exactly as long as the tool version it belongs to
+ * and can never be applied to another schema.
+ */
+const validators = new WeakMap<object, ValidateFunction>();
+
+/** Caller-chosen names quoted in messages are cut to this length (a message must stay readable). */
+const MAX_QUOTED_NAME_CHARS = 64;
 
 /**
  * Checks call arguments against the action's schema before any tool code runs. Returns a copy without
  * `anima_dir` (the host injects that itself; callers can never choose it).
+ *
+ * `_bundleHash` is accepted for callers written against the earlier cache keyed by it; validators are
+ * now cached per schema object (see `validators`).
  */
-export function checkArguments(bundleHash: string, schema: ToolSchema, args: unknown): Record<string, unknown> {
+export function checkArguments(_bundleHash: string, schema: ToolSchema, args: unknown): Record<string, unknown> {
   if (typeof args !== "object" || args === null || Array.isArray(args)) {
     throw new ToolHostError("InvalidArguments", `arguments for ${schema.name} must be a JSON object`);
   }
-  const copy: Record<string, unknown> = JSON.parse(JSON.stringify(args)) as Record<string, unknown>;
+  // A JSON copy: the tool receives exactly what a JSON caller (CLI, MCP) could have sent, and nothing
+  // the caller keeps a reference to.
+  let copy: Record<string, unknown>;
+  try {
+    copy = JSON.parse(JSON.stringify(args)) as Record<string, unknown>;
+  } catch (error) {
+    throw new ToolHostError(
+      "InvalidArguments",
+      `arguments for ${schema.name} must be plain JSON: ${error instanceof Error ? error.message : String(error)}`,
+      "use strings, numbers, booleans, null, arrays and objects only (no BigInt, no cycles)",
+    );
+  }
   delete copy["anima_dir"];
-  const key = `${bundleHash}\0${schema.name}`;
-  let validate = validators.get(key);
+  let validate = validators.get(schema.parameters);
   if (!validate) {
     validate = compileSchema(schema.parameters);
-    if (validators.size >= MAX_CACHED_VALIDATORS) validators.delete(validators.keys().next().value as string);
-    validators.set(key, validate);
+    validators.set(schema.parameters, validate);
   }
   if (!validate(copy)) {
-    const problems = describeValidationErrors(validate.errors);
+    const problems = describeValidationErrors(validate.errors, MAX_QUOTED_NAME_CHARS);
     throw new ToolHostError(
       "InvalidArguments",
       `invalid arguments for ${schema.name}: ${problems.join("; ")}`,
@@ -39,7 +57,11 @@ export function describeExpected(schema: ToolSchema): string {
   const properties = schema.parameters.properties ?? {};
   const required = new Set(schema.parameters.required ?? []);
   const parts = Object.entries(properties).map(([name, prop]) => {
-    const type = Array.isArray(prop["type"]) ? (prop["type"] as string[]).join("|") : String(prop["type"] ?? "any");
+    const type = Array.isArray(prop["type"])
+      ? (prop["type"] as string[]).join("|")
+      : Array.isArray(prop["enum"])
+        ? `one of ${(prop["enum"] as unknown[]).map((value) => JSON.stringify(value)).join("|")}`
+        : String(prop["type"] ?? "any");
     return `${name} (${type}${required.has(name) ? ", required" : ""})`;
   });
   return parts.length > 0 ? `expects: ${parts.join(", ")}` : "this action takes no arguments";

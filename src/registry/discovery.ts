@@ -30,8 +30,9 @@ export const TOOL_NAME_PATTERN = /^[A-Za-z][A-Za-z0-9_]{0,63}$/;
 
 /**
  * Lists the tools in one folder (top level only). Files starting with `_` are helpers, not tools; `.d.ts`
- * files are types. Only regular files count (a FIFO or device named like a tool is ignored, so a scan
- * never blocks). Problems are reported, not thrown: one bad file never hides the others.
+ * and `.d.mts` files are types; files starting with `.` are hidden (editor and OS litter, never meant as
+ * tools, so not worth a warning). Only regular files count (a FIFO or device named like a tool is
+ * ignored, so a scan never blocks). Problems are reported, not thrown: one bad file never hides the others.
  */
 export async function discoverFolder(folder: string, origin: ToolOrigin): Promise<{ tools: DiscoveredTool[]; problems: DiscoveryProblem[] }> {
   let entries: string[];
@@ -43,7 +44,8 @@ export async function discoverFolder(folder: string, origin: ToolOrigin): Promis
   const byName = new Map<string, string[]>();
   for (const file of entries.sort()) {
     const ext = extname(file);
-    if (!(TOOL_EXTENSIONS as readonly string[]).includes(ext) || file.startsWith("_") || file.endsWith(".d.ts")) continue;
+    if (!(TOOL_EXTENSIONS as readonly string[]).includes(ext) || file.startsWith("_") || file.startsWith(".")) continue;
+    if (file.endsWith(".d.ts") || file.endsWith(".d.mts")) continue;
     const info = await stat(join(folder, file)).catch(() => undefined);
     if (!info?.isFile()) continue;
     const name = file.slice(0, -ext.length);

@@ -38,7 +38,16 @@ interface CachedDescription {
 }
 
 /** Bump when what `describe` yields or how it is checked changes. */
-const DESCRIPTION_FORMAT = "d1";
+const DESCRIPTION_FORMAT = "d2";
+
+/**
+ * A failure to run a tool's module (as opposed to its declaration failing the checks) may be transient:
+ * a sandbox process that crashed because of another call, a host too busy to finish within the load
+ * timeout. The executor reports all of these as LoadError, so such a failure is kept only this long
+ * before the next use tries again; a tool that is really broken fails again and costs one load attempt
+ * per period.
+ */
+export const LOAD_FAILURE_RETRY_MS = 10_000;
 
 export interface RegistryOptions {
   dataDir: string;
@@ -55,7 +64,7 @@ export interface RegistryOptions {
  */
 export class ToolRegistry {
   /** Loaded entries by file path, valid while the bundle hash is unchanged. */
-  private readonly loaded = new Map<string, { hash: string; entry: ToolEntry }>();
+  private readonly loaded = new Map<string, { hash: string; entry: ToolEntry; expiresAt: number }>();
 
   constructor(private readonly options: RegistryOptions) {}
 
@@ -96,11 +105,13 @@ export class ToolRegistry {
     const bundle = built.bundle;
     const previous = this.loaded.get(source.path);
     let entry: ToolEntry;
-    if (previous && previous.hash === bundle.hash) {
+    if (previous && previous.hash === bundle.hash && performance.now() < previous.expiresAt) {
       entry = previous.entry;
     } else {
-      entry = await this.describe(source, bundle);
-      this.loaded.set(source.path, { hash: bundle.hash, entry });
+      const described = await this.describe(source, bundle);
+      entry = described.entry;
+      const expiresAt = described.transient ? performance.now() + LOAD_FAILURE_RETRY_MS : Number.POSITIVE_INFINITY;
+      this.loaded.set(source.path, { hash: bundle.hash, entry, expiresAt });
     }
     if (entry.state === "ok") {
       const collision = findSchemaCollision(entry.tool, visibleNames);
@@ -115,9 +126,12 @@ export class ToolRegistry {
     else this.loaded.delete(path);
   }
 
-  private async describe(source: DiscoveredTool, bundle: ToolBundle): Promise<ToolEntry> {
+  /** `transient`: the module could not be run, which may succeed on a later try (see LOAD_FAILURE_RETRY_MS). */
+  private async describe(source: DiscoveredTool, bundle: ToolBundle): Promise<{ entry: ToolEntry; transient: boolean }> {
     const base = { name: source.name, origin: source.origin, path: source.path };
-    const cacheKey = `${DESCRIPTION_FORMAT}-${bundle.hash}`;
+    // The checks depend on the tool's name (schema prefixes), so two tools with the same bundle text
+    // must not share a description.
+    const cacheKey = `${DESCRIPTION_FORMAT}-${source.name}-${bundle.hash}`;
     const cache = this.options.bundler.cache;
     let description = await cache.getMeta<CachedDescription>(cacheKey);
     if (!description || !Array.isArray(description.schemas)) {
@@ -127,24 +141,21 @@ export class ToolRegistry {
         timeoutMs: this.options.loadTimeoutMs,
         memoryLimitMb: this.options.memoryLimitMb,
       });
-      if (!outcome.ok) return { ...base, state: "error", error: { ...outcome.error, type: "LoadError" } };
+      if (!outcome.ok) return { entry: { ...base, state: "error", error: { ...outcome.error, type: "LoadError" } }, transient: true };
       const check = checkToolSchemas(source.name, outcome.module.schemas, outcome.module.profile);
       if (!check.ok) {
-        return { ...base, state: "error", error: { type: "LoadError", message: `${source.name}: ${check.problems.join("; ")}` } };
+        return { entry: { ...base, state: "error", error: { type: "LoadError", message: `${source.name}: ${check.problems.join("; ")}` } }, transient: false };
       }
       const exportsInfo = outcome.module.exports;
       const hasDispatch = exportsInfo["dispatch"] === "function";
       const missing = check.schemas.filter((schema) => !hasDispatch && exportsInfo[schema.name] !== "function");
       if (missing.length > 0) {
-        return {
-          ...base,
-          state: "error",
-          error: {
-            type: "LoadError",
-            message: `${source.name}: no handler for ${missing.map((s) => s.name).join(", ")}`,
-            hint: "export dispatch(name, args), or a function named like each schema",
-          },
+        const error = {
+          type: "LoadError" as const,
+          message: `${source.name}: no handler for ${missing.map((s) => s.name).join(", ")}`,
+          hint: "export dispatch(name, args), or a function named like each schema",
         };
+        return { entry: { ...base, state: "error", error }, transient: false };
       }
       description = {
         schemas: check.schemas,
@@ -153,7 +164,7 @@ export class ToolRegistry {
       };
       await cache.putMeta(cacheKey, description);
     }
-    return { ...base, state: "ok", tool: { ...base, bundle, ...description } };
+    return { entry: { ...base, state: "ok", tool: { ...base, bundle, ...description } }, transient: false };
   }
 }
 

@@ -1,4 +1,4 @@
-import { compileSchema } from "../validation/ajv.js";
+import { schemaProblems } from "../validation/ajv.js";
 
 /** A schema after normalisation (reference 3.1): `parameters` holds `input_schema` if given. */
 export interface ToolSchema {
@@ -78,7 +78,7 @@ export function checkToolSchemas(toolName: string, raw: unknown, rawProfile: unk
       problems.push(`schema "${name}": description is longer than ${SCHEMA_LIMITS.maxDescriptionChars} characters`);
       return;
     }
-    const params = record["input_schema"] ?? record["parameters"] ?? { type: "object", properties: {} };
+    const params = normaliseParameters(record["input_schema"] ?? record["parameters"]);
     const paramProblem = checkParameters(params);
     if (paramProblem) {
       problems.push(`schema "${name}": ${paramProblem}`);
@@ -88,6 +88,19 @@ export function checkToolSchemas(toolName: string, raw: unknown, rawProfile: unk
   });
   const profile = checkProfile(rawProfile, problems);
   return problems.length > 0 ? { ok: false, problems } : { ok: true, schemas, profile };
+}
+
+/**
+ * Missing parameters mean "no arguments" (reference 3.1 normalises them to `{}`). Arguments are always an
+ * object, so an object schema that leaves out `type` (`{}` or `{ properties: … }`, as hand-written and
+ * Python-ported schemas often do) gets `"type": "object"`; any other `type` is refused below.
+ */
+function normaliseParameters(params: unknown): unknown {
+  if (params === undefined || params === null) return { type: "object", properties: {} };
+  if (typeof params !== "object" || Array.isArray(params)) return params;
+  const record = params as Record<string, unknown>;
+  if (Object.keys(record).length === 0) return { type: "object", properties: {} };
+  return "type" in record ? record : { type: "object", ...record };
 }
 
 function checkParameters(params: unknown): string | undefined {
@@ -101,11 +114,47 @@ function checkParameters(params: unknown): string | undefined {
   if (depthOf(params) > SCHEMA_LIMITS.maxDepth) return `input_schema is nested deeper than ${SCHEMA_LIMITS.maxDepth} levels`;
   const record = params as Record<string, unknown>;
   if (record["type"] !== "object") return `input_schema must have "type": "object" (arguments are always an object)`;
-  if (JSON.stringify(params).includes('"$ref":"http')) return "input_schema may not reference remote schemas ($ref to a URL)";
-  try {
-    compileSchema(params);
-  } catch (error) {
-    return `input_schema is not valid JSON Schema: ${error instanceof Error ? error.message : String(error)}`;
+  const reference = findNonLocalReference(params, "");
+  if (reference) return reference;
+  const problems = schemaProblems(params);
+  return problems.length > 0 ? `input_schema is not valid JSON Schema: ${problems.join("; ")}` : undefined;
+}
+
+/** Keywords whose value is a schema, a map of schemas or a list of schemas (draft-07 plus `$defs`). */
+const SUBSCHEMA = ["additionalItems", "additionalProperties", "contains", "propertyNames", "not", "if", "then", "else", "items"];
+const SUBSCHEMA_MAPS = ["properties", "patternProperties", "definitions", "$defs", "dependencies"];
+const SUBSCHEMA_LISTS = ["allOf", "anyOf", "oneOf", "items"];
+
+/**
+ * All tools share one validator instance. `$id` and anchors register names in it, and a non-local
+ * `$ref` resolves against what other schemas registered, so one tool's schema could change how
+ * another's is read. Tool schemas therefore use only local references (`#/definitions/…`).
+ */
+function findNonLocalReference(schema: unknown, path: string): string | undefined {
+  if (typeof schema !== "object" || schema === null || Array.isArray(schema)) return undefined;
+  const node = schema as Record<string, unknown>;
+  const where = path === "" ? "" : ` (at ${path})`;
+  for (const keyword of ["$id", "$anchor", "$dynamicAnchor", "$recursiveAnchor"]) {
+    if (keyword in node) return `input_schema may not use "${keyword}"${where}; tool schemas stand alone, use local references such as "#/definitions/x"`;
+  }
+  const ref = node["$ref"];
+  if (ref !== undefined && (typeof ref !== "string" || !ref.startsWith("#"))) {
+    return `input_schema may only use local references ("$ref": "#/definitions/…"), not ${JSON.stringify(ref)}${where}`;
+  }
+  const children: Array<[unknown, string]> = [];
+  for (const keyword of SUBSCHEMA) if (keyword in node) children.push([node[keyword], `${path}${path ? "." : ""}${keyword}`]);
+  for (const keyword of SUBSCHEMA_MAPS) {
+    const map = node[keyword];
+    if (typeof map !== "object" || map === null) continue;
+    for (const [key, child] of Object.entries(map)) children.push([child, `${path}${path ? "." : ""}${keyword}.${key}`]);
+  }
+  for (const keyword of SUBSCHEMA_LISTS) {
+    const list = node[keyword];
+    if (Array.isArray(list)) list.forEach((child, index) => children.push([child, `${path}${path ? "." : ""}${keyword}.${index}`]));
+  }
+  for (const [child, childPath] of children) {
+    const found = findNonLocalReference(child, childPath);
+    if (found) return found;
   }
   return undefined;
 }

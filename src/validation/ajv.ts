@@ -20,7 +20,13 @@ export function getAjv(): AjvType {
   const { RE2JS } = require("re2js") as { RE2JS: typeof RE2JSType };
   const re2Engine = (pattern: string, flags: string) => {
     const compiled = RE2JS.compile(pattern, flags.includes("i") ? RE2JS.CASE_INSENSITIVE : 0);
-    return { test: (input: string) => compiled.matcher(input).find() };
+    return {
+      test: (input: string) => compiled.matcher(input).find(),
+      // ajv shares compiled patterns across every schema of the instance, keyed by `toString()` (a
+      // RegExp prints as /source/flags). Without a key of its own, every pattern would print as
+      // "[object Object]" and all schemas would be checked against the first pattern ever compiled.
+      toString: () => JSON.stringify([pattern, flags]),
+    };
   };
   re2Engine.code = "re2";
   ajv = new Ajv({
@@ -39,17 +45,104 @@ export function getAjv(): AjvType {
 
 export type { ErrorObject, ValidateFunction };
 
-/** Compiles a schema; throws an Error whose message says what is wrong with it. */
+/**
+ * Compiles a schema; throws an Error whose message says what is wrong with it.
+ *
+ * ajv keeps every compiled schema object in an internal cache for the life of the instance. Tool
+ * schemas arrive as fresh objects on every load, so in a long-running host that cache would only grow;
+ * the compiled function does not need it (callers keep the function), so the entry is dropped at once.
+ * Tool schemas carry no `$id` (registry/schemas.ts refuses it), so removal touches nothing but that entry.
+ */
 export function compileSchema(schema: object): ValidateFunction {
-  return getAjv().compile(schema);
+  const ajvInstance = getAjv();
+  try {
+    return ajvInstance.compile(schema);
+  } finally {
+    // With a root `$id`, removal would also drop whatever is registered under that id; keep those.
+    if (!("$id" in schema)) ajvInstance.removeSchema(schema);
+  }
 }
 
-/** Human (and LLM) readable lines for validation errors: `limit: must be integer`. */
-export function describeValidationErrors(errors: ErrorObject[] | null | undefined): string[] {
+/**
+ * Everything wrong with a schema, each line saying where and what to change; empty when it compiles.
+ * Meta-schema errors are reported per location (ajv's raw text repeats one mistake three ways), then
+ * strict-mode and compile errors (unknown keywords, `required` names missing from `properties`, patterns
+ * RE2 cannot run).
+ */
+export function schemaProblems(schema: object): string[] {
+  const ajvInstance = getAjv();
+  let valid: boolean;
+  try {
+    valid = ajvInstance.validateSchema(schema) as boolean;
+  } catch (error) {
+    return [explainCompileError(error)];
+  }
+  if (!valid) return describeSchemaErrors(ajvInstance.errors, schema);
+  try {
+    compileSchema(schema);
+  } catch (error) {
+    return [explainCompileError(error)];
+  }
+  return [];
+}
+
+function describeSchemaErrors(errors: ErrorObject[] | null | undefined, schema: object): string[] {
+  const byPath = new Map<string, ErrorObject[]>();
+  for (const error of errors ?? []) byPath.set(error.instancePath, [...(byPath.get(error.instancePath) ?? []), error]);
+  const lines: string[] = [];
+  for (const [pointer, group] of byPath) {
+    // anyOf/oneOf only say "must match a schema in anyOf"; the branch errors beside them say why.
+    const enumError = group.find((error) => error.keyword === "enum");
+    const error = enumError ?? group.find((e) => e.keyword !== "anyOf" && e.keyword !== "oneOf") ?? group[0]!;
+    const where = pointer === "" ? "at the top level" : `at "${pointerToPath(pointer)}"`;
+    const got = JSON.stringify(valueAt(schema, pointer));
+    const what = enumError
+      ? `must be one of ${(enumError.params as { allowedValues: unknown[] }).allowedValues.map((v) => JSON.stringify(v)).join(", ")}`
+      : (error.message ?? "is invalid");
+    lines.push(`${where}: ${what}${got === undefined || got.length > 80 ? "" : ` (got ${got})`}`);
+  }
+  return lines;
+}
+
+function explainCompileError(error: unknown): string {
+  const message = error instanceof Error ? error.message : String(error);
+  if (/regexp|regular expression/i.test(message)) {
+    return `${message} (patterns run on the RE2 engine: look-arounds and back-references are not supported)`;
+  }
+  if (/unknown keyword/.test(message)) {
+    return `${message} (custom keywords are not allowed; put notes for the model in "description")`;
+  }
+  if (/no schema with key or ref/.test(message)) {
+    return `${message} (leave out "$schema"; tool schemas are read as JSON Schema draft-07)`;
+  }
+  return message;
+}
+
+function pointerToPath(pointer: string): string {
+  return pointer.slice(1).split("/").map((part) => part.replaceAll("~1", "/").replaceAll("~0", "~")).join(".");
+}
+
+function valueAt(root: unknown, pointer: string): unknown {
+  let value = root;
+  for (const part of pointer === "" ? [] : pointer.slice(1).split("/")) {
+    if (typeof value !== "object" || value === null) return undefined;
+    value = (value as Record<string, unknown>)[part.replaceAll("~1", "/").replaceAll("~0", "~")];
+  }
+  return value;
+}
+
+/**
+ * Human (and LLM) readable lines for validation errors: `"limit" must be integer`. Paths and property
+ * names come from the caller's arguments; each is cut to `maxNameChars` so that a hostile key cannot
+ * blow up the message.
+ */
+export function describeValidationErrors(errors: ErrorObject[] | null | undefined, maxNameChars = 64): string[] {
   if (!errors) return [];
   const lines = new Set<string>();
+  const joinPath = (path: string, name: string) => cut(path ? `${path}.${name}` : name, maxNameChars);
+  const label = (path: string) => (path ? `"${cut(path, maxNameChars)}"` : "the arguments");
   for (const error of errors) {
-    const path = error.instancePath ? error.instancePath.slice(1).replaceAll("/", ".") : "";
+    const path = error.instancePath ? pointerToPath(error.instancePath) : "";
     const params = error.params as Record<string, unknown>;
     switch (error.keyword) {
       case "required":
@@ -71,10 +164,6 @@ export function describeValidationErrors(errors: ErrorObject[] | null | undefine
   return [...lines];
 }
 
-function joinPath(path: string, name: string): string {
-  return path ? `${path}.${name}` : name;
-}
-
-function label(path: string): string {
-  return path ? `"${path}"` : "the arguments";
+function cut(text: string, maxChars: number): string {
+  return text.length <= maxChars ? text : `${text.slice(0, maxChars)}…`;
 }

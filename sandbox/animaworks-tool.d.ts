@@ -1,0 +1,160 @@
+/**
+ * Types of `@animaworks/tool`, the virtual module the host provides to every tool (design.md §3).
+ *
+ * The values are defined by the sandbox prelude (`sandbox/prelude.ts`); the list of importable names is
+ * `src/build/tool-api.ts`. Keep all three in step: a name declared here but missing there would type-check
+ * and then fail when the tool is built.
+ *
+ * This file is an ambient declaration on purpose (no top-level import/export), so that an author's
+ * tsconfig can simply include it, as `tools/tsconfig.json` does:
+ *
+ *     import { logger, ToolError, type ToolSchema } from "@animaworks/tool";
+ *
+ * It declares no globals: the sandbox has no DOM and no Node, and a tool should import what it uses from
+ * here rather than rely on `console` or a global `setTimeout`.
+ */
+declare module "@animaworks/tool" {
+  // ---- values -------------------------------------------------------------------------------------
+
+  /** One argument of a log call: strings as they are, Errors as `Name: message`, anything else as JSON. */
+  export type LogArgument = unknown;
+
+  /**
+   * The logger named `animaworks.tools` (as in AnimaWorks' Python tools). Lines go to the host's log with
+   * the calling Anima and tool attached. A call may write a bounded number of lines; beyond that they are
+   * dropped and one notice is logged.
+   */
+  export interface Logger {
+    readonly name: "animaworks.tools";
+    debug(...args: LogArgument[]): void;
+    info(...args: LogArgument[]): void;
+    warn(...args: LogArgument[]): void;
+    /** Alias of `warn` (Python's `logger.warning`). */
+    warning(...args: LogArgument[]): void;
+    error(...args: LogArgument[]): void;
+    /** Alias of `error` (Python's `logger.exception`); pass the caught error as an argument. */
+    exception(...args: LogArgument[]): void;
+  }
+  export const logger: Logger;
+
+  /** A timer id; only meaningful to `clearTimeout`. */
+  export type TimerId = number;
+
+  /**
+   * Runs `callback` after `delayMs` milliseconds. Timers belong to the current call: when the call ends
+   * (its result is returned, or it times out), pending timers are dropped. The call's timeout still
+   * applies to everything a timer does.
+   */
+  export function setTimeout<A extends unknown[]>(callback: (...args: A) => unknown, delayMs?: number, ...args: A): TimerId;
+  export function clearTimeout(id: TimerId | undefined): void;
+  /** Resolves after `delayMs` milliseconds (counted against the call's timeout). */
+  export function sleep(delayMs: number): Promise<void>;
+
+  /**
+   * Throw to fail a call with your own message: the caller sees `ExecutionError` with exactly this
+   * message. Any other thrown Error is reported as `Name: message`.
+   */
+  export class ToolError extends Error {
+    constructor(message?: string);
+  }
+
+  /**
+   * Throw when the tool is not configured (e.g. a credential is missing); the caller sees error type
+   * `ToolConfigError`, which tells an operator rather than the model to act.
+   */
+  export class ToolConfigError extends ToolError {
+    constructor(message?: string);
+  }
+
+  // ---- types for authors (no runtime value) -------------------------------------------------------
+
+  /** A JSON value, as arguments arrive and as results should be shaped. */
+  export type JsonValue = string | number | boolean | null | JsonValue[] | { [key: string]: JsonValue };
+
+  /**
+   * A JSON Schema (draft-07 as ajv reads it, strict mode). Only the commonly used keywords are spelled
+   * out; any other valid keyword is accepted. Unknown keywords and `required` names that are not in
+   * `properties` are load errors (strict mode), as is a `pattern` the RE2 engine cannot run
+   * (look-arounds, back-references).
+   */
+  export interface JsonSchema {
+    type?: "string" | "number" | "integer" | "boolean" | "object" | "array" | "null" | Array<"string" | "number" | "integer" | "boolean" | "object" | "array" | "null">;
+    description?: string;
+    default?: JsonValue;
+    enum?: JsonValue[];
+    const?: JsonValue;
+    properties?: Record<string, JsonSchema>;
+    required?: string[];
+    additionalProperties?: boolean | JsonSchema;
+    items?: JsonSchema;
+    minItems?: number;
+    maxItems?: number;
+    minLength?: number;
+    maxLength?: number;
+    pattern?: string;
+    format?: string;
+    minimum?: number;
+    maximum?: number;
+    exclusiveMinimum?: number;
+    exclusiveMaximum?: number;
+    oneOf?: JsonSchema[];
+    anyOf?: JsonSchema[];
+    allOf?: JsonSchema[];
+    [keyword: string]: unknown;
+  }
+
+  /** The parameters of one action: always an object schema (arguments are always an object). */
+  export interface ObjectSchema extends JsonSchema {
+    type: "object";
+    properties?: Record<string, JsonSchema>;
+    required?: string[];
+  }
+
+  /**
+   * One entry of `get_tool_schemas()`. `name` must be `{tool}_{action}` where `{tool}` is the file name
+   * (`my_tool.ts` → `my_tool_query`). `input_schema` and `parameters` are synonyms; `input_schema` wins
+   * when both are given; with neither, the action takes no arguments.
+   */
+  export interface ToolSchema {
+    name: string;
+    /** One or two sentences; the model reads it to choose the tool. Default: empty. */
+    description?: string;
+    input_schema?: ObjectSchema;
+    parameters?: ObjectSchema;
+  }
+
+  /** Settings of one action in `EXECUTION_PROFILE`. */
+  export interface ActionProfile {
+    /** Advisory duration, in seconds. */
+    expected_seconds?: number;
+    /** The action may be submitted as a background job. */
+    background_eligible?: boolean;
+    /** This action's timeout in seconds, instead of the host's default (30 s); still capped by the host. */
+    timeout_seconds?: number;
+    /** The action needs an explicit permit. */
+    gated?: boolean;
+  }
+
+  /** `export const EXECUTION_PROFILE: ExecutionProfile = { query: { timeout_seconds: 120 } }` — keyed by action. */
+  export type ExecutionProfile = Record<string, ActionProfile>;
+
+  /**
+   * What `dispatch` receives: the validated arguments plus `anima_dir`, which the host always sets to the
+   * calling Anima's directory (a caller cannot choose it). Remove it before passing the rest on.
+   */
+  export type ToolArgs<T extends object = Record<string, unknown>> = T & { anima_dir: string };
+
+  /**
+   * What a handler may return (or resolve to): objects and arrays are shown as 2-space JSON, `null` and
+   * `undefined` as `(no output)`, anything else as text. Functions, symbols, BigInts inside objects and
+   * cycles are errors. (`object` rather than `JsonValue`, so that values typed by an interface are
+   * accepted; TypeScript does not let interfaces satisfy an index signature.)
+   */
+  export type ToolResult = string | number | boolean | null | undefined | void | object;
+
+  /** `export async function dispatch(name, args)`: called with the schema name and the arguments. */
+  export type DispatchFunction = (name: string, args: ToolArgs) => ToolResult | Promise<ToolResult>;
+
+  /** `export function cli_main(argv)`: receives the raw command-line words after the tool name. */
+  export type CliMainFunction = (argv: string[]) => ToolResult | Promise<ToolResult>;
+}

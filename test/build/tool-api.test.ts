@@ -1,0 +1,77 @@
+import { readFileSync } from "node:fs";
+import { join } from "node:path";
+import { afterAll, beforeAll, describe, expect, it } from "vitest";
+import { TOOL_API_EXPORTS } from "../../src/build/tool-api.js";
+import { REPO_ROOT, type TestHost, okOutput, useTestHost } from "../helpers/tools.js";
+
+/**
+ * `@animaworks/tool` is defined in three places: the prelude (values), src/build/tool-api.ts (what the
+ * bundler lets a tool import) and sandbox/animaworks-tool.d.ts (types for authors). They must agree.
+ */
+describe("@animaworks/tool: prelude, import list and type declarations agree", () => {
+  const valueNames = (text: string) => new Set([...text.matchAll(/^\s*export (?:const|function|class) (\w+)/gm)].map((m) => m[1]));
+
+  it("declares a type for every importable name, and no value that cannot be imported", () => {
+    const declarations = readFileSync(join(REPO_ROOT, "sandbox", "animaworks-tool.d.ts"), "utf8");
+    expect(declarations).toMatch(/declare module "@animaworks\/tool" \{/);
+    expect([...valueNames(declarations)].sort()).toEqual([...TOOL_API_EXPORTS].sort());
+  });
+
+  it("lets a tool import exactly what the prelude provides", () => {
+    const prelude = readFileSync(join(REPO_ROOT, "sandbox", "prelude.ts"), "utf8");
+    const provided = /const toolApi = freeze\(\{([^}]*)\}\)/.exec(prelude)?.[1];
+    expect(provided, "the prelude's toolApi object").toBeDefined();
+    expect(provided!.split(",").map((name) => name.trim()).filter(Boolean).sort()).toEqual([...TOOL_API_EXPORTS].sort());
+  });
+});
+
+describe("@animaworks/tool at run time", () => {
+  let t: TestHost;
+  beforeAll(() => {
+    t = useTestHost();
+    t.personal(
+      "api_probe.ts",
+      `import { logger, setTimeout, clearTimeout, sleep, ToolError, ToolConfigError } from "@animaworks/tool";
+export function get_tool_schemas() { return [{ name: "api_probe_run" }]; }
+export async function dispatch() {
+  logger.debug("d"); logger.info("i"); logger.warn("w"); logger.warning("w2"); logger.error("e"); logger.exception(new ToolError("boom"));
+  let fired = false;
+  const cancelled = setTimeout(() => { fired = true; }, 5);
+  clearTimeout(cancelled);
+  const started = Date.now();
+  await sleep(20);
+  const waited = await new Promise((resolve) => setTimeout((value) => resolve(value), 1, "timer arg"));
+  return {
+    logger: logger.name,
+    slept: Date.now() - started >= 15,
+    fired,
+    waited,
+    configIsToolError: new ToolConfigError("x") instanceof ToolError,
+    names: [new ToolError("a").name, new ToolConfigError("b").name],
+  };
+}
+`,
+    );
+  });
+  afterAll(async () => t.close());
+
+  it("provides the logger (with Python's aliases), timers, sleep and the error classes", async () => {
+    expect(JSON.parse(okOutput(await t.host.call("alice", "api_probe_run")))).toEqual({
+      logger: "animaworks.tools",
+      slept: true,
+      fired: false,
+      waited: "timer arg",
+      configIsToolError: true,
+      names: ["ToolError", "ToolConfigError"],
+    });
+    const lines = t.logs.filter((r) => r.logger === "animaworks.tools").map((r) => [r.level, r.message, r.anima, r.tool]);
+    expect(lines).toEqual([
+      ["debug", "d", "alice", "api_probe"],
+      ["info", "i", "alice", "api_probe"],
+      ["warn", "w", "alice", "api_probe"],
+      ["warn", "w2", "alice", "api_probe"],
+      ["error", "e", "alice", "api_probe"],
+      ["error", "ToolError: boom", "alice", "api_probe"],
+    ]);
+  });
+});

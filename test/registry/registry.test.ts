@@ -1,0 +1,178 @@
+import { join } from "node:path";
+import { afterEach, describe, expect, it, vi } from "vitest";
+import { ToolBundler } from "../../src/build/bundler.js";
+import type { DescribeOutcome, Executor } from "../../src/isolation/protocol.js";
+import { LOAD_FAILURE_RETRY_MS, ToolRegistry, ownerOf } from "../../src/registry/registry.js";
+import { type TempDataDir, makeDataDir } from "../helpers/data-dir.js";
+import { type TestHost, okOutput, simpleTool, useTestHost } from "../helpers/tools.js";
+
+describe("merging core, shared and personal tools", () => {
+  let t: TestHost;
+  afterEach(async () => t?.close());
+
+  it("skips a shared or personal tool named like a core tool, with a warning (ref 8, 9)", async () => {
+    t = useTestHost();
+    t.core("clock.ts", simpleTool("clock", ["now"]));
+    t.shared("clock.ts", simpleTool("clock", ["shared_version"]));
+    t.personal("clock.ts", simpleTool("clock", ["personal_version"]));
+    const listing = await t.host.list("alice");
+    const clock = listing.tools.find((tool) => tool.name === "clock");
+    expect(clock?.origin).toBe("core");
+    expect(clock?.schemas.map((s) => s.name)).toEqual(["clock_now"]);
+    const shadowed = listing.problems.filter((p) => p.name === "clock");
+    expect(shadowed.map((p) => p.origin).sort()).toEqual(["personal", "shared"]);
+    for (const problem of shadowed) expect(problem.message).toMatch(/has the name of a core tool and is skipped/);
+    // Each warning reaches the log once, however often the Anima's tools are listed.
+    await t.host.list("alice");
+    const warnings = t.logs.filter((r) => r.level === "warn" && /name of a core tool/.test(r.message));
+    expect(warnings).toHaveLength(2);
+    expect(okOutput(await t.host.call("alice", "clock_now"))).toContain('"tool": "clock"');
+    expect((await t.host.call("alice", "clock_personal_version")).status).toBe("error");
+  });
+
+  it("lets a personal tool win over a shared tool of the same name, for its own Anima only (ref 13)", async () => {
+    t = useTestHost();
+    t.data.anima("bob");
+    t.shared("notes.ts", simpleTool("notes", ["shared_action"]));
+    t.personal("notes.ts", simpleTool("notes", ["personal_action"]));
+    const alice = await t.host.describe("alice", "notes");
+    expect(alice.origin).toBe("personal");
+    expect(alice.schemas.map((s) => s.name)).toEqual(["notes_personal_action"]);
+    const bob = await t.host.describe("bob", "notes");
+    expect(bob.origin).toBe("shared");
+    expect(bob.schemas.map((s) => s.name)).toEqual(["notes_shared_action"]);
+    expect(okOutput(await t.host.call("alice", "notes_personal_action"))).toContain("notes_personal_action");
+    expect(okOutput(await t.host.call("bob", "notes_shared_action"))).toContain("notes_shared_action");
+  });
+
+  it("without an Anima sees core and shared tools only", async () => {
+    t = useTestHost();
+    t.core("core_one.ts", simpleTool("core_one"));
+    t.shared("shared_one.ts", simpleTool("shared_one"));
+    t.personal("mine.ts", simpleTool("mine"));
+    const listing = await t.host.list();
+    expect(listing.tools.map((tool) => [tool.name, tool.origin])).toEqual([
+      ["core_one", "core"],
+      ["shared_one", "shared"],
+    ]);
+  });
+
+  it("reports reserved and invalid names and does not load them", async () => {
+    t = useTestHost();
+    t.personal("serve.ts", simpleTool("serve"));
+    t.personal("bad-name.ts", simpleTool("bad-name"));
+    t.personal("fine.ts", simpleTool("fine"));
+    const listing = await t.host.list("alice");
+    expect(listing.tools.map((tool) => tool.name)).toEqual(["fine"]);
+    expect(listing.problems.map((p) => p.name).sort()).toEqual(["bad-name", "serve"]);
+    const call = await t.host.call("alice", "serve_run");
+    expect(call.status === "error" && call.error_type).toBe("ToolNotFound");
+  });
+
+  it("treats an empty data dir (no common_tools, no tools/) as no tools", async () => {
+    t = useTestHost();
+    const listing = await t.host.list("alice");
+    expect(listing.tools).toEqual([]);
+    expect(listing.problems).toEqual([]);
+  });
+});
+
+describe("schema names across the tools one Anima sees", () => {
+  let t: TestHost;
+  afterEach(async () => t?.close());
+
+  it("routes a schema name to the longest tool name that prefixes it (ref 17)", async () => {
+    expect(ownerOf("image_gen_3d", ["image", "image_gen"])).toBe("image_gen");
+    expect(ownerOf("image_crop", ["image", "image_gen"])).toBe("image");
+    expect(ownerOf("image_gen", ["image_gen"])).toBeUndefined(); // a tool name alone has no action
+    expect(ownerOf("imagegen_x", ["image"])).toBeUndefined();
+
+    t = useTestHost();
+    t.personal("image.ts", simpleTool("image", ["crop"]));
+    t.personal("image_gen.ts", simpleTool("image_gen", ["3d"]));
+    expect(okOutput(await t.host.call("alice", "image_gen_3d"))).toContain('"tool": "image_gen"');
+    expect(okOutput(await t.host.call("alice", "image_crop"))).toContain('"tool": "image"');
+  });
+
+  it("makes a tool unavailable when it declares a schema that belongs to another visible tool", async () => {
+    t = useTestHost();
+    t.personal("image.ts", simpleTool("image", ["crop", "gen_3d"])); // image_gen_3d belongs to image_gen
+    t.shared("image_gen.ts", simpleTool("image_gen", ["3d"]));
+    const listing = await t.host.list("alice");
+    const image = listing.tools.find((tool) => tool.name === "image");
+    expect(image?.status).toBe("error");
+    expect(image?.error?.type).toBe("LoadError");
+    expect(image?.error?.message).toMatch(/schema "image_gen_3d" collides with tool "image_gen"/);
+    expect(image?.error?.message).toMatch(/rename the schema/);
+    expect(listing.tools.find((tool) => tool.name === "image_gen")?.status).toBe("ok");
+    expect(okOutput(await t.host.call("alice", "image_gen_3d"))).toContain('"tool": "image_gen"');
+    const crop = await t.host.call("alice", "image_crop");
+    expect(crop.status === "error" && crop.error_type).toBe("LoadError");
+  });
+
+  it("does not mistake two tools with identical source for each other (descriptions are per tool name)", async () => {
+    t = useTestHost();
+    const source = simpleTool("same");
+    t.personal("same.ts", source);
+    t.personal("copy.ts", source); // declares same_run: wrong for a tool named "copy"
+    const listing = await t.host.list("alice");
+    expect(listing.tools.find((tool) => tool.name === "same")?.status).toBe("ok");
+    const copy = listing.tools.find((tool) => tool.name === "copy");
+    expect(copy?.status).toBe("error");
+    expect(copy?.error?.message).toMatch(/must be named copy_<action>/);
+  });
+});
+
+describe("ToolRegistry: failures to run a module are retried, failed checks are not", () => {
+  let data: TempDataDir;
+  afterEach(() => {
+    vi.useRealTimers();
+    data?.cleanup();
+  });
+
+  function registryWith(outcomes: DescribeOutcome[]) {
+    data = makeDataDir();
+    const describe = vi.fn(async () => outcomes.shift() ?? outcomes[outcomes.length - 1]!);
+    const executor: Executor = { describe, call: vi.fn(), close: async () => {} };
+    const registry = new ToolRegistry({
+      dataDir: data.dir,
+      coreToolsDir: join(data.dir, "core"),
+      loadTimeoutMs: 1_000,
+      memoryLimitMb: 64,
+      bundler: new ToolBundler(join(data.dir, "cache")),
+      executor,
+    });
+    return { registry, describe };
+  }
+
+  it("asks the executor again after LOAD_FAILURE_RETRY_MS when loading failed (e.g. a crashed sandbox)", async () => {
+    const good: DescribeOutcome = { ok: true, module: { exports: { dispatch: "function", get_tool_schemas: "function" }, schemas: [{ name: "flaky_run" }], profile: null } };
+    const { registry, describe } = registryWith([
+      { ok: false, error: { type: "LoadError", message: "the sandbox process stopped (signal SIGKILL) while the call was running" } },
+      good,
+    ]);
+    data.write("common_tools/flaky.ts", simpleTool("flaky"));
+    vi.useFakeTimers({ toFake: ["performance"] });
+    const source = (await registry.sources(undefined)).tools.get("flaky")!;
+    expect((await registry.load(source, ["flaky"])).state).toBe("error");
+    expect((await registry.load(source, ["flaky"])).state).toBe("error"); // remembered for a while
+    expect(describe).toHaveBeenCalledTimes(1);
+    vi.advanceTimersByTime(LOAD_FAILURE_RETRY_MS + 1);
+    expect((await registry.load(source, ["flaky"])).state).toBe("ok");
+    expect(describe).toHaveBeenCalledTimes(2);
+  });
+
+  it("keeps a schema-check failure until the tool changes", async () => {
+    const { registry, describe } = registryWith([
+      { ok: true, module: { exports: { dispatch: "function" }, schemas: [{ name: "wrong_prefix" }], profile: null } },
+    ]);
+    data.write("common_tools/fixed.ts", simpleTool("fixed"));
+    vi.useFakeTimers({ toFake: ["performance"] });
+    const source = (await registry.sources(undefined)).tools.get("fixed")!;
+    const first = await registry.load(source, ["fixed"]);
+    expect(first.state === "error" && first.error.message).toMatch(/must be named fixed_<action>/);
+    vi.advanceTimersByTime(LOAD_FAILURE_RETRY_MS * 10);
+    expect((await registry.load(source, ["fixed"])).state).toBe("error");
+    expect(describe).toHaveBeenCalledTimes(1);
+  });
+});
