@@ -8,8 +8,8 @@ import type Database from "better-sqlite3";
  * transaction per write caps the store at ~1,500 writes/s. Sharing the fsync keeps every write durable
  * before its promise resolves while letting a burst of submits, claims and completions cost one sync.
  *
- * Each write runs inside its own savepoint, so a write that throws is rolled back alone and rejects only
- * its own promise; the rest of the batch still commits.
+ * A write that throws is rolled back alone and rejects only its own promise; the rest of the batch still
+ * commits (see `flush` for how, cheaply).
  *
  * Durability is chosen per batch: if any write in it is `durable`, the batch commits with
  * `synchronous = FULL`, otherwise with NORMAL (no fsync). WAL frames are appended in order, so a later FULL
@@ -45,39 +45,19 @@ export class GroupCommit {
     const batch = this.queue;
     this.queue = [];
     if (batch.length === 0) return;
-    const mode = batch.some((w) => w.durable) ? "FULL" : "NORMAL";
-    const outcomes: Array<{ ok: true; value: unknown } | { ok: false; error: unknown }> = [];
+    let outcomes: Outcome[];
     try {
+      const mode = batch.some((w) => w.durable) ? "FULL" : "NORMAL";
       if (mode !== this.syncMode) {
         this.db.pragma(`synchronous = ${mode}`);
         this.syncMode = mode;
       }
-      // IMMEDIATE takes the write lock up front (waiting up to busy_timeout for another process), so the
-      // reads a write makes (e.g. choosing which job to claim) cannot be invalidated before it commits.
-      this.db.exec("BEGIN IMMEDIATE");
+      // Fast path: no savepoints (they cost about as much as a small write). If any write throws, the
+      // whole transaction is rolled back and the batch runs again with one savepoint per write. Writes are
+      // plain functions of the database state, so running one again is safe.
+      outcomes = this.commit(batch, false) ?? this.commit(batch, true)!;
     } catch (error) {
-      for (const w of batch) w.reject(error);
-      return;
-    }
-    try {
-      for (const w of batch) {
-        try {
-          outcomes.push({ ok: true, value: this.inSavepoint(w.write) });
-        } catch (error) {
-          outcomes.push({ ok: false, error });
-        }
-      }
-      this.db.exec("COMMIT");
-    } catch (error) {
-      if (this.db.inTransaction) {
-        try {
-          this.db.exec("ROLLBACK");
-        } catch {
-          // The connection is already out of the transaction; nothing more to undo.
-        }
-      }
-      for (const w of batch) w.reject(error);
-      return;
+      outcomes = batch.map(() => ({ ok: false, error }));
     }
     batch.forEach((w, i) => {
       const outcome = outcomes[i]!;
@@ -85,7 +65,38 @@ export class GroupCommit {
       else w.reject(outcome.error);
     });
   }
+
+  /** Runs the batch in one transaction. Without isolation, returns undefined if a write threw. */
+  private commit(batch: readonly PendingWrite[], isolate: boolean): Outcome[] | undefined {
+    // IMMEDIATE takes the write lock up front (waiting up to busy_timeout for another process), so the
+    // reads a write makes (e.g. choosing which job to claim) cannot be invalidated before it commits.
+    this.db.exec("BEGIN IMMEDIATE");
+    const outcomes: Outcome[] = [];
+    try {
+      for (const w of batch) {
+        if (!isolate) {
+          outcomes.push({ ok: true, value: w.write() });
+          continue;
+        }
+        try {
+          outcomes.push({ ok: true, value: this.inSavepoint(w.write) });
+        } catch (error) {
+          outcomes.push({ ok: false, error });
+        }
+      }
+      this.db.exec("COMMIT");
+      return outcomes;
+    } catch (error) {
+      if (this.db.inTransaction) this.db.exec("ROLLBACK");
+      // A lone write needs no second run to know its own error.
+      if (!isolate && batch.length === 1) return [{ ok: false, error }];
+      if (!isolate) return undefined;
+      throw error;
+    }
+  }
 }
+
+type Outcome = { ok: true; value: unknown } | { ok: false; error: unknown };
 
 interface PendingWrite {
   durable: boolean;

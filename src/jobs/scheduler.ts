@@ -4,7 +4,7 @@ import { setTimeout as delay } from "node:timers/promises";
 import PQueue from "p-queue";
 import type { LogRecord } from "../config.js";
 import { ToolHostError } from "../errors.js";
-import { writeNotice } from "./notices.js";
+import { type NoticeSink, deliverNotices, sweepNotices } from "./notices.js";
 import {
   type JobRunContext,
   type JobRunResult,
@@ -44,6 +44,7 @@ export class JobScheduler {
   readonly workerId: string;
   readonly stats: SchedulerStats = { started: 0, succeeded: 0, failed: 0, cancelled: 0, released: 0 };
   private readonly o: ResolvedSchedulerOptions;
+  private readonly sink: NoticeSink;
   private readonly queue: PQueue;
   private readonly active = new Map<string, ActiveRun>();
   private readonly timers: NodeJS.Timeout[] = [];
@@ -55,12 +56,24 @@ export class JobScheduler {
   private pumpScheduled = false;
   private lastPurgeAt = 0;
   private maintaining = false;
+  /** Runs whose work is over but whose outcome is still being written. */
+  private recording = 0;
   private changeWaiters: Array<() => void> = [];
 
   constructor(options: JobSchedulerOptions) {
     this.o = resolveSchedulerOptions(options);
+    this.sink = {
+      store: this.o.store,
+      animaDirOf: this.o.animaDirOf,
+      enabled: this.o.notices,
+      warn: (message, job) => this.log("warn", message, job),
+    };
     this.workerId = options.workerId ?? `${hostname()}:${process.pid}:${randomBytes(4).toString("hex")}`;
     this.queue = new PQueue({ concurrency: this.o.concurrency });
+  }
+
+  private get busy(): boolean {
+    return this.active.size > 0 || this.recording > 0 || this.pumping;
   }
 
   /** Jobs running here now. */
@@ -90,7 +103,7 @@ export class JobScheduler {
     this.stopping = true;
     for (const timer of this.timers.splice(0)) clearInterval(timer);
     if (options.abortRunning) for (const run of this.active.values()) this.abort(run, "shutdown");
-    while (this.active.size > 0 || this.pumping) await this.nextChange(this.o.pollIntervalMs);
+    while (this.busy) await this.nextChange(this.o.pollIntervalMs);
     clearInterval(this.heartbeatTimer);
     await this.queue.onIdle();
     // Leases handed back above are recovered now rather than by whoever next runs maintenance.
@@ -106,7 +119,7 @@ export class JobScheduler {
   async runUntilDrained(): Promise<SchedulerStats> {
     this.start();
     for (;;) {
-      if (this.active.size > 0 || this.pumping || this.pumpScheduled) {
+      if (this.busy || this.pumpScheduled) {
         await this.nextChange(this.o.pollIntervalMs);
         continue;
       }
@@ -119,7 +132,7 @@ export class JobScheduler {
       if (this.stats.started === startedBefore && this.active.size === 0) await delay(this.o.pollIntervalMs);
     }
     await this.stop();
-    await this.sweepNotices(0);
+    await sweepNotices(this.sink, 0);
     return { ...this.stats };
   }
 
@@ -204,15 +217,29 @@ export class JobScheduler {
     this.stats.started++;
     this.queue
       .add(() => this.execute(run, forced))
+      .then((outcome) => {
+        // The work is over: free the slot now rather than after the outcome is written, so the claim for
+        // the next job joins the outcome's write in one group commit (one fsync instead of two). The
+        // outcome is queued first (record() below runs synchronously up to the store call), so the claim
+        // already sees this job finished when it counts the Anima's running jobs.
+        this.active.delete(key);
+        this.recording++;
+        this.schedulePump();
+        return this.record(run, outcome).finally(() => {
+          this.recording--;
+          // A store that commits each write on its own may have run the claim above before this outcome,
+          // still counting the job against its Anima's limit: look again now rather than at the next poll.
+          this.schedulePump();
+        });
+      })
       .catch((error: unknown) => this.log("error", `job ${job.id} crashed the scheduler: ${describe(error)}`, job))
       .finally(() => {
         this.active.delete(key);
         this.changed();
-        this.schedulePump();
       });
   }
 
-  private async execute(run: ActiveRun, forced: Promise<"forced">): Promise<void> {
+  private async execute(run: ActiveRun, forced: Promise<"forced">): Promise<JobRunResult | "forced"> {
     const { job } = run;
     const timeout = setTimeout(() => this.abort(run, "timeout"), job.timeoutMs);
     const context: JobRunContext = {
@@ -229,7 +256,7 @@ export class JobScheduler {
       clearTimeout(timeout);
       clearTimeout(run.graceTimer);
     }
-    await this.record(run, outcome);
+    return outcome;
   }
 
   /** Turns a run's end into the job's outcome, and records it unless the run no longer owns the job. */
@@ -271,7 +298,7 @@ export class JobScheduler {
     if (done.status === "succeeded") this.stats.succeeded++;
     else if (done.status === "cancelled") this.stats.cancelled++;
     else this.stats.failed++;
-    await this.deliver([done]);
+    await deliverNotices(this.sink, [done]);
   }
 
   private abort(run: ActiveRun, reason: AbortReason): void {
@@ -336,8 +363,8 @@ export class JobScheduler {
     try {
       const recovered = await this.o.store.recoverExpiredLeases();
       if (recovered.requeued.length > 0) this.schedulePump();
-      await this.deliver(recovered.ended);
-      await this.sweepNotices(this.o.noticeGraceMs);
+      await deliverNotices(this.sink, recovered.ended);
+      await sweepNotices(this.sink, this.o.noticeGraceMs);
       const now = Date.now();
       if (Number.isFinite(this.o.retentionMs) && now - this.lastPurgeAt >= this.o.purgeIntervalMs) {
         this.lastPurgeAt = now;
@@ -349,36 +376,6 @@ export class JobScheduler {
       this.maintaining = false;
       this.changed();
     }
-  }
-
-  private async sweepNotices(minAgeMs: number): Promise<void> {
-    for (;;) {
-      const pending = await this.o.store.pendingNotices({ minAgeMs, limit: 200 });
-      if (pending.length === 0) return;
-      const written = await this.deliver(pending);
-      if (written < pending.length) return; // some keep failing: try again at the next maintenance
-    }
-  }
-
-  /** Writes notices for finished jobs and records them as delivered. Returns how many were written. */
-  private async deliver(jobs: readonly Job[]): Promise<number> {
-    if (jobs.length === 0) return 0;
-    const written: string[] = [];
-    await Promise.all(
-      jobs.map(async (job) => {
-        if (!this.o.notices) return void written.push(job.id);
-        try {
-          await writeNotice(this.o.animaDirOf(job.anima), job);
-          written.push(job.id);
-        } catch (error) {
-          this.log("warn", `notice for job ${job.id} not written: ${describe(error)}`, job);
-        }
-      }),
-    );
-    if (written.length > 0) {
-      await this.o.store.markNotified(written).catch((error: unknown) => this.log("warn", `notices not recorded: ${describe(error)}`));
-    }
-    return written.length;
   }
 
   /** Resolves at the next state change (a run ended, a pump or maintenance finished) or after `ms`. */

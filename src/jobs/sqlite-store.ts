@@ -96,8 +96,11 @@ export class SqliteJobStore implements JobStore {
       const now = this.clock();
       for (let tries = 0; ; tries++) {
         try {
-          const row = this.sql.insert.get({ ...job, idempotencyKey: job.idempotencyKey ?? null, id: newJobId(), now });
-          return { job: rowToJob(row as JobRow), created: true };
+          const id = newJobId();
+          this.sql.insert.run({ ...job, idempotencyKey: job.idempotencyKey ?? null, id, now });
+          const created: Job = { ...job, id, status: "queued", attempts: 0, submittedAt: now, cancelRequested: false };
+          if (job.idempotencyKey === undefined) delete created.idempotencyKey;
+          return { job: created, created: true };
         } catch (error) {
           // 48-bit ids collide rarely but not never in a long-lived store: draw again.
           if (tries < 5 && isUniqueViolation(error, "jobs.id")) continue;
@@ -128,8 +131,8 @@ export class SqliteJobStore implements JobStore {
       const running = new Map<string, number>();
       for (const row of this.sql.runningPerAnima.all() as Array<{ anima: string; n: number }>) running.set(row.anima, row.n);
       // The head of each Anima's queue, for Animas with room under their limit.
-      const heads = new Map<string, { row: JobRow; turn: number }>();
-      const headOf = (anima: string): JobRow | undefined => this.sql.headOfAnima.get(anima, now) as JobRow | undefined;
+      const heads = new Map<string, { row: Head; turn: number }>();
+      const headOf = (anima: string): Head | undefined => this.sql.headOfAnima.get(anima, now) as Head | undefined;
       for (const { name } of this.sql.queuedAnimas.all() as Array<{ name: string }>) {
         if ((running.get(name) ?? 0) >= perAnima) continue;
         const row = headOf(name);
@@ -139,7 +142,7 @@ export class SqliteJobStore implements JobStore {
       let turn = (this.sql.maxTurn.get() as { turn: number }).turn;
       const claimed: Job[] = [];
       while (claimed.length < request.limit && heads.size > 0) {
-        let best: { row: JobRow; turn: number } | undefined;
+        let best: { row: Head; turn: number } | undefined;
         for (const head of heads.values()) if (!best || before(head, best)) best = head;
         const anima = best!.row.anima;
         const row = this.sql.claimOne.get({
@@ -288,8 +291,11 @@ export class SqliteJobStore implements JobStore {
   }
 }
 
+/** The head of one Anima's queue: just what choosing between heads needs. */
+type Head = Pick<JobRow, "seq" | "anima" | "priority">;
+
 /** Claim order between two queue heads: priority, then the Anima served longest ago, then submit order. */
-function before(a: { row: JobRow; turn: number }, b: { row: JobRow; turn: number }): boolean {
+function before(a: { row: Head; turn: number }, b: { row: Head; turn: number }): boolean {
   if (a.row.priority !== b.row.priority) return a.row.priority > b.row.priority;
   if (a.turn !== b.turn) return a.turn < b.turn;
   return a.row.seq < b.row.seq;
@@ -314,7 +320,7 @@ function prepare(db: Database.Database) {
     insert: s(`INSERT INTO jobs (id, anima, tool, action, schema_name, args_json, bundle_hash, priority, idempotency_key,
         status, max_attempts, retry_backoff_ms, timeout_ms, submitted_at)
       VALUES (@id, @anima, @tool, @action, @schemaName, @argsJson, @bundleHash, @priority, @idempotencyKey,
-        'queued', @maxAttempts, @retryBackoffMs, @timeoutMs, @now) RETURNING *`),
+        'queued', @maxAttempts, @retryBackoffMs, @timeoutMs, @now)`),
     listByAnima: s(`SELECT * FROM jobs WHERE anima = ? AND status IN (SELECT value FROM json_each(?))
       ORDER BY seq DESC LIMIT ?`),
     runningPerAnima: s("SELECT anima, COUNT(*) AS n FROM jobs WHERE status = 'running' GROUP BY anima"),
@@ -324,7 +330,7 @@ function prepare(db: Database.Database) {
         UNION ALL
         SELECT (SELECT MIN(anima) FROM jobs WHERE status = 'queued' AND anima > a.name) FROM a WHERE a.name IS NOT NULL
       ) SELECT name FROM a WHERE name IS NOT NULL`),
-    headOfAnima: s(`SELECT * FROM jobs WHERE status = 'queued' AND anima = ? AND not_before <= ?
+    headOfAnima: s(`SELECT seq, anima, priority FROM jobs WHERE status = 'queued' AND anima = ? AND not_before <= ?
       ORDER BY priority DESC, seq LIMIT 1`),
     turnOf: s("SELECT turn FROM anima_turns WHERE anima = ?"),
     maxTurn: s("SELECT COALESCE(MAX(turn), 0) AS turn FROM anima_turns"),

@@ -20,12 +20,17 @@ describe("job store shared by worker processes", () => {
   it("never hands one job to two processes claiming at the same time", async () => {
     const db = join(dir.dir, "race.db");
     const store = await withBundle(new SqliteJobStore({ path: db }));
-    const total = 600;
+    const total = 1_500;
     await Promise.all(Array.from({ length: total }, (_, i) => store.submit(jobInput(`anima${i % 5}`))));
-    const workers = ["p1", "p2", "p3"].map((tag) => exited(spawnWorker(script, { mode: "claim", db, tag }), 30_000));
-    const results = await Promise.all(workers);
-    for (const r of results) expect(r.code, r.stderr).toBe(0);
-    const claimed = results.map((r) => JSON.parse(r.stdout) as string[]);
+    const go = join(dir.dir, "go");
+    const children = ["p1", "p2", "p3"].map((tag) => spawnWorker(script, { mode: "claim", db, tag, go }));
+    const outputs = children.map(() => "");
+    children.forEach((child, i) => child.stdout!.on("data", (d: Buffer) => (outputs[i] += d.toString())));
+    const results = children.map((child) => exited(child, 30_000));
+    await waitFor("all claimers ready", () => outputs.every((out) => out.startsWith("ready\n")), 15_000);
+    writeFileSync(go, "");
+    for (const r of await Promise.all(results)) expect(r.code, r.stderr).toBe(0);
+    const claimed = outputs.map((out) => JSON.parse(out.split("\n")[1]!) as string[]);
     const all = claimed.flat();
     expect(new Set(all).size).toBe(all.length);
     expect(all).toHaveLength(total);

@@ -1,4 +1,4 @@
-import { existsSync, readFileSync, readdirSync } from "node:fs";
+import { existsSync, mkdirSync, readFileSync, readdirSync } from "node:fs";
 import { join } from "node:path";
 import { afterEach, describe, expect, it } from "vitest";
 import { ToolHostError } from "../../src/errors.js";
@@ -54,7 +54,11 @@ describe("JobScheduler", () => {
     const store = await withBundle(new SqliteJobStore({ path }));
     const runs = new Runs();
     const logs: string[] = [];
-    const animaDir = (anima: string) => join(dir.dir, "animas", anima);
+    const animaDir = (anima: string) => {
+      const path = join(dir.dir, "animas", anima);
+      mkdirSync(path, { recursive: true }); // Animas exist before their jobs do
+      return path;
+    };
     const scheduler = new JobScheduler({
       store,
       runJob: runs.run,
@@ -117,6 +121,19 @@ describe("JobScheduler", () => {
     expect(notice).toContain("- Status: failed\n- Result: [web:fetch] failed: ExecutionError: boom\n");
   });
 
+  it("drops the notice of an Anima whose folder is gone instead of recreating it", async () => {
+    const { store, jobOf, logs } = await setup();
+    const parent = tempDir();
+    cleanups.push(parent.cleanup);
+    const gone = join(parent.dir, "removed-anima");
+    const scheduler = new JobScheduler({ store, animaDirOf: () => gone, runJob: async () => OK, onLog: (r) => logs.push(r.message) });
+    const { job } = await scheduler.submit(jobInput("alice"));
+    await scheduler.runUntilDrained();
+    expect((await jobOf(job)).notifiedAt).toBeDefined(); // not retried forever
+    expect(existsSync(gone)).toBe(false);
+    expect(logs.join("\n")).toMatch(/dropped: Anima folder .* no longer exists/);
+  });
+
   it("is fair: one Anima's 1,000 queued jobs delay another Anima's job by at most one slot", async () => {
     const { scheduler, runs } = await setup({ concurrency: 2, perAnimaConcurrency: 2 });
     await Promise.all(Array.from({ length: 1_000 }, () => scheduler.submit(jobInput("a"))));
@@ -139,6 +156,15 @@ describe("JobScheduler", () => {
     const bHigh = await submit("b", 7);
     await scheduler.runUntilDrained();
     expect(runs.started.map((j) => j.id)).toEqual([top, bHigh, mid, low1, low2]);
+  });
+
+  it("starts an Anima's next job as soon as the previous outcome is recorded, not at the next poll", async () => {
+    const { scheduler, runs } = await setup({ concurrency: 2, perAnimaConcurrency: 1, pollIntervalMs: 60_000 });
+    runs.auto = OK;
+    await Promise.all(Array.from({ length: 5 }, () => scheduler.submit(jobInput("a"))));
+    scheduler.start();
+    // One missed wake-up would leave the rest waiting for the 60 s poll.
+    await waitFor("all five jobs run", () => runs.started.length === 5, 10_000);
   });
 
   it("keeps the per-Anima limit even when global slots are free", async () => {
