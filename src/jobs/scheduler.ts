@@ -103,7 +103,8 @@ export class JobScheduler {
     this.stopping = true;
     for (const timer of this.timers.splice(0)) clearInterval(timer);
     if (options.abortRunning) for (const run of this.active.values()) this.abort(run, "shutdown");
-    while (this.busy) await this.nextChange(this.o.pollIntervalMs);
+    // Maintenance in flight is waited for too: the caller may close the store as soon as this returns.
+    while (this.busy || this.maintaining) await this.nextChange(this.o.pollIntervalMs);
     clearInterval(this.heartbeatTimer);
     await this.queue.onIdle();
     // Leases handed back above are recovered now rather than by whoever next runs maintenance.
