@@ -10,18 +10,25 @@
  *    `JSON`, `Array.prototype` or `Promise` cannot change how its own result is framed. It could still
  *    corrupt its own prelude's output; the host therefore re-validates everything it receives as text.
  *  - Results leave the isolate only as one string (a JSON envelope), built here under the call's deadline.
+ *    Envelopes are null-prototype objects and results are awaited (never `.then`ed), so neither
+ *    `Object.prototype.toJSON` nor a patched `Promise` species can replace the envelope.
+ *  - Memory that isolated-vm's limit does not see is refused or budgeted here (see "memory outside the
+ *    V8 heap" below); the host's process boundary and deadlines remain the backstop.
  */
 
 interface HostBridge {
   log(level: string, message: string): void;
   setTimer(id: number, delayMs: number): void;
   clearTimer(id: number): void;
+  /** Asks the host to end the current call now, as `reason` (e.g. "MemoryLimit"). */
+  stop(reason: string): void;
 }
 
-type Envelope =
+type Envelope = (
   | { ok: true; kind: "none" }
   | { ok: true; kind: "text" | "json"; text: string; bytes: number; truncated: boolean }
-  | { ok: false; errorType: string; message: string };
+  | { ok: false; errorType: string; message: string }
+) & { recycle?: boolean };
 
 (function installPrelude(global: Record<string, unknown>) {
   const host = global["__awHost"] as HostBridge;
@@ -33,13 +40,17 @@ type Envelope =
   const defineProperty = Object.defineProperty;
   const freeze = Object.freeze;
   const objectKeys = Object.keys;
-  const isArray = Array.isArray;
   const reflectApply = Reflect.apply;
+  const objectCreate = Object.create;
+  const objectAssign = Object.assign;
+  const promiseCtor = Promise;
+  const speciesSymbol = Symbol.species;
+  // instanceof without consulting a (patchable) Symbol.hasInstance: OrdinaryHasInstance.
+  const ordinaryHasInstance = Function.prototype[Symbol.hasInstance];
   const stringCtor = String;
   const errorCtor = Error;
   const mapCtor = Map;
   const rangeErrorCtor = RangeError;
-  const promiseResolve = Promise.resolve.bind(Promise);
   const mapGet = Map.prototype.get;
   const mapSet = Map.prototype.set;
   const mapDelete = Map.prototype.delete;
@@ -49,7 +60,6 @@ type Envelope =
   const stringSlice = String.prototype.slice;
   const arrayJoin = Array.prototype.join;
   const arrayMap = Array.prototype.map;
-  const promiseThen = Promise.prototype.then;
 
   // Globals that would let a tool allocate outside the V8 heap limit, block outside the timeout, or run
   // code after the call ended (GC callbacks).
@@ -57,10 +67,21 @@ type Envelope =
     delete global[name];
   }
 
+  function isInstance(value: unknown, ctor: unknown): boolean {
+    try {
+      return reflectApply(ordinaryHasInstance, ctor, [value]) as boolean;
+    } catch {
+      return false;
+    }
+  }
+
+  // Off-heap memory the isolate's limit does not see (memory-guards.ts).
+  const memory = installMemoryGuards(global, isInstance, () => host.stop("MemoryLimit"));
+
   function safeString(value: unknown): string {
     try {
       if (typeof value === "string") return value;
-      if (value instanceof errorCtor) {
+      if (isInstance(value, errorCtor)) {
         const name = reflectApply(errorGetName, value, []);
         const message = reflectApply(errorGetMessage, value, []);
         return message ? `${name}: ${message}` : name;
@@ -138,9 +159,11 @@ type Envelope =
   function setTimeout(callback: (...args: unknown[]) => unknown, delayMs?: number, ...args: unknown[]): number {
     if (typeof callback !== "function") throw new TypeError("setTimeout needs a function as its first argument");
     if (reflectApply(mapSize, timers, []) >= MAX_PENDING_TIMERS) throw new rangeErrorCtor(`too many pending timers (limit ${MAX_PENDING_TIMERS})`);
+    // As in Node: a delay that is not a number in [1, 2^31-1] ms becomes 1 ms ("10" is 10 ms).
+    let delay = (delayMs as number) * 1;
+    if (!(delay >= 1 && delay <= 2_147_483_647)) delay = 1;
     const id = nextTimerId++;
     reflectApply(mapSet, timers, [id, { callback, args }]);
-    const delay = typeof delayMs === "number" && delayMs > 0 ? delayMs : 0;
     host.setTimer(id, delay);
     return id;
   }
@@ -148,7 +171,7 @@ type Envelope =
     if (typeof id === "number" && reflectApply(mapDelete, timers, [id])) host.clearTimer(id);
   }
   function sleep(delayMs: number): Promise<void> {
-    return new Promise<void>((resolve) => setTimeout(() => resolve(), delayMs));
+    return new promiseCtor<void>((resolve) => setTimeout(() => resolve(), delayMs));
   }
   function fireTimer(id: number): void {
     const timer = reflectApply(mapGet, timers, [id]) as Timer | undefined;
@@ -224,8 +247,7 @@ type Envelope =
     if (value === undefined || value === null) return { ok: true, kind: "none" };
     const type = typeof value;
     if (type === "string") return textEnvelope("text", value as string, maxBytes);
-    if (type === "number" || type === "boolean") return textEnvelope("text", stringCtor(value), maxBytes);
-    if (type === "bigint") return textEnvelope("text", stringCtor(value), maxBytes);
+    if (type === "number" || type === "boolean" || type === "bigint") return textEnvelope("text", stringCtor(value), maxBytes);
     if (type === "function" || type === "symbol") {
       return failure("ExecutionError", `the tool returned a ${type}; return a string, a number, or a JSON object`);
     }
@@ -252,51 +274,65 @@ type Envelope =
 
   function errorEnvelope(error: unknown): Envelope {
     try {
-      if (error instanceof ToolConfigError) return failure("ToolConfigError", safeString(error.message));
-      if (error instanceof errorCtor) {
+      if (isInstance(error, ToolConfigError)) return failure("ToolConfigError", safeString((error as Error).message));
+      if (isInstance(error, errorCtor)) {
         const name = reflectApply(errorGetName, error, []);
         const message = reflectApply(errorGetMessage, error, []);
         return failure("ExecutionError", name === "ToolError" || name === "Error" ? message : `${name}: ${message}`);
       }
+      // `throw { message }` is common in plain JS: report its message, never its other fields (a forged stack).
+      const message = typeof error === "object" && error !== null ? (error as { message?: unknown }).message : undefined;
+      if (typeof message === "string") return failure("ExecutionError", `the tool threw a non-Error value: ${message}`);
       return failure("ExecutionError", `the tool threw a non-Error value: ${safeString(error)}`);
     } catch {
       return failure("ExecutionError", "the tool threw an error that could not be read");
     }
   }
 
+  /** The envelope as JSON. Copied onto a null-prototype object: an inherited toJSON must not apply. */
   function encode(envelope: Envelope): string {
-    return jsonStringify(envelope);
+    const plain = objectAssign(objectCreate(null), envelope) as Envelope;
+    if (memory.exceeded()) return jsonStringify(objectAssign(objectCreate(null), failure("MemoryLimit", "buffer allocation failed"), { recycle: true }));
+    if (memory.retire()) plain.recycle = true;
+    return jsonStringify(plain);
+  }
+
+  /**
+   * The promise handed to the host. Its own `constructor` names the real Promise as species, so that
+   * isolated-vm's `then` on it cannot be steered into tool code by a patched `Promise.prototype`.
+   */
+  function sealed(promise: Promise<string>): Promise<string> {
+    defineProperty(promise, "constructor", { value: freeze(objectAssign(objectCreate(null), { [speciesSymbol]: promiseCtor })) });
+    return promise;
   }
 
   // ---- describe: what the module exports and which schemas it declares ----------------------------
-  function describeModule(): Promise<string> {
-    const exportsInfo: Record<string, string> = {};
+  async function describeModule(): Promise<string> {
+    const exportsInfo: Record<string, string> = objectCreate(null);
     try {
       for (const name of objectKeys(toolModule ?? {})) exportsInfo[name] = typeof toolModule?.[name];
     } catch (error) {
-      return promiseResolve(encode(failure("LoadError", `reading the module's exports failed: ${safeString(error)}`)));
+      return encode(failure("LoadError", `reading the module's exports failed: ${safeString(error)}`));
     }
     const getSchemas = exportOf("get_tool_schemas", "getToolSchemas");
-    if (typeof getSchemas !== "function") {
-      return promiseResolve(jsonStringify({ ok: true, exports: exportsInfo, schemas: null, profile: null }));
+    if (typeof getSchemas !== "function") return jsonStringify({ ok: true, exports: exportsInfo, schemas: null, profile: null });
+    let schemas: unknown;
+    try {
+      schemas = await reflectApply(getSchemas, toolModule, []);
+    } catch (error) {
+      return encode(failure("LoadError", `get_tool_schemas() threw: ${safeString(error)}`));
     }
-    const schemasPromise = reflectApply(promiseThen, promiseResolve(), [() => reflectApply(getSchemas, toolModule, [])]);
-    return reflectApply(promiseThen, schemasPromise, [
-      (schemas: unknown) => {
-        const profile = exportOf("EXECUTION_PROFILE");
-        try {
-          return jsonStringify({
-            ok: true,
-            exports: exportsInfo,
-            schemas: jsonParse(jsonStringify(schemas, strictReplacer) ?? "null"),
-            profile: profile === undefined ? null : jsonParse(jsonStringify(profile, strictReplacer) ?? "null"),
-          });
-        } catch (error) {
-          return encode(failure("LoadError", `get_tool_schemas() returned something that is not plain JSON: ${describeJsonError(error)}`));
-        }
-      },
-      (error: unknown) => encode(failure("LoadError", `get_tool_schemas() threw: ${safeString(error)}`)),
-    ]) as Promise<string>;
+    const profile = exportOf("EXECUTION_PROFILE");
+    try {
+      return jsonStringify({
+        ok: true,
+        exports: exportsInfo,
+        schemas: jsonParse(jsonStringify(schemas, strictReplacer) ?? "null"),
+        profile: profile === undefined ? null : jsonParse(jsonStringify(profile, strictReplacer) ?? "null"),
+      });
+    } catch (error) {
+      return encode(failure("LoadError", `get_tool_schemas() returned something that is not plain JSON: ${describeJsonError(error)}`));
+    }
   }
 
   // ---- call -----------------------------------------------------------------------------------------
@@ -314,6 +350,20 @@ type Envelope =
     throw new ToolError(`no handler for '${schemaName}': export dispatch(name, args) or a function named ${schemaName}`);
   }
 
+  /** Runs the call and frames its outcome. `await` (unlike `.then`) never consults a patched species. */
+  async function settle(entry: string, schemaName: string, payloadJson: string, maxBytes: number): Promise<string> {
+    let envelope: Envelope;
+    try {
+      envelope = frameResult(await invoke(entry, schemaName, payloadJson), maxBytes);
+    } catch (error) {
+      envelope = errorEnvelope(error);
+    }
+    // The call ends here, inside the isolate: a timer the host fired just before it heard of the
+    // result must find nothing to run (it would otherwise spin in the next call's time).
+    endCall();
+    return encode(envelope);
+  }
+
   function callTool(
     entry: string,
     schemaName: string,
@@ -324,16 +374,7 @@ type Envelope =
   ): Promise<string> {
     logLinesLeft = maxLogLines;
     logMaxChars = maxLogChars;
-    let started: unknown;
-    try {
-      started = invoke(entry, schemaName, payloadJson);
-    } catch (error) {
-      return promiseResolve(encode(errorEnvelope(error)));
-    }
-    return reflectApply(promiseThen, promiseResolve(started), [
-      (value: unknown) => encode(frameResult(value, maxBytes)),
-      (error: unknown) => encode(errorEnvelope(error)),
-    ]) as Promise<string>;
+    return sealed(settle(entry, schemaName, payloadJson, maxBytes));
   }
 
   function endCall(): void {
@@ -343,6 +384,6 @@ type Envelope =
 
   defineProperty(global, "__awEntry", {
     ...hidden,
-    value: freeze({ describe: describeModule, call: callTool, fireTimer, endCall }),
+    value: freeze({ describe: () => sealed(describeModule()), call: callTool, fireTimer, endCall }),
   });
 })(globalThis as unknown as Record<string, unknown>);

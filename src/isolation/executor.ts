@@ -2,10 +2,35 @@ import type { HostConfig } from "../config.js";
 import type { CallOutcome, CallRequest, DescribeOutcome, DescribeRequest, Executor, ToolLogLine } from "./protocol.js";
 import { SandboxPool } from "./sandbox-pool.js";
 
+/** The sandbox pool behind each host (keyed by the host's resolved config, which `host.config` exposes). */
+const pools = new WeakMap<HostConfig, SandboxPool>();
+
 /** Picks where isolates run (see `HostOptions.isolation`). */
 export function createExecutor(config: HostConfig, onLog: (line: ToolLogLine) => void): Executor {
-  if (config.isolation === "in-process") return new InProcessExecutor(config.maxIdleIsolates, onLog);
-  return new SandboxPool({ processes: config.sandboxProcesses, maxIdleIsolates: config.maxIdleIsolates, onLog });
+  const reportLost = (reason: string) => {
+    try {
+      config.onLog({ level: "error", logger: "animaworks.host", message: `${reason}; in-process isolation cannot reclaim it (use isolation "process" for long-running hosts)` });
+    } catch {
+      // nowhere else to report it
+    }
+  };
+  if (config.isolation === "in-process") return new InProcessExecutor(config.maxIdleIsolates, onLog, reportLost);
+  const pool = new SandboxPool({ processes: config.sandboxProcesses, maxIdleIsolates: config.maxIdleIsolates, onLog });
+  pools.set(config, pool);
+  return pool;
+}
+
+/**
+ * Operator and test hook: the sandbox process ids of the host whose config this is (`host.config`),
+ * or `[]` for an in-process host. Killing one is how supervision is tested.
+ */
+export function sandboxPids(config: HostConfig): number[] {
+  return (pools.get(config)?.pids() ?? []).filter((pid): pid is number => pid !== undefined);
+}
+
+/** The sandbox process serving `anima` for the host whose config this is, once it has made a call. */
+export function sandboxPidFor(config: HostConfig, anima: string): number | undefined {
+  return pools.get(config)?.pidFor(anima);
 }
 
 /**
@@ -18,11 +43,13 @@ class InProcessExecutor implements Executor {
   constructor(
     private readonly maxIdleIsolates: number,
     private readonly onLog: (line: ToolLogLine) => void,
+    private readonly onUnrecoverable: (reason: string) => void,
   ) {}
 
   private get(): Promise<Executor> {
     this.runner ??= import("./isolate-runner.js").then(
-      ({ IsolateRunner }) => new IsolateRunner({ maxIdleIsolates: this.maxIdleIsolates, onLog: this.onLog }),
+      ({ IsolateRunner }) =>
+        new IsolateRunner({ maxIdleIsolates: this.maxIdleIsolates, onLog: this.onLog, onUnrecoverable: this.onUnrecoverable }),
     );
     return this.runner;
   }

@@ -1,11 +1,13 @@
 import ivm from "isolated-vm";
 import type { ErrorInfo } from "../errors.js";
-import { ivmErrorInfo, stripHostDetails, stripStackFrames } from "./ivm-errors.js";
+import { Abandoned, CallGuard, type StopReason, unlessAbandoned } from "./call-guard.js";
+import { parseCallEnvelope, parseDescribeEnvelope } from "./envelope.js";
+import { classifyIvmError, ivmErrorInfo, stripHostDetails } from "./ivm-errors.js";
+import { type ActiveCall, type KeyState, PooledIsolate } from "./pooled-isolate.js";
 import { readPrelude } from "./prelude-source.js";
 import type {
   CallOutcome,
   CallRequest,
-  CallContext,
   DescribeOutcome,
   DescribeRequest,
   Executor,
@@ -22,10 +24,12 @@ import type {
  *  - Isolates are pooled per (anima, bundle hash, memory limit): a tool's module state never crosses
  *    Animas or tools.
  *  - Every entry into an isolate carries the call's remaining time as its isolated-vm timeout, and a
- *    host timer disposes the isolate at the deadline (for promises that never settle, and for work
- *    resumed by host callbacks). An isolate that timed out, hit its memory limit or failed to set up is
- *    disposed, never returned to the pool.
+ *    `CallGuard` disposes the isolate at the deadline and ends the call even if isolated-vm never
+ *    returns. An isolate that timed out, hit its memory limit, failed to set up or asked to be recycled
+ *    is disposed, never returned to the pool.
+ *  - An isolate isolated-vm disposed by itself (not the host) was stopped by its memory limit.
  *  - Values cross into the isolate as copies of strings and numbers; out of it, only the envelope string.
+ *    Host callbacks never throw into the isolate (their errors would carry host stacks).
  */
 export interface IsolateRunnerOptions {
   /** Idle warm isolates kept; least recently used beyond this are disposed. Default: 64. */
@@ -34,53 +38,11 @@ export interface IsolateRunnerOptions {
   maxIsolatesPerKey?: number;
   /** Receives every tool log line. */
   onLog?: (line: ToolLogLine) => void;
-}
-
-interface ActiveCall {
-  context: CallContext;
-  deadline: number;
-  timers: Map<number, NodeJS.Timeout>;
-  /** Set when the host (not isolated-vm) decided to stop the call. */
-  stopReason?: "Timeout" | "MemoryLimit";
-  /** Why a timer callback failed, when it did. */
-  onTimerFailure(error: unknown): void;
-}
-
-interface Entry {
-  call: ivm.Reference<(...args: unknown[]) => Promise<string>>;
-  describe: ivm.Reference<() => Promise<string>>;
-  fireTimer: ivm.Reference<(id: number) => void>;
-  endCall: ivm.Reference<() => void>;
-}
-
-class PooledIsolate {
-  active: ActiveCall | undefined;
-  constructor(
-    readonly key: string,
-    readonly isolate: ivm.Isolate,
-    readonly context: ivm.Context,
-    readonly entry: Entry,
-  ) {}
-
-  get healthy(): boolean {
-    return !this.isolate.isDisposed;
-  }
-
-  dispose(): void {
-    if (!this.isolate.isDisposed) {
-      try {
-        this.isolate.dispose();
-      } catch {
-        // already disposing
-      }
-    }
-  }
-}
-
-interface KeyState {
-  idle: PooledIsolate[];
-  busy: number;
-  waiting: Array<() => void>;
+  /**
+   * isolated-vm lost control of an isolate (V8 out of memory, or a script that would not terminate).
+   * Its thread and memory are gone for good; the process should be replaced once its other calls end.
+   */
+  onUnrecoverable?: (reason: string) => void;
 }
 
 const MAX_TIMER_DELAY_MS = 2_147_483_647;
@@ -90,6 +52,7 @@ export class IsolateRunner implements Executor {
   private readonly maxIdle: number;
   private readonly maxPerKey: number;
   private readonly onLog: (line: ToolLogLine) => void;
+  private readonly onUnrecoverable: (reason: string) => void;
   private readonly keys = new Map<string, KeyState>();
   /** Idle isolates in least-recently-used order (first = oldest). */
   private readonly idleOrder = new Set<PooledIsolate>();
@@ -101,85 +64,82 @@ export class IsolateRunner implements Executor {
     this.prelude = readPrelude();
     this.maxIdle = options.maxIdleIsolates ?? 64;
     this.maxPerKey = options.maxIsolatesPerKey ?? 4;
-    this.onLog = options.onLog ?? (() => {});
+    const onLog = options.onLog ?? (() => {});
+    // A throwing log sink must cost neither the host (an uncaught error) nor the sandbox (a host stack).
+    this.onLog = (line) => {
+      try {
+        onLog(line);
+      } catch {
+        // dropped: there is nowhere safer to report a broken log sink
+      }
+    };
+    this.onUnrecoverable = options.onUnrecoverable ?? (() => {});
   }
 
   async describe(request: DescribeRequest): Promise<DescribeOutcome> {
     const limits = { timeoutMs: request.timeoutMs, memoryLimitMb: request.memoryLimitMb };
-    let pooled: PooledIsolate | undefined;
+    const guard = new CallGuard(request.timeoutMs);
     const deadline = performance.now() + request.timeoutMs;
-    let timedOut = false;
-    const timer = setTimeout(() => {
-      timedOut = true;
-      pooled?.dispose();
-    }, request.timeoutMs);
+    let pooled: PooledIsolate | undefined;
     try {
-      pooled = await this.createIsolate("describe", request.bundle, request.memoryLimitMb, deadline);
-      const text = await pooled.entry.describe.apply(undefined, [], {
-        timeout: remaining(deadline),
-        result: { promise: true, copy: true },
-      });
+      pooled = await unlessAbandoned(this.createIsolate("describe", request.bundle, limits, deadline, guard), guard, (late) => late.disposeByHost());
+      const text = await unlessAbandoned(
+        pooled.entry!.describe.apply(undefined, [], { timeout: remaining(deadline), result: { promise: true, copy: true } }),
+        guard,
+      );
       return parseDescribeEnvelope(text);
     } catch (error) {
-      const info = error instanceof SetupError ? error.info : ivmErrorInfo(error, limits, timedOut ? "Timeout" : undefined);
-      return { ok: false, error: asLoadError(info) };
+      return { ok: false, error: asLoadError(this.failureInfo(error, limits, guard, pooled)) };
     } finally {
-      clearTimeout(timer);
-      pooled?.dispose();
+      guard.finish();
+      pooled?.disposeByHost();
     }
   }
 
   async call(request: CallRequest): Promise<CallOutcome> {
     const startedAt = performance.now();
     const deadline = startedAt + request.timeoutMs;
-    const limits = { timeoutMs: request.timeoutMs, memoryLimitMb: request.memoryLimitMb };
+    const limits = { timeoutMs: request.timeoutMs, memoryLimitMb: request.memoryLimitMb, maxResultBytes: request.maxResultBytes };
     const key = `${request.context.anima}\0${request.bundle.hash}\0${request.memoryLimitMb}`;
     const done = (outcome: { ok: true; value: ResultValue } | { ok: false; error: ErrorInfo }): CallOutcome => ({
-      ...outcome,
+      ...(outcome.ok ? { ok: true, value: outcome.value } : { ok: false, error: outcome.error }),
       durationMs: performance.now() - startedAt,
     });
     if (this.closed) return done({ ok: false, error: { type: "SandboxCrashed", message: "the host is shutting down" } });
 
+    const guard = new CallGuard(request.timeoutMs);
+    const active: ActiveCall = { context: request.context, deadline, guard, timers: new Map() };
     let pooled: PooledIsolate | undefined;
     let reusable = false;
-    const active: ActiveCall = {
-      context: request.context,
-      deadline,
-      timers: new Map(),
-      onTimerFailure: (error) => {
-        active.stopReason ??= ivmErrorInfo(error, limits).type === "MemoryLimit" ? "MemoryLimit" : "Timeout";
-        pooled?.dispose();
-      },
-    };
-    const deadlineTimer = setTimeout(() => {
-      active.stopReason ??= "Timeout";
-      pooled?.dispose();
-    }, request.timeoutMs);
-
     try {
-      pooled = await this.acquire(key, request.bundle, request.memoryLimitMb, deadline);
-      if (active.stopReason) throw new Error("stopped");
+      pooled = await unlessAbandoned(this.acquire(key, request.bundle, limits, deadline, guard), guard, (late) => this.release(late, false));
+      if (guard.stopReason) throw new Error("stopped");
+      pooled.guard = guard;
+      guard.target = pooled;
       pooled.active = active;
-      const text = await pooled.entry.call.apply(
-        undefined,
-        [request.entry, request.schemaName, request.payloadJson, request.maxResultBytes, request.maxLogLines, request.maxLogLineChars],
-        { timeout: remaining(deadline), result: { promise: true, copy: true } },
+      const text = await unlessAbandoned(
+        pooled.entry!.call.apply(
+          undefined,
+          [request.entry, request.schemaName, request.payloadJson, request.maxResultBytes, request.maxLogLines, request.maxLogLineChars],
+          { timeout: remaining(deadline), result: { promise: true, copy: true } },
+        ),
+        guard,
       );
-      if (active.stopReason) throw new Error("stopped");
-      const outcome = parseCallEnvelope(text, request.maxResultBytes);
-      reusable = true;
-      return done(outcome);
+      if (guard.stopReason) throw new Error("stopped");
+      const parsed = parseCallEnvelope(text, limits);
+      reusable = !parsed.recycle;
+      return done(parsed);
     } catch (error) {
-      if (error instanceof SetupError) return done({ ok: false, error: error.info });
-      return done({ ok: false, error: ivmErrorInfo(error, limits, active.stopReason) });
+      return done({ ok: false, error: this.failureInfo(error, limits, guard, pooled) });
     } finally {
-      clearTimeout(deadlineTimer);
+      guard.finish();
       for (const timer of active.timers.values()) clearTimeout(timer);
       if (pooled) {
         pooled.active = undefined;
+        pooled.guard = undefined;
         if (reusable && pooled.healthy) {
           try {
-            pooled.entry.endCall.applySync(undefined, [], { timeout: 50 });
+            pooled.entry!.endCall.applySync(undefined, [], { timeout: 50 });
           } catch {
             reusable = false;
           }
@@ -192,15 +152,22 @@ export class IsolateRunner implements Executor {
   async close(): Promise<void> {
     this.closed = true;
     for (const state of this.keys.values()) {
-      for (const pooled of state.idle) pooled.dispose();
+      for (const pooled of state.idle) pooled.disposeByHost();
       state.idle.length = 0;
     }
     this.idleOrder.clear();
   }
 
+  /** Why a call or load failed: the host's own stop reason first, then what isolated-vm said. */
+  private failureInfo(error: unknown, limits: { timeoutMs: number; memoryLimitMb: number }, guard: CallGuard, pooled: PooledIsolate | undefined): ErrorInfo {
+    if (error instanceof SetupError) return error.info;
+    const why: StopReason | undefined = guard.stopReason ?? (pooled?.hitMemoryLimit ? "MemoryLimit" : undefined);
+    return ivmErrorInfo(error, limits, why ?? (error instanceof Abandoned ? "Timeout" : undefined));
+  }
+
   // ---- pooling ------------------------------------------------------------------------------------
 
-  private async acquire(key: string, bundle: ToolBundle, memoryLimitMb: number, deadline: number): Promise<PooledIsolate> {
+  private async acquire(key: string, bundle: ToolBundle, limits: { timeoutMs: number; memoryLimitMb: number }, deadline: number, guard: CallGuard): Promise<PooledIsolate> {
     let state = this.keys.get(key);
     if (!state) {
       state = { idle: [], busy: 0, waiting: [] };
@@ -219,7 +186,7 @@ export class IsolateRunner implements Executor {
     }
     state.busy++;
     try {
-      return await this.createIsolate(key, bundle, memoryLimitMb, deadline);
+      return await this.createIsolate(key, bundle, limits, deadline, guard);
     } catch (error) {
       state.busy--;
       state.waiting.shift()?.();
@@ -229,14 +196,14 @@ export class IsolateRunner implements Executor {
 
   private release(pooled: PooledIsolate, reusable: boolean): void {
     const state = this.keys.get(pooled.key);
-    if (!state) return pooled.dispose();
+    if (!state) return pooled.disposeByHost();
     state.busy--;
     if (reusable && !this.closed) {
       state.idle.push(pooled);
       this.idleOrder.add(pooled);
       this.evictIdle();
     } else {
-      pooled.dispose();
+      pooled.disposeByHost();
     }
     state.waiting.shift()?.();
     if (state.busy === 0 && state.idle.length === 0 && state.waiting.length === 0) this.keys.delete(pooled.key);
@@ -251,21 +218,39 @@ export class IsolateRunner implements Executor {
         state.idle.splice(state.idle.indexOf(oldest), 1);
         if (state.busy === 0 && state.idle.length === 0 && state.waiting.length === 0) this.keys.delete(oldest.key);
       }
-      oldest.dispose();
+      oldest.disposeByHost();
     }
   }
 
   // ---- isolate set-up -----------------------------------------------------------------------------
 
-  private async createIsolate(key: string, bundle: ToolBundle, memoryLimitMb: number, deadline: number): Promise<PooledIsolate> {
-    const isolate = new ivm.Isolate({ memoryLimit: memoryLimitMb });
+  private async createIsolate(
+    key: string,
+    bundle: ToolBundle,
+    limits: { timeoutMs: number; memoryLimitMb: number },
+    deadline: number,
+    guard: CallGuard,
+  ): Promise<PooledIsolate> {
     let pooled: PooledIsolate | undefined;
+    const isolate = new ivm.Isolate({
+      memoryLimit: limits.memoryLimitMb,
+      // Called (on this thread, later) when V8 ran out of memory beyond isolated-vm's limit, or a script
+      // would not terminate: the isolate's thread is parked for good. End its call and report it.
+      onCatastrophicError: (message: string) => {
+        pooled?.guard?.abandon(/memory/i.test(message) ? "MemoryLimit" : "Timeout");
+        this.onUnrecoverable(`an isolate was lost: ${message}`);
+      },
+    });
+    pooled = new PooledIsolate(key, isolate);
+    pooled.guard = guard;
+    guard.target = pooled;
     try {
       const context = await isolate.createContext();
-      const bridge = this.makeBridge(() => pooled);
+      pooled.context = context;
+      const bridge = this.makeBridge(pooled);
       await context.evalClosure(
-        "globalThis.__awHost = { log: $0, setTimer: $1, clearTimer: $2 };",
-        [bridge.log, bridge.setTimer, bridge.clearTimer],
+        "globalThis.__awHost = { log: $0, setTimer: $1, clearTimer: $2, stop: $3 };",
+        [bridge.log, bridge.setTimer, bridge.clearTimer, bridge.stop],
       );
       const preludeScript = await isolate.compileScript(this.prelude, {
         filename: "animaworks:prelude.js",
@@ -275,13 +260,12 @@ export class IsolateRunner implements Executor {
       if (!this.preludeCache && produced) this.preludeCache = produced;
       await preludeScript.run(context, { timeout: 1_000 });
       const entryRef = await context.global.get("__awEntry", { reference: true });
-      const entry: Entry = {
+      pooled.entry = {
         call: await entryRef.get("call", { reference: true }),
         describe: await entryRef.get("describe", { reference: true }),
         fireTimer: await entryRef.get("fireTimer", { reference: true }),
         endCall: await entryRef.get("endCall", { reference: true }),
       };
-      pooled = new PooledIsolate(key, isolate, context, entry);
       let toolScript: ivm.Script;
       try {
         toolScript = await isolate.compileScript(bundle.code, { filename: `tool:${bundle.displayName}` });
@@ -291,22 +275,25 @@ export class IsolateRunner implements Executor {
       try {
         await toolScript.run(context, { timeout: remaining(deadline) });
       } catch (error) {
-        const info = ivmErrorInfo(error, { timeoutMs: Math.round(remaining(deadline)), memoryLimitMb });
-        if (info.type === "Timeout" || info.type === "MemoryLimit") throw new SetupError({ ...info, message: `while loading: ${info.message}` });
+        const kind = classifyIvmError(error);
+        if (kind === "Timeout" || kind === "MemoryLimit" || guard.stopReason || pooled.hitMemoryLimit) {
+          const info = ivmErrorInfo(error, limits, guard.stopReason ?? (pooled.hitMemoryLimit ? "MemoryLimit" : undefined));
+          throw new SetupError({ ...info, message: `while loading: ${info.message}` });
+        }
         throw new SetupError({ type: "LoadError", message: `the tool's top-level code threw: ${stripHostDetails(errorMessage(error))}` });
       }
       return pooled;
     } catch (error) {
-      if (!isolate.isDisposed) isolate.dispose();
+      pooled.disposeByHost();
       throw error;
     }
   }
 
   /** Host functions the prelude may call. Each validates its plain arguments; the isolate is untrusted. */
-  private makeBridge(current: () => PooledIsolate | undefined) {
+  private makeBridge(pooled: PooledIsolate) {
     const log = new ivm.Callback(
       (level: unknown, message: unknown) => {
-        const active = current()?.active;
+        const active = pooled.active;
         if (!active || typeof message !== "string") return;
         const lvl = level === "debug" || level === "info" || level === "warn" || level === "error" ? level : "info";
         this.onLog({ level: lvl, message, context: active.context });
@@ -315,18 +302,18 @@ export class IsolateRunner implements Executor {
     );
     const setTimer = new ivm.Callback(
       (id: unknown, delayMs: unknown) => {
-        const pooled = current();
-        const active = pooled?.active;
-        if (!pooled || !active || typeof id !== "number" || typeof delayMs !== "number") return;
+        const active = pooled.active;
+        if (!active || typeof id !== "number" || typeof delayMs !== "number") return;
         const delay = Math.min(Math.max(0, delayMs), MAX_TIMER_DELAY_MS);
         const handle = setTimeout(() => {
           active.timers.delete(id);
           if (pooled.active !== active || !pooled.healthy) return;
-          pooled.entry.fireTimer
-            .apply(undefined, [id], { timeout: Math.max(1, remaining(active.deadline)) })
-            .catch((error: unknown) => {
-              if (pooled.active === active) active.onTimerFailure(error);
-            });
+          pooled.entry!.fireTimer.apply(undefined, [id], { timeout: Math.max(1, remaining(active.deadline)) }).catch((error: unknown) => {
+            if (pooled.active !== active) return;
+            // A timer that failed ends the call: at the memory limit, or (isolated-vm's timeout) the deadline.
+            const memory = classifyIvmError(error) === "MemoryLimit" || pooled.hitMemoryLimit;
+            active.guard.halt(memory ? "MemoryLimit" : "Timeout");
+          });
         }, delay);
         active.timers.set(id, handle);
       },
@@ -334,7 +321,7 @@ export class IsolateRunner implements Executor {
     );
     const clearTimer = new ivm.Callback(
       (id: unknown) => {
-        const active = current()?.active;
+        const active = pooled.active;
         if (!active || typeof id !== "number") return;
         const handle = active.timers.get(id);
         if (handle) clearTimeout(handle);
@@ -342,7 +329,14 @@ export class IsolateRunner implements Executor {
       },
       { ignored: true },
     );
-    return { log, setTimer, clearTimer };
+    // The prelude's memory guards ask for the call to end (sandbox/memory-guards.ts).
+    const stop = new ivm.Callback(
+      (reason: unknown) => {
+        pooled.guard?.halt(reason === "MemoryLimit" ? "MemoryLimit" : "Timeout");
+      },
+      { ignored: true },
+    );
+    return { log, setTimer, clearTimer, stop };
   }
 }
 
@@ -363,51 +357,4 @@ function errorMessage(error: unknown): string {
 function asLoadError(info: ErrorInfo): ErrorInfo {
   if (info.type === "LoadError") return info;
   return { type: "LoadError", message: `loading the tool failed: ${info.message}`, ...(info.hint ? { hint: info.hint } : {}) };
-}
-
-/** Parses the prelude's envelope. The text is untrusted: every field is checked. */
-function parseCallEnvelope(text: unknown, maxResultBytes: number): { ok: true; value: ResultValue } | { ok: false; error: ErrorInfo } {
-  const bad = { ok: false as const, error: { type: "ExecutionError" as const, message: "the tool's result could not be read" } };
-  if (typeof text !== "string" || text.length > maxResultBytes * 2 + 4096) return bad;
-  let envelope: unknown;
-  try {
-    envelope = JSON.parse(text);
-  } catch {
-    return bad;
-  }
-  if (typeof envelope !== "object" || envelope === null) return bad;
-  const e = envelope as Record<string, unknown>;
-  if (e["ok"] === false) {
-    const type = e["errorType"] === "ToolConfigError" ? "ToolConfigError" : "ExecutionError";
-    const message = typeof e["message"] === "string" ? stripStackFrames(e["message"]) : "the tool failed";
-    return { ok: false, error: { type, message: message || "the tool failed without a message" } };
-  }
-  if (e["ok"] !== true) return bad;
-  if (e["kind"] === "none") return { ok: true, value: { kind: "none" } };
-  if ((e["kind"] === "text" || e["kind"] === "json") && typeof e["text"] === "string") {
-    const bytes = typeof e["bytes"] === "number" && Number.isFinite(e["bytes"]) ? e["bytes"] : Buffer.byteLength(e["text"]);
-    return { ok: true, value: { kind: e["kind"], text: e["text"], bytes, truncated: e["truncated"] === true } };
-  }
-  return bad;
-}
-
-function parseDescribeEnvelope(text: unknown): DescribeOutcome {
-  const bad: DescribeOutcome = { ok: false, error: { type: "LoadError", message: "the tool's description could not be read" } };
-  if (typeof text !== "string") return bad;
-  let envelope: unknown;
-  try {
-    envelope = JSON.parse(text);
-  } catch {
-    return bad;
-  }
-  if (typeof envelope !== "object" || envelope === null) return bad;
-  const e = envelope as Record<string, unknown>;
-  if (e["ok"] === false) {
-    return { ok: false, error: { type: "LoadError", message: typeof e["message"] === "string" ? stripStackFrames(e["message"]) : "loading failed" } };
-  }
-  const exportsInfo = e["exports"];
-  if (e["ok"] !== true || typeof exportsInfo !== "object" || exportsInfo === null) return bad;
-  const exports: Record<string, string> = {};
-  for (const [name, type] of Object.entries(exportsInfo)) if (typeof type === "string") exports[name] = type;
-  return { ok: true, module: { exports, schemas: e["schemas"] ?? null, profile: e["profile"] ?? null } };
 }

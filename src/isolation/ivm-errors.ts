@@ -10,6 +10,8 @@ const PATTERNS: ReadonlyArray<{ pattern: RegExp; type: "Timeout" | "MemoryLimit"
   { pattern: /Array buffer allocation failed/i, type: "MemoryLimit" },
   { pattern: /Isolate was disposed/i, type: "Disposed" },
   { pattern: /Isolate is disposed/i, type: "Disposed" },
+  // A call's promise whose isolate went away before it settled.
+  { pattern: /Promise was abandoned/i, type: "Disposed" },
 ];
 
 export type IvmFailure = "Timeout" | "MemoryLimit" | "Disposed" | "Other";

@@ -4,8 +4,16 @@ import { PROJECT_ROOT } from "../config.js";
 
 let cached: string | undefined;
 
-/** The compiled prelude (`sandbox/prelude.ts` → `dist/sandbox/prelude.js`), read once per process. */
+/** Compiled prelude parts (`sandbox/*.ts` → `dist/sandbox/*.js`), in the order they run. */
+const PARTS = ["memory-guards.js", "prelude.js"];
+
+/**
+ * The prelude script, read once per process. Its parts are joined inside one function scope, so the
+ * helpers one part declares for the next never become globals a tool could reach; the first part's
+ * "use strict" directive makes the whole scope strict (strict frames give `caller` and call sites
+ * nothing to hand out).
+ */
 export function readPrelude(): string {
-  cached ??= readFileSync(join(PROJECT_ROOT, "dist", "sandbox", "prelude.js"), "utf8");
+  cached ??= `(function () {\n${PARTS.map((part) => readFileSync(join(PROJECT_ROOT, "dist", "sandbox", part), "utf8")).join("\n")}\n})();\n`;
   return cached;
 }

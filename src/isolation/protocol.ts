@@ -99,4 +99,9 @@ export type ToSandbox =
 export type FromSandbox =
   | { type: "ready" }
   | { type: "response"; id: number; outcome: CallOutcome | DescribeOutcome }
-  | { type: "log"; line: ToolLogLine };
+  | { type: "log"; line: ToolLogLine }
+  /**
+   * The process lost an isolate's thread (see IsolateRunnerOptions.onUnrecoverable): send it nothing
+   * more. It answers what it already has, then ends itself; the pool starts a replacement at once.
+   */
+  | { type: "retiring"; reason: string };

@@ -24,6 +24,10 @@ import type {
  *  - Every request has a host-side deadline (its timeout plus a grace period). A process that misses it
  *    is killed; its calls fail with `SandboxCrashed` (the late call itself with `Timeout`), and a fresh
  *    process takes its place.
+ *  - A process that lost an isolate's thread says it is `retiring`: it gets no new requests, a
+ *    replacement starts at once, and the old one ends itself after answering what it has (its calls are
+ *    tracked per child, so its exit fails only its own stragglers).
+ *  - The operator's log sink is called inside try/catch: a throwing sink never becomes an uncaught error.
  */
 export interface SandboxPoolOptions {
   /** Number of sandbox processes. Default: 2. */
@@ -37,6 +41,8 @@ export interface SandboxPoolOptions {
 
 interface Pending {
   request: SandboxRequest;
+  /** The child the request was sent to (or will be sent to, once it is ready). */
+  child: ChildProcess | undefined;
   resolve: (outcome: CallOutcome | DescribeOutcome) => void;
   timer: NodeJS.Timeout;
   startedAt: number;
@@ -46,6 +52,8 @@ const CHILD_ENTRY = join(PROJECT_ROOT, "dist", "src", "isolation", "sandbox-proc
 const CRASH_WINDOW_MS = 10_000;
 const MAX_CRASHES_IN_WINDOW = 5;
 const RESTART_BACKOFF_MS = 1_000;
+/** A retiring child that has not ended itself by then is killed, ms. */
+const RETIRE_KILL_AFTER_MS = 5_000;
 
 class SandboxProcess {
   child: ChildProcess | undefined;
@@ -71,8 +79,15 @@ class SandboxProcess {
   }
 
   send(message: ToSandbox): void {
-    if (this.ready && this.child?.connected) this.child.send(message);
-    else this.backlog.push(message);
+    if (this.ready && this.child?.connected) {
+      if (message.type === "request") this.bind(message.id, this.child);
+      this.child.send(message);
+    } else this.backlog.push(message);
+  }
+
+  private bind(id: number, child: ChildProcess): void {
+    const pending = this.pending.get(id);
+    if (pending) pending.child = child;
   }
 
   private start(): void {
@@ -84,19 +99,22 @@ class SandboxProcess {
       serialization: "json",
     });
     this.child = child;
-    child.on("message", (message: FromSandbox) => this.onMessage(message));
+    child.on("message", (message: FromSandbox) => this.onMessage(child, message));
     child.on("exit", (code, signal) => this.onExit(child, code, signal));
     child.on("error", () => {
       // 'exit' follows and handles the failure
     });
   }
 
-  private onMessage(message: FromSandbox): void {
+  private onMessage(child: ChildProcess, message: FromSandbox): void {
     if (message.type === "ready") {
+      if (child !== this.child) return;
       this.ready = true;
       const backlog = this.backlog;
       this.backlog = [];
-      for (const queued of backlog) this.child?.send(queued);
+      for (const queued of backlog) this.send(queued);
+    } else if (message.type === "retiring") {
+      this.retire(child);
     } else if (message.type === "response") {
       const pending = this.pending.get(message.id);
       if (!pending) return;
@@ -104,17 +122,32 @@ class SandboxProcess {
       clearTimeout(pending.timer);
       pending.resolve(message.outcome);
     } else if (message.type === "log") {
-      this.pool.onLog(message.line);
+      try {
+        this.pool.onLog(message.line);
+      } catch {
+        // a broken log sink must not take the host down
+      }
     }
   }
 
-  private onExit(child: ChildProcess, code: number | null, signal: NodeJS.Signals | null): void {
+  /** Stops sending to `child` and starts its replacement; `child` ends itself once it has answered. */
+  private retire(child: ChildProcess): void {
     if (child !== this.child) return;
     this.child = undefined;
     this.ready = false;
+    const killTimer = setTimeout(() => child.kill("SIGKILL"), RETIRE_KILL_AFTER_MS);
+    child.once("exit", () => clearTimeout(killTimer));
+    if (!this.pool.closing) this.start();
+  }
+
+  private onExit(child: ChildProcess, code: number | null, signal: NodeJS.Signals | null): void {
     const reason = signal ? `signal ${signal}` : `exit code ${code}`;
-    this.failAll({ type: "SandboxCrashed", message: `the sandbox process stopped (${reason}) while the call was running`, hint: "retry the call; if it keeps failing, the tool is crashing its sandbox" });
-    this.backlog = this.backlog.filter((m) => m.type !== "request");
+    const crashed: ErrorInfo = { type: "SandboxCrashed", message: `the sandbox process stopped (${reason}) while the call was running`, hint: "retry the call; if it keeps failing, the tool is crashing its sandbox" };
+    this.failAll(crashed, child);
+    if (child !== this.child) return; // a retired child: its replacement is already running
+    this.child = undefined;
+    this.ready = false;
+    // Requests queued for the restart are kept: they were never sent to the dead process.
     if (this.pool.closing) return;
     const now = Date.now();
     this.crashes = [...this.crashes.filter((t) => now - t < CRASH_WINDOW_MS), now];
@@ -125,8 +158,10 @@ class SandboxProcess {
     }, delay);
   }
 
-  failAll(error: ErrorInfo): void {
+  /** Fails the pending requests sent to `child` (all, when no child is named). */
+  failAll(error: ErrorInfo, child?: ChildProcess): void {
     for (const [id, pending] of this.pending) {
+      if (child && pending.child !== child) continue;
       this.pending.delete(id);
       clearTimeout(pending.timer);
       pending.resolve(failureFor(pending, error));
@@ -136,12 +171,13 @@ class SandboxProcess {
   /** Kills the process because a request overran its deadline; that request fails as a timeout. */
   killForDeadline(id: number): void {
     const late = this.pending.get(id);
-    if (late) {
-      this.pending.delete(id);
-      const timeoutMs = late.request.timeoutMs;
-      late.resolve(failureFor(late, { type: "Timeout", message: `the tool did not finish within ${timeoutMs} ms and its sandbox was restarted` }));
-    }
-    this.child?.kill("SIGKILL");
+    if (!late) return;
+    this.pending.delete(id);
+    const timeoutMs = late.request.timeoutMs;
+    late.resolve(failureFor(late, { type: "Timeout", message: `the tool did not finish within ${timeoutMs} ms and its sandbox was restarted` }));
+    // Kill the process that has the request; if it was still queued for a restart, just unqueue it.
+    if (late.child) late.child.kill("SIGKILL");
+    else this.backlog = this.backlog.filter((m) => !(m.type === "request" && m.id === id));
   }
 
   async stop(): Promise<void> {
@@ -196,6 +232,11 @@ export class SandboxPool implements Executor {
     return this.processes.map((p) => p.pid);
   }
 
+  /** Process id of the sandbox process an Anima's calls go to, if it has made any. */
+  pidFor(anima: string): number | undefined {
+    return this.affinity.get(anima)?.pid;
+  }
+
   async close(): Promise<void> {
     this.closing = true;
     for (const process of this.processes) process.failAll({ type: "SandboxCrashed", message: "the host is shutting down" });
@@ -216,7 +257,7 @@ export class SandboxPool implements Executor {
     const id = this.nextId++;
     return new Promise((resolve) => {
       const timer = setTimeout(() => target.killForDeadline(id), request.timeoutMs + this.deadlineGraceMs);
-      target.pending.set(id, { request, resolve, timer, startedAt: performance.now() });
+      target.pending.set(id, { request, child: undefined, resolve, timer, startedAt: performance.now() });
       target.send({ type: "request", id, request });
     });
   }

@@ -4,35 +4,65 @@
  * the host restarts it.
  */
 import { IsolateRunner } from "./isolate-runner.js";
+import { stripHostDetails } from "./ivm-errors.js";
 import type { FromSandbox, ToSandbox } from "./protocol.js";
 
 const maxIdleIsolates = Number(process.argv[2]) || 64;
 
-function send(message: FromSandbox): void {
-  if (process.connected) process.send?.(message);
+function send(message: FromSandbox, then?: () => void): void {
+  if (process.connected) process.send?.(message, undefined, undefined, () => then?.());
+  else then?.();
 }
 
-const runner = new IsolateRunner({ maxIdleIsolates, onLog: (line) => send({ type: "log", line }) });
+let inFlight = 0;
+let retiring = false;
+
+/**
+ * Ends this process once its last answer is written. SIGKILL rather than `process.exit`: a lost
+ * isolate's thread is parked inside V8 and exit-time clean-up could wait on it forever.
+ */
+function endIfRetiredAndIdle(): void {
+  if (retiring && inFlight === 0) process.kill(process.pid, "SIGKILL");
+}
+
+const runner = new IsolateRunner({
+  maxIdleIsolates,
+  onLog: (line) => send({ type: "log", line }),
+  onUnrecoverable: (reason) => {
+    if (retiring) return;
+    retiring = true;
+    process.stderr.write(`animaworks sandbox ${process.pid}: ${reason}; retiring this process\n`);
+    send({ type: "retiring", reason }, endIfRetiredAndIdle);
+  },
+});
 
 process.on("message", (message: ToSandbox) => {
   if (message.type === "shutdown") {
+    if (retiring) return process.kill(process.pid, "SIGKILL");
     void runner.close().finally(() => process.exit(0));
     return;
   }
   if (message.type !== "request") return;
   const { id, request } = message;
+  inFlight++;
   const work = request.op === "describe" ? runner.describe(request) : runner.call(request);
-  work.then(
-    (outcome) => send({ type: "response", id, outcome }),
-    (error: unknown) =>
-      send({
-        type: "response",
-        id,
-        outcome: { ok: false, error: { type: "ExecutionError", message: `sandbox failure: ${error instanceof Error ? error.message : String(error)}` }, durationMs: 0 },
+  work
+    .then(
+      (outcome) => outcome,
+      (error: unknown) => ({
+        ok: false as const,
+        error: { type: "ExecutionError" as const, message: `sandbox failure: ${stripHostDetails(error instanceof Error ? error.message : String(error))}` },
+        durationMs: 0,
       }),
-  );
+    )
+    .then((outcome) =>
+      send({ type: "response", id, outcome }, () => {
+        inFlight--;
+        endIfRetiredAndIdle();
+      }),
+    );
 });
 
 // The host going away (IPC closed) ends this process: no orphaned sandboxes.
-process.on("disconnect", () => process.exit(0));
+process.on("disconnect", () => (retiring ? process.kill(process.pid, "SIGKILL") : process.exit(0)));
 send({ type: "ready" });

@@ -1,0 +1,135 @@
+/*
+ * Memory outside the V8 heap. Runs inside the isolate as part of the prelude: the host concatenates this
+ * file and prelude.ts into one function scope (src/isolation/prelude-source.ts), so nothing declared
+ * here becomes a global the tool could see.
+ *
+ * isolated-vm limits the V8 heap and the ArrayBuffers its allocator hands out. Three things escape it:
+ *  - Resizable ArrayBuffers (`maxByteLength`) take their memory from V8's page allocator: 1 GiB from a
+ *    32 MB isolate. ArrayBuffer therefore never receives that option.
+ *  - Intl objects hold ICU memory isolated-vm does not count (~30 KB per DateTimeFormat, thousands per
+ *    second). They are budgeted per isolate; an isolate that used its budget is retired after the call.
+ *  - A tool that catches "Array buffer allocation failed" and retries makes every retry run full GCs,
+ *    during which isolated-vm's timeout cannot interrupt it (the isolate's thread is then lost). The
+ *    first failure stops the call as MemoryLimit instead, and later buffer allocations fail at once.
+ *    A buffer the engine allocates without calling a constructor (e.g. `slice` on a typed array whose
+ *    `constructor` was deleted) is not seen here: the host's deadline and, in process mode, the
+ *    process boundary are the backstop for that.
+ */
+
+interface MemoryGuards {
+  /** A buffer allocation failed for lack of memory during this isolate's life. */
+  exceeded(): boolean;
+  /** This isolate has used a budget and must not serve another call. */
+  retire(): boolean;
+}
+
+const MAX_INTL_OBJECTS = 500;
+const ALLOCATION_FAILED = "Array buffer allocation failed";
+const TYPED_ARRAYS = [
+  "Int8Array", "Uint8Array", "Uint8ClampedArray", "Int16Array", "Uint16Array", "Int32Array", "Uint32Array",
+  "Float32Array", "Float64Array", "BigInt64Array", "BigUint64Array",
+];
+const INTL_CONSTRUCTORS = [
+  "Collator", "DateTimeFormat", "DisplayNames", "DurationFormat", "ListFormat", "Locale", "NumberFormat",
+  "PluralRules", "RelativeTimeFormat", "Segmenter",
+];
+
+function installMemoryGuards(
+  global: Record<string, unknown>,
+  isInstance: (value: unknown, ctor: unknown) => boolean,
+  onExceeded: () => void,
+): MemoryGuards {
+  // Captured before any tool code runs (see prelude.ts).
+  const reflectApply = Reflect.apply;
+  const reflectConstruct = Reflect.construct;
+  const reflectOwnKeys = Reflect.ownKeys;
+  const defineProperty = Object.defineProperty;
+  const getOwnPropertyDescriptor = Object.getOwnPropertyDescriptor;
+  const getPrototypeOf = Object.getPrototypeOf;
+  const setPrototypeOf = Object.setPrototypeOf;
+  const rangeErrorCtor = RangeError;
+
+  let memoryExceeded = false;
+  let retireAfterCall = false;
+  let intlObjects = 0;
+
+  function bufferGuard(args: unknown[]): unknown[] {
+    if (memoryExceeded) throw new rangeErrorCtor(ALLOCATION_FAILED);
+    return args;
+  }
+  function intlGuard(args: unknown[]): unknown[] {
+    if (++intlObjects >= MAX_INTL_OBJECTS) retireAfterCall = true;
+    if (intlObjects > MAX_INTL_OBJECTS) {
+      throw new rangeErrorCtor(`too many Intl objects in this sandbox (limit ${MAX_INTL_OBJECTS}); create formatters once and reuse them`);
+    }
+    return args;
+  }
+  function noteAllocationFailure(error: unknown): void {
+    if (memoryExceeded || !isInstance(error, rangeErrorCtor)) return;
+    if (getOwnPropertyDescriptor(error as object, "message")?.value !== ALLOCATION_FAILED) return;
+    memoryExceeded = true;
+    retireAfterCall = true;
+    onExceeded();
+  }
+
+  /**
+   * Replaces `owner[name]` by a constructor that runs `guard` on the arguments first, and makes it the
+   * `constructor` of the prototype, so that `instance.constructor` does not lead back to the original.
+   * `instanceof`, subclassing, statics and species keep working.
+   */
+  function guardConstructor(owner: Record<string, unknown>, name: string, guard: (args: unknown[]) => unknown[]): void {
+    const native = owner[name] as (new (...args: unknown[]) => unknown) | undefined;
+    if (typeof native !== "function") return;
+    const wrapper = function (this: unknown, ...args: unknown[]): unknown {
+      const checked = guard(args);
+      try {
+        // Intl constructors may be called without `new`; buffers and typed arrays then throw as usual.
+        return new.target === undefined ? reflectApply(native, this, checked) : reflectConstruct(native, checked, new.target);
+      } catch (error) {
+        noteAllocationFailure(error);
+        throw error;
+      }
+    };
+    for (const key of reflectOwnKeys(native)) {
+      if (key !== "prototype") defineProperty(wrapper, key, getOwnPropertyDescriptor(native, key)!);
+    }
+    defineProperty(wrapper, "prototype", { value: native.prototype, writable: false, enumerable: false, configurable: false });
+    setPrototypeOf(wrapper, getPrototypeOf(native));
+    defineProperty(native.prototype, "constructor", { value: wrapper, writable: true, enumerable: false, configurable: true });
+    defineProperty(owner, name, { value: wrapper, writable: true, enumerable: false, configurable: true });
+  }
+
+  guardConstructor(global, "ArrayBuffer", (args) => {
+    const options = args[1];
+    if (typeof options === "object" && options !== null && (options as { maxByteLength?: unknown }).maxByteLength !== undefined) {
+      throw new rangeErrorCtor("resizable ArrayBuffers are not available in the sandbox");
+    }
+    return bufferGuard([args[0]]);
+  });
+  const arrayBufferProto = (global["ArrayBuffer"] as { prototype: Record<string, unknown> }).prototype;
+  delete arrayBufferProto["resize"];
+  for (const name of TYPED_ARRAYS) guardConstructor(global, name, bufferGuard);
+
+  const intl = global["Intl"] as Record<string, unknown> | undefined;
+  if (intl) {
+    for (const name of INTL_CONSTRUCTORS) guardConstructor(intl, name, intlGuard);
+    // Each Segments object holds its own ICU break iterator: it counts like a constructor call.
+    const segmenterProto = (intl["Segmenter"] as { prototype?: Record<string, unknown> } | undefined)?.prototype;
+    const segment = segmenterProto?.["segment"];
+    if (segmenterProto && typeof segment === "function") {
+      defineProperty(segmenterProto, "segment", {
+        value: function segment_(this: unknown, ...args: unknown[]): unknown {
+          return reflectApply(segment as (...a: unknown[]) => unknown, this, intlGuard(args));
+        },
+        writable: true,
+        enumerable: false,
+        configurable: true,
+      });
+    }
+  }
+
+  return {
+    exceeded: () => memoryExceeded,
+    retire: () => retireAfterCall,
+  };
+}

@@ -1,0 +1,96 @@
+/**
+ * The host's side of a deadline. isolated-vm's own `timeout` stops ordinary busy code, but some work
+ * cannot be interrupted (an isolate retrying failed buffer allocations spends its time in full GCs and
+ * never services the interrupt; an isolate that hit V8's out-of-memory handler is parked forever), and
+ * then the promise isolated-vm returned never settles. A `CallGuard` makes sure a call always ends:
+ *
+ *  - at the deadline (or when the prelude or a catastrophe asks) it `halt`s: records why, disposes the
+ *    isolate, and gives isolated-vm `STOP_GRACE_MS` to return;
+ *  - past that grace it abandons the call: `unlessAbandoned` rejects with `Abandoned`, and whatever the
+ *    isolate returns later is only cleaned up.
+ *
+ * An abandoned isolate's thread may be lost for good; isolated-vm reports that through its
+ * catastrophic-error callback, which the runner turns into `onUnrecoverable`.
+ */
+export type StopReason = "Timeout" | "MemoryLimit";
+
+/** Time isolated-vm gets to return after the host disposed an isolate, in ms. */
+export const STOP_GRACE_MS = 300;
+
+/** Anything `halt` can dispose: a pooled isolate, or one still being set up. */
+export interface Disposable {
+  disposeByHost(): void;
+}
+
+export class Abandoned extends Error {
+  constructor() {
+    super("the isolate did not return after it was stopped");
+  }
+}
+
+export class CallGuard {
+  stopReason: StopReason | undefined;
+  /** The isolate serving this call, once there is one. */
+  target: Disposable | undefined;
+  readonly abandoned: Promise<void>;
+  private abandonNow!: () => void;
+  private readonly deadlineTimer: NodeJS.Timeout;
+  private graceTimer: NodeJS.Timeout | undefined;
+
+  constructor(timeoutMs: number) {
+    this.abandoned = new Promise<void>((resolve) => {
+      this.abandonNow = resolve;
+    });
+    this.deadlineTimer = setTimeout(() => this.halt("Timeout"), timeoutMs);
+  }
+
+  /** Stops the call as `reason` (the first reason wins). */
+  halt(reason: StopReason): void {
+    this.stopReason ??= reason;
+    this.target?.disposeByHost();
+    this.graceTimer ??= setTimeout(() => this.abandonNow(), STOP_GRACE_MS);
+  }
+
+  /** The isolate is known to be lost (isolated-vm said so): end the call now. */
+  abandon(reason: StopReason): void {
+    this.stopReason ??= reason;
+    this.target?.disposeByHost();
+    this.abandonNow();
+  }
+
+  finish(): void {
+    clearTimeout(this.deadlineTimer);
+    if (this.graceTimer) clearTimeout(this.graceTimer);
+  }
+}
+
+/**
+ * `work`, unless the guard abandons the call first; then rejects with `Abandoned`, and `late` receives
+ * the value if `work` ever fulfils (so that a late isolate can still be released).
+ */
+export function unlessAbandoned<T>(work: Promise<T>, guard: CallGuard, late?: (value: T) => void): Promise<T> {
+  return new Promise<T>((resolve, reject) => {
+    let settled = false;
+    work.then(
+      (value) => {
+        if (settled) late?.(value);
+        else {
+          settled = true;
+          resolve(value);
+        }
+      },
+      (error: unknown) => {
+        if (!settled) {
+          settled = true;
+          reject(error);
+        }
+      },
+    );
+    void guard.abandoned.then(() => {
+      if (!settled) {
+        settled = true;
+        reject(new Abandoned());
+      }
+    });
+  });
+}

@@ -1,0 +1,69 @@
+import type { ErrorInfo } from "../errors.js";
+import { ivmErrorInfo, stripStackFrames } from "./ivm-errors.js";
+import type { DescribeOutcome, ResultValue } from "./protocol.js";
+
+/**
+ * Parsing of the prelude's envelopes (sandbox/prelude.ts). The text comes from the isolate and is
+ * untrusted: every field is checked, and nothing in it can claim more than the tool could do anyway.
+ */
+
+export type ParsedCall = ({ ok: true; value: ResultValue } | { ok: false; error: ErrorInfo }) & {
+  /** The prelude asks for its isolate not to serve another call (a budget was used up). */
+  recycle: boolean;
+};
+
+/**
+ * JSON escaping can make a string up to 6 times longer (`\u0001`), and the prelude has already cut the
+ * text to `maxResultBytes` characters, so a well-formed envelope is never longer than this.
+ */
+function maxEnvelopeChars(maxResultBytes: number): number {
+  return maxResultBytes * 6 + 4096;
+}
+
+export function parseCallEnvelope(text: unknown, limits: { maxResultBytes: number; timeoutMs: number; memoryLimitMb: number }): ParsedCall {
+  const bad: ParsedCall = { ok: false, error: { type: "ExecutionError", message: "the tool's result could not be read" }, recycle: true };
+  if (typeof text !== "string" || text.length > maxEnvelopeChars(limits.maxResultBytes)) return bad;
+  let envelope: unknown;
+  try {
+    envelope = JSON.parse(text);
+  } catch {
+    return bad;
+  }
+  if (typeof envelope !== "object" || envelope === null) return bad;
+  const e = envelope as Record<string, unknown>;
+  const recycle = e["recycle"] === true;
+  if (e["ok"] === false) {
+    if (e["errorType"] === "MemoryLimit") return { ok: false, error: ivmErrorInfo(undefined, limits, "MemoryLimit"), recycle: true };
+    const type = e["errorType"] === "ToolConfigError" ? "ToolConfigError" : "ExecutionError";
+    const message = typeof e["message"] === "string" ? stripStackFrames(e["message"]) : "the tool failed";
+    return { ok: false, error: { type, message: message || "the tool failed without a message" }, recycle };
+  }
+  if (e["ok"] !== true) return bad;
+  if (e["kind"] === "none") return { ok: true, value: { kind: "none" }, recycle };
+  if ((e["kind"] === "text" || e["kind"] === "json") && typeof e["text"] === "string") {
+    const bytes = typeof e["bytes"] === "number" && Number.isFinite(e["bytes"]) ? e["bytes"] : Buffer.byteLength(e["text"]);
+    return { ok: true, value: { kind: e["kind"], text: e["text"], bytes, truncated: e["truncated"] === true }, recycle };
+  }
+  return bad;
+}
+
+export function parseDescribeEnvelope(text: unknown): DescribeOutcome {
+  const bad: DescribeOutcome = { ok: false, error: { type: "LoadError", message: "the tool's description could not be read" } };
+  if (typeof text !== "string") return bad;
+  let envelope: unknown;
+  try {
+    envelope = JSON.parse(text);
+  } catch {
+    return bad;
+  }
+  if (typeof envelope !== "object" || envelope === null) return bad;
+  const e = envelope as Record<string, unknown>;
+  if (e["ok"] === false) {
+    return { ok: false, error: { type: "LoadError", message: typeof e["message"] === "string" ? stripStackFrames(e["message"]) : "loading failed" } };
+  }
+  const exportsInfo = e["exports"];
+  if (e["ok"] !== true || typeof exportsInfo !== "object" || exportsInfo === null) return bad;
+  const exports: Record<string, string> = {};
+  for (const [name, type] of Object.entries(exportsInfo)) if (typeof type === "string") exports[name] = type;
+  return { ok: true, module: { exports, schemas: e["schemas"] ?? null, profile: e["profile"] ?? null } };
+}

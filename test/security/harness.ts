@@ -1,0 +1,181 @@
+import { readFileSync } from "node:fs";
+import { dirname, join } from "node:path";
+import { fileURLToPath } from "node:url";
+import { expect } from "vitest";
+import type { LogRecord } from "../../src/config.js";
+import { type CallResult, type ToolHost, createHost } from "../../src/host.js";
+import { type TempDataDir, makeDataDir, waitFor } from "../helpers/data-dir.js";
+
+/**
+ * Shared set-up for the security suite: a host over a throwaway data dir, the hostile fixtures
+ * (test/fixtures/hostile/<attack>.ts, installed as personal tools named after the attack), a benign
+ * `counter` control tool, and the assertions every attack test makes.
+ */
+
+export const HOSTILE_DIR = join(dirname(fileURLToPath(import.meta.url)), "..", "fixtures", "hostile");
+const PROJECT_ROOT = join(dirname(fileURLToPath(import.meta.url)), "..", "..");
+
+export type IsolationMode = "process" | "in-process";
+export const MODES: IsolationMode[] = ["process", "in-process"];
+
+/**
+ * The control tool. Its module-level counter shows whether an isolate was reused (it increments) or is
+ * fresh (it restarts at 1). `counter_hang` lets a test time out this very isolate.
+ */
+export const COUNTER_TOOL = `
+import { sleep } from "@animaworks/tool";
+let calls = 0;
+export function get_tool_schemas() {
+  return [
+    { name: "counter_count", description: "count calls in this isolate", input_schema: { type: "object", properties: {} } },
+    { name: "counter_hang", description: "spin forever", input_schema: { type: "object", properties: {} } },
+    { name: "counter_bloat", description: "allocate until stopped", input_schema: { type: "object", properties: {} } },
+    { name: "counter_slow", description: "count after 300 ms", input_schema: { type: "object", properties: {} } },
+  ];
+}
+export async function dispatch(name: string) {
+  calls++;
+  if (name === "counter_count") return { calls };
+  if (name === "counter_slow") {
+    await sleep(300);
+    return { calls };
+  }
+  if (name === "counter_hang") for (;;) {}
+  const hoard: unknown[] = [];
+  for (;;) hoard.push(new Array(100_000).fill(calls));
+}
+`;
+
+export interface Harness {
+  host: ToolHost;
+  data: TempDataDir;
+  logs: LogRecord[];
+  /** Installs hostile fixture `attack` as a personal tool of `anima`. */
+  install(anima: string, attack: string): void;
+  call(anima: string, schema: string, args?: Record<string, unknown>): Promise<CallResult>;
+  close(): Promise<void>;
+}
+
+export interface HarnessOptions {
+  mode: IsolationMode;
+  timeoutMs?: number;
+  memoryLimitMb?: number;
+  loadTimeoutMs?: number;
+  sandboxProcesses?: number;
+  maxLogLinesPerCall?: number;
+  maxLogLineChars?: number;
+  /** Animas to create, each with the counter tool; hostile fixtures are added with `install`. */
+  animas?: string[];
+  onLog?: (record: LogRecord) => void;
+}
+
+export function startHost(options: HarnessOptions): Harness {
+  const data = makeDataDir();
+  for (const anima of options.animas ?? ["mallory", "bob"]) {
+    data.anima(anima);
+    data.write(`animas/${anima}/tools/counter.ts`, COUNTER_TOOL);
+  }
+  const logs: LogRecord[] = [];
+  const host = createHost({
+    dataDir: data.dir,
+    coreToolsDir: join(data.dir, "no-core-tools"),
+    isolation: options.mode,
+    timeoutMs: options.timeoutMs ?? 500,
+    memoryLimitMb: options.memoryLimitMb ?? 32,
+    loadTimeoutMs: options.loadTimeoutMs ?? 1_000,
+    sandboxProcesses: options.sandboxProcesses ?? 2,
+    maxLogLinesPerCall: options.maxLogLinesPerCall ?? 50,
+    maxLogLineChars: options.maxLogLineChars ?? 200,
+    onLog: (record) => {
+      logs.push(record);
+      options.onLog?.(record);
+    },
+  });
+  return {
+    host,
+    data,
+    logs,
+    install(anima, attack) {
+      data.write(`animas/${anima}/tools/${attack}.ts`, readFileSync(join(HOSTILE_DIR, `${attack}.ts`), "utf8"));
+    },
+    call: (anima, schema, args = {}) => host.call(anima, schema, args),
+    async close() {
+      await host.close();
+      data.cleanup();
+    },
+  };
+}
+
+/** Strings that must never reach a tool's caller: host paths, Node internals, host stack frames. */
+export function assertNoLeak(result: CallResult, data?: TempDataDir): void {
+  const text = JSON.stringify(result);
+  const forbidden: Array<string | RegExp> = [
+    PROJECT_ROOT,
+    "/work/",
+    "node:internal",
+    "node_modules",
+    "isolated-vm",
+    "dist/src",
+    /\bat .*\.(?:js|ts|mjs):\d+/,
+    /\[object process\]/,
+    /process\.(?:env|versions|binding)/,
+  ];
+  if (data) forbidden.push(data.dir);
+  for (const needle of forbidden) {
+    if (typeof needle === "string") expect(text, `leaked ${needle}`).not.toContain(needle);
+    else expect(text, `leaked ${needle}`).not.toMatch(needle);
+  }
+}
+
+export function expectError(result: CallResult, type: string, message?: RegExp): void {
+  expect({ status: result.status, error_type: result.status === "error" ? result.error_type : undefined }, JSON.stringify(result)).toEqual({
+    status: "error",
+    error_type: type,
+  });
+  if (message && result.status === "error") expect(result.message).toMatch(message);
+}
+
+export function expectOk(result: CallResult): string {
+  expect(result.status, JSON.stringify(result)).toBe("ok");
+  return result.status === "ok" ? result.output : "";
+}
+
+/** The host still serves `anima`: a normal call right now succeeds. Returns the counter value. */
+export async function expectHealthy(h: Harness, anima: string): Promise<number> {
+  const output = expectOk(await h.call(anima, "counter_count"));
+  return (JSON.parse(output) as { calls: number }).calls;
+}
+
+/**
+ * Runs `attack` (by Anima `victim.attacker`) and, once it is under way (its tool logged `waitForLog`, or
+ * right after it was sent when it does not log), makes `victim.calls` calls as Anima `victim.anima`. Each must finish under `boundMs`, and the attack
+ * must still be running when the last one finishes, so the test proves they overlapped.
+ */
+export async function expectTenantUnaffected(
+  h: Harness,
+  attack: () => Promise<CallResult>,
+  victim: { anima: string; attacker: string; boundMs?: number; calls?: number; waitForLog?: string },
+): Promise<CallResult> {
+  const boundMs = victim.boundMs ?? 200;
+  // Warm the victim: bundle, describe and a pooled isolate exist before the attack starts.
+  await expectHealthy(h, victim.anima);
+  let settled = false;
+  const logsBefore = h.logs.length;
+  const attackRun = attack().finally(() => {
+    settled = true;
+  });
+  if (victim.waitForLog) {
+    const marker = victim.waitForLog;
+    await waitFor(() => h.logs.slice(logsBefore).some((r) => r.anima === victim.attacker && r.message.includes(marker)), 5_000, 2);
+  }
+  const durations: number[] = [];
+  for (let i = 0; i < (victim.calls ?? 3); i++) {
+    const started = performance.now();
+    const result = await h.call(victim.anima, "counter_count");
+    durations.push(performance.now() - started);
+    expectOk(result);
+  }
+  expect(settled, "the attack ended before the victim's calls were measured; the test proved nothing").toBe(false);
+  for (const ms of durations) expect(ms, `victim call took ${durations.map((d) => d.toFixed(0)).join(", ")} ms`).toBeLessThan(boundMs);
+  return attackRun;
+}

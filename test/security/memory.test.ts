@@ -1,0 +1,150 @@
+import { afterAll, beforeAll, describe, expect, it } from "vitest";
+import {
+  type Harness,
+  MODES,
+  assertNoLeak,
+  expectError,
+  expectHealthy,
+  expectOk,
+  expectTenantUnaffected,
+  startHost,
+} from "./harness.js";
+
+/**
+ * design.md §9: a tool cannot exhaust host memory. Heap and ArrayBuffer bombs end as `MemoryLimit`
+ * (never a crashed host, never an error the tool can swallow and keep allocating after), the host keeps
+ * serving, and another Anima's calls made while a bomb grows stay fast. Huge results are cut, never
+ * rejected or copied whole.
+ */
+const MEMORY_LIMIT_MB = 32;
+/** Long enough that every bomb meets the memory limit first. */
+const TIMEOUT_MS = 4_000;
+
+const BOMBS: Array<[string, string]> = [
+  ["heap_bomb", "heap_bomb_objects"],
+  ["heap_bomb", "heap_bomb_strings"],
+  ["heap_bomb", "heap_bomb_map"],
+  ["array_buffer_bomb", "array_buffer_bomb_huge"],
+  ["array_buffer_bomb", "array_buffer_bomb_many"],
+  ["array_buffer_bomb", "array_buffer_bomb_caught"],
+];
+
+/** Bombs that grow slowly (yielding between steps), so another tenant's calls can be measured meanwhile. */
+const SLOW_BOMBS: Array<[string, string]> = [
+  ["heap_bomb", "heap_bomb_slow"],
+  ["array_buffer_bomb", "array_buffer_bomb_slow"],
+];
+
+for (const mode of MODES) {
+  describe(`memory (${mode})`, () => {
+    let h: Harness;
+    beforeAll(() => {
+      h = startHost({ mode, timeoutMs: TIMEOUT_MS, memoryLimitMb: MEMORY_LIMIT_MB, loadTimeoutMs: 2_000 });
+      for (const fixture of ["heap_bomb", "array_buffer_bomb", "string_bomb_result", "top_level_heap_bomb", "deep_recursion", "returns_cycle", "intl_hoard", "guarded_builtins_behave"]) {
+        h.install("mallory", fixture);
+      }
+    });
+    afterAll(() => h.close());
+
+    it.each(BOMBS)("%s: %s ends as MemoryLimit", async (_fixture, schema) => {
+      const result = await h.call("mallory", schema);
+      expectError(result, "MemoryLimit", new RegExp(`memory limit of ${MEMORY_LIMIT_MB} MB`));
+      assertNoLeak(result, h.data);
+      await expectHealthy(h, "mallory");
+      await expectHealthy(h, "bob");
+    });
+
+    it.each(SLOW_BOMBS)("%s: %s ends as MemoryLimit; other tenants unaffected meanwhile", async (_fixture, schema) => {
+      const result = await expectTenantUnaffected(h, () => h.call("mallory", schema), {
+        anima: "bob",
+        attacker: "mallory",
+        waitForLog: "started",
+        calls: 5,
+      });
+      expectError(result, "MemoryLimit");
+      assertNoLeak(result, h.data);
+      await expectHealthy(h, "mallory");
+    });
+
+    it("top_level_heap_bomb: a tool that exhausts memory while loading fails as LoadError", async () => {
+      const result = await h.call("mallory", "top_level_heap_bomb_run");
+      expectError(result, "LoadError", /memory limit/);
+      assertNoLeak(result, h.data);
+      await expectHealthy(h, "mallory");
+    });
+
+    it("deep_recursion: stack overflow is an ExecutionError; a serialiser driven deeper and deeper hits the memory limit", async () => {
+      const overflow = await h.call("mallory", "deep_recursion_call");
+      expectError(overflow, "ExecutionError", /^RangeError: Maximum call stack size exceeded$/);
+      assertNoLeak(overflow, h.data);
+      // JSON of ever deeper (indented) nesting grows quadratically: the isolate's memory limit ends it.
+      for (const schema of ["deep_recursion_to_json", "returns_cycle_deep"]) {
+        const result = await h.call("mallory", schema);
+        expectError(result, "MemoryLimit");
+        assertNoLeak(result, h.data);
+      }
+      await expectHealthy(h, "mallory");
+    });
+
+    it.each(["intl_hoard_run", "intl_hoard_segments"])("%s: Intl objects (memory outside the heap limit) are budgeted per isolate", async (schema) => {
+      const result = await h.call("mallory", schema);
+      expectError(result, "ExecutionError", /too many Intl objects in this sandbox \(limit 500\)/);
+      assertNoLeak(result, h.data);
+      // The isolate that used its budget is retired: the tool's module state starts afresh.
+      expect(JSON.parse(expectOk(await h.call("mallory", "intl_hoard_some")))).toEqual({ calls: 1, held: 100 });
+    });
+
+    it("intl_hoard: hoarding across calls retires the isolate instead of failing forever", async () => {
+      let previous = 0;
+      let restarts = 0;
+      for (let i = 0; i < 12; i++) {
+        const { calls } = JSON.parse(expectOk(await h.call("mallory", "intl_hoard_some"))) as { calls: number };
+        if (calls <= previous) restarts++;
+        previous = calls;
+      }
+      expect(restarts).toBeGreaterThanOrEqual(2); // 100 per call, 500 per isolate
+    });
+
+    it("guarded built-ins still behave like standard JavaScript", async () => {
+      expect(JSON.parse(expectOk(await h.call("mallory", "guarded_builtins_behave_run")))).toEqual({
+        bytes: [1, 2, 3],
+        fromIterable: [8, 10],
+        instanceOf: true,
+        constructorIs: true,
+        sliced: 4,
+        isView: true,
+        names: ["Uint8Array", "ArrayBuffer", 3, 8],
+        subclass: [10, true, 20],
+        bigints: ["1", "2"],
+        dataView: 4,
+        number: "1,234.5",
+        legacyCall: "1",
+        date: "1/1/1970",
+        supported: ["en-US"],
+        segments: ["hi", " ", "there"],
+        localeString: "1,234.5",
+      });
+    });
+
+    describe("huge results are cut inside the sandbox, with the original size reported", () => {
+      // maxOutputBytes is 50,000 (design.md §3); the transfer cap is 1 MiB.
+      it.each([
+        ["string_bomb_result_big_text", 5_000_000, "x"],
+        ["string_bomb_result_escaped", 3_000_000, "\u0001"],
+        ["string_bomb_result_big_json", undefined, "["],
+        ["string_bomb_result_wide", 8_000_000, "\u{1F600}"],
+      ])("%s", async (schema, originalBytes, startsWith) => {
+        const result = await h.call("mallory", schema as string);
+        const output = expectOk(result);
+        if (result.status !== "ok") return;
+        expect(result.truncated).toBe(true);
+        if (originalBytes !== undefined) expect(result.originalBytes).toBe(originalBytes);
+        else expect(result.originalBytes).toBeGreaterThan(4_000_000);
+        expect(output.startsWith(startsWith as string)).toBe(true);
+        expect(output).toMatch(/\[Output truncated because it exceeded 50KB\. Original size: \d+ bytes\]$/);
+        expect(Buffer.byteLength(output)).toBeLessThan(50_000 + 200);
+        expect(output).not.toContain("\uFFFD"); // never cut inside a character
+      });
+    });
+  });
+}

@@ -1,0 +1,111 @@
+import { afterEach, describe, expect, it } from "vitest";
+import type { CallResult } from "../../src/host.js";
+import { sandboxPidFor, sandboxPids } from "../../src/isolation/executor.js";
+import { waitFor } from "../helpers/data-dir.js";
+import { type Harness, assertNoLeak, expectError, expectHealthy, expectOk, startHost } from "./harness.js";
+
+/**
+ * design.md §9: a tool cannot crash the host. Sandbox processes are supervised: when one dies (killed,
+ * a native crash, a V8 fatal error) the calls in flight there fail with `SandboxCrashed`, a fresh
+ * process takes over, and the next call succeeds. Calls of Animas served by another process never
+ * notice. A process that lost an isolate's thread for good retires itself and is replaced.
+ */
+
+/** Starts a call whose tool logs "started" once running, and waits until it does. */
+async function startAttack(h: Harness, anima: string, schema: string): Promise<{ result: Promise<CallResult>; settled: () => boolean }> {
+  const before = h.logs.length;
+  let settled = false;
+  const result = h.call(anima, schema).finally(() => {
+    settled = true;
+  });
+  await waitFor(() => settled || h.logs.slice(before).some((r) => r.anima === anima && r.message === "started"), 10_000, 2);
+  expect(settled, "the attack ended before it could be interrupted").toBe(false);
+  return { result, settled: () => settled };
+}
+
+describe("supervision (process isolation)", () => {
+  let h: Harness | undefined;
+  afterEach(async () => {
+    await h?.close();
+    h = undefined;
+  });
+
+  it.each(["SIGKILL", "SIGSEGV"] as const)("a sandbox killed by %s fails its call in flight with SandboxCrashed; the next call succeeds", async (signal) => {
+    h = startHost({ mode: "process", sandboxProcesses: 1, timeoutMs: 10_000 });
+    h.install("mallory", "never_settles");
+    await expectHealthy(h, "mallory");
+    const [pid] = sandboxPids(h.host.config);
+    expect(pid).toBeTypeOf("number");
+    const attack = await startAttack(h, "mallory", "never_settles_run");
+    const killedAt = performance.now();
+    process.kill(pid!, signal);
+    const result = await attack.result;
+    expectError(result, "SandboxCrashed", new RegExp(`signal ${signal}`));
+    expect(performance.now() - killedAt).toBeLessThan(2_000); // not the call's 10 s timeout
+    assertNoLeak(result, h.data);
+    expect(await expectHealthy(h, "mallory")).toBe(1); // a fresh process, so a fresh isolate
+    expect(sandboxPids(h.host.config)).not.toContain(pid);
+  });
+
+  it("killing one Anima's sandbox does not disturb another Anima's call in flight on another sandbox", async () => {
+    h = startHost({ mode: "process", sandboxProcesses: 2, timeoutMs: 10_000 });
+    h.install("mallory", "never_settles");
+    const attack = await startAttack(h, "mallory", "never_settles_run");
+    await expectHealthy(h, "bob"); // placed while mallory's process is busy: the other process
+    const malloryPid = sandboxPidFor(h.host.config, "mallory");
+    const bobPid = sandboxPidFor(h.host.config, "bob");
+    expect(malloryPid).toBeTypeOf("number");
+    expect(bobPid).toBeTypeOf("number");
+    expect(bobPid).not.toBe(malloryPid);
+    const bobSlow = h.call("bob", "counter_slow"); // 300 ms, spanning the kill
+    process.kill(malloryPid!, "SIGKILL");
+    expectError(await attack.result, "SandboxCrashed");
+    const bobResult = await bobSlow;
+    expect(JSON.parse(expectOk(bobResult))).toEqual({ calls: 2 }); // same warm isolate, undisturbed
+    expect(await expectHealthy(h, "mallory")).toBe(1);
+  });
+
+  it("a V8 fatal error inside a tool (string_bomb_result) crashes only its sandbox", async () => {
+    h = startHost({ mode: "process", sandboxProcesses: 1, timeoutMs: 5_000, memoryLimitMb: 64 });
+    h.install("mallory", "string_bomb_result");
+    await expectHealthy(h, "bob");
+    const result = await h.call("mallory", "string_bomb_result_too_big");
+    // V8 aborts the process on this allocation ("invalid size", crbug.com/1201626): nothing inside the
+    // process can catch it, which is why untrusted tools run in sandbox processes.
+    expectError(result, "SandboxCrashed");
+    assertNoLeak(result, h.data);
+    await expectHealthy(h, "mallory");
+    expect(await expectHealthy(h, "bob")).toBe(1); // bob's isolate died with the process
+  });
+
+  it("uncatchable_allocation: an isolate isolated-vm cannot stop ends at the deadline; its process retires and is replaced", async () => {
+    h = startHost({ mode: "process", sandboxProcesses: 1, timeoutMs: 1_000, memoryLimitMb: 32 });
+    h.install("mallory", "uncatchable_allocation");
+    await expectHealthy(h, "bob");
+    const [pid] = sandboxPids(h.host.config);
+    const result = await h.call("mallory", "uncatchable_allocation_run");
+    expectError(result, "Timeout");
+    expect(result.durationMs).toBeLessThan(1_000 + 700);
+    // The lost thread is reported by isolated-vm about 5 s later; the process then retires.
+    await waitFor(() => !sandboxPids(h!.host.config).includes(pid!), 15_000, 20);
+    expect(await expectHealthy(h, "bob")).toBe(1);
+    expect(await expectHealthy(h, "mallory")).toBe(1);
+  });
+});
+
+describe("supervision (in-process isolation)", () => {
+  it("uncatchable_allocation: the call still ends at its deadline and the loss is reported", async () => {
+    const h = startHost({ mode: "in-process", timeoutMs: 1_000, memoryLimitMb: 32 });
+    try {
+      h.install("mallory", "uncatchable_allocation");
+      const result = await h.call("mallory", "uncatchable_allocation_run");
+      expectError(result, "Timeout");
+      expect(result.durationMs).toBeLessThan(1_000 + 700);
+      await expectHealthy(h, "mallory");
+      await expectHealthy(h, "bob");
+      await waitFor(() => h.logs.some((r) => r.level === "error" && /an isolate was lost/.test(r.message)), 15_000, 20);
+    } finally {
+      await h.close();
+    }
+  });
+});
