@@ -1,0 +1,242 @@
+import { randomBytes } from "node:crypto";
+import { constants } from "node:fs";
+import { lstat, mkdir, open, readdir, rename, rm, unlink } from "node:fs/promises";
+import { join, sep } from "node:path";
+import { ToolHostError } from "../errors.js";
+import { type ConfinedPath, DEFAULT_PATH_LIMITS, type PathLimits, PathConfinement, fsError, violation } from "./paths.js";
+import { QuotaTracker } from "./quota.js";
+
+/**
+ * The `fs` capability: file operations confined to the calling Anima's directory (path rules in
+ * paths.ts). Every argument arrives as untrusted plain data and is checked here.
+ *
+ * The host's own files inside the Anima's directory are write-protected: permissions, the host's state,
+ * the Anima's tool sources (tools must not rewrite tools; that is the lifecycle's job) and AnimaWorks'
+ * protected identity files. No operation creates links.
+ */
+export interface FsLimits extends PathLimits {
+  /** Largest file `readFile` returns, in bytes (checked on bytes actually read). Default: 10 MiB. */
+  maxReadBytes: number;
+  /** Largest single write, in bytes. Default: 10 MiB. */
+  maxWriteBytes: number;
+  /** Disk space the Anima's directory may use, in bytes. Default: 1 GiB. */
+  quotaBytes: number;
+  /** Files and folders the Anima's directory may hold. Default: 100,000. */
+  maxFiles: number;
+}
+
+export const DEFAULT_FS_LIMITS: FsLimits = {
+  ...DEFAULT_PATH_LIMITS,
+  maxReadBytes: 10 * 1024 * 1024,
+  maxWriteBytes: 10 * 1024 * 1024,
+  quotaBytes: 1024 * 1024 * 1024,
+  maxFiles: 100_000,
+};
+
+/** First path segments (relative to the Anima's directory) that tools may read but never change. */
+const PROTECTED_ENTRIES = new Set([
+  "permissions.json", "permissions.md", "permissions.md.bak", "state", "tools", "identity.md", "bootstrap.md", "status.json", "activity_log",
+]);
+
+export type FileType = "file" | "directory" | "symlink" | "other";
+export interface FileStat {
+  type: FileType;
+  size: number;
+  mtimeMs: number;
+}
+
+export class FsCapability {
+  private readonly paths: PathConfinement;
+  private readonly quota: QuotaTracker;
+
+  constructor(
+    readonly animaDir: string,
+    private readonly limits: FsLimits = DEFAULT_FS_LIMITS,
+  ) {
+    this.paths = new PathConfinement(animaDir, limits);
+    this.quota = QuotaTracker.for(animaDir, limits);
+  }
+
+  async readFile(path: unknown, encoding: unknown = "utf8"): Promise<string> {
+    const op = "fs.readFile";
+    if (encoding !== "utf8" && encoding !== "base64") throw violation("InvalidArguments", `${op}: encoding must be "utf8" or "base64"`);
+    const target = this.paths.resolve(path, op);
+    const handle = await this.paths.openFile(target, constants.O_RDONLY, op);
+    try {
+      // Counted on bytes actually read, not on the size stat reports (files grow; /proc lies).
+      const limit = this.limits.maxReadBytes;
+      const chunk = Buffer.alloc(64 * 1024);
+      const chunks: Buffer[] = [];
+      let total = 0;
+      for (;;) {
+        const { bytesRead } = await handle.read(chunk, 0, chunk.length, null);
+        if (bytesRead === 0) break;
+        total += bytesRead;
+        if (total > limit) throw tooLarge(op, target, limit);
+        chunks.push(Buffer.from(chunk.subarray(0, bytesRead)));
+      }
+      return Buffer.concat(chunks, total).toString(encoding);
+    } finally {
+      await handle.close();
+    }
+  }
+
+  /** Replaces the file atomically (temp file + rename): readers never see half a file. */
+  async writeFile(path: unknown, data: unknown, encoding: unknown = "utf8"): Promise<void> {
+    const op = "fs.writeFile";
+    const target = this.writable(path, op);
+    const bytes = this.payload(data, encoding, op);
+    await this.paths.withParent(target, op, async (dirFdPath, name) => {
+      const existing = await lstat(`${dirFdPath}/${name}`).catch(() => undefined);
+      if (existing?.isDirectory()) throw violation("InvalidArguments", `${op}: "${target.relative}" is a directory`);
+      if (existing && !existing.isFile() && !existing.isSymbolicLink()) throw violation("SandboxViolation", `${op}: "${target.relative}" is not a regular file`);
+      await this.quota.reserve(bytes.length - (existing?.isFile() ? existing.size : 0), existing ? 0 : 1);
+      const temp = `.${name}.${randomBytes(6).toString("hex")}.tmp`;
+      try {
+        const handle = await open(`${dirFdPath}/${temp}`, constants.O_WRONLY | constants.O_CREAT | constants.O_EXCL | constants.O_NOFOLLOW, 0o644);
+        try {
+          await handle.writeFile(bytes);
+        } finally {
+          await handle.close();
+        }
+        await rename(`${dirFdPath}/${temp}`, `${dirFdPath}/${name}`);
+      } catch (error) {
+        await unlink(`${dirFdPath}/${temp}`).catch(() => {});
+        throw fsError(error, op, target.relative);
+      }
+    });
+  }
+
+  async appendFile(path: unknown, data: unknown, encoding: unknown = "utf8"): Promise<void> {
+    const op = "fs.appendFile";
+    const target = this.writable(path, op);
+    const bytes = this.payload(data, encoding, op);
+    const handle = await this.paths.openFile(target, constants.O_WRONLY | constants.O_APPEND | constants.O_CREAT, op);
+    try {
+      await this.quota.reserve(bytes.length, 0);
+      await handle.write(bytes);
+    } finally {
+      await handle.close();
+    }
+  }
+
+  async readdir(path: unknown = "."): Promise<Array<{ name: string; type: FileType }>> {
+    const op = "fs.readdir";
+    const target = this.paths.resolve(path, op);
+    return this.paths.withDir(target, op, async (dirFdPath) => {
+      const entries = await readdir(dirFdPath, { withFileTypes: true }).catch((error: unknown) => {
+        throw fsError(error, op, target.relative);
+      });
+      return entries
+        .map((entry) => ({ name: entry.name, type: typeOf(entry) }))
+        .sort((a, b) => (a.name < b.name ? -1 : a.name > b.name ? 1 : 0));
+    });
+  }
+
+  /** Describes the path itself; a link is reported as a link, never followed. */
+  async stat(path: unknown): Promise<FileStat> {
+    const op = "fs.stat";
+    const target = this.paths.resolve(path, op);
+    if (target.relative === ".") return this.paths.withDir(target, op, async (dirFdPath) => toStat(await lstat(`${dirFdPath}/.`)));
+    return this.paths.withParent(target, op, async (dirFdPath, name) => {
+      try {
+        return toStat(await lstat(`${dirFdPath}/${name}`));
+      } catch (error) {
+        throw fsError(error, op, target.relative);
+      }
+    });
+  }
+
+  async exists(path: unknown): Promise<boolean> {
+    try {
+      await this.stat(path);
+      return true;
+    } catch (error) {
+      if (error instanceof ToolHostError && error.type === "NotFound") return false;
+      throw error;
+    }
+  }
+
+  async mkdir(path: unknown, recursive: unknown = true): Promise<void> {
+    const op = "fs.mkdir";
+    const target = this.writable(path, op);
+    const segments = target.relative.split(sep);
+    // Create one level at a time through the verified parent, so no level can be a link out.
+    for (let depth = recursive === false ? segments.length : 1; depth <= segments.length; depth++) {
+      const level = this.paths.resolve(segments.slice(0, depth).join(sep), op);
+      await this.paths.withParent(level, op, async (dirFdPath, name) => {
+        const existing = await lstat(`${dirFdPath}/${name}`).catch(() => undefined);
+        if (existing?.isDirectory()) {
+          if (depth === segments.length && recursive === false) throw fsError({ code: "EEXIST" }, op, level.relative);
+          return;
+        }
+        if (existing?.isSymbolicLink()) throw violation("SandboxViolation", `${op}: "${level.relative}" is a symbolic link; links are not followed`);
+        if (existing) throw violation("InvalidArguments", `${op}: "${level.relative}" exists and is not a directory`);
+        await this.quota.reserve(0, 1);
+        await mkdir(`${dirFdPath}/${name}`).catch((error: unknown) => {
+          throw fsError(error, op, level.relative);
+        });
+      });
+    }
+  }
+
+  /** Removes a file, or a folder with `recursive`. Links inside are removed, never followed. */
+  async rm(path: unknown, recursive: unknown = false): Promise<void> {
+    const op = "fs.rm";
+    const target = this.writable(path, op);
+    await this.paths.withParent(target, op, async (dirFdPath, name) => {
+      await rm(join(dirFdPath, name), { recursive: recursive === true, force: false }).catch((error: unknown) => {
+        throw fsError((error as NodeJS.ErrnoException).code === "ERR_FS_EISDIR" ? { code: "ENOTEMPTY" } : error, op, target.relative);
+      });
+    });
+    this.quota.invalidate();
+  }
+
+  async rename(from: unknown, to: unknown): Promise<void> {
+    const op = "fs.rename";
+    const source = this.writable(from, op);
+    const destination = this.writable(to, op);
+    await this.paths.withParent(source, op, (sourceDir, sourceName) =>
+      this.paths.withParent(destination, op, async (destinationDir, destinationName) => {
+        const existing = await lstat(`${destinationDir}/${destinationName}`).catch(() => undefined);
+        if (existing?.isDirectory()) throw violation("InvalidArguments", `${op}: "${destination.relative}" is an existing directory`);
+        await rename(`${sourceDir}/${sourceName}`, `${destinationDir}/${destinationName}`).catch((error: unknown) => {
+          throw fsError(error, op, source.relative);
+        });
+      }),
+    );
+  }
+
+  // ---- helpers ------------------------------------------------------------------------------------
+
+  private writable(path: unknown, op: string): ConfinedPath {
+    const target = this.paths.resolve(path, op);
+    const first = target.relative.split(sep)[0] as string;
+    if (target.relative === "." || PROTECTED_ENTRIES.has(first)) {
+      throw violation("PermissionDenied", `${op}: "${target.relative}" belongs to the host and cannot be changed by tools`);
+    }
+    return target;
+  }
+
+  private payload(data: unknown, encoding: unknown, op: string): Buffer {
+    if (typeof data !== "string") throw violation("InvalidArguments", `${op}: data must be a string (or bytes)`);
+    if (encoding !== "utf8" && encoding !== "base64") throw violation("InvalidArguments", `${op}: encoding must be "utf8" or "base64"`);
+    const bytes = Buffer.from(data, encoding);
+    if (bytes.length > this.limits.maxWriteBytes) {
+      throw violation("PermissionDenied", `${op}: ${bytes.length} bytes is more than the ${this.limits.maxWriteBytes}-byte limit of one write`);
+    }
+    return bytes;
+  }
+}
+
+function tooLarge(op: string, target: ConfinedPath, limit: number): ToolHostError {
+  return violation("PermissionDenied", `${op}: "${target.relative}" is larger than the ${limit}-byte read limit`);
+}
+
+function typeOf(entry: { isFile(): boolean; isDirectory(): boolean; isSymbolicLink(): boolean }): FileType {
+  return entry.isFile() ? "file" : entry.isDirectory() ? "directory" : entry.isSymbolicLink() ? "symlink" : "other";
+}
+
+function toStat(info: import("node:fs").Stats): FileStat {
+  return { type: typeOf(info), size: info.size, mtimeMs: info.mtimeMs };
+}
