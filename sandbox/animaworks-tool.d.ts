@@ -69,6 +69,73 @@ declare module "@animaworks/tool" {
   // ---- types for authors (no runtime value) -------------------------------------------------------
 
   /** A JSON value, as arguments arrive and as results should be shaped. */
+  // ---- host capabilities (run on the host, confined to the calling Anima) ----------------------------
+
+  /** A denial or failure reported by the host (`type` is the host's error type, e.g. "SandboxViolation"). */
+  export class CapabilityError extends ToolError {
+    readonly type: string;
+  }
+
+  export type FileType = "file" | "directory" | "symlink" | "other";
+  export interface FileStat {
+    type: FileType;
+    size: number;
+    mtimeMs: number;
+  }
+
+  /** Files of the calling Anima's directory. Paths are relative to it; nothing outside is reachable. */
+  export const fs: {
+    readFile(path: string, options?: "utf8" | { encoding?: "utf8" }): Promise<string>;
+    readFile(path: string, options: "bytes" | { encoding: "bytes" | null }): Promise<Uint8Array>;
+    /** Replaces the file atomically. */
+    writeFile(path: string, data: string | Uint8Array): Promise<void>;
+    appendFile(path: string, data: string | Uint8Array): Promise<void>;
+    readdir(path?: string): Promise<Array<{ name: string; type: FileType }>>;
+    stat(path: string): Promise<FileStat>;
+    exists(path: string): Promise<boolean>;
+    /** Recursive unless `{ recursive: false }`. */
+    mkdir(path: string, options?: { recursive?: boolean }): Promise<void>;
+    rm(path: string, options?: { recursive?: boolean }): Promise<void>;
+    rename(from: string, to: string): Promise<void>;
+  };
+
+  export interface FetchInit {
+    method?: string;
+    headers?: Record<string, string>;
+    body?: string | Uint8Array;
+    /** Total time allowed, in ms. Default: 30,000. */
+    timeoutMs?: number;
+    /** How `body` of the response is given. Default: "text". */
+    responseType?: "text" | "json" | "bytes";
+  }
+  export interface FetchResponse<B = unknown> {
+    status: number;
+    statusText: string;
+    ok: boolean;
+    /** The final URL, after redirects. */
+    url: string;
+    headers: Record<string, string>;
+    body: B;
+  }
+  /** HTTP(S) as the Anima's network policy allows; private and metadata addresses are refused. */
+  export function fetch(url: string, init?: FetchInit & { responseType?: "text" }): Promise<FetchResponse<string>>;
+  export function fetch(url: string, init: FetchInit & { responseType: "json" }): Promise<FetchResponse<JsonValue>>;
+  export function fetch(url: string, init: FetchInit & { responseType: "bytes" }): Promise<FetchResponse<Uint8Array>>;
+
+  export interface CredentialOptions {
+    /** Key under `credentials.<name>.keys` in config.json. Default: "api_key". */
+    keyName?: string;
+    /** Variable name for vault.json, shared/credentials.json and the environment. */
+    envVar?: string;
+  }
+  /**
+   * Resolves a credential: config.json → vault.json → shared/credentials.json → allowed environment.
+   * Throws ToolConfigError naming where to set it when nothing is found.
+   */
+  export function getCredential(credentialName: string, toolName: string, options?: CredentialOptions): Promise<string>;
+  export function getCredential(credentialName: string, toolName: string, keyName?: string, envVar?: string): Promise<string>;
+  export const get_credential: typeof getCredential;
+
   export type JsonValue = string | number | boolean | null | JsonValue[] | { [key: string]: JsonValue };
 
   /**

@@ -22,6 +22,8 @@ interface HostBridge {
   clearTimer(id: number): void;
   /** Asks the host to end the current call now, as `reason` (e.g. "MemoryLimit"). */
   stop(reason: string): void;
+  /** Starts capability call `id` (capabilities.ts); the host answers through `__awEntry.settleCapability`. */
+  capability(id: number, name: string, argsJson: string): void;
 }
 
 type Envelope = (
@@ -185,7 +187,8 @@ type Envelope = (
   }
 
   // ---- the @animaworks/tool module -----------------------------------------------------------------
-  const toolApi = freeze({ logger, setTimeout, clearTimeout, sleep, ToolError, ToolConfigError });
+  const capabilities = installCapabilities(host, ToolError, ToolConfigError);
+  const toolApi = freeze({ logger, setTimeout, clearTimeout, sleep, ToolError, ToolConfigError, ...capabilities.api });
 
   const hidden = { enumerable: false, writable: false, configurable: false } as const;
   defineProperty(global, "__animaworksTool", { ...hidden, value: toolApi });
@@ -274,6 +277,9 @@ type Envelope = (
 
   function errorEnvelope(error: unknown): Envelope {
     try {
+      // A host denial the tool did not catch keeps the type the host gave it (only genuine ones count).
+      const hostType = capabilities.errorTypeOf(error);
+      if (hostType !== undefined) return failure(hostType, safeString((error as Error).message));
       if (isInstance(error, ToolConfigError)) return failure("ToolConfigError", safeString((error as Error).message));
       if (isInstance(error, errorCtor)) {
         const name = reflectApply(errorGetName, error, []);
@@ -379,11 +385,12 @@ type Envelope = (
 
   function endCall(): void {
     reflectApply(mapClear, timers, []);
+    capabilities.endCall();
     logLinesLeft = 0;
   }
 
   defineProperty(global, "__awEntry", {
     ...hidden,
-    value: freeze({ describe: () => sealed(describeModule()), call: callTool, fireTimer, endCall }),
+    value: freeze({ describe: () => sealed(describeModule()), call: callTool, fireTimer, settleCapability: capabilities.settle, endCall }),
   });
 })(globalThis as unknown as Record<string, unknown>);

@@ -1,6 +1,7 @@
 import { homedir } from "node:os";
 import { basename, dirname, join, resolve } from "node:path";
 import { fileURLToPath } from "node:url";
+import { DEFAULT_FS_LIMITS, type FsLimits } from "./capabilities/fs.js";
 
 /**
  * The only module that reads `process.env`. Everything else receives a resolved `HostConfig`.
@@ -40,6 +41,22 @@ export interface HostOptions {
   maxLogLineChars?: number;
   /** Receives log lines from tools and host warnings. Default: write to stderr. */
   onLog?: (record: LogRecord) => void;
+  /**
+   * Environment variables `getCredential` may fall back to (by exact name). The host's environment is
+   * otherwise invisible to tools. Default: none.
+   */
+  allowedEnvironment?: string[];
+  /** Values for `allowedEnvironment`. Default: read from this process's environment. */
+  environment?: Record<string, string>;
+  /** Audit log file (JSON lines, rotated). Default: `{dataDir}/logs/animaworks-tool/audit.jsonl`. */
+  auditFile?: string;
+  /**
+   * Hosts (names, IPs or CIDRs) that tools may reach although they are private or loopback, e.g. an
+   * internal API. Default: none.
+   */
+  allowInternalHosts?: string[];
+  /** File-capability limits (bytes, counts; see src/capabilities/fs.ts). Default: DEFAULT_FS_LIMITS. */
+  fsLimits?: Partial<FsLimits>;
 }
 
 export interface LogRecord {
@@ -51,7 +68,12 @@ export interface LogRecord {
   tool?: string;
 }
 
-export type HostConfig = Required<Omit<HostOptions, "onLog">> & { onLog: (record: LogRecord) => void };
+export type HostConfig = Required<Omit<HostOptions, "onLog" | "fsLimits" | "environment">> & {
+  onLog: (record: LogRecord) => void;
+  fsLimits: FsLimits;
+  /** Only the allowed variables, snapshotted at start. */
+  environment: Record<string, string>;
+};
 
 /** Project root (the folder holding package.json), found from this file's compiled location. */
 export const PROJECT_ROOT = findProjectRoot();
@@ -105,7 +127,23 @@ export function resolveConfig(options: HostOptions = {}): HostConfig {
     maxLogLinesPerCall: positive(options.maxLogLinesPerCall, 200, "maxLogLinesPerCall"),
     maxLogLineChars: positive(options.maxLogLineChars, 2_000, "maxLogLineChars"),
     onLog: options.onLog ?? writeLogToStderr,
+    allowedEnvironment: [...(options.allowedEnvironment ?? [])],
+    environment: environmentSnapshot(options.allowedEnvironment ?? [], options.environment),
+    auditFile: resolve(options.auditFile ?? join(dataDir, "logs", "animaworks-tool", "audit.jsonl")),
+    allowInternalHosts: [...(options.allowInternalHosts ?? [])],
+    fsLimits: { ...DEFAULT_FS_LIMITS, ...options.fsLimits },
   };
+}
+
+/** The allowed variables only: nothing else of the host's environment is ever handed on. */
+function environmentSnapshot(allowed: string[], given: Record<string, string> | undefined): Record<string, string> {
+  const source = given ?? process.env;
+  const snapshot: Record<string, string> = {};
+  for (const name of allowed) {
+    const value = Object.hasOwn(source, name) ? source[name] : undefined;
+    if (typeof value === "string") snapshot[name] = value;
+  }
+  return snapshot;
 }
 
 function positive(value: number | undefined, fallback: number, name: string): number {

@@ -1,4 +1,8 @@
+import type { AuditLog } from "./audit/audit-log.js";
+import { JsonlAuditLog } from "./audit/jsonl-audit-log.js";
 import { ToolBundler } from "./build/bundler.js";
+import { CapabilityService } from "./capabilities/service.js";
+import { openCredentialSources, redactSecrets } from "./credentials/index.js";
 import { type HostConfig, type HostOptions, resolveConfig } from "./config.js";
 import { type ErrorInfo, ToolHostError } from "./errors.js";
 import { checkArguments } from "./execution/arguments.js";
@@ -46,6 +50,8 @@ export interface CallOptions {
 
 export interface ToolHost {
   readonly config: HostConfig;
+  /** Every call, capability use, denial, credential access, load failure and crash. */
+  readonly audit: AuditLog;
   /**
    * Forgets every loaded tool and discovered folder, so the next call rescans and reloads (bundles whose
    * content did not change come from the cache). Long-running hosts see file changes only after this.
@@ -67,7 +73,14 @@ export interface ToolHost {
 /** The composition root: wires the real bundler, executor and registry from one resolved config. */
 export function createHost(options: HostOptions = {}): ToolHost {
   const config = resolveConfig(options);
-  const executor = createExecutor(config, (line) => forwardToolLog(config, line));
+  const audit = new JsonlAuditLog(config.auditFile);
+  const capabilities = new CapabilityService({
+    fsLimits: config.fsLimits,
+    credentials: openCredentialSources(config.dataDir, { environment: config.environment, allowedEnvironment: config.allowedEnvironment, log: config.onLog }),
+    audit,
+    log: config.onLog,
+  });
+  const executor = createExecutor(config, (line) => forwardToolLog(config, line, capabilities), capabilities.invoke);
   const bundler = new ToolBundler(config.cacheDir);
   const registry = new ToolRegistry({
     dataDir: config.dataDir,
@@ -77,11 +90,13 @@ export function createHost(options: HostOptions = {}): ToolHost {
     bundler,
     executor,
   });
-  return new Host(config, executor, registry);
+  return new Host(config, executor, registry, audit);
 }
 
-function forwardToolLog(config: HostConfig, line: ToolLogLine): void {
-  config.onLog({ level: line.level, logger: "animaworks.tools", message: line.message, anima: line.context.anima, tool: line.context.tool });
+/** Tool log lines go to the operator's sink with any secret the Anima's tools obtained redacted. */
+function forwardToolLog(config: HostConfig, line: ToolLogLine, capabilities: CapabilityService): void {
+  const message = redactSecrets(line.message, capabilities.secretsOf(line.context.anima));
+  config.onLog({ level: line.level, logger: "animaworks.tools", message, anima: line.context.anima, tool: line.context.tool });
 }
 
 /** What one Anima sees, discovered once and loaded tool by tool on first use. */
@@ -102,6 +117,7 @@ class Host implements ToolHost {
     readonly config: HostConfig,
     private readonly executor: Executor,
     private readonly registry: ToolRegistry,
+    readonly audit: AuditLog,
   ) {}
 
   async call(anima: string, schemaName: string, args: unknown = {}, options: CallOptions = {}): Promise<CallResult> {
@@ -130,9 +146,9 @@ class Host implements ToolHost {
         maxLogLines: this.config.maxLogLinesPerCall,
         maxLogLineChars: this.config.maxLogLineChars,
       });
-      return this.toResult(outcome);
+      return this.audited(ref.name, tool.name, schemaName, this.toResult(outcome));
     } catch (error) {
-      return errorResult(error, performance.now() - startedAt);
+      return this.audited(anima, schemaName.split("_")[0] ?? schemaName, schemaName, errorResult(error, performance.now() - startedAt));
     }
   }
 
@@ -188,6 +204,21 @@ class Host implements ToolHost {
     if (this.closed) return;
     this.closed = true;
     await this.executor.close();
+    await this.audit.close();
+  }
+
+  private audited(anima: string, tool: string, schema: string, result: CallResult): CallResult {
+    this.audit.append({
+      kind: "call",
+      anima,
+      tool,
+      schema,
+      durationMs: Math.round(result.durationMs * 1000) / 1000,
+      outcome: result.status,
+      ...(result.status === "error" ? { errorType: result.error_type } : {}),
+    });
+    if (result.status === "error" && result.error_type === "SandboxCrashed") this.audit.append({ kind: "sandbox_crash", anima, tool, message: result.message });
+    return result;
   }
 
   // ---- helpers ------------------------------------------------------------------------------------
@@ -217,6 +248,11 @@ class Host implements ToolHost {
     if (!entry) {
       entry = this.registry.load(view.sources.tools.get(toolName)!, view.names);
       view.entries.set(toolName, entry);
+      void entry.then((loaded) => {
+        if (loaded.state === "error") {
+          this.audit.append({ kind: "load_error", ...(view.ref ? { anima: view.ref.name } : {}), tool: loaded.name, origin: loaded.origin, message: loaded.error.message });
+        }
+      });
     }
     return entry;
   }

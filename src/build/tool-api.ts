@@ -4,4 +4,7 @@
  */
 export const TOOL_API_MODULE = "@animaworks/tool";
 
-export const TOOL_API_EXPORTS = ["logger", "setTimeout", "clearTimeout", "sleep", "ToolError", "ToolConfigError"] as const;
+export const TOOL_API_EXPORTS = [
+  "logger", "setTimeout", "clearTimeout", "sleep", "ToolError", "ToolConfigError",
+  "fs", "fetch", "getCredential", "get_credential", "CapabilityError",
+] as const;

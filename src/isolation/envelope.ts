@@ -34,7 +34,8 @@ export function parseCallEnvelope(text: unknown, limits: { maxResultBytes: numbe
   const recycle = e["recycle"] === true;
   if (e["ok"] === false) {
     if (e["errorType"] === "MemoryLimit") return { ok: false, error: ivmErrorInfo(undefined, limits, "MemoryLimit"), recycle: true };
-    const type = e["errorType"] === "ToolConfigError" ? "ToolConfigError" : "ExecutionError";
+    // Types a tool's failure may carry out: its own config error, and host denials it did not catch.
+    const type = PASSED_THROUGH.has(e["errorType"] as string) ? (e["errorType"] as "ToolConfigError") : "ExecutionError";
     const message = typeof e["message"] === "string" ? stripStackFrames(e["message"]) : "the tool failed";
     return { ok: false, error: { type, message: message || "the tool failed without a message" }, recycle };
   }
@@ -67,3 +68,5 @@ export function parseDescribeEnvelope(text: unknown): DescribeOutcome {
   for (const [name, type] of Object.entries(exportsInfo)) if (typeof type === "string") exports[name] = type;
   return { ok: true, module: { exports, schemas: e["schemas"] ?? null, profile: e["profile"] ?? null } };
 }
+
+const PASSED_THROUGH = new Set(["ToolConfigError", "SandboxViolation", "PermissionDenied"]);

@@ -1,12 +1,12 @@
 import type { HostConfig } from "../config.js";
-import type { CallOutcome, CallRequest, DescribeOutcome, DescribeRequest, Executor, ToolLogLine } from "./protocol.js";
+import type { CallOutcome, CallRequest, CapabilityInvoker, DescribeOutcome, DescribeRequest, Executor, ToolLogLine } from "./protocol.js";
 import { SandboxPool } from "./sandbox-pool.js";
 
 /** The sandbox pool behind each host (keyed by the host's resolved config, which `host.config` exposes). */
 const pools = new WeakMap<HostConfig, SandboxPool>();
 
 /** Picks where isolates run (see `HostOptions.isolation`). */
-export function createExecutor(config: HostConfig, onLog: (line: ToolLogLine) => void): Executor {
+export function createExecutor(config: HostConfig, onLog: (line: ToolLogLine) => void, invokeCapability?: CapabilityInvoker): Executor {
   const reportLost = (reason: string) => {
     try {
       config.onLog({ level: "error", logger: "animaworks.host", message: `${reason}; in-process isolation cannot reclaim it (use isolation "process" for long-running hosts)` });
@@ -14,8 +14,8 @@ export function createExecutor(config: HostConfig, onLog: (line: ToolLogLine) =>
       // nowhere else to report it
     }
   };
-  if (config.isolation === "in-process") return new InProcessExecutor(config.maxIdleIsolates, onLog, reportLost);
-  const pool = new SandboxPool({ processes: config.sandboxProcesses, maxIdleIsolates: config.maxIdleIsolates, onLog });
+  if (config.isolation === "in-process") return new InProcessExecutor(config.maxIdleIsolates, onLog, reportLost, invokeCapability);
+  const pool = new SandboxPool({ processes: config.sandboxProcesses, maxIdleIsolates: config.maxIdleIsolates, onLog, ...(invokeCapability ? { invokeCapability } : {}) });
   pools.set(config, pool);
   return pool;
 }
@@ -44,12 +44,18 @@ class InProcessExecutor implements Executor {
     private readonly maxIdleIsolates: number,
     private readonly onLog: (line: ToolLogLine) => void,
     private readonly onUnrecoverable: (reason: string) => void,
+    private readonly invokeCapability: CapabilityInvoker | undefined,
   ) {}
 
   private get(): Promise<Executor> {
     this.runner ??= import("./isolate-runner.js").then(
       ({ IsolateRunner }) =>
-        new IsolateRunner({ maxIdleIsolates: this.maxIdleIsolates, onLog: this.onLog, onUnrecoverable: this.onUnrecoverable }),
+        new IsolateRunner({
+          maxIdleIsolates: this.maxIdleIsolates,
+          onLog: this.onLog,
+          onUnrecoverable: this.onUnrecoverable,
+          ...(this.invokeCapability ? { invokeCapability: this.invokeCapability } : {}),
+        }),
     );
     return this.runner;
   }

@@ -6,6 +6,8 @@ import { classifyIvmError, ivmErrorInfo, stripHostDetails } from "./ivm-errors.j
 import { type ActiveCall, type KeyState, PooledIsolate } from "./pooled-isolate.js";
 import { readPrelude } from "./prelude-source.js";
 import type {
+  CapabilityInvoker,
+  CapabilityReply,
   CallOutcome,
   CallRequest,
   DescribeOutcome,
@@ -43,7 +45,12 @@ export interface IsolateRunnerOptions {
    * Its thread and memory are gone for good; the process should be replaced once its other calls end.
    */
   onUnrecoverable?: (reason: string) => void;
+  /** Runs the capabilities tools ask for (fs, fetch, credentials). Default: every capability is refused. */
+  invokeCapability?: CapabilityInvoker;
 }
+
+/** Longest JSON argument text a capability call may carry (a 10 MiB write in base64, and then some). */
+const MAX_CAPABILITY_ARGS_CHARS = 16 * 1024 * 1024;
 
 const MAX_TIMER_DELAY_MS = 2_147_483_647;
 
@@ -53,6 +60,7 @@ export class IsolateRunner implements Executor {
   private readonly maxPerKey: number;
   private readonly onLog: (line: ToolLogLine) => void;
   private readonly onUnrecoverable: (reason: string) => void;
+  private readonly invokeCapability: CapabilityInvoker;
   private readonly keys = new Map<string, KeyState>();
   /** Idle isolates in least-recently-used order (first = oldest). */
   private readonly idleOrder = new Set<PooledIsolate>();
@@ -74,6 +82,9 @@ export class IsolateRunner implements Executor {
       }
     };
     this.onUnrecoverable = options.onUnrecoverable ?? (() => {});
+    this.invokeCapability =
+      options.invokeCapability ??
+      (async (): Promise<CapabilityReply> => ({ ok: false, error: { type: "PermissionDenied", message: "capabilities are not available in this host" } }));
   }
 
   async describe(request: DescribeRequest): Promise<DescribeOutcome> {
@@ -249,8 +260,8 @@ export class IsolateRunner implements Executor {
       pooled.context = context;
       const bridge = this.makeBridge(pooled);
       await context.evalClosure(
-        "globalThis.__awHost = { log: $0, setTimer: $1, clearTimer: $2, stop: $3 };",
-        [bridge.log, bridge.setTimer, bridge.clearTimer, bridge.stop],
+        "globalThis.__awHost = { log: $0, setTimer: $1, clearTimer: $2, stop: $3, capability: $4 };",
+        [bridge.log, bridge.setTimer, bridge.clearTimer, bridge.stop, bridge.capability],
       );
       const preludeScript = await isolate.compileScript(this.prelude, {
         filename: "animaworks:prelude.js",
@@ -264,6 +275,7 @@ export class IsolateRunner implements Executor {
         call: await entryRef.get("call", { reference: true }),
         describe: await entryRef.get("describe", { reference: true }),
         fireTimer: await entryRef.get("fireTimer", { reference: true }),
+        settleCapability: await entryRef.get("settleCapability", { reference: true }),
         endCall: await entryRef.get("endCall", { reference: true }),
       };
       let toolScript: ivm.Script;
@@ -336,7 +348,37 @@ export class IsolateRunner implements Executor {
       },
       { ignored: true },
     );
-    return { log, setTimer, clearTimer, stop };
+    // Capability calls run on the host (never in the isolate's thread); the answer re-enters the
+    // isolate under the call's remaining time, like a timer.
+    const capability = new ivm.Callback(
+      (id: unknown, name: unknown, argsJson: unknown) => {
+        const active = pooled.active;
+        if (!active || typeof id !== "number" || typeof name !== "string" || typeof argsJson !== "string") return;
+        const work: Promise<CapabilityReply> =
+          argsJson.length > MAX_CAPABILITY_ARGS_CHARS
+            ? Promise.resolve({ ok: false, error: { type: "InvalidArguments", message: `${name}: the arguments are too large` } })
+            : this.invokeCapability(active.context, name, argsJson).catch(() => ({
+                ok: false as const,
+                error: { type: "ExecutionError" as const, message: `${name} failed on the host` },
+              }));
+        void work.then((reply) => {
+          if (pooled.active !== active || !pooled.healthy) return;
+          let replyJson: string;
+          try {
+            replyJson = JSON.stringify(reply);
+          } catch {
+            replyJson = JSON.stringify({ ok: false, error: { type: "ExecutionError", message: `${name}: the answer could not be sent` } });
+          }
+          pooled.entry!.settleCapability.apply(undefined, [id, replyJson], { timeout: Math.max(1, remaining(active.deadline)) }).catch((error: unknown) => {
+            if (pooled.active !== active) return;
+            const memory = classifyIvmError(error) === "MemoryLimit" || pooled.hitMemoryLimit;
+            active.guard.halt(memory ? "MemoryLimit" : "Timeout");
+          });
+        });
+      },
+      { ignored: true },
+    );
+    return { log, setTimer, clearTimer, stop, capability };
   }
 }
 

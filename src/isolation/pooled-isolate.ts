@@ -15,6 +15,7 @@ export interface Entry {
   call: ivm.Reference<(...args: unknown[]) => Promise<string>>;
   describe: ivm.Reference<() => Promise<string>>;
   fireTimer: ivm.Reference<(id: number) => void>;
+  settleCapability: ivm.Reference<(id: number, replyJson: string) => void>;
   endCall: ivm.Reference<() => void>;
 }
 

@@ -5,7 +5,7 @@ import { PROJECT_ROOT } from "../config.js";
 let cached: string | undefined;
 
 /** Compiled prelude parts (`sandbox/*.ts` → `dist/sandbox/*.js`), in the order they run. */
-const PARTS = ["memory-guards.js", "prelude.js"];
+const PARTS = ["memory-guards.js", "capabilities.js", "prelude.js"];
 
 /**
  * The prelude script, read once per process. Its parts are joined inside one function scope, so the

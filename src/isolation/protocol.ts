@@ -74,6 +74,12 @@ export type ResultValue =
 export type CallOutcome = { ok: true; value: ResultValue; durationMs: number } | { ok: false; error: ErrorInfo; durationMs: number };
 export type DescribeOutcome = { ok: true; module: ModuleDescription } | { ok: false; error: ErrorInfo };
 
+/** The host's answer to a capability call: plain JSON data or a typed error. */
+export type CapabilityReply = { ok: true; value: unknown } | { ok: false; error: ErrorInfo };
+
+/** Runs capability `name` (e.g. `fs.readFile`) for the Anima of `context` with untrusted JSON arguments. */
+export type CapabilityInvoker = (context: CallContext, name: string, argsJson: string) => Promise<CapabilityReply>;
+
 export interface ToolLogLine {
   level: "debug" | "info" | "warn" | "error";
   message: string;
@@ -94,12 +100,15 @@ export interface Executor {
 
 export type ToSandbox =
   | { type: "request"; id: number; request: SandboxRequest }
+  | { type: "capabilityReply"; capabilityId: number; reply: CapabilityReply }
   | { type: "shutdown" };
 
 export type FromSandbox =
   | { type: "ready" }
   | { type: "response"; id: number; outcome: CallOutcome | DescribeOutcome }
   | { type: "log"; line: ToolLogLine }
+  /** A tool asked for a capability; the host process runs it (policy and audit live there) and replies. */
+  | { type: "capability"; capabilityId: number; context: CallContext; name: string; argsJson: string }
   /**
    * The process lost an isolate's thread (see IsolateRunnerOptions.onUnrecoverable): send it nothing
    * more. It answers what it already has, then ends itself; the pool starts a replacement at once.

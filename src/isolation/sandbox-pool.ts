@@ -3,6 +3,8 @@ import { join } from "node:path";
 import { PROJECT_ROOT } from "../config.js";
 import type { ErrorInfo } from "../errors.js";
 import type {
+  CapabilityInvoker,
+  CapabilityReply,
   CallOutcome,
   CallRequest,
   DescribeOutcome,
@@ -37,6 +39,8 @@ export interface SandboxPoolOptions {
   /** Extra time past a request's own timeout before the host kills its process, ms. Default: 2,000. */
   deadlineGraceMs?: number;
   onLog?: (line: ToolLogLine) => void;
+  /** Runs capabilities for the sandboxes' tools, in this (the host) process. Default: all refused. */
+  invokeCapability?: CapabilityInvoker;
 }
 
 interface Pending {
@@ -121,6 +125,14 @@ class SandboxProcess {
       this.pending.delete(message.id);
       clearTimeout(pending.timer);
       pending.resolve(message.outcome);
+    } else if (message.type === "capability") {
+      const { capabilityId } = message;
+      void this.pool
+        .invokeCapability(message.context, message.name, message.argsJson)
+        .catch((): CapabilityReply => ({ ok: false, error: { type: "ExecutionError", message: `${message.name} failed on the host` } }))
+        .then((reply) => {
+          if (child.connected) child.send({ type: "capabilityReply", capabilityId, reply } satisfies ToSandbox);
+        });
     } else if (message.type === "log") {
       try {
         this.pool.onLog(message.line);
@@ -200,6 +212,7 @@ function failureFor(pending: Pending, error: ErrorInfo): CallOutcome | DescribeO
 export class SandboxPool implements Executor {
   readonly maxIdleIsolates: number;
   readonly onLog: (line: ToolLogLine) => void;
+  readonly invokeCapability: CapabilityInvoker;
   closing = false;
   private readonly processes: SandboxProcess[];
   private readonly deadlineGraceMs: number;
@@ -209,6 +222,8 @@ export class SandboxPool implements Executor {
   constructor(options: SandboxPoolOptions = {}) {
     this.maxIdleIsolates = options.maxIdleIsolates ?? 64;
     this.onLog = options.onLog ?? (() => {});
+    this.invokeCapability =
+      options.invokeCapability ?? (async () => ({ ok: false, error: { type: "PermissionDenied", message: "capabilities are not available in this host" } }));
     this.deadlineGraceMs = options.deadlineGraceMs ?? 2_000;
     const count = Math.max(1, Math.floor(options.processes ?? 2));
     this.processes = Array.from({ length: count }, (_, index) => new SandboxProcess(index, this));

@@ -5,7 +5,7 @@
  */
 import { IsolateRunner } from "./isolate-runner.js";
 import { stripHostDetails } from "./ivm-errors.js";
-import type { FromSandbox, ToSandbox } from "./protocol.js";
+import type { CapabilityReply, FromSandbox, ToSandbox } from "./protocol.js";
 
 const maxIdleIsolates = Number(process.argv[2]) || 64;
 
@@ -15,6 +15,9 @@ function send(message: FromSandbox, then?: () => void): void {
 }
 
 let inFlight = 0;
+let nextCapabilityId = 1;
+/** Capability calls waiting for the host process's answer. */
+const capabilityWaiters = new Map<number, (reply: CapabilityReply) => void>();
 let retiring = false;
 
 /**
@@ -27,6 +30,13 @@ function endIfRetiredAndIdle(): void {
 
 const runner = new IsolateRunner({
   maxIdleIsolates,
+  // Capabilities run in the host process, which holds the policy, the credentials and the audit log.
+  invokeCapability: (context, name, argsJson) =>
+    new Promise<CapabilityReply>((resolve) => {
+      const capabilityId = nextCapabilityId++;
+      capabilityWaiters.set(capabilityId, resolve);
+      send({ type: "capability", capabilityId, context, name, argsJson });
+    }),
   onLog: (line) => send({ type: "log", line }),
   onUnrecoverable: (reason) => {
     if (retiring) return;
@@ -40,6 +50,12 @@ process.on("message", (message: ToSandbox) => {
   if (message.type === "shutdown") {
     if (retiring) return process.kill(process.pid, "SIGKILL");
     void runner.close().finally(() => process.exit(0));
+    return;
+  }
+  if (message.type === "capabilityReply") {
+    const waiter = capabilityWaiters.get(message.capabilityId);
+    capabilityWaiters.delete(message.capabilityId);
+    waiter?.(message.reply);
     return;
   }
   if (message.type !== "request") return;

@@ -1,0 +1,208 @@
+/*
+ * Host capabilities as the tool sees them: `fs`, `fetch`, `getCredential` from `@animaworks/tool`.
+ * Part of the prelude (joined into its scope by src/isolation/prelude-source.ts; see prelude.ts).
+ *
+ * Invariants:
+ *  - A capability call leaves the isolate as (id, name, JSON text of plain arguments) through one host
+ *    callback; the answer comes back as JSON text. No object crosses the boundary either way.
+ *  - The host decides who the call acts for (the Anima of the call), never anything said here.
+ *  - Errors the host reports become `CapabilityError`s whose `type` the host chose. Only errors created
+ *    here carry that type out of the call (a tool cannot forge a `SandboxViolation`).
+ *  - Calls are bounded in number in flight; answers arriving after the call ended are dropped.
+ */
+
+interface CapabilityBridge {
+  capability(id: number, name: string, argsJson: string): void;
+}
+
+interface CapabilityApi {
+  api: Record<string, unknown>;
+  /** The host's answer to capability call `id`. */
+  settle(id: number, replyJson: string): void;
+  /** The host-chosen error type of an error this module created, else undefined. */
+  errorTypeOf(error: unknown): string | undefined;
+  endCall(): void;
+}
+
+function installCapabilities(
+  bridge: CapabilityBridge,
+  toolErrorCtor: new (message?: string) => Error,
+  toolConfigErrorCtor: new (message?: string) => Error,
+): CapabilityApi {
+  const jsonStringify = JSON.stringify;
+  const jsonParse = JSON.parse;
+  const freeze = Object.freeze;
+  const reflectApply = Reflect.apply;
+  const mapCtor = Map;
+  const weakSetCtor = WeakSet;
+  const uint8ArrayCtor = Uint8Array;
+  const promiseCtor = Promise;
+  const weakSetHas = WeakSet.prototype.has;
+  const weakSetAdd = WeakSet.prototype.add;
+  const MAX_IN_FLIGHT = 64;
+
+  type Pending = { resolve(value: unknown): void; reject(error: unknown): void; decode(value: unknown): unknown };
+  const pending: Map<number, Pending> = new mapCtor();
+  let nextId = 1;
+  const created = new weakSetCtor<object>();
+
+  class CapabilityError extends toolErrorCtor {
+    readonly type: string;
+    constructor(type: string, message: string) {
+      super(message);
+      this.name = type;
+      this.type = type;
+    }
+  }
+
+  function call(name: string, args: unknown[], decode: (value: unknown) => unknown = (v) => v): Promise<unknown> {
+    if (pending.size >= MAX_IN_FLIGHT) {
+      return promiseCtor.reject(new CapabilityError("SandboxViolation", `too many capability calls in flight (limit ${MAX_IN_FLIGHT})`));
+    }
+    let argsJson: string;
+    try {
+      argsJson = jsonStringify(args);
+    } catch {
+      return promiseCtor.reject(new CapabilityError("InvalidArguments", `${name}: arguments must be plain strings, numbers and objects`));
+    }
+    const id = nextId++;
+    return new promiseCtor((resolve, reject) => {
+      pending.set(id, { resolve, reject, decode });
+      bridge.capability(id, name, argsJson);
+    });
+  }
+
+  function settle(id: number, replyJson: string): void {
+    const waiting = pending.get(id);
+    if (!waiting) return;
+    pending.delete(id);
+    let reply: { ok: boolean; value?: unknown; error?: { type?: unknown; message?: unknown } };
+    try {
+      reply = jsonParse(replyJson);
+    } catch {
+      waiting.reject(new CapabilityError("ExecutionError", "the host's answer could not be read"));
+      return;
+    }
+    if (reply.ok) {
+      try {
+        waiting.resolve(waiting.decode(reply.value));
+      } catch (error) {
+        waiting.reject(error);
+      }
+      return;
+    }
+    const type = typeof reply.error?.type === "string" ? reply.error.type : "ExecutionError";
+    const message = typeof reply.error?.message === "string" ? reply.error.message : "the capability failed";
+    const error = type === "ToolConfigError" ? new toolConfigErrorCtor(message) : new CapabilityError(type, message);
+    reflectApply(weakSetAdd, created, [error]);
+    waiting.reject(error);
+  }
+
+  function errorTypeOf(error: unknown): string | undefined {
+    if (typeof error !== "object" || error === null || !reflectApply(weakSetHas, created, [error])) return undefined;
+    return error instanceof CapabilityError ? error.type : undefined;
+  }
+
+  // ---- base64, for bytes (no atob/btoa in a bare isolate) -------------------------------------------
+  const ALPHABET = "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789+/";
+  function toBase64(bytes: Uint8Array): string {
+    let out = "";
+    for (let i = 0; i < bytes.length; i += 3) {
+      const a = bytes[i] as number;
+      const b = i + 1 < bytes.length ? (bytes[i + 1] as number) : 0;
+      const c = i + 2 < bytes.length ? (bytes[i + 2] as number) : 0;
+      out += ALPHABET[a >> 2];
+      out += ALPHABET[((a & 3) << 4) | (b >> 4)];
+      out += i + 1 < bytes.length ? ALPHABET[((b & 15) << 2) | (c >> 6)] : "=";
+      out += i + 2 < bytes.length ? ALPHABET[c & 63] : "=";
+    }
+    return out;
+  }
+  function fromBase64(text: unknown): Uint8Array {
+    if (typeof text !== "string") throw new CapabilityError("ExecutionError", "expected base64 text from the host");
+    const clean = text.replace(/=+$/, "");
+    const bytes = new uint8ArrayCtor(Math.floor((clean.length * 3) / 4));
+    let bits = 0;
+    let value = 0;
+    let index = 0;
+    for (let i = 0; i < clean.length; i++) {
+      const digit = ALPHABET.indexOf(clean[i] as string);
+      if (digit < 0) throw new CapabilityError("ExecutionError", "invalid base64 from the host");
+      value = (value << 6) | digit;
+      bits += 6;
+      if (bits >= 8) {
+        bits -= 8;
+        bytes[index++] = (value >> bits) & 255;
+      }
+    }
+    return bytes;
+  }
+  function payload(data: unknown): [string, string] {
+    if (typeof data === "string") return [data, "utf8"];
+    if (data instanceof uint8ArrayCtor) return [toBase64(data), "base64"];
+    throw new CapabilityError("InvalidArguments", "data must be a string or a Uint8Array");
+  }
+
+  // ---- fs -------------------------------------------------------------------------------------------
+  type ReadOptions = string | { encoding?: string | null } | undefined;
+  function wantsBytes(options: ReadOptions): boolean {
+    const encoding = typeof options === "string" ? options : options?.encoding;
+    return encoding === null || encoding === "bytes" || encoding === "binary" || encoding === "buffer";
+  }
+  const fs = freeze({
+    readFile: (path: unknown, options?: ReadOptions) =>
+      wantsBytes(options) ? call("fs.readFile", [path, "base64"], fromBase64) : call("fs.readFile", [path, "utf8"]),
+    writeFile: (path: unknown, data: unknown) => call("fs.writeFile", [path, ...payload(data)]).then(() => undefined),
+    appendFile: (path: unknown, data: unknown) => call("fs.appendFile", [path, ...payload(data)]).then(() => undefined),
+    readdir: (path: unknown = ".") => call("fs.readdir", [path]),
+    stat: (path: unknown) => call("fs.stat", [path]),
+    exists: (path: unknown) => call("fs.exists", [path]),
+    mkdir: (path: unknown, options?: { recursive?: boolean }) => call("fs.mkdir", [path, options?.recursive !== false]).then(() => undefined),
+    rm: (path: unknown, options?: { recursive?: boolean }) => call("fs.rm", [path, options?.recursive === true]).then(() => undefined),
+    rename: (from: unknown, to: unknown) => call("fs.rename", [from, to]).then(() => undefined),
+  });
+
+  // ---- fetch ----------------------------------------------------------------------------------------
+  interface FetchInit {
+    method?: string;
+    headers?: Record<string, string>;
+    body?: string | Uint8Array;
+    timeoutMs?: number;
+    responseType?: "text" | "json" | "bytes";
+  }
+  function fetch(url: unknown, init: FetchInit = {}): Promise<unknown> {
+    const responseType = init.responseType ?? "text";
+    const plainInit: Record<string, unknown> = { method: init.method, headers: init.headers, timeoutMs: init.timeoutMs, responseType };
+    if (init.body !== undefined) {
+      const [body, encoding] = payload(init.body);
+      plainInit["body"] = body;
+      plainInit["bodyEncoding"] = encoding;
+    }
+    return call("fetch", [url, plainInit], (value) => {
+      const response = value as { status: number; body: string } & Record<string, unknown>;
+      const body = responseType === "bytes" ? fromBase64(response.body) : responseType === "json" ? jsonParse(response.body) : response.body;
+      return freeze({ ...response, ok: response.status >= 200 && response.status < 300, body });
+    });
+  }
+
+  // ---- credentials ----------------------------------------------------------------------------------
+  interface CredentialOptions {
+    keyName?: string;
+    key_name?: string;
+    envVar?: string;
+    env_var?: string;
+  }
+  /** `getCredential(name, tool, { keyName, envVar })`, or AnimaWorks' positional (name, tool, keyName, envVar). */
+  function getCredential(credentialName: unknown, toolName: unknown, options?: CredentialOptions | string, envVar?: string): Promise<unknown> {
+    const opts: CredentialOptions = typeof options === "string" ? { keyName: options, envVar } : options ?? {};
+    return call("credential.get", [
+      { credentialName, toolName, keyName: opts.keyName ?? opts.key_name ?? "api_key", envVar: opts.envVar ?? opts.env_var ?? null },
+    ]);
+  }
+
+  function endCall(): void {
+    pending.clear();
+  }
+
+  return { api: { fs, fetch, getCredential, get_credential: getCredential, CapabilityError }, settle, errorTypeOf, endCall };
+}
