@@ -8,7 +8,7 @@ import { type ErrorInfo, ToolHostError } from "./errors.js";
 import { checkArguments } from "./execution/arguments.js";
 import { formatOutput } from "./execution/output.js";
 import { createExecutor } from "./isolation/executor.js";
-import type { CallOutcome, Executor, ToolLogLine } from "./isolation/protocol.js";
+import type { CallOutcome, Executor, ToolBundle, ToolLogLine } from "./isolation/protocol.js";
 import { listAnimas, resolveAnima } from "./registry/animas.js";
 import type { DiscoveryProblem, ToolOrigin } from "./registry/discovery.js";
 import { type AnimaRef, type LoadedTool, type ToolEntry, ToolRegistry, type ToolSources, ownerOf } from "./registry/registry.js";
@@ -48,6 +48,22 @@ export interface CallOptions {
   timeoutMs?: number;
 }
 
+/**
+ * A call checked and bound to the tool version current when it was prepared: what a background job
+ * stores at submit and runs later (a later edit of the tool does not change it). Plain data.
+ */
+export interface PreparedCall {
+  anima: string;
+  tool: string;
+  action: string;
+  schemaName: string;
+  /** Validated arguments, without anima_dir (injected when it runs). */
+  argsJson: string;
+  bundle: ToolBundle;
+  timeoutMs: number;
+  profile?: ProfileEntry;
+}
+
 export interface ToolHost {
   readonly config: HostConfig;
   /** Every call, capability use, denial, credential access, load failure and crash. */
@@ -59,6 +75,10 @@ export interface ToolHost {
   refresh(): void;
   /** Calls schema `schemaName` (`{tool}_{action}`) for an Anima. Never throws for tool failures. */
   call(anima: string, schemaName: string, args?: unknown, options?: CallOptions): Promise<CallResult>;
+  /** Validates a call and pins the tool version, without running it (for background jobs). */
+  prepare(anima: string, schemaName: string, args?: unknown, options?: CallOptions): Promise<PreparedCall>;
+  /** Runs a prepared call with exactly the bundle it names. Never throws for tool failures. */
+  runPrepared(prepared: PreparedCall): Promise<CallResult>;
   /** Runs a tool's `cli_main(argv)` inside the sandbox. */
   callCli(anima: string, toolName: string, argv: string[]): Promise<CallResult>;
   /** Every tool the Anima sees (core, shared, personal), loaded, with its schemas or its load error. */
@@ -122,33 +142,59 @@ class Host implements ToolHost {
 
   async call(anima: string, schemaName: string, args: unknown = {}, options: CallOptions = {}): Promise<CallResult> {
     const startedAt = performance.now();
+    let prepared: PreparedCall;
     try {
-      const view = await this.view(anima);
-      const ref = view.ref as AnimaRef;
-      const tool = await this.toolForSchema(view, schemaName);
-      const schema = tool.schemas.find((s) => s.name === schemaName);
-      if (!schema) {
-        throw new ToolHostError("ToolNotFound", `tool "${tool.name}" has no action "${schemaName.slice(tool.name.length + 1)}"`, `actions: ${tool.schemas.map((s) => s.action).join(", ")}`);
-      }
-      const checked = checkArguments(tool.bundle.hash, schema, args);
-      const profile = profileFor(tool.profile, schema.action);
-      const timeoutMs = this.timeoutFor(profile, options.timeoutMs);
+      prepared = await this.prepare(anima, schemaName, args, options);
+    } catch (error) {
+      return this.audited(anima, schemaName.split("_")[0] ?? schemaName, schemaName, errorResult(error, performance.now() - startedAt));
+    }
+    return this.runPrepared(prepared);
+  }
+
+  async prepare(anima: string, schemaName: string, args: unknown = {}, options: CallOptions = {}): Promise<PreparedCall> {
+    const view = await this.view(anima);
+    const ref = view.ref as AnimaRef;
+    const tool = await this.toolForSchema(view, schemaName);
+    const schema = tool.schemas.find((s) => s.name === schemaName);
+    if (!schema) {
+      throw new ToolHostError("ToolNotFound", `tool "${tool.name}" has no action "${schemaName.slice(tool.name.length + 1)}"`, `actions: ${tool.schemas.map((s) => s.action).join(", ")}`);
+    }
+    const checked = checkArguments(tool.bundle.hash, schema, args);
+    const profile = profileFor(tool.profile, schema.action);
+    return {
+      anima: ref.name,
+      tool: tool.name,
+      action: schema.action,
+      schemaName,
+      argsJson: JSON.stringify(checked),
+      bundle: tool.bundle,
+      timeoutMs: this.timeoutFor(profile, options.timeoutMs),
+      ...(profile ? { profile } : {}),
+    };
+  }
+
+  async runPrepared(prepared: PreparedCall): Promise<CallResult> {
+    const startedAt = performance.now();
+    try {
+      const ref = (await this.view(prepared.anima)).ref as AnimaRef;
+      const args = JSON.parse(prepared.argsJson) as Record<string, unknown>;
       const outcome = await this.executor.call({
         op: "call",
-        bundle: tool.bundle,
-        context: { anima: ref.name, animaDir: ref.dir, tool: tool.name },
+        bundle: prepared.bundle,
+        context: { anima: ref.name, animaDir: ref.dir, tool: prepared.tool },
         entry: "call",
-        schemaName,
-        payloadJson: JSON.stringify({ ...checked, anima_dir: ref.dir }),
-        timeoutMs,
+        schemaName: prepared.schemaName,
+        // anima_dir is injected here, after validation, so no caller can choose it.
+        payloadJson: JSON.stringify({ ...args, anima_dir: ref.dir }),
+        timeoutMs: prepared.timeoutMs,
         memoryLimitMb: this.config.memoryLimitMb,
         maxResultBytes: this.config.maxResultTransferBytes,
         maxLogLines: this.config.maxLogLinesPerCall,
         maxLogLineChars: this.config.maxLogLineChars,
       });
-      return this.audited(ref.name, tool.name, schemaName, this.toResult(outcome));
+      return this.audited(ref.name, prepared.tool, prepared.schemaName, this.toResult(outcome));
     } catch (error) {
-      return this.audited(anima, schemaName.split("_")[0] ?? schemaName, schemaName, errorResult(error, performance.now() - startedAt));
+      return this.audited(prepared.anima, prepared.tool, prepared.schemaName, errorResult(error, performance.now() - startedAt));
     }
   }
 

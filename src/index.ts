@@ -2,7 +2,7 @@
  * Public API of the animaworks-tool host. Kept small on purpose: create a host, call tools, list them.
  */
 export { createHost } from "./host.js";
-export type { CallOptions, CallResult, SchemaInfo, ToolHost, ToolInfo, ToolListing } from "./host.js";
+export type { CallOptions, CallResult, PreparedCall, SchemaInfo, ToolHost, ToolInfo, ToolListing } from "./host.js";
 export type { HostOptions, LogRecord } from "./config.js";
 export { ERROR_TYPES, EXIT_CODES, ToolHostError } from "./errors.js";
 export type { ErrorInfo, ErrorType } from "./errors.js";

@@ -7,15 +7,17 @@ import { type AuditEvent, type AuditLog, type AuditQuery, type AuditRecord, matc
  * An append-only JSON-lines audit log, bounded in size by rotation: when the file passes `maxBytes` it
  * becomes `<file>.1` (`.1` → `.2` …, the oldest beyond `keepFiles` is dropped).
  *
- * Records are buffered and written on the next turn of the event loop in one `write` to a file opened
+ * Records are buffered and written at most `flushIntervalMs` later in one `write` to a file opened
  * with O_APPEND, so a call never waits on the disk and several processes (one-shot CLI runs next to a
- * server) can share the file without interleaving inside a line.
+ * server) can share the file without interleaving inside a line. `close()` writes what is buffered.
  */
 export interface JsonlAuditLogOptions {
   /** Rotate when the file reaches this size, in bytes. Default: 10 MiB. */
   maxBytes?: number;
   /** Rotated files kept besides the current one. Default: 3. */
   keepFiles?: number;
+  /** Longest time a record waits in memory before it is written, in ms. Default: 20. */
+  flushIntervalMs?: number;
 }
 
 export class JsonlAuditLog implements AuditLog {
@@ -24,6 +26,9 @@ export class JsonlAuditLog implements AuditLog {
   private buffer: string[] = [];
   private scheduled = false;
   private fd: number | undefined;
+  /** Size of the open file as this writer knows it (other writers may add more; rotation is approximate). */
+  private sizeBytes = 0;
+  private readonly flushIntervalMs: number;
   private closed = false;
 
   constructor(
@@ -32,6 +37,7 @@ export class JsonlAuditLog implements AuditLog {
   ) {
     this.maxBytes = options.maxBytes ?? 10 * 1024 * 1024;
     this.keepFiles = options.keepFiles ?? 3;
+    this.flushIntervalMs = options.flushIntervalMs ?? 20;
   }
 
   append(event: AuditEvent): void {
@@ -39,7 +45,7 @@ export class JsonlAuditLog implements AuditLog {
     this.buffer.push(JSON.stringify({ ts: new Date().toISOString(), ...event }));
     if (!this.scheduled) {
       this.scheduled = true;
-      setImmediate(() => this.writeBuffered());
+      setTimeout(() => this.writeBuffered(), this.flushIntervalMs).unref();
     }
   }
 
@@ -80,8 +86,8 @@ export class JsonlAuditLog implements AuditLog {
     this.buffer = [];
     try {
       const fd = this.open();
-      writeSync(fd, text);
-      if (fstatSync(fd).size >= this.maxBytes) this.rotate();
+      this.sizeBytes += writeSync(fd, text);
+      if (this.sizeBytes >= this.maxBytes && fstatSync(fd).size >= this.maxBytes) this.rotate();
     } catch {
       // The audit log must never take a call down with it; a lost write is the lesser harm.
     }
@@ -91,6 +97,7 @@ export class JsonlAuditLog implements AuditLog {
     if (this.fd === undefined) {
       mkdirSync(dirname(this.file), { recursive: true });
       this.fd = openSync(this.file, "a", 0o600);
+      this.sizeBytes = fstatSync(this.fd).size;
     }
     return this.fd;
   }

@@ -148,13 +148,8 @@ export class IsolateRunner implements Executor {
       if (pooled) {
         pooled.active = undefined;
         pooled.guard = undefined;
-        if (reusable && pooled.healthy) {
-          try {
-            pooled.entry!.endCall.applySync(undefined, [], { timeout: 50 });
-          } catch {
-            reusable = false;
-          }
-        }
+        // No host-side clean-up call: the prelude ends its own call state before it answers (settle),
+        // and a synchronous entry here would wait for the isolate's thread on every call.
         this.release(pooled, reusable && pooled.healthy);
       }
     }

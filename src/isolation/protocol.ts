@@ -10,7 +10,10 @@ import type { ErrorInfo } from "../errors.js";
 export interface ToolBundle {
   /** sha256 of the bundle text, hex. Isolates are pooled per (anima, hash). */
   hash: string;
-  /** Script text: the esbuild IIFE followed by the `__awRegister` call. */
+  /**
+   * Script text: the esbuild IIFE followed by the `__awRegister` call. Empty on the wire when the
+   * sandbox process already has this hash (it answers `needBundle` if it no longer does).
+   */
   code: string;
   /** File name shown in stack traces inside the isolate, e.g. `personal/my_tool.js`. */
   displayName: string;
@@ -106,6 +109,7 @@ export type ToSandbox =
 export type FromSandbox =
   | { type: "ready" }
   | { type: "response"; id: number; outcome: CallOutcome | DescribeOutcome }
+  | { type: "needBundle"; id: number }
   | { type: "log"; line: ToolLogLine }
   /** A tool asked for a capability; the host process runs it (policy and audit live there) and replies. */
   | { type: "capability"; capabilityId: number; context: CallContext; name: string; argsJson: string }

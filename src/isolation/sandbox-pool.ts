@@ -82,9 +82,18 @@ class SandboxProcess {
     return this.child?.pid;
   }
 
+  /** Bundle hashes this incarnation of the child has been sent (it caches their code). */
+  private sentBundles = new Set<string>();
+
   send(message: ToSandbox): void {
     if (this.ready && this.child?.connected) {
-      if (message.type === "request") this.bind(message.id, this.child);
+      if (message.type === "request") {
+        this.bind(message.id, this.child);
+        // A bundle's code crosses to a process once; later requests name it by hash only.
+        const bundle = message.request.bundle;
+        if (this.sentBundles.has(bundle.hash)) message = { ...message, request: { ...message.request, bundle: { ...bundle, code: "" } } };
+        else this.sentBundles.add(bundle.hash);
+      }
       this.child.send(message);
     } else this.backlog.push(message);
   }
@@ -96,6 +105,7 @@ class SandboxProcess {
 
   private start(): void {
     this.ready = false;
+    this.sentBundles = new Set();
     const child = fork(CHILD_ENTRY, [String(this.pool.maxIdleIsolates)], {
       execArgv: ["--no-node-snapshot"],
       env: {},
@@ -117,6 +127,10 @@ class SandboxProcess {
       const backlog = this.backlog;
       this.backlog = [];
       for (const queued of backlog) this.send(queued);
+    } else if (message.type === "needBundle") {
+      // The child dropped that bundle from its cache: send the request again, code included.
+      const pending = this.pending.get(message.id);
+      if (pending && child === this.child && child.connected) child.send({ type: "request", id: message.id, request: pending.request } satisfies ToSandbox);
     } else if (message.type === "retiring") {
       this.retire(child);
     } else if (message.type === "response") {

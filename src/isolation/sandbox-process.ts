@@ -14,6 +14,15 @@ function send(message: FromSandbox, then?: () => void): void {
   else then?.();
 }
 
+/** Bundle code by hash, most recently used last; the host sends each bundle's code once. */
+const bundleCode = new Map<string, string>();
+const MAX_CACHED_BUNDLES = 256;
+function rememberBundle(hash: string, code: string): void {
+  bundleCode.delete(hash);
+  bundleCode.set(hash, code);
+  if (bundleCode.size > MAX_CACHED_BUNDLES) bundleCode.delete(bundleCode.keys().next().value as string);
+}
+
 let inFlight = 0;
 let nextCapabilityId = 1;
 /** Capability calls waiting for the host process's answer. */
@@ -59,7 +68,15 @@ process.on("message", (message: ToSandbox) => {
     return;
   }
   if (message.type !== "request") return;
-  const { id, request } = message;
+  const { id } = message;
+  let request = message.request;
+  if (request.bundle.code === "") {
+    const code = bundleCode.get(request.bundle.hash);
+    if (code === undefined) return send({ type: "needBundle", id });
+    request = { ...request, bundle: { ...request.bundle, code } };
+  } else {
+    rememberBundle(request.bundle.hash, request.bundle.code);
+  }
   inFlight++;
   const work = request.op === "describe" ? runner.describe(request) : runner.call(request);
   work
