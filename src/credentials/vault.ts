@@ -1,7 +1,21 @@
 import { randomBytes } from "node:crypto";
 import { mkdir, open, readFile, rename, stat, unlink } from "node:fs/promises";
 import { basename, dirname, join } from "node:path";
-import sodium from "libsodium-wrappers";
+import type sodiumType from "libsodium-wrappers";
+
+/**
+ * libsodium (a WebAssembly build) is loaded on first use: a process that never touches the vault — most
+ * one-shot tool calls — does not pay for it.
+ */
+let sodiumPromise: Promise<typeof sodiumType> | undefined;
+function loadSodium(): Promise<typeof sodiumType> {
+  sodiumPromise ??= import("libsodium-wrappers").then(async (module) => {
+    const sodium = (module as unknown as { default: typeof sodiumType }).default ?? (module as unknown as typeof sodiumType);
+    await sodium.ready;
+    return sodium;
+  });
+  return sodiumPromise;
+}
 import { ToolHostError } from "../errors.js";
 import { type CredentialLog, SILENT_LOG, hostLog, isJsonObject, ownValue } from "./store.js";
 
@@ -63,7 +77,7 @@ export class Vault {
 
   /** Creates vault.key (mode 0600). Refuses when one exists, as AnimaWorks does: replacing it would orphan every stored value. */
   async generateKey(): Promise<void> {
-    await sodium.ready;
+    const sodium = await loadSodium();
     await mkdir(dirname(this.keyPath), { recursive: true });
     const pair = sodium.crypto_box_keypair();
     // "wx" makes the existence check and the creation one step, so two racing generators cannot both win.
@@ -93,7 +107,7 @@ export class Vault {
     if (pair === undefined) {
       throw new ToolHostError("ToolConfigError", `cannot encrypt: no usable vault key at ${this.keyPath}`, "create one with the host's vault key command, or restore the operator's vault.key");
     }
-    await sodium.ready;
+    const sodium = await loadSodium();
     const sealed = sodium.crypto_box_seal(sodium.from_string(plaintext), pair.publicKey);
     return sodium.to_base64(sealed, sodium.base64_variants.ORIGINAL);
   }
@@ -103,7 +117,7 @@ export class Vault {
     if (stored === "") return stored;
     const pair = await this.loadKey();
     if (pair === undefined) return stored;
-    await sodium.ready;
+    const sodium = await loadSodium();
     let sealed: Uint8Array;
     try {
       sealed = sodium.from_base64(stored, sodium.base64_variants.ORIGINAL);
@@ -214,7 +228,7 @@ export class Vault {
   /** The key pair from vault.key, cached once loaded; undefined (warned once) when absent or unusable. */
   private async loadKey(): Promise<KeyPair | undefined> {
     if (this.keyPair !== undefined) return this.keyPair;
-    await sodium.ready;
+    const sodium = await loadSodium();
     let text: string;
     try {
       text = await readFile(this.keyPath, "utf8");

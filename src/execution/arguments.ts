@@ -1,6 +1,6 @@
 import { ToolHostError } from "../errors.js";
 import type { ToolSchema } from "../registry/schemas.js";
-import { type ValidateFunction, compileSchema, describeValidationErrors } from "../validation/ajv.js";
+import { type ValidateFunction, compileSchema, describeValidationErrors, loadValidator } from "../validation/ajv.js";
 
 /**
  * Compiled validators, by the schema's parameters object, compiled on first use of each action. A loaded
@@ -38,7 +38,7 @@ export function checkArguments(_bundleHash: string, schema: ToolSchema, args: un
   delete copy["anima_dir"];
   let validate = validators.get(schema.parameters);
   if (!validate) {
-    validate = compileSchema(schema.parameters);
+    validate = schema.validatorSource ? loadCached(schema) : compileSchema(schema.parameters);
     validators.set(schema.parameters, validate);
   }
   if (!validate(copy)) {
@@ -50,6 +50,15 @@ export function checkArguments(_bundleHash: string, schema: ToolSchema, args: un
     );
   }
   return copy;
+}
+
+/** The generated validator from the tool's cached description; compiles afresh if it cannot be used. */
+function loadCached(schema: ToolSchema): ValidateFunction {
+  try {
+    return loadValidator(schema.validatorSource as string);
+  } catch {
+    return compileSchema(schema.parameters);
+  }
 }
 
 /** `expects: query (string, required), limit (integer)` — enough for an LLM to fix its call. */

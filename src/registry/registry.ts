@@ -3,6 +3,7 @@ import type { ToolBundler } from "../build/bundler.js";
 import type { ErrorInfo } from "../errors.js";
 import type { Executor, ToolBundle } from "../isolation/protocol.js";
 import { type DiscoveredTool, type DiscoveryProblem, type ToolOrigin, discoverFolder } from "./discovery.js";
+import { compileSchema, validatorSource } from "../validation/ajv.js";
 import { type ProfileEntry, type ToolSchema, checkToolSchemas } from "./schemas.js";
 
 export interface AnimaRef {
@@ -38,7 +39,7 @@ interface CachedDescription {
 }
 
 /** Bump when what `describe` yields or how it is checked changes. */
-const DESCRIPTION_FORMAT = "d2";
+const DESCRIPTION_FORMAT = "d3";
 
 /**
  * A failure to run a tool's module (as opposed to its declaration failing the checks) may be transient:
@@ -158,7 +159,8 @@ export class ToolRegistry {
         return { entry: { ...base, state: "error", error }, transient: false };
       }
       description = {
-        schemas: check.schemas,
+        // Each schema carries its generated validator, so a fresh process validates without ajv.
+        schemas: check.schemas.map((schema) => ({ ...schema, validatorSource: validatorSource(compileSchema(schema.parameters)) })),
         profile: check.profile,
         hasCliMain: exportsInfo["cli_main"] === "function" || exportsInfo["cliMain"] === "function",
       };

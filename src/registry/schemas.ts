@@ -7,6 +7,8 @@ export interface ToolSchema {
   action: string;
   description: string;
   parameters: JsonSchemaObject;
+  /** ajv's standalone code for `parameters` (validation/ajv.ts), when the description was cached. */
+  validatorSource?: string;
 }
 
 export type JsonSchemaObject = { type: "object"; properties?: Record<string, JsonSchemaProperty>; required?: string[] } & Record<string, unknown>;

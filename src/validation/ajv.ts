@@ -28,7 +28,8 @@ export function getAjv(): AjvType {
       toString: () => JSON.stringify([pattern, flags]),
     };
   };
-  re2Engine.code = "re2";
+  // How generated standalone code (see `validatorSource`) obtains the engine: through `standaloneRequire`.
+  re2Engine.code = 'require("animaworks:re2")';
   ajv = new Ajv({
     strict: true,
     allErrors: true,
@@ -36,7 +37,7 @@ export function getAjv(): AjvType {
     validateSchema: true,
     addUsedSchema: false,
     unicodeRegExp: true,
-    code: { regExp: re2Engine as never },
+    code: { regExp: re2Engine as never, source: true },
     loadSchema: undefined,
   });
   addFormats(ajv);
@@ -44,6 +45,42 @@ export function getAjv(): AjvType {
 }
 
 export type { ErrorObject, ValidateFunction };
+
+/**
+ * Standalone validators: the JavaScript ajv generated for a schema, kept with a tool's cached description
+ * so that a new process (a one-shot CLI call) validates without loading and configuring ajv at all.
+ * The code is generated here from checked schemas and stored in the host's own cache directory.
+ */
+export function validatorSource(validate: ValidateFunction): string {
+  const standaloneCode = (require("ajv/dist/standalone") as { default: (ajv: AjvType, v: ValidateFunction) => string }).default;
+  return standaloneCode(getAjv(), validate);
+}
+
+export function loadValidator(source: string): ValidateFunction {
+  const module = { exports: {} as { default?: ValidateFunction } };
+  new Function("require", "module", "exports", source)(standaloneRequire, module, module.exports);
+  const validate = (module.exports.default ?? module.exports) as ValidateFunction;
+  if (typeof validate !== "function") throw new Error("cached validator is malformed");
+  return validate;
+}
+
+let standaloneRe2: ((pattern: string, flags: string) => { test(input: string): boolean }) | undefined;
+
+/** The only modules generated validators may load: ajv's and ajv-formats' runtime helpers, and RE2. */
+function standaloneRequire(id: string): unknown {
+  if (id === "animaworks:re2") {
+    if (!standaloneRe2) {
+      const { RE2JS } = require("re2js") as { RE2JS: typeof RE2JSType };
+      standaloneRe2 = (pattern, flags) => {
+        const compiled = RE2JS.compile(pattern, flags.includes("i") ? RE2JS.CASE_INSENSITIVE : 0);
+        return { test: (input: string) => compiled.matcher(input).find() };
+      };
+    }
+    return standaloneRe2;
+  }
+  if (/^ajv\/dist\/runtime\/[a-z0-9]+$/.test(id) || id === "ajv-formats/dist/formats") return require(id);
+  throw new Error(`a cached validator asked for "${id}"`);
+}
 
 /**
  * Compiles a schema; throws an Error whose message says what is wrong with it.
