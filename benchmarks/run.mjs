@@ -18,6 +18,24 @@ const PIPELINED_CALLS = quick ? 5_000 : 30_000;
 const PIPELINE_DEPTH = 256;
 const COLD_RUNS = quick ? 5 : 15;
 
+const CAPABILITY_LOOPS = quick ? 200 : 1_000;
+const CAP_TOOL = `
+import { fs, getCredential } from "@animaworks/tool";
+export function get_tool_schemas() {
+  return [
+    { name: "capbench_read", description: "n fs reads", input_schema: { type: "object", properties: { n: { type: "integer" } }, required: ["n"] } },
+    { name: "capbench_cred", description: "n credential lookups", input_schema: { type: "object", properties: { n: { type: "integer" } }, required: ["n"] } },
+  ];
+}
+export async function dispatch(name, args) {
+  let total = 0;
+  for (let i = 0; i < args.n; i++) {
+    total += name === "capbench_read" ? (await fs.readFile("data.txt")).length : (await getCredential("bench", "capbench")).length;
+  }
+  return total;
+}
+`;
+
 const TOOL = `
 export function get_tool_schemas() {
   return [{ name: "bench_echo", description: "Echo n back.", input_schema: { type: "object", properties: { n: { type: "integer" } }, required: ["n"] } }];
@@ -52,6 +70,9 @@ async function main() {
   const dataDir = mkdtempSync(join(tmpdir(), "awt-bench-"));
   mkdirSync(join(dataDir, "animas", "bench", "tools"), { recursive: true });
   writeFileSync(join(dataDir, "animas", "bench", "tools", "bench.mjs"), TOOL);
+  writeFileSync(join(dataDir, "animas", "bench", "tools", "capbench.mjs"), CAP_TOOL);
+  writeFileSync(join(dataDir, "animas", "bench", "data.txt"), "x".repeat(1024));
+  writeFileSync(join(dataDir, "config.json"), JSON.stringify({ credentials: { bench: { api_key: "k".repeat(32) } } }));
   const results = {};
   try {
     // Baseline 1: a direct function call.
@@ -87,6 +108,37 @@ async function main() {
       }),
     );
     const pipeSeconds = Number(process.hrtime.bigint() - pipeStart) / 1e9;
+
+    // Capability calls: n operations inside one tool call, against the same operation done directly.
+    const { readFile } = await import("node:fs/promises");
+    const perOp = async (fn) => {
+      await fn();
+      const start = process.hrtime.bigint();
+      await fn();
+      return Number(process.hrtime.bigint() - start) / 1e3 / CAPABILITY_LOOPS;
+    };
+    const capRead = await perOp(async () => {
+      const r = await host.call("bench", "capbench_read", { n: CAPABILITY_LOOPS });
+      if (r.status !== "ok") throw new Error(JSON.stringify(r));
+    });
+    const directRead = await perOp(async () => {
+      for (let i = 0; i < CAPABILITY_LOOPS; i++) await readFile(join(dataDir, "animas", "bench", "data.txt"), "utf8");
+    });
+    const capCred = await perOp(async () => {
+      const r = await host.call("bench", "capbench_cred", { n: CAPABILITY_LOOPS });
+      if (r.status !== "ok") throw new Error(JSON.stringify(r));
+    });
+    const directCred = await perOp(async () => {
+      for (let i = 0; i < CAPABILITY_LOOPS; i++) JSON.parse(await readFile(join(dataDir, "config.json"), "utf8")).credentials.bench.api_key;
+    });
+    results.capabilities = {
+      fsReadUs: round(capRead),
+      directReadUs: round(directRead),
+      fsReadRatio: round(capRead / directRead, 2),
+      credentialUs: round(capCred),
+      directCredentialUs: round(directCred),
+      credentialRatio: round(capCred / directCred, 2),
+    };
     await host.close();
 
     const bareBatchStart = process.hrtime.bigint();
@@ -150,6 +202,9 @@ function printReport(results) {
   console.log(`node ${process.version}, ${process.platform}/${process.arch}${quick ? " (quick run)" : ""}`);
   console.log(`warm call p50: direct ${w.direct.p50Us} µs, bare isolated-vm ${w.bareIsolatedVm.p50Us} µs, whole stack ${w.wholeStack.p50Us} µs (p95 ${w.wholeStack.p95Us} µs) → ${w.ratioP50VsBareIsolatedVm}× bare isolated-vm [aim ≤ 2×]`);
   console.log(`pipelined: ${p.callsPerSecond} calls/s through the stack vs ${p.bareIsolatedVmCallsPerSecond} bare isolated-vm calls/s (${p.ratioVsBare}×) [aim ≥ 30,000/s]`);
+  const k = results.capabilities;
+  console.log(`capability fs.readFile (1 KiB): ${k.fsReadUs} µs vs direct fs.promises.readFile ${k.directReadUs} µs (${k.fsReadRatio}×)`);
+  console.log(`capability getCredential: ${k.credentialUs} µs vs reading config.json directly ${k.directCredentialUs} µs (${k.credentialRatio}×)`);
   console.log(`cold CLI p50: ${c.cliP50Ms} ms vs bare node --no-node-snapshot ${c.bareNodeP50Ms} ms → +${c.overheadMs} ms [aim ≤ +60 ms]`);
   if (process.argv.includes("--json")) console.log(JSON.stringify(results, null, 2));
 }
