@@ -1,0 +1,252 @@
+import type { LookupAddress } from "node:dns";
+import http, { type IncomingHttpHeaders, type IncomingMessage } from "node:http";
+import https from "node:https";
+import { isIP } from "node:net";
+import type { Transform } from "node:stream";
+import zlib from "node:zlib";
+import { ToolHostError } from "../errors.js";
+import type { CheckedTarget, ResolvedAddress } from "./net-target.js";
+
+/**
+ * One HTTP exchange of the fetch capability, to an already-checked target. The connection is pinned:
+ * the `lookup` handed to http(s).request ignores the name and answers with the checked addresses, so
+ * the name is not resolved again (no DNS rebinding between check and connect), while the Host header
+ * and TLS SNI/certificate checks still use the name. Each request gets its own agent (no socket reuse
+ * across checks). Bodies are capped both as received and after decoding; decoding is streamed, so a
+ * decompression bomb stops at the cap instead of being inflated into memory.
+ */
+export interface HopRequest {
+  url: URL;
+  target: CheckedTarget;
+  method: string;
+  headers: Record<string, string>;
+  body: Buffer | undefined;
+  /** Aborted when the fetch's total time runs out; its reason becomes the error. */
+  signal: AbortSignal;
+  /** Time from sending the request to its response headers, in ms. */
+  headerTimeoutMs: number;
+  /** Longest pause between two body chunks, in ms. */
+  bodyIdleTimeoutMs: number;
+  /** Largest body, in bytes, received and decoded. */
+  maxResponseBytes: number;
+  /** Trusted CA certificates (PEM) replacing Node's bundled roots; undefined keeps the roots. */
+  ca: string | Buffer | Array<string | Buffer> | undefined;
+  /** Prefix of error messages: names the URL as the tool may see it. */
+  label: string;
+}
+
+export interface HopResponse {
+  status: number;
+  statusText: string;
+  headers: IncomingHttpHeaders;
+  /** Reads the whole (decoded) body, within the caps and timeouts. Call once, or `discard`. */
+  readBody(): Promise<Buffer>;
+  /** Drops the body and closes the connection (redirects, errors). */
+  discard(): void;
+}
+
+/** Longest response header section accepted, in bytes (Node's own default, made explicit). */
+const MAX_HEADER_BYTES = 16 * 1024;
+
+export function sendRequest(hop: HopRequest): Promise<HopResponse> {
+  return new Promise<HopResponse>((resolve, reject) => {
+    const { url, target, label } = hop;
+    // The total time may have run out while the target was being checked: no connection then.
+    if (hop.signal.aborted) return reject(hop.signal.reason as Error);
+    const secure = url.protocol === "https:";
+    const options: https.RequestOptions = {
+      protocol: url.protocol,
+      hostname: target.host,
+      port: target.port,
+      path: `${url.pathname}${url.search}`,
+      method: hop.method,
+      headers: hop.headers,
+      agent: secure ? new https.Agent({ keepAlive: false }) : new http.Agent({ keepAlive: false }),
+      lookup: pinnedLookup(target.addresses) as unknown as https.RequestOptions["lookup"],
+      maxHeaderSize: MAX_HEADER_BYTES,
+      insecureHTTPParser: false,
+      setHost: true,
+    };
+    // SNI carries names only; for an IP literal the certificate is checked against the IP.
+    if (secure && isIP(target.host) === 0) options.servername = target.host;
+    if (secure && hop.ca !== undefined) options.ca = hop.ca;
+
+    let settled = false;
+    let failBody: ((error: ToolHostError) => void) | undefined;
+    const request = (secure ? https : http).request(options);
+    const headerTimer = setTimeout(() => {
+      request.destroy(new ToolHostError("Timeout", `${label}: no response headers within ${hop.headerTimeoutMs} ms`));
+    }, hop.headerTimeoutMs);
+    const onAbort = () => request.destroy(hop.signal.reason as Error);
+    hop.signal.addEventListener("abort", onAbort, { once: true });
+    const cleanup = () => {
+      clearTimeout(headerTimer);
+      hop.signal.removeEventListener("abort", onAbort);
+    };
+
+    // Errors after the headers arrived belong to the body reader, if one is running.
+    request.on("error", (error) => {
+      const mapped = networkError(error, label);
+      if (!settled) {
+        settled = true;
+        cleanup();
+        reject(mapped);
+      } else failBody?.(mapped);
+    });
+    request.on("response", (response) => {
+      clearTimeout(headerTimer);
+      settled = true;
+      resolve({
+        status: response.statusCode ?? 0,
+        statusText: response.statusMessage ?? "",
+        headers: response.headers,
+        readBody: () =>
+          readBody(response, hop, (fail) => {
+            failBody = fail;
+          }).finally(cleanup),
+        discard: () => {
+          cleanup();
+          response.destroy();
+          request.destroy();
+        },
+      });
+    });
+    request.end(hop.body);
+  });
+}
+
+/**
+ * The pinned resolver. Node calls it with `all: true` when it races address families (Happy Eyeballs)
+ * and without when it does not; both get only the checked addresses.
+ */
+function pinnedLookup(addresses: readonly ResolvedAddress[]) {
+  return (
+    _hostname: string,
+    options: { all?: boolean; family?: number | string },
+    callback: (error: NodeJS.ErrnoException | null, address: string | LookupAddress[], family?: number) => void,
+  ): void => {
+    const family = options.family === "IPv4" ? 4 : options.family === "IPv6" ? 6 : Number(options.family ?? 0);
+    const usable = addresses.filter((a) => family === 0 || a.family === family);
+    const first = usable[0];
+    if (!first) {
+      const error: NodeJS.ErrnoException = new Error("no checked address of the requested family");
+      error.code = "ENOTFOUND";
+      callback(error, "", 0);
+    } else if (options.all) callback(null, usable.map((a) => ({ address: a.address, family: a.family })));
+    else callback(null, first.address, first.family);
+  };
+}
+
+function readBody(response: IncomingMessage, hop: HopRequest, setFailer: (fail: (error: ToolHostError) => void) => void): Promise<Buffer> {
+  const { label, maxResponseBytes: cap } = hop;
+  return new Promise<Buffer>((resolve, reject) => {
+    const tooLarge = () => new ToolHostError("ExecutionError", `${label}: the response body is larger than the ${cap}-byte limit`);
+    const chunks: Buffer[] = [];
+    let received = 0;
+    let decoded = 0;
+    let done = false;
+    let idleTimer: NodeJS.Timeout | undefined;
+    let decoder: Transform | undefined | null;
+
+    const fail = (error: ToolHostError) => {
+      if (done) return;
+      done = true;
+      clearTimeout(idleTimer);
+      hop.signal.removeEventListener("abort", onAbort);
+      decoder?.destroy();
+      response.destroy();
+      chunks.length = 0;
+      reject(error);
+    };
+    const onAbort = () => fail(hop.signal.reason as ToolHostError);
+    const resetIdle = () => {
+      clearTimeout(idleTimer);
+      idleTimer = setTimeout(() => fail(new ToolHostError("Timeout", `${label}: the response body stalled for ${hop.bodyIdleTimeoutMs} ms`)), hop.bodyIdleTimeoutMs);
+    };
+    const keep = (chunk: Buffer) => {
+      if (done) return;
+      decoded += chunk.length;
+      if (decoded > cap) return fail(tooLarge());
+      chunks.push(chunk);
+    };
+    const finish = () => {
+      if (done) return;
+      done = true;
+      clearTimeout(idleTimer);
+      hop.signal.removeEventListener("abort", onAbort);
+      resolve(Buffer.concat(chunks, decoded));
+    };
+
+    setFailer(fail);
+    if (hop.signal.aborted) return fail(hop.signal.reason as ToolHostError);
+    hop.signal.addEventListener("abort", onAbort, { once: true });
+
+    const declared = Number(response.headers["content-length"]);
+    if (Number.isFinite(declared) && declared > cap) return fail(tooLarge());
+
+    const encoding = String(response.headers["content-encoding"] ?? "identity").trim().toLowerCase();
+    decoder = decoderFor(encoding);
+    if (decoder === null) return fail(new ToolHostError("ExecutionError", `${label}: the response uses an unsupported content-encoding "${encoding.slice(0, 40)}"`));
+
+    resetIdle();
+    response.on("data", (chunk: Buffer) => {
+      received += chunk.length;
+      if (received > cap) return fail(tooLarge());
+      resetIdle();
+      if (!decoder) keep(chunk);
+    });
+    if (decoder) {
+      const active = decoder;
+      // pipe() applies backpressure: the socket is paused while the decoder is busy, and the decoder
+      // emits bounded chunks that are counted one by one, so a bomb is cut off at the cap.
+      response.pipe(active);
+      active.on("data", keep);
+      active.on("end", finish);
+      active.on("error", () => fail(new ToolHostError("ExecutionError", `${label}: the response body is not valid ${encoding} data`)));
+    } else {
+      response.on("end", finish);
+    }
+    // An 'error' (Node: "aborted") or a 'close' before the message completed: the body was cut short.
+    const cutShort = () => fail(new ToolHostError("ExecutionError", `${label}: the connection was lost before the response body was complete`));
+    response.on("error", cutShort);
+    response.on("close", () => {
+      if (!response.complete) cutShort();
+    });
+  });
+}
+
+/** undefined: no decoding needed; null: an encoding we cannot decode. */
+function decoderFor(encoding: string): Transform | undefined | null {
+  switch (encoding) {
+    case "":
+    case "identity":
+      return undefined;
+    case "gzip":
+    case "x-gzip":
+      return zlib.createGunzip();
+    case "deflate":
+      return zlib.createInflate();
+    case "br":
+      return zlib.createBrotliDecompress();
+    default:
+      return null;
+  }
+}
+
+const TLS_CODE = /^(ERR_TLS_|ERR_SSL_|CERT_|UNABLE_TO_|DEPTH_ZERO_|SELF_SIGNED_|HOSTNAME_MISMATCH)/;
+
+/** A tool-facing error for a connection failure. Node's own messages are not passed on: they name the
+ *  connected IP address and port, which the tool did not necessarily give. */
+export function networkError(error: unknown, label: string): ToolHostError {
+  if (error instanceof ToolHostError) return error;
+  const code = String((error as NodeJS.ErrnoException | undefined)?.code ?? "");
+  const what =
+    code === "ECONNREFUSED" ? "the connection was refused"
+    : code === "ECONNRESET" || code === "EPIPE" ? "the connection was reset"
+    : code === "ETIMEDOUT" ? "the connection timed out"
+    : code === "ENETUNREACH" || code === "EHOSTUNREACH" ? "the host is unreachable"
+    : TLS_CODE.test(code) ? `the TLS connection could not be verified (${code})`
+    : code.startsWith("HPE_") ? `the response is not valid HTTP (${code})`
+    : `the request failed (${code || "error"})`;
+  return new ToolHostError("ExecutionError", `${label}: ${what}`);
+}

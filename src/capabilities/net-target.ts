@@ -1,0 +1,136 @@
+import { lookup as dnsLookup } from "node:dns/promises";
+import { isIP } from "node:net";
+import { ToolHostError } from "../errors.js";
+import type { SandboxPolicy } from "../policy/permissions.js";
+import { BAD_PORTS, type InternalAllowList, blockedNameReason, hostMatches, nonPublicReason } from "./net-address.js";
+
+/**
+ * Decides whether one URL (the tool's, or a redirect hop's) may be fetched, and to which addresses.
+ * Everything here happens before any connection is opened. The order:
+ *  1. scheme http/https, the Anima's policy (`none` refuses all; an allowlist must name the host), port;
+ *  2. an IP literal must be public, or inside an operator-allowed address/range;
+ *  3. a name must not be local/internal (unless the operator allows the name), is resolved ONCE, and
+ *     EVERY answer must be public or operator-allowed: one non-public answer refuses the whole name
+ *     (mixed answers are how rebinding and split-horizon tricks look). The checked answers are what the
+ *     connection uses (see `pinnedLookup` in net-request.ts), so DNS is never consulted again.
+ * Messages name the host as the tool (or the redirect) gave it, never a resolved address.
+ */
+export interface ResolvedAddress {
+  address: string;
+  family: 4 | 6;
+}
+
+/** Resolves a name to all its addresses; the default is `dns.lookup(name, { all: true })`. */
+export type HostLookup = (hostname: string) => Promise<ReadonlyArray<{ address: string; family: number }>>;
+
+export const systemLookup: HostLookup = (hostname) => dnsLookup(hostname, { all: true, verbatim: true });
+
+export interface CheckedTarget {
+  /** Host for the request line, Host header and TLS SNI: lower case, no brackets, no trailing dot. */
+  host: string;
+  port: number;
+  /** The checked addresses the connection may use; an IP literal is its own single address. */
+  addresses: ResolvedAddress[];
+}
+
+export interface TargetRules {
+  network: SandboxPolicy["network"];
+  internal: InternalAllowList;
+  lookup: HostLookup;
+  /** Aborts a DNS lookup that outlives the fetch (getaddrinfo itself cannot be cancelled). */
+  signal: AbortSignal;
+}
+
+/** Most resolver answers kept: more only slows connection fallback down. */
+const MAX_ANSWERS = 16;
+
+export async function checkTarget(url: URL, rules: TargetRules, label: string): Promise<CheckedTarget> {
+  if (url.protocol !== "http:" && url.protocol !== "https:") {
+    throw deny(`${label}: the scheme "${url.protocol.replace(/:$/, "")}" is not allowed (only http and https)`);
+  }
+  const host = url.hostname.replace(/^\[(.*)\]$/, "$1").replace(/\.+$/, "");
+  if (host === "") throw new ToolHostError("InvalidArguments", `${label}: the URL has no host`);
+  const { network } = rules;
+  if (network.mode === "none") throw deny(`${label}: network access is disabled for this Anima (sandbox.network is "none")`);
+  if (network.mode === "allowlist" && !network.hosts.some((pattern) => hostMatches(host, pattern))) {
+    throw deny(`${label}: the host "${shown(host)}" is not in this Anima's network allowlist`);
+  }
+  const port = url.port === "" ? (url.protocol === "https:" ? 443 : 80) : Number(url.port);
+  if (BAD_PORTS.has(port)) throw deny(`${label}: port ${port} is refused (it belongs to a non-HTTP service)`);
+
+  const family = isIP(host);
+  if (family !== 0) {
+    const reason = nonPublicReason(host);
+    if (reason !== undefined && !rules.internal.allowsAddress(host)) throw deny(`${label}: ${shown(host)} is a ${reason} address`);
+    refuseCredentials(url, label);
+    return { host, port, addresses: [{ address: host, family: family as 4 | 6 }] };
+  }
+
+  const operatorName = rules.internal.allowsName(host);
+  if (!operatorName) {
+    const reason = blockedNameReason(host);
+    if (reason !== undefined) throw deny(`${label}: "${shown(host)}" is ${reason}`);
+  }
+  refuseCredentials(url, label);
+  // A trailing dot makes the name absolute: the resolver's search domains are never appended to it.
+  // Operator-allowed names are looked up as written (they may be single-label /etc/hosts names).
+  const answers = await withAbort(Promise.resolve().then(() => rules.lookup(operatorName ? host : `${host}.`)), rules.signal).catch((error: unknown) => {
+    if (error instanceof ToolHostError) throw error;
+    const code = (error as NodeJS.ErrnoException | undefined)?.code;
+    const missing = code === "ENOTFOUND" || code === "ENODATA" || code === "EAI_NONAME";
+    throw new ToolHostError("ExecutionError", `${label}: the host "${shown(host)}" ${missing ? "was not found" : `could not be resolved (${code ?? "error"})`}`);
+  });
+  if (!Array.isArray(answers) || answers.length === 0) {
+    throw new ToolHostError("ExecutionError", `${label}: the host "${shown(host)}" has no addresses`);
+  }
+  const addresses: ResolvedAddress[] = [];
+  for (const answer of answers.slice(0, MAX_ANSWERS)) {
+    const address = typeof answer?.address === "string" ? answer.address : "";
+    const kind = isIP(address);
+    if (kind === 0) throw deny(`${label}: the host "${shown(host)}" resolved to something that is not an IP address`);
+    if (operatorName ? rules.internal.blocksMetadata(address) : nonPublicReason(address) !== undefined && !rules.internal.allowsAddress(address)) {
+      // The reason (loopback, private …) says why without revealing the address itself.
+      throw deny(`${label}: the host "${shown(host)}" resolves to a ${nonPublicReason(address) ?? "non-public"} address`);
+    }
+    if (!addresses.some((a) => a.address === address)) addresses.push({ address, family: kind as 4 | 6 });
+  }
+  return { host, port, addresses };
+}
+
+/**
+ * A URL with credentials (user:password@) is refused, as WHATWG fetch does: the tool should send an
+ * Authorization header it chose explicitly. Checked after the host rules, so `http://x@10.0.0.1/` is
+ * reported (and audited) as the address violation it is.
+ */
+function refuseCredentials(url: URL, label: string): void {
+  if (url.username !== "" || url.password !== "") {
+    throw new ToolHostError("InvalidArguments", `${label}: URLs with credentials (user:password@) are not accepted; send an Authorization header`);
+  }
+}
+
+function deny(message: string): ToolHostError {
+  return new ToolHostError("SandboxViolation", message);
+}
+
+function shown(host: string): string {
+  return host.length > 100 ? `${host.slice(0, 100)}…` : host;
+}
+
+/** Settles with `promise`, or rejects with the signal's reason as soon as it aborts. */
+export function withAbort<T>(promise: Promise<T>, signal: AbortSignal): Promise<T> {
+  if (signal.aborted) return Promise.reject(signal.reason as Error);
+  return new Promise<T>((resolve, reject) => {
+    const onAbort = () => reject(signal.reason as Error);
+    signal.addEventListener("abort", onAbort, { once: true });
+    promise.then(
+      (value) => {
+        signal.removeEventListener("abort", onAbort);
+        resolve(value);
+      },
+      (error: unknown) => {
+        signal.removeEventListener("abort", onAbort);
+        reject(error);
+      },
+    );
+  });
+}
