@@ -1,6 +1,8 @@
 import type { AuditLog } from "./audit/audit-log.js";
 import { JsonlAuditLog } from "./audit/jsonl-audit-log.js";
+import { type AnimaReport, buildAnimaReport } from "./audit/report.js";
 import { ToolBundler } from "./build/bundler.js";
+import { FetchCapability } from "./capabilities/fetch.js";
 import { CapabilityService } from "./capabilities/service.js";
 import { openCredentialSources, redactSecrets } from "./credentials/index.js";
 import { type HostConfig, type HostOptions, resolveConfig } from "./config.js";
@@ -85,6 +87,8 @@ export interface ToolHost {
   list(anima?: string): Promise<ToolListing>;
   /** One tool as the Anima sees it; `ToolNotFound` when there is no such tool. */
   describe(anima: string | undefined, toolName: string): Promise<ToolInfo>;
+  /** The sandbox policy auditing report for one Anima, or every Anima when none is named. */
+  auditReport(anima?: string, options?: { sinceMs?: number }): Promise<AnimaReport[]>;
   /** Names of the Animas in the data dir. */
   animas(): Promise<string[]>;
   close(): Promise<void>;
@@ -99,6 +103,10 @@ export function createHost(options: HostOptions = {}): ToolHost {
     credentials: openCredentialSources(config.dataDir, { environment: config.environment, allowedEnvironment: config.allowedEnvironment, log: config.onLog }),
     audit,
     log: config.onLog,
+    network: new FetchCapability({
+      allowInternalHosts: config.allowInternalHosts,
+      onAudit: (event) => audit.append({ kind: "capability", ...event }),
+    }),
   });
   const executor = createExecutor(config, (line) => forwardToolLog(config, line, capabilities), capabilities.invoke);
   const bundler = new ToolBundler(config.cacheDir);
@@ -240,6 +248,17 @@ class Host implements ToolHost {
   refresh(): void {
     this.views = new Map();
     this.registry.forget();
+  }
+
+  async auditReport(anima?: string, options: { sinceMs?: number } = {}): Promise<AnimaReport[]> {
+    const names = anima === undefined ? await this.animas() : [anima];
+    const reports: AnimaReport[] = [];
+    for (const name of names) {
+      const view = await this.view(name);
+      const records = await this.audit.read({ anima: name, ...(options.sinceMs !== undefined ? { sinceMs: options.sinceMs } : {}) });
+      reports.push(await buildAnimaReport(this.config, name, (view.ref as AnimaRef).dir, await this.list(name), records));
+    }
+    return reports;
   }
 
   animas(): Promise<string[]> {

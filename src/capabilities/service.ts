@@ -47,16 +47,18 @@ export class CapabilityService {
     }
     if (!Array.isArray(args)) return this.deny(context, name, "", { type: "InvalidArguments", message: `${name}: malformed call` });
     const target = typeof args[0] === "string" ? args[0] : "";
+    // fetch audits itself, once per hop and without query strings (a query may carry a secret).
+    const selfAudited = name === "credential.get" || name === "fetch";
     try {
       const value = await this.run(context, name, args);
-      if (name !== "credential.get") this.audit(context, name, target, "ok");
+      if (!selfAudited) this.audit(context, name, target, "ok");
       return { ok: true, value: value === undefined ? null : value };
     } catch (error) {
       const info: ErrorInfo =
         error instanceof ToolHostError ? error.toInfo() : { type: "ExecutionError", message: `${name} failed` };
       if (name === "credential.get") return { ok: false, error: info };
       const denied = info.type === "SandboxViolation" || info.type === "PermissionDenied";
-      this.audit(context, name, target, denied ? "denied" : "error", `${info.type}: ${info.message}`);
+      if (!selfAudited) this.audit(context, name, target, denied ? "denied" : "error", `${info.type}: ${info.message}`);
       if (denied) this.options.log({ level: "warn", logger: "animaworks.host", message: `denied ${name}: ${info.message}`, anima: context.anima, tool: context.tool });
       return { ok: false, error: info };
     }

@@ -6,6 +6,7 @@ import { flagName, positionalParameters, typesOf } from "./flags.js";
 export const MANAGEMENT_COMMANDS: ReadonlyArray<[string, string]> = [
   ["list", "list the tools this Anima can use, with their actions"],
   ["describe <tool>", "show a tool's actions and full JSON Schemas"],
+  ["audit", "each Anima's sandbox policy and what its tools attempted (--since 12h, --json)"],
 ];
 
 const GLOBAL_OPTIONS = `Options:

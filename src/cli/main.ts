@@ -4,6 +4,7 @@ import { PROJECT_ROOT, animaDirFromEnv, dataDirFromEnv, defaultDataDir } from ".
 import { ToolHostError } from "../errors.js";
 import { type CallResult, type ToolHost, type ToolInfo, createHost } from "../host.js";
 import { RESERVED_NAMES } from "../registry/discovery.js";
+import { AUDIT_USAGE, runAudit } from "./audit.js";
 import { parseToolFlags } from "./flags.js";
 import { actionHelp, describeText, listText, toolHelp, topLevelHelp } from "./help.js";
 import { type Output, printError, printResult } from "./output.js";
@@ -108,6 +109,9 @@ async function runCommand(host: ToolHost, command: string, argv: string[], optio
       else out.stdout(describeText(tool));
       return 0;
     }
+    case "audit":
+      if (options.help) return out.stdout(AUDIT_USAGE), 0;
+      return runAudit(host, argv, anima, options.json, out);
     default:
       throw new ToolHostError(
         "InvalidArguments",

@@ -1,0 +1,125 @@
+import type { HostConfig } from "../config.js";
+import type { ToolListing } from "../host.js";
+import { type Permissions, loadPermissions } from "../policy/permissions.js";
+import type { AuditRecord } from "./audit-log.js";
+
+/**
+ * The sandbox policy auditing report: per Anima, the policy in force and what its tools actually did.
+ * Built from plain data (the audit records, the tool listing, the permissions file); it never reads a
+ * secret value, because none is ever recorded.
+ */
+export interface ToolActivity {
+  tool: string;
+  calls: number;
+  ok: number;
+  /** Error type → count (Timeout, MemoryLimit, SandboxCrashed, ExecutionError…). */
+  errors: Record<string, number>;
+  /** Capability operation → count of uses (`fs.readFile`, `fetch`, `credential`). */
+  used: Record<string, number>;
+  denials: Array<{ ts: string; operation: string; target: string; reason: string }>;
+}
+
+export interface AnimaReport {
+  anima: string;
+  policy: {
+    source: Permissions["source"] | "invalid";
+    /** Set when the permissions file is broken: everything that depends on it is refused. */
+    problem?: string;
+    toolCreation?: Permissions["toolCreation"];
+    network?: Permissions["sandbox"]["network"];
+    allowInternalHosts: string[];
+    fsLimits: HostConfig["fsLimits"];
+    allowedEnvironment: string[];
+    timeoutMs: number;
+    memoryLimitMb: number;
+  };
+  tools: Array<{ name: string; origin: string; status: string; error?: string }>;
+  activity: ToolActivity[];
+  loadErrors: Array<{ ts: string; tool: string; message: string }>;
+}
+
+export async function buildAnimaReport(config: HostConfig, anima: string, animaDir: string, listing: ToolListing, records: AuditRecord[]): Promise<AnimaReport> {
+  let policy: AnimaReport["policy"];
+  const common = {
+    allowInternalHosts: config.allowInternalHosts,
+    fsLimits: config.fsLimits,
+    allowedEnvironment: config.allowedEnvironment,
+    timeoutMs: config.timeoutMs,
+    memoryLimitMb: config.memoryLimitMb,
+  };
+  try {
+    const permissions = await loadPermissions(animaDir);
+    policy = { source: permissions.source, toolCreation: permissions.toolCreation, network: permissions.sandbox.network, ...common };
+  } catch (error) {
+    policy = { source: "invalid", problem: error instanceof Error ? error.message : String(error), ...common };
+  }
+  const byTool = new Map<string, ToolActivity>();
+  const activity = (tool: string): ToolActivity => {
+    let entry = byTool.get(tool);
+    if (!entry) byTool.set(tool, (entry = { tool, calls: 0, ok: 0, errors: {}, used: {}, denials: [] }));
+    return entry;
+  };
+  const loadErrors: AnimaReport["loadErrors"] = [];
+  for (const record of records) {
+    switch (record.kind) {
+      case "call": {
+        const entry = activity(record.tool);
+        entry.calls++;
+        if (record.outcome === "ok") entry.ok++;
+        else entry.errors[record.errorType ?? "ExecutionError"] = (entry.errors[record.errorType ?? "ExecutionError"] ?? 0) + 1;
+        break;
+      }
+      case "capability": {
+        const entry = activity(record.tool);
+        entry.used[record.operation] = (entry.used[record.operation] ?? 0) + 1;
+        if (record.outcome === "denied") entry.denials.push({ ts: record.ts, operation: record.operation, target: record.target, reason: record.reason ?? "" });
+        break;
+      }
+      case "credential": {
+        const entry = activity(record.tool);
+        entry.used["credential"] = (entry.used["credential"] ?? 0) + 1;
+        if (record.outcome === "denied") entry.denials.push({ ts: record.ts, operation: "credential", target: record.name, reason: "PermissionDenied: another Anima's credential" });
+        break;
+      }
+      case "load_error":
+        loadErrors.push({ ts: record.ts, tool: record.tool, message: record.message });
+        break;
+      default:
+        break;
+    }
+  }
+  return {
+    anima,
+    policy,
+    tools: listing.tools.map((tool) => ({ name: tool.name, origin: tool.origin, status: tool.status, ...(tool.error ? { error: tool.error.message } : {}) })),
+    activity: [...byTool.values()].sort((a, b) => a.tool.localeCompare(b.tool)),
+    loadErrors,
+  };
+}
+
+export function formatAnimaReport(report: AnimaReport): string {
+  const p = report.policy;
+  const network = !p.network ? "unknown" : p.network.mode === "allowlist" ? `allowlist: ${p.network.hosts.join(", ")}` : p.network.mode;
+  const lines = [
+    `Anima ${report.anima}`,
+    `  policy (${p.source})${p.problem ? `: BROKEN — ${p.problem}` : ""}`,
+    ...(p.toolCreation ? [`    tool creation: personal ${p.toolCreation.personal ? "yes" : "no"}, shared ${p.toolCreation.shared ? "yes" : "no"}`] : []),
+    `    network: ${network}${p.allowInternalHosts.length ? ` (operator allows internal: ${p.allowInternalHosts.join(", ")})` : ""}`,
+    `    files: quota ${p.fsLimits.quotaBytes} bytes / ${p.fsLimits.maxFiles} entries, read ≤ ${p.fsLimits.maxReadBytes} bytes, write ≤ ${p.fsLimits.maxWriteBytes} bytes`,
+    `    environment visible to getCredential: ${p.allowedEnvironment.length ? p.allowedEnvironment.join(", ") : "none"}`,
+    `    limits: timeout ${p.timeoutMs} ms, memory ${p.memoryLimitMb} MB`,
+    "  tools",
+    ...report.tools.map((t) => `    ${t.name} (${t.origin}) ${t.status}${t.error ? `: ${t.error}` : ""}`),
+    "  activity",
+  ];
+  if (report.activity.length === 0) lines.push("    (none recorded)");
+  for (const a of report.activity) {
+    const errors = Object.entries(a.errors).map(([type, n]) => `${type} ×${n}`).join(", ");
+    const used = Object.entries(a.used).map(([op, n]) => `${op} ×${n}`).join(", ");
+    lines.push(`    ${a.tool}: ${a.calls} calls, ${a.ok} ok${errors ? `; ${errors}` : ""}${used ? `; used ${used}` : ""}`);
+    for (const d of a.denials.slice(-10)) lines.push(`      denied ${d.operation} ${d.target} — ${d.reason} (${d.ts})`);
+    if (a.denials.length > 10) lines.push(`      … ${a.denials.length - 10} earlier denials`);
+  }
+  for (const e of report.loadErrors.slice(-10)) lines.push(`  load error ${e.tool}: ${e.message} (${e.ts})`);
+  return lines.join("\n");
+}
