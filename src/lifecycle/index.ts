@@ -1,0 +1,24 @@
+/**
+ * Tool lifecycle (design.md §5): writing tool files through write_memory_file, validating them, sharing
+ * them to common_tools/, and auditing what was shared.
+ */
+export { DEFAULT_MAX_MEMORY_FILE_BYTES, WRITE_PROTECTED_ENTRIES, type WriteMemoryOptions, writeMemoryFile } from "./write-memory.js";
+export { SHARE_NAME_PATTERN, type ShareOptions, shareTool } from "./share.js";
+export { type ShareRecord, type SharedToolState, type SharedToolStatus, checkSharedIntegrity, inspectSharedTools } from "./share-records.js";
+export {
+  type CheckName,
+  type Finding,
+  type FindingLevel,
+  type LoadCheck,
+  MAX_TOOL_SOURCE_BYTES,
+  type ToolLoader,
+  VALIDATE_EXIT_CODES,
+  type ValidateOptions,
+  type ValidationReport,
+  errorsForShare,
+  formatValidation,
+  runValidate,
+  validateSource,
+  validateToolFile,
+} from "./validate.js";
+export { type ScratchLoaderOptions, hostLoader, scratchLoader } from "./load-check.js";

@@ -1,0 +1,150 @@
+import { copyFile, mkdir, mkdtemp, readFile, realpath, rm, stat } from "node:fs/promises";
+import { tmpdir } from "node:os";
+import { basename, dirname, join, relative, resolve, sep } from "node:path";
+import type { HostOptions } from "../config.js";
+import { ToolHostError } from "../errors.js";
+import { type ToolHost, createHost } from "../host.js";
+import { TOOL_EXTENSIONS } from "../registry/discovery.js";
+import { isRelativeSpecifier, scanSource } from "./source-scan.js";
+import { type LoadCheck, MAX_TOOL_SOURCE_BYTES, type ToolLoader } from "./validate.js";
+
+/**
+ * Real loads for the validator: the tool is bundled and described in a sandbox exactly as the host
+ * would when serving it (import policy, schema checks, handlers, collisions with the tools beside it,
+ * shadowing by a core tool). Two ways:
+ *  - hostLoader(host): for files already in the host's data dir (`animas/<a>/tools/`, `common_tools/`);
+ *  - scratchLoader(): for any file (the CLI's `validate <file>`): a throwaway data dir whose Anima's
+ *    `tools` folder receives a copy of the file and of the relative files it imports (its import
+ *    closure, kept at the same relative places), so helpers resolve as they will for real. A copy, not
+ *    a link to the folder: esbuild reads the nearest package.json, and a tool's folder in a project
+ *    with `"type": "module"` would be bundled differently than in an Anima's directory.
+ */
+
+/** Loads files that live in `host`'s data dir. Refreshes the host first, so the file is checked as it is now. */
+export function hostLoader(host: ToolHost): ToolLoader {
+  return async (path) => {
+    const located = locate(host.config.dataDir, path);
+    if (typeof located === "string") return { ok: false, problems: [located] };
+    host.refresh();
+    return describeFile(host, located.anima, located.tool, resolve(path));
+  };
+}
+
+export interface ScratchLoaderOptions {
+  /** Core tools a tool must not shadow. Default: the product's `tools/`. */
+  coreToolsDir?: string;
+  /** Default: "in-process" (one short-lived load; no sandbox processes to start). */
+  isolation?: HostOptions["isolation"];
+  /** Load timeout, ms. Default: the host's (5,000). */
+  loadTimeoutMs?: number;
+  /** Parent of the throwaway data dirs. Default: the system temp dir. */
+  tempDir?: string;
+}
+
+const SCRATCH_ANIMA = "validator";
+
+/** Loads any tool file in a throwaway host; nothing is written next to the file. */
+export function scratchLoader(options: ScratchLoaderOptions = {}): ToolLoader {
+  return async (path) => {
+    const file = basename(path);
+    const tool = toolName(file);
+    if (tool === undefined) return { ok: false, problems: [`"${file}" is not a tool file (${TOOL_EXTENSIONS.join(", ")})`] };
+    const entry = await realpath(resolve(path));
+    const dataDir = await mkdtemp(join(options.tempDir ?? tmpdir(), "awt-validate-"));
+    try {
+      const animaDir = join(dataDir, "animas", SCRATCH_ANIMA);
+      await copyImportClosure(entry, join(animaDir, "tools"));
+      const host = createHost({
+        dataDir,
+        cacheDir: join(dataDir, "cache"),
+        isolation: options.isolation ?? "in-process",
+        ...(options.coreToolsDir !== undefined ? { coreToolsDir: options.coreToolsDir } : {}),
+        ...(options.loadTimeoutMs !== undefined ? { loadTimeoutMs: options.loadTimeoutMs } : {}),
+        // Warnings about the other files in the folder are not this file's findings.
+        onLog: () => {},
+      });
+      try {
+        return await describeFile(host, SCRATCH_ANIMA, tool, join(animaDir, "tools", file));
+      } finally {
+        await host.close();
+      }
+    } finally {
+      await rm(dataDir, { recursive: true, force: true });
+    }
+  };
+}
+
+/** Extensions tried for an import without one, in the bundler's order. */
+const IMPORT_CANDIDATES = ["", ".ts", ".mts", ".js", ".mjs", "/index.ts", "/index.js"];
+/** Bounds on what a scratch load copies: hand-written tools import a handful of helpers. */
+const MAX_CLOSURE_FILES = 200;
+
+/**
+ * Copies `entry` and every file it imports by a literal relative path (transitively) into `destination`,
+ * keeping their places relative to the entry's folder. Imports that leave the folder or do not exist are
+ * not copied: the real load then reports them.
+ */
+async function copyImportClosure(entry: string, destination: string): Promise<void> {
+  const folder = dirname(entry);
+  const pending = [entry];
+  const copied = new Set<string>();
+  while (pending.length > 0 && copied.size < MAX_CLOSURE_FILES) {
+    const file = pending.pop() as string;
+    if (copied.has(file)) continue;
+    copied.add(file);
+    const target = join(destination, relative(folder, file));
+    await mkdir(dirname(target), { recursive: true });
+    await copyFile(file, target);
+    if (!/\.(?:[cm]?[jt]s)$/.test(file) || (await stat(file)).size > MAX_TOOL_SOURCE_BYTES) continue;
+    for (const use of scanSource(await readFile(file, "utf8")).imports) {
+      if (use.specifier === undefined || !isRelativeSpecifier(use.specifier)) continue;
+      const base = resolve(dirname(file), use.specifier);
+      for (const candidate of IMPORT_CANDIDATES) {
+        const found = base + candidate;
+        const rel = relative(folder, found);
+        if (rel === ".." || rel.startsWith(`..${sep}`)) break;
+        if ((await stat(found).catch(() => undefined))?.isFile()) {
+          pending.push(found);
+          break;
+        }
+      }
+    }
+  }
+}
+
+function toolName(file: string): string | undefined {
+  if (file.endsWith(".d.ts") || file.endsWith(".d.mts")) return undefined;
+  const ext = TOOL_EXTENSIONS.find((e) => file.endsWith(e));
+  return ext ? file.slice(0, -ext.length) : undefined;
+}
+
+/** Which Anima (undefined: shared) and tool a path in the data dir belongs to, or why it is none. */
+function locate(dataDir: string, path: string): { anima: string | undefined; tool: string } | string {
+  const segments = relative(resolve(dataDir), resolve(path)).split(sep);
+  const file = segments[segments.length - 1] as string;
+  const tool = toolName(file);
+  if (tool === undefined) return `"${file}" is not a tool file (${TOOL_EXTENSIONS.join(", ")})`;
+  if (segments.length === 2 && segments[0] === "common_tools") return { anima: undefined, tool };
+  if (segments.length === 4 && segments[0] === "animas" && segments[2] === "tools") return { anima: segments[1], tool };
+  return "the file is not in a tools folder of the host's data dir (animas/<name>/tools/ or common_tools/), so it cannot be loaded there";
+}
+
+async function describeFile(host: ToolHost, anima: string | undefined, tool: string, absolutePath: string): Promise<LoadCheck> {
+  const expectedOrigin = anima === undefined ? "shared" : "personal";
+  try {
+    const info = await host.describe(anima, tool);
+    if (info.origin !== expectedOrigin) {
+      return { ok: false, problems: [`a ${info.origin} tool named "${tool}" takes precedence, so this file would never be used; rename it`] };
+    }
+    if (info.status === "error" && info.error) {
+      return { ok: false, problems: [info.error.hint ? `${info.error.message} (${info.error.hint})` : info.error.message] };
+    }
+    return { ok: true, problems: [] };
+  } catch (error) {
+    if (!(error instanceof ToolHostError) || error.type !== "ToolNotFound") throw error;
+    // Not discovered: discovery says why (bad name, two files for one name, shadowing a core tool…).
+    const listing = await host.list(anima);
+    const reasons = listing.problems.filter((problem) => problem.file === absolutePath || problem.name === tool).map((problem) => problem.message);
+    return { ok: false, problems: reasons.length > 0 ? reasons : [`the host does not discover "${basename(absolutePath)}" as a tool`] };
+  }
+}

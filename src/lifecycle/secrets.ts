@@ -1,0 +1,125 @@
+import type { Token } from "./lexer.js";
+
+/**
+ * Hard-coded secret heuristics for the validator ("Credentials: obtain via getCredential(). Never
+ * hardcode", tool-creator.md). Three signals, each an error because a secret in a tool file is copied
+ * into every Anima's view by share: well-known key formats anywhere in the text (comments included: a
+ * key in a comment is still leaked), a credential-named variable or property assigned a literal, and
+ * long high-entropy literals. Findings never repeat the secret: only its first four characters.
+ */
+export interface SecretHit {
+  line: number;
+  message: string;
+}
+
+/** Well-known credential formats. Lengths keep prose such as "sk-..." or "ghp_xxx" from matching. */
+const KNOWN_FORMATS: Array<{ label: string; pattern: RegExp }> = [
+  { label: "an OpenAI/Anthropic-style API key (sk-…)", pattern: /\bsk-(?:ant-|proj-)?[A-Za-z0-9_-]{20,}/g },
+  { label: "a GitHub token (ghp_/gho_/ghu_/ghs_/ghr_…)", pattern: /\bgh[pousr]_[A-Za-z0-9]{30,}/g },
+  { label: "a GitHub fine-grained token (github_pat_…)", pattern: /\bgithub_pat_[A-Za-z0-9_]{30,}/g },
+  { label: "a Slack token (xox…-)", pattern: /\bxox[abposr]-[A-Za-z0-9-]{10,}/g },
+  { label: "an AWS access key id (AKIA…/ASIA…)", pattern: /\b(?:AKIA|ASIA)[0-9A-Z]{16}\b/g },
+  { label: "a Google API key (AIza…)", pattern: /\bAIza[0-9A-Za-z_-]{35}/g },
+  { label: "a Stripe secret key (sk_live_/rk_live_…)", pattern: /\b[rs]k_live_[0-9A-Za-z]{16,}/g },
+  { label: "a private key block", pattern: /-----BEGIN (?:[A-Z]+ )?PRIVATE KEY-----/g },
+  { label: "a JSON Web Token", pattern: /\beyJ[A-Za-z0-9_-]{10,}\.eyJ[A-Za-z0-9_-]{10,}\.[A-Za-z0-9_-]{10,}/g },
+];
+
+/** Names that hold a credential, compared lower-case without `_`/`-`, as a whole name or its ending. */
+const SECRET_NAME_ENDINGS = ["apikey", "apisecret", "apitoken", "secret", "secretkey", "token", "password", "passwd", "privatekey", "accesskey", "accesskeyid", "clientsecret", "authorization", "bearer"];
+/** Names ending like a secret name that never hold one (`max_tokens`, `tokenizer` do not end so anyway). */
+const NOT_SECRET_NAMES = new Set(["nexttoken", "pagetoken", "nextpagetoken", "continuationtoken", "csrftoken", "tokentype", "keyname"]);
+const PLACEHOLDER = /^(?:x+|\*+|\.+|your[\w-]*|<[^>]*>|\{[^}]*\}|changeme|change_me|placeholder|example[\w-]*|dummy[\w-]*|test[\w-]*|todo|none|null|undefined|redacted)$/i;
+
+export function findSecrets(source: string, tokens: Token[]): SecretHit[] {
+  const hits: SecretHit[] = [];
+  const seenLines = new Set<string>();
+  const add = (line: number, message: string): void => {
+    const key = `${line}\0${message}`;
+    if (seenLines.has(key)) return;
+    seenLines.add(key);
+    hits.push({ line, message });
+  };
+
+  for (const { label, pattern } of KNOWN_FORMATS) {
+    for (const match of source.matchAll(pattern)) {
+      add(lineAt(source, match.index ?? 0), `${label} is written in the file ("${mask(match[0])}"); read it with getCredential() instead`);
+    }
+  }
+
+  for (let i = 0; i < tokens.length; i++) {
+    const token = tokens[i] as Token;
+    const literal = token.kind === "string" || (token.kind === "template" && !token.dynamic) ? token.value : undefined;
+    // A literal in a well-known format was reported above, once.
+    if (literal === undefined || KNOWN_FORMATS.some(({ pattern }) => new RegExp(pattern.source).test(literal))) continue;
+    const name = assignedName(tokens, i);
+    if (name !== undefined && isSecretName(name) && looksLikeValue(literal)) {
+      add(token.line, `"${name}" is set to a literal ("${mask(literal)}"); read credentials with getCredential() instead of hard-coding them`);
+      continue;
+    }
+    if (isHighEntropy(literal)) {
+      add(token.line, `a long random-looking string literal ("${mask(literal)}") looks like a hard-coded secret; read it with getCredential()`);
+    }
+  }
+  return hits.sort((a, b) => a.line - b.line);
+}
+
+/** `name = "…"`, `name: "…"`, `"name": "…"`, `obj.name = "…"`: the name a literal at `index` is given to. */
+function assignedName(tokens: Token[], index: number): string | undefined {
+  const operator = tokens[index - 1];
+  const target = tokens[index - 2];
+  if (operator?.kind !== "punct" || !["=", ":", "??=", "||="].includes(operator.value)) return undefined;
+  if (target?.kind === "name" || target?.kind === "string") return target.value;
+  return undefined;
+}
+
+function isSecretName(name: string): boolean {
+  const normal = name.toLowerCase().replaceAll(/[_-]/g, "");
+  if (NOT_SECRET_NAMES.has(normal)) return false;
+  return SECRET_NAME_ENDINGS.some((ending) => normal === ending || normal.endsWith(ending));
+}
+
+/**
+ * A value that could be a credential: at least 8 characters, no spaces (sentences, "Bearer " prefixes),
+ * not an environment-variable name (`envVar: "MYAPI_KEY"`), not a placeholder, not a URL.
+ */
+function looksLikeValue(value: string): boolean {
+  if (value.length < 8 || /\s/.test(value)) return false;
+  if (/^[A-Z][A-Z0-9_]*$/.test(value)) return false;
+  if (PLACEHOLDER.test(value) || /^https?:\/\//i.test(value)) return false;
+  return true;
+}
+
+/**
+ * Long (32+), no spaces, only key-like characters, letters and digits mixed, and close to random:
+ * Shannon entropy of at least 4.2 bits per character, or 3.4 for hex (whose alphabet caps it at 4).
+ * Identifiers, words, URLs and paths are excluded by the character rules.
+ */
+export function isHighEntropy(value: string): boolean {
+  if (value.length < 32 || value.length > 4_096) return false;
+  if (!/^[A-Za-z0-9+/=_-]+$/.test(value) || !/[0-9]/.test(value) || !/[A-Za-z]/.test(value)) return false;
+  const hex = /^[0-9a-fA-F]+$/.test(value);
+  return entropyBitsPerChar(value) >= (hex ? 3.4 : 4.2);
+}
+
+export function entropyBitsPerChar(value: string): number {
+  const counts = new Map<string, number>();
+  for (const ch of value) counts.set(ch, (counts.get(ch) ?? 0) + 1);
+  let bits = 0;
+  for (const count of counts.values()) {
+    const p = count / value.length;
+    bits -= p * Math.log2(p);
+  }
+  return bits;
+}
+
+/** First four characters then `****`, as AnimaWorks masks credentials (reference 6). */
+export function mask(value: string): string {
+  return value.length <= 4 ? "****" : `${value.slice(0, 4)}****`;
+}
+
+function lineAt(source: string, index: number): number {
+  let line = 1;
+  for (let i = source.indexOf("\n"); i !== -1 && i < index; i = source.indexOf("\n", i + 1)) line++;
+  return line;
+}

@@ -1,0 +1,289 @@
+import { constants } from "node:fs";
+import { open } from "node:fs/promises";
+import { basename, posix } from "node:path";
+import { ToolHostError } from "../errors.js";
+import { RESERVED_NAMES, TOOL_EXTENSIONS, TOOL_NAME_PATTERN } from "../registry/discovery.js";
+import { checkToolSchemas } from "../registry/schemas.js";
+import { findSecrets } from "./secrets.js";
+import { type ImportUse, SCHEMA_FUNCTIONS, type SourceScan, isRelativeSpecifier, scanSource } from "./source-scan.js";
+
+/**
+ * `animaworks-tool validate <file>`: the Validation Checklist of tool-creator.md as automated checks.
+ * Static checks read the source text (see source-scan.ts); with a `load` function the tool is also
+ * really loaded (bundled and described in a sandbox) and that load's errors are findings too. The real
+ * load is the authority on schemas and handlers, so when it runs the static versions of those checks
+ * are skipped rather than reported twice.
+ *
+ * Levels: `error` = the tool will not work, is unsafe, or breaks the checklist (share refuses it);
+ * `warning` = it works, but something the checklist asks for is missing.
+ */
+export type FindingLevel = "error" | "warning";
+export type CheckName =
+  | "file" | "file-name" | "source" | "exports" | "schemas" | "description" | "input-schema" | "handlers"
+  | "secrets" | "imports" | "network-timeout" | "load";
+
+export interface Finding {
+  level: FindingLevel;
+  check: CheckName;
+  message: string;
+  /** 1-based source line, when the finding has one. */
+  line?: number;
+}
+
+/** What a real load says: `ok`, or the problems that made it fail (each one line). */
+export interface LoadCheck {
+  ok: boolean;
+  problems: string[];
+}
+export type ToolLoader = (path: string) => Promise<LoadCheck>;
+
+export interface ValidateOptions {
+  /** Also load the tool for real (see load-check.ts); its failures become `load` findings. */
+  load?: ToolLoader;
+  /** Largest source file checked, in bytes. Default: 1 MiB (MAX_TOOL_SOURCE_BYTES). */
+  maxSourceBytes?: number;
+}
+
+export interface ValidationReport {
+  /** The path as given. */
+  path: string;
+  /** The tool name the file would have (its name without the extension). */
+  tool: string;
+  findings: Finding[];
+  errors: number;
+  warnings: number;
+  /** Result of the real load; undefined when none was run (no loader, or the file was not read). */
+  loaded: boolean | undefined;
+}
+
+/** Tool sources larger than this are refused by validate and share: no hand-written tool is near it. */
+export const MAX_TOOL_SOURCE_BYTES = 1024 * 1024;
+
+/** Exit codes of `validate` (design.md §4): 0 no errors (warnings allowed), 2 no such file, 6 errors found (like a tool that fails to load). */
+export const VALIDATE_EXIT_CODES = { ok: 0, missingFile: 2, errors: 6 } as const;
+
+const TOOL_API = "@animaworks/tool";
+
+/** Validates one tool file. A missing or unreadable file throws (NotFound / InvalidArguments), everything else is a finding. */
+export async function validateToolFile(path: string, options: ValidateOptions = {}): Promise<ValidationReport> {
+  const maxBytes = options.maxSourceBytes ?? MAX_TOOL_SOURCE_BYTES;
+  const fileName = basename(path);
+  const source = await readSource(path, maxBytes);
+  const findings = source.tooLarge
+    ? [...checkFileName(fileName), { level: "error" as const, check: "file" as const, message: `the file is ${source.bytes} bytes; tool sources may be at most ${maxBytes} bytes` }]
+    : validateSource(fileName, source.text, { staticSchemas: options.load === undefined });
+  let loaded: boolean | undefined;
+  if (options.load && !source.tooLarge) {
+    try {
+      const result = await options.load(path);
+      loaded = result.ok;
+      for (const problem of result.problems) findings.push({ level: "error", check: "load", message: problem });
+    } catch (error) {
+      loaded = false;
+      findings.push({ level: "error", check: "load", message: `the tool could not be loaded: ${error instanceof Error ? error.message : String(error)}` });
+    }
+  }
+  return summarise(path, toolNameOf(fileName), findings, loaded);
+}
+
+/**
+ * The static checks on source text. `staticSchemas: false` leaves schema validity and handlers to the
+ * real load (the caller runs one).
+ */
+export function validateSource(fileName: string, source: string, options: { staticSchemas: boolean } = { staticSchemas: true }): Finding[] {
+  const findings = checkFileName(fileName);
+  const tool = toolNameOf(fileName);
+  const scan = scanSource(source);
+  if (scan.unterminated) {
+    findings.push({ level: "error", check: "source", line: scan.unterminated.line, message: `the file ends inside an unterminated ${scan.unterminated.what}` });
+  }
+  findings.push(...checkExportsAndSchemas(tool, scan, options.staticSchemas));
+  for (const use of scan.imports) {
+    const problem = importProblem(use);
+    if (problem) findings.push({ level: "error", check: "imports", line: use.line, message: problem });
+  }
+  for (const hit of findSecrets(source, scan.tokens)) findings.push({ level: "error", check: "secrets", line: hit.line, message: hit.message });
+  for (const call of scan.fetchCalls) {
+    if (call.hasTimeout !== false) continue;
+    findings.push({
+      level: "warning",
+      check: "network-timeout",
+      line: call.line,
+      message: "fetch() without a timeoutMs option: the host's default (30 s) applies; set timeoutMs to what the service needs",
+    });
+  }
+  return findings;
+}
+
+export function checkFileName(fileName: string): Finding[] {
+  const error = (message: string): Finding[] => [{ level: "error", check: "file-name", message }];
+  const extension = TOOL_EXTENSIONS.find((ext) => fileName.endsWith(ext));
+  if (fileName.endsWith(".d.ts") || fileName.endsWith(".d.mts")) return error(`"${fileName}" is a type declaration file, not a tool`);
+  if (!extension) return error(`"${fileName}" must end in ${TOOL_EXTENSIONS.join(", ")}`);
+  const stem = fileName.slice(0, -extension.length);
+  if (stem.startsWith("_")) return error(`"${fileName}" starts with "_": such files are helpers that tools import, never loaded as tools`);
+  if (!TOOL_NAME_PATTERN.test(stem)) {
+    return error(`"${stem}" is not a valid tool name: use up to 64 letters, digits and "_", starting with a letter (snake_case, e.g. my_tool${extension})`);
+  }
+  if (RESERVED_NAMES.has(stem)) return error(`"${stem}" is an animaworks-tool command and cannot be a tool name`);
+  if (!/^[a-z][a-z0-9_]*$/.test(stem)) return [{ level: "warning", check: "file-name", message: `"${stem}" is not snake_case; tool names are conventionally snake_case (e.g. ${snakeCase(stem)})` }];
+  return [];
+}
+
+function checkExportsAndSchemas(tool: string, scan: SourceScan, staticSchemas: boolean): Finding[] {
+  const findings: Finding[] = [];
+  const exported = (name: string): boolean => scan.exports.has(name);
+  if (![...SCHEMA_FUNCTIONS].some(exported)) {
+    if (scan.exportsUnknown) {
+      findings.push({ level: "warning", check: "exports", message: "the module's exports are built at run time; the required get_tool_schemas() export could not be confirmed" });
+    } else {
+      findings.push({ level: "error", check: "exports", line: scan.schemas?.line, message: "get_tool_schemas() (or getToolSchemas) is not exported; every tool must export it" });
+    }
+  }
+  if (scan.schemas?.kind === "dynamic") {
+    if (staticSchemas) {
+      findings.push({ level: "warning", check: "schemas", line: scan.schemas.line, message: "get_tool_schemas() builds its list at run time; its schemas and handlers are checked only when the tool is loaded" });
+    }
+    return findings;
+  }
+  if (scan.schemas?.kind !== "literal") return findings;
+  const { value: schemas, line } = scan.schemas;
+  if (staticSchemas) {
+    const check = checkToolSchemas(tool, schemas, undefined);
+    if (!check.ok) for (const problem of check.problems) findings.push({ level: "error", check: "schemas", line, message: problem });
+  }
+  for (const [index, entry] of schemas.entries()) {
+    if (typeof entry !== "object" || entry === null || Array.isArray(entry)) continue;
+    const record = entry as Record<string, unknown>;
+    const label = typeof record["name"] === "string" ? `schema "${record["name"]}"` : `schema #${index + 1}`;
+    const description = record["description"];
+    if (typeof description !== "string" || description.trim() === "") {
+      findings.push({ level: "error", check: "description", line, message: `${label} has no description; the model chooses tools by it (one or two sentences)` });
+    }
+    if (record["input_schema"] === undefined && record["parameters"] === undefined) {
+      findings.push({
+        level: "warning",
+        check: "input-schema",
+        line,
+        message: `${label} has no input_schema (or parameters); it is treated as taking no arguments — say so with { type: "object", properties: {} }`,
+      });
+    }
+  }
+  if (staticSchemas && !scan.exportsUnknown && !exported("dispatch")) {
+    for (const entry of schemas) {
+      const name = typeof entry === "object" && entry !== null ? (entry as Record<string, unknown>)["name"] : undefined;
+      if (typeof name !== "string" || exported(name)) continue;
+      findings.push({ level: "error", check: "handlers", line, message: `no handler for schema "${name}": export dispatch(name, args), or a function named ${name}` });
+    }
+  }
+  return findings;
+}
+
+function importProblem(use: ImportUse): string | undefined {
+  const how = use.kind === "require" ? "require()" : use.kind === "dynamic-import" ? "import()" : use.kind === "export-from" ? "export … from" : "import";
+  if (use.specifier === undefined) {
+    return `${how} with a computed module name cannot be bundled; import files by their literal relative path`;
+  }
+  const specifier = use.specifier;
+  if (specifier === TOOL_API) return undefined;
+  if (isRelativeSpecifier(specifier)) {
+    // A tool sits at the top of its tools folder, so climbing above the file's own folder leaves it.
+    const normal = posix.normalize(specifier);
+    if (normal === ".." || normal.startsWith("../")) return `${how} "${specifier}" leaves the tool's folder; tools may import only files in their own folder`;
+    return undefined;
+  }
+  const why = /^node:/.test(specifier) || NODE_BUILTINS.has(specifier.split("/")[0] ?? "")
+    ? "Node built-ins are not available in the sandbox"
+    : /^[a-z][a-z0-9+.-]*:/i.test(specifier)
+      ? "URL imports are not allowed"
+      : specifier.startsWith("/")
+        ? "absolute paths are not allowed"
+        : "npm packages are not available in the sandbox";
+  return `${how} "${specifier}" is not allowed: ${why}. Tools may import only relative files in their own folder and "${TOOL_API}"`;
+}
+
+const NODE_BUILTINS = new Set([
+  "assert", "async_hooks", "buffer", "child_process", "cluster", "console", "crypto", "dgram", "diagnostics_channel", "dns", "events", "fs",
+  "http", "http2", "https", "inspector", "module", "net", "os", "path", "perf_hooks", "process", "querystring", "readline", "repl", "stream",
+  "string_decoder", "timers", "tls", "tty", "url", "util", "v8", "vm", "wasi", "worker_threads", "zlib",
+]);
+
+function summarise(path: string, tool: string, findings: Finding[], loaded: boolean | undefined): ValidationReport {
+  const order: CheckName[] = ["file", "file-name", "source", "exports", "schemas", "description", "input-schema", "handlers", "imports", "secrets", "network-timeout", "load"];
+  const sorted = findings
+    .map((finding, index) => ({ finding, index }))
+    .sort((a, b) => order.indexOf(a.finding.check) - order.indexOf(b.finding.check) || (a.finding.line ?? 0) - (b.finding.line ?? 0) || a.index - b.index)
+    .map(({ finding }) => finding);
+  const errors = sorted.filter((f) => f.level === "error").length;
+  return { path, tool, findings: sorted, errors, warnings: sorted.length - errors, loaded };
+}
+
+/**
+ * One line per finding (`path:line: level [check] message`, the form editors and grep understand), then
+ * a summary line. Exit code 0 without errors (warnings allowed), 6 with errors.
+ */
+export function formatValidation(report: ValidationReport): { text: string; exitCode: number } {
+  const lines = report.findings.map((f) => `${report.path}${f.line !== undefined ? `:${f.line}` : ""}: ${f.level} [${f.check}] ${f.message}`);
+  const count = (n: number, word: string): string => `${n} ${word}${n === 1 ? "" : "s"}`;
+  const loadNote = report.loaded === true ? " (loaded in the sandbox)" : "";
+  lines.push(report.errors === 0 && report.warnings === 0
+    ? `${report.path}: OK, no problems found${loadNote}`
+    : `${report.path}: ${count(report.errors, "error")}, ${count(report.warnings, "warning")}${loadNote}`);
+  return { text: lines.join("\n"), exitCode: report.errors > 0 ? VALIDATE_EXIT_CODES.errors : VALIDATE_EXIT_CODES.ok };
+}
+
+/** validate + format for the CLI: a missing or unreadable file is one line and exit code 2. */
+export async function runValidate(path: string, options: ValidateOptions = {}): Promise<{ text: string; exitCode: number }> {
+  try {
+    return formatValidation(await validateToolFile(path, options));
+  } catch (error) {
+    if (error instanceof ToolHostError && (error.type === "NotFound" || error.type === "InvalidArguments")) {
+      return { text: `${path}: error [file] ${error.message}`, exitCode: VALIDATE_EXIT_CODES.missingFile };
+    }
+    throw error;
+  }
+}
+
+/**
+ * A `validate` function for shareTool: the error findings of validateToolFile as lines that name no
+ * host path (they are shown to the Anima). Warnings do not block sharing.
+ */
+export function errorsForShare(options: ValidateOptions = {}): (sourcePath: string) => Promise<string[]> {
+  return async (sourcePath) => {
+    const report = await validateToolFile(sourcePath, options);
+    return report.findings
+      .filter((f) => f.level === "error")
+      .map((f) => `[${f.check}]${f.line !== undefined ? ` line ${f.line}:` : ""} ${f.message}`);
+  };
+}
+
+function toolNameOf(fileName: string): string {
+  const extension = TOOL_EXTENSIONS.find((ext) => fileName.endsWith(ext));
+  return extension ? fileName.slice(0, -extension.length) : fileName.replace(/\.[^.]*$/, "");
+}
+
+function snakeCase(name: string): string {
+  return name.replace(/([a-z0-9])([A-Z])/g, "$1_$2").toLowerCase();
+}
+
+async function readSource(path: string, maxBytes: number): Promise<{ text: string; tooLarge: false } | { tooLarge: true; bytes: number; text?: undefined }> {
+  let handle;
+  try {
+    // O_NONBLOCK: a FIFO named like a tool must not hang the validator.
+    handle = await open(path, constants.O_RDONLY | constants.O_NONBLOCK);
+  } catch (error) {
+    const code = (error as NodeJS.ErrnoException).code;
+    if (code === "ENOENT") throw new ToolHostError("NotFound", `no such file`, "give the path of a tool file, e.g. tools/my_tool.ts");
+    throw new ToolHostError("InvalidArguments", `the file cannot be read (${code ?? "error"})`);
+  }
+  try {
+    const info = await handle.stat();
+    if (!info.isFile()) throw new ToolHostError("InvalidArguments", "not a regular file");
+    if (info.size > maxBytes) return { tooLarge: true, bytes: info.size };
+    const bytes = await handle.readFile();
+    if (bytes.length > maxBytes) return { tooLarge: true, bytes: bytes.length };
+    return { text: bytes.toString("utf8"), tooLarge: false };
+  } finally {
+    await handle.close();
+  }
+}
