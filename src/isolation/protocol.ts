@@ -104,12 +104,15 @@ export interface Executor {
 export type ToSandbox =
   | { type: "request"; id: number; request: SandboxRequest }
   | { type: "capabilityReply"; capabilityId: number; reply: CapabilityReply }
+  /** Messages queued in one turn of the event loop, sent in one write (pipelined calls). */
+  | { type: "batch"; messages: ToSandbox[] }
   | { type: "shutdown" };
 
 export type FromSandbox =
   | { type: "ready" }
   | { type: "response"; id: number; outcome: CallOutcome | DescribeOutcome }
   | { type: "needBundle"; id: number }
+  | { type: "batch"; messages: FromSandbox[] }
   | { type: "log"; line: ToolLogLine }
   /** A tool asked for a capability; the host process runs it (policy and audit live there) and replies. */
   | { type: "capability"; capabilityId: number; context: CallContext; name: string; argsJson: string }

@@ -94,8 +94,29 @@ class SandboxProcess {
         if (this.sentBundles.has(bundle.hash)) message = { ...message, request: { ...message.request, bundle: { ...bundle, code: "" } } };
         else this.sentBundles.add(bundle.hash);
       }
-      this.child.send(message);
+      this.enqueue(this.child, message);
     } else this.backlog.push(message);
+  }
+
+  private outbox: ToSandbox[] = [];
+  private outboxChild: ChildProcess | undefined;
+
+  /** Messages sent in the same turn share one IPC write: pipelined calls cost one syscall, not many. */
+  private enqueue(child: ChildProcess, message: ToSandbox): void {
+    if (this.outboxChild !== child) {
+      this.flushOutbox();
+      this.outboxChild = child;
+    }
+    this.outbox.push(message);
+    if (this.outbox.length === 1) queueMicrotask(() => this.flushOutbox());
+  }
+
+  private flushOutbox(): void {
+    const child = this.outboxChild;
+    const messages = this.outbox;
+    this.outbox = [];
+    if (!child?.connected || messages.length === 0) return;
+    child.send(messages.length === 1 ? (messages[0] as ToSandbox) : ({ type: "batch", messages } satisfies ToSandbox));
   }
 
   private bind(id: number, child: ChildProcess): void {
@@ -121,6 +142,10 @@ class SandboxProcess {
   }
 
   private onMessage(child: ChildProcess, message: FromSandbox): void {
+    if (message.type === "batch") {
+      for (const inner of message.messages) this.onMessage(child, inner);
+      return;
+    }
     if (message.type === "ready") {
       if (child !== this.child) return;
       this.ready = true;

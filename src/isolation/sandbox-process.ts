@@ -9,9 +9,26 @@ import type { CapabilityReply, FromSandbox, ToSandbox } from "./protocol.js";
 
 const maxIdleIsolates = Number(process.argv[2]) || 64;
 
+let outbox: FromSandbox[] = [];
+let outboxCallbacks: Array<() => void> = [];
+
+/** Answers written in the same turn share one IPC write (see the pool's outbox). */
 function send(message: FromSandbox, then?: () => void): void {
-  if (process.connected) process.send?.(message, undefined, undefined, () => then?.());
-  else then?.();
+  outbox.push(message);
+  if (then) outboxCallbacks.push(then);
+  if (outbox.length === 1) queueMicrotask(flushOutbox);
+}
+
+function flushOutbox(): void {
+  const messages = outbox;
+  const callbacks = outboxCallbacks;
+  outbox = [];
+  outboxCallbacks = [];
+  const done = () => {
+    for (const callback of callbacks) callback();
+  };
+  if (!process.connected || messages.length === 0) return done();
+  process.send?.(messages.length === 1 ? (messages[0] as FromSandbox) : { type: "batch", messages }, undefined, undefined, done);
 }
 
 /** Bundle code by hash, most recently used last; the host sends each bundle's code once. */
@@ -55,9 +72,18 @@ const runner = new IsolateRunner({
   },
 });
 
-process.on("message", (message: ToSandbox) => {
+process.on("message", (message: ToSandbox) => handle(message));
+
+function handle(message: ToSandbox): void {
+  if (message.type === "batch") {
+    for (const inner of message.messages) handle(inner);
+    return;
+  }
   if (message.type === "shutdown") {
-    if (retiring) return process.kill(process.pid, "SIGKILL");
+    if (retiring) {
+      process.kill(process.pid, "SIGKILL");
+      return;
+    }
     void runner.close().finally(() => process.exit(0));
     return;
   }
@@ -94,7 +120,7 @@ process.on("message", (message: ToSandbox) => {
         endIfRetiredAndIdle();
       }),
     );
-});
+}
 
 // The host going away (IPC closed) ends this process: no orphaned sandboxes.
 process.on("disconnect", () => (retiring ? process.kill(process.pid, "SIGKILL") : process.exit(0)));
