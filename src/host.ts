@@ -36,6 +36,8 @@ export interface ToolInfo {
   error?: ErrorInfo;
   schemas: SchemaInfo[];
   hasCliMain: boolean;
+  /** Content hash of the built tool (changes with any edit of it or its helpers). */
+  bundleHash?: string;
 }
 
 export interface ToolListing {
@@ -371,6 +373,7 @@ function toToolInfo(entry: ToolEntry): ToolInfo {
     origin: entry.origin,
     status: "ok",
     hasCliMain: entry.tool.hasCliMain,
+    bundleHash: entry.tool.bundle.hash,
     schemas: entry.tool.schemas.map((schema) => {
       const profile = profileFor(entry.tool.profile, schema.action);
       return { name: schema.name, action: schema.action, description: schema.description, parameters: schema.parameters, ...(profile ? { profile } : {}) };

@@ -1,0 +1,103 @@
+import { mkdir, readFile, rename, writeFile } from "node:fs/promises";
+import { dirname, join, resolve } from "node:path";
+import { ToolHostError } from "../errors.js";
+import type { ToolHost, ToolInfo } from "../host.js";
+import { errorsForShare, hostLoader, runValidate, scratchLoader, shareTool } from "../lifecycle/index.js";
+import type { Output } from "./output.js";
+
+/**
+ * `refresh`, `share <tool>` and `validate <file>` (design.md §5; the seed's refresh_tools / share_tool
+ * and Validation Checklist).
+ */
+export const LIFECYCLE_USAGE = {
+  refresh: "Usage: animaworks-tool refresh [--anima NAME] [--json]\nRescans, rebuilds and revalidates every tool; reports what was loaded, changed, removed or failed.",
+  share: "Usage: animaworks-tool share <tool> --anima NAME [--json]\nCopies a personal tool to common_tools/ (needs the shared-tool permission; never overwrites).",
+  validate: "Usage: animaworks-tool validate <file> [--json]\nChecks a tool file against the tool-creator checklist and loads it in the sandbox.",
+} as const;
+
+export interface RefreshReport {
+  anima: string | undefined;
+  loaded: string[];
+  changed: string[];
+  removed: string[];
+  failed: Array<{ name: string; error: string; hint?: string }>;
+  tools: string[];
+}
+
+/** Each refresh remembers the version of every tool it saw, so the next one can say what changed. */
+function snapshotPath(host: ToolHost, anima: string | undefined): string {
+  return join(host.config.dataDir, "cache", "animaworks-tool", `refresh-${anima === undefined ? "_" : encodeURIComponent(anima)}.json`);
+}
+
+export async function refreshTools(host: ToolHost, anima: string | undefined): Promise<RefreshReport> {
+  host.refresh();
+  const listing = await host.list(anima);
+  const file = snapshotPath(host, anima);
+  const before = (await readFile(file, "utf8").then((t) => JSON.parse(t) as Record<string, string>).catch(() => ({}))) as Record<string, string>;
+  const now: Record<string, string> = {};
+  const report: RefreshReport = { anima, loaded: [], changed: [], removed: [], failed: [], tools: [] };
+  for (const tool of listing.tools) {
+    const version = versionOf(tool);
+    now[tool.name] = version;
+    if (tool.status === "error") {
+      report.failed.push({ name: tool.name, error: tool.error?.message ?? "load error", ...(tool.error?.hint ? { hint: tool.error.hint } : {}) });
+      continue;
+    }
+    report.tools.push(tool.name);
+    if (!(tool.name in before)) report.loaded.push(tool.name);
+    else if (before[tool.name] !== version) report.changed.push(tool.name);
+  }
+  for (const name of Object.keys(before)) if (!(name in now)) report.removed.push(name);
+  await mkdir(dirname(file), { recursive: true });
+  await writeFile(`${file}.tmp`, JSON.stringify(now));
+  await rename(`${file}.tmp`, file);
+  return report;
+}
+
+function versionOf(tool: ToolInfo): string {
+  return tool.status === "error" ? `error:${tool.error?.message ?? ""}` : `${tool.origin}:${JSON.stringify(tool.schemas)}:${tool.bundleHash ?? ""}`;
+}
+
+export function formatRefresh(report: RefreshReport): string {
+  const lines: string[] = [];
+  for (const name of report.loaded) lines.push(`loaded   ${name}`);
+  for (const name of report.changed) lines.push(`changed  ${name}`);
+  for (const name of report.removed) lines.push(`removed  ${name}`);
+  for (const failure of report.failed) lines.push(`failed   ${failure.name}: ${failure.error}${failure.hint ? ` (fix: ${failure.hint})` : ""}`);
+  if (report.tools.length === 0) lines.push("No personal or common tools found.");
+  else lines.push(`Refreshed tools (${report.tools.length} discovered): ${report.tools.join(", ")}`, "These tools are now available for use.");
+  return lines.join("\n");
+}
+
+export async function runLifecycleCommand(host: ToolHost, command: "refresh" | "share" | "validate", argv: string[], anima: string | undefined, json: boolean, out: Output): Promise<number> {
+  const operand = argv.find((token) => !token.startsWith("-"));
+  switch (command) {
+    case "refresh": {
+      const report = await refreshTools(host, anima);
+      out.stdout(json ? JSON.stringify({ status: "ok", ...report }, null, 2) : formatRefresh(report));
+      return report.failed.length > 0 ? 6 : 0;
+    }
+    case "share": {
+      if (!operand) throw new ToolHostError("InvalidArguments", "share needs a tool name", LIFECYCLE_USAGE.share);
+      if (anima === undefined) throw new ToolHostError("InvalidArguments", "no Anima selected", "pass --anima NAME or set ANIMAWORKS_ANIMA_DIR");
+      const animaDir = join(host.config.dataDir, "animas", anima);
+      const text = await shareTool({
+        dataDir: host.config.dataDir,
+        animaDir,
+        anima,
+        toolName: operand,
+        validate: errorsForShare({ load: hostLoader(host) }),
+      });
+      out.stdout(json ? JSON.stringify({ status: "ok", message: text }) : text);
+      return 0;
+    }
+    case "validate": {
+      if (!operand) throw new ToolHostError("InvalidArguments", "validate needs a file", LIFECYCLE_USAGE.validate);
+      const path = resolve(operand);
+      const inDataDir = path.startsWith(`${host.config.dataDir}/`);
+      const result = await runValidate(path, { load: inDataDir ? hostLoader(host) : scratchLoader({ coreToolsDir: host.config.coreToolsDir }) });
+      out.stdout(json ? JSON.stringify({ status: result.exitCode === 0 ? "ok" : "error", report: result.text }) : result.text);
+      return result.exitCode;
+    }
+  }
+}

@@ -1,0 +1,140 @@
+import { join } from "node:path";
+import { Server } from "@modelcontextprotocol/sdk/server/index.js";
+import type { Transport } from "@modelcontextprotocol/sdk/shared/transport.js";
+import { CallToolRequestSchema, ListToolsRequestSchema } from "@modelcontextprotocol/sdk/types.js";
+import { FsCapability } from "../capabilities/fs.js";
+import { ToolHostError } from "../errors.js";
+import type { ToolHost } from "../host.js";
+import { refreshTools, formatRefresh } from "../cli/lifecycle.js";
+import { errorsForShare, hostLoader, shareTool, writeMemoryFile } from "../lifecycle/index.js";
+import { watchToolFolders } from "../registry/watcher.js";
+
+/**
+ * `animaworks-tool mcp --anima NAME`: the Anima's tools and the seed's management tools over MCP.
+ *
+ * Invariants:
+ *  - The Anima is fixed when the server starts (its launch arguments); no request can change it.
+ *  - Tool failures are results with `isError`, never protocol errors (as the MCP SDK intends).
+ *  - When the set of tools changes (a reload), clients get `notifications/tools/list_changed`.
+ */
+interface ManagementTool {
+  name: string;
+  description: string;
+  inputSchema: { type: "object"; properties: Record<string, unknown>; required?: string[] };
+  run(args: Record<string, unknown>): Promise<string>;
+}
+
+export interface McpServerHandle {
+  server: Server;
+  close(): Promise<void>;
+}
+
+export async function startMcpServer(host: ToolHost, anima: string, transport: Transport, options: { watch?: boolean } = {}): Promise<McpServerHandle> {
+  const animaDir = join(host.config.dataDir, "animas", anima);
+  await host.list(anima); // fails now, with a clear error, if the Anima does not exist
+  const server = new Server({ name: "animaworks-tool", version: "0.1.0" }, { capabilities: { tools: { listChanged: true } } });
+  let knownNames = await toolNames(host, anima);
+
+  const notifyIfChanged = async (): Promise<void> => {
+    const names = await toolNames(host, anima);
+    if (names.join("\n") !== knownNames.join("\n")) {
+      knownNames = names;
+      await server.sendToolListChanged().catch(() => {});
+    }
+  };
+
+  const management: ManagementTool[] = [
+    {
+      name: "write_memory_file",
+      description: "Write a file in your own directory (tools/<name>.ts creates a personal tool; needs the personal-tool permission).",
+      inputSchema: {
+        type: "object",
+        properties: { path: { type: "string" }, content: { type: "string" }, mode: { type: "string", enum: ["overwrite", "append"] } },
+        required: ["path", "content"],
+      },
+      run: async (args) => writeMemoryFile({ animaDir, path: args["path"], content: args["content"], mode: args["mode"] === "append" ? "append" : "overwrite" }),
+    },
+    {
+      name: "read_memory_file",
+      description: "Read a text file in your own directory.",
+      inputSchema: { type: "object", properties: { path: { type: "string" } }, required: ["path"] },
+      run: async (args) => new FsCapability(animaDir, host.config.fsLimits).readFile(args["path"]),
+    },
+    {
+      name: "refresh_tools",
+      description: "Rescan, rebuild and revalidate your tools; reports what was loaded, changed, removed or failed.",
+      inputSchema: { type: "object", properties: {} },
+      run: async () => {
+        const text = formatRefresh(await refreshTools(host, anima));
+        await notifyIfChanged();
+        return text;
+      },
+    },
+    {
+      name: "share_tool",
+      description: "Share one of your personal tools with every Anima (needs the shared-tool permission).",
+      inputSchema: { type: "object", properties: { tool_name: { type: "string" } }, required: ["tool_name"] },
+      run: async (args) =>
+        shareTool({ dataDir: host.config.dataDir, animaDir, anima, toolName: args["tool_name"], validate: errorsForShare({ load: hostLoader(host) }) }),
+    },
+    {
+      name: "list_tools",
+      description: "List the tools you can use, with their actions and any load errors.",
+      inputSchema: { type: "object", properties: {} },
+      run: async () => {
+        const listing = await host.list(anima);
+        return JSON.stringify(listing.tools.map((t) => ({ name: t.name, origin: t.origin, status: t.status, actions: t.schemas.map((s) => s.action), ...(t.error ? { error: t.error.message } : {}) })), null, 2);
+      },
+    },
+  ];
+  const managementByName = new Map(management.map((tool) => [tool.name, tool]));
+
+  server.setRequestHandler(ListToolsRequestSchema, async () => {
+    const listing = await host.list(anima);
+    const toolSchemas = listing.tools
+      .filter((tool) => tool.status === "ok")
+      .flatMap((tool) => tool.schemas)
+      .filter((schema) => !managementByName.has(schema.name))
+      .map((schema) => ({ name: schema.name, description: schema.description, inputSchema: schema.parameters as ManagementTool["inputSchema"] }));
+    return { tools: [...management.map(({ name, description, inputSchema }) => ({ name, description, inputSchema })), ...toolSchemas] };
+  });
+
+  server.setRequestHandler(CallToolRequestSchema, async (request) => {
+    const { name } = request.params;
+    const args = (request.params.arguments ?? {}) as Record<string, unknown>;
+    const managementTool = managementByName.get(name);
+    if (managementTool) {
+      try {
+        return { content: [{ type: "text" as const, text: await managementTool.run(args) }] };
+      } catch (error) {
+        const info = error instanceof ToolHostError ? error.toInfo() : { type: "ExecutionError", message: String(error instanceof Error ? error.message : error) };
+        return { content: [{ type: "text" as const, text: JSON.stringify({ status: "error", error_type: info.type, message: info.message }) }], isError: true };
+      }
+    }
+    const result = await host.call(anima, name, args);
+    if (result.status === "ok") return { content: [{ type: "text" as const, text: result.output }] };
+    const envelope = { status: "error", error_type: result.error_type, message: result.message, ...(result.hint ? { hint: result.hint } : {}) };
+    return { content: [{ type: "text" as const, text: JSON.stringify(envelope) }], isError: true };
+  });
+
+  const watcher = options.watch === false
+    ? undefined
+    : await watchToolFolders([join(host.config.dataDir, "common_tools"), join(animaDir, "tools")], async () => {
+        host.refresh();
+        await notifyIfChanged();
+      });
+
+  await server.connect(transport);
+  return {
+    server,
+    close: async () => {
+      await watcher?.close();
+      await server.close();
+    },
+  };
+}
+
+async function toolNames(host: ToolHost, anima: string): Promise<string[]> {
+  const listing = await host.list(anima);
+  return listing.tools.filter((t) => t.status === "ok").flatMap((t) => t.schemas.map((s) => `${s.name}\0${t.bundleHash ?? ""}`)).sort();
+}
