@@ -100,6 +100,17 @@ export function animaDirFromEnv(): string | undefined {
   return value && value.trim() !== "" ? resolve(expandHome(value.trim())) : undefined;
 }
 
+/**
+ * The environment of a background job worker that the CLI starts: this process's environment without
+ * `ANIMAWORKS_ANIMA_DIR`. A worker serves every Anima of the data dir it is given with `--data-dir`; an
+ * inherited Anima dir (possibly of another data dir) would only make it refuse to start.
+ */
+export function workerEnvironment(): NodeJS.ProcessEnv {
+  const env = { ...process.env };
+  delete env["ANIMAWORKS_ANIMA_DIR"];
+  return env;
+}
+
 /** True when stdout is a terminal and colour/progress output is wanted. */
 export function isInteractive(): boolean {
   return Boolean(process.stdout.isTTY) && process.env["CI"] !== "true";

@@ -6,6 +6,9 @@ import { flagName, positionalParameters, typesOf } from "./flags.js";
 export const MANAGEMENT_COMMANDS: ReadonlyArray<[string, string]> = [
   ["list", "list the tools this Anima can use, with their actions"],
   ["describe <tool>", "show a tool's actions and full JSON Schemas"],
+  ["submit <tool> …", "queue a background job and print its id (submit --help)"],
+  ["jobs <command>", "this Anima's background jobs: list, show, wait, cancel, result"],
+  ["serve", "run the background job worker until stopped (serve --help)"],
   ["audit", "each Anima's sandbox policy and what its tools attempted (--since 12h, --json)"],
 ];
 

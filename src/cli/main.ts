@@ -7,6 +7,7 @@ import { RESERVED_NAMES } from "../registry/discovery.js";
 import { AUDIT_USAGE, runAudit } from "./audit.js";
 import { parseToolFlags } from "./flags.js";
 import { actionHelp, describeText, listText, toolHelp, topLevelHelp } from "./help.js";
+import { runJobsCommand } from "./jobs.js";
 import { type Output, printError, printResult } from "./output.js";
 
 /** Options the CLI itself understands, wherever they appear before the action's own flags. */
@@ -112,6 +113,10 @@ async function runCommand(host: ToolHost, command: string, argv: string[], optio
     case "audit":
       if (options.help) return out.stdout(AUDIT_USAGE), 0;
       return runAudit(host, argv, anima, options.json, out);
+    case "submit":
+    case "jobs":
+    case "serve":
+      return runJobsCommand(command, argv, { host, anima, json: options.json, help: options.help, out, argumentsFromJson: () => argumentsFromJson(options) });
     default:
       throw new ToolHostError(
         "InvalidArguments",

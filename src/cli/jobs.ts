@@ -1,0 +1,300 @@
+import { EXIT_CODES, type ErrorInfo, ToolHostError } from "../errors.js";
+import { type ToolHost, createHost } from "../host.js";
+import { JobService, eligibilityWarning, resultOf } from "../jobs/service.js";
+import { type Job, isTerminal } from "../jobs/store.js";
+import { jobText, jobView, jobsTable, parseStatuses, progressBar, progressLine } from "../jobs/view.js";
+import { parseToolFlags } from "./flags.js";
+import { actionHelp } from "./help.js";
+import { type Output, printError } from "./output.js";
+
+/** The CLI's background-job commands: `submit`, `jobs list|show|wait|cancel|result`, `serve` (design.md §4, §8). */
+export interface JobsCliContext {
+  /** The CLI's host: validates and pins calls at submit. `serve` starts its own host with process isolation. */
+  host: ToolHost;
+  anima: string | undefined;
+  json: boolean;
+  help: boolean;
+  out: Output;
+  /** The arguments object from --args-json / --args-file, exactly as for a normal call. */
+  argumentsFromJson: () => Promise<Record<string, unknown>>;
+  /** While waiting, draw a bar (true) or print plain lines (false). Default: whether stderr is a terminal. */
+  terminal?: boolean;
+}
+
+export const SUBMIT_USAGE = `Usage: animaworks-tool submit [--priority N] [--idempotency-key KEY] [--no-worker] <tool> <action> [args…] [--param value…]
+Validates the arguments, queues a background job and prints its id (with --json: {job_id, status, tool, action}).
+Options before the tool name are submit's own; after it, arguments work as for a normal call.
+  --priority N            integer, higher runs first (default 0)
+  --idempotency-key KEY   a second submit with the same key returns the first job instead of queueing another
+  --no-worker             only queue: do not start a background worker if none is running`;
+
+export const JOBS_USAGE = `Usage: animaworks-tool jobs <command> [--json]
+  list [--status S[,S…]] [--limit N]   this Anima's jobs, newest first (statuses: queued, running, succeeded, failed, cancelled, interrupted)
+  show ID                              one job's state
+  wait ID [--timeout S] [--no-worker]  wait until the job finishes, then print its result; exits with its outcome's code
+                                       (3 also when S seconds pass first; the job goes on)
+  cancel ID                            cancel a queued job now, or ask its worker to stop a running one
+  result ID                            a finished job's output (or its error, with its exit code)`;
+
+export const SERVE_USAGE = `Usage: animaworks-tool serve [--until-drained] [--concurrency N] [--per-anima N]
+Runs the background job worker until SIGINT/SIGTERM (a first signal lets running jobs finish, a second aborts them).
+  --until-drained   exit once no job is queued or running (how submit starts a worker on demand)
+  --concurrency N   jobs run at once (default 4)
+  --per-anima N     jobs of one Anima run at once, across all workers (default 2)`;
+
+export async function runJobsCommand(command: "submit" | "jobs" | "serve", argv: string[], ctx: JobsCliContext): Promise<number> {
+  if (command === "submit") return submit(argv, ctx);
+  if (command === "serve") return serve(argv, ctx);
+  const [sub, ...rest] = argv;
+  if (sub === undefined || !["list", "show", "wait", "cancel", "result"].includes(sub)) {
+    if (ctx.help) return ctx.out.stdout(JOBS_USAGE), 0;
+    throw new ToolHostError("InvalidArguments", sub === undefined ? "jobs needs a command" : `unknown jobs command "${sub}"`, "commands: list, show, wait, cancel, result");
+  }
+  if (ctx.help) return ctx.out.stdout(JOBS_USAGE), 0;
+  const anima = requireAnima(ctx);
+  const service = new JobService({ host: ctx.host });
+  try {
+    if (sub === "list") return await list(service, anima, rest, ctx);
+    const { values, positionals } = takeOptions(rest, sub === "wait" ? { "--timeout": "value", "--no-worker": "flag" } : {});
+    const id = onePositional(positionals, `jobs ${sub} needs a job id`);
+    if (sub === "show") {
+      const job = await service.get(anima, id);
+      ctx.out.stdout(ctx.json ? JSON.stringify({ status: "ok", job: jobView(job) }) : jobText(job));
+      return 0;
+    }
+    if (sub === "cancel") return printCancel(await service.cancel(anima, id), ctx);
+    if (sub === "result") return printOutcome(await resultReady(service, anima, id), ctx);
+    return await wait(service, anima, id, values, ctx);
+  } finally {
+    await service.close();
+  }
+}
+
+async function submit(argv: string[], ctx: JobsCliContext): Promise<number> {
+  // Submit's options come before the tool name, so they can never clash with a parameter of the tool.
+  const { values, positionals: rest } = takeOptions(argv, { "--priority": "value", "--idempotency-key": "value", "--no-worker": "flag" }, true);
+  const [toolName, ...toolArgv] = rest;
+  if (toolName === undefined) {
+    if (ctx.help) return ctx.out.stdout(SUBMIT_USAGE), 0;
+    throw new ToolHostError("InvalidArguments", "submit needs a tool and an action", "animaworks-tool submit --help");
+  }
+  // Without an Anima only core and shared tools are visible: say what is missing rather than "unknown tool".
+  if (!ctx.help) requireAnima(ctx);
+  const tool = await ctx.host.describe(ctx.anima, toolName);
+  if (tool.status === "error") throw ToolHostError.fromInfo(tool.error ?? { type: "LoadError", message: "the tool failed to load" });
+  const actions = `actions: ${tool.schemas.map((s) => s.action).join(", ")}`;
+  const actionIndex = toolArgv.findIndex((token) => !token.startsWith("-"));
+  if (actionIndex < 0) throw new ToolHostError("InvalidArguments", `no action given for tool "${toolName}"`, actions);
+  const schema = tool.schemas.find((s) => s.action === toolArgv[actionIndex]);
+  if (!schema) throw new ToolHostError("ToolNotFound", `tool "${tool.name}" has no action "${toolArgv[actionIndex]}"`, actions);
+  if (ctx.help) return ctx.out.stdout(`${SUBMIT_USAGE}\n\n${actionHelp(tool, schema)}`), 0;
+  const anima = requireAnima(ctx);
+  const flagArgv = [...toolArgv.slice(0, actionIndex), ...toolArgv.slice(actionIndex + 1)];
+  const args = { ...(await ctx.argumentsFromJson()), ...parseToolFlags(schema.parameters, flagArgv) };
+  const priority = values.get("--priority");
+  const key = values.get("--idempotency-key");
+
+  const service = new JobService({ host: ctx.host });
+  try {
+    const submitted = await service.submit(anima, schema.name, args, {
+      ...(typeof priority === "string" ? { priority: wholeNumber(priority, "--priority", -1_000_000) } : {}),
+      ...(typeof key === "string" ? { idempotencyKey: key } : {}),
+    });
+    // Only now is the job durable: everything below reports on a job that exists.
+    const warning = eligibilityWarning(submitted);
+    if (warning) ctx.out.stderr(warning);
+    const { job, created } = submitted;
+    if (!values.has("--no-worker") && !isTerminal(job.status)) startWorker(service, ctx);
+    if (ctx.json) ctx.out.stdout(JSON.stringify({ job_id: job.id, status: job.status, tool: job.tool, action: job.action, created }));
+    else {
+      if (!created) ctx.out.stderr(`(idempotency key matched job ${job.id}, ${job.status}; nothing new queued)`);
+      ctx.out.stdout(job.id);
+    }
+    return 0;
+  } finally {
+    await service.close();
+  }
+}
+
+async function list(service: JobService, anima: string, argv: string[], ctx: JobsCliContext): Promise<number> {
+  const { values, positionals, repeated } = takeOptions(argv, { "--status": "value", "--limit": "value" });
+  if (positionals.length > 0) throw new ToolHostError("InvalidArguments", `unexpected argument "${positionals[0]}"`, "usage: animaworks-tool jobs list [--status S] [--limit N]");
+  const statuses = parseStatuses(repeated.get("--status") ?? []);
+  const limit = values.get("--limit");
+  const jobs = await service.list(anima, {
+    ...(statuses.length > 0 ? { status: statuses } : {}),
+    ...(typeof limit === "string" ? { limit: wholeNumber(limit, "--limit", 1) } : {}),
+  });
+  ctx.out.stdout(ctx.json ? JSON.stringify({ status: "ok", anima, jobs: jobs.map(jobView) }) : jobsTable(jobs));
+  return 0;
+}
+
+async function wait(service: JobService, anima: string, id: string, values: Map<string, string | true>, ctx: JobsCliContext): Promise<number> {
+  const timeout = values.get("--timeout");
+  const timeoutMs = typeof timeout === "string" ? seconds(timeout, "--timeout") * 1000 : undefined;
+  const first = await service.get(anima, id);
+  // Waiting on a queued job nobody will run would only time out: start a worker as submit would.
+  if (!isTerminal(first.status) && !values.has("--no-worker")) startWorker(service, ctx);
+  const display = ctx.json ? undefined : progressDisplay(ctx);
+  let job: Job;
+  try {
+    job = await service.wait(anima, id, { ...(timeoutMs !== undefined ? { timeoutMs } : {}), onProgress: (j) => display?.(j) });
+  } catch (error) {
+    if (!(error instanceof ToolHostError) || error.type !== "Timeout" || !ctx.json) throw error;
+    // The envelope says where the job stands, so a script can tell this from the job's own timeout.
+    const now = await service.get(anima, id);
+    return printJobError(ctx, error.toInfo(), now);
+  }
+  return printOutcome(job, ctx);
+}
+
+/** `serve`: the worker, in this process, with its own host using sandbox processes. */
+async function serve(argv: string[], ctx: JobsCliContext): Promise<number> {
+  if (ctx.help) return ctx.out.stdout(SERVE_USAGE), 0;
+  const { values, positionals } = takeOptions(argv, { "--until-drained": "flag", "--concurrency": "value", "--per-anima": "value" });
+  if (positionals.length > 0) throw new ToolHostError("InvalidArguments", `unexpected argument "${positionals[0]}"`, "animaworks-tool serve --help");
+  const concurrency = values.get("--concurrency");
+  const perAnima = values.get("--per-anima");
+  const worker = {
+    ...(typeof concurrency === "string" ? { concurrency: wholeNumber(concurrency, "--concurrency", 1) } : {}),
+    ...(typeof perAnima === "string" ? { perAnimaConcurrency: wholeNumber(perAnima, "--per-anima", 1) } : {}),
+  };
+  const untilDrained = values.has("--until-drained");
+  const host = createHost({ dataDir: ctx.host.config.dataDir, isolation: "process" });
+  const service = new JobService({ host, worker });
+  const stop = new AbortController();
+  const abortRunning = new AbortController();
+  const onSignal = (): void => {
+    if (!stop.signal.aborted) {
+      ctx.out.stderr("animaworks-tool serve: stopping; running jobs may finish (signal again to abort them)");
+      stop.abort();
+    } else abortRunning.abort();
+  };
+  process.on("SIGINT", onSignal);
+  process.on("SIGTERM", onSignal);
+  try {
+    ctx.out.stderr(`animaworks-tool serve: worker ${process.pid} running jobs from ${service.paths.store}${untilDrained ? " until the queue is drained" : "; stop with Ctrl-C"}`);
+    const stats = await service.runWorker({ untilDrained, signal: stop.signal, abortRunning: abortRunning.signal });
+    const summary = `ran ${stats.started} job(s): ${stats.succeeded} succeeded, ${stats.failed} failed, ${stats.cancelled} cancelled`;
+    if (ctx.json) ctx.out.stdout(JSON.stringify({ status: "ok", ...stats }));
+    else ctx.out.stderr(`animaworks-tool serve: stopped; ${summary}`);
+    return 0;
+  } finally {
+    process.off("SIGINT", onSignal);
+    process.off("SIGTERM", onSignal);
+    await service.close();
+    await host.close();
+  }
+}
+
+// ---- output -------------------------------------------------------------------------------------
+
+/** A finished job as a call's result: output and exit 0, or its error with the error's exit code. */
+function printOutcome(job: Job, ctx: JobsCliContext): number {
+  const result = resultOf(job);
+  if (result.status === "error") return printJobError(ctx, { type: result.error_type, message: result.message }, job);
+  ctx.out.stdout(ctx.json ? JSON.stringify({ status: "ok", job_id: job.id, job_status: job.status, output: result.output }) : result.output);
+  return 0;
+}
+
+function printJobError(ctx: JobsCliContext, error: ErrorInfo, job: Job): number {
+  if (!ctx.json) return printError(ctx.out, error, false);
+  ctx.out.stdout(JSON.stringify({ status: "error", error_type: error.type, message: error.message, ...(error.hint ? { hint: error.hint } : {}), job_id: job.id, job_status: job.status }));
+  return EXIT_CODES[error.type];
+}
+
+function printCancel(job: Job, ctx: JobsCliContext): number {
+  const outcome = job.status === "cancelled" ? "cancelled" : job.status === "running" ? "requested" : "already-finished";
+  if (ctx.json) ctx.out.stdout(JSON.stringify({ status: "ok", cancel: outcome, job: jobView(job) }));
+  else if (outcome === "cancelled") ctx.out.stdout(`job ${job.id} cancelled`);
+  else if (outcome === "requested") ctx.out.stdout(`job ${job.id} is running; its worker will stop it (see: animaworks-tool jobs show ${job.id})`);
+  else ctx.out.stdout(`job ${job.id} already ${job.status}; nothing to cancel`);
+  return 0;
+}
+
+/** Progress while waiting, on stderr: a bar redrawn in place on a terminal, else one line per change. */
+function progressDisplay(ctx: JobsCliContext): (job: Job) => void {
+  if (!(ctx.terminal ?? process.stderr.isTTY === true)) return (job) => ctx.out.stderr(progressLine(job));
+  let drawn = false;
+  return (job) => {
+    // Cursor up one line and clear it, then draw: works through line-based writers (which add the newline).
+    ctx.out.stderr(`${drawn ? "\x1b[1A\x1b[2K" : ""}${progressBar(job)}`);
+    drawn = true;
+  };
+}
+
+function startWorker(service: JobService, ctx: JobsCliContext): void {
+  try {
+    service.ensureWorker();
+  } catch (error) {
+    // The job is queued either way; say how to get it run.
+    ctx.out.stderr(`Warning: could not start a background worker (${error instanceof Error ? error.message : String(error)}); run "animaworks-tool serve" to run queued jobs`);
+  }
+}
+
+// ---- argument helpers ---------------------------------------------------------------------------
+
+async function resultReady(service: JobService, anima: string, id: string): Promise<Job> {
+  await service.result(anima, id); // throws for an unknown or unfinished job
+  return service.get(anima, id);
+}
+
+function requireAnima(ctx: JobsCliContext): string {
+  if (ctx.anima === undefined) throw new ToolHostError("InvalidArguments", "no Anima selected", "pass --anima NAME or set ANIMAWORKS_ANIMA_DIR");
+  return ctx.anima;
+}
+
+/**
+ * Splits a command's own options (`--name value`, `--name=value`, flags) from positionals. Unknown options
+ * are errors. With `leadingOnly`, parsing stops at the first positional (submit: the tool name).
+ */
+function takeOptions(argv: string[], spec: Record<string, "value" | "flag">, leadingOnly = false) {
+  const values = new Map<string, string | true>();
+  const repeated = new Map<string, string[]>();
+  const positionals: string[] = [];
+  for (let i = 0; i < argv.length; i++) {
+    const token = argv[i] as string;
+    if (!token.startsWith("--") || token === "--") {
+      if (leadingOnly) {
+        positionals.push(...argv.slice(token === "--" ? i + 1 : i));
+        break;
+      }
+      if (token !== "--") positionals.push(token);
+      continue;
+    }
+    const eq = token.indexOf("=");
+    const name = eq >= 0 ? token.slice(0, eq) : token;
+    const kind = spec[name];
+    if (!kind) throw new ToolHostError("InvalidArguments", `unknown option ${name}`, Object.keys(spec).length > 0 ? `options: ${Object.keys(spec).join(", ")}` : "this command takes no options");
+    if (kind === "flag") {
+      if (eq >= 0) throw new ToolHostError("InvalidArguments", `option ${name} takes no value`);
+      values.set(name, true);
+      continue;
+    }
+    const value = eq >= 0 ? token.slice(eq + 1) : argv[++i];
+    if (value === undefined) throw new ToolHostError("InvalidArguments", `option ${name} needs a value`);
+    values.set(name, value);
+    repeated.set(name, [...(repeated.get(name) ?? []), value]);
+  }
+  return { values, positionals, repeated };
+}
+
+function onePositional(positionals: string[], missing: string): string {
+  if (positionals.length === 0) throw new ToolHostError("InvalidArguments", missing, "animaworks-tool jobs --help");
+  if (positionals.length > 1) throw new ToolHostError("InvalidArguments", `unexpected argument "${positionals[1]}"`, "animaworks-tool jobs --help");
+  return positionals[0] as string;
+}
+
+function wholeNumber(text: string, option: string, min: number): number {
+  const value = /^[-+]?\d+$/.test(text.trim()) ? Number(text) : Number.NaN;
+  if (!Number.isSafeInteger(value) || value < min) throw new ToolHostError("InvalidArguments", `${option} must be a whole number ≥ ${min}, got "${text}"`);
+  return value;
+}
+
+function seconds(text: string, option: string): number {
+  const value = Number(text);
+  if (text.trim() === "" || !Number.isFinite(value) || value < 0 || value > 2_147_483) {
+    throw new ToolHostError("InvalidArguments", `${option} must be a number of seconds from 0 to 2,147,483, got "${text}"`);
+  }
+  return value;
+}

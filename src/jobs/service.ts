@@ -1,0 +1,393 @@
+import { join } from "node:path";
+import { setTimeout as delay } from "node:timers/promises";
+import { PROJECT_ROOT, workerEnvironment } from "../config.js";
+import { ToolHostError } from "../errors.js";
+import type { CallResult, PreparedCall, ToolHost } from "../host.js";
+import { resolveAnima } from "../registry/animas.js";
+import { type NoticeSink, deliverNotices, sweepNotices } from "./notices.js";
+import { JobScheduler, type JobRunContext, type JobRunResult, type JobSchedulerOptions, type SchedulerStats } from "./scheduler.js";
+import { SqliteJobStore } from "./sqlite-store.js";
+import { type Job, type JobStatus, type JobStore, isTerminal } from "./store.js";
+import { jobFailure } from "./view.js";
+import { liveWorkers, registerWorker, startWorkerProcess } from "./workers.js";
+
+/**
+ * The library API of background jobs (design.md §8), used by the CLI's `submit`, `jobs` and `serve`.
+ *
+ * Submit = `host.prepare` (validation, and the tool bundle current now) + the bundle stored by its hash
+ * + the job stored durably; so a job always runs the tool version it was submitted with, whatever edits
+ * follow. Run = the stored bundle back into a `PreparedCall` + `host.runPrepared`, in the sandbox.
+ *
+ * Scoping: every method takes the acting Anima, and another Anima's job id is answered exactly like an
+ * unknown one (`NotFound`, CLI exit 2), so ids of other Animas cannot even be probed.
+ */
+
+export const JOB_SERVICE_DEFAULTS = {
+  /** Timeout of a job whose profile has no `timeout_seconds`, ms: AnimaWorks' 1,800 s for background subprocesses. */
+  timeoutMs: 1_800_000,
+  /** `expected_seconds` assumed when a profile gives none (AnimaWorks' default), s. */
+  expectedSeconds: 60,
+  /** How often `wait` looks at the job, ms. */
+  waitPollIntervalMs: 250,
+  /** How often a worker renews its leases and so sees a cancel made elsewhere, ms (the scheduler's own default is 10 s). */
+  heartbeatIntervalMs: 2_000,
+  /** How often an `untilDrained` worker checks whether the queue is empty, ms. */
+  idleCheckIntervalMs: 1_000,
+  /** On a graceful stop, how long running jobs may go on before they are aborted, ms (AnimaWorks' shutdown drain). */
+  drainTimeoutMs: 600_000,
+} as const;
+
+/** Longest job timeout, ms: what a Node timer can hold (the scheduler times jobs with setTimeout). */
+const MAX_TIMEOUT_MS = 2_147_483_647;
+
+export interface JobServiceOptions {
+  /** The host whose tools jobs call: `prepare` at submit, `runPrepared` in the worker. A worker's host should use process isolation. */
+  host: ToolHost;
+  /** Where jobs are kept. Default: a `SqliteJobStore` at `jobPaths(dataDir).store`, opened on first use and closed by `close()`. */
+  store?: JobStore;
+  /** Timeout of a job whose profile has no `timeout_seconds`, ms. Default: 1,800,000 (30 min). */
+  defaultTimeoutMs?: number;
+  /** Scheduler settings for `runWorker` (concurrency 4, per Anima 2, …; see scheduler-options.ts). Heartbeat default here: 2,000 ms. */
+  worker?: Omit<JobSchedulerOptions, "store" | "runJob" | "animaDirOf">;
+  /** How often an `untilDrained` worker checks for an empty queue, ms. Default: 1,000. */
+  idleCheckIntervalMs?: number;
+}
+
+export interface SubmitOptions {
+  /** Integer; higher runs first. Default: 0. */
+  priority?: number;
+  /** Per Anima: a second submit with this key returns the first job (while it is kept) instead of queueing another. */
+  idempotencyKey?: string;
+  /** Runs the job may get if a worker dies under it. Default: 1 (an interrupted job is not retried). */
+  maxAttempts?: number;
+}
+
+export interface SubmittedJob {
+  job: Job;
+  /** False when the idempotency key matched an earlier job, which is returned as it is now. */
+  created: boolean;
+  /** The action's EXECUTION_PROFILE says `background_eligible: true`. */
+  backgroundEligible: boolean;
+  /** The profile's `expected_seconds`, else 60. */
+  expectedSeconds: number;
+}
+
+export interface WaitOptions {
+  /** Give up after this long with a `Timeout` error (the job goes on), ms. Default: no limit. */
+  timeoutMs?: number;
+  /** Called with the job at the start and whenever its status, attempt or progress changes. */
+  onProgress?: (job: Job) => void;
+  /** Default: 250 ms. */
+  pollIntervalMs?: number;
+  signal?: AbortSignal;
+}
+
+export interface RunWorkerOptions {
+  /** Exit once nothing is queued or running in the whole store (the mode of a worker started on demand). Default: false. */
+  untilDrained?: boolean;
+  /** Graceful stop: claim nothing more, let running jobs finish (up to `drainTimeoutMs`), then return. */
+  signal?: AbortSignal;
+  /** Stop now: running jobs are aborted and their leases handed back (interrupted, or retried per their policy). */
+  abortRunning?: AbortSignal;
+  /** Default: 600,000 ms. */
+  drainTimeoutMs?: number;
+}
+
+export type JobResult = { status: "ok"; output: string } | { status: "error"; error_type: ToolHostError["type"]; message: string };
+
+/** Where the embedded backend keeps its files under a data dir. */
+export function jobPaths(dataDir: string): { store: string; workersDir: string; workerLog: string } {
+  const root = join(dataDir, "state", "animaworks-tool");
+  return { store: join(root, "jobs.sqlite"), workersDir: join(root, "workers"), workerLog: join(dataDir, "logs", "animaworks-tool", "worker.log") };
+}
+
+/** AnimaWorks' warning for submitting an action not marked long-running (reference §8.6), or undefined. */
+export function eligibilityWarning(submitted: SubmittedJob): string | undefined {
+  if (submitted.backgroundEligible) return undefined;
+  const { tool, action } = submitted.job;
+  return `Warning: ${tool} ${action} is not marked as long-running (expected ~${submitted.expectedSeconds}s). Consider running directly instead.`;
+}
+
+export class JobService {
+  readonly paths: ReturnType<typeof jobPaths>;
+  private readonly host: ToolHost;
+  private readonly defaultTimeoutMs: number;
+  private openedStore: JobStore | undefined;
+  private readonly ownsStore: boolean;
+
+  constructor(private readonly options: JobServiceOptions) {
+    this.host = options.host;
+    this.paths = jobPaths(options.host.config.dataDir);
+    this.openedStore = options.store;
+    this.ownsStore = options.store === undefined;
+    const timeout = options.defaultTimeoutMs ?? JOB_SERVICE_DEFAULTS.timeoutMs;
+    if (!Number.isSafeInteger(timeout) || timeout < 1 || timeout > MAX_TIMEOUT_MS) throw new TypeError(`defaultTimeoutMs must be a whole number of ms from 1 to ${MAX_TIMEOUT_MS}`);
+    this.defaultTimeoutMs = timeout;
+  }
+
+  /** Validates the call (throwing `ToolHostError` before anything is stored), then records the job durably. */
+  async submit(anima: string, schemaName: string, args: unknown, options: SubmitOptions = {}): Promise<SubmittedJob> {
+    const prepared = await this.host.prepare(anima, schemaName, args);
+    const profile = prepared.profile;
+    // The profile is part of the version pinned here: a later edit of timeout_seconds does not change this job.
+    const timeoutMs = profile?.timeout_seconds !== undefined ? Math.min(MAX_TIMEOUT_MS, Math.max(1, Math.round(profile.timeout_seconds * 1000))) : this.defaultTimeoutMs;
+    const store = this.store();
+    await store.putBundle(prepared.bundle.hash, prepared.bundle.code);
+    const { job, created } = await store.submit({
+      anima: prepared.anima,
+      tool: prepared.tool,
+      action: prepared.action,
+      schemaName: prepared.schemaName,
+      // Canonical key order, so that the same arguments given in another order are the same work for an idempotency key.
+      argsJson: canonicalJson(prepared.argsJson),
+      bundleHash: prepared.bundle.hash,
+      timeoutMs,
+      ...(options.priority !== undefined ? { priority: options.priority } : {}),
+      ...(options.idempotencyKey !== undefined ? { idempotencyKey: options.idempotencyKey } : {}),
+      ...(options.maxAttempts !== undefined ? { maxAttempts: options.maxAttempts } : {}),
+    });
+    return { job, created, backgroundEligible: profile?.background_eligible === true, expectedSeconds: profile?.expected_seconds ?? JOB_SERVICE_DEFAULTS.expectedSeconds };
+  }
+
+  /** The Anima's jobs, newest first (default: the 100 newest). */
+  async list(anima: string, options: { status?: JobStatus | readonly JobStatus[]; limit?: number } = {}): Promise<Job[]> {
+    await this.checkAnima(anima);
+    return this.store().list(anima, options);
+  }
+
+  /** The Anima's job; `NotFound` for an unknown id and for another Anima's. */
+  async get(anima: string, id: string): Promise<Job> {
+    await this.checkAnima(anima);
+    const job = await this.store().get(anima, id);
+    if (!job) throw notFound(anima, id);
+    return job;
+  }
+
+  /**
+   * A queued job is cancelled at once (and its notice written now); a running one is flagged and its worker
+   * aborts it at its next heartbeat; a finished one is returned unchanged.
+   */
+  async cancel(anima: string, id: string): Promise<Job> {
+    await this.checkAnima(anima);
+    const job = await this.store().requestCancel(anima, id);
+    if (!job) throw notFound(anima, id);
+    if (job.status === "cancelled" && job.notifiedAt === undefined) await deliverNotices(this.noticeSink(), [job]);
+    return job;
+  }
+
+  /** A finished job's output or error. A job not finished yet is `InvalidArguments` (nothing to show yet). */
+  async result(anima: string, id: string): Promise<JobResult> {
+    const job = await this.get(anima, id);
+    if (!isTerminal(job.status)) {
+      throw new ToolHostError("InvalidArguments", `job ${id} is ${job.status} and has no result yet`, `wait for it: animaworks-tool jobs wait ${id}`);
+    }
+    return resultOf(job);
+  }
+
+  /** Resolves with the job once it is finished. `Timeout` when `timeoutMs` passes first (the job itself goes on). */
+  async wait(anima: string, id: string, options: WaitOptions = {}): Promise<Job> {
+    const pollMs = options.pollIntervalMs ?? JOB_SERVICE_DEFAULTS.waitPollIntervalMs;
+    const deadline = options.timeoutMs === undefined ? Number.POSITIVE_INFINITY : Date.now() + options.timeoutMs;
+    let seen = "";
+    for (;;) {
+      const job = await this.get(anima, id);
+      const state = `${job.status}|${job.attempts}|${job.cancelRequested}|${job.progress?.fraction}|${job.progress?.message}`;
+      if (state !== seen) {
+        seen = state;
+        options.onProgress?.(job);
+      }
+      if (isTerminal(job.status)) return job;
+      const leftMs = deadline - Date.now();
+      if (leftMs <= 0) {
+        throw new ToolHostError("Timeout", `job ${id} is still ${job.status} after waiting ${options.timeoutMs} ms`, `it goes on; check later with: animaworks-tool jobs show ${id}`);
+      }
+      await delay(Math.min(pollMs, leftMs), undefined, options.signal ? { signal: options.signal } : undefined);
+    }
+  }
+
+  /** True when some worker (this machine or another sharing the data dir) is registered and alive. */
+  workerRunning(): boolean {
+    return liveWorkers(this.paths.workersDir).length > 0;
+  }
+
+  /**
+   * Starts a detached `animaworks-tool serve --until-drained` unless a worker is alive. Returns its pid, or
+   * undefined when one was running already. The worker uses this host's data dir and default options.
+   */
+  ensureWorker(): number | undefined {
+    if (this.workerRunning()) return undefined;
+    const dataDir = this.host.config.dataDir;
+    return startWorkerProcess({
+      argv: ["--no-node-snapshot", join(PROJECT_ROOT, "bin", "animaworks-tool.mjs"), "--data-dir", dataDir, "serve", "--until-drained"],
+      workersDir: this.paths.workersDir,
+      logFile: this.paths.workerLog,
+      env: workerEnvironment(),
+      cwd: dataDir,
+    });
+  }
+
+  /**
+   * Runs jobs in this process until `signal` (or, with `untilDrained`, until the store has nothing queued or
+   * running), registered as a live worker meanwhile. Returns what this worker did.
+   */
+  async runWorker(options: RunWorkerOptions = {}): Promise<SchedulerStats> {
+    const store = this.store();
+    const scheduler = new JobScheduler({
+      onLog: this.host.config.onLog,
+      heartbeatIntervalMs: JOB_SERVICE_DEFAULTS.heartbeatIntervalMs,
+      ...this.options.worker,
+      store,
+      runJob: (job, context) => this.runJob(job, context),
+      animaDirOf: (anima) => this.animaDirOf(anima),
+    });
+    const mode = options.untilDrained ? "until-drained" : "serve";
+    let registration = registerWorker(this.paths.workersDir, mode);
+    scheduler.start();
+    try {
+      if (!options.untilDrained) await untilAborted(options.signal);
+      else {
+        const idleMs = this.options.idleCheckIntervalMs ?? JOB_SERVICE_DEFAULTS.idleCheckIntervalMs;
+        while (!options.signal?.aborted) {
+          if (scheduler.running === 0 && (await drained(store))) {
+            // Leave in this order: record gone first, then one last look. A submit commits its job before it
+            // looks for workers, so one that still saw our record committed before this look and is seen by it;
+            // one that did not see the record starts a worker of its own.
+            registration.remove();
+            if (await drained(store)) break;
+            registration = registerWorker(this.paths.workersDir, mode);
+          }
+          await delay(idleMs, undefined, options.signal ? { signal: options.signal } : undefined).catch(() => undefined);
+        }
+      }
+    } finally {
+      await stopScheduler(scheduler, options);
+      registration.remove();
+    }
+    // Notices a canceller or a dead worker failed to write are delivered before a drained worker leaves.
+    if (options.untilDrained && !options.signal?.aborted) await sweepNotices(this.noticeSink(), 0);
+    return { ...scheduler.stats };
+  }
+
+  async close(): Promise<void> {
+    if (this.ownsStore && this.openedStore) await this.openedStore.close();
+    this.openedStore = undefined;
+  }
+
+  private async runJob(job: Job, context: JobRunContext): Promise<JobRunResult> {
+    const code = await this.store().getBundle(job.bundleHash);
+    if (code === undefined) {
+      return { ok: false, error: { type: "LoadError", message: `the tool version job ${job.id} was submitted with (bundle ${job.bundleHash.slice(0, 12)}) is no longer stored` } };
+    }
+    const prepared: PreparedCall = {
+      anima: job.anima,
+      tool: job.tool,
+      action: job.action,
+      schemaName: job.schemaName,
+      argsJson: job.argsJson,
+      bundle: { hash: job.bundleHash, code, displayName: `${job.tool} (job ${job.id})` },
+      // The job's own timeout, not the host's cap for direct calls (maxCallTimeoutMs): background jobs are
+      // the long-running ones. The scheduler enforces the same deadline from outside.
+      timeoutMs: job.timeoutMs,
+    };
+    const call = this.host.runPrepared(prepared);
+    // The executor cannot stop one call early, so on abort (cancel, timeout, shutdown) the run is given up
+    // at once and its isolate stops at its own deadline; the scheduler records the abort's reason.
+    const result = await raceAbort(call, context.signal);
+    if (result.status === "ok") return { ok: true, result: result.output };
+    const message = result.hint ? `${result.message} (${result.hint})` : result.message;
+    return { ok: false, error: { type: result.error_type, message } };
+  }
+
+  private store(): JobStore {
+    this.openedStore ??= new SqliteJobStore({ path: this.paths.store });
+    return this.openedStore;
+  }
+
+  private animaDirOf(anima: string): string {
+    return join(this.host.config.dataDir, "animas", anima);
+  }
+
+  private noticeSink(): NoticeSink {
+    const onLog = this.host.config.onLog;
+    return {
+      store: this.store(),
+      animaDirOf: (anima) => this.animaDirOf(anima),
+      enabled: this.options.worker?.notices ?? true,
+      warn: (message, job) => onLog({ level: "warn", logger: "animaworks.host", message, ...(job ? { anima: job.anima, tool: job.tool } : {}) }),
+    };
+  }
+
+  /** An unknown Anima is the same error as for a tool call (NotFound, naming the known ones). */
+  private async checkAnima(anima: string): Promise<void> {
+    await resolveAnima(this.host.config.dataDir, anima);
+  }
+}
+
+export function resultOf(job: Job): JobResult {
+  if (job.status === "succeeded") return { status: "ok", output: job.result ?? "" };
+  const failure = jobFailure(job);
+  return { status: "error", error_type: failure.type, message: failure.message };
+}
+
+function notFound(anima: string, id: string): ToolHostError {
+  return new ToolHostError("NotFound", `Anima "${anima}" has no job "${id}"`, "animaworks-tool jobs list shows this Anima's jobs");
+}
+
+async function drained(store: JobStore): Promise<boolean> {
+  const status = await store.queueStatus();
+  return status.queued === 0 && status.running === 0;
+}
+
+function untilAborted(signal: AbortSignal | undefined): Promise<void> {
+  return new Promise((resolve) => {
+    if (!signal) return; // runs until the process ends
+    if (signal.aborted) resolve();
+    else signal.addEventListener("abort", () => resolve(), { once: true });
+  });
+}
+
+/** Graceful stop bounded by `drainTimeoutMs`, or at once when `abortRunning` fires. */
+async function stopScheduler(scheduler: JobScheduler, options: RunWorkerOptions): Promise<void> {
+  const graceful = scheduler.stop();
+  if (options.abortRunning?.aborted) {
+    await Promise.all([graceful, scheduler.stop({ abortRunning: true })]);
+    return;
+  }
+  const drainMs = options.drainTimeoutMs ?? JOB_SERVICE_DEFAULTS.drainTimeoutMs;
+  const cutoff = new AbortController();
+  const forceReasons = [delay(drainMs, "timeout", { signal: cutoff.signal }).catch(() => "done")];
+  if (options.abortRunning) forceReasons.push(untilAborted(options.abortRunning).then(() => "abort"));
+  const first = await Promise.race([graceful.then(() => "done"), ...forceReasons]);
+  cutoff.abort();
+  if (first !== "done") await scheduler.stop({ abortRunning: true });
+  await graceful;
+}
+
+function raceAbort(call: Promise<CallResult>, signal: AbortSignal): Promise<CallResult> {
+  if (signal.aborted) return Promise.resolve(abortResult(signal));
+  let onAbort: () => void = () => undefined;
+  const aborted = new Promise<CallResult>((resolve) => {
+    onAbort = () => resolve(abortResult(signal));
+    signal.addEventListener("abort", onAbort, { once: true });
+  });
+  return Promise.race([call, aborted]).finally(() => signal.removeEventListener("abort", onAbort));
+}
+
+function abortResult(signal: AbortSignal): CallResult {
+  const reason: unknown = signal.reason;
+  if (reason instanceof ToolHostError) return { status: "error", error_type: reason.type, message: reason.message, durationMs: 0 };
+  return { status: "error", error_type: "ExecutionError", message: reason instanceof Error ? reason.message : "job aborted", durationMs: 0 };
+}
+
+/** JSON text with object keys sorted at every level. */
+function canonicalJson(text: string): string {
+  const sort = (value: unknown): unknown => {
+    if (Array.isArray(value)) return value.map(sort);
+    if (value === null || typeof value !== "object") return value;
+    // No prototype: a "__proto__" key from JSON must stay a plain key, not set the prototype.
+    const out = Object.create(null) as Record<string, unknown>;
+    for (const key of Object.keys(value).sort()) out[key] = sort((value as Record<string, unknown>)[key]);
+    return out;
+  };
+  return JSON.stringify(sort(JSON.parse(text)));
+}

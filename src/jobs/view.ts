@@ -1,0 +1,149 @@
+import { type ErrorInfo, ToolHostError } from "../errors.js";
+import { JOB_STATUSES, type Job, type JobStatus } from "./store.js";
+
+/**
+ * How jobs look to their Animas: the JSON shape of `jobs … --json` and the library's `jobView`, and the
+ * text of `jobs list|show|wait`. Field names follow the CLI's envelopes (`job_id`, `error_type`); times
+ * are ISO 8601 in UTC. Lease internals (owner, expiry) stay inside the host.
+ */
+export interface JobView {
+  job_id: string;
+  anima: string;
+  tool: string;
+  action: string;
+  schema: string;
+  status: JobStatus;
+  /** The validated arguments, as the job will receive them (without anima_dir). */
+  args: unknown;
+  priority: number;
+  attempts: number;
+  max_attempts: number;
+  timeout_seconds: number;
+  submitted_at: string;
+  started_at?: string;
+  finished_at?: string;
+  progress?: { fraction: number; message: string };
+  error?: { error_type: string; message: string };
+  cancel_requested: boolean;
+  idempotency_key?: string;
+  /** True once the completion notice `state/background_notifications/<job_id>.md` was written. */
+  notice_written: boolean;
+}
+
+export function jobView(job: Job): JobView {
+  const view: JobView = {
+    job_id: job.id,
+    anima: job.anima,
+    tool: job.tool,
+    action: job.action,
+    schema: job.schemaName,
+    status: job.status,
+    args: parseArgs(job.argsJson),
+    priority: job.priority,
+    attempts: job.attempts,
+    max_attempts: job.maxAttempts,
+    timeout_seconds: job.timeoutMs / 1000,
+    submitted_at: iso(job.submittedAt),
+    cancel_requested: job.cancelRequested,
+    notice_written: job.notifiedAt !== undefined,
+  };
+  if (job.startedAt !== undefined) view.started_at = iso(job.startedAt);
+  if (job.finishedAt !== undefined) view.finished_at = iso(job.finishedAt);
+  if (job.progress) view.progress = { fraction: job.progress.fraction, message: job.progress.message };
+  if (job.error) view.error = { error_type: job.error.type, message: job.error.message };
+  if (job.idempotencyKey !== undefined) view.idempotency_key = job.idempotencyKey;
+  return view;
+}
+
+/**
+ * Why a finished job has no result, as a CLI error: its own error when it failed, else ExecutionError
+ * (exit 1) for a cancelled or interrupted job, which did not raise but did not finish either.
+ */
+export function jobFailure(job: Job): ErrorInfo {
+  if (job.status === "cancelled") return { type: "ExecutionError", message: `job ${job.id} was cancelled before it finished` };
+  if (job.error) return { type: job.error.type, message: job.error.message };
+  return { type: "ExecutionError", message: `job ${job.id} ended ${job.status}` };
+}
+
+/** AnimaWorks' words for statuses (`list_background_tasks`), accepted by `--status` beside ours. */
+const STATUS_ALIASES: Record<string, JobStatus> = { pending: "queued", completed: "succeeded" };
+
+/** `--status` values (each may be a comma list) as statuses; throws InvalidArguments naming a bad one. */
+export function parseStatuses(values: readonly string[]): JobStatus[] {
+  const statuses = new Set<JobStatus>();
+  for (const word of values.flatMap((v) => v.split(",")).map((w) => w.trim().toLowerCase()).filter(Boolean)) {
+    const status = STATUS_ALIASES[word] ?? (JOB_STATUSES as readonly string[]).find((s) => s === word);
+    if (!status) throw new ToolHostError("InvalidArguments", `unknown job status "${word}"`, `statuses: ${JOB_STATUSES.join(", ")}`);
+    statuses.add(status as JobStatus);
+  }
+  return [...statuses];
+}
+
+export function jobsTable(jobs: readonly Job[]): string {
+  if (jobs.length === 0) return "No jobs.";
+  const rows = jobs.map((job) => [job.id, job.status, `${job.tool} ${job.action}`, iso(job.submittedAt), detail(job)]);
+  const header = ["ID", "STATUS", "ACTION", "SUBMITTED", ""];
+  const widths = header.map((h, i) => Math.max(h.length, ...rows.map((r) => (r[i] as string).length)));
+  const line = (cells: string[]) => cells.map((c, i) => (i === cells.length - 1 ? c : c.padEnd(widths[i] as number))).join("  ").trimEnd();
+  return [line(header), ...rows.map(line)].join("\n");
+}
+
+export function jobText(job: Job): string {
+  const lines = [
+    `Job ${job.id}: ${job.status}${job.cancelRequested && job.status === "running" ? " (cancel requested)" : ""}`,
+    `  action:     ${job.tool} ${job.action} (schema ${job.schemaName})`,
+    `  arguments:  ${job.argsJson}`,
+    `  priority:   ${job.priority}`,
+    `  attempts:   ${job.attempts} of ${job.maxAttempts}`,
+    `  timeout:    ${job.timeoutMs / 1000} s`,
+    `  submitted:  ${iso(job.submittedAt)}`,
+  ];
+  if (job.startedAt !== undefined) lines.push(`  started:    ${iso(job.startedAt)}`);
+  if (job.finishedAt !== undefined) lines.push(`  finished:   ${iso(job.finishedAt)}`);
+  if (job.progress) lines.push(`  progress:   ${percent(job.progress.fraction)}${job.progress.message ? ` ${job.progress.message}` : ""}`);
+  if (job.error) lines.push(`  error:      ${job.error.type}: ${job.error.message}`);
+  if (job.result !== undefined) lines.push(`  result:     ${Buffer.byteLength(job.result)} bytes (animaworks-tool jobs result ${job.id})`);
+  if (job.idempotencyKey !== undefined) lines.push(`  idempotency key: ${job.idempotencyKey}`);
+  if (job.notifiedAt !== undefined) lines.push(`  notice:     state/background_notifications/${job.id}.md`);
+  return lines.join("\n");
+}
+
+/** One plain line per change while waiting (stderr is not a terminal). */
+export function progressLine(job: Job): string {
+  const extra = detail(job);
+  return `job ${job.id}: ${job.status}${extra ? ` ${extra}` : ""}`;
+}
+
+/** A one-line bar for a terminal, `widthChars` cells wide. */
+export function progressBar(job: Job, widthChars = 24): string {
+  const fraction = job.status === "succeeded" ? 1 : (job.progress?.fraction ?? 0);
+  const filled = Math.round(Math.min(1, Math.max(0, fraction)) * widthChars);
+  const bar = `[${"#".repeat(filled)}${"-".repeat(widthChars - filled)}]`;
+  const message = job.progress?.message ? ` ${job.progress.message}` : "";
+  return `${bar} ${percent(fraction).padStart(4)} ${job.status}${job.status === "running" ? message : ""}  (job ${job.id})`;
+}
+
+function detail(job: Job): string {
+  if (job.status === "running") {
+    const progress = job.progress ? `${percent(job.progress.fraction)}${job.progress.message ? ` ${job.progress.message}` : ""}` : "";
+    return [progress, job.cancelRequested ? "(cancel requested)" : ""].filter(Boolean).join(" ");
+  }
+  if (job.error && job.status !== "succeeded") return `${job.error.type}: ${job.error.message}`;
+  return "";
+}
+
+function percent(fraction: number): string {
+  return `${Math.round(fraction * 100)}%`;
+}
+
+function iso(epochMs: number): string {
+  return new Date(epochMs).toISOString();
+}
+
+function parseArgs(text: string): unknown {
+  try {
+    return JSON.parse(text);
+  } catch {
+    return text;
+  }
+}
