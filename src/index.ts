@@ -6,3 +6,7 @@ export type { CallOptions, CallResult, PreparedCall, SchemaInfo, ToolHost, ToolI
 export type { HostOptions, LogRecord } from "./config.js";
 export { ERROR_TYPES, EXIT_CODES, ToolHostError } from "./errors.js";
 export type { ErrorInfo, ErrorType } from "./errors.js";
+export { JobService } from "./jobs/service.js";
+export type { AuditEvent, AuditLog, AuditRecord } from "./audit/audit-log.js";
+export type { AnimaReport } from "./audit/report.js";
+export { startMcpServer } from "./mcp/server.js";

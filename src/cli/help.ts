@@ -6,6 +6,10 @@ import { flagName, positionalParameters, typesOf } from "./flags.js";
 export const MANAGEMENT_COMMANDS: ReadonlyArray<[string, string]> = [
   ["list", "list the tools this Anima can use, with their actions"],
   ["describe <tool>", "show a tool's actions and full JSON Schemas"],
+  ["refresh", "rescan, rebuild and revalidate tools; report loaded/changed/removed/failed"],
+  ["share <tool>", "copy a personal tool to common_tools/ (shared-tool permission)"],
+  ["validate <file>", "check a tool file against the tool-creator checklist"],
+  ["mcp", "serve this Anima's tools over MCP on stdio"],
   ["submit <tool> …", "queue a background job and print its id (submit --help)"],
   ["jobs <command>", "this Anima's background jobs: list, show, wait, cancel, result"],
   ["serve", "run the background job worker until stopped (serve --help)"],

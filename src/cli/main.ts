@@ -5,6 +5,8 @@ import { ToolHostError } from "../errors.js";
 import { type CallResult, type ToolHost, type ToolInfo, createHost } from "../host.js";
 import { RESERVED_NAMES } from "../registry/discovery.js";
 import { AUDIT_USAGE, runAudit } from "./audit.js";
+import { LIFECYCLE_USAGE, runLifecycleCommand } from "./lifecycle.js";
+import { MCP_USAGE, runMcp } from "./mcp.js";
 import { parseToolFlags } from "./flags.js";
 import { actionHelp, describeText, listText, toolHelp, topLevelHelp } from "./help.js";
 import { runJobsCommand } from "./jobs.js";
@@ -35,8 +37,13 @@ export async function main(argv: string[], out: Output = defaultOutput()): Promi
   let host: ToolHost | undefined;
   try {
     const rest = takeGlobalOptions(argv, options, true);
-    const { dataDir, anima } = await resolveIdentity(options);
-    host = createHost({ dataDir, isolation: "in-process" });
+    // --anima / --data-dir / --demo may also follow the command or the tool name: find them first.
+    const identityOptions: GlobalOptions = { json: false, help: false, demo: false };
+    takeGlobalOptions(argv, identityOptions, false);
+    const { dataDir, anima } = await resolveIdentity(identityOptions);
+    // Long-running commands get supervised sandbox processes; a one-shot call runs isolates in-process.
+    const longRunning = rest[0] === "mcp";
+    host = createHost({ dataDir, isolation: longRunning ? "process" : "in-process" });
     return await run(host, rest, options, anima, out);
   } catch (error) {
     const info = error instanceof ToolHostError ? error.toInfo() : { type: "ExecutionError" as const, message: String(error instanceof Error ? error.message : error) };
@@ -110,6 +117,14 @@ async function runCommand(host: ToolHost, command: string, argv: string[], optio
       else out.stdout(describeText(tool));
       return 0;
     }
+    case "refresh":
+    case "share":
+    case "validate":
+      if (options.help) return out.stdout(LIFECYCLE_USAGE[command]), 0;
+      return runLifecycleCommand(host, command, argv, anima, options.json, out);
+    case "mcp":
+      if (options.help) return out.stdout(MCP_USAGE), 0;
+      return runMcp(host, anima);
     case "audit":
       if (options.help) return out.stdout(AUDIT_USAGE), 0;
       return runAudit(host, argv, anima, options.json, out);

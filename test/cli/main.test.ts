@@ -1,4 +1,5 @@
 import { spawnSync } from "node:child_process";
+import { rmSync } from "node:fs";
 import { join } from "node:path";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { main } from "../../src/cli/main.js";
@@ -158,10 +159,43 @@ describe("animaworks-tool CLI", () => {
     expect(described.stdout).toContain('"required"');
   });
 
-  it("refuses reserved command names it does not provide yet with a clear message", async () => {
-    const r = await cli("--anima", "alice", "mcp");
-    expect(r.code).toBe(2);
-    expect(r.stderr).toContain("reserved");
+  it("refresh reports loaded, changed, removed and failed tools", async () => {
+    const first = await cli("--anima", "bob", "refresh");
+    expect(first.stdout).toContain("Refreshed tools");
+    data.write("animas/bob/tools/extra.ts", "export function get_tool_schemas(){return [{name:'extra_x'}]}\nexport function dispatch(){return 1}");
+    data.write("animas/bob/tools/bad.ts", "export function get_tool_schemas(){return [{name:'nope'}]}");
+    const second = await cli("--anima", "bob", "refresh");
+    expect(second.code).toBe(6);
+    expect(second.stdout).toContain("loaded   extra");
+    expect(second.stdout).toMatch(/failed {3}bad: .*bad_<action>/);
+    data.write("animas/bob/tools/extra.ts", "export function get_tool_schemas(){return [{name:'extra_y'}]}\nexport function dispatch(){return 2}");
+    const third = await cli("--anima", "bob", "refresh");
+    expect(third.stdout).toContain("changed  extra");
+    rmSync(join(data.dir, "animas/bob/tools/extra.ts"));
+    rmSync(join(data.dir, "animas/bob/tools/bad.ts"));
+    const fourth = await cli("--anima", "bob", "refresh");
+    expect(fourth.code).toBe(0);
+    expect(fourth.stdout).toContain("removed  extra");
+  });
+
+  it("validate prints one line per finding and exits non-zero on errors", async () => {
+    const good = await cli("validate", join(data.dir, "animas/alice/tools/notes.ts"));
+    expect(good.code).toBe(0);
+    const bad = await cli("validate", data.write("elsewhere/leaky.ts", 'import fs from "node:fs";\nconst API_KEY = "sk-abcdefghijklmnopqrstuvwxyz123456";\nexport function get_tool_schemas(){return [{name:"leaky_x",description:"x"}]}\nexport function dispatch(){}'));
+    expect(bad.code).toBe(6);
+    expect(bad.stdout).toMatch(/error \[.*\].*node:fs/);
+    expect(bad.stdout).toMatch(/secret/i);
+  });
+
+  it("share needs the shared-tool permission and never overwrites", async () => {
+    const denied = await cli("--anima", "alice", "share", "notes");
+    expect(denied.code).toBe(4);
+    data.write("animas/alice/permissions.md", "## Tool creation\n- Personal tools: yes\n- Shared tools: yes\n");
+    const shared = await cli("--anima", "alice", "share", "notes");
+    expect(shared.stdout).toBe("Shared tool 'notes' to common_tools/. All animas can now use it after refresh_tools.");
+    const again = await cli("--anima", "alice", "share", "notes");
+    expect(again.code).not.toBe(0);
+    expect(again.stderr).toContain("notes");
   });
 });
 
