@@ -136,8 +136,8 @@ export function dispatch() { return [${TOOL_API_EXPORTS.map((name) => `typeof ${
   });
 
   it("says which names @animaworks/tool provides when a tool imports one it does not", async () => {
-    writeFileSync(join(folder, "wants_fetch.ts"), 'import { fetch } from "@animaworks/tool";\nexport function get_tool_schemas() { return [{ name: "wants_fetch_x" }]; }\nexport function dispatch() { return fetch("https://example.com"); }\n');
-    expect(await refusal("wants_fetch.ts")).toContain(`wants_fetch.ts:1:9: "@animaworks/tool" has no export "fetch" (it provides: ${TOOL_API_EXPORTS.join(", ")})`);
+    writeFileSync(join(folder, "wants_spawn.ts"), 'import { spawn } from "@animaworks/tool";\nexport function get_tool_schemas() { return [{ name: "wants_spawn_x" }]; }\nexport function dispatch() { return spawn("ls"); }\n');
+    expect(await refusal("wants_spawn.ts")).toContain(`wants_spawn.ts:1:9: "@animaworks/tool" has no export "spawn" (it provides: ${TOOL_API_EXPORTS.join(", ")})`);
   });
 });
 
