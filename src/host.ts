@@ -2,8 +2,8 @@ import type { AuditLog } from "./audit/audit-log.js";
 import { JsonlAuditLog } from "./audit/jsonl-audit-log.js";
 import { type AnimaReport, buildAnimaReport } from "./audit/report.js";
 import { ToolBundler } from "./build/bundler.js";
-import { FetchCapability } from "./capabilities/fetch.js";
-import { CapabilityService } from "./capabilities/service.js";
+import type { FetchCapability } from "./capabilities/fetch.js";
+import { CapabilityService, type NetworkRequester } from "./capabilities/service.js";
 import { openCredentialSources, redactSecrets } from "./credentials/index.js";
 import { type HostConfig, type HostOptions, resolveConfig } from "./config.js";
 import { type ErrorInfo, ToolHostError } from "./errors.js";
@@ -105,10 +105,7 @@ export function createHost(options: HostOptions = {}): ToolHost {
     credentials: openCredentialSources(config.dataDir, { environment: config.environment, allowedEnvironment: config.allowedEnvironment, log: config.onLog }),
     audit,
     log: config.onLog,
-    network: new FetchCapability({
-      allowInternalHosts: config.allowInternalHosts,
-      onAudit: (event) => audit.append({ kind: "capability", ...event }),
-    }),
+    network: lazyNetwork(config, audit),
   });
   const executor = createExecutor(config, (line) => forwardToolLog(config, line, capabilities), capabilities.invoke);
   const bundler = new ToolBundler(config.cacheDir);
@@ -121,6 +118,20 @@ export function createHost(options: HostOptions = {}): ToolHost {
     executor,
   });
   return new Host(config, executor, registry, audit);
+}
+
+/** The fetch capability, loaded on the first request (its network stack is not needed by most calls). */
+function lazyNetwork(config: HostConfig, audit: AuditLog): NetworkRequester {
+  let capability: Promise<FetchCapability> | undefined;
+  return {
+    fetch: async (context, url, init, policy) => {
+      capability ??= import("./capabilities/fetch.js").then(
+        ({ FetchCapability }) =>
+          new FetchCapability({ allowInternalHosts: config.allowInternalHosts, onAudit: (event) => audit.append({ kind: "capability", ...event }) }),
+      );
+      return (await capability).fetch(context, url, init, policy);
+    },
+  };
 }
 
 /** Tool log lines go to the operator's sink with any secret the Anima's tools obtained redacted. */

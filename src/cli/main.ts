@@ -4,12 +4,8 @@ import { PROJECT_ROOT, animaDirFromEnv, dataDirFromEnv, defaultDataDir } from ".
 import { ToolHostError } from "../errors.js";
 import { type CallResult, type ToolHost, type ToolInfo, createHost } from "../host.js";
 import { RESERVED_NAMES } from "../registry/discovery.js";
-import { AUDIT_USAGE, runAudit } from "./audit.js";
-import { LIFECYCLE_USAGE, runLifecycleCommand } from "./lifecycle.js";
-import { MCP_USAGE, runMcp } from "./mcp.js";
 import { parseToolFlags } from "./flags.js";
 import { actionHelp, describeText, listText, toolHelp, topLevelHelp } from "./help.js";
-import { runJobsCommand } from "./jobs.js";
 import { type Output, printError, printResult } from "./output.js";
 
 /** Options the CLI itself understands, wherever they appear before the action's own flags. */
@@ -120,18 +116,28 @@ async function runCommand(host: ToolHost, command: string, argv: string[], optio
     case "refresh":
     case "share":
     case "validate":
+    {
+      // Commands load their modules on use: a plain tool call must not pay for SQLite, MCP or the lifecycle.
+      const { LIFECYCLE_USAGE, runLifecycleCommand } = await import("./lifecycle.js");
       if (options.help) return out.stdout(LIFECYCLE_USAGE[command]), 0;
       return runLifecycleCommand(host, command, argv, anima, options.json, out);
+    }
     case "mcp":
+    {
+      const { MCP_USAGE, runMcp } = await import("./mcp.js");
       if (options.help) return out.stdout(MCP_USAGE), 0;
       return runMcp(host, anima);
+    }
     case "audit":
+    {
+      const { AUDIT_USAGE, runAudit } = await import("./audit.js");
       if (options.help) return out.stdout(AUDIT_USAGE), 0;
       return runAudit(host, argv, anima, options.json, out);
+    }
     case "submit":
     case "jobs":
     case "serve":
-      return runJobsCommand(command, argv, { host, anima, json: options.json, help: options.help, out, argumentsFromJson: () => argumentsFromJson(options) });
+      return (await import("./jobs.js")).runJobsCommand(command, argv, { host, anima, json: options.json, help: options.help, out, argumentsFromJson: () => argumentsFromJson(options) });
     default:
       throw new ToolHostError(
         "InvalidArguments",
