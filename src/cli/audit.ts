@@ -1,6 +1,7 @@
 import { formatAnimaReport } from "../audit/report.js";
 import { ToolHostError } from "../errors.js";
 import type { ToolHost } from "../host.js";
+import { checkSharedIntegrity } from "../lifecycle/index.js";
 import type { Output } from "./output.js";
 
 export const AUDIT_USAGE = "Usage: animaworks-tool audit [--anima NAME] [--since 2026-12-01T00:00Z|30m|12h|7d] [--json]";
@@ -18,8 +19,17 @@ export async function runAudit(host: ToolHost, argv: string[], anima: string | u
     }
   }
   const reports = await host.auditReport(anima, sinceMs === undefined ? {} : { sinceMs });
-  if (json) out.stdout(JSON.stringify({ status: "ok", reports }, null, 2));
-  else out.stdout(reports.length === 0 ? "No Animas found." : reports.map(formatAnimaReport).join("\n\n"));
+  // Shared tools whose file no longer matches what was shared (edited in place, or never shared properly).
+  const sharedTools = await checkSharedIntegrity(host.config.dataDir);
+  if (json) {
+    out.stdout(JSON.stringify({ status: "ok", reports, sharedTools }, null, 2));
+    return 0;
+  }
+  const text = reports.length === 0 ? ["No Animas found."] : reports.map(formatAnimaReport);
+  if (sharedTools.length > 0) {
+    text.push(["Shared tools that do not match their share record:", ...sharedTools.map((t) => `  ${t.tool}: ${t.status}${t.sharedBy ? ` (shared by ${t.sharedBy})` : ""}${t.detail ? ` — ${t.detail}` : ""}`)].join("\n"));
+  }
+  out.stdout(text.join("\n\n"));
   return 0;
 }
 

@@ -20,17 +20,20 @@ function maxEnvelopeChars(maxResultBytes: number): number {
   return maxResultBytes * 6 + 4096;
 }
 
+/** The envelope as a JSON object, or undefined for anything else: the text comes from untrusted code. */
+function parseObject(text: string): Record<string, unknown> | undefined {
+  try {
+    const value: unknown = JSON.parse(text);
+    return typeof value === "object" && value !== null ? (value as Record<string, unknown>) : undefined;
+  } catch {
+    return undefined;
+  }
+}
+
 export function parseCallEnvelope(text: unknown, limits: { maxResultBytes: number; timeoutMs: number; memoryLimitMb: number }): ParsedCall {
   const bad: ParsedCall = { ok: false, error: { type: "ExecutionError", message: "the tool's result could not be read" }, recycle: true };
-  if (typeof text !== "string" || text.length > maxEnvelopeChars(limits.maxResultBytes)) return bad;
-  let envelope: unknown;
-  try {
-    envelope = JSON.parse(text);
-  } catch {
-    return bad;
-  }
-  if (typeof envelope !== "object" || envelope === null) return bad;
-  const e = envelope as Record<string, unknown>;
+  const e = typeof text === "string" && text.length <= maxEnvelopeChars(limits.maxResultBytes) ? parseObject(text) : undefined;
+  if (!e) return bad;
   const recycle = e["recycle"] === true;
   if (e["ok"] === false) {
     if (e["errorType"] === "MemoryLimit") return { ok: false, error: ivmErrorInfo(undefined, limits, "MemoryLimit"), recycle: true };
@@ -50,15 +53,8 @@ export function parseCallEnvelope(text: unknown, limits: { maxResultBytes: numbe
 
 export function parseDescribeEnvelope(text: unknown): DescribeOutcome {
   const bad: DescribeOutcome = { ok: false, error: { type: "LoadError", message: "the tool's description could not be read" } };
-  if (typeof text !== "string") return bad;
-  let envelope: unknown;
-  try {
-    envelope = JSON.parse(text);
-  } catch {
-    return bad;
-  }
-  if (typeof envelope !== "object" || envelope === null) return bad;
-  const e = envelope as Record<string, unknown>;
+  const e = typeof text === "string" ? parseObject(text) : undefined;
+  if (!e) return bad;
   if (e["ok"] === false) {
     return { ok: false, error: { type: "LoadError", message: typeof e["message"] === "string" ? stripStackFrames(e["message"]) : "loading failed" } };
   }

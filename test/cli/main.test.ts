@@ -196,6 +196,11 @@ describe("animaworks-tool CLI", () => {
     const again = await cli("--anima", "alice", "share", "notes");
     expect(again.code).not.toBe(0);
     expect(again.stderr).toContain("notes");
+    // the audit report flags a shared tool edited after it was shared
+    expect((await cli("audit", "--anima", "alice")).stdout).not.toContain("do not match");
+    data.write("common_tools/notes.ts", `${NOTES_TOOL}\n// edited in place`);
+    const audit = await cli("audit", "--anima", "alice");
+    expect(audit.stdout).toMatch(/Shared tools that do not match their share record:\n {2}notes: modified \(shared by alice\)/);
   });
 });
 
