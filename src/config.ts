@@ -55,6 +55,11 @@ export interface HostOptions {
    * internal API. Default: none.
    */
   allowInternalHosts?: string[];
+  /**
+   * Watch `common_tools/` and every Anima's `tools/` and reload changed tools by themselves (for
+   * long-running hosts). Calls in flight finish on the version they started with. Default: false.
+   */
+  watch?: boolean;
   /** File-capability limits (bytes, counts; see src/capabilities/fs.ts). Default: DEFAULT_FS_LIMITS. */
   fsLimits?: Partial<FsLimits>;
 }
@@ -143,6 +148,7 @@ export function resolveConfig(options: HostOptions = {}): HostConfig {
     auditFile: resolve(options.auditFile ?? join(dataDir, "logs", "animaworks-tool", "audit.jsonl")),
     allowInternalHosts: [...(options.allowInternalHosts ?? [])],
     fsLimits: { ...DEFAULT_FS_LIMITS, ...options.fsLimits },
+    watch: options.watch ?? false,
   };
 }
 

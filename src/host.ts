@@ -5,6 +5,7 @@ import { ToolBundler } from "./build/bundler.js";
 import type { FetchCapability } from "./capabilities/fetch.js";
 import { CapabilityService, type NetworkRequester } from "./capabilities/service.js";
 import { openCredentialSources, redactSecrets } from "./credentials/index.js";
+import { join } from "node:path";
 import { type HostConfig, type HostOptions, resolveConfig } from "./config.js";
 import { type ErrorInfo, ToolHostError } from "./errors.js";
 import { checkArguments } from "./execution/arguments.js";
@@ -91,6 +92,8 @@ export interface ToolHost {
   describe(anima: string | undefined, toolName: string): Promise<ToolInfo>;
   /** The sandbox policy auditing report for one Anima, or every Anima when none is named. */
   auditReport(anima?: string, options?: { sinceMs?: number }): Promise<AnimaReport[]>;
+  /** Settles once the host is watching its tool folders (with `watch: true`); at once otherwise. */
+  ready(): Promise<void>;
   /** Names of the Animas in the data dir. */
   animas(): Promise<string[]>;
   close(): Promise<void>;
@@ -117,7 +120,9 @@ export function createHost(options: HostOptions = {}): ToolHost {
     bundler,
     executor,
   });
-  return new Host(config, executor, registry, audit);
+  const host = new Host(config, executor, registry, audit);
+  if (config.watch) host.startWatching();
+  return host;
 }
 
 /** The fetch capability, loaded on the first request (its network stack is not needed by most calls). */
@@ -152,6 +157,7 @@ class Host implements ToolHost {
   private readonly warned = new Set<string>();
   /** Views by Anima name ("" for none). Cleared by `refresh()`. */
   private views = new Map<string, Promise<AnimaView>>();
+  private watching: Promise<{ close(): Promise<void> }> | undefined;
   private closed = false;
 
   constructor(
@@ -278,9 +284,27 @@ class Host implements ToolHost {
     return listAnimas(this.config.dataDir);
   }
 
+  /** Reloads tools when their folders change (HostOptions.watch). `ready` settles once watching. */
+  startWatching(): void {
+    const dataDir = this.config.dataDir;
+    const toolFile = new RegExp(`^${escapeRegExp(dataDir)}/(common_tools|animas/[^/]+/tools)/[^/]+$`);
+    this.watching = import("./registry/watcher.js").then(({ watchToolFolders }) =>
+      watchToolFolders([join(dataDir, "common_tools"), join(dataDir, "animas")], () => this.refresh(), {
+        depth: 2,
+        accept: (path) => toolFile.test(path),
+      }),
+    );
+  }
+
+  /** Settles when the folder watcher (if any) is watching. */
+  async ready(): Promise<void> {
+    await this.watching;
+  }
+
   async close(): Promise<void> {
     if (this.closed) return;
     this.closed = true;
+    await (await this.watching)?.close();
     await this.executor.close();
     await this.audit.close();
   }
@@ -390,6 +414,10 @@ function toToolInfo(entry: ToolEntry): ToolInfo {
       return { name: schema.name, action: schema.action, description: schema.description, parameters: schema.parameters, ...(profile ? { profile } : {}) };
     }),
   };
+}
+
+function escapeRegExp(text: string): string {
+  return text.replace(/[.*+?^${}()|[\]\\]/g, "\\$&");
 }
 
 function unknownTool(name: string, known: string[]): ToolHostError {

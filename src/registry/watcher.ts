@@ -9,8 +9,12 @@ import { watch } from "chokidar";
  * do); `awaitWriteFinish` covers editors that write in place.
  */
 export interface WatchOptions {
-  /** Quiet time after the last event before `onChange` runs, in ms. Default: 40. */
+  /** Quiet time after the last event before `onChange` runs, in ms. Default: 25. */
   debounceMs?: number;
+  /** Folder levels watched below each given folder. Default: 0 (the top level only). */
+  depth?: number;
+  /** Only events for paths this accepts count. Default: all. */
+  accept?: (path: string) => boolean;
 }
 
 export interface ToolFolderWatcher {
@@ -18,11 +22,11 @@ export interface ToolFolderWatcher {
 }
 
 export async function watchToolFolders(folders: string[], onChange: () => Promise<void> | void, options: WatchOptions = {}): Promise<ToolFolderWatcher> {
-  const debounceMs = options.debounceMs ?? 40;
+  const debounceMs = options.debounceMs ?? 25;
   const watcher = watch(folders, {
     ignoreInitial: true,
-    depth: 0,
-    awaitWriteFinish: { stabilityThreshold: 20, pollInterval: 10 },
+    depth: options.depth ?? 0,
+    awaitWriteFinish: { stabilityThreshold: 10, pollInterval: 5 },
     // Hidden temp files of atomic writers are noise; the rename that follows is the event that counts.
     ignored: (path: string) => /(^|\/)\.[^/]+\.tmp$/.test(path),
   });
@@ -36,7 +40,10 @@ export async function watchToolFolders(folders: string[], onChange: () => Promis
       running = running.then(() => onChange()).catch(() => {});
     }, debounceMs);
   };
-  watcher.on("all", schedule);
+  const accept = options.accept ?? (() => true);
+  watcher.on("all", (_event: string, path: string) => {
+    if (accept(path)) schedule();
+  });
   await new Promise<void>((resolve) => watcher.once("ready", () => resolve()));
   return {
     close: async () => {
