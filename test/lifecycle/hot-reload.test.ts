@@ -69,6 +69,17 @@ describe("hot reload", () => {
     await until("v999", 3_000);
   });
 
+  it("lets a call in flight finish on the version it started with while new calls get the new one", async () => {
+    const slow = (n: number) =>
+      `import { sleep } from "@animaworks/tool";\nexport function get_tool_schemas(){return [{name:"live_get",description:"v"}]}\nexport async function dispatch(){ await sleep(400); return "slow${n}" }\n`;
+    save(slow(1));
+    await until("slow1", 5_000);
+    const inFlight = host.call("alice", "live_get", {});
+    save(version(2000));
+    await until("v2000", 3_000);
+    expect(await inFlight).toMatchObject({ status: "ok", output: "slow1" });
+  });
+
   it("picks up new tools and drops deleted ones", async () => {
     writeFileSync(join(data.dir, "animas", "alice", "tools", "fresh.ts"), 'export function get_tool_schemas(){return [{name:"fresh_x"}]}\nexport function dispatch(){return "new"}');
     const started = performance.now();
