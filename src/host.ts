@@ -204,7 +204,6 @@ class Host implements ToolHost {
     const startedAt = performance.now();
     try {
       const ref = (await this.view(prepared.anima)).ref as AnimaRef;
-      const args = JSON.parse(prepared.argsJson) as Record<string, unknown>;
       const outcome = await this.executor.call({
         op: "call",
         bundle: prepared.bundle,
@@ -212,7 +211,7 @@ class Host implements ToolHost {
         entry: "call",
         schemaName: prepared.schemaName,
         // anima_dir is injected here, after validation, so no caller can choose it.
-        payloadJson: JSON.stringify({ ...args, anima_dir: ref.dir }),
+        payloadJson: withAnimaDir(prepared.argsJson, ref.dir),
         timeoutMs: prepared.timeoutMs,
         memoryLimitMb: this.config.memoryLimitMb,
         maxResultBytes: this.config.maxResultTransferBytes,
@@ -414,6 +413,16 @@ function toToolInfo(entry: ToolEntry): ToolInfo {
       return { name: schema.name, action: schema.action, description: schema.description, parameters: schema.parameters, ...(profile ? { profile } : {}) };
     }),
   };
+}
+
+/**
+ * Adds `anima_dir` as the last key of a validated arguments object, without parsing and re-serialising
+ * it on every call. `argsJson` is always `JSON.stringify` of a plain object without that key
+ * (checkArguments removes it), so appending before the closing brace is exact.
+ */
+function withAnimaDir(argsJson: string, animaDir: string): string {
+  const entry = `"anima_dir":${JSON.stringify(animaDir)}`;
+  return argsJson === "{}" ? `{${entry}}` : `${argsJson.slice(0, -1)},${entry}}`;
 }
 
 function escapeRegExp(text: string): string {

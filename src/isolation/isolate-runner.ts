@@ -316,10 +316,7 @@ export class IsolateRunner implements Executor {
           active.timers.delete(id);
           if (pooled.active !== active || !pooled.healthy) return;
           pooled.entry!.fireTimer.apply(undefined, [id], { timeout: Math.max(1, remaining(active.deadline)) }).catch((error: unknown) => {
-            if (pooled.active !== active) return;
-            // A timer that failed ends the call: at the memory limit, or (isolated-vm's timeout) the deadline.
-            const memory = classifyIvmError(error) === "MemoryLimit" || pooled.hitMemoryLimit;
-            active.guard.halt(memory ? "MemoryLimit" : "Timeout");
+            if (pooled.active === active) haltAfterFailedEntry(pooled, active, error);
           });
         }, delay);
         active.timers.set(id, handle);
@@ -365,9 +362,7 @@ export class IsolateRunner implements Executor {
             replyJson = JSON.stringify({ ok: false, error: { type: "ExecutionError", message: `${name}: the answer could not be sent` } });
           }
           pooled.entry!.settleCapability.apply(undefined, [id, replyJson], { timeout: Math.max(1, remaining(active.deadline)) }).catch((error: unknown) => {
-            if (pooled.active !== active) return;
-            const memory = classifyIvmError(error) === "MemoryLimit" || pooled.hitMemoryLimit;
-            active.guard.halt(memory ? "MemoryLimit" : "Timeout");
+            if (pooled.active === active) haltAfterFailedEntry(pooled, active, error);
           });
         });
       },
@@ -381,6 +376,15 @@ class SetupError extends Error {
   constructor(readonly info: ErrorInfo) {
     super(info.message);
   }
+}
+
+/**
+ * A re-entry into the isolate (a timer, a capability answer) that failed ends the call: at the memory
+ * limit, or (isolated-vm's timeout) at the deadline.
+ */
+function haltAfterFailedEntry(pooled: PooledIsolate, active: ActiveCall, error: unknown): void {
+  const memory = classifyIvmError(error) === "MemoryLimit" || pooled.hitMemoryLimit;
+  active.guard.halt(memory ? "MemoryLimit" : "Timeout");
 }
 
 function remaining(deadline: number): number {

@@ -17,17 +17,7 @@ export function getAjv(): AjvType {
   if (ajv) return ajv;
   const { Ajv } = require("ajv") as { Ajv: typeof AjvType };
   const addFormats = (require("ajv-formats") as { default: (instance: AjvType) => void }).default;
-  const { RE2JS } = require("re2js") as { RE2JS: typeof RE2JSType };
-  const re2Engine = (pattern: string, flags: string) => {
-    const compiled = RE2JS.compile(pattern, flags.includes("i") ? RE2JS.CASE_INSENSITIVE : 0);
-    return {
-      test: (input: string) => compiled.matcher(input).find(),
-      // ajv shares compiled patterns across every schema of the instance, keyed by `toString()` (a
-      // RegExp prints as /source/flags). Without a key of its own, every pattern would print as
-      // "[object Object]" and all schemas would be checked against the first pattern ever compiled.
-      toString: () => JSON.stringify([pattern, flags]),
-    };
-  };
+  const re2Engine = (pattern: string, flags: string) => compileRe2(pattern, flags);
   // How generated standalone code (see `validatorSource`) obtains the engine: through `standaloneRequire`.
   re2Engine.code = 'require("animaworks:re2")';
   ajv = new Ajv({
@@ -64,20 +54,22 @@ export function loadValidator(source: string): ValidateFunction {
   return validate;
 }
 
-let standaloneRe2: ((pattern: string, flags: string) => { test(input: string): boolean }) | undefined;
+/** A pattern compiled by RE2 (linear time), in the shape ajv expects of a RegExp engine. */
+function compileRe2(pattern: string, flags: string): { test(input: string): boolean; toString(): string } {
+  const { RE2JS } = require("re2js") as { RE2JS: typeof RE2JSType };
+  const compiled = RE2JS.compile(pattern, flags.includes("i") ? RE2JS.CASE_INSENSITIVE : 0);
+  return {
+    test: (input: string) => compiled.matcher(input).find(),
+    // ajv shares compiled patterns across every schema of the instance, keyed by `toString()` (a
+    // RegExp prints as /source/flags). Without a key of its own, every pattern would print as
+    // "[object Object]" and all schemas would be checked against the first pattern ever compiled.
+    toString: () => JSON.stringify([pattern, flags]),
+  };
+}
 
 /** The only modules generated validators may load: ajv's and ajv-formats' runtime helpers, and RE2. */
 function standaloneRequire(id: string): unknown {
-  if (id === "animaworks:re2") {
-    if (!standaloneRe2) {
-      const { RE2JS } = require("re2js") as { RE2JS: typeof RE2JSType };
-      standaloneRe2 = (pattern, flags) => {
-        const compiled = RE2JS.compile(pattern, flags.includes("i") ? RE2JS.CASE_INSENSITIVE : 0);
-        return { test: (input: string) => compiled.matcher(input).find() };
-      };
-    }
-    return standaloneRe2;
-  }
+  if (id === "animaworks:re2") return compileRe2;
   if (/^ajv\/dist\/runtime\/[a-z0-9]+$/.test(id) || id === "ajv-formats/dist/formats") return require(id);
   throw new Error(`a cached validator asked for "${id}"`);
 }
