@@ -11,6 +11,6 @@ if (!hasFlag) {
   });
   process.exit(child.status ?? 1);
 } else {
-  const { main } = await import("../dist/src/cli/main.js");
-  process.exitCode = await main(process.argv.slice(2));
+  const { main, exitProcess } = await import("../dist/src/cli/main.js");
+  exitProcess(await main(process.argv.slice(2)));
 }

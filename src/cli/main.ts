@@ -46,7 +46,27 @@ export async function main(argv: string[], out: Output = defaultOutput()): Promi
     return printError(out, info, options.json);
   } finally {
     await host?.close();
+    if (host && !host.canExitCleanly()) hostHoldsStuckThread = true;
   }
+}
+
+/** Set when a host of this process was left with an isolate that could not be stopped (see `exitProcess`). */
+let hostHoldsStuckThread = false;
+
+/**
+ * Ends the CLI process with `code`. A one-shot call runs isolates in this process; if one of them could
+ * not be stopped (a hostile tool isolated-vm cannot interrupt), Node's own exit would hang or crash on its
+ * thread, so the process is ended with SIGKILL instead, after its output was written (stdout and stderr
+ * are synchronous for files, pipes and terminals on Linux). The caller then sees exit status 137.
+ */
+export function exitProcess(code: number): void {
+  if (!hostHoldsStuckThread) {
+    process.exitCode = code;
+    return;
+  }
+  process.stderr.write("animaworks-tool: a tool's isolate could not be stopped; ending this process with SIGKILL so that it cannot hang\n", () =>
+    process.kill(process.pid, "SIGKILL"),
+  );
 }
 
 async function run(host: ToolHost, argv: string[], options: GlobalOptions, anima: string | undefined, out: Output): Promise<number> {

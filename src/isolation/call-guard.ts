@@ -94,3 +94,34 @@ export function unlessAbandoned<T>(work: Promise<T>, guard: CallGuard, late?: (v
     });
   });
 }
+
+/**
+ * Counts entries into isolates (isolated-vm operations) that have not returned. After a runner closed,
+ * one still pending is an isolate isolated-vm could not stop: it holds a thread of this process, and a
+ * process in that state cannot exit normally (Node's exit waits for that thread, or crashes on it).
+ */
+export class EntryTracker {
+  pending = 0;
+  private waiters: Array<() => void> = [];
+
+  track<T>(work: Promise<T>): Promise<T> {
+    this.pending++;
+    const done = () => {
+      if (--this.pending === 0) for (const wake of this.waiters.splice(0)) wake();
+    };
+    work.then(done, done);
+    return work;
+  }
+
+  /** Resolves true once nothing is pending, or false after `maxWaitMs`. */
+  settled(maxWaitMs: number): Promise<boolean> {
+    if (this.pending === 0) return Promise.resolve(true);
+    return new Promise((resolve) => {
+      const timer = setTimeout(() => resolve(this.pending === 0), maxWaitMs);
+      this.waiters.push(() => {
+        clearTimeout(timer);
+        resolve(true);
+      });
+    });
+  }
+}

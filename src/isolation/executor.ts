@@ -1,5 +1,6 @@
 import type { HostConfig } from "../config.js";
 import type { CallOutcome, CallRequest, CapabilityInvoker, DescribeOutcome, DescribeRequest, Executor, ToolLogLine } from "./protocol.js";
+import type { IsolateRunner } from "./isolate-runner.js";
 import { SandboxPool } from "./sandbox-pool.js";
 
 /** The sandbox pool behind each host (keyed by the host's resolved config, which `host.config` exposes). */
@@ -39,6 +40,7 @@ export function sandboxPidFor(config: HostConfig, anima: string): number | undef
  */
 class InProcessExecutor implements Executor {
   private runner: Promise<Executor> | undefined;
+  private loaded: IsolateRunner | undefined;
 
   constructor(
     private readonly maxIdleIsolates: number,
@@ -48,15 +50,15 @@ class InProcessExecutor implements Executor {
   ) {}
 
   private get(): Promise<Executor> {
-    this.runner ??= import("./isolate-runner.js").then(
-      ({ IsolateRunner }) =>
-        new IsolateRunner({
-          maxIdleIsolates: this.maxIdleIsolates,
-          onLog: this.onLog,
-          onUnrecoverable: this.onUnrecoverable,
-          ...(this.invokeCapability ? { invokeCapability: this.invokeCapability } : {}),
-        }),
-    );
+    this.runner ??= import("./isolate-runner.js").then(({ IsolateRunner }) => {
+      this.loaded = new IsolateRunner({
+        maxIdleIsolates: this.maxIdleIsolates,
+        onLog: this.onLog,
+        onUnrecoverable: this.onUnrecoverable,
+        ...(this.invokeCapability ? { invokeCapability: this.invokeCapability } : {}),
+      });
+      return this.loaded;
+    });
     return this.runner;
   }
 
@@ -70,5 +72,9 @@ class InProcessExecutor implements Executor {
 
   async close(): Promise<void> {
     if (this.runner) await (await this.runner).close();
+  }
+
+  stuckEntries(): number {
+    return this.loaded?.stuckEntries() ?? 0;
   }
 }

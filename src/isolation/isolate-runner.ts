@@ -1,6 +1,6 @@
 import ivm from "isolated-vm";
 import type { ErrorInfo } from "../errors.js";
-import { Abandoned, CallGuard, type StopReason, unlessAbandoned } from "./call-guard.js";
+import { Abandoned, CallGuard, EntryTracker, STOP_GRACE_MS, type StopReason, unlessAbandoned } from "./call-guard.js";
 import { parseCallEnvelope, parseDescribeEnvelope } from "./envelope.js";
 import { classifyIvmError, ivmErrorInfo, stripHostDetails } from "./ivm-errors.js";
 import { type ActiveCall, type KeyState, PooledIsolate } from "./pooled-isolate.js";
@@ -67,6 +67,7 @@ export class IsolateRunner implements Executor {
   /** V8 code cache for the prelude, so later isolates skip parsing it. */
   private preludeCache: ivm.ExternalCopy<ArrayBuffer> | undefined;
   private closed = false;
+  private readonly entries = new EntryTracker();
 
   constructor(options: IsolateRunnerOptions = {}) {
     this.prelude = readPrelude();
@@ -93,9 +94,9 @@ export class IsolateRunner implements Executor {
     const deadline = performance.now() + request.timeoutMs;
     let pooled: PooledIsolate | undefined;
     try {
-      pooled = await unlessAbandoned(this.createIsolate("describe", request.bundle, limits, deadline, guard), guard, (late) => late.disposeByHost());
+      pooled = await unlessAbandoned(this.entries.track(this.createIsolate("describe", request.bundle, limits, deadline, guard)), guard, (late) => late.disposeByHost());
       const text = await unlessAbandoned(
-        pooled.entry!.describe.apply(undefined, [], { timeout: remaining(deadline), result: { promise: true, copy: true } }),
+        this.entries.track(pooled.entry!.describe.apply(undefined, [], { timeout: remaining(deadline), result: { promise: true, copy: true } })),
         guard,
       );
       return parseDescribeEnvelope(text);
@@ -123,16 +124,18 @@ export class IsolateRunner implements Executor {
     let pooled: PooledIsolate | undefined;
     let reusable = false;
     try {
-      pooled = await unlessAbandoned(this.acquire(key, request.bundle, limits, deadline, guard), guard, (late) => this.release(late, false));
+      pooled = await unlessAbandoned(this.entries.track(this.acquire(key, request.bundle, limits, deadline, guard)), guard, (late) => this.release(late, false));
       if (guard.stopReason) throw new Error("stopped");
       pooled.guard = guard;
       guard.target = pooled;
       pooled.active = active;
       const text = await unlessAbandoned(
-        pooled.entry!.call.apply(
-          undefined,
-          [request.entry, request.schemaName, request.payloadJson, request.maxResultBytes, request.maxLogLines, request.maxLogLineChars],
-          { timeout: remaining(deadline), result: { promise: true, copy: true } },
+        this.entries.track(
+          pooled.entry!.call.apply(
+            undefined,
+            [request.entry, request.schemaName, request.payloadJson, request.maxResultBytes, request.maxLogLines, request.maxLogLineChars],
+            { timeout: remaining(deadline), result: { promise: true, copy: true } },
+          ),
         ),
         guard,
       );
@@ -155,6 +158,10 @@ export class IsolateRunner implements Executor {
     }
   }
 
+  /**
+   * Disposes the idle isolates and gives entries still running `STOP_GRACE_MS` to return. One that does
+   * not is an isolate isolated-vm cannot stop (see `stuckEntries`).
+   */
   async close(): Promise<void> {
     this.closed = true;
     for (const state of this.keys.values()) {
@@ -162,6 +169,15 @@ export class IsolateRunner implements Executor {
       state.idle.length = 0;
     }
     this.idleOrder.clear();
+    await this.entries.settled(STOP_GRACE_MS);
+  }
+
+  /**
+   * Entries into isolates that have not returned. Once closed, a non-zero count means a thread of this
+   * process is held by an isolate that could not be stopped: the process cannot exit normally.
+   */
+  stuckEntries(): number {
+    return this.entries.pending;
   }
 
   /** Why a call or load failed: the host's own stop reason first, then what isolated-vm said. */
@@ -315,7 +331,7 @@ export class IsolateRunner implements Executor {
         const handle = setTimeout(() => {
           active.timers.delete(id);
           if (pooled.active !== active || !pooled.healthy) return;
-          pooled.entry!.fireTimer.apply(undefined, [id], { timeout: Math.max(1, remaining(active.deadline)) }).catch((error: unknown) => {
+          this.entries.track(pooled.entry!.fireTimer.apply(undefined, [id], { timeout: Math.max(1, remaining(active.deadline)) })).catch((error: unknown) => {
             if (pooled.active === active) haltAfterFailedEntry(pooled, active, error);
           });
         }, delay);
@@ -361,7 +377,7 @@ export class IsolateRunner implements Executor {
           } catch {
             replyJson = JSON.stringify({ ok: false, error: { type: "ExecutionError", message: `${name}: the answer could not be sent` } });
           }
-          pooled.entry!.settleCapability.apply(undefined, [id, replyJson], { timeout: Math.max(1, remaining(active.deadline)) }).catch((error: unknown) => {
+          this.entries.track(pooled.entry!.settleCapability.apply(undefined, [id, replyJson], { timeout: Math.max(1, remaining(active.deadline)) })).catch((error: unknown) => {
             if (pooled.active === active) haltAfterFailedEntry(pooled, active, error);
           });
         });

@@ -97,6 +97,12 @@ export interface Executor {
   describe(request: DescribeRequest): Promise<DescribeOutcome>;
   call(request: CallRequest): Promise<CallOutcome>;
   close(): Promise<void>;
+  /**
+   * After `close`: entries into isolates of this process that never returned (isolates isolated-vm could
+   * not stop). Non-zero means this process cannot exit normally and must end with SIGKILL. Always 0 for
+   * sandbox processes, which deal with their own.
+   */
+  stuckEntries(): number;
 }
 
 // ---- wire messages between the host and a sandbox process ------------------------------------------

@@ -297,6 +297,10 @@ export class SandboxPool implements Executor {
     await Promise.all(this.processes.map((p) => p.stop()));
   }
 
+  stuckEntries(): number {
+    return 0;
+  }
+
   private leastBusy(): SandboxProcess {
     let best = this.processes[0] as SandboxProcess;
     for (const candidate of this.processes) if (candidate.load < best.load) best = candidate;

@@ -84,7 +84,7 @@ function handle(message: ToSandbox): void {
       process.kill(process.pid, "SIGKILL");
       return;
     }
-    void runner.close().finally(() => process.exit(0));
+    void runner.close().finally(endProcess);
     return;
   }
   if (message.type === "capabilityReply") {
@@ -123,5 +123,11 @@ function handle(message: ToSandbox): void {
 }
 
 // The host going away (IPC closed) ends this process: no orphaned sandboxes.
-process.on("disconnect", () => (retiring ? process.kill(process.pid, "SIGKILL") : process.exit(0)));
+process.on("disconnect", endProcess);
+
+/** A normal exit waits for (or crashes on) a thread an isolate still holds: then only SIGKILL ends the process. */
+function endProcess(): void {
+  if (retiring || runner.stuckEntries() > 0) process.kill(process.pid, "SIGKILL");
+  else process.exit(0);
+}
 send({ type: "ready" });

@@ -133,7 +133,7 @@ describe("ToolRegistry: failures to run a module are retried, failed checks are 
   function registryWith(outcomes: DescribeOutcome[]) {
     data = makeDataDir();
     const describe = vi.fn(async () => outcomes.shift() ?? outcomes[outcomes.length - 1]!);
-    const executor: Executor = { describe, call: vi.fn(), close: async () => {} };
+    const executor: Executor = { describe, call: vi.fn(), close: async () => {}, stuckEntries: () => 0 };
     const registry = new ToolRegistry({
       dataDir: data.dir,
       coreToolsDir: join(data.dir, "core"),

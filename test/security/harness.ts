@@ -13,7 +13,7 @@ import { type TempDataDir, makeDataDir, waitFor } from "../helpers/data-dir.js";
  */
 
 export const HOSTILE_DIR = join(dirname(fileURLToPath(import.meta.url)), "..", "fixtures", "hostile");
-const PROJECT_ROOT = join(dirname(fileURLToPath(import.meta.url)), "..", "..");
+export const PROJECT_ROOT = join(dirname(fileURLToPath(import.meta.url)), "..", "..");
 
 export type IsolationMode = "process" | "in-process";
 export const MODES: IsolationMode[] = ["process", "in-process"];
@@ -102,6 +102,8 @@ export function startHost(options: HarnessOptions): Harness {
     async close() {
       await host.close();
       data.cleanup();
+      // An isolate left holding a thread of this (the test runner's) process would keep it from exiting.
+      expect(host.canExitCleanly(), "an in-process isolate could not be stopped: run such attacks through the CLI in a child process").toBe(true);
     },
   };
 }

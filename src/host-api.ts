@@ -1,0 +1,99 @@
+import type { AuditLog } from "./audit/audit-log.js";
+import type { AnimaReport } from "./audit/report.js";
+import type { HostConfig } from "./config.js";
+import type { ErrorInfo } from "./errors.js";
+import type { ToolBundle } from "./isolation/protocol.js";
+import type { DiscoveryProblem, ToolOrigin } from "./registry/discovery.js";
+import type { ProfileEntry } from "./registry/schemas.js";
+
+/** The host's public API: what `createHost` returns and the plain data it exchanges. */
+
+/** What a call returns. Tool failures are results, not exceptions (as in MCP). */
+export type CallResult =
+  | { status: "ok"; output: string; truncated: boolean; originalBytes: number; durationMs: number }
+  | { status: "error"; error_type: ErrorInfo["type"]; message: string; hint?: string; durationMs: number };
+
+export interface SchemaInfo {
+  name: string;
+  action: string;
+  description: string;
+  parameters: Record<string, unknown>;
+  profile?: ProfileEntry;
+}
+
+export interface ToolInfo {
+  name: string;
+  origin: ToolOrigin;
+  status: "ok" | "error";
+  error?: ErrorInfo;
+  schemas: SchemaInfo[];
+  hasCliMain: boolean;
+  /** Content hash of the built tool (changes with any edit of it or its helpers). */
+  bundleHash?: string;
+}
+
+export interface ToolListing {
+  anima: string | undefined;
+  tools: ToolInfo[];
+  /** Files that were not loaded as tools, with the reason. */
+  problems: DiscoveryProblem[];
+}
+
+export interface CallOptions {
+  /** Overrides the action's timeout, in ms (still capped by the host's `maxCallTimeoutMs`). */
+  timeoutMs?: number;
+}
+
+/**
+ * A call checked and bound to the tool version current when it was prepared: what a background job
+ * stores at submit and runs later (a later edit of the tool does not change it). Plain data.
+ */
+export interface PreparedCall {
+  anima: string;
+  tool: string;
+  action: string;
+  schemaName: string;
+  /** Validated arguments, without anima_dir (injected when it runs). */
+  argsJson: string;
+  bundle: ToolBundle;
+  timeoutMs: number;
+  profile?: ProfileEntry;
+}
+
+export interface ToolHost {
+  readonly config: HostConfig;
+  /** Every call, capability use, denial, credential access, load failure and crash. */
+  readonly audit: AuditLog;
+  /**
+   * Forgets every loaded tool and discovered folder, so the next call rescans and reloads (bundles whose
+   * content did not change come from the cache). Long-running hosts see file changes only after this.
+   */
+  refresh(): void;
+  /** Calls schema `schemaName` (`{tool}_{action}`) for an Anima. Never throws for tool failures. */
+  call(anima: string, schemaName: string, args?: unknown, options?: CallOptions): Promise<CallResult>;
+  /** Validates a call and pins the tool version, without running it (for background jobs). */
+  prepare(anima: string, schemaName: string, args?: unknown, options?: CallOptions): Promise<PreparedCall>;
+  /** Runs a prepared call with exactly the bundle it names. Never throws for tool failures. */
+  runPrepared(prepared: PreparedCall): Promise<CallResult>;
+  /** Runs a tool's `cli_main(argv)` inside the sandbox. */
+  callCli(anima: string, toolName: string, argv: string[]): Promise<CallResult>;
+  /** Every tool the Anima sees (core, shared, personal), loaded, with its schemas or its load error. */
+  list(anima?: string): Promise<ToolListing>;
+  /** One tool as the Anima sees it; `ToolNotFound` when there is no such tool. */
+  describe(anima: string | undefined, toolName: string): Promise<ToolInfo>;
+  /** The sandbox policy auditing report for one Anima, or every Anima when none is named. */
+  auditReport(anima?: string, options?: { sinceMs?: number }): Promise<AnimaReport[]>;
+  /** Settles once the host is watching its tool folders (with `watch: true`); at once otherwise. */
+  ready(): Promise<void>;
+  /** Names of the Animas in the data dir. */
+  animas(): Promise<string[]>;
+  /** Stops watching, ends the sandbox processes (or disposes in-process isolates) and flushes the audit log. */
+  close(): Promise<void>;
+  /**
+   * After `close`: false when, with in-process isolation, an isolate isolated-vm could not stop still holds
+   * a thread of this process (a hostile tool; see design.md §9). Such a process cannot exit normally
+   * (Node's exit waits for that thread, or crashes on it): write what is left, then end it with SIGKILL.
+   * Always true with process isolation, whose sandbox processes deal with this themselves.
+   */
+  canExitCleanly(): boolean;
+}
