@@ -1,9 +1,10 @@
+import { type ChildProcess, fork } from "node:child_process";
 import { readFileSync } from "node:fs";
 import { dirname, join } from "node:path";
 import { fileURLToPath } from "node:url";
 import { expect } from "vitest";
 import type { LogRecord } from "../../src/config.js";
-import { type CallResult, type ToolHost, createHost } from "../../src/host.js";
+import { type CallOptions, type CallResult, type ToolHost, createHost } from "../../src/host.js";
 import { type TempDataDir, makeDataDir, waitFor } from "../helpers/data-dir.js";
 
 /**
@@ -47,12 +48,13 @@ export async function dispatch(name: string) {
 `;
 
 export interface Harness {
-  host: ToolHost;
+  /** The host itself with process isolation; with in-process isolation it runs in a child process (see in-process-host.mjs). */
+  host: ToolHost | undefined;
   data: TempDataDir;
   logs: LogRecord[];
   /** Installs hostile fixture `attack` as a personal tool of `anima`. */
   install(anima: string, attack: string): void;
-  call(anima: string, schema: string, args?: Record<string, unknown>): Promise<CallResult>;
+  call(anima: string, schema: string, args?: Record<string, unknown>, options?: CallOptions): Promise<CallResult>;
   close(): Promise<void>;
 }
 
@@ -76,36 +78,87 @@ export function startHost(options: HarnessOptions): Harness {
     data.write(`animas/${anima}/tools/counter.ts`, COUNTER_TOOL);
   }
   const logs: LogRecord[] = [];
-  const host = createHost({
+  const hostOptions = {
     dataDir: data.dir,
     coreToolsDir: join(data.dir, "no-core-tools"),
-    isolation: options.mode,
     timeoutMs: options.timeoutMs ?? 500,
     memoryLimitMb: options.memoryLimitMb ?? 32,
     loadTimeoutMs: options.loadTimeoutMs ?? 1_000,
     sandboxProcesses: options.sandboxProcesses ?? 2,
     maxLogLinesPerCall: options.maxLogLinesPerCall ?? 50,
     maxLogLineChars: options.maxLogLineChars ?? 200,
-    onLog: (record) => {
-      logs.push(record);
-      options.onLog?.(record);
-    },
-  });
+  };
+  const onLog = (record: LogRecord) => {
+    logs.push(record);
+    options.onLog?.(record);
+  };
+  const install = (anima: string, attack: string) => {
+    data.write(`animas/${anima}/tools/${attack}.ts`, readFileSync(join(HOSTILE_DIR, `${attack}.ts`), "utf8"));
+  };
+  if (options.mode === "in-process") {
+    const child = new InProcessHostChild(hostOptions, onLog);
+    return {
+      host: undefined,
+      data,
+      logs,
+      install,
+      call: (anima, schema, args = {}, callOptions = {}) => child.request<CallResult>({ type: "call", anima, schema, args, options: callOptions }),
+      async close() {
+        await child.close();
+        data.cleanup();
+      },
+    };
+  }
+  const host = createHost({ ...hostOptions, isolation: "process", onLog });
   return {
     host,
     data,
     logs,
-    install(anima, attack) {
-      data.write(`animas/${anima}/tools/${attack}.ts`, readFileSync(join(HOSTILE_DIR, `${attack}.ts`), "utf8"));
-    },
-    call: (anima, schema, args = {}) => host.call(anima, schema, args),
+    install,
+    call: (anima, schema, args = {}, callOptions = {}) => host.call(anima, schema, args, callOptions),
     async close() {
       await host.close();
       data.cleanup();
-      // An isolate left holding a thread of this (the test runner's) process would keep it from exiting.
-      expect(host.canExitCleanly(), "an in-process isolate could not be stopped: run such attacks through the CLI in a child process").toBe(true);
     },
   };
+}
+
+/** The in-process host's child: requests over IPC, its log records forwarded in order with the results. */
+class InProcessHostChild {
+  private readonly child: ChildProcess;
+  private readonly waiting = new Map<number, (result: unknown) => void>();
+  private nextId = 1;
+
+  constructor(hostOptions: Record<string, unknown>, onLog: (record: LogRecord) => void) {
+    this.child = fork(join(dirname(fileURLToPath(import.meta.url)), "in-process-host.mjs"), [JSON.stringify(hostOptions)], {
+      execArgv: ["--no-node-snapshot"],
+      stdio: ["ignore", "inherit", "inherit", "ipc"],
+    });
+    this.child.on("message", (message: { type: string; id?: number; result?: unknown; record?: LogRecord }) => {
+      if (message.type === "log") onLog(message.record as LogRecord);
+      else if (message.type === "result") {
+        this.waiting.get(message.id as number)?.(message.result);
+        this.waiting.delete(message.id as number);
+      }
+    });
+  }
+
+  request<T>(message: Record<string, unknown>): Promise<T> {
+    const id = this.nextId++;
+    return new Promise<T>((resolve, reject) => {
+      if (!this.child.connected) return reject(new Error("the in-process host's process has ended"));
+      this.waiting.set(id, resolve as (result: unknown) => void);
+      this.child.send({ ...message, id });
+    });
+  }
+
+  /** Closes the host (bounded), then ends its process with SIGKILL: a process with a lost thread cannot exit by itself. */
+  async close(): Promise<void> {
+    const exited = new Promise<void>((resolve) => (this.child.exitCode !== null || this.child.signalCode !== null ? resolve() : this.child.once("exit", () => resolve())));
+    await Promise.race([this.request({ type: "close" }).catch(() => undefined), new Promise((resolve) => setTimeout(resolve, 5_000))]);
+    this.child.kill("SIGKILL");
+    await exited;
+  }
 }
 
 /** Strings that must never reach a tool's caller: host paths, Node internals, host stack frames. */

@@ -39,7 +39,7 @@ for (const mode of MODES) {
       const before = await expectHealthy(h, "mallory");
       expect(before).toBeGreaterThan(1);
       // A generous timeout: filling 32 MB must meet the memory limit first, even on a busy machine.
-      expectError(await h.host.call("mallory", "counter_bloat", {}, { timeoutMs: 5_000 }), "MemoryLimit");
+      expectError(await h.call("mallory", "counter_bloat", {}, { timeoutMs: 5_000 }), "MemoryLimit");
       expect(await expectHealthy(h, "mallory")).toBe(1);
     });
 

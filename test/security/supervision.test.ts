@@ -39,7 +39,7 @@ describe("supervision (process isolation)", () => {
     h = startHost({ mode: "process", sandboxProcesses: 1, timeoutMs: 10_000 });
     h.install("mallory", "never_settles");
     await expectHealthy(h, "mallory");
-    const [pid] = sandboxPids(h.host.config);
+    const [pid] = sandboxPids(h.host!.config);
     expect(pid).toBeTypeOf("number");
     const attack = await startAttack(h, "mallory", "never_settles_run");
     const killedAt = performance.now();
@@ -49,7 +49,7 @@ describe("supervision (process isolation)", () => {
     expect(performance.now() - killedAt).toBeLessThan(2_000); // not the call's 10 s timeout
     assertNoLeak(result, h.data);
     expect(await expectHealthy(h, "mallory")).toBe(1); // a fresh process, so a fresh isolate
-    expect(sandboxPids(h.host.config)).not.toContain(pid);
+    expect(sandboxPids(h.host!.config)).not.toContain(pid);
   });
 
   it("killing one Anima's sandbox does not disturb another Anima's call in flight on another sandbox", async () => {
@@ -57,8 +57,8 @@ describe("supervision (process isolation)", () => {
     h.install("mallory", "never_settles");
     const attack = await startAttack(h, "mallory", "never_settles_run");
     await expectHealthy(h, "bob"); // placed while mallory's process is busy: the other process
-    const malloryPid = sandboxPidFor(h.host.config, "mallory");
-    const bobPid = sandboxPidFor(h.host.config, "bob");
+    const malloryPid = sandboxPidFor(h.host!.config, "mallory");
+    const bobPid = sandboxPidFor(h.host!.config, "bob");
     expect(malloryPid).toBeTypeOf("number");
     expect(bobPid).toBeTypeOf("number");
     expect(bobPid).not.toBe(malloryPid);
@@ -87,12 +87,12 @@ describe("supervision (process isolation)", () => {
     h = startHost({ mode: "process", sandboxProcesses: 1, timeoutMs: 1_000, memoryLimitMb: 32 });
     h.install("mallory", "uncatchable_allocation");
     await expectHealthy(h, "bob");
-    const [pid] = sandboxPids(h.host.config);
+    const [pid] = sandboxPids(h.host!.config);
     const result = await h.call("mallory", "uncatchable_allocation_run");
     expectError(result, "Timeout");
     expect(result.durationMs).toBeLessThan(1_000 + 700);
     // The lost thread is reported by isolated-vm about 5 s later; the process then retires.
-    await waitFor(() => !sandboxPids(h!.host.config).includes(pid!), 15_000, 20);
+    await waitFor(() => !sandboxPids(h!.host!.config).includes(pid!), 15_000, 20);
     expect(await expectHealthy(h, "bob")).toBe(1);
     expect(await expectHealthy(h, "mallory")).toBe(1);
   });
