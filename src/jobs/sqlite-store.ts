@@ -294,9 +294,12 @@ export class SqliteJobStore implements JobStore {
 /** The head of one Anima's queue: just what choosing between heads needs. */
 type Head = Pick<JobRow, "seq" | "anima" | "priority">;
 
-/** Claim order between two queue heads: priority, then the Anima served longest ago, then submit order. */
+/**
+ * Claim order between two Animas' queue heads: the Anima served longest ago, then submit order. Priority
+ * is not compared here: it orders an Anima's own jobs (each head is its Anima's most urgent), never one
+ * Anima's jobs before another's, or a tenant could starve the others by asking for a high priority.
+ */
 function before(a: { row: Head; turn: number }, b: { row: Head; turn: number }): boolean {
-  if (a.row.priority !== b.row.priority) return a.row.priority > b.row.priority;
   if (a.turn !== b.turn) return a.turn < b.turn;
   return a.row.seq < b.row.seq;
 }

@@ -45,7 +45,7 @@ export interface Job {
   argsJson: string;
   /** sha256 of the tool bundle current at submit time; the job runs that version (see `putBundle`). */
   bundleHash: string;
-  /** Higher runs first. Integer. */
+  /** Among this Anima's queued jobs, higher runs first. Integer. It never puts one Anima ahead of another. */
   priority: number;
   idempotencyKey?: string;
   status: JobStatus;
@@ -177,8 +177,9 @@ export interface JobStore {
   list(anima: string, options?: ListJobsOptions): Promise<Job[]>;
   /**
    * Atomically moves up to `limit` runnable queued jobs to `running` under leases for `owner`; a job is
-   * never handed to two claimers. Order: the highest priority present first; among Animas with work at
-   * that priority, the one served least recently (round-robin); within an Anima, oldest first.
+   * never handed to two claimers. Order: across Animas, the one served least recently first (round-robin,
+   * whatever the priorities: a tenant cannot jump ahead of others); within an Anima, highest priority
+   * first, then oldest.
    */
   claim(request: ClaimRequest): Promise<Job[]>;
   /** Extends each still-held lease to now + `leaseMs` (0 gives it up now). Results align with `leases`. */

@@ -134,17 +134,26 @@ export function runJobStoreContract(name: string, makeStore: MakeStore): void {
       expect(await store.claim({ owner: "w2", leaseMs: 1_000, limit: 5 })).toEqual([]);
     });
 
-    it("claims the highest priority first, round-robin across Animas, oldest first within one", async () => {
+    it("claims round-robin across Animas whatever their priorities; within an Anima, highest priority then oldest", async () => {
       const { store } = await setup();
       const a = [];
       for (let i = 0; i < 4; i++) a.push((await store.submit(jobInput("a"))).job.id);
       const b1 = (await store.submit(jobInput("b"))).job.id;
       const b2 = (await store.submit(jobInput("b"))).job.id;
-      const urgent = (await store.submit(jobInput("c", { priority: 5 }))).job.id;
+      const cUrgent = (await store.submit(jobInput("c", { priority: 5 }))).job.id;
       const aUrgent = (await store.submit(jobInput("a", { priority: 9 }))).job.id;
       const order = (await store.claim({ owner: "w", leaseMs: 1_000, limit: 10 })).map((j) => j.id);
-      // a was served last (its priority-9 job), so b goes before a's next job; then they alternate.
-      expect(order).toEqual([aUrgent, urgent, b1, a[0], b2, a[1], a[2], a[3]]);
+      // Animas not served yet go in the order their most urgent job came (b, c, a: a's priority-9 job came
+      // last, and heads a's queue); then they take turns.
+      expect(order).toEqual([b1, cUrgent, aUrgent, b2, a[0], a[1], a[2], a[3]]);
+    });
+
+    it("does not let an Anima's high priorities delay another Anima's job by more than one turn", async () => {
+      const { store } = await setup();
+      for (let i = 0; i < 20; i++) await store.submit(jobInput("greedy", { priority: 1_000_000 }));
+      const modest = (await store.submit(jobInput("modest", { priority: -5 }))).job.id;
+      const order = (await store.claim({ owner: "w", leaseMs: 1_000, limit: 3 })).map((j) => j.id);
+      expect(order.indexOf(modest)).toBe(1);
     });
 
     it("keeps round-robin turns across claims, so a newcomer waits at most one claim", async () => {

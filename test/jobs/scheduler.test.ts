@@ -145,7 +145,7 @@ describe("JobScheduler", () => {
     expect(runs.started[2]!.id).toBe(b.id);
   });
 
-  it("runs higher priorities first, within an Anima and across Animas", async () => {
+  it("runs an Anima's higher priorities first, Animas taking turns", async () => {
     const { store, scheduler, runs } = await setup({ concurrency: 1 });
     runs.auto = OK;
     const submit = async (anima: string, priority: number) => (await store.submit(jobInput(anima, { priority }))).job.id;
