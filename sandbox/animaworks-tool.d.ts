@@ -136,6 +136,20 @@ declare module "@animaworks/tool" {
   export function getCredential(credentialName: string, toolName: string, keyName?: string, envVar?: string): Promise<string>;
   export const get_credential: typeof getCredential;
 
+  /**
+   * Reports how far a background job has come: `fraction` from 0 to 1, and a short message (cut at 500
+   * characters). `animaworks-tool jobs wait` and `jobs show` display it. In a direct call it does nothing,
+   * so the same code works both ways.
+   */
+  export function progress(fraction: number, message?: string): Promise<void>;
+
+  /**
+   * True once the background job running this call was cancelled (or ran out of time, or its worker is
+   * stopping). Check it between steps of long work and return early: a job that does not stop by itself
+   * is stopped by force a few seconds after the cancel. Always false in a direct call.
+   */
+  export function isCancelled(): Promise<boolean>;
+
   export type JsonValue = string | number | boolean | null | JsonValue[] | { [key: string]: JsonValue };
 
   /**
@@ -200,6 +214,13 @@ declare module "@animaworks/tool" {
     timeout_seconds?: number;
     /** The action needs an explicit permit. */
     gated?: boolean;
+    /**
+     * Background jobs only: a run lost to a crash of its worker is run again, up to `attempts` runs in
+     * all, waiting `backoff` seconds before the first retry and twice as long before each next one
+     * (default 1 s). Only for actions that are safe to run twice. Without it a lost run ends as
+     * `interrupted`. A run that fails or times out is never retried.
+     */
+    retry?: { attempts: number; backoff?: number };
   }
 
   /** `export const EXECUTION_PROFILE: ExecutionProfile = { query: { timeout_seconds: 120 } }` — keyed by action. */

@@ -1,5 +1,6 @@
 /*
- * Host capabilities as the tool sees them: `fs`, `fetch`, `getCredential` from `@animaworks/tool`.
+ * Host capabilities as the tool sees them: `fs`, `fetch`, `getCredential`, and for background jobs
+ * `progress` and `isCancelled`, from `@animaworks/tool`.
  * Part of the prelude (joined into its scope by src/isolation/prelude-source.ts; see prelude.ts).
  *
  * Invariants:
@@ -200,9 +201,19 @@ function installCapabilities(
     ]);
   }
 
+  // ---- background jobs -----------------------------------------------------------------------------
+  /** Reports how far a background job is (0 to 1); does nothing in a direct call. */
+  function progress(fraction: unknown, message?: unknown): Promise<void> {
+    return call("job.progress", [fraction, message === undefined ? "" : message]).then(() => undefined);
+  }
+  /** True once the job running this call was cancelled (or timed out, or its worker is stopping). */
+  function isCancelled(): Promise<boolean> {
+    return call("job.cancelled", []).then((value) => value === true);
+  }
+
   function endCall(): void {
     pending.clear();
   }
 
-  return { api: { fs, fetch, getCredential, get_credential: getCredential, CapabilityError }, settle, errorTypeOf, endCall };
+  return { api: { fs, fetch, getCredential, get_credential: getCredential, progress, isCancelled, CapabilityError }, settle, errorTypeOf, endCall };
 }

@@ -188,8 +188,8 @@ type Envelope = (
 
   // ---- the @animaworks/tool module -----------------------------------------------------------------
   const capabilities = installCapabilities(host, ToolError, ToolConfigError);
-  const { fs, fetch, getCredential, get_credential, CapabilityError } = capabilities.api;
-  const toolApi = freeze({ logger, setTimeout, clearTimeout, sleep, ToolError, ToolConfigError, fs, fetch, getCredential, get_credential, CapabilityError });
+  const { fs, fetch, getCredential, get_credential, progress, isCancelled, CapabilityError } = capabilities.api;
+  const toolApi = freeze({ logger, setTimeout, clearTimeout, sleep, ToolError, ToolConfigError, fs, fetch, getCredential, get_credential, progress, isCancelled, CapabilityError });
 
   const hidden = { enumerable: false, writable: false, configurable: false } as const;
   defineProperty(global, "__animaworksTool", { ...hidden, value: toolApi });

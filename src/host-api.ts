@@ -1,5 +1,6 @@
 import type { AuditLog } from "./audit/audit-log.js";
 import type { AnimaReport } from "./audit/report.js";
+import type { JobCallHooks } from "./capabilities/job-calls.js";
 import type { HostConfig } from "./config.js";
 import type { ErrorInfo } from "./errors.js";
 import type { ToolBundle } from "./isolation/protocol.js";
@@ -44,6 +45,14 @@ export interface CallOptions {
   timeoutMs?: number;
 }
 
+/** How `runPrepared` runs a call: on behalf of a background job, and stoppable. */
+export interface RunOptions {
+  /** Aborting stops the call at once (its isolate is disposed); it then ends as `ExecutionError`. */
+  signal?: AbortSignal;
+  /** The call runs background job `id`: the tool's `progress()` and `isCancelled()` reach these hooks. */
+  job?: { id: string } & JobCallHooks;
+}
+
 /**
  * A call checked and bound to the tool version current when it was prepared: what a background job
  * stores at submit and runs later (a later edit of the tool does not change it). Plain data.
@@ -74,7 +83,7 @@ export interface ToolHost {
   /** Validates a call and pins the tool version, without running it (for background jobs). */
   prepare(anima: string, schemaName: string, args?: unknown, options?: CallOptions): Promise<PreparedCall>;
   /** Runs a prepared call with exactly the bundle it names. Never throws for tool failures. */
-  runPrepared(prepared: PreparedCall): Promise<CallResult>;
+  runPrepared(prepared: PreparedCall, options?: RunOptions): Promise<CallResult>;
   /** Runs a tool's `cli_main(argv)` inside the sandbox. */
   callCli(anima: string, toolName: string, argv: string[]): Promise<CallResult>;
   /** Every tool the Anima sees (core, shared, personal), loaded, with its schemas or its load error. */

@@ -16,15 +16,18 @@ import { listAnimas, resolveAnima } from "./registry/animas.js";
 import type { DiscoveryProblem } from "./registry/discovery.js";
 import { type AnimaRef, type LoadedTool, type ToolEntry, ToolRegistry, type ToolSources, ownerOf } from "./registry/registry.js";
 import { type ProfileEntry, profileFor } from "./registry/schemas.js";
-import type { CallOptions, CallResult, PreparedCall, ToolHost, ToolInfo, ToolListing } from "./host-api.js";
+import type { CallOptions, CallResult, PreparedCall, RunOptions, ToolHost, ToolInfo, ToolListing } from "./host-api.js";
+import { JobCalls } from "./capabilities/job-calls.js";
 
-export type { CallOptions, CallResult, PreparedCall, SchemaInfo, ToolHost, ToolInfo, ToolListing } from "./host-api.js";
+export type { CallOptions, CallResult, PreparedCall, RunOptions, SchemaInfo, ToolHost, ToolInfo, ToolListing } from "./host-api.js";
 
 /** The composition root: wires the real bundler, executor and registry from one resolved config. */
 export function createHost(options: HostOptions = {}): ToolHost {
   const config = resolveConfig(options);
   const audit = new JsonlAuditLog(config.auditFile);
+  const jobCalls = new JobCalls();
   const capabilities = new CapabilityService({
+    jobs: jobCalls,
     fsLimits: config.fsLimits,
     credentials: openCredentialSources(config.dataDir, { environment: config.environment, allowedEnvironment: config.allowedEnvironment, log: config.onLog }),
     audit,
@@ -41,7 +44,7 @@ export function createHost(options: HostOptions = {}): ToolHost {
     bundler,
     executor,
   });
-  const host = new Host(config, executor, registry, audit);
+  const host = new Host(config, executor, registry, audit, jobCalls);
   if (config.watch) host.startWatching();
   return host;
 }
@@ -86,6 +89,7 @@ class Host implements ToolHost {
     private readonly executor: Executor,
     private readonly registry: ToolRegistry,
     readonly audit: AuditLog,
+    private readonly jobCalls: JobCalls,
   ) {}
 
   async call(anima: string, schemaName: string, args: unknown = {}, options: CallOptions = {}): Promise<CallResult> {
@@ -121,14 +125,17 @@ class Host implements ToolHost {
     };
   }
 
-  async runPrepared(prepared: PreparedCall): Promise<CallResult> {
+  async runPrepared(prepared: PreparedCall, options: RunOptions = {}): Promise<CallResult> {
     const startedAt = performance.now();
+    let unregisterJob: (() => void) | undefined;
     try {
       const ref = (await this.view(prepared.anima)).ref as AnimaRef;
+      const job = options.job;
+      if (job) unregisterJob = this.jobCalls.register(job.id, ref.name, job);
       const outcome = await this.executor.call({
         op: "call",
         bundle: prepared.bundle,
-        context: { anima: ref.name, animaDir: ref.dir, tool: prepared.tool },
+        context: { anima: ref.name, animaDir: ref.dir, tool: prepared.tool, ...(job ? { jobId: job.id } : {}) },
         entry: "call",
         schemaName: prepared.schemaName,
         // anima_dir is injected here, after validation, so no caller can choose it.
@@ -138,10 +145,12 @@ class Host implements ToolHost {
         maxResultBytes: this.config.maxResultTransferBytes,
         maxLogLines: this.config.maxLogLinesPerCall,
         maxLogLineChars: this.config.maxLogLineChars,
-      });
+      }, options.signal);
       return this.audited(ref.name, prepared.tool, prepared.schemaName, this.toResult(outcome));
     } catch (error) {
       return this.audited(prepared.anima, prepared.tool, prepared.schemaName, errorResult(error, performance.now() - startedAt));
+    } finally {
+      unregisterJob?.();
     }
   }
 

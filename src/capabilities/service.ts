@@ -5,6 +5,7 @@ import { type ErrorInfo, ToolHostError } from "../errors.js";
 import type { CallContext, CapabilityReply } from "../isolation/protocol.js";
 import { loadPermissions } from "../policy/permissions.js";
 import { DEFAULT_FS_LIMITS, FsCapability, type FsLimits } from "./fs.js";
+import type { JobCalls } from "./job-calls.js";
 
 /**
  * The host side of every capability a tool can ask for. It runs in the host process (never in a
@@ -22,6 +23,8 @@ export interface CapabilityServiceOptions {
   audit: AuditLog;
   log: (record: LogRecord) => void;
   network?: NetworkRequester;
+  /** Background job runs, for `progress` and `isCancelled`. Default: none (every call is a direct call). */
+  jobs?: JobCalls;
 }
 
 const FS_OPERATIONS = new Set(["readFile", "writeFile", "appendFile", "readdir", "stat", "exists", "mkdir", "rm", "rename"]);
@@ -47,8 +50,9 @@ export class CapabilityService {
     }
     if (!Array.isArray(args)) return this.deny(context, name, "", { type: "InvalidArguments", message: `${name}: malformed call` });
     const target = typeof args[0] === "string" ? args[0] : "";
-    // fetch audits itself, once per hop and without query strings (a query may carry a secret).
-    const selfAudited = name === "credential.get" || name === "fetch";
+    // fetch audits itself, once per hop and without query strings (a query may carry a secret). Job
+    // progress reaches only the calling job and is recorded on it, not in the audit trail.
+    const selfAudited = name === "credential.get" || name === "fetch" || name.startsWith("job.");
     try {
       const value = await this.run(context, name, args);
       if (!selfAudited) this.audit(context, name, target, "ok");
@@ -73,6 +77,11 @@ export class CapabilityService {
       return method.apply(fs, args.slice(0, 3));
     }
     if (name === "credential.get") return this.credential(context, args[0]);
+    if (name.startsWith("job.")) {
+      const operation = name.slice(4);
+      if (!this.options.jobs) return operation === "cancelled" ? false : null;
+      return this.options.jobs.invoke(context, operation, args);
+    }
     if (name === "fetch") {
       const permissions = await loadPermissions(context.animaDir);
       if (!this.options.network) throw new ToolHostError("PermissionDenied", "fetch is not available in this host");

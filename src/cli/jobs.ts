@@ -24,7 +24,7 @@ export interface JobsCliContext {
 export const SUBMIT_USAGE = `Usage: animaworks-tool submit [--priority N] [--idempotency-key KEY] [--no-worker] <tool> <action> [args…] [--param value…]
 Validates the arguments, queues a background job and prints its id (with --json: {job_id, status, tool, action}).
 Options before the tool name are submit's own; after it, arguments work as for a normal call.
-  --priority N            integer, higher runs first (default 0)
+  --priority N            integer; higher runs first among your own jobs (default 0)
   --idempotency-key KEY   a second submit with the same key returns the first job instead of queueing another
   --no-worker             only queue: do not start a background worker if none is running`;
 

@@ -12,7 +12,8 @@
  * An abandoned isolate's thread may be lost for good; isolated-vm reports that through its
  * catastrophic-error callback, which the runner turns into `onUnrecoverable`.
  */
-export type StopReason = "Timeout" | "MemoryLimit";
+/** Why the host stopped a call: its deadline, its memory limit, or its caller giving up (`Executor.call`'s signal). */
+export type StopReason = "Timeout" | "MemoryLimit" | "Aborted";
 
 /** Time isolated-vm gets to return after the host disposed an isolate, in ms. */
 export const STOP_GRACE_MS = 300;

@@ -66,8 +66,8 @@ class InProcessExecutor implements Executor {
     return (await this.get()).describe(request);
   }
 
-  async call(request: CallRequest): Promise<CallOutcome> {
-    return (await this.get()).call(request);
+  async call(request: CallRequest, signal?: AbortSignal): Promise<CallOutcome> {
+    return (await this.get()).call(request, signal);
   }
 
   async close(): Promise<void> {

@@ -108,7 +108,7 @@ export class IsolateRunner implements Executor {
     }
   }
 
-  async call(request: CallRequest): Promise<CallOutcome> {
+  async call(request: CallRequest, signal?: AbortSignal): Promise<CallOutcome> {
     const startedAt = performance.now();
     const deadline = startedAt + request.timeoutMs;
     const limits = { timeoutMs: request.timeoutMs, memoryLimitMb: request.memoryLimitMb, maxResultBytes: request.maxResultBytes };
@@ -123,6 +123,9 @@ export class IsolateRunner implements Executor {
     const active: ActiveCall = { context: request.context, deadline, guard, timers: new Map() };
     let pooled: PooledIsolate | undefined;
     let reusable = false;
+    const abort = () => guard.halt("Aborted");
+    if (signal?.aborted) abort();
+    signal?.addEventListener("abort", abort, { once: true });
     try {
       pooled = await unlessAbandoned(this.entries.track(this.acquire(key, request.bundle, limits, deadline, guard)), guard, (late) => this.release(late, false));
       if (guard.stopReason) throw new Error("stopped");
@@ -146,6 +149,7 @@ export class IsolateRunner implements Executor {
     } catch (error) {
       return done({ ok: false, error: this.failureInfo(error, limits, guard, pooled) });
     } finally {
+      signal?.removeEventListener("abort", abort);
       guard.finish();
       for (const timer of active.timers.values()) clearTimeout(timer);
       if (pooled) {

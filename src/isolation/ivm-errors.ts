@@ -26,10 +26,12 @@ export function classifyIvmError(error: unknown): IvmFailure {
 export function ivmErrorInfo(
   error: unknown,
   limits: { timeoutMs: number; memoryLimitMb: number },
-  why?: "Timeout" | "MemoryLimit",
+  why?: "Timeout" | "MemoryLimit" | "Aborted",
 ): ErrorInfo {
   const kind = why ?? classifyIvmError(error);
   switch (kind) {
+    case "Aborted":
+      return { type: "ExecutionError", message: "the call was stopped by its caller before it finished" };
     case "Timeout":
       return {
         type: "Timeout",

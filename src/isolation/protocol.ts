@@ -24,6 +24,8 @@ export interface CallContext {
   anima: string;
   animaDir: string;
   tool: string;
+  /** Set when the call runs a background job: `progress` and `isCancelled` reach that job (see JobCalls). */
+  jobId?: string;
 }
 
 export interface DescribeRequest {
@@ -95,7 +97,8 @@ export interface ToolLogLine {
  */
 export interface Executor {
   describe(request: DescribeRequest): Promise<DescribeOutcome>;
-  call(request: CallRequest): Promise<CallOutcome>;
+  /** Runs a call. Aborting `signal` stops it at once (its isolate is disposed): it ends as `ExecutionError`. */
+  call(request: CallRequest, signal?: AbortSignal): Promise<CallOutcome>;
   close(): Promise<void>;
   /**
    * After `close`: entries into isolates of this process that never returned (isolates isolated-vm could
@@ -110,6 +113,8 @@ export interface Executor {
 export type ToSandbox =
   | { type: "request"; id: number; request: SandboxRequest }
   | { type: "capabilityReply"; capabilityId: number; reply: CapabilityReply }
+  /** The caller gave up on request `id`: stop its isolate now. */
+  | { type: "abort"; id: number }
   /** Messages queued in one turn of the event loop, sent in one write (pipelined calls). */
   | { type: "batch"; messages: ToSandbox[] }
   | { type: "shutdown" };

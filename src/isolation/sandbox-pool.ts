@@ -219,6 +219,20 @@ class SandboxProcess {
     }
   }
 
+  /** Asks the child to stop request `id`; one still waiting for a (re)start is answered here at once. */
+  abort(id: number): void {
+    const pending = this.pending.get(id);
+    if (!pending) return;
+    if (pending.child) {
+      if (pending.child.connected) this.enqueue(pending.child, { type: "abort", id });
+      return;
+    }
+    this.backlog = this.backlog.filter((m) => !(m.type === "request" && m.id === id));
+    this.pending.delete(id);
+    clearTimeout(pending.timer);
+    pending.resolve(failureFor(pending, { type: "ExecutionError", message: "the call was stopped by its caller before it finished" }));
+  }
+
   /** Kills the process because a request overran its deadline; that request fails as a timeout. */
   killForDeadline(id: number): void {
     const late = this.pending.get(id);
@@ -272,13 +286,13 @@ export class SandboxPool implements Executor {
     return this.dispatch(this.leastBusy(), request) as Promise<DescribeOutcome>;
   }
 
-  call(request: CallRequest): Promise<CallOutcome> {
+  call(request: CallRequest, signal?: AbortSignal): Promise<CallOutcome> {
     let target = this.affinity.get(request.context.anima);
     if (!target) {
       target = this.leastBusy();
       this.affinity.set(request.context.anima, target);
     }
-    return this.dispatch(target, request) as Promise<CallOutcome>;
+    return this.dispatch(target, request, signal) as Promise<CallOutcome>;
   }
 
   /** Process ids of the sandbox processes (for supervision tests and operators). */
@@ -307,16 +321,22 @@ export class SandboxPool implements Executor {
     return best;
   }
 
-  private dispatch(target: SandboxProcess, request: SandboxRequest): Promise<CallOutcome | DescribeOutcome> {
+  private dispatch(target: SandboxProcess, request: SandboxRequest, signal?: AbortSignal): Promise<CallOutcome | DescribeOutcome> {
     if (this.closing) {
       const error: ErrorInfo = { type: "SandboxCrashed", message: "the host is shutting down" };
       return Promise.resolve(request.op === "describe" ? { ok: false, error: { ...error, type: "LoadError" } } : { ok: false, error, durationMs: 0 });
     }
     const id = this.nextId++;
-    return new Promise((resolve) => {
+    const outcome = new Promise<CallOutcome | DescribeOutcome>((resolve) => {
       const timer = setTimeout(() => target.killForDeadline(id), request.timeoutMs + this.deadlineGraceMs);
       target.pending.set(id, { request, child: undefined, resolve, timer, startedAt: performance.now() });
       target.send({ type: "request", id, request });
     });
+    if (!signal) return outcome;
+    // The sandbox disposes the call's isolate and answers as usual; the deadline kill still backs it up.
+    const abort = () => target.abort(id);
+    if (signal.aborted) abort();
+    else signal.addEventListener("abort", abort, { once: true });
+    return outcome.finally(() => signal.removeEventListener("abort", abort));
   }
 }

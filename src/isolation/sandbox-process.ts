@@ -5,7 +5,7 @@
  */
 import { IsolateRunner } from "./isolate-runner.js";
 import { stripHostDetails } from "./ivm-errors.js";
-import type { CapabilityReply, FromSandbox, ToSandbox } from "./protocol.js";
+import type { CallOutcome, CapabilityReply, DescribeOutcome, FromSandbox, ToSandbox } from "./protocol.js";
 
 const maxIdleIsolates = Number(process.argv[2]) || 64;
 
@@ -44,6 +44,8 @@ let inFlight = 0;
 let nextCapabilityId = 1;
 /** Capability calls waiting for the host process's answer. */
 const capabilityWaiters = new Map<number, (reply: CapabilityReply) => void>();
+/** Calls in flight, so that the host can stop one (`abort`). */
+const aborters = new Map<number, AbortController>();
 let retiring = false;
 
 /**
@@ -93,6 +95,10 @@ function handle(message: ToSandbox): void {
     waiter?.(message.reply);
     return;
   }
+  if (message.type === "abort") {
+    aborters.get(message.id)?.abort();
+    return;
+  }
   if (message.type !== "request") return;
   const { id } = message;
   let request = message.request;
@@ -104,7 +110,13 @@ function handle(message: ToSandbox): void {
     rememberBundle(request.bundle.hash, request.bundle.code);
   }
   inFlight++;
-  const work = request.op === "describe" ? runner.describe(request) : runner.call(request);
+  let work: Promise<CallOutcome | DescribeOutcome>;
+  if (request.op === "describe") work = runner.describe(request);
+  else {
+    const aborter = new AbortController();
+    aborters.set(id, aborter);
+    work = runner.call(request, aborter.signal).finally(() => aborters.delete(id));
+  }
   work
     .then(
       (outcome) => outcome,

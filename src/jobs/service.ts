@@ -2,7 +2,7 @@ import { join } from "node:path";
 import { setTimeout as delay } from "node:timers/promises";
 import { PROJECT_ROOT, workerEnvironment } from "../config.js";
 import { ToolHostError } from "../errors.js";
-import type { CallResult, PreparedCall, ToolHost } from "../host.js";
+import type { PreparedCall, ToolHost } from "../host.js";
 import { resolveAnima } from "../registry/animas.js";
 import { type NoticeSink, deliverNotices, sweepNotices } from "./notices.js";
 import { JobScheduler, type JobRunContext, type JobRunResult, type JobSchedulerOptions, type SchedulerStats } from "./scheduler.js";
@@ -35,6 +35,8 @@ export const JOB_SERVICE_DEFAULTS = {
   idleCheckIntervalMs: 1_000,
   /** On a graceful stop, how long running jobs may go on before they are aborted, ms (AnimaWorks' shutdown drain). */
   drainTimeoutMs: 600_000,
+  /** After a cancel (or timeout, or a forced stop), how long a running tool may wrap up before its isolate is stopped, ms. */
+  cancelGraceMs: 2_000,
 } as const;
 
 /** Longest job timeout, ms: what a Node timer can hold (the scheduler times jobs with setTimeout). */
@@ -51,6 +53,8 @@ export interface JobServiceOptions {
   worker?: Omit<JobSchedulerOptions, "store" | "runJob" | "animaDirOf">;
   /** How often an `untilDrained` worker checks for an empty queue, ms. Default: 1,000. */
   idleCheckIntervalMs?: number;
+  /** After an abort, how long a running tool may wrap up (it sees `isCancelled()`) before it is stopped by force, ms. Default: 2,000. */
+  cancelGraceMs?: number;
 }
 
 export interface SubmitOptions {
@@ -58,8 +62,6 @@ export interface SubmitOptions {
   priority?: number;
   /** Per Anima: a second submit with this key returns the first job (while it is kept) instead of queueing another. */
   idempotencyKey?: string;
-  /** Runs the job may get if a worker dies under it. Default: 1 (an interrupted job is not retried). */
-  maxAttempts?: number;
 }
 
 export interface SubmittedJob {
@@ -112,6 +114,7 @@ export class JobService {
   readonly paths: ReturnType<typeof jobPaths>;
   private readonly host: ToolHost;
   private readonly defaultTimeoutMs: number;
+  private readonly cancelGraceMs: number;
   private openedStore: JobStore | undefined;
   private readonly ownsStore: boolean;
 
@@ -123,6 +126,8 @@ export class JobService {
     const timeout = options.defaultTimeoutMs ?? JOB_SERVICE_DEFAULTS.timeoutMs;
     if (!Number.isSafeInteger(timeout) || timeout < 1 || timeout > MAX_TIMEOUT_MS) throw new TypeError(`defaultTimeoutMs must be a whole number of ms from 1 to ${MAX_TIMEOUT_MS}`);
     this.defaultTimeoutMs = timeout;
+    this.cancelGraceMs = options.cancelGraceMs ?? JOB_SERVICE_DEFAULTS.cancelGraceMs;
+    if (!Number.isSafeInteger(this.cancelGraceMs) || this.cancelGraceMs < 0) throw new TypeError("cancelGraceMs must be a whole number of ms, 0 or more");
   }
 
   /** Validates the call (throwing `ToolHostError` before anything is stored), then records the job durably. */
@@ -144,7 +149,9 @@ export class JobService {
       timeoutMs,
       ...(options.priority !== undefined ? { priority: options.priority } : {}),
       ...(options.idempotencyKey !== undefined ? { idempotencyKey: options.idempotencyKey } : {}),
-      ...(options.maxAttempts !== undefined ? { maxAttempts: options.maxAttempts } : {}),
+      // Retrying a run lost to a crash is the tool's promise that the action is safe to run twice: only
+      // its profile can make it, never the submitter.
+      ...(profile?.retry ? { maxAttempts: profile.retry.attempts, retryBackoffMs: Math.round((profile.retry.backoff ?? 1) * 1000) } : {}),
     });
     return { job, created, backgroundEligible: profile?.background_eligible === true, expectedSeconds: profile?.expected_seconds ?? JOB_SERVICE_DEFAULTS.expectedSeconds };
   }
@@ -289,10 +296,24 @@ export class JobService {
       // the long-running ones. The scheduler enforces the same deadline from outside.
       timeoutMs: job.timeoutMs,
     };
-    const call = this.host.runPrepared(prepared);
-    // The executor cannot stop one call early, so on abort (cancel, timeout, shutdown) the run is given up
-    // at once and its isolate stops at its own deadline; the scheduler records the abort's reason.
-    const result = await raceAbort(call, context.signal);
+    // On abort (cancel, timeout, shutdown) the tool first sees it through isCancelled() and may wrap up for
+    // `cancelGraceMs`; then its isolate is stopped by force. The scheduler records the abort's reason.
+    const force = new AbortController();
+    const onAbort = () => {
+      const timer = setTimeout(() => force.abort(), this.cancelGraceMs);
+      force.signal.addEventListener("abort", () => clearTimeout(timer), { once: true });
+    };
+    if (context.signal.aborted) onAbort();
+    else context.signal.addEventListener("abort", onAbort, { once: true });
+    const call = this.host.runPrepared(prepared, {
+      signal: force.signal,
+      job: { id: job.id, reportProgress: context.reportProgress, cancelled: () => context.signal.aborted },
+    });
+    const result = await call.finally(() => {
+      context.signal.removeEventListener("abort", onAbort);
+      force.abort();
+    });
+    if (context.signal.aborted) return { ok: false, error: abortError(context.signal) };
     if (result.status === "ok") return { ok: true, result: result.output };
     const message = result.hint ? `${result.message} (${result.hint})` : result.message;
     return { ok: false, error: { type: result.error_type, message } };
@@ -363,20 +384,11 @@ async function stopScheduler(scheduler: JobScheduler, options: RunWorkerOptions)
   await graceful;
 }
 
-function raceAbort(call: Promise<CallResult>, signal: AbortSignal): Promise<CallResult> {
-  if (signal.aborted) return Promise.resolve(abortResult(signal));
-  let onAbort: () => void = () => undefined;
-  const aborted = new Promise<CallResult>((resolve) => {
-    onAbort = () => resolve(abortResult(signal));
-    signal.addEventListener("abort", onAbort, { once: true });
-  });
-  return Promise.race([call, aborted]).finally(() => signal.removeEventListener("abort", onAbort));
-}
-
-function abortResult(signal: AbortSignal): CallResult {
+/** Why an aborted run ended, as the scheduler said when it aborted it. */
+function abortError(signal: AbortSignal): { type: ToolHostError["type"]; message: string } {
   const reason: unknown = signal.reason;
-  if (reason instanceof ToolHostError) return { status: "error", error_type: reason.type, message: reason.message, durationMs: 0 };
-  return { status: "error", error_type: "ExecutionError", message: reason instanceof Error ? reason.message : "job aborted", durationMs: 0 };
+  if (reason instanceof ToolHostError) return { type: reason.type, message: reason.message };
+  return { type: "ExecutionError", message: reason instanceof Error ? reason.message : "job aborted" };
 }
 
 /** JSON text with object keys sorted at every level. */

@@ -39,7 +39,7 @@ interface CachedDescription {
 }
 
 /** Bump when what `describe` yields or how it is checked changes. */
-const DESCRIPTION_FORMAT = "d3";
+const DESCRIPTION_FORMAT = "d4";
 
 /**
  * A failure to run a tool's module (as opposed to its declaration failing the checks) may be transient:

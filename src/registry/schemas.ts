@@ -19,7 +19,14 @@ export interface ProfileEntry {
   background_eligible?: boolean;
   timeout_seconds?: number;
   gated?: boolean;
+  /** Background jobs: runs in all (1 to `MAX_RETRY_ATTEMPTS`) and seconds before the first retry. */
+  retry?: { attempts: number; backoff?: number };
 }
+
+/** Most runs a profile's `retry.attempts` may ask for. */
+export const MAX_RETRY_ATTEMPTS = 10;
+/** Longest `retry.backoff`, in seconds. */
+export const MAX_RETRY_BACKOFF_SECONDS = 3_600;
 
 /** Bounds on what a tool may declare. Schemas are untrusted input, compiled on the host. */
 export const SCHEMA_LIMITS = {
@@ -195,9 +202,31 @@ function checkProfile(raw: unknown, problems: string[]): Record<string, ProfileE
       if (typeof v !== "boolean") problems.push(`EXECUTION_PROFILE.${action}.${key} must be true or false`);
       else out[key] = v;
     }
+    const retry = checkRetry(entry["retry"], `EXECUTION_PROFILE.${action}.retry`, problems);
+    if (retry) out.retry = retry;
     profile[action] = out;
   }
   return profile;
+}
+
+function checkRetry(raw: unknown, where: string, problems: string[]): ProfileEntry["retry"] {
+  if (raw === undefined || raw === null) return undefined;
+  if (typeof raw !== "object" || Array.isArray(raw)) {
+    problems.push(`${where} must be an object like { attempts: 3, backoff: 5 }`);
+    return undefined;
+  }
+  const { attempts, backoff } = raw as Record<string, unknown>;
+  let ok = true;
+  if (typeof attempts !== "number" || !Number.isInteger(attempts) || attempts < 1 || attempts > MAX_RETRY_ATTEMPTS) {
+    problems.push(`${where}.attempts must be a whole number of runs from 1 to ${MAX_RETRY_ATTEMPTS}`);
+    ok = false;
+  }
+  if (backoff !== undefined && (typeof backoff !== "number" || !Number.isFinite(backoff) || backoff < 0 || backoff > MAX_RETRY_BACKOFF_SECONDS)) {
+    problems.push(`${where}.backoff must be a number of seconds from 0 to ${MAX_RETRY_BACKOFF_SECONDS}`);
+    ok = false;
+  }
+  if (!ok) return undefined;
+  return { attempts: attempts as number, ...(backoff !== undefined ? { backoff: backoff as number } : {}) };
 }
 
 /** The profile entry for an action; keys may spell the action with hyphens (`draft-update`). */

@@ -172,6 +172,26 @@ describe("EXECUTION_PROFILE", () => {
     expect(profileFor(profile, "other")).toBeUndefined();
   });
 
+  it("keeps a retry policy for background jobs and says what is wrong with a bad one", () => {
+    const { profile } = ok(checkToolSchemas("t", [{ name: "t_run" }], { run: { retry: { attempts: 3, backoff: 2.5 } }, other: { retry: { attempts: 1 } } }));
+    expect(profile).toEqual({ run: { retry: { attempts: 3, backoff: 2.5 } }, other: { retry: { attempts: 1 } } });
+    const found = problems(
+      checkToolSchemas("t", [{ name: "t_run" }], {
+        a: { retry: 3 },
+        b: { retry: { attempts: 0 } },
+        c: { retry: { attempts: 2.5, backoff: -1 } },
+        d: { retry: { attempts: 11 } },
+      }),
+    );
+    expect(found).toEqual([
+      "EXECUTION_PROFILE.a.retry must be an object like { attempts: 3, backoff: 5 }",
+      "EXECUTION_PROFILE.b.retry.attempts must be a whole number of runs from 1 to 10",
+      "EXECUTION_PROFILE.c.retry.attempts must be a whole number of runs from 1 to 10",
+      "EXECUTION_PROFILE.c.retry.backoff must be a number of seconds from 0 to 3600",
+      "EXECUTION_PROFILE.d.retry.attempts must be a whole number of runs from 1 to 10",
+    ]);
+  });
+
   it("refuses values of the wrong type", () => {
     const found = problems(
       checkToolSchemas("t", [{ name: "t_run" }], { run: { timeout_seconds: "10", background_eligible: "yes" }, other: 5 }),

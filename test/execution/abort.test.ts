@@ -1,0 +1,71 @@
+import { afterAll, beforeAll, describe, expect, it } from "vitest";
+import { type ToolHost, createHost } from "../../src/host.js";
+import { type TempDataDir, makeDataDir } from "../helpers/data-dir.js";
+
+/**
+ * `runPrepared(prepared, { signal })`: the caller can stop a running call at once (background jobs use it
+ * to cancel). The isolate is disposed, the call ends as ExecutionError, and the host keeps serving.
+ */
+const TOOL = `
+import { logger } from "@animaworks/tool";
+let calls = 0;
+export function get_tool_schemas() {
+  return [
+    { name: "halt_spin", description: "spins", input_schema: { type: "object", properties: {} } },
+    { name: "halt_count", description: "counts", input_schema: { type: "object", properties: {} } },
+  ];
+}
+export function dispatch(name) {
+  calls++;
+  if (name === "halt_count") return String(calls);
+  logger.info("spinning");
+  for (;;) {}
+}
+`;
+
+for (const isolation of ["process", "in-process"] as const) {
+  describe(`aborting a call (${isolation} isolation)`, () => {
+    let data: TempDataDir;
+    let host: ToolHost;
+    let spinning: () => void = () => undefined;
+    beforeAll(() => {
+      data = makeDataDir({ "animas/alice/tools/halt.ts": TOOL });
+      host = createHost({
+        dataDir: data.dir,
+        isolation,
+        sandboxProcesses: 1,
+        timeoutMs: 20_000,
+        onLog: (record) => record.message === "spinning" && spinning(),
+      });
+    });
+    afterAll(async () => {
+      await host.close();
+      data.cleanup();
+    });
+
+    it("stops a spinning call when its signal aborts, long before its timeout, and the next call works", async () => {
+      expect(await host.call("alice", "halt_count")).toMatchObject({ status: "ok", output: "1" });
+      const prepared = await host.prepare("alice", "halt_spin", {});
+      const controller = new AbortController();
+      const started = new Promise<void>((resolve) => (spinning = resolve));
+      const call = host.runPrepared(prepared, { signal: controller.signal });
+      await started;
+      const abortedAt = performance.now();
+      controller.abort();
+      const result = await call;
+      expect(result).toMatchObject({ status: "error", error_type: "ExecutionError", message: "the call was stopped by its caller before it finished" });
+      expect(performance.now() - abortedAt).toBeLessThan(1_500);
+      // A fresh isolate serves the next call (the stopped one was disposed, never reused).
+      expect(await host.call("alice", "halt_count")).toMatchObject({ status: "ok", output: "1" });
+    });
+
+    it("does not start a call whose signal is already aborted", async () => {
+      const prepared = await host.prepare("alice", "halt_spin", {});
+      const controller = new AbortController();
+      controller.abort();
+      const result = await host.runPrepared(prepared, { signal: controller.signal });
+      expect(result).toMatchObject({ status: "error", error_type: "ExecutionError" });
+      expect(result.durationMs).toBeLessThan(1_500);
+    });
+  });
+}
