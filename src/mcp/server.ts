@@ -7,29 +7,35 @@ import { ToolHostError } from "../errors.js";
 import type { ToolHost } from "../host.js";
 import { refreshTools, formatRefresh } from "../cli/lifecycle.js";
 import { errorsForShare, hostLoader, shareTool, writeMemoryFile } from "../lifecycle/index.js";
+import { JobService } from "../jobs/service.js";
 import { watchToolFolders } from "../registry/watcher.js";
+import { jobTools } from "./job-tools.js";
+import type { ManagementTool } from "./management-tool.js";
 
 /**
- * `animaworks-tool mcp --anima NAME`: the Anima's tools and the seed's management tools over MCP.
+ * `animaworks-tool mcp --anima NAME`: the Anima's tools, the seed's management tools and the background
+ * job tools (submit_job, list_jobs, job_status, job_result, cancel_job) over MCP.
  *
  * Invariants:
  *  - The Anima is fixed when the server starts (its launch arguments); no request can change it.
  *  - Tool failures are results with `isError`, never protocol errors (as the MCP SDK intends).
  *  - When the set of tools changes (a reload), clients get `notifications/tools/list_changed`.
  */
-interface ManagementTool {
-  name: string;
-  description: string;
-  inputSchema: { type: "object"; properties: Record<string, unknown>; required?: string[] };
-  run(args: Record<string, unknown>): Promise<string>;
-}
-
 export interface McpServerHandle {
   server: Server;
   close(): Promise<void>;
 }
 
-export async function startMcpServer(host: ToolHost, anima: string, transport: Transport, options: { watch?: boolean } = {}): Promise<McpServerHandle> {
+export interface McpServerOptions {
+  /** Reload tools when their files change, and tell the client. Default: true. */
+  watch?: boolean;
+  /** The background jobs behind the job tools. Default: a JobService on the host's data dir, closed with the server. */
+  jobs?: JobService;
+  /** `submit_job` starts a detached worker when none runs (as the CLI's submit does). Default: true. */
+  startWorkers?: boolean;
+}
+
+export async function startMcpServer(host: ToolHost, anima: string, transport: Transport, options: McpServerOptions = {}): Promise<McpServerHandle> {
   const animaDir = join(host.config.dataDir, "animas", anima);
   await host.list(anima); // fails now, with a clear error, if the Anima does not exist
   const server = new Server({ name: "animaworks-tool", version: "0.1.0" }, { capabilities: { tools: { listChanged: true } } });
@@ -87,6 +93,8 @@ export async function startMcpServer(host: ToolHost, anima: string, transport: T
       },
     },
   ];
+  const jobs = options.jobs ?? new JobService({ host });
+  management.push(...jobTools(jobs, anima, { startWorkers: options.startWorkers ?? true }));
   const managementByName = new Map(management.map((tool) => [tool.name, tool]));
 
   server.setRequestHandler(ListToolsRequestSchema, async () => {
@@ -130,6 +138,7 @@ export async function startMcpServer(host: ToolHost, anima: string, transport: T
     close: async () => {
       await watcher?.close();
       await server.close();
+      if (!options.jobs) await jobs.close();
     },
   };
 }

@@ -4,6 +4,8 @@ import { StdioClientTransport } from "@modelcontextprotocol/sdk/client/stdio.js"
 import { ToolListChangedNotificationSchema } from "@modelcontextprotocol/sdk/types.js";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { PROJECT_ROOT } from "../../src/config.js";
+import { jobPaths } from "../../src/jobs/service.js";
+import { liveWorkers } from "../../src/jobs/workers.js";
 import { type TempDataDir, makeDataDir, waitFor } from "../helpers/data-dir.js";
 
 const NOTE_TOOL = (reply: string) => `
@@ -46,7 +48,7 @@ describe("MCP server over stdio", () => {
   it("lists the management tools and the Anima's tools with their JSON Schemas", async () => {
     const { tools } = await client.listTools();
     const names = tools.map((t) => t.name);
-    for (const name of ["write_memory_file", "read_memory_file", "refresh_tools", "share_tool", "list_tools", "note_echo", "note_fail"]) {
+    for (const name of ["write_memory_file", "read_memory_file", "refresh_tools", "share_tool", "list_tools", "submit_job", "list_jobs", "job_status", "job_result", "cancel_job", "note_echo", "note_fail"]) {
       expect(names).toContain(name);
     }
     expect(tools.find((t) => t.name === "note_echo")?.inputSchema).toMatchObject({ required: ["text"] });
@@ -86,5 +88,41 @@ describe("MCP server over stdio", () => {
     const result = await client.callTool({ name: "read_memory_file", arguments: { path: "../bob/x" } });
     expect(result.isError).toBe(true);
     expect((result.content as Array<{ text: string }>)[0]!.text).toContain("SandboxViolation");
+  });
+});
+
+describe("background jobs over MCP", () => {
+  const text = (result: Awaited<ReturnType<Client["callTool"]>>) => (result.content as Array<{ text: string }>)[0]!.text;
+
+  it("submits a job (a worker starts by itself), follows it, and returns its result", async () => {
+    const submitted = await client.callTool({ name: "submit_job", arguments: { name: "note_echo", arguments: { text: "later" }, priority: 2 } });
+    expect(submitted.isError).toBeFalsy();
+    const receipt = JSON.parse(text(submitted)) as { job_id: string; status: string; warning?: string };
+    expect(receipt).toMatchObject({ status: "queued", tool: "note", action: "echo", created: true });
+    expect(receipt.warning).toContain("is not marked as long-running");
+
+    const result = await client.callTool({ name: "job_result", arguments: { job_id: receipt.job_id, wait_seconds: 20 } });
+    expect(JSON.parse(text(result))).toEqual({ job_id: receipt.job_id, status: "ok", output: "v1:later" });
+    const status = JSON.parse(text(await client.callTool({ name: "job_status", arguments: { job_id: receipt.job_id } })));
+    expect(status).toMatchObject({ job_id: receipt.job_id, status: "succeeded", priority: 2, args: { text: "later" } });
+    const listed = JSON.parse(text(await client.callTool({ name: "list_jobs", arguments: { status: ["succeeded"] } }))) as Array<{ job_id: string }>;
+    expect(listed.map((j) => j.job_id)).toContain(receipt.job_id);
+    // The worker started on demand leaves once the queue is drained.
+    await waitFor(() => liveWorkers(jobPaths(data.dir).workersDir).length === 0, 15_000, 50);
+  });
+
+  it("refuses bad arguments with nothing queued, and answers unknown ids as NotFound", async () => {
+    const before = JSON.parse(text(await client.callTool({ name: "list_jobs", arguments: {} }))) as unknown[];
+    const bad = await client.callTool({ name: "submit_job", arguments: { name: "note_echo", arguments: { text: 5 } } });
+    expect(bad.isError).toBe(true);
+    expect(JSON.parse(text(bad))).toMatchObject({ error_type: "InvalidArguments" });
+    expect(JSON.parse(text(await client.callTool({ name: "list_jobs", arguments: {} })))).toHaveLength(before.length);
+    for (const name of ["job_status", "job_result", "cancel_job"]) {
+      const unknown = await client.callTool({ name, arguments: { job_id: "000000000000" } });
+      expect(unknown.isError, name).toBe(true);
+      expect(JSON.parse(text(unknown))).toMatchObject({ error_type: "NotFound" });
+    }
+    const badWait = await client.callTool({ name: "job_result", arguments: { job_id: "000000000000", wait_seconds: 9_999 } });
+    expect(JSON.parse(text(badWait))).toMatchObject({ error_type: "InvalidArguments" });
   });
 });

@@ -1,0 +1,138 @@
+import { ToolHostError } from "../errors.js";
+import { type JobService, eligibilityWarning, resultOf } from "../jobs/service.js";
+import { isTerminal } from "../jobs/store.js";
+import { jobView, parseStatuses } from "../jobs/view.js";
+import type { ManagementTool } from "./management-tool.js";
+
+/**
+ * Background jobs over MCP: the same operations as `animaworks-tool submit` and `jobs …`, for the Anima the
+ * server was started for, with the same JSON shapes (`jobView`, `{status, output}` / `{status, error_type,
+ * message}`). Every argument is checked here; the JobService scopes every id to the Anima.
+ */
+export interface JobToolsOptions {
+  /** Start a detached worker when a job is submitted and none is running (as the CLI does). Default: true. */
+  startWorkers?: boolean;
+}
+
+/** Longest `wait_seconds` of `job_result`: a tool call should not hold the client for longer. */
+export const MAX_JOB_WAIT_SECONDS = 300;
+const WAIT_POLL_MS = 200;
+
+export function jobTools(service: JobService, anima: string, options: JobToolsOptions = {}): ManagementTool[] {
+  const startWorkers = options.startWorkers ?? true;
+  return [
+    {
+      name: "submit_job",
+      description:
+        "Run one of your tool actions as a background job. The arguments are checked now; the job's id comes back at once and the job runs while you go on. Follow it with job_status / job_result.",
+      inputSchema: {
+        type: "object",
+        properties: {
+          name: { type: "string", description: "the action's schema name, {tool}_{action}" },
+          arguments: { type: "object", description: "the action's arguments, as for a direct call" },
+          priority: { type: "integer", description: "higher runs first among your own jobs (default 0)" },
+          idempotency_key: { type: "string", description: "a second submit with the same key returns the first job" },
+        },
+        required: ["name"],
+      },
+      run: async (args) => {
+        const name = requireString(args, "name");
+        const callArgs = args["arguments"] ?? {};
+        if (typeof callArgs !== "object" || callArgs === null || Array.isArray(callArgs)) throw invalid("arguments must be an object");
+        const priority = args["priority"];
+        if (priority !== undefined && (typeof priority !== "number" || !Number.isSafeInteger(priority))) throw invalid("priority must be a whole number");
+        const key = args["idempotency_key"];
+        if (key !== undefined && typeof key !== "string") throw invalid("idempotency_key must be a string");
+        const submitted = await service.submit(anima, name, callArgs, {
+          ...(priority !== undefined ? { priority: priority as number } : {}),
+          ...(key !== undefined ? { idempotencyKey: key as string } : {}),
+        });
+        let workerNote: string | undefined;
+        if (startWorkers && !isTerminal(submitted.job.status)) {
+          try {
+            service.ensureWorker();
+          } catch (error) {
+            workerNote = `no background worker could be started (${error instanceof Error ? error.message : String(error)}); the job stays queued until "animaworks-tool serve" runs`;
+          }
+        }
+        const warning = eligibilityWarning(submitted);
+        return json({
+          job_id: submitted.job.id,
+          status: submitted.job.status,
+          tool: submitted.job.tool,
+          action: submitted.job.action,
+          created: submitted.created,
+          ...(warning ? { warning } : {}),
+          ...(workerNote ? { worker: workerNote } : {}),
+        });
+      },
+    },
+    {
+      name: "list_jobs",
+      description: "List your background jobs, newest first, optionally only those with given statuses (queued, running, succeeded, failed, cancelled, interrupted).",
+      inputSchema: {
+        type: "object",
+        properties: { status: { type: "array", items: { type: "string" } }, limit: { type: "integer", minimum: 1, maximum: 1000 } },
+      },
+      run: async (args) => {
+        const status = args["status"];
+        if (status !== undefined && (!Array.isArray(status) || !status.every((s) => typeof s === "string"))) throw invalid("status must be a list of status words");
+        const limit = args["limit"];
+        if (limit !== undefined && (typeof limit !== "number" || !Number.isSafeInteger(limit) || limit < 1 || limit > 1000)) throw invalid("limit must be a whole number from 1 to 1000");
+        const jobs = await service.list(anima, {
+          ...(status !== undefined ? { status: parseStatuses(status as string[]) } : {}),
+          ...(limit !== undefined ? { limit: limit as number } : {}),
+        });
+        return json(jobs.map(jobView));
+      },
+    },
+    {
+      name: "job_status",
+      description: "One of your background jobs: status, progress, attempts, timestamps and any error.",
+      inputSchema: { type: "object", properties: { job_id: { type: "string" } }, required: ["job_id"] },
+      run: async (args) => json(jobView(await service.get(anima, requireString(args, "job_id")))),
+    },
+    {
+      name: "job_result",
+      description: `A finished job's output or error. With wait_seconds (up to ${MAX_JOB_WAIT_SECONDS}), waits that long for it to finish first; a job still not finished is reported with its status.`,
+      inputSchema: {
+        type: "object",
+        properties: { job_id: { type: "string" }, wait_seconds: { type: "number", minimum: 0, maximum: MAX_JOB_WAIT_SECONDS } },
+        required: ["job_id"],
+      },
+      run: async (args) => {
+        const id = requireString(args, "job_id");
+        const waitSeconds = args["wait_seconds"] ?? 0;
+        if (typeof waitSeconds !== "number" || !Number.isFinite(waitSeconds) || waitSeconds < 0 || waitSeconds > MAX_JOB_WAIT_SECONDS) {
+          throw invalid(`wait_seconds must be a number from 0 to ${MAX_JOB_WAIT_SECONDS}`);
+        }
+        const job = await service.wait(anima, id, { timeoutMs: waitSeconds * 1000, pollIntervalMs: WAIT_POLL_MS }).catch(async (error: unknown) => {
+          if (error instanceof ToolHostError && error.type === "Timeout") return service.get(anima, id);
+          throw error;
+        });
+        if (!isTerminal(job.status)) return json({ job_id: id, status: job.status, ...(job.progress ? { progress: job.progress } : {}), note: "not finished yet; ask again later" });
+        return json({ job_id: id, ...resultOf(job) });
+      },
+    },
+    {
+      name: "cancel_job",
+      description: "Cancel one of your background jobs: a queued one at once; a running one is told (isCancelled) and stopped shortly after.",
+      inputSchema: { type: "object", properties: { job_id: { type: "string" } }, required: ["job_id"] },
+      run: async (args) => json(jobView(await service.cancel(anima, requireString(args, "job_id")))),
+    },
+  ];
+}
+
+function requireString(args: Record<string, unknown>, key: string): string {
+  const value = args[key];
+  if (typeof value !== "string" || value === "") throw invalid(`${key} must be a non-empty string`);
+  return value;
+}
+
+function invalid(message: string): ToolHostError {
+  return new ToolHostError("InvalidArguments", message);
+}
+
+function json(value: unknown): string {
+  return JSON.stringify(value, null, 2);
+}

@@ -1,0 +1,8 @@
+/** A tool the MCP server itself provides (file, reload, share and job management), beside the Anima's own tools. */
+export interface ManagementTool {
+  name: string;
+  description: string;
+  inputSchema: { type: "object"; properties: Record<string, unknown>; required?: string[]; additionalProperties?: boolean };
+  /** Returns the text of the result; a thrown ToolHostError becomes an `isError` result. */
+  run(args: Record<string, unknown>): Promise<string>;
+}
