@@ -2,10 +2,11 @@ import { join } from "node:path";
 import { setTimeout as delay } from "node:timers/promises";
 import { PROJECT_ROOT, workerEnvironment } from "../config.js";
 import { ToolHostError } from "../errors.js";
-import type { PreparedCall, ToolHost } from "../host.js";
+import type { ToolHost } from "../host.js";
 import { resolveAnima } from "../registry/animas.js";
 import { type NoticeSink, deliverNotices, sweepNotices } from "./notices.js";
-import { JobScheduler, type JobRunContext, type JobRunResult, type JobSchedulerOptions, type SchedulerStats } from "./scheduler.js";
+import { hostJobRunner } from "./host-runner.js";
+import { JobScheduler, type JobSchedulerOptions, type SchedulerStats } from "./scheduler.js";
 import { SqliteJobStore } from "./sqlite-store.js";
 import { type Job, type JobStatus, type JobStore, isTerminal } from "./store.js";
 import { jobFailure } from "./view.js";
@@ -16,7 +17,7 @@ import { liveWorkers, registerWorker, startWorkerProcess } from "./workers.js";
  *
  * Submit = `host.prepare` (validation, and the tool bundle current now) + the bundle stored by its hash
  * + the job stored durably; so a job always runs the tool version it was submitted with, whatever edits
- * follow. Run = the stored bundle back into a `PreparedCall` + `host.runPrepared`, in the sandbox.
+ * follow. Run = the stored bundle back into a `PreparedCall` + `host.runPrepared`, in the sandbox (host-runner.ts).
  *
  * Scoping: every method takes the acting Anima, and another Anima's job id is answered exactly like an
  * unknown one (`NotFound`, CLI exit 2), so ids of other Animas cannot even be probed.
@@ -244,7 +245,7 @@ export class JobService {
       heartbeatIntervalMs: JOB_SERVICE_DEFAULTS.heartbeatIntervalMs,
       ...this.options.worker,
       store,
-      runJob: (job, context) => this.runJob(job, context),
+      runJob: hostJobRunner(this.host, (hash) => this.store().getBundle(hash), this.cancelGraceMs),
       animaDirOf: (anima) => this.animaDirOf(anima),
     });
     const mode = options.untilDrained ? "until-drained" : "serve";
@@ -278,45 +279,6 @@ export class JobService {
   async close(): Promise<void> {
     if (this.ownsStore && this.openedStore) await this.openedStore.close();
     this.openedStore = undefined;
-  }
-
-  private async runJob(job: Job, context: JobRunContext): Promise<JobRunResult> {
-    const code = await this.store().getBundle(job.bundleHash);
-    if (code === undefined) {
-      return { ok: false, error: { type: "LoadError", message: `the tool version job ${job.id} was submitted with (bundle ${job.bundleHash.slice(0, 12)}) is no longer stored` } };
-    }
-    const prepared: PreparedCall = {
-      anima: job.anima,
-      tool: job.tool,
-      action: job.action,
-      schemaName: job.schemaName,
-      argsJson: job.argsJson,
-      bundle: { hash: job.bundleHash, code, displayName: `${job.tool} (job ${job.id})` },
-      // The job's own timeout, not the host's cap for direct calls (maxCallTimeoutMs): background jobs are
-      // the long-running ones. The scheduler enforces the same deadline from outside.
-      timeoutMs: job.timeoutMs,
-    };
-    // On abort (cancel, timeout, shutdown) the tool first sees it through isCancelled() and may wrap up for
-    // `cancelGraceMs`; then its isolate is stopped by force. The scheduler records the abort's reason.
-    const force = new AbortController();
-    const onAbort = () => {
-      const timer = setTimeout(() => force.abort(), this.cancelGraceMs);
-      force.signal.addEventListener("abort", () => clearTimeout(timer), { once: true });
-    };
-    if (context.signal.aborted) onAbort();
-    else context.signal.addEventListener("abort", onAbort, { once: true });
-    const call = this.host.runPrepared(prepared, {
-      signal: force.signal,
-      job: { id: job.id, reportProgress: context.reportProgress, cancelled: () => context.signal.aborted },
-    });
-    const result = await call.finally(() => {
-      context.signal.removeEventListener("abort", onAbort);
-      force.abort();
-    });
-    if (context.signal.aborted) return { ok: false, error: abortError(context.signal) };
-    if (result.status === "ok") return { ok: true, result: result.output };
-    const message = result.hint ? `${result.message} (${result.hint})` : result.message;
-    return { ok: false, error: { type: result.error_type, message } };
   }
 
   private store(): JobStore {
@@ -382,13 +344,6 @@ async function stopScheduler(scheduler: JobScheduler, options: RunWorkerOptions)
   cutoff.abort();
   if (first !== "done") await scheduler.stop({ abortRunning: true });
   await graceful;
-}
-
-/** Why an aborted run ended, as the scheduler said when it aborted it. */
-function abortError(signal: AbortSignal): { type: ToolHostError["type"]; message: string } {
-  const reason: unknown = signal.reason;
-  if (reason instanceof ToolHostError) return { type: reason.type, message: reason.message };
-  return { type: "ExecutionError", message: reason instanceof Error ? reason.message : "job aborted" };
 }
 
 /** JSON text with object keys sorted at every level. */
