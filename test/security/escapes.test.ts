@@ -105,13 +105,7 @@ for (const mode of MODES) {
     beforeAll(() => {
       // An operator's log sink that throws (a closed stream, a full disk): the error carries host paths
       // and host stack frames, and must neither reach the tool nor crash the host.
-      h = startHost({
-        mode,
-        timeoutMs: 1_000,
-        onLog: (record) => {
-          if (record.message.startsWith("hostile")) throw new Error(`EPIPE: write failed at ${process.cwd()}/log.txt`);
-        },
-      });
+      h = startHost({ mode, timeoutMs: 1_000, throwFromLogSink: "hostile" });
       h.install("mallory", "throws_with_host_path");
     });
     afterAll(() => h.close());

@@ -69,6 +69,8 @@ export interface HarnessOptions {
   /** Animas to create, each with the counter tool; hostile fixtures are added with `install`. */
   animas?: string[];
   onLog?: (record: LogRecord) => void;
+  /** The host's log sink throws (an EPIPE naming a host path) for messages starting with this, after recording them. */
+  throwFromLogSink?: string;
 }
 
 export function startHost(options: HarnessOptions): Harness {
@@ -92,11 +94,12 @@ export function startHost(options: HarnessOptions): Harness {
     logs.push(record);
     options.onLog?.(record);
   };
+  const throwingPrefix = options.throwFromLogSink;
   const install = (anima: string, attack: string) => {
     data.write(`animas/${anima}/tools/${attack}.ts`, readFileSync(join(HOSTILE_DIR, `${attack}.ts`), "utf8"));
   };
   if (options.mode === "in-process") {
-    const child = new InProcessHostChild(hostOptions, onLog);
+    const child = new InProcessHostChild({ ...hostOptions, ...(throwingPrefix ? { throwFromLogSink: throwingPrefix } : {}) }, onLog);
     return {
       host: undefined,
       data,
@@ -109,7 +112,14 @@ export function startHost(options: HarnessOptions): Harness {
       },
     };
   }
-  const host = createHost({ ...hostOptions, isolation: "process", onLog });
+  const host = createHost({
+    ...hostOptions,
+    isolation: "process",
+    onLog: (record) => {
+      onLog(record);
+      if (throwingPrefix && record.message.startsWith(throwingPrefix)) throw logSinkFailure();
+    },
+  });
   return {
     host,
     data,
@@ -121,6 +131,11 @@ export function startHost(options: HarnessOptions): Harness {
       data.cleanup();
     },
   };
+}
+
+/** What a broken log sink throws: an error that carries a host path, which must never reach a tool. */
+export function logSinkFailure(): Error {
+  return new Error(`EPIPE: write failed at ${process.cwd()}/log.txt`);
 }
 
 /** The in-process host's child: requests over IPC, its log records forwarded in order with the results. */

@@ -4,8 +4,16 @@
 // runner. The test talks to this process over IPC and ends it with SIGKILL.
 import { createHost } from "../../dist/src/index.js";
 
-const options = JSON.parse(process.argv[2] ?? "{}");
-const host = createHost({ ...options, isolation: "in-process", onLog: (record) => process.send?.({ type: "log", record }) });
+const { throwFromLogSink, ...options } = JSON.parse(process.argv[2] ?? "{}");
+const host = createHost({
+  ...options,
+  isolation: "in-process",
+  onLog: (record) => {
+    process.send?.({ type: "log", record });
+    // As the harness's logSinkFailure(): a broken operator sink, which the host must contain.
+    if (throwFromLogSink && record.message.startsWith(throwFromLogSink)) throw new Error(`EPIPE: write failed at ${process.cwd()}/log.txt`);
+  },
+});
 
 process.on("message", (message) => {
   if (message.type === "call") {
