@@ -3,7 +3,8 @@
  * file and prelude.ts into one function scope (src/isolation/prelude-source.ts), so nothing declared
  * here becomes a global the tool could see.
  *
- * isolated-vm limits the V8 heap and the ArrayBuffers its allocator hands out. Three things escape it:
+ * isolated-vm limits the V8 heap and the ArrayBuffers its allocator hands out. Three things escape it
+ * (and one engine bug, a split too big to hold, is refused below):
  *  - Resizable ArrayBuffers (`maxByteLength`) take their memory from V8's page allocator: 1 GiB from a
  *    32 MB isolate. ArrayBuffer therefore never receives that option.
  *  - Intl objects hold ICU memory isolated-vm does not count (~30 KB per DateTimeFormat, thousands per
@@ -24,6 +25,9 @@ interface MemoryGuards {
 }
 
 const MAX_INTL_OBJECTS = 500;
+/** Most pieces a split may give: half of V8's array length limit (2^27), far beyond what a heap limit allows. */
+const MAX_SPLIT_PIECES = 2 ** 26;
+const SPLIT_TOO_BIG = "Invalid array length: the split would give too many pieces";
 const ALLOCATION_FAILED = "Array buffer allocation failed";
 const TYPED_ARRAYS = [
   "Int8Array", "Uint8Array", "Uint8ClampedArray", "Int16Array", "Uint16Array", "Int32Array", "Uint32Array",
@@ -127,6 +131,40 @@ function installMemoryGuards(
       });
     }
   }
+
+  // V8 aborts the whole process, instead of throwing, when a split would give more pieces than an array
+  // can hold (crbug.com/1201626): `s.split("")` of a 2^27-character string built by doubling (a rope,
+  // nearly free to make) ends the host, or the one-shot CLI, with a fatal error. Splits that could come
+  // near that are counted first and refused with the RangeError V8 should have thrown.
+  const stringProto = (global["String"] as { prototype: Record<string, unknown> }).prototype;
+  const split = stringProto["split"] as (this: unknown, ...args: unknown[]) => unknown;
+  const indexOf = stringProto["indexOf"] as (this: string, search: string, from: number) => number;
+  const splitSymbol = Symbol.split;
+  // A method (not a function expression): named "split", length 2 and not a constructor, like the original.
+  const guarded = {
+    split(this: unknown, separator: unknown, limit: unknown): unknown {
+      // Fast path: a string too short to give that many pieces, whatever the separator.
+      if (typeof this === "string" && this.length < MAX_SPLIT_PIECES) return reflectApply(split, this, [separator, limit]);
+      // The standard's steps (String.prototype.split), with the piece count checked before the split.
+      if (this === undefined || this === null) return reflectApply(split, this, [separator, limit]);
+      if (separator !== undefined && separator !== null) {
+        const custom = (separator as Record<symbol, unknown>)[splitSymbol];
+        if (custom !== undefined && custom !== null) return reflectApply(custom as (...a: unknown[]) => unknown, separator, [this, limit]);
+      }
+      const text = `${this as string}`;
+      const max = limit === undefined ? 2 ** 32 - 1 : (limit as number) >>> 0;
+      const by = `${separator as string}`;
+      if (separator !== undefined && text.length >= MAX_SPLIT_PIECES && max >= MAX_SPLIT_PIECES) {
+        if (by === "") throw new rangeErrorCtor(SPLIT_TOO_BIG);
+        let pieces = 1;
+        for (let at = reflectApply(indexOf, text, [by, 0]); at >= 0; at = reflectApply(indexOf, text, [by, at + by.length])) {
+          if (++pieces >= MAX_SPLIT_PIECES) throw new rangeErrorCtor(SPLIT_TOO_BIG);
+        }
+      }
+      return reflectApply(split, text, [separator === undefined ? undefined : by, max]);
+    },
+  };
+  defineProperty(stringProto, "split", { value: guarded.split, writable: true, enumerable: false, configurable: true });
 
   return {
     exceeded: () => memoryExceeded,

@@ -149,6 +149,11 @@ class InProcessHostChild {
       execArgv: ["--no-node-snapshot"],
       stdio: ["ignore", "inherit", "inherit", "ipc"],
     });
+    // A crash of the host's process fails what was asked of it (a regression, not a hang).
+    this.child.on("exit", (code, signal) => {
+      for (const wake of this.waiting.values()) wake({ status: "error", error_type: "SandboxCrashed", message: `the in-process host's process ended (${signal ?? code})`, durationMs: 0 });
+      this.waiting.clear();
+    });
     this.child.on("message", (message: { type: string; id?: number; result?: unknown; record?: LogRecord }) => {
       if (message.type === "log") onLog(message.record as LogRecord);
       else if (message.type === "result") {

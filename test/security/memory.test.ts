@@ -105,6 +105,17 @@ for (const mode of MODES) {
       expect(restarts).toBeGreaterThanOrEqual(2); // 100 per call, 500 per isolate
     });
 
+    it.each(["string_bomb_result_too_big", "string_bomb_result_split_object", "string_bomb_result_split_this"])(
+      "%s: a split V8 would abort the process on is refused with a RangeError",
+      async (schema) => {
+        const result = await h.call("mallory", schema);
+        expectError(result, "ExecutionError", /^RangeError: Invalid array length: the split would give too many pieces$/);
+        assertNoLeak(result, h.data);
+        await expectHealthy(h, "mallory");
+        await expectHealthy(h, "bob");
+      },
+    );
+
     it("guarded built-ins still behave like standard JavaScript", async () => {
       expect(JSON.parse(expectOk(await h.call("mallory", "guarded_builtins_behave_run")))).toEqual({
         bytes: [1, 2, 3],
@@ -123,6 +134,7 @@ for (const mode of MODES) {
         supported: ["en-US"],
         segments: ["hi", " ", "there"],
         localeString: "1,234.5",
+        splits: [["a", "b", "", "c"], ["a", "b", "c"], ["a", "b", "c"], ["a", "b"], ["ab"], ["1", "3", "1"], ["x-y", "custom"], ["split", 2, false]],
       });
     });
 

@@ -70,19 +70,6 @@ describe("supervision (process isolation)", () => {
     expect(await expectHealthy(h, "mallory")).toBe(1);
   });
 
-  it("a V8 fatal error inside a tool (string_bomb_result) crashes only its sandbox", async () => {
-    h = startHost({ mode: "process", sandboxProcesses: 1, timeoutMs: 5_000, memoryLimitMb: 64 });
-    h.install("mallory", "string_bomb_result");
-    await expectHealthy(h, "bob");
-    const result = await h.call("mallory", "string_bomb_result_too_big");
-    // V8 aborts the process on this allocation ("invalid size", crbug.com/1201626): nothing inside the
-    // process can catch it, which is why untrusted tools run in sandbox processes.
-    expectError(result, "SandboxCrashed");
-    assertNoLeak(result, h.data);
-    await expectHealthy(h, "mallory");
-    expect(await expectHealthy(h, "bob")).toBe(1); // bob's isolate died with the process
-  });
-
   it("uncatchable_allocation: an isolate isolated-vm cannot stop ends at the deadline; its process retires and is replaced", async () => {
     h = startHost({ mode: "process", sandboxProcesses: 1, timeoutMs: 1_000, memoryLimitMb: 32 });
     h.install("mallory", "uncatchable_allocation");
@@ -114,6 +101,18 @@ describe("supervision (in-process isolation: the one-shot CLI)", () => {
     // Deadline (1 s) + the stop grace + the CLI's own start; never the 5 s isolated-vm takes to give up.
     expect(elapsedMs).toBeLessThan(4_500);
     assertNoLeak({ status: "error", error_type: "Timeout", message: run.stdout + run.stderr, durationMs: 0 }, data);
+    data.cleanup();
+  });
+});
+
+describe("the one-shot CLI and V8's fatal errors", () => {
+  it("string_bomb_result: a split V8 would abort on fails the call with a clear error, exit 1", async () => {
+    const data = makeDataDir();
+    data.anima("mallory");
+    data.write("animas/mallory/tools/string_bomb_result.ts", readFileSync(join(HOSTILE_DIR, "string_bomb_result.ts"), "utf8"));
+    const run = await runProcess(process.execPath, ["--no-node-snapshot", BIN, "--data-dir", data.dir, "--anima", "mallory", "string_bomb_result", "too_big"], 20_000);
+    expect({ code: run.code, signal: run.signal }).toEqual({ code: 1, signal: null });
+    expect(run.stderr.trim()).toBe("Error (ExecutionError): RangeError: Invalid array length: the split would give too many pieces");
     data.cleanup();
   });
 });
