@@ -1,10 +1,13 @@
-import { createHash, randomBytes } from "node:crypto";
 import { mkdir, readFile, rename, writeFile } from "node:fs/promises";
 import { join } from "node:path";
 import type { ToolBundle } from "../isolation/protocol.js";
+import { sha256 } from "./sha256.js";
 
-export function sha256(text: string | Buffer): string {
-  return createHash("sha256").update(text).digest("hex");
+export { sha256 };
+
+/** A random temp-file suffix. node:crypto is loaded here, on a write, not by every cached run. */
+function tempSuffix(): string {
+  return process.getBuiltinModule("node:crypto").randomBytes(6).toString("hex");
 }
 
 interface CacheRecord {
@@ -47,7 +50,7 @@ export class BundleCache {
     const record: CacheRecord = { bundle: { hash: bundle.hash, code: bundle.code }, inputs };
     try {
       await mkdir(this.dir, { recursive: true });
-      const temp = `${this.file(key)}.${randomBytes(6).toString("hex")}.tmp`;
+      const temp = `${this.file(key)}.${tempSuffix()}.tmp`;
       await writeFile(temp, JSON.stringify(record));
       await rename(temp, this.file(key));
     } catch {
@@ -68,7 +71,7 @@ export class BundleCache {
     try {
       await mkdir(this.dir, { recursive: true });
       const target = join(this.dir, `${name}.meta.json`);
-      const temp = `${target}.${randomBytes(6).toString("hex")}.tmp`;
+      const temp = `${target}.${tempSuffix()}.tmp`;
       await writeFile(temp, JSON.stringify(value));
       await rename(temp, target);
     } catch {

@@ -1,4 +1,3 @@
-import { randomBytes } from "node:crypto";
 import { mkdir, open, readFile, rename, stat, unlink } from "node:fs/promises";
 import { basename, dirname, join } from "node:path";
 import type sodiumType from "libsodium-wrappers";
@@ -280,7 +279,7 @@ function defineOwn(record: Record<string, unknown>, key: string, value: unknown)
  */
 export async function writeFileAtomically(path: string, text: string): Promise<void> {
   await mkdir(dirname(path), { recursive: true });
-  const tempPath = join(dirname(path), `.${basename(path)}.${process.pid}.${randomBytes(6).toString("hex")}.tmp`);
+  const tempPath = join(dirname(path), `.${basename(path)}.${process.pid}.${process.getBuiltinModule("node:crypto").randomBytes(6).toString("hex")}.tmp`);
   const handle = await open(tempPath, "wx", FILE_MODE);
   try {
     try {
