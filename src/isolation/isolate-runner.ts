@@ -3,7 +3,7 @@ import type { ErrorInfo } from "../errors.js";
 import { Abandoned, CallGuard, EntryTracker, STOP_GRACE_MS, type StopReason, unlessAbandoned } from "./call-guard.js";
 import { parseCallEnvelope, parseDescribeEnvelope } from "./envelope.js";
 import { classifyIvmError, ivmErrorInfo, stripHostDetails } from "./ivm-errors.js";
-import { type ActiveCall, type KeyState, PooledIsolate } from "./pooled-isolate.js";
+import { type ActiveCall, IsolatePool, PooledIsolate } from "./pooled-isolate.js";
 import { readPrelude } from "./prelude-source.js";
 import type {
   CapabilityInvoker,
@@ -56,14 +56,10 @@ const MAX_TIMER_DELAY_MS = 2_147_483_647;
 
 export class IsolateRunner implements Executor {
   private readonly prelude: string;
-  private readonly maxIdle: number;
-  private readonly maxPerKey: number;
+  private readonly pool: IsolatePool;
   private readonly onLog: (line: ToolLogLine) => void;
   private readonly onUnrecoverable: (reason: string) => void;
   private readonly invokeCapability: CapabilityInvoker;
-  private readonly keys = new Map<string, KeyState>();
-  /** Idle isolates in least-recently-used order (first = oldest). */
-  private readonly idleOrder = new Set<PooledIsolate>();
   /** V8 code cache for the prelude, so later isolates skip parsing it. */
   private preludeCache: ivm.ExternalCopy<ArrayBuffer> | undefined;
   private closed = false;
@@ -71,8 +67,7 @@ export class IsolateRunner implements Executor {
 
   constructor(options: IsolateRunnerOptions = {}) {
     this.prelude = readPrelude();
-    this.maxIdle = options.maxIdleIsolates ?? 64;
-    this.maxPerKey = options.maxIsolatesPerKey ?? 4;
+    this.pool = new IsolatePool(options.maxIdleIsolates ?? 64, options.maxIsolatesPerKey ?? 4);
     const onLog = options.onLog ?? (() => {});
     // A throwing log sink must cost neither the host (an uncaught error) nor the sandbox (a host stack).
     this.onLog = (line) => {
@@ -109,6 +104,32 @@ export class IsolateRunner implements Executor {
   }
 
   async call(request: CallRequest, signal?: AbortSignal): Promise<CallOutcome> {
+    if (!signal) return this.stoppableCall(request).outcome;
+    const call = this.stoppableCall(request);
+    if (signal.aborted) call.stop();
+    else signal.addEventListener("abort", call.stop, { once: true });
+    return call.outcome.finally(() => signal.removeEventListener("abort", call.stop));
+  }
+
+  /**
+   * `call`, with a function that stops it at once (its isolate is disposed; it ends as ExecutionError).
+   * What sandbox processes use: cheaper per call than an AbortSignal and its listeners.
+   */
+  stoppableCall(request: CallRequest): { outcome: Promise<CallOutcome>; stop: () => void } {
+    let guard: CallGuard | undefined;
+    let stopped = false;
+    const stop = () => {
+      stopped = true;
+      guard?.halt("Aborted");
+    };
+    const outcome = this.run(request, (created) => {
+      guard = created;
+      if (stopped) created.halt("Aborted");
+    });
+    return { outcome, stop };
+  }
+
+  private async run(request: CallRequest, onGuard: (guard: CallGuard) => void): Promise<CallOutcome> {
     const startedAt = performance.now();
     const deadline = startedAt + request.timeoutMs;
     const limits = { timeoutMs: request.timeoutMs, memoryLimitMb: request.memoryLimitMb, maxResultBytes: request.maxResultBytes };
@@ -123,11 +144,10 @@ export class IsolateRunner implements Executor {
     const active: ActiveCall = { context: request.context, deadline, guard, timers: new Map() };
     let pooled: PooledIsolate | undefined;
     let reusable = false;
-    const abort = () => guard.halt("Aborted");
-    if (signal?.aborted) abort();
-    signal?.addEventListener("abort", abort, { once: true });
+    onGuard(guard);
     try {
-      pooled = await unlessAbandoned(this.entries.track(this.acquire(key, request.bundle, limits, deadline, guard)), guard, (late) => this.release(late, false));
+      const acquired = this.pool.acquire(key, () => this.createIsolate(key, request.bundle, limits, deadline, guard));
+      pooled = await unlessAbandoned(this.entries.track(acquired), guard, (late) => this.pool.release(late, false));
       if (guard.stopReason) throw new Error("stopped");
       pooled.guard = guard;
       guard.target = pooled;
@@ -149,7 +169,6 @@ export class IsolateRunner implements Executor {
     } catch (error) {
       return done({ ok: false, error: this.failureInfo(error, limits, guard, pooled) });
     } finally {
-      signal?.removeEventListener("abort", abort);
       guard.finish();
       for (const timer of active.timers.values()) clearTimeout(timer);
       if (pooled) {
@@ -157,7 +176,7 @@ export class IsolateRunner implements Executor {
         pooled.guard = undefined;
         // No host-side clean-up call: the prelude ends its own call state before it answers (settle),
         // and a synchronous entry here would wait for the isolate's thread on every call.
-        this.release(pooled, reusable && pooled.healthy);
+        this.pool.release(pooled, reusable && pooled.healthy && !this.closed);
       }
     }
   }
@@ -168,11 +187,7 @@ export class IsolateRunner implements Executor {
    */
   async close(): Promise<void> {
     this.closed = true;
-    for (const state of this.keys.values()) {
-      for (const pooled of state.idle) pooled.disposeByHost();
-      state.idle.length = 0;
-    }
-    this.idleOrder.clear();
+    this.pool.disposeIdle();
     await this.entries.settled(STOP_GRACE_MS);
   }
 
@@ -189,63 +204,6 @@ export class IsolateRunner implements Executor {
     if (error instanceof SetupError) return error.info;
     const why: StopReason | undefined = guard.stopReason ?? (pooled?.hitMemoryLimit ? "MemoryLimit" : undefined);
     return ivmErrorInfo(error, limits, why ?? (error instanceof Abandoned ? "Timeout" : undefined));
-  }
-
-  // ---- pooling ------------------------------------------------------------------------------------
-
-  private async acquire(key: string, bundle: ToolBundle, limits: { timeoutMs: number; memoryLimitMb: number }, deadline: number, guard: CallGuard): Promise<PooledIsolate> {
-    let state = this.keys.get(key);
-    if (!state) {
-      state = { idle: [], busy: 0, waiting: [] };
-      this.keys.set(key, state);
-    }
-    for (;;) {
-      const pooled = state.idle.pop();
-      if (pooled) {
-        this.idleOrder.delete(pooled);
-        if (!pooled.healthy) continue;
-        state.busy++;
-        return pooled;
-      }
-      if (state.busy < this.maxPerKey) break;
-      await new Promise<void>((resolve) => state.waiting.push(resolve));
-    }
-    state.busy++;
-    try {
-      return await this.createIsolate(key, bundle, limits, deadline, guard);
-    } catch (error) {
-      state.busy--;
-      state.waiting.shift()?.();
-      throw error;
-    }
-  }
-
-  private release(pooled: PooledIsolate, reusable: boolean): void {
-    const state = this.keys.get(pooled.key);
-    if (!state) return pooled.disposeByHost();
-    state.busy--;
-    if (reusable && !this.closed) {
-      state.idle.push(pooled);
-      this.idleOrder.add(pooled);
-      this.evictIdle();
-    } else {
-      pooled.disposeByHost();
-    }
-    state.waiting.shift()?.();
-    if (state.busy === 0 && state.idle.length === 0 && state.waiting.length === 0) this.keys.delete(pooled.key);
-  }
-
-  private evictIdle(): void {
-    while (this.idleOrder.size > this.maxIdle) {
-      const oldest = this.idleOrder.values().next().value as PooledIsolate;
-      this.idleOrder.delete(oldest);
-      const state = this.keys.get(oldest.key);
-      if (state) {
-        state.idle.splice(state.idle.indexOf(oldest), 1);
-        if (state.busy === 0 && state.idle.length === 0 && state.waiting.length === 0) this.keys.delete(oldest.key);
-      }
-      oldest.disposeByHost();
-    }
   }
 
   // ---- isolate set-up -----------------------------------------------------------------------------

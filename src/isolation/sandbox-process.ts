@@ -44,8 +44,8 @@ let inFlight = 0;
 let nextCapabilityId = 1;
 /** Capability calls waiting for the host process's answer. */
 const capabilityWaiters = new Map<number, (reply: CapabilityReply) => void>();
-/** Calls in flight, so that the host can stop one (`abort`). */
-const aborters = new Map<number, AbortController>();
+/** How to stop each call in flight, so that the host can (`abort`). */
+const stoppers = new Map<number, () => void>();
 let retiring = false;
 
 /**
@@ -96,7 +96,7 @@ function handle(message: ToSandbox): void {
     return;
   }
   if (message.type === "abort") {
-    aborters.get(message.id)?.abort();
+    stoppers.get(message.id)?.();
     return;
   }
   if (message.type !== "request") return;
@@ -113,9 +113,9 @@ function handle(message: ToSandbox): void {
   let work: Promise<CallOutcome | DescribeOutcome>;
   if (request.op === "describe") work = runner.describe(request);
   else {
-    const aborter = new AbortController();
-    aborters.set(id, aborter);
-    work = runner.call(request, aborter.signal).finally(() => aborters.delete(id));
+    const call = runner.stoppableCall(request);
+    stoppers.set(id, call.stop);
+    work = call.outcome.finally(() => stoppers.delete(id));
   }
   work
     .then(
