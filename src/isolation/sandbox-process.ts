@@ -105,6 +105,7 @@ function handle(message: ToSandbox): void {
   if (request.bundle.code === "") {
     const code = bundleCode.get(request.bundle.hash);
     if (code === undefined) return send({ type: "needBundle", id });
+    rememberBundle(request.bundle.hash, code); // most recently used last
     request = { ...request, bundle: { ...request.bundle, code } };
   } else {
     rememberBundle(request.bundle.hash, request.bundle.code);
