@@ -6,13 +6,13 @@
 //   import esbuild.
 // - --splitting keeps every dynamic `import()` a separate chunk, loaded on first use, so a tool call
 //   still never loads the jobs, MCP, lifecycle or fetch code.
-// - Packages stay external (isolated-vm and better-sqlite3 are native; the others are loaded from
+// - Dependencies stay external (isolated-vm and better-sqlite3 are native; the others are loaded from
 //   node_modules as before).
 // - dist/cli/ sits at the same depth as dist/src/, so PROJECT_ROOT (src/config.ts), the prelude files
 //   and the sandbox process entry under dist/ resolve alike from the bundle and from the tsc output.
 //   The library (`import "animaworks-tool"`) and the sandbox processes keep using dist/src/.
-// - Two Node built-ins are replaced in the bundle by generated stand-ins (see writeShims): they cost a
-//   one-shot call ≈ 20 ms to load and it uses nothing of them.
+// - node:fs, node:child_process and isolated-vm are reached through generated stand-ins (see
+//   writeShims), which spare a one-shot call ≈ 20 ms of loading it does not need.
 import { spawnSync } from "node:child_process";
 import * as childProcess from "node:child_process";
 import * as fs from "node:fs";
@@ -34,6 +34,8 @@ const ESBUILD = join(ROOT, "node_modules", ".bin", process.platform === "win32" 
  *   sandbox pool of long-running commands and by background job workers. The stand-in exports each
  *   of its functions as a wrapper that loads the real module on the first call (util.promisify still
  *   finds the original's custom form); the ChildProcess class is left out (import it as a type).
+ * - `isolated-vm` is CommonJS: imported from an ES module, Node first scans its source for export names
+ *   (loading its CommonJS lexer for that). The stand-in loads the same package with require().
  * An import of something left out fails this build with esbuild's "No matching export" message.
  */
 function writeShims() {
@@ -62,6 +64,11 @@ function writeShims() {
     `${header}const PROMISIFIED = Symbol.for("nodejs.util.promisify.custom");\n` +
       `const real = () => process.getBuiltinModule("node:child_process");\n${wrappers.join("")}`,
   );
+
+  fs.writeFileSync(
+    join(SHIM_DIR, "isolated-vm.js"),
+    `${header}export default process.getBuiltinModule("node:module").createRequire(import.meta.url)("isolated-vm");\n`,
+  );
 }
 
 if (!fs.existsSync(ENTRY)) {
@@ -69,6 +76,12 @@ if (!fs.existsSync(ENTRY)) {
   process.exit(1);
 }
 writeShims();
+// Every dependency stays external (loaded from node_modules at run time), except that isolated-vm is
+// reached through its stand-in, which loads the same package with require().
+const { dependencies } = JSON.parse(fs.readFileSync(join(ROOT, "package.json"), "utf8"));
+const externals = Object.keys(dependencies)
+  .filter((name) => name !== "isolated-vm")
+  .map((name) => `--external:${name}`);
 // Chunk names carry content hashes: clear old ones so dist/cli/ holds exactly one build.
 fs.rmSync(OUT_DIR, { recursive: true, force: true });
 const run = spawnSync(
@@ -80,9 +93,10 @@ const run = spawnSync(
     "--format=esm",
     "--platform=node",
     "--target=node20",
-    "--packages=external",
+    ...externals,
     `--alias:node:fs=${join(SHIM_DIR, "fs")}`,
     `--alias:node:child_process=${join(SHIM_DIR, "child_process.js")}`,
+    `--alias:isolated-vm=${join(SHIM_DIR, "isolated-vm.js")}`,
     "--legal-comments=none",
     "--log-level=warning",
     `--outdir=${OUT_DIR}`,
