@@ -2,12 +2,12 @@
  * SHA-256 (FIPS 180-4) as lowercase hex, identical to `createHash("sha256").update(input).digest("hex")`.
  *
  * Why not always node:crypto: loading it (with the stream modules it pulls in) costs a one-shot CLI call
- * ≈ 10 ms, while hashing what such a call hashes for a small tool (its source and its cached bundle, a
- * few KiB) costs well under a millisecond here. Interpreted JavaScript is slow per byte, though, so only
+ * ≈ 10 ms, while hashing what a cached call hashes for a small tool (its source and its bundle, about a
+ * KiB each) takes 1–2 ms here. Unoptimised JavaScript is slow per byte, though (≈ 1 ms per KiB), so only
  * the first `JS_BUDGET_BYTES` a process hashes are hashed here; after that (a larger tool, a long-running
- * host), everything goes to node:crypto.
+ * host), everything goes to node:crypto, and a larger tool pays at most a few ms more than before.
  */
-const JS_BUDGET_BYTES = 8 * 1024;
+const JS_BUDGET_BYTES = 4 * 1024;
 let hashedInJsBytes = 0;
 
 let nodeCrypto: typeof import("node:crypto") | undefined;
@@ -53,55 +53,51 @@ export function sha256Js(bytes: Uint8Array): string {
 
   const h = H0.slice();
   const w = new Uint32Array(64);
-  for (let offset = 0; offset < padded.length; offset += 64) compress(view, offset, h, w);
+  // One loop in one function: with the block step split into a function of its own, V8 optimised that
+  // function in the middle of a short run and small inputs took several times longer.
+  for (let offset = 0; offset < padded.length; offset += 64) {
+    for (let t = 0; t < 16; t++) w[t] = view.getUint32(offset + t * 4);
+    for (let t = 16; t < 64; t++) {
+      const x = w[t - 15] as number;
+      const y = w[t - 2] as number;
+      const s0 = ((x >>> 7) | (x << 25)) ^ ((x >>> 18) | (x << 14)) ^ (x >>> 3);
+      const s1 = ((y >>> 17) | (y << 15)) ^ ((y >>> 19) | (y << 13)) ^ (y >>> 10);
+      w[t] = ((w[t - 16] as number) + s0 + (w[t - 7] as number) + s1) | 0;
+    }
+    let a = h[0] as number;
+    let b = h[1] as number;
+    let c = h[2] as number;
+    let d = h[3] as number;
+    let e = h[4] as number;
+    let f = h[5] as number;
+    let g = h[6] as number;
+    let hh = h[7] as number;
+    for (let t = 0; t < 64; t++) {
+      const S1 = ((e >>> 6) | (e << 26)) ^ ((e >>> 11) | (e << 21)) ^ ((e >>> 25) | (e << 7));
+      const choose = (e & f) ^ (~e & g);
+      const t1 = (hh + S1 + choose + (K[t] as number) + (w[t] as number)) | 0;
+      const S0 = ((a >>> 2) | (a << 30)) ^ ((a >>> 13) | (a << 19)) ^ ((a >>> 22) | (a << 10));
+      const majority = (a & b) ^ (a & c) ^ (b & c);
+      const t2 = (S0 + majority) | 0;
+      hh = g;
+      g = f;
+      f = e;
+      e = (d + t1) | 0;
+      d = c;
+      c = b;
+      b = a;
+      a = (t1 + t2) | 0;
+    }
+    h[0] = ((h[0] as number) + a) | 0;
+    h[1] = ((h[1] as number) + b) | 0;
+    h[2] = ((h[2] as number) + c) | 0;
+    h[3] = ((h[3] as number) + d) | 0;
+    h[4] = ((h[4] as number) + e) | 0;
+    h[5] = ((h[5] as number) + f) | 0;
+    h[6] = ((h[6] as number) + g) | 0;
+    h[7] = ((h[7] as number) + hh) | 0;
+  }
   let hex = "";
   for (const word of h) hex += word.toString(16).padStart(8, "0");
   return hex;
-}
-
-/**
- * Mixes one 64-byte block into the state `h`. A function of its own so that V8 optimises it between
- * calls, in the background, instead of stopping to replace it in the middle of one long loop.
- */
-function compress(view: DataView, offset: number, h: Uint32Array, w: Uint32Array): void {
-  for (let t = 0; t < 16; t++) w[t] = view.getUint32(offset + t * 4);
-  for (let t = 16; t < 64; t++) {
-    const x = w[t - 15] as number;
-    const y = w[t - 2] as number;
-    const s0 = ((x >>> 7) | (x << 25)) ^ ((x >>> 18) | (x << 14)) ^ (x >>> 3);
-    const s1 = ((y >>> 17) | (y << 15)) ^ ((y >>> 19) | (y << 13)) ^ (y >>> 10);
-    w[t] = ((w[t - 16] as number) + s0 + (w[t - 7] as number) + s1) | 0;
-  }
-  let a = h[0] as number;
-  let b = h[1] as number;
-  let c = h[2] as number;
-  let d = h[3] as number;
-  let e = h[4] as number;
-  let f = h[5] as number;
-  let g = h[6] as number;
-  let hh = h[7] as number;
-  for (let t = 0; t < 64; t++) {
-    const S1 = ((e >>> 6) | (e << 26)) ^ ((e >>> 11) | (e << 21)) ^ ((e >>> 25) | (e << 7));
-    const choose = (e & f) ^ (~e & g);
-    const t1 = (hh + S1 + choose + (K[t] as number) + (w[t] as number)) | 0;
-    const S0 = ((a >>> 2) | (a << 30)) ^ ((a >>> 13) | (a << 19)) ^ ((a >>> 22) | (a << 10));
-    const majority = (a & b) ^ (a & c) ^ (b & c);
-    const t2 = (S0 + majority) | 0;
-    hh = g;
-    g = f;
-    f = e;
-    e = (d + t1) | 0;
-    d = c;
-    c = b;
-    b = a;
-    a = (t1 + t2) | 0;
-  }
-  h[0] = ((h[0] as number) + a) | 0;
-  h[1] = ((h[1] as number) + b) | 0;
-  h[2] = ((h[2] as number) + c) | 0;
-  h[3] = ((h[3] as number) + d) | 0;
-  h[4] = ((h[4] as number) + e) | 0;
-  h[5] = ((h[5] as number) + f) | 0;
-  h[6] = ((h[6] as number) + g) | 0;
-  h[7] = ((h[7] as number) + hh) | 0;
 }
