@@ -86,10 +86,12 @@ describe("discoverFolder (one tools folder)", () => {
     expect(problems[0]?.message).toMatch(/more than one file defines tool "twin" \(twin\.js, twin\.ts\)/);
   });
 
-  it("lists a symlinked file (the bundler decides whether its target is allowed) and ignores a dangling link", async () => {
+  it("lists a symlinked file (the bundler decides whether its target is allowed) and ignores a dangling link or a link to a folder", async () => {
     const folder = folderWith(["_real.ts"]);
     symlinkSync(join(folder, "_real.ts"), join(folder, "linked.ts"));
     symlinkSync(join(folder, "missing.ts"), join(folder, "dangling.ts"));
+    mkdirSync(join(folder, "_dir"));
+    symlinkSync(join(folder, "_dir"), join(folder, "to_folder.ts"));
     const { tools } = await discoverFolder(folder, "personal");
     expect(tools.map((t) => t.name)).toEqual(["linked"]);
   });
