@@ -24,7 +24,8 @@ interface CacheRecord {
 export class BundleCache {
   constructor(private readonly dir: string) {}
 
-  async get(key: string): Promise<CacheRecord | undefined> {
+  /** `alreadyRead`: input files the caller has just read (the entry file), so they are not read twice. */
+  async get(key: string, alreadyRead?: { path: string; content: Buffer }): Promise<CacheRecord | undefined> {
     let record: CacheRecord;
     try {
       record = JSON.parse(await readFile(this.file(key), "utf8")) as CacheRecord;
@@ -33,7 +34,7 @@ export class BundleCache {
     }
     if (!record?.bundle || typeof record.bundle.code !== "string" || !Array.isArray(record.inputs)) return undefined;
     for (const input of record.inputs) {
-      const content = await readFile(input.path).catch(() => undefined);
+      const content = input.path === alreadyRead?.path ? alreadyRead.content : await readFile(input.path).catch(() => undefined);
       if (!content || sha256(content) !== input.sha256) return undefined;
     }
     if (sha256(record.bundle.code) !== record.bundle.hash) return undefined;

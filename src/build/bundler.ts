@@ -41,14 +41,14 @@ export class ToolBundler {
   }
 
   async build(source: ToolSourceFile): Promise<BuildResult> {
-    let entryText: string;
+    let entryBytes: Buffer;
     try {
-      entryText = await readFile(source.path, "utf8");
+      entryBytes = await readFile(source.path);
     } catch {
       return { ok: false, error: { type: "LoadError", message: `${source.displayName} could not be read` } };
     }
-    const key = sha256(`${BUILD_FORMAT_VERSION}\0${source.path}\0${entryText}`);
-    const cached = await this.cache.get(key);
+    const key = sha256(`${BUILD_FORMAT_VERSION}\0${source.path}\0${entryBytes.toString("utf8")}`);
+    const cached = await this.cache.get(key, { path: source.path, content: entryBytes });
     if (cached) return { ok: true, bundle: { ...cached.bundle, displayName: source.displayName }, fromCache: true };
 
     const built = await bundleWithEsbuild(source);
