@@ -3,7 +3,6 @@ import { hostname } from "node:os";
 import { setTimeout as delay } from "node:timers/promises";
 import PQueue from "p-queue";
 import type { LogRecord } from "../config.js";
-import { ToolHostError } from "../errors.js";
 import { type NoticeSink, deliverNotices, sweepNotices } from "./notices.js";
 import {
   type JobRunContext,
@@ -13,26 +12,15 @@ import {
   type SchedulerStats,
   resolveSchedulerOptions,
 } from "./scheduler-options.js";
-import { type Job, type JobLease, type JobOutcome, type SubmitJobInput, type SubmitResult, jobErrorFromThrown, leaseOf } from "./store.js";
+import { type AbortReason, type ActiveRun, abortError, saveProgress } from "./run-state.js";
+import { type Job, type JobOutcome, type SubmitJobInput, type SubmitResult, jobErrorFromThrown, leaseOf } from "./store.js";
 
 export type { JobRunContext, JobRunResult, JobRunner, JobSchedulerOptions, SchedulerStats } from "./scheduler-options.js";
 
-type AbortReason = "cancel" | "timeout" | "lease-lost" | "shutdown";
-
-interface ActiveRun {
-  job: Job;
-  lease: JobLease;
-  controller: AbortController;
-  reason: AbortReason | undefined;
-  settle: () => void;
-  graceTimer: NodeJS.Timeout | undefined;
-  pendingProgress: { fraction: number; message: string } | undefined;
-  progressInFlight: boolean;
-}
 
 /**
- * Runs background jobs from a `JobStore`. Which job runs next is decided by the store's `claim` (priority
- * first, then round-robin across Animas, per-Anima limits counted across all workers); this class keeps
+ * Runs background jobs from a `JobStore`. Which job runs next is decided by the store's `claim` (Animas
+ * in turn, each Anima's jobs by priority, per-Anima limits counted across all workers); this class keeps
  * the global limit with p-queue, claims only as many jobs as it has free slots (so a job never waits in a
  * local queue while another Anima's arrives), renews leases, enforces timeouts and cancellation, writes
  * completion notices, and recovers jobs whose worker died.
@@ -305,36 +293,13 @@ export class JobScheduler {
   private abort(run: ActiveRun, reason: AbortReason): void {
     if (run.reason !== undefined) return; // the first reason decides the outcome
     run.reason = reason;
-    const message =
-      reason === "timeout"
-        ? `job exceeded its timeout of ${run.job.timeoutMs} ms`
-        : reason === "cancel"
-          ? "job cancelled by request"
-          : reason === "lease-lost"
-            ? "job lease lost to another worker"
-            : "scheduler shutting down";
-    run.controller.abort(new ToolHostError(reason === "timeout" ? "Timeout" : "ExecutionError", message));
+    run.controller.abort(abortError(reason, run.job));
     run.graceTimer = setTimeout(run.settle, this.o.cancelGraceMs);
   }
 
   private progress(run: ActiveRun, fraction: number, message: string): void {
     if (run.reason !== undefined || !this.active.has(`${run.job.id}#${run.lease.attempt}`)) return;
-    run.pendingProgress = { fraction, message };
-    if (run.progressInFlight) return; // the write in flight sends the newest value when it lands
-    const send = (): void => {
-      const next = run.pendingProgress;
-      if (!next) return;
-      run.pendingProgress = undefined;
-      run.progressInFlight = true;
-      this.o.store
-        .reportProgress(run.lease, next)
-        .catch((error: unknown) => this.log("warn", `progress of job ${run.job.id} not saved: ${describe(error)}`, run.job))
-        .finally(() => {
-          run.progressInFlight = false;
-          send();
-        });
-    };
-    send();
+    saveProgress(run, { fraction, message }, this.o.store, (error) => this.log("warn", `progress of job ${run.job.id} not saved: ${describe(error)}`, run.job));
   }
 
   private async heartbeat(): Promise<void> {
