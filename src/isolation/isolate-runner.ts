@@ -41,8 +41,10 @@ export interface IsolateRunnerOptions {
   /** Receives every tool log line. */
   onLog?: (line: ToolLogLine) => void;
   /**
-   * isolated-vm lost control of an isolate (V8 out of memory, or a script that would not terminate).
-   * Its thread and memory are gone for good; the process should be replaced once its other calls end.
+   * isolated-vm lost control of an isolate (V8 out of memory, or a script that would not terminate), or
+   * an isolate did not return after it was stopped (`STOP_GRACE_MS`), which is how such a loss starts.
+   * Its thread may be gone for good, and it can take locks with it: the process should get no new calls,
+   * and be replaced once its other calls end. May be called more than once for one isolate.
    */
   onUnrecoverable?: (reason: string) => void;
   /** Runs the capabilities tools ask for (fs, fetch, credentials). Default: every capability is refused. */
@@ -202,6 +204,9 @@ export class IsolateRunner implements Executor {
   /** Why a call or load failed: the host's own stop reason first, then what isolated-vm said. */
   private failureInfo(error: unknown, limits: { timeoutMs: number; memoryLimitMb: number }, guard: CallGuard, pooled: PooledIsolate | undefined): ErrorInfo {
     if (error instanceof SetupError) return error.info;
+    // Do not wait for isolated-vm to declare the thread lost (5 s later): by then it may hold locks the
+    // rest of the process needs. Say so now, so that no new call comes here.
+    if (error instanceof Abandoned) this.onUnrecoverable("an isolate did not return after it was stopped");
     const why: StopReason | undefined = guard.stopReason ?? (pooled?.hitMemoryLimit ? "MemoryLimit" : undefined);
     return ivmErrorInfo(error, limits, why ?? (error instanceof Abandoned ? "Timeout" : undefined));
   }
