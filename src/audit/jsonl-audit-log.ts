@@ -1,7 +1,7 @@
 import { closeSync, fstatSync, mkdirSync, openSync, renameSync, writeSync } from "node:fs";
 import { readFile } from "node:fs/promises";
 import { dirname } from "node:path";
-import { type AuditEvent, type AuditLog, type AuditQuery, type AuditRecord, matches } from "./audit-log.js";
+import { type AuditEvent, type AuditLog, type AuditQuery, type AuditRecord, isoTimestamp, matches } from "./audit-log.js";
 
 /**
  * An append-only JSON-lines audit log, bounded in size by rotation: when the file passes `maxBytes` it
@@ -42,7 +42,7 @@ export class JsonlAuditLog implements AuditLog {
 
   append(event: AuditEvent): void {
     if (this.closed) return;
-    this.buffer.push(JSON.stringify({ ts: new Date().toISOString(), ...event }));
+    this.buffer.push(JSON.stringify({ ts: isoTimestamp(), ...event }));
     if (!this.scheduled) {
       this.scheduled = true;
       setTimeout(() => this.writeBuffered(), this.flushIntervalMs).unref();

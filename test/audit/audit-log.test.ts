@@ -2,7 +2,7 @@ import { mkdtempSync, readFileSync, readdirSync, rmSync, statSync } from "node:f
 import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { describe, expect, it } from "vitest";
-import { MemoryAuditLog, truncateForAudit } from "../../src/audit/audit-log.js";
+import { MemoryAuditLog, isoTimestamp, truncateForAudit } from "../../src/audit/audit-log.js";
 import { JsonlAuditLog } from "../../src/audit/jsonl-audit-log.js";
 import { runAuditLogContract } from "./contract.js";
 
@@ -59,5 +59,13 @@ describe("truncateForAudit", () => {
   it("cuts long arguments and escapes control characters so a record stays one line", () => {
     expect(truncateForAudit("a".repeat(300))).toMatch(/^a{256}…\[44 more\]$/);
     expect(truncateForAudit("x\ny\0")).toBe("x\\u000ay\\u0000");
+  });
+});
+
+describe("isoTimestamp", () => {
+  it("stamps records exactly as Date#toISOString would", () => {
+    for (const ms of [0, 1, 999, 86_399_999, 951_782_400_000, 1_764_716_400_123, Date.now()]) {
+      expect(isoTimestamp(new Date(ms))).toBe(new Date(ms).toISOString());
+    }
   });
 });
