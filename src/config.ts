@@ -1,4 +1,3 @@
-import { homedir } from "node:os";
 import { basename, dirname, join, resolve } from "node:path";
 import { fileURLToPath } from "node:url";
 import { DEFAULT_FS_LIMITS, type FsLimits } from "./capabilities/fs.js";
@@ -119,6 +118,11 @@ export function workerEnvironment(): NodeJS.ProcessEnv {
 /** True when stdout is a terminal and colour/progress output is wanted. */
 export function isInteractive(): boolean {
   return Boolean(process.stdout.isTTY) && process.env["CI"] !== "true";
+}
+
+/** node:os is loaded only when a path needs the home folder (most calls name their data dir). */
+function homedir(): string {
+  return process.getBuiltinModule("node:os").homedir();
 }
 
 function expandHome(path: string): string {
