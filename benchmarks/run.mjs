@@ -16,7 +16,8 @@ const quick = process.argv.includes("--quick");
 const WARM_CALLS = quick ? 500 : 3_000;
 const PIPELINED_CALLS = quick ? 5_000 : 30_000;
 const PIPELINE_DEPTH = 256;
-const COLD_RUNS = quick ? 5 : 15;
+// Each cold run is a whole process; on a shared machine their spread is tens of ms, so take enough.
+const COLD_RUNS = quick ? 5 : 30;
 
 const CAPABILITY_LOOPS = quick ? 200 : 1_000;
 const CAP_TOOL = `
@@ -186,6 +187,8 @@ async function main() {
       bareNodeP50Ms: round(nodeP50),
       cliP50Ms: round(cliP50),
       overheadMs: round(cliP50 - nodeP50),
+      // Fastest against fastest: what the CLI adds when neither run was slowed by other work.
+      minOverheadMs: round((cliMs[0] ?? 0) - (nodeMs[0] ?? 0)),
       ratio: round(cliP50 / nodeP50, 2),
       aim: "≤ bare Node start + 60 ms",
     };
@@ -205,7 +208,7 @@ function printReport(results) {
   const k = results.capabilities;
   console.log(`capability fs.readFile (1 KiB): ${k.fsReadUs} µs vs direct fs.promises.readFile ${k.directReadUs} µs (${k.fsReadRatio}×)`);
   console.log(`capability getCredential: ${k.credentialUs} µs vs reading config.json directly ${k.directCredentialUs} µs (${k.credentialRatio}×)`);
-  console.log(`cold CLI p50: ${c.cliP50Ms} ms vs bare node --no-node-snapshot ${c.bareNodeP50Ms} ms → +${c.overheadMs} ms [aim ≤ +60 ms]`);
+  console.log(`cold CLI p50: ${c.cliP50Ms} ms vs bare node --no-node-snapshot ${c.bareNodeP50Ms} ms → +${c.overheadMs} ms (fastest runs: +${c.minOverheadMs} ms) [aim ≤ +60 ms]`);
   if (process.argv.includes("--json")) console.log(JSON.stringify(results, null, 2));
 }
 
