@@ -101,14 +101,18 @@ class SandboxProcess {
   private outbox: ToSandbox[] = [];
   private outboxChild: ChildProcess | undefined;
 
-  /** Messages sent in the same turn share one IPC write: pipelined calls cost one syscall, not many. */
+  /**
+   * Messages sent in the same event-loop iteration share one IPC write: pipelined calls cost one syscall,
+   * not many. (`setImmediate`, not a microtask: answers arrive one task each, and a call started from
+   * an answer would otherwise go out alone.)
+   */
   private enqueue(child: ChildProcess, message: ToSandbox): void {
     if (this.outboxChild !== child) {
       this.flushOutbox();
       this.outboxChild = child;
     }
     this.outbox.push(message);
-    if (this.outbox.length === 1) queueMicrotask(() => this.flushOutbox());
+    if (this.outbox.length === 1) setImmediate(() => this.flushOutbox());
   }
 
   private flushOutbox(): void {

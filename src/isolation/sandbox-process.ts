@@ -12,11 +12,15 @@ const maxIdleIsolates = Number(process.argv[2]) || 64;
 let outbox: FromSandbox[] = [];
 let outboxCallbacks: Array<() => void> = [];
 
-/** Answers written in the same turn share one IPC write (see the pool's outbox). */
+/**
+ * Answers ready in the same event-loop iteration share one IPC write (see the pool's outbox). The flush
+ * waits for `setImmediate`, not a microtask: isolated-vm delivers each finished call in its own task,
+ * so a microtask flush wrote one message per call under load.
+ */
 function send(message: FromSandbox, then?: () => void): void {
   outbox.push(message);
   if (then) outboxCallbacks.push(then);
-  if (outbox.length === 1) queueMicrotask(flushOutbox);
+  if (outbox.length === 1) setImmediate(flushOutbox);
 }
 
 function flushOutbox(): void {
