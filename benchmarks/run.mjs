@@ -10,6 +10,7 @@ import { dirname, join } from "node:path";
 import { fileURLToPath } from "node:url";
 import ivm from "isolated-vm";
 import { createHost } from "../dist/src/index.js";
+import { bareOneCallPerIsolate, processHopRoundTrip } from "./floors.mjs";
 
 const ROOT = join(dirname(fileURLToPath(import.meta.url)), "..");
 const quick = process.argv.includes("--quick");
@@ -67,6 +68,21 @@ function round(value, digits = 1) {
   return Math.round(value * f) / f;
 }
 
+/** Calls per second of `PIPELINED_CALLS` trivial calls with `PIPELINE_DEPTH` in flight. */
+async function pipelined(host) {
+  let next = 0;
+  const start = process.hrtime.bigint();
+  await Promise.all(
+    Array.from({ length: PIPELINE_DEPTH }, async () => {
+      while (next < PIPELINED_CALLS) {
+        const result = await host.call("bench", "bench_echo", { n: next++ });
+        if (result.status !== "ok") throw new Error(JSON.stringify(result));
+      }
+    }),
+  );
+  return Math.round(PIPELINED_CALLS / (Number(process.hrtime.bigint() - start) / 1e9));
+}
+
 async function main() {
   const dataDir = mkdtempSync(join(tmpdir(), "awt-bench-"));
   mkdirSync(join(dataDir, "animas", "bench", "tools"), { recursive: true });
@@ -89,6 +105,17 @@ async function main() {
     await timeEach(1_000, bare);
     const bareSamples = await timeEach(WARM_CALLS, bare);
 
+    // Floor of the process hop: one IPC round trip to a child process, nothing else.
+    const hopSamples = await processHopRoundTrip(dataDir, WARM_CALLS, timeEach);
+
+    // The whole stack without the process hop (in-process isolation: the CLI's mode).
+    const inProcessHost = createHost({ dataDir, isolation: "in-process", onLog: () => {} });
+    const inProcessWarm = (i) => inProcessHost.call("bench", "bench_echo", { n: i });
+    await timeEach(1_000, inProcessWarm);
+    const inProcessSamples = await timeEach(WARM_CALLS, inProcessWarm);
+    const inProcessPipelined = await pipelined(inProcessHost);
+    await inProcessHost.close();
+
     // The whole stack: validation, a hop to a sandbox process, a pooled isolate, result framing.
     const host = createHost({ dataDir, isolation: "process", sandboxProcesses: 2, onLog: () => {} });
     const first = await host.call("bench", "bench_echo", { n: 1 });
@@ -98,17 +125,7 @@ async function main() {
     const warmSamples = await timeEach(WARM_CALLS, warm);
 
     // Pipelined: many calls in flight at once.
-    let next = 0;
-    const pipeStart = process.hrtime.bigint();
-    await Promise.all(
-      Array.from({ length: PIPELINE_DEPTH }, async () => {
-        while (next < PIPELINED_CALLS) {
-          const result = await host.call("bench", "bench_echo", { n: next++ });
-          if (result.status !== "ok") throw new Error(JSON.stringify(result));
-        }
-      }),
-    );
-    const pipeSeconds = Number(process.hrtime.bigint() - pipeStart) / 1e9;
+    const processPipelined = await pipelined(host);
 
     // Capability calls: n operations inside one tool call, against the same operation done directly.
     const { readFile } = await import("node:fs/promises");
@@ -147,6 +164,7 @@ async function main() {
     await Promise.all(Array.from({ length: PIPELINE_DEPTH }, async () => { while (bareNext < PIPELINED_CALLS) await bare(bareNext++); }));
     const bareBatchSeconds = Number(process.hrtime.bigint() - bareBatchStart) / 1e9;
     isolate.dispose();
+    const bareOneAtATime = await bareOneCallPerIsolate(PIPELINED_CALLS, 4, PIPELINE_DEPTH);
 
     const warmSummary = summary(warmSamples);
     const bareSummary = summary(bareSamples);
@@ -156,13 +174,20 @@ async function main() {
       wholeStack: warmSummary,
       ratioP50VsBareIsolatedVm: round(warmSummary.p50Us / bareSummary.p50Us, 2),
       aim: "≤ 2× a bare isolated-vm async call",
+      // Floors: the hop alone, and the stack without the hop.
+      processHopRoundTrip: summary(hopSamples),
+      inProcessStack: summary(inProcessSamples),
     };
+    const bareCallsPerSecond = Math.round(PIPELINED_CALLS / bareBatchSeconds);
     results.pipelined = {
-      callsPerSecond: Math.round(PIPELINED_CALLS / pipeSeconds),
-      bareIsolatedVmCallsPerSecond: Math.round(PIPELINED_CALLS / bareBatchSeconds),
-      ratioVsBare: round(PIPELINED_CALLS / pipeSeconds / (PIPELINED_CALLS / bareBatchSeconds), 2),
+      callsPerSecond: processPipelined,
+      bareIsolatedVmCallsPerSecond: bareCallsPerSecond,
+      ratioVsBare: round(processPipelined / bareCallsPerSecond, 2),
       depth: PIPELINE_DEPTH,
       aim: "≥ 30,000 trivial calls/s",
+      inProcessCallsPerSecond: inProcessPipelined,
+      // The host's model: one call per isolate at a time, 4 isolates per (Anima, tool).
+      bareOneCallPerIsolateCallsPerSecond: bareOneAtATime,
     };
 
     // Cold CLI: a whole process per call, bundle and description served from the on-disk cache.
@@ -204,7 +229,9 @@ function printReport(results) {
   const c = results.coldCli;
   console.log(`node ${process.version}, ${process.platform}/${process.arch}${quick ? " (quick run)" : ""}`);
   console.log(`warm call p50: direct ${w.direct.p50Us} µs, bare isolated-vm ${w.bareIsolatedVm.p50Us} µs, whole stack ${w.wholeStack.p50Us} µs (p95 ${w.wholeStack.p95Us} µs) → ${w.ratioP50VsBareIsolatedVm}× bare isolated-vm [aim ≤ 2×]`);
+  console.log(`  floors: IPC round trip to a child process ${w.processHopRoundTrip.p50Us} µs; the stack in-process (no hop) ${w.inProcessStack.p50Us} µs`);
   console.log(`pipelined: ${p.callsPerSecond} calls/s through the stack vs ${p.bareIsolatedVmCallsPerSecond} bare isolated-vm calls/s (${p.ratioVsBare}×) [aim ≥ 30,000/s]`);
+  console.log(`  floors: the stack in-process ${p.inProcessCallsPerSecond} calls/s; bare isolated-vm, one call per isolate at a time (4 isolates) ${p.bareOneCallPerIsolateCallsPerSecond} calls/s`);
   const k = results.capabilities;
   console.log(`capability fs.readFile (1 KiB): ${k.fsReadUs} µs vs direct fs.promises.readFile ${k.directReadUs} µs (${k.fsReadRatio}×)`);
   console.log(`capability getCredential: ${k.credentialUs} µs vs reading config.json directly ${k.directCredentialUs} µs (${k.credentialRatio}×)`);
