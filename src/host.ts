@@ -18,6 +18,7 @@ import { type AnimaRef, type LoadedTool, type ToolEntry, ToolRegistry, type Tool
 import { type ProfileEntry, profileFor } from "./registry/schemas.js";
 import type { CallOptions, CallResult, PreparedCall, RunOptions, ToolHost, ToolInfo, ToolListing } from "./host-api.js";
 import { JobCalls } from "./capabilities/job-calls.js";
+import { monotonicMs } from "./clock.js";
 
 export type { CallOptions, CallResult, PreparedCall, RunOptions, SchemaInfo, ToolHost, ToolInfo, ToolListing } from "./host-api.js";
 
@@ -93,12 +94,12 @@ class Host implements ToolHost {
   ) {}
 
   async call(anima: string, schemaName: string, args: unknown = {}, options: CallOptions = {}): Promise<CallResult> {
-    const startedAt = performance.now();
+    const startedAt = monotonicMs();
     let prepared: PreparedCall;
     try {
       prepared = await this.prepare(anima, schemaName, args, options);
     } catch (error) {
-      return this.audited(anima, schemaName.split("_")[0] ?? schemaName, schemaName, errorResult(error, performance.now() - startedAt));
+      return this.audited(anima, schemaName.split("_")[0] ?? schemaName, schemaName, errorResult(error, monotonicMs() - startedAt));
     }
     return this.runPrepared(prepared);
   }
@@ -126,7 +127,7 @@ class Host implements ToolHost {
   }
 
   async runPrepared(prepared: PreparedCall, options: RunOptions = {}): Promise<CallResult> {
-    const startedAt = performance.now();
+    const startedAt = monotonicMs();
     let unregisterJob: (() => void) | undefined;
     try {
       const ref = (await this.view(prepared.anima)).ref as AnimaRef;
@@ -148,14 +149,14 @@ class Host implements ToolHost {
       }, options.signal);
       return this.audited(ref.name, prepared.tool, prepared.schemaName, this.toResult(outcome));
     } catch (error) {
-      return this.audited(prepared.anima, prepared.tool, prepared.schemaName, errorResult(error, performance.now() - startedAt));
+      return this.audited(prepared.anima, prepared.tool, prepared.schemaName, errorResult(error, monotonicMs() - startedAt));
     } finally {
       unregisterJob?.();
     }
   }
 
   async callCli(anima: string, toolName: string, argv: string[]): Promise<CallResult> {
-    const startedAt = performance.now();
+    const startedAt = monotonicMs();
     try {
       const view = await this.view(anima);
       const ref = view.ref as AnimaRef;
@@ -176,7 +177,7 @@ class Host implements ToolHost {
       });
       return this.toResult(outcome);
     } catch (error) {
-      return errorResult(error, performance.now() - startedAt);
+      return errorResult(error, monotonicMs() - startedAt);
     }
   }
 

@@ -17,6 +17,7 @@ import type {
   ToolBundle,
   ToolLogLine,
 } from "./protocol.js";
+import { monotonicMs } from "../clock.js";
 
 /**
  * The only module that imports isolated-vm. Runs tool bundles in isolates in this process.
@@ -88,7 +89,7 @@ export class IsolateRunner implements Executor {
   async describe(request: DescribeRequest): Promise<DescribeOutcome> {
     const limits = { timeoutMs: request.timeoutMs, memoryLimitMb: request.memoryLimitMb };
     const guard = new CallGuard(request.timeoutMs);
-    const deadline = performance.now() + request.timeoutMs;
+    const deadline = monotonicMs() + request.timeoutMs;
     let pooled: PooledIsolate | undefined;
     try {
       pooled = await unlessAbandoned(this.entries.track(this.createIsolate("describe", request.bundle, limits, deadline, guard)), guard, (late) => late.disposeByHost());
@@ -132,13 +133,13 @@ export class IsolateRunner implements Executor {
   }
 
   private async run(request: CallRequest, onGuard: (guard: CallGuard) => void): Promise<CallOutcome> {
-    const startedAt = performance.now();
+    const startedAt = monotonicMs();
     const deadline = startedAt + request.timeoutMs;
     const limits = { timeoutMs: request.timeoutMs, memoryLimitMb: request.memoryLimitMb, maxResultBytes: request.maxResultBytes };
     const key = `${request.context.anima}\0${request.bundle.hash}\0${request.memoryLimitMb}`;
     const done = (outcome: { ok: true; value: ResultValue } | { ok: false; error: ErrorInfo }): CallOutcome => ({
       ...(outcome.ok ? { ok: true, value: outcome.value } : { ok: false, error: outcome.error }),
-      durationMs: performance.now() - startedAt,
+      durationMs: monotonicMs() - startedAt,
     });
     if (this.closed) return done({ ok: false, error: { type: "SandboxCrashed", message: "the host is shutting down" } });
 
@@ -371,7 +372,7 @@ function haltAfterFailedEntry(pooled: PooledIsolate, active: ActiveCall, error: 
 }
 
 function remaining(deadline: number): number {
-  return Math.max(1, Math.ceil(deadline - performance.now()));
+  return Math.max(1, Math.ceil(deadline - monotonicMs()));
 }
 
 function errorMessage(error: unknown): string {

@@ -15,6 +15,7 @@ import type {
   ToSandbox,
   ToolLogLine,
 } from "./protocol.js";
+import { monotonicMs } from "../clock.js";
 
 /**
  * Runs isolates in supervised sandbox processes, so that a V8 fatal error or a native crash in one
@@ -263,7 +264,7 @@ class SandboxProcess {
 
 function failureFor(pending: Pending, error: ErrorInfo): CallOutcome | DescribeOutcome {
   if (pending.request.op === "describe") return { ok: false, error: { ...error, type: "LoadError" } };
-  return { ok: false, error, durationMs: performance.now() - pending.startedAt };
+  return { ok: false, error, durationMs: monotonicMs() - pending.startedAt };
 }
 
 export class SandboxPool implements Executor {
@@ -333,7 +334,7 @@ export class SandboxPool implements Executor {
     const id = this.nextId++;
     const outcome = new Promise<CallOutcome | DescribeOutcome>((resolve) => {
       const timer = setTimeout(() => target.killForDeadline(id), request.timeoutMs + this.deadlineGraceMs);
-      target.pending.set(id, { request, child: undefined, resolve, timer, startedAt: performance.now() });
+      target.pending.set(id, { request, child: undefined, resolve, timer, startedAt: monotonicMs() });
       target.send({ type: "request", id, request });
     });
     if (!signal) return outcome;

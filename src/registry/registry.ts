@@ -5,6 +5,7 @@ import type { Executor, ToolBundle } from "../isolation/protocol.js";
 import { type DiscoveredTool, type DiscoveryProblem, type ToolOrigin, discoverFolder } from "./discovery.js";
 import { compileSchema, validatorSource } from "../validation/ajv.js";
 import { type ProfileEntry, type ToolSchema, checkToolSchemas } from "./schemas.js";
+import { monotonicMs } from "../clock.js";
 
 export interface AnimaRef {
   name: string;
@@ -106,12 +107,12 @@ export class ToolRegistry {
     const bundle = built.bundle;
     const previous = this.loaded.get(source.path);
     let entry: ToolEntry;
-    if (previous && previous.hash === bundle.hash && performance.now() < previous.expiresAt) {
+    if (previous && previous.hash === bundle.hash && monotonicMs() < previous.expiresAt) {
       entry = previous.entry;
     } else {
       const described = await this.describe(source, bundle);
       entry = described.entry;
-      const expiresAt = described.transient ? performance.now() + LOAD_FAILURE_RETRY_MS : Number.POSITIVE_INFINITY;
+      const expiresAt = described.transient ? monotonicMs() + LOAD_FAILURE_RETRY_MS : Number.POSITIVE_INFINITY;
       this.loaded.set(source.path, { hash: bundle.hash, entry, expiresAt });
     }
     if (entry.state === "ok") {

@@ -152,7 +152,7 @@ describe("ToolRegistry: failures to run a module are retried, failed checks are 
       good,
     ]);
     data.write("common_tools/flaky.ts", simpleTool("flaky"));
-    vi.useFakeTimers({ toFake: ["performance"] });
+    vi.useFakeTimers({ toFake: ["hrtime"] });
     const source = (await registry.sources(undefined)).tools.get("flaky")!;
     expect((await registry.load(source, ["flaky"])).state).toBe("error");
     expect((await registry.load(source, ["flaky"])).state).toBe("error"); // remembered for a while
@@ -167,7 +167,7 @@ describe("ToolRegistry: failures to run a module are retried, failed checks are 
       { ok: true, module: { exports: { dispatch: "function" }, schemas: [{ name: "wrong_prefix" }], profile: null } },
     ]);
     data.write("common_tools/fixed.ts", simpleTool("fixed"));
-    vi.useFakeTimers({ toFake: ["performance"] });
+    vi.useFakeTimers({ toFake: ["hrtime"] });
     const source = (await registry.sources(undefined)).tools.get("fixed")!;
     const first = await registry.load(source, ["fixed"]);
     expect(first.state === "error" && first.error.message).toMatch(/must be named fixed_<action>/);
