@@ -191,7 +191,7 @@ async function main() {
     };
 
     // Cold CLI: a whole process per call, bundle and description served from the on-disk cache.
-    const cli = ["--no-node-snapshot", join(ROOT, "bin", "animaworks-tool.mjs"), "--data-dir", dataDir, "--anima", "bench", "bench", "echo", "--n", "1"];
+    const cli = ["--no-node-snapshot", join(ROOT, "bin", "animaworks-tool.cjs"), "--data-dir", dataDir, "--anima", "bench", "bench", "echo", "--n", "1"];
     const bareNode = ["--no-node-snapshot", "-e", ""];
     spawnSync(process.execPath, cli); // fill the cache
     const cliMs = [];

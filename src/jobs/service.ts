@@ -226,7 +226,7 @@ export class JobService {
     if (this.workerRunning()) return undefined;
     const dataDir = this.host.config.dataDir;
     return startWorkerProcess({
-      argv: ["--no-node-snapshot", join(PROJECT_ROOT, "bin", "animaworks-tool.mjs"), "--data-dir", dataDir, "serve", "--until-drained"],
+      argv: ["--no-node-snapshot", join(PROJECT_ROOT, "bin", "animaworks-tool.cjs"), "--data-dir", dataDir, "serve", "--until-drained"],
       workersDir: this.paths.workersDir,
       logFile: this.paths.workerLog,
       env: workerEnvironment(),

@@ -205,7 +205,7 @@ describe("animaworks-tool CLI", () => {
 });
 
 describe("the bin launcher", () => {
-  const bin = join(PROJECT_ROOT, "bin", "animaworks-tool.mjs");
+  const bin = join(PROJECT_ROOT, "bin", "animaworks-tool.cjs");
 
   it("runs the demo without any set-up, even when started without --no-node-snapshot", () => {
     const run = spawnSync(process.execPath, [bin, "--demo", "greet", "hello", "Operator", "--times", "2"], { encoding: "utf8" });

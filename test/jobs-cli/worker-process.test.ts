@@ -10,7 +10,7 @@ import { type TempDataDir, makeDataDir } from "../helpers/data-dir.js";
 import { cli, jobRows, jobsTool, waitFor } from "./helpers.js";
 
 // Real worker processes, started from bin/ (so from dist/: run `npm run build` first, as `npm test` does).
-const BIN = join(PROJECT_ROOT, "bin", "animaworks-tool.mjs");
+const BIN = join(PROJECT_ROOT, "bin", "animaworks-tool.cjs");
 
 let data: TempDataDir;
 const started: ChildProcess[] = [];

@@ -33,7 +33,7 @@ beforeAll(async () => {
   });
   const transport = new StdioClientTransport({
     command: process.execPath,
-    args: ["--no-node-snapshot", join(PROJECT_ROOT, "bin", "animaworks-tool.mjs"), "--data-dir", data.dir, "mcp", "--anima", "alice"],
+    args: ["--no-node-snapshot", join(PROJECT_ROOT, "bin", "animaworks-tool.cjs"), "--data-dir", data.dir, "mcp", "--anima", "alice"],
     stderr: "ignore",
   });
   await client.connect(transport);

@@ -7,7 +7,7 @@ import { sandboxPidFor, sandboxPids } from "../../src/isolation/executor.js";
 import { makeDataDir, waitFor } from "../helpers/data-dir.js";
 import { HOSTILE_DIR, type Harness, PROJECT_ROOT, assertNoLeak, expectError, expectHealthy, expectOk, startHost } from "./harness.js";
 
-const BIN = join(PROJECT_ROOT, "bin", "animaworks-tool.mjs");
+const BIN = join(PROJECT_ROOT, "bin", "animaworks-tool.cjs");
 
 /**
  * design.md §9: a tool cannot crash the host. Sandbox processes are supervised: when one dies (killed,

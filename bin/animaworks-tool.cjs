@@ -1,22 +1,25 @@
 #!/usr/bin/env -S node --no-node-snapshot
 // Launcher for the animaworks-tool CLI. isolated-vm on Node 20 needs --no-node-snapshot; the shebang
-// passes it, and a launch without it (e.g. `node bin/animaworks-tool.mjs`) re-executes Node once with it,
+// passes it, and a launch without it (e.g. `node bin/animaworks-tool.cjs`) re-executes Node once with it,
 // so the user never has to know.
 //
-// It runs the bundled CLI (dist/cli/, made by scripts/bundle-cli.mjs in `npm run build`): a one-shot
-// call starts faster from a few bundled modules than from the forty modules of dist/src/. For the same
-// reason node:child_process is loaded only to re-execute, and the CLI's own output is written with
-// fs.writeSync: process.stdout on a pipe or terminal would load Node's socket and stream modules (≈ 10 ms).
+// It runs the bundled CLI (dist/cli/main.cjs, made by scripts/bundle-cli.mjs in `npm run build`): a
+// one-shot call starts faster from one CommonJS file than from the forty modules of dist/src/, and this
+// launcher and the bundle are CommonJS because an ES module entry loads Node's ES module loader (≈ 8 ms
+// more without the start-up snapshot). For the same reason node:child_process is loaded only to
+// re-execute, and the CLI's own output is written with fs.writeSync: process.stdout on a pipe or
+// terminal would load Node's socket and stream modules (≈ 10 ms).
+"use strict";
 const hasFlag = process.execArgv.includes("--no-node-snapshot") || (process.env.NODE_OPTIONS ?? "").includes("--no-node-snapshot");
 if (!hasFlag) {
-  const { spawnSync } = await import("node:child_process");
-  const child = spawnSync(process.execPath, ["--no-node-snapshot", ...process.execArgv, new URL(import.meta.url).pathname, ...process.argv.slice(2)], {
+  const { spawnSync } = require("node:child_process");
+  const child = spawnSync(process.execPath, ["--no-node-snapshot", ...process.execArgv, __filename, ...process.argv.slice(2)], {
     stdio: "inherit",
   });
   process.exit(child.status ?? 1);
 } else {
-  const { main, exitProcess } = await import("../dist/cli/main.js");
-  exitProcess(await main(process.argv.slice(2), { stdout: lineWriter(1, () => process.stdout), stderr: lineWriter(2, () => process.stderr) }));
+  const { main, exitProcess } = require("../dist/cli/main.cjs");
+  main(process.argv.slice(2), { stdout: lineWriter(1, () => process.stdout), stderr: lineWriter(2, () => process.stderr) }).then(exitProcess);
 }
 
 /**
