@@ -52,7 +52,7 @@ function writeShims() {
   const viaCallback = names.filter((name) => CALLBACK_TWINS.has(name) && typeof fs[name] === "function");
   fs.writeFileSync(
     join(SHIM_DIR, "fs-promises.js"),
-    `${header}const fs = require("node:fs");\n` +
+    `${header}import fs from "node:fs";\n` +
       `let loaded;\nconst real = () => (loaded ??= process.getBuiltinModule("node:fs/promises"));\n` +
       `const twin = { realpath: fs.realpath.native };\n` +
       `function overCallback(name) {\n` +

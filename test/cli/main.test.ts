@@ -1,5 +1,5 @@
 import { spawnSync } from "node:child_process";
-import { rmSync } from "node:fs";
+import { readFileSync, rmSync, writeFileSync } from "node:fs";
 import { join } from "node:path";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { main } from "../../src/cli/main.js";
@@ -223,5 +223,28 @@ describe("the bin launcher", () => {
     expect(run.stderr).toBe("");
     expect(run.status).toBe(0);
     expect(JSON.parse(run.stdout).saved).toEqual({ title: "s", body: "t" });
+  });
+
+  // The cold-start budget (benchmarks/README.md): a cached tool call must not pull in Node's ES module
+  // loader, node:fs/promises or the performance global, each several ms without the start-up snapshot.
+  it("makes a cached tool call without loading the modules a cold start cannot afford", () => {
+    const listFile = join(data.dir, "modules.txt");
+    const preload = join(data.dir, "list-modules.cjs");
+    writeFileSync(preload, `process.on("exit", () => require("node:fs").writeFileSync(${JSON.stringify(listFile)}, process.moduleLoadList.join("\\n")));\n`);
+    data.write(
+      "animas/alice/tools/coldecho.ts",
+      `export function get_tool_schemas() { return [{ name: "coldecho_run", description: "echo", input_schema: { type: "object", properties: { n: { type: "integer" } } } }]; }
+export function dispatch(name: string, args: { n?: number }) { return (args.n ?? 0) + 1; }`,
+    );
+    const args = ["--no-node-snapshot", bin, "--data-dir", data.dir, "--anima", "alice", "coldecho", "run", "--n", "1"];
+    expect(spawnSync(process.execPath, args, { encoding: "utf8" }).status).toBe(0); // fills the caches
+    const run = spawnSync(process.execPath, ["--require", preload, ...args], { encoding: "utf8" });
+    expect(run.stderr).toBe("");
+    expect(run.stdout).toBe("2\n");
+    const loaded = readFileSync(listFile, "utf8").split("\n");
+    expect(loaded).toContain("NativeModule internal/modules/cjs/loader");
+    for (const unwanted of ["internal/modules/esm/module_job", "internal/modules/esm/translators", "internal/fs/promises", "internal/perf/performance", "child_process", "stream"]) {
+      expect(loaded, unwanted).not.toContain(`NativeModule ${unwanted}`);
+    }
   });
 });
