@@ -10,6 +10,7 @@
 // re-execute, and the CLI's own output is written with fs.writeSync: process.stdout on a pipe or
 // terminal would load Node's socket and stream modules (≈ 10 ms).
 "use strict";
+// The bundle is compiled with a V8 code cache kept beside it (see loadBundle): ≈ 8 ms less per call.
 const hasFlag = process.execArgv.includes("--no-node-snapshot") || (process.env.NODE_OPTIONS ?? "").includes("--no-node-snapshot");
 if (!hasFlag) {
   const { spawnSync } = require("node:child_process");
@@ -18,7 +19,7 @@ if (!hasFlag) {
   });
   process.exit(child.status ?? 1);
 } else {
-  const { main, exitProcess } = require("../dist/cli/main.cjs");
+  const { main, exitProcess } = loadBundle(require("node:path").join(__dirname, "..", "dist", "cli", "main.cjs"));
   main(process.argv.slice(2), { stdout: lineWriter(1, () => process.stdout), stderr: lineWriter(2, () => process.stderr) }).then(exitProcess);
 }
 
@@ -42,4 +43,43 @@ function lineWriter(fd, stream) {
     }
     if (written < bytes.length) stream().write(bytes.subarray(written));
   };
+}
+
+/**
+ * Loads the CommonJS bundle as `require` would, but compiled with the V8 code cache in
+ * `<file>.v8-cache` (Node 20's `require` has no code cache; compiling the bundle costs ≈ 12 ms, with
+ * the cache ≈ 4). When the cache is missing, or V8 rejects it (another Node version or V8 flags), a
+ * new one is written as this process exits, so that it holds the functions this call compiled too.
+ * Writing is best effort: a read-only install simply runs without a cache. The bundle is pure ASCII
+ * (scripts/bundle-cli.mjs checks), so it is read as latin1: one byte per character, no UTF-8 decoding.
+ */
+function loadBundle(file) {
+  const fs = require("node:fs");
+  const { dirname } = require("node:path");
+  const { Script } = require("node:vm");
+  const cacheFile = `${file}.v8-cache`;
+  let cachedData;
+  try {
+    cachedData = fs.readFileSync(cacheFile);
+  } catch {
+    // no cache yet
+  }
+  const source = fs.readFileSync(file, "latin1");
+  // The bundle has no import() (scripts/bundle-cli.mjs turns them into require): a vm.Script has no
+  // loader for it.
+  const script = new Script(`(function (exports, require, module, __filename, __dirname) {${source}\n})`, { filename: file, cachedData });
+  const module = { exports: {}, filename: file };
+  script.runInThisContext()(module.exports, require("node:module").createRequire(file), module, file, dirname(file));
+  if (cachedData === undefined || script.cachedDataRejected) {
+    process.once("exit", () => {
+      const temp = `${cacheFile}.${process.pid}.tmp`;
+      try {
+        fs.writeFileSync(temp, script.createCachedData());
+        fs.renameSync(temp, cacheFile);
+      } catch {
+        fs.rmSync(temp, { force: true });
+      }
+    });
+  }
+  return module.exports;
 }

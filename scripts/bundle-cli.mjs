@@ -8,9 +8,9 @@
 // - Modules reached only through a dynamic `import()` (jobs, MCP, lifecycle, fetch, the isolate
 //   runner) are bundled as lazily initialised functions: a tool call parses them but never runs their
 //   top level, nor loads the packages they import.
-// - Dependencies stay external, loaded from node_modules at run time (isolated-vm and better-sqlite3
-//   are native; those imported with a dynamic `import()` keep it), except the ones with no CommonJS
-//   entry (see isEsmOnly), which are bundled.
+// - Dependencies stay external, loaded from node_modules at run time with require() (isolated-vm and
+//   better-sqlite3 are native), except the ones with no CommonJS entry (see isEsmOnly), which are
+//   bundled.
 // - `import.meta.url` becomes the bundle's own file URL. dist/cli/ sits at the same depth as dist/src/,
 //   so PROJECT_ROOT (src/config.ts), the prelude files and the sandbox process entry under dist/
 //   resolve alike from the bundle and from the tsc output. The library (`import "animaworks-tool"`)
@@ -116,12 +116,18 @@ const run = spawnSync(
     "--format=cjs",
     "--platform=node",
     "--target=node20",
+    // import() of an external package becomes require(): the launcher compiles the bundle as a
+    // vm.Script (for its code cache), which has no loader for import().
+    "--supported:dynamic-import=false",
     ...externals,
     `--alias:node:fs/promises=${join(SHIM_DIR, "fs-promises.js")}`,
     `--alias:node:child_process=${join(SHIM_DIR, "child_process.js")}`,
     "--define:import.meta.url=__bundleFileUrl",
     '--banner:js=const __bundleFileUrl = require("node:url").pathToFileURL(__filename).href;',
     "--legal-comments=none",
+    // ASCII: see the check below. Without whitespace and comments: less for V8 to scan on every start.
+    "--charset=ascii",
+    "--minify-whitespace",
     "--log-level=warning",
     `--outfile=${join(OUT_DIR, "main.cjs")}`,
   ],
@@ -131,4 +137,14 @@ if (run.error) {
   console.error(`bundle-cli: could not run ${ESBUILD}: ${run.error.message}`);
   process.exit(1);
 }
-process.exit(run.status ?? 1);
+if (run.status !== 0) process.exit(run.status ?? 1);
+// bin/animaworks-tool.cjs reads the bundle as latin1 (no UTF-8 decoding; V8 keeps one byte per
+// character). esbuild's --charset=ascii escapes strings and identifiers but not regular expression
+// literals: write those with non-ASCII characters as `new RegExp(string)` (see src/policy/permissions.ts).
+const bundled = fs.readFileSync(join(OUT_DIR, "main.cjs"));
+const nonAscii = bundled.findIndex((byte) => byte > 0x7f);
+if (nonAscii >= 0) {
+  const line = bundled.subarray(0, nonAscii).toString("latin1").split("\n").length;
+  console.error(`bundle-cli: dist/cli/main.cjs line ${line} has a non-ASCII character the bundle cannot carry (a regular expression literal?); write it as an escape or build the pattern from a string`);
+  process.exit(1);
+}

@@ -103,9 +103,15 @@ function own(record: Record<string, unknown>, key: string): unknown {
 
 const TRUE_WORDS = new Set(["yes", "ok", "enabled", "true"]);
 const FALSE_WORDS = new Set(["no", "deny", "disabled", "false"]);
+// AnimaWorks' Japanese keys. The patterns are built from strings, not written as regular expression
+// literals: the CLI bundle must be pure ASCII (scripts/bundle-cli.mjs), and esbuild escapes non-ASCII
+// characters in strings but not in regular expression literals.
+const PERSONAL_JA = "個人ツール";
+const SHARED_JA = "共有ツール";
+const TOOL_CREATION_JA = "ツール作成";
 /** `- Personal tools: yes`, `* personal: OK`, `- 個人ツール: yes`, `共有ツール：no` (full-width colon too). */
-const TOOL_LINE = /^[-*]?\s*(personal(?:\s+tools?)?|shared(?:\s+tools?)?|個人ツール|共有ツール)\s*[:：]\s*(\S+)\s*$/i;
-const TOOL_HEADING = /^#{1,6}\s.*(tool[\s_-]*creation|ツール作成)/i;
+const TOOL_LINE = new RegExp(`^[-*]?\\s*(personal(?:\\s+tools?)?|shared(?:\\s+tools?)?|${PERSONAL_JA}|${SHARED_JA})\\s*[:：]\\s*(\\S+)\\s*$`, "i");
+const TOOL_HEADING = new RegExp(`^#{1,6}\\s.*(tool[\\s_-]*creation|${TOOL_CREATION_JA})`, "i");
 
 /**
  * Reads the tool-creation section of a legacy `permissions.md`. Only lines under a "Tool creation" /
@@ -130,7 +136,7 @@ export function parsePermissionsMarkdown(text: string): Permissions {
     if (value === undefined) {
       throw broken("permissions.md", `line ${index + 1}: "${match[2]}" is not yes/OK/enabled/true or no/deny/disabled/false`);
     }
-    if (key.startsWith("personal") || key === "個人ツール") toolCreation.personal = value;
+    if (key.startsWith("personal") || key === PERSONAL_JA) toolCreation.personal = value;
     else toolCreation.shared = value;
   }
   return { toolCreation, sandbox: { network: { mode: "public" } }, source: "permissions.md" };
