@@ -176,6 +176,11 @@ function positive(value: number | undefined, fallback: number, name: string): nu
 }
 
 function writeLogToStderr(record: LogRecord): void {
+  process.stderr.write(`${formatLogRecord(record)}\n`);
+}
+
+/** One log line as the default sink writes it: `[level] logger (anima/tool): message`. */
+export function formatLogRecord(record: LogRecord): string {
   const who = [record.anima, record.tool].filter(Boolean).join("/");
-  process.stderr.write(`[${record.level}] ${record.logger}${who ? ` (${who})` : ""}: ${record.message}\n`);
+  return `[${record.level}] ${record.logger}${who ? ` (${who})` : ""}: ${record.message}`;
 }

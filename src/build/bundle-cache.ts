@@ -1,62 +1,113 @@
-import { mkdir, readFile, rename, writeFile } from "node:fs/promises";
+import type { BigIntStats } from "node:fs";
+import { mkdir, readFile, rename, stat, writeFile } from "node:fs/promises";
 import { join } from "node:path";
 import type { ToolBundle } from "../isolation/protocol.js";
 import { sha256 } from "./sha256.js";
 
 export { sha256 };
 
-/** A random temp-file suffix. node:crypto is loaded here, on a write, not by every cached run. */
+/**
+ * A temp-file suffix unique among the writers of one cache folder (process id, then a random part for
+ * writers of one process). Not node:crypto: loading it costs a one-shot call ≈ 15 ms, and nothing here
+ * needs unpredictability; the folder is the host's own.
+ */
 function tempSuffix(): string {
-  return process.getBuiltinModule("node:crypto").randomBytes(6).toString("hex");
+  return `${process.pid}-${Math.random().toString(36).slice(2, 10)}`;
+}
+
+/** What identifies a file's version without reading it: device, inode, size, and both change times in ns. */
+export type FileSignature = [dev: string, ino: string, size: string, mtimeNs: string, ctimeNs: string];
+
+export function signatureOf(info: BigIntStats): FileSignature {
+  return [String(info.dev), String(info.ino), String(info.size), String(info.mtimeNs), String(info.ctimeNs)];
+}
+
+/** One file a bundle was built from, as it was read for that build. */
+export interface BundleInput {
+  path: string;
+  sha256: string;
+  signature: FileSignature;
 }
 
 interface CacheRecord {
   bundle: Omit<ToolBundle, "displayName">;
-  /** Every file the bundle was built from, with the hash it had then. */
-  inputs: Array<{ path: string; sha256: string }>;
+  /** Characters of `bundle.code`, a check against a damaged record. */
+  codeLength: number;
+  inputs: BundleInput[];
+  /** When the record was written (ms since the epoch): see `isRacy`. */
+  recordedAtMs: number;
 }
 
+export interface BundleCacheOptions {
+  /**
+   * A file whose change or modification time is this close to (or after) the moment its record was
+   * written may have changed again within the same timestamp tick without its status showing it (file
+   * systems keep times at a granularity of milliseconds to seconds): such an input is checked by
+   * content. Default: 3,000 ms.
+   */
+  racyWindowMs?: number;
+}
+
+const DEFAULT_RACY_WINDOW_MS = 3_000;
+
 /**
- * Bundles on disk, keyed by the entry file's path and content. A record is used only if every input
- * file still has the content it was built from, so an edit to an imported helper also rebuilds.
- * Writes are atomic (temp file + rename): a concurrent reader sees the old record or the new one.
+ * Bundles on disk, one record per tool entry file, with every file the bundle was built from.
+ *
+ * A record is used only while every input is unchanged. An input whose status (device, inode, size,
+ * change times) is the one recorded is unchanged without being read, unless the record is "racy" for
+ * it (see `racyWindowMs`); any other input is read and compared by SHA-256 with the content the bundle
+ * was built from. So a cached call reads only the records, and hashes nothing, once its files have
+ * settled; a record that needed reading is written again with the files' new status.
+ *
+ * The record is the host's own file (in the data dir's cache folder, which tools cannot reach), written
+ * atomically (temp file + rename): a concurrent reader sees the old record or the new one. Its code is
+ * trusted as written; a record that does not parse or whose code is not the recorded length is ignored.
  */
 export class BundleCache {
-  constructor(private readonly dir: string) {}
+  private readonly racyWindowMs: number;
 
-  /** `alreadyRead`: input files the caller has just read (the entry file), so they are not read twice. */
-  async get(key: string, alreadyRead?: { path: string; content: Buffer }): Promise<CacheRecord | undefined> {
+  constructor(
+    private readonly dir: string,
+    options: BundleCacheOptions = {},
+  ) {
+    this.racyWindowMs = options.racyWindowMs ?? DEFAULT_RACY_WINDOW_MS;
+  }
+
+  async get(key: string): Promise<CacheRecord | undefined> {
     let record: CacheRecord;
     try {
       record = JSON.parse(await readFile(this.file(key), "utf8")) as CacheRecord;
     } catch {
       return undefined;
     }
-    if (!record?.bundle || typeof record.bundle.code !== "string" || !Array.isArray(record.inputs)) return undefined;
+    if (!isWellFormed(record)) return undefined;
+    let reread = false;
+    const current: BundleInput[] = [];
     for (const input of record.inputs) {
-      const content = input.path === alreadyRead?.path ? alreadyRead.content : await readFile(input.path).catch(() => undefined);
+      let info: BigIntStats;
+      try {
+        info = await stat(input.path, { bigint: true });
+      } catch {
+        return undefined;
+      }
+      const signature = signatureOf(info);
+      if (sameSignature(signature, input.signature) && !isRacy(info, record.recordedAtMs, this.racyWindowMs)) {
+        current.push(input);
+        continue;
+      }
+      const content = await readFile(input.path).catch(() => undefined);
       if (!content || sha256(content) !== input.sha256) return undefined;
+      // Status taken before the read: if the file changed in between, the next check reads it again.
+      current.push({ path: input.path, sha256: input.sha256, signature });
+      reread = true;
     }
-    if (sha256(record.bundle.code) !== record.bundle.hash) return undefined;
+    if (reread) await this.write(key, { ...record, inputs: current, recordedAtMs: Date.now() });
     return record;
   }
 
-  async put(key: string, bundle: ToolBundle, inputPaths: string[]): Promise<void> {
-    const inputs: CacheRecord["inputs"] = [];
-    for (const path of inputPaths) {
-      const content = await readFile(path).catch(() => undefined);
-      if (!content) return; // an input vanished mid-build: do not cache a bundle we cannot verify later
-      inputs.push({ path, sha256: sha256(content) });
-    }
-    const record: CacheRecord = { bundle: { hash: bundle.hash, code: bundle.code }, inputs };
-    try {
-      await mkdir(this.dir, { recursive: true });
-      const temp = `${this.file(key)}.${tempSuffix()}.tmp`;
-      await writeFile(temp, JSON.stringify(record));
-      await rename(temp, this.file(key));
-    } catch {
-      // The cache is an optimisation: a read-only data dir still works, just slower.
-    }
+  /** `inputs`: every file the bundle was built from, as the build read it (see the bundler's loader). */
+  async put(key: string, bundle: ToolBundle, inputs: BundleInput[]): Promise<void> {
+    await this.write(key, { bundle: { hash: bundle.hash, code: bundle.code }, codeLength: bundle.code.length, inputs, recordedAtMs: Date.now() });
   }
 
   /** Small JSON side records keyed by bundle hash (e.g. a tool's validated description). */
@@ -69,18 +120,49 @@ export class BundleCache {
   }
 
   async putMeta(name: string, value: unknown): Promise<void> {
+    await this.writeAtomically(join(this.dir, `${name}.meta.json`), JSON.stringify(value));
+  }
+
+  private async write(key: string, record: CacheRecord): Promise<void> {
+    await this.writeAtomically(this.file(key), JSON.stringify(record));
+  }
+
+  private async writeAtomically(target: string, text: string): Promise<void> {
     try {
       await mkdir(this.dir, { recursive: true });
-      const target = join(this.dir, `${name}.meta.json`);
       const temp = `${target}.${tempSuffix()}.tmp`;
-      await writeFile(temp, JSON.stringify(value));
+      await writeFile(temp, text);
       await rename(temp, target);
     } catch {
-      // optimisation only
+      // The cache is an optimisation: a read-only data dir still works, just slower.
     }
   }
 
   private file(key: string): string {
     return join(this.dir, `${key}.bundle.json`);
   }
+}
+
+function isWellFormed(record: CacheRecord): boolean {
+  return (
+    typeof record?.bundle?.code === "string" &&
+    typeof record.bundle.hash === "string" &&
+    record.bundle.code.length === record.codeLength &&
+    typeof record.recordedAtMs === "number" &&
+    Array.isArray(record.inputs) &&
+    record.inputs.every((input) => typeof input?.path === "string" && typeof input.sha256 === "string" && Array.isArray(input.signature))
+  );
+}
+
+function sameSignature(a: FileSignature, b: FileSignature): boolean {
+  return a.length === b.length && a.every((part, index) => part === b[index]);
+}
+
+/**
+ * True when the file's times are within `windowMs` of the record's own time, or after it: a later
+ * write in the same timestamp tick would leave size and times as recorded (git's "racily clean").
+ */
+export function isRacy(info: BigIntStats, recordedAtMs: number, windowMs: number): boolean {
+  const threshold = BigInt(Math.floor(recordedAtMs - windowMs)) * 1_000_000n;
+  return info.ctimeNs >= threshold || info.mtimeNs >= threshold;
 }

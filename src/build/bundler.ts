@@ -1,9 +1,9 @@
-import { readFile, realpath, stat } from "node:fs/promises";
+import { open, realpath, stat } from "node:fs/promises";
 import { extname, isAbsolute, relative, resolve, sep } from "node:path";
 import type { Plugin } from "esbuild";
 import type { ErrorInfo } from "../errors.js";
 import type { ToolBundle } from "../isolation/protocol.js";
-import { BundleCache, sha256 } from "./bundle-cache.js";
+import { BundleCache, type BundleCacheOptions, type BundleInput, sha256, signatureOf } from "./bundle-cache.js";
 import { TOOL_API_EXPORTS, TOOL_API_MODULE } from "./tool-api.js";
 
 /**
@@ -24,8 +24,8 @@ export interface ToolSourceFile {
 
 export type BuildResult = { ok: true; bundle: ToolBundle; fromCache: boolean } | { ok: false; error: ErrorInfo };
 
-/** Bump when the bundle format or the prelude contract changes, to invalidate old caches. */
-const BUILD_FORMAT_VERSION = "1";
+/** Bump when the bundle format, the cache record or the prelude contract changes, to invalidate old caches. */
+const BUILD_FORMAT_VERSION = "2";
 const EXTENSIONS = ["", ".ts", ".mts", ".js", ".mjs", "/index.ts", "/index.js"];
 /**
  * What a tool may import: code and JSON. esbuild would also accept CSS, which in a script bundle
@@ -36,21 +36,22 @@ const IMPORTABLE = new Set([".ts", ".mts", ".cts", ".js", ".mjs", ".cjs", ".json
 export class ToolBundler {
   readonly cache: BundleCache;
 
-  constructor(cacheDir: string) {
-    this.cache = new BundleCache(cacheDir);
+  constructor(cacheDir: string, cacheOptions?: BundleCacheOptions) {
+    this.cache = new BundleCache(cacheDir, cacheOptions);
   }
 
   async build(source: ToolSourceFile): Promise<BuildResult> {
-    let entryBytes: Buffer;
+    // One record per entry file; whether it still holds is the cache's question (its inputs' status,
+    // else their content).
+    const key = sha256(`${BUILD_FORMAT_VERSION}\0${source.path}`);
+    const cached = await this.cache.get(key);
+    if (cached) return { ok: true, bundle: { ...cached.bundle, displayName: source.displayName }, fromCache: true };
+
     try {
-      entryBytes = await readFile(source.path);
+      await stat(source.path);
     } catch {
       return { ok: false, error: { type: "LoadError", message: `${source.displayName} could not be read` } };
     }
-    const key = sha256(`${BUILD_FORMAT_VERSION}\0${source.path}\0${entryBytes.toString("utf8")}`);
-    const cached = await this.cache.get(key, { path: source.path, content: entryBytes });
-    if (cached) return { ok: true, bundle: { ...cached.bundle, displayName: source.displayName }, fromCache: true };
-
     const built = await bundleWithEsbuild(source);
     if (!built.ok) return built;
     const code = `${built.code}\n;__awRegister(typeof __awToolModule === "undefined" ? {} : __awToolModule);\n`;
@@ -62,7 +63,7 @@ export class ToolBundler {
 
 async function bundleWithEsbuild(
   source: ToolSourceFile,
-): Promise<{ ok: true; code: string; inputs: string[] } | { ok: false; error: ErrorInfo }> {
+): Promise<{ ok: true; code: string; inputs: BundleInput[] } | { ok: false; error: ErrorInfo }> {
   const esbuild = await import("esbuild");
   let folderReal: string;
   try {
@@ -77,13 +78,13 @@ async function bundleWithEsbuild(
       error: { type: "LoadError", message: `${source.displayName} is a link to a file outside its tools folder`, hint: "replace the link with the file itself" },
     };
   }
+  const inputs = new Map<string, BundleInput>();
   try {
     const result = await esbuild.build({
       entryPoints: [entryReal],
       absWorkingDir: folderReal,
       bundle: true,
       write: false,
-      metafile: true,
       format: "iife",
       globalName: "__awToolModule",
       platform: "neutral",
@@ -94,14 +95,11 @@ async function bundleWithEsbuild(
       // sandbox has nothing to load: refuse them when building, with esbuild's own message.
       logOverride: { "unsupported-dynamic-import": "error", "unsupported-require-call": "error" },
       legalComments: "none",
-      plugins: [importPolicy(folderReal, source.displayName)],
+      plugins: [importPolicy(folderReal, source.displayName), recordInputs(inputs)],
     });
     const output = result.outputFiles[0];
     if (!output) return { ok: false, error: { type: "LoadError", message: `${source.displayName} produced no output` } };
-    const inputs = Object.keys(result.metafile.inputs)
-      .filter((input) => !input.startsWith(`${TOOL_API_MODULE_NAMESPACE}:`))
-      .map((input) => resolve(folderReal, input));
-    return { ok: true, code: output.text, inputs };
+    return { ok: true, code: output.text, inputs: [...inputs.values()] };
   } catch (error) {
     return { ok: false, error: describeBuildFailure(error, folderReal, source.displayName) };
   }
@@ -139,6 +137,32 @@ function importPolicy(folderReal: string, displayName: string): Plugin {
     },
   };
 }
+
+/**
+ * Reads every file of the bundle itself, recording each one's status and SHA-256 from the same open
+ * descriptor as its content: the cache record then describes exactly what was bundled, even if a file
+ * changes during the build (it would no longer match, and be rebuilt).
+ */
+function recordInputs(inputs: Map<string, BundleInput>): Plugin {
+  return {
+    name: "animaworks-record-inputs",
+    setup(build) {
+      build.onLoad({ filter: /.*/, namespace: "file" }, async (args) => {
+        const handle = await open(args.path, "r");
+        try {
+          const info = await handle.stat({ bigint: true });
+          const contents = await handle.readFile();
+          inputs.set(args.path, { path: args.path, sha256: sha256(contents), signature: signatureOf(info) });
+          return { contents, loader: LOADERS[extname(args.path)] ?? "js" };
+        } finally {
+          await handle.close();
+        }
+      });
+    },
+  };
+}
+
+const LOADERS: Record<string, "ts" | "js" | "json"> = { ".ts": "ts", ".mts": "ts", ".cts": "ts", ".js": "js", ".mjs": "js", ".cjs": "js", ".json": "json" };
 
 function isRelativeSpecifier(specifier: string): boolean {
   return specifier === "." || specifier === ".." || specifier.startsWith("./") || specifier.startsWith("../");

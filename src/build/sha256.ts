@@ -2,10 +2,11 @@
  * SHA-256 (FIPS 180-4) as lowercase hex, identical to `createHash("sha256").update(input).digest("hex")`.
  *
  * Why not always node:crypto: loading it (with the stream modules it pulls in) costs a one-shot CLI call
- * ≈ 10 ms, while hashing what a cached call hashes for a small tool (its source and its bundle, about a
- * KiB each) takes 1–2 ms here. Unoptimised JavaScript is slow per byte, though (≈ 1 ms per KiB), so only
- * the first `JS_BUDGET_BYTES` a process hashes are hashed here; after that (a larger tool, a long-running
- * host), everything goes to node:crypto, and a larger tool pays at most a few ms more than before.
+ * ≈ 15 ms, while what a cached call hashes is small: its cache key (a path), and the files of a record
+ * that is still checked by content (a tool edited seconds ago, see bundle-cache.ts). Unoptimised
+ * JavaScript is slow per byte, though (≈ 1 ms per KiB), so only the first `JS_BUDGET_BYTES` a process
+ * hashes are hashed here; after that (a larger tool, a build, a long-running host), everything goes to
+ * node:crypto.
  */
 const JS_BUDGET_BYTES = 4 * 1024;
 let hashedInJsBytes = 0;

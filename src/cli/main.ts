@@ -1,6 +1,6 @@
 import { readFile } from "node:fs/promises";
 import { join } from "node:path";
-import { PROJECT_ROOT, animaDirFromEnv, dataDirFromEnv, defaultDataDir } from "../config.js";
+import { PROJECT_ROOT, animaDirFromEnv, dataDirFromEnv, defaultDataDir, formatLogRecord } from "../config.js";
 import { ToolHostError } from "../errors.js";
 import { type CallResult, type ToolHost, type ToolInfo, createHost } from "../host.js";
 import { RESERVED_NAMES } from "../registry/discovery.js";
@@ -39,7 +39,9 @@ export async function main(argv: string[], out: Output = defaultOutput()): Promi
     const { dataDir, anima } = await resolveIdentity(identityOptions);
     // Long-running commands get supervised sandbox processes; a one-shot call runs isolates in-process.
     const longRunning = rest[0] === "mcp";
-    host = createHost({ dataDir, isolation: longRunning ? "process" : "in-process" });
+    // Log lines go through the CLI's own stderr writer (synchronous; process.stderr would load Node's
+    // stream modules, ≈ 10 ms of a one-shot call).
+    host = createHost({ dataDir, isolation: longRunning ? "process" : "in-process", onLog: (record) => out.stderr(formatLogRecord(record)) });
     return await run(host, rest, options, anima, out);
   } catch (error) {
     const info = error instanceof ToolHostError ? error.toInfo() : { type: "ExecutionError" as const, message: String(error instanceof Error ? error.message : error) };

@@ -5,7 +5,10 @@ import { type BuildResult, ToolBundler } from "../../src/build/bundler.js";
 import { type TempDataDir, makeDataDir } from "../helpers/data-dir.js";
 import { installFixtures } from "../helpers/tools.js";
 
-/** Bundles are cached on disk by content; a record is trusted only while every input file is unchanged. */
+/**
+ * Bundles are cached on disk, one record per tool; a record is trusted only while every input file is
+ * unchanged: by its status once settled, else by its content.
+ */
 describe("bundle cache", () => {
   let data: TempDataDir;
   let folder: string;
@@ -70,6 +73,52 @@ describe("bundle cache", () => {
     expect(second.bundle.code).toBe(first.bundle.code);
     writeFileSync(file, "{ not json");
     expect(ok(await new ToolBundler(cacheDir).build(source)).fromCache).toBe(false);
+  });
+
+  function recordFile(): string {
+    return join(cacheDir, readdirSync(cacheDir).find((f) => f.endsWith(".bundle.json"))!);
+  }
+
+  /** Rewrites the record so that it claims other content for every input, keeping their status. */
+  function falsifyRecordedContent(): void {
+    const record = JSON.parse(readFileSync(recordFile(), "utf8")) as { inputs: Array<{ sha256: string }> };
+    for (const input of record.inputs) input.sha256 = "0".repeat(64);
+    writeFileSync(recordFile(), JSON.stringify(record));
+  }
+
+  it("trusts an input whose status is as recorded and settled, without reading it", async () => {
+    ok(await new ToolBundler(cacheDir, { racyWindowMs: 0 }).build(source));
+    falsifyRecordedContent();
+    // Status unchanged and not racy: the (falsified) content hashes are never consulted.
+    expect(ok(await new ToolBundler(cacheDir, { racyWindowMs: 0 }).build(source)).fromCache).toBe(true);
+  });
+
+  it("checks by content an input changed close to when its record was written (same-tick edits)", async () => {
+    ok(await new ToolBundler(cacheDir).build(source));
+    falsifyRecordedContent();
+    // Within the racy window the status alone is not believed: the content decides, and differs.
+    expect(ok(await new ToolBundler(cacheDir).build(source)).fromCache).toBe(false);
+  });
+
+  it("sees an in-place edit of the same size made right after the build", async () => {
+    const first = ok(await new ToolBundler(cacheDir).build(source));
+    const helper = join(folder, "lib", "_pad.ts");
+    const text = readFileSync(helper, "utf8");
+    const edited = text.replace('"."', '"*"');
+    expect(edited).not.toBe(text);
+    writeFileSync(helper, edited); // same size, same inode, possibly the same timestamp tick
+    const second = await new ToolBundler(cacheDir).build(source);
+    expect(second.ok && second.fromCache).toBe(false);
+    expect(second.ok && second.bundle.hash).not.toBe(first.bundle.hash);
+  });
+
+  it("writes a record again after checking it by content, so that it settles", async () => {
+    ok(await new ToolBundler(cacheDir).build(source));
+    const before = (JSON.parse(readFileSync(recordFile(), "utf8")) as { recordedAtMs: number }).recordedAtMs;
+    await new Promise((resolve) => setTimeout(resolve, 5));
+    expect(ok(await new ToolBundler(cacheDir).build(source)).fromCache).toBe(true); // racy: read and verified
+    const after = (JSON.parse(readFileSync(recordFile(), "utf8")) as { recordedAtMs: number }).recordedAtMs;
+    expect(after).toBeGreaterThan(before);
   });
 
   it("still builds when the cache folder cannot be written", async () => {
