@@ -225,6 +225,12 @@ describe("the bin launcher", () => {
     expect(JSON.parse(run.stdout).saved).toEqual({ title: "s", body: "t" });
   });
 
+  it("still runs from the former ES module launcher, bin/animaworks-tool.mjs", () => {
+    const run = spawnSync(process.execPath, [join(PROJECT_ROOT, "bin", "animaworks-tool.mjs"), "--demo", "greet", "hello", "Old"], { encoding: "utf8" });
+    expect(run.status).toBe(0);
+    expect(run.stdout).toBe("Hello, Old!\n");
+  });
+
   it("compiles the bundle with a V8 code cache, and replaces a cache V8 rejects", () => {
     const cacheFile = join(PROJECT_ROOT, "dist", "cli", "main.cjs.v8-cache");
     writeFileSync(cacheFile, "not a V8 code cache");
