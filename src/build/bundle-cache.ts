@@ -162,7 +162,7 @@ function sameSignature(a: FileSignature, b: FileSignature): boolean {
  * True when the file's times are within `windowMs` of the record's own time, or after it: a later
  * write in the same timestamp tick would leave size and times as recorded (git's "racily clean").
  */
-export function isRacy(info: BigIntStats, recordedAtMs: number, windowMs: number): boolean {
+function isRacy(info: BigIntStats, recordedAtMs: number, windowMs: number): boolean {
   const threshold = BigInt(Math.floor(recordedAtMs - windowMs)) * 1_000_000n;
   return info.ctimeNs >= threshold || info.mtimeNs >= threshold;
 }

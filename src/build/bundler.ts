@@ -1,4 +1,5 @@
-import { open, realpath, stat } from "node:fs/promises";
+import { constants } from "node:fs";
+import { access, open, realpath, stat } from "node:fs/promises";
 import { extname, isAbsolute, relative, resolve, sep } from "node:path";
 import type { Plugin } from "esbuild";
 import type { ErrorInfo } from "../errors.js";
@@ -48,7 +49,7 @@ export class ToolBundler {
     if (cached) return { ok: true, bundle: { ...cached.bundle, displayName: source.displayName }, fromCache: true };
 
     try {
-      await stat(source.path);
+      await access(source.path, constants.R_OK);
     } catch {
       return { ok: false, error: { type: "LoadError", message: `${source.displayName} could not be read` } };
     }
