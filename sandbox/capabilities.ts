@@ -18,8 +18,8 @@ interface CapabilityBridge {
 
 interface CapabilityApi {
   api: Record<string, unknown>;
-  /** The host's answer to capability call `id`. */
-  settle(id: number, replyJson: string): void;
+  /** The host's answers to capability calls: JSON text of `[[id, reply], …]`. */
+  settleMany(batchJson: string): void;
   /** The host-chosen error type of an error this module created, else undefined. */
   errorTypeOf(error: unknown): string | undefined;
   endCall(): void;
@@ -40,6 +40,8 @@ function installCapabilities(
   const promiseCtor = Promise;
   const weakSetHas = WeakSet.prototype.has;
   const weakSetAdd = WeakSet.prototype.add;
+  const isArray = Array.isArray;
+  // Also enforced by the host, on its own count (call-ledger.ts); this early refusal only saves a round trip.
   const MAX_IN_FLIGHT = 64;
 
   type Pending = { resolve(value: unknown): void; reject(error: unknown): void; decode(value: unknown): unknown };
@@ -73,17 +75,27 @@ function installCapabilities(
     });
   }
 
-  function settle(id: number, replyJson: string): void {
+  type Reply = { ok: boolean; value?: unknown; error?: { type?: unknown; message?: unknown } };
+
+  /** One host entry delivers every answer that was ready, so a flood of calls costs few entries. */
+  function settleMany(batchJson: string): void {
+    let batch: unknown;
+    try {
+      batch = jsonParse(batchJson);
+    } catch {
+      return;
+    }
+    if (!isArray(batch)) return;
+    for (let i = 0; i < batch.length; i++) {
+      const item = batch[i] as unknown;
+      if (isArray(item) && typeof item[0] === "number" && typeof item[1] === "object" && item[1] !== null) settle(item[0], item[1] as Reply);
+    }
+  }
+
+  function settle(id: number, reply: Reply): void {
     const waiting = pending.get(id);
     if (!waiting) return;
     pending.delete(id);
-    let reply: { ok: boolean; value?: unknown; error?: { type?: unknown; message?: unknown } };
-    try {
-      reply = jsonParse(replyJson);
-    } catch {
-      waiting.reject(new CapabilityError("ExecutionError", "the host's answer could not be read"));
-      return;
-    }
     if (reply.ok) {
       try {
         waiting.resolve(waiting.decode(reply.value));
@@ -215,5 +227,5 @@ function installCapabilities(
     pending.clear();
   }
 
-  return { api: { fs, fetch, getCredential, get_credential: getCredential, progress, isCancelled, CapabilityError }, settle, errorTypeOf, endCall };
+  return { api: { fs, fetch, getCredential, get_credential: getCredential, progress, isCancelled, CapabilityError }, settleMany, errorTypeOf, endCall };
 }

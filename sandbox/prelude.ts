@@ -1,11 +1,15 @@
 /*
  * The prelude: runs inside every isolate before the tool bundle. It builds the `@animaworks/tool` module,
- * removes globals that would escape the memory limit or the timeout, and defines the single entry point
- * the host calls.
+ * removes globals that would escape the memory limit or the timeout, and returns the entry points the
+ * host calls.
  *
  * Invariants:
  *  - The host puts `__awHost` (isolated-vm callbacks) on the global before this script runs; the prelude
  *    captures them in closures and deletes the global, so tool code can never reach a host reference.
+ *  - The entry points the host calls (`PreludeEntry`) are the script's completion value, read by the host
+ *    as a reference: they are never stored on the global or anywhere else tool code can reach, so a tool
+ *    cannot re-enter its own call with other limits, fire timers or forge capability answers. The host
+ *    enforces every limit again on its side in any case (call-ledger.ts).
  *  - Intrinsics the prelude relies on are captured before any tool code runs, so a tool that patches
  *    `JSON`, `Array.prototype` or `Promise` cannot change how its own result is framed. It could still
  *    corrupt its own prelude's output; the host therefore re-validates everything it receives as text.
@@ -22,7 +26,7 @@ interface HostBridge {
   clearTimer(id: number): void;
   /** Asks the host to end the current call now, as `reason` (e.g. "MemoryLimit"). */
   stop(reason: string): void;
-  /** Starts capability call `id` (capabilities.ts); the host answers through `__awEntry.settleCapability`. */
+  /** Starts capability call `id` (capabilities.ts); the host answers through `PreludeEntry.settleCapabilities`. */
   capability(id: number, name: string, argsJson: string): void;
 }
 
@@ -32,7 +36,21 @@ type Envelope = (
   | { ok: false; errorType: string; message: string }
 ) & { recycle?: boolean };
 
-(function installPrelude(global: Record<string, unknown>) {
+/** What the host holds (as isolated-vm references); see the invariant above. */
+interface PreludeEntry {
+  describe(): Promise<string>;
+  call(entry: string, schemaName: string, payloadJson: string, maxBytes: number, maxLogLines: number, maxLogChars: number): Promise<string>;
+  fireTimer(id: number): void;
+  /** Answers capability calls: JSON text of `[[id, reply], …]`, all answers ready when the host entered. */
+  settleCapabilities(batchJson: string): void;
+}
+
+/**
+ * Called once, by the last line of the prelude script (prelude-source.ts), whose completion value its
+ * result becomes. A function declaration of the script's own wrapper scope, never a global.
+ */
+// eslint-disable-next-line @typescript-eslint/no-unused-vars
+function installPrelude(global: Record<string, unknown>): PreludeEntry {
   const host = global["__awHost"] as HostBridge;
   delete global["__awHost"];
 
@@ -390,8 +408,5 @@ type Envelope = (
     logLinesLeft = 0;
   }
 
-  defineProperty(global, "__awEntry", {
-    ...hidden,
-    value: freeze({ describe: () => sealed(describeModule()), call: callTool, fireTimer, settleCapability: capabilities.settle, endCall }),
-  });
-})(globalThis as unknown as Record<string, unknown>);
+  return freeze({ describe: () => sealed(describeModule()), call: callTool, fireTimer, settleCapabilities: capabilities.settleMany });
+}

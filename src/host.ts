@@ -35,7 +35,14 @@ export function createHost(options: HostOptions = {}): ToolHost {
     log: config.onLog,
     network: lazyNetwork(config, audit),
   });
-  const executor = createExecutor(config, (line) => forwardToolLog(config, line, capabilities), capabilities.invoke);
+  const executor = createExecutor(config, (line) => forwardToolLog(config, line, capabilities), capabilities.invoke, {
+    onRefusal: (context, name, error) =>
+      audit.append({ kind: "capability", anima: context.anima, tool: context.tool, operation: name, target: "", outcome: "denied", reason: `${error.type}: ${error.message}` }),
+    onViolation: (message) => {
+      audit.append({ kind: "sandbox_crash", message });
+      config.onLog({ level: "error", logger: "animaworks.host", message });
+    },
+  });
   const bundler = new ToolBundler(config.cacheDir);
   const registry = new ToolRegistry({
     dataDir: config.dataDir,

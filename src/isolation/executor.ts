@@ -1,13 +1,20 @@
 import type { HostConfig } from "../config.js";
-import type { CallOutcome, CallRequest, CapabilityInvoker, DescribeOutcome, DescribeRequest, Executor, ToolLogLine } from "./protocol.js";
+import type { ErrorInfo } from "../errors.js";
+import type { CallContext, CallOutcome, CallRequest, CapabilityInvoker, DescribeOutcome, DescribeRequest, Executor, ToolLogLine } from "./protocol.js";
 import type { IsolateRunner } from "./isolate-runner.js";
 import { SandboxPool } from "./sandbox-pool.js";
 
 /** The sandbox pool behind each host (keyed by the host's resolved config, which `host.config` exposes). */
 const pools = new WeakMap<HostConfig, SandboxPool>();
 
+/** What the host learns from the executor besides results: refusals by its limits, protocol violations. */
+export interface ExecutorReports {
+  onRefusal?: (context: CallContext, name: string, error: ErrorInfo) => void;
+  onViolation?: (message: string) => void;
+}
+
 /** Picks where isolates run (see `HostOptions.isolation`). */
-export function createExecutor(config: HostConfig, onLog: (line: ToolLogLine) => void, invokeCapability?: CapabilityInvoker): Executor {
+export function createExecutor(config: HostConfig, onLog: (line: ToolLogLine) => void, invokeCapability?: CapabilityInvoker, reports: ExecutorReports = {}): Executor {
   const reportLost = (reason: string) => {
     try {
       config.onLog({ level: "error", logger: "animaworks.host", message: `${reason}; in-process isolation cannot reclaim it (use isolation "process" for long-running hosts)` });
@@ -15,8 +22,14 @@ export function createExecutor(config: HostConfig, onLog: (line: ToolLogLine) =>
       // nowhere else to report it
     }
   };
-  if (config.isolation === "in-process") return new InProcessExecutor(config.maxIdleIsolates, onLog, reportLost, invokeCapability);
-  const pool = new SandboxPool({ processes: config.sandboxProcesses, maxIdleIsolates: config.maxIdleIsolates, onLog, ...(invokeCapability ? { invokeCapability } : {}) });
+  if (config.isolation === "in-process") return new InProcessExecutor(config.maxIdleIsolates, onLog, reportLost, invokeCapability, reports);
+  const pool = new SandboxPool({
+    processes: config.sandboxProcesses,
+    maxIdleIsolates: config.maxIdleIsolates,
+    onLog,
+    ...(invokeCapability ? { invokeCapability } : {}),
+    ...reports,
+  });
   pools.set(config, pool);
   return pool;
 }
@@ -47,6 +60,7 @@ class InProcessExecutor implements Executor {
     private readonly onLog: (line: ToolLogLine) => void,
     private readonly onUnrecoverable: (reason: string) => void,
     private readonly invokeCapability: CapabilityInvoker | undefined,
+    private readonly reports: ExecutorReports,
   ) {}
 
   private get(): Promise<Executor> {
@@ -56,6 +70,7 @@ class InProcessExecutor implements Executor {
         onLog: this.onLog,
         onUnrecoverable: this.onUnrecoverable,
         ...(this.invokeCapability ? { invokeCapability: this.invokeCapability } : {}),
+        ...(this.reports.onRefusal ? { onRefusal: this.reports.onRefusal } : {}),
       });
       return this.loaded;
     });

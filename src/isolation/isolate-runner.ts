@@ -1,11 +1,13 @@
 import ivm from "isolated-vm";
 import type { ErrorInfo } from "../errors.js";
+import { type CapabilityLimits, CallLedger, CapabilityBudget } from "./call-ledger.js";
 import { Abandoned, CallGuard, EntryTracker, STOP_GRACE_MS, type StopReason, unlessAbandoned } from "./call-guard.js";
 import { parseCallEnvelope, parseDescribeEnvelope } from "./envelope.js";
 import { classifyIvmError, ivmErrorInfo, stripHostDetails } from "./ivm-errors.js";
-import { type ActiveCall, IsolatePool, PooledIsolate } from "./pooled-isolate.js";
+import { type ActiveCall, type Entry, IsolatePool, PooledIsolate } from "./pooled-isolate.js";
 import { readPrelude } from "./prelude-source.js";
 import type {
+  CallContext,
   CapabilityInvoker,
   CapabilityReply,
   CallOutcome,
@@ -33,6 +35,14 @@ import { monotonicMs } from "../clock.js";
  *  - An isolate isolated-vm disposed by itself (not the host) was stopped by its memory limit.
  *  - Values cross into the isolate as copies of strings and numbers; out of it, only the envelope string.
  *    Host callbacks never throw into the isolate (their errors would carry host stacks).
+ *  - Limits are kept here, outside the isolate, on the runner's own counts (`CallLedger`): log lines,
+ *    timers and capability calls per call. Only denials the host issued leave a call as denials.
+ *  - Only a call's first entry carries an isolated-vm `timeout`. Re-entries (timer callbacks, capability
+ *    answers) carry none: each timeout arms a timer on isolated-vm's timer thread that stays queued until
+ *    its deadline even after the entry returned, and a flood of re-entries left hundreds of thousands of
+ *    them due at one instant, which that thread pops recursively until its stack overflows (SIGSEGV).
+ *    The `CallGuard` stops any entry at the deadline by disposing the isolate. Capability answers that
+ *    are ready together enter as one batch, and at most one such entry per isolate is outstanding.
  */
 export interface IsolateRunnerOptions {
   /** Idle warm isolates kept; least recently used beyond this are disposed. Default: 64. */
@@ -50,12 +60,15 @@ export interface IsolateRunnerOptions {
   onUnrecoverable?: (reason: string) => void;
   /** Runs the capabilities tools ask for (fs, fetch, credentials). Default: every capability is refused. */
   invokeCapability?: CapabilityInvoker;
+  /** Capability calls and bytes in flight (see `CapabilityLimits` for the defaults). */
+  capabilityLimits?: Partial<CapabilityLimits>;
+  /** Told of each capability request refused by a host-side limit (a bypassed prelude). */
+  onRefusal?: (context: CallContext, name: string, error: ErrorInfo) => void;
 }
 
-/** Longest JSON argument text a capability call may carry (a 10 MiB write in base64, and then some). */
-const MAX_CAPABILITY_ARGS_CHARS = 16 * 1024 * 1024;
-
 const MAX_TIMER_DELAY_MS = 2_147_483_647;
+/** Timers one call may have pending, counted here (the prelude keeps the same limit). */
+const MAX_TIMERS_PER_CALL = 1000;
 
 export class IsolateRunner implements Executor {
   private readonly prelude: string;
@@ -63,6 +76,8 @@ export class IsolateRunner implements Executor {
   private readonly onLog: (line: ToolLogLine) => void;
   private readonly onUnrecoverable: (reason: string) => void;
   private readonly invokeCapability: CapabilityInvoker;
+  private readonly budget: CapabilityBudget;
+  private readonly onRefusal: IsolateRunnerOptions["onRefusal"];
   /** V8 code cache for the prelude, so later isolates skip parsing it. */
   private preludeCache: ivm.ExternalCopy<ArrayBuffer> | undefined;
   private closed = false;
@@ -84,6 +99,8 @@ export class IsolateRunner implements Executor {
     this.invokeCapability =
       options.invokeCapability ??
       (async (): Promise<CapabilityReply> => ({ ok: false, error: { type: "PermissionDenied", message: "capabilities are not available in this host" } }));
+    this.budget = new CapabilityBudget(options.capabilityLimits);
+    this.onRefusal = options.onRefusal;
   }
 
   async describe(request: DescribeRequest): Promise<DescribeOutcome> {
@@ -137,14 +154,15 @@ export class IsolateRunner implements Executor {
     const deadline = startedAt + request.timeoutMs;
     const limits = { timeoutMs: request.timeoutMs, memoryLimitMb: request.memoryLimitMb, maxResultBytes: request.maxResultBytes };
     const key = `${request.context.anima}\0${request.bundle.hash}\0${request.memoryLimitMb}`;
+    if (this.closed) return { ok: false, error: { type: "SandboxCrashed", message: "the host is shutting down" }, durationMs: 0 };
+    const ledger = new CallLedger(request.context, { maxLogLines: request.maxLogLines, maxLogLineChars: request.maxLogLineChars }, this.budget, this.onRefusal);
     const done = (outcome: { ok: true; value: ResultValue } | { ok: false; error: ErrorInfo }): CallOutcome => ({
-      ...(outcome.ok ? { ok: true, value: outcome.value } : { ok: false, error: outcome.error }),
+      ...(outcome.ok ? { ok: true, value: outcome.value } : { ok: false, error: ledger.judge(outcome.error) }),
       durationMs: monotonicMs() - startedAt,
     });
-    if (this.closed) return done({ ok: false, error: { type: "SandboxCrashed", message: "the host is shutting down" } });
 
     const guard = new CallGuard(request.timeoutMs);
-    const active: ActiveCall = { context: request.context, deadline, guard, timers: new Map() };
+    const active: ActiveCall = { context: request.context, deadline, guard, timers: new Map(), ledger, replies: [], settling: false };
     let pooled: PooledIsolate | undefined;
     let reusable = false;
     onGuard(guard);
@@ -173,6 +191,7 @@ export class IsolateRunner implements Executor {
       return done({ ok: false, error: this.failureInfo(error, limits, guard, pooled) });
     } finally {
       guard.finish();
+      ledger.end(guard.stopReason ?? "returned");
       for (const timer of active.timers.values()) clearTimeout(timer);
       if (pooled) {
         pooled.active = undefined;
@@ -248,15 +267,15 @@ export class IsolateRunner implements Executor {
       });
       const produced = (preludeScript as ivm.Script & { cachedData?: ivm.ExternalCopy<ArrayBuffer> }).cachedData;
       if (!this.preludeCache && produced) this.preludeCache = produced;
-      await preludeScript.run(context, { timeout: 1_000 });
-      const entryRef = await context.global.get("__awEntry", { reference: true });
+      // The entry object is the script's completion value, never a global (see prelude.ts).
+      const entryRef = (await preludeScript.run(context, { timeout: 1_000, reference: true })) as ivm.Reference<{ [K in keyof Entry]: Entry[K] extends ivm.Reference<infer F> ? F : never }>;
       pooled.entry = {
         call: await entryRef.get("call", { reference: true }),
         describe: await entryRef.get("describe", { reference: true }),
         fireTimer: await entryRef.get("fireTimer", { reference: true }),
-        settleCapability: await entryRef.get("settleCapability", { reference: true }),
-        endCall: await entryRef.get("endCall", { reference: true }),
+        settleCapabilities: await entryRef.get("settleCapabilities", { reference: true }),
       };
+      entryRef.release();
       let toolScript: ivm.Script;
       try {
         toolScript = await isolate.compileScript(bundle.code, { filename: `tool:${bundle.displayName}` });
@@ -287,7 +306,7 @@ export class IsolateRunner implements Executor {
         const active = pooled.active;
         if (!active || typeof message !== "string") return;
         const lvl = level === "debug" || level === "info" || level === "warn" || level === "error" ? level : "info";
-        this.onLog({ level: lvl, message, context: active.context });
+        for (const line of active.ledger.log(lvl, message)) this.onLog(line);
       },
       { ignored: true },
     );
@@ -295,11 +314,13 @@ export class IsolateRunner implements Executor {
       (id: unknown, delayMs: unknown) => {
         const active = pooled.active;
         if (!active || typeof id !== "number" || typeof delayMs !== "number") return;
+        // Beyond the limit the timer is never armed (a correct prelude threw before asking).
+        if (active.timers.size >= MAX_TIMERS_PER_CALL || active.timers.has(id)) return;
         const delay = Math.min(Math.max(0, delayMs), MAX_TIMER_DELAY_MS);
         const handle = setTimeout(() => {
           active.timers.delete(id);
           if (pooled.active !== active || !pooled.healthy) return;
-          this.entries.track(pooled.entry!.fireTimer.apply(undefined, [id], { timeout: Math.max(1, remaining(active.deadline)) })).catch((error: unknown) => {
+          this.entries.track(pooled.entry!.fireTimer.apply(undefined, [id])).catch((error: unknown) => {
             if (pooled.active === active) haltAfterFailedEntry(pooled, active, error);
           });
         }, delay);
@@ -324,35 +345,50 @@ export class IsolateRunner implements Executor {
       },
       { ignored: true },
     );
-    // Capability calls run on the host (never in the isolate's thread); the answer re-enters the
-    // isolate under the call's remaining time, like a timer.
+    // Capability calls run on the host (never in the isolate's thread), within the call's ledger; the
+    // answers re-enter the isolate in batches (`deliver`).
     const capability = new ivm.Callback(
       (id: unknown, name: unknown, argsJson: unknown) => {
         const active = pooled.active;
         if (!active || typeof id !== "number" || typeof name !== "string" || typeof argsJson !== "string") return;
-        const work: Promise<CapabilityReply> =
-          argsJson.length > MAX_CAPABILITY_ARGS_CHARS
-            ? Promise.resolve({ ok: false, error: { type: "InvalidArguments", message: `${name}: the arguments are too large` } })
-            : this.invokeCapability(active.context, name, argsJson).catch(() => ({
-                ok: false as const,
-                error: { type: "ExecutionError" as const, message: `${name} failed on the host` },
-              }));
-        void work.then((reply) => {
-          if (pooled.active !== active || !pooled.healthy) return;
-          let replyJson: string;
-          try {
-            replyJson = JSON.stringify(reply);
-          } catch {
-            replyJson = JSON.stringify({ ok: false, error: { type: "ExecutionError", message: `${name}: the answer could not be sent` } });
-          }
-          this.entries.track(pooled.entry!.settleCapability.apply(undefined, [id, replyJson], { timeout: Math.max(1, remaining(active.deadline)) })).catch((error: unknown) => {
-            if (pooled.active === active) haltAfterFailedEntry(pooled, active, error);
-          });
-        });
+        void active.ledger
+          .run(name, argsJson, (signal) => this.invokeCapability(active.context, name, argsJson, signal))
+          .catch((): CapabilityReply => ({ ok: false, error: { type: "ExecutionError", message: `${name} failed on the host` } }))
+          .then((reply) => this.deliver(pooled, active, id, reply));
       },
       { ignored: true },
     );
     return { log, setTimer, clearTimer, stop, capability };
+  }
+
+  /**
+   * Hands a capability answer to the isolate. Answers that arrive while an earlier batch is entering
+   * wait and go in together: one entry in flight per isolate, however many calls a tool has in flight.
+   */
+  private deliver(pooled: PooledIsolate, active: ActiveCall, id: number, reply: CapabilityReply): void {
+    if (pooled.active !== active || !pooled.healthy) return;
+    active.replies.push([id, reply]);
+    if (!active.settling) this.settleBatch(pooled, active);
+  }
+
+  private settleBatch(pooled: PooledIsolate, active: ActiveCall): void {
+    const batch = active.replies.splice(0);
+    let batchJson: string;
+    try {
+      batchJson = JSON.stringify(batch);
+    } catch {
+      batchJson = JSON.stringify(batch.map(([id]) => [id, { ok: false, error: { type: "ExecutionError", message: "the host's answer could not be sent" } }]));
+    }
+    active.settling = true;
+    this.entries
+      .track(pooled.entry!.settleCapabilities.apply(undefined, [batchJson]))
+      .catch((error: unknown) => {
+        if (pooled.active === active) haltAfterFailedEntry(pooled, active, error);
+      })
+      .finally(() => {
+        active.settling = false;
+        if (active.replies.length > 0 && pooled.active === active && pooled.healthy) this.settleBatch(pooled, active);
+      });
   }
 }
 

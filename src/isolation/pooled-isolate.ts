@@ -1,6 +1,7 @@
 import type ivm from "isolated-vm";
+import type { CallLedger } from "./call-ledger.js";
 import type { CallGuard, Disposable } from "./call-guard.js";
-import type { CallContext } from "./protocol.js";
+import type { CallContext, CapabilityReply } from "./protocol.js";
 
 /** Pool bookkeeping of the isolate runner (isolate-runner.ts): one warm isolate and what it serves. */
 
@@ -9,14 +10,18 @@ export interface ActiveCall {
   deadline: number;
   guard: CallGuard;
   timers: Map<number, NodeJS.Timeout>;
+  /** The host's account of the call: limits, denials issued, the signal that ends its work. */
+  ledger: CallLedger;
+  /** Capability answers waiting for the batch entering now (see IsolateRunner.deliver). */
+  replies: Array<[number, CapabilityReply]>;
+  settling: boolean;
 }
 
 export interface Entry {
   call: ivm.Reference<(...args: unknown[]) => Promise<string>>;
   describe: ivm.Reference<() => Promise<string>>;
   fireTimer: ivm.Reference<(id: number) => void>;
-  settleCapability: ivm.Reference<(id: number, replyJson: string) => void>;
-  endCall: ivm.Reference<() => void>;
+  settleCapabilities: ivm.Reference<(batchJson: string) => void>;
 }
 
 export class PooledIsolate implements Disposable {

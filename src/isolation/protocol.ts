@@ -82,8 +82,11 @@ export type DescribeOutcome = { ok: true; module: ModuleDescription } | { ok: fa
 /** The host's answer to a capability call: plain JSON data or a typed error. */
 export type CapabilityReply = { ok: true; value: unknown } | { ok: false; error: ErrorInfo };
 
-/** Runs capability `name` (e.g. `fs.readFile`) for the Anima of `context` with untrusted JSON arguments. */
-export type CapabilityInvoker = (context: CallContext, name: string, argsJson: string) => Promise<CapabilityReply>;
+/**
+ * Runs capability `name` (e.g. `fs.readFile`) for the Anima of `context` with untrusted JSON arguments.
+ * `signal` aborts when the call that asked ends (result, error, timeout or cancel): work it started stops.
+ */
+export type CapabilityInvoker = (context: CallContext, name: string, argsJson: string, signal?: AbortSignal) => Promise<CapabilityReply>;
 
 export interface ToolLogLine {
   level: "debug" | "info" | "warn" | "error";
@@ -124,9 +127,13 @@ export type FromSandbox =
   | { type: "response"; id: number; outcome: CallOutcome | DescribeOutcome }
   | { type: "needBundle"; id: number }
   | { type: "batch"; messages: FromSandbox[] }
-  | { type: "log"; line: ToolLogLine }
-  /** A tool asked for a capability; the host process runs it (policy and audit live there) and replies. */
-  | { type: "capability"; capabilityId: number; context: CallContext; name: string; argsJson: string }
+  /** A log line of request `id` (the host attributes it from its own record of that request). */
+  | { type: "log"; id: number; level: ToolLogLine["level"]; message: string }
+  /**
+   * A tool of request `id` asked for a capability; the host process runs it (policy and audit live
+   * there) for the Anima of its own record of that request, never for anything the message says.
+   */
+  | { type: "capability"; capabilityId: number; id: number; name: string; argsJson: string }
   /**
    * The process lost an isolate's thread (see IsolateRunnerOptions.onUnrecoverable): send it nothing
    * more. It answers what it already has, then ends itself; the pool starts a replacement at once.

@@ -5,7 +5,7 @@
  */
 import { IsolateRunner } from "./isolate-runner.js";
 import { stripHostDetails } from "./ivm-errors.js";
-import type { CallOutcome, CapabilityReply, DescribeOutcome, FromSandbox, ToSandbox } from "./protocol.js";
+import type { CallContext, CallOutcome, CapabilityReply, DescribeOutcome, FromSandbox, ToSandbox } from "./protocol.js";
 
 const maxIdleIsolates = Number(process.argv[2]) || 64;
 
@@ -51,6 +51,11 @@ const capabilityWaiters = new Map<number, (reply: CapabilityReply) => void>();
 /** How to stop each call in flight, so that the host can (`abort`). */
 const stoppers = new Map<number, () => void>();
 let retiring = false;
+/**
+ * The host's request id of each call's context object (the runner hands back the very object it was
+ * given). Messages about a call name only that id: the host attributes them from its own records.
+ */
+const requestIdOf = new WeakMap<CallContext, number>();
 
 /**
  * Ends this process once its last answer is written. SIGKILL rather than `process.exit`: a lost
@@ -65,11 +70,16 @@ const runner = new IsolateRunner({
   // Capabilities run in the host process, which holds the policy, the credentials and the audit log.
   invokeCapability: (context, name, argsJson) =>
     new Promise<CapabilityReply>((resolve) => {
+      const id = requestIdOf.get(context);
+      if (id === undefined) return resolve({ ok: false, error: { type: "ExecutionError", message: `${name}: the call has ended` } });
       const capabilityId = nextCapabilityId++;
       capabilityWaiters.set(capabilityId, resolve);
-      send({ type: "capability", capabilityId, context, name, argsJson });
+      send({ type: "capability", capabilityId, id, name, argsJson });
     }),
-  onLog: (line) => send({ type: "log", line }),
+  onLog: (line) => {
+    const id = requestIdOf.get(line.context);
+    if (id !== undefined) send({ type: "log", id, level: line.level, message: line.message });
+  },
   onUnrecoverable: (reason) => {
     if (retiring) return;
     retiring = true;
@@ -118,6 +128,7 @@ function handle(message: ToSandbox): void {
   let work: Promise<CallOutcome | DescribeOutcome>;
   if (request.op === "describe") work = runner.describe(request);
   else {
+    requestIdOf.set(request.context, id);
     const call = runner.stoppableCall(request);
     stoppers.set(id, call.stop);
     work = call.outcome.finally(() => stoppers.delete(id));

@@ -1,0 +1,245 @@
+import { setMaxListeners } from "node:events";
+import type { ErrorInfo } from "../errors.js";
+import type { CallContext, CapabilityReply, ToolLogLine } from "./protocol.js";
+
+/**
+ * The host's own account of one call: what its tool asked for and what the host answered. Code in an
+ * isolate is an adversary, so every limit that protects the host or another Anima is kept here, on
+ * values the host measured, never on counters the sandbox reports (the prelude keeps the same limits
+ * only to fail early and cheaply).
+ *
+ * Invariants:
+ *  - Capability calls in flight are counted per call and per Anima; beyond the limit a request is
+ *    refused with a `SandboxViolation` at once (never queued: a flood must not pile up on the host).
+ *  - Bytes in flight (the request's text plus the largest answer it can get) are reserved per call, per
+ *    Anima and per host before the capability runs; beyond a budget the request waits, first come first
+ *    served, until earlier ones finish or the call ends. A single request never needs more than one
+ *    call's budget (`MAX_CAPABILITY_ARGS_CHARS` + the largest answer).
+ *  - Log lines are counted and cut here; the notice that ends a flood is the host's own.
+ *  - Only denials this ledger saw the host issue to this call may leave the call as `SandboxViolation`
+ *    or `PermissionDenied` (`judge`); anything else a tool throws under those names is its own error.
+ *  - When the call ends (`end`), its signal aborts: work it started (a fetch, a queued file operation)
+ *    stops, and requests still waiting for budget are answered with an error at once.
+ */
+
+/** Defaults of `CapabilityLimits`, with their units. */
+export const DEFAULT_CAPABILITY_LIMITS: CapabilityLimits = {
+  maxInFlightPerCall: 64,
+  maxInFlightPerAnima: 256,
+  maxBytesInFlightPerCall: 48 * 1024 * 1024,
+  maxBytesInFlightPerAnima: 64 * 1024 * 1024,
+  maxBytesInFlightPerHost: 256 * 1024 * 1024,
+};
+
+export interface CapabilityLimits {
+  /** Capability calls one call may have in flight; more are refused. Default: 64. */
+  maxInFlightPerCall: number;
+  /** Capability calls one Anima's calls may have in flight together; more are refused. Default: 256. */
+  maxInFlightPerAnima: number;
+  /** Bytes one call may have in flight (requests and reserved answers); more wait. Default: 48 MiB. */
+  maxBytesInFlightPerCall: number;
+  /** Bytes one Anima's calls may have in flight together; more wait. Default: 64 MiB. */
+  maxBytesInFlightPerAnima: number;
+  /** Bytes all calls of this host may have in flight together; more wait. Default: 256 MiB. */
+  maxBytesInFlightPerHost: number;
+}
+
+/** Longest JSON argument text a capability call may carry (a 10 MiB write in base64, and then some). */
+export const MAX_CAPABILITY_ARGS_CHARS = 16 * 1024 * 1024;
+
+/**
+ * Answer bytes reserved before a capability runs: the most it can return. A read or a fetch answers up
+ * to 10 MiB, which crosses as base64 (4/3) inside JSON; a directory listing is bounded by the entry
+ * quota; everything else answers a few fields.
+ */
+function answerReserveBytes(name: string): number {
+  if (name === "fs.readFile" || name === "fetch") return 14 * 1024 * 1024;
+  if (name === "fs.readdir") return 1024 * 1024;
+  return 4 * 1024;
+}
+
+export const LOG_LIMIT_NOTICE = "log limit reached for this call; further lines are dropped";
+
+/** Bytes in flight against one limit; requests beyond it wait in order of arrival. */
+class ByteBudget {
+  used = 0;
+  private readonly waiting: Array<{ bytes: number; wake: () => void }> = [];
+
+  constructor(readonly limit: number) {}
+
+  /** Resolves once `bytes` are reserved; rejects if `signal` aborts first. `bytes` ≤ `limit`. */
+  acquire(bytes: number, signal: AbortSignal): Promise<void> {
+    if (this.waiting.length === 0 && this.used + bytes <= this.limit) {
+      this.used += bytes;
+      return Promise.resolve();
+    }
+    return new Promise<void>((resolve, reject) => {
+      const waiter = {
+        bytes,
+        wake: () => {
+          signal.removeEventListener("abort", onAbort);
+          this.used += bytes;
+          resolve();
+        },
+      };
+      const onAbort = () => {
+        const index = this.waiting.indexOf(waiter);
+        if (index >= 0) this.waiting.splice(index, 1);
+        reject(signal.reason);
+        this.drain();
+      };
+      if (signal.aborted) return reject(signal.reason);
+      signal.addEventListener("abort", onAbort, { once: true });
+      this.waiting.push(waiter);
+    });
+  }
+
+  release(bytes: number): void {
+    this.used -= bytes;
+    this.drain();
+  }
+
+  private drain(): void {
+    while (this.waiting.length > 0 && this.used + (this.waiting[0] as { bytes: number }).bytes <= this.limit) {
+      (this.waiting.shift() as { wake: () => void }).wake();
+    }
+  }
+}
+
+/** What all calls of one host (or one sandbox process) share: per-Anima and host-wide counts. */
+export class CapabilityBudget {
+  readonly limits: CapabilityLimits;
+  readonly hostBytes: ByteBudget;
+  private readonly animas = new Map<string, { inFlight: number; bytes: ByteBudget; calls: number }>();
+
+  constructor(limits: Partial<CapabilityLimits> = {}) {
+    this.limits = { ...DEFAULT_CAPABILITY_LIMITS, ...limits };
+    this.hostBytes = new ByteBudget(this.limits.maxBytesInFlightPerHost);
+  }
+
+  /** Bytes reserved host-wide right now (for reports and tests). */
+  get bytesInFlight(): number {
+    return this.hostBytes.used;
+  }
+
+  /** The per-Anima account, kept while the Anima has a call open. */
+  enter(anima: string): { inFlight: number; bytes: ByteBudget } {
+    let account = this.animas.get(anima);
+    if (!account) this.animas.set(anima, (account = { inFlight: 0, bytes: new ByteBudget(this.limits.maxBytesInFlightPerAnima), calls: 0 }));
+    account.calls++;
+    return account;
+  }
+
+  leave(anima: string): void {
+    const account = this.animas.get(anima);
+    if (account) account.calls--;
+    this.tidy(anima);
+  }
+
+  /** Forgets an Anima with no open call and nothing in flight (its requests may outlive its calls briefly). */
+  tidy(anima: string): void {
+    const account = this.animas.get(anima);
+    if (account && account.calls === 0 && account.inFlight === 0 && account.bytes.used === 0) this.animas.delete(anima);
+  }
+}
+
+export interface LedgerLimits {
+  maxLogLines: number;
+  maxLogLineChars: number;
+}
+
+export class CallLedger {
+  private readonly controller = new AbortController();
+  private readonly account: { inFlight: number; bytes: ByteBudget };
+  private readonly callBytes: ByteBudget;
+  private inFlight = 0;
+  private logLines = 0;
+  private ended = false;
+  /** `type\0message` of every denial the host issued to this call. */
+  private readonly denials = new Set<string>();
+
+  constructor(
+    readonly context: CallContext,
+    private readonly limits: LedgerLimits,
+    private readonly budget: CapabilityBudget,
+    /** Told of each refusal the ledger itself makes (a limit a correct prelude would have kept). */
+    private readonly onRefusal?: (context: CallContext, name: string, error: ErrorInfo) => void,
+  ) {
+    this.account = budget.enter(context.anima);
+    this.callBytes = new ByteBudget(budget.limits.maxBytesInFlightPerCall);
+    // Every request waiting for budget listens on the signal; their number is bounded by maxInFlightPerCall.
+    setMaxListeners(budget.limits.maxInFlightPerCall + 16, this.controller.signal);
+  }
+
+  /** Aborts when the call ends, with the reason given to `end`. */
+  get signal(): AbortSignal {
+    return this.controller.signal;
+  }
+
+  /** Runs one capability request of this call within the limits; never rejects. */
+  async run(name: string, argsJson: string, invoke: (signal: AbortSignal) => Promise<CapabilityReply>): Promise<CapabilityReply> {
+    if (this.ended) return { ok: false, error: { type: "ExecutionError", message: `${name}: the call had already ended` } };
+    if (argsJson.length > MAX_CAPABILITY_ARGS_CHARS) return { ok: false, error: { type: "InvalidArguments", message: `${name}: the arguments are too large` } };
+    const { maxInFlightPerCall, maxInFlightPerAnima } = this.budget.limits;
+    if (this.inFlight >= maxInFlightPerCall) return this.refuse(name, `too many capability calls in flight (limit ${maxInFlightPerCall} per call)`);
+    if (this.account.inFlight >= maxInFlightPerAnima) return this.refuse(name, `too many capability calls in flight for this Anima (limit ${maxInFlightPerAnima})`);
+    this.inFlight++;
+    this.account.inFlight++;
+    const bytes = argsJson.length + answerReserveBytes(name);
+    const held: ByteBudget[] = [];
+    try {
+      for (const budget of [this.callBytes, this.account.bytes, this.budget.hostBytes]) {
+        await budget.acquire(bytes, this.signal);
+        held.push(budget);
+      }
+      const reply = await invoke(this.signal);
+      if (!reply.ok) this.denials.add(`${reply.error.type}\0${reply.error.message}`);
+      return reply;
+    } catch {
+      return { ok: false, error: { type: "ExecutionError", message: `${name}: the call ended before the host could answer` } };
+    } finally {
+      for (const budget of held) budget.release(bytes);
+      this.inFlight--;
+      this.account.inFlight--;
+      if (this.ended) this.budget.tidy(this.context.anima);
+    }
+  }
+
+  /** The lines to forward for one tool log line (none once the limit was reached, then one notice). */
+  log(level: ToolLogLine["level"], message: string): ToolLogLine[] {
+    if (this.ended || this.logLines > this.limits.maxLogLines) return [];
+    this.logLines++;
+    if (this.logLines > this.limits.maxLogLines) return [{ level: "warn", message: LOG_LIMIT_NOTICE, context: this.context }];
+    const max = this.limits.maxLogLineChars;
+    return [{ level, message: message.length > max ? `${message.slice(0, max)}… [cut]` : message, context: this.context }];
+  }
+
+  /**
+   * The call's failure as the host attributes it: a `SandboxViolation` or `PermissionDenied` the host
+   * did not issue to this very call is the tool's own error, whatever the sandbox claims.
+   */
+  judge(error: ErrorInfo): ErrorInfo {
+    if (error.type !== "SandboxViolation" && error.type !== "PermissionDenied") return error;
+    if (this.denials.has(`${error.type}\0${error.message}`)) return error;
+    return { type: "ExecutionError", message: `the tool threw an error named ${error.type} that the host did not issue: ${error.message}` };
+  }
+
+  /** Ends the call: its signal aborts, later requests and log lines are refused. Idempotent. */
+  end(reason: string): void {
+    if (this.ended) return;
+    this.ended = true;
+    this.controller.abort(new Error(`the call ended (${reason})`));
+    this.budget.leave(this.context.anima);
+  }
+
+  private refuse(name: string, message: string): CapabilityReply {
+    const error: ErrorInfo = { type: "SandboxViolation", message: `${name}: ${message}` };
+    this.denials.add(`${error.type}\0${error.message}`);
+    try {
+      this.onRefusal?.(this.context, name, error);
+    } catch {
+      // a broken report sink must not fail the call
+    }
+    return { ok: false, error };
+  }
+}

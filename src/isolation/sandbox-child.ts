@@ -1,0 +1,301 @@
+import { type ChildProcess, fork } from "node:child_process";
+import { join } from "node:path";
+import { PROJECT_ROOT } from "../config.js";
+import type { ErrorInfo } from "../errors.js";
+import type { CallLedger } from "./call-ledger.js";
+import { decodeCallOutcome, decodeDescribeOutcome, decodeFromSandbox } from "./sandbox-wire.js";
+import type { CallOutcome, CapabilityInvoker, CapabilityReply, DescribeOutcome, FromSandbox, SandboxRequest, ToSandbox, ToolLogLine } from "./protocol.js";
+import { monotonicMs } from "../clock.js";
+
+/**
+ * One supervised sandbox process, as its pool (sandbox-pool.ts) drives it: start and restart, the
+ * requests in flight on it, and the checks on everything it sends (see the pool's invariants).
+ */
+
+/** What a sandbox process needs from its pool. */
+export interface ProcessOwner {
+  readonly maxIdleIsolates: number;
+  readonly closing: boolean;
+  readonly invokeCapability: CapabilityInvoker;
+  readonly onLog: (line: ToolLogLine) => void;
+  readonly onViolation: (message: string) => void;
+  /** True when request `id` was sent to process `index` (see SandboxPool.wasSentTo). */
+  wasSentTo(id: number, index: number): boolean;
+}
+
+export interface Pending {
+  request: SandboxRequest;
+  /** The child the request was sent to (or will be sent to, once it is ready). */
+  child: ChildProcess | undefined;
+  resolve: (outcome: CallOutcome | DescribeOutcome) => void;
+  timer: NodeJS.Timeout;
+  startedAt: number;
+  /** The host's account of a call (none for describe): limits, denials issued, its abort signal. */
+  ledger: CallLedger | undefined;
+}
+
+
+const CHILD_ENTRY = join(PROJECT_ROOT, "dist", "src", "isolation", "sandbox-process.js");
+const CRASH_WINDOW_MS = 10_000;
+const MAX_CRASHES_IN_WINDOW = 5;
+const RESTART_BACKOFF_MS = 1_000;
+/** A retiring child that has not ended itself by then is killed, ms. */
+const RETIRE_KILL_AFTER_MS = 5_000;
+
+
+export class SandboxProcess {
+  child: ChildProcess | undefined;
+  readonly pending = new Map<number, Pending>();
+  private ready = false;
+  private backlog: ToSandbox[] = [];
+  private crashes: number[] = [];
+  private restartTimer: NodeJS.Timeout | undefined;
+
+  constructor(
+    readonly index: number,
+    private readonly pool: ProcessOwner,
+  ) {
+    this.start();
+  }
+
+  get load(): number {
+    return this.pending.size;
+  }
+
+  /** Running or starting; false between a crash (or retirement) and the start of its replacement. */
+  get available(): boolean {
+    return this.child !== undefined;
+  }
+
+  get pid(): number | undefined {
+    return this.child?.pid;
+  }
+
+  /** Bundle hashes this incarnation of the child has been sent (it caches their code). */
+  private sentBundles = new Set<string>();
+
+  send(message: ToSandbox): void {
+    if (this.ready && this.child?.connected) {
+      if (message.type === "request") {
+        this.bind(message.id, this.child);
+        // A bundle's code crosses to a process once; later requests name it by hash only.
+        const bundle = message.request.bundle;
+        if (this.sentBundles.has(bundle.hash)) message = { ...message, request: { ...message.request, bundle: { ...bundle, code: "" } } };
+        else this.sentBundles.add(bundle.hash);
+      }
+      this.enqueue(this.child, message);
+    } else this.backlog.push(message);
+  }
+
+  private outbox: ToSandbox[] = [];
+  private outboxChild: ChildProcess | undefined;
+
+  /**
+   * Messages sent in the same event-loop iteration share one IPC write: pipelined calls cost one syscall,
+   * not many. (`setImmediate`, not a microtask: answers arrive one task each, and a call started from
+   * an answer would otherwise go out alone.)
+   */
+  private enqueue(child: ChildProcess, message: ToSandbox): void {
+    if (this.outboxChild !== child) {
+      this.flushOutbox();
+      this.outboxChild = child;
+    }
+    this.outbox.push(message);
+    if (this.outbox.length === 1) setImmediate(() => this.flushOutbox());
+  }
+
+  private flushOutbox(): void {
+    const child = this.outboxChild;
+    const messages = this.outbox;
+    this.outbox = [];
+    if (!child?.connected || messages.length === 0) return;
+    child.send(messages.length === 1 ? (messages[0] as ToSandbox) : ({ type: "batch", messages } satisfies ToSandbox));
+  }
+
+  private bind(id: number, child: ChildProcess): void {
+    const pending = this.pending.get(id);
+    if (pending) pending.child = child;
+  }
+
+  private start(): void {
+    this.ready = false;
+    this.sentBundles = new Set();
+    const child = fork(CHILD_ENTRY, [String(this.pool.maxIdleIsolates)], {
+      execArgv: ["--no-node-snapshot"],
+      env: {},
+      stdio: ["ignore", "ignore", "inherit", "ipc"],
+      serialization: "json",
+    });
+    this.child = child;
+    child.on("message", (message: unknown) => this.onMessage(child, message));
+    child.on("exit", (code, signal) => this.onExit(child, code, signal));
+    child.on("error", () => {
+      // 'exit' follows and handles the failure
+    });
+  }
+
+  private onMessage(child: ChildProcess, raw: unknown): void {
+    const message = decodeFromSandbox(raw);
+    if (!message) return this.violation(child, "sent a message that is not part of the protocol");
+    this.handle(child, message);
+  }
+
+  private handle(child: ChildProcess, message: FromSandbox): void {
+    if (message.type === "batch") {
+      for (const inner of message.messages) this.handle(child, inner);
+      return;
+    }
+    if (message.type === "ready") {
+      if (child !== this.child) return;
+      this.ready = true;
+      const backlog = this.backlog;
+      this.backlog = [];
+      for (const queued of backlog) this.send(queued);
+    } else if (message.type === "needBundle") {
+      // The child dropped that bundle from its cache: send the request again, code included.
+      const pending = this.pending.get(message.id);
+      if (pending && child === this.child && child.connected) child.send({ type: "request", id: message.id, request: pending.request } satisfies ToSandbox);
+    } else if (message.type === "retiring") {
+      this.retire(child);
+    } else if (message.type === "response") {
+      const pending = this.inFlightOf(child, message.id);
+      if (!pending) return;
+      const durationMs = monotonicMs() - pending.startedAt;
+      const outcome = pending.request.op === "describe" ? decodeDescribeOutcome(message.outcome) : decodeCallOutcome(message.outcome, durationMs);
+      if (!outcome) return this.violation(child, "answered a request with an outcome that is not part of the protocol");
+      this.settle(message.id, pending, outcome);
+    } else if (message.type === "capability") {
+      const { capabilityId, name, argsJson } = message;
+      const pending = this.inFlightOf(child, message.id);
+      const answer = (reply: CapabilityReply) => {
+        if (child.connected) child.send({ type: "capabilityReply", capabilityId, reply } satisfies ToSandbox);
+      };
+      if (!pending) return answer({ ok: false, error: { type: "ExecutionError", message: `${name}: the call has ended` } });
+      const { ledger, request } = pending;
+      if (!ledger || request.op !== "call") return this.violation(child, "asked for a capability outside a call");
+      void ledger
+        .run(name, argsJson, (signal) => this.pool.invokeCapability(request.context, name, argsJson, signal))
+        .catch((): CapabilityReply => ({ ok: false, error: { type: "ExecutionError", message: `${name} failed on the host` } }))
+        .then(answer);
+    } else if (message.type === "log") {
+      const ledger = this.inFlightOf(child, message.id)?.ledger;
+      for (const line of ledger?.log(message.level, message.message) ?? []) {
+        try {
+          this.pool.onLog(line);
+        } catch {
+          // a broken log sink must not take the host down
+        }
+      }
+    }
+  }
+
+  /**
+   * The request `id` in flight on `child`, or undefined for one that has ended (an answer racing its
+   * deadline). An id the host never sent to this very child is a violation (reported; the child goes).
+   */
+  private inFlightOf(child: ChildProcess, id: number): Pending | undefined {
+    const pending = this.pending.get(id);
+    if (pending && pending.child === child) return pending;
+    if (pending || !this.pool.wasSentTo(id, this.index)) this.violation(child, `named request ${id}, which the host never sent to it`);
+    return undefined;
+  }
+
+  /** Ends request `id` with `outcome` (a call's failure as the host attributes it). */
+  private settle(id: number, pending: Pending, outcome: CallOutcome | DescribeOutcome): void {
+    this.pending.delete(id);
+    clearTimeout(pending.timer);
+    const ledger = pending.ledger;
+    if (ledger) {
+      ledger.end(outcome.ok ? "returned" : outcome.error.type);
+      if (!outcome.ok) outcome = { ...outcome, error: ledger.judge(outcome.error) };
+    }
+    pending.resolve(outcome);
+  }
+
+  /** A protocol violation: reported, and the process is killed at once (it may be compromised). */
+  private violation(child: ChildProcess, what: string): void {
+    try {
+      this.pool.onViolation(`sandbox process ${child.pid ?? "?"} ${what}; it was stopped and replaced`);
+    } catch {
+      // reporting must not stop the kill
+    }
+    this.retire(child);
+    child.kill("SIGKILL");
+  }
+
+  /** Stops sending to `child` and starts its replacement; `child` ends itself once it has answered. */
+  private retire(child: ChildProcess): void {
+    if (child !== this.child) return;
+    this.child = undefined;
+    this.ready = false;
+    const killTimer = setTimeout(() => child.kill("SIGKILL"), RETIRE_KILL_AFTER_MS);
+    child.once("exit", () => clearTimeout(killTimer));
+    if (!this.pool.closing) this.start();
+  }
+
+  private onExit(child: ChildProcess, code: number | null, signal: NodeJS.Signals | null): void {
+    const reason = signal ? `signal ${signal}` : `exit code ${code}`;
+    const crashed: ErrorInfo = { type: "SandboxCrashed", message: `the sandbox process stopped (${reason}) while the call was running`, hint: "retry the call; if it keeps failing, the tool is crashing its sandbox" };
+    this.failAll(crashed, child);
+    if (child !== this.child) return; // a retired child: its replacement is already running
+    this.child = undefined;
+    this.ready = false;
+    // Requests queued for the restart are kept: they were never sent to the dead process.
+    if (this.pool.closing) return;
+    const now = Date.now();
+    this.crashes = [...this.crashes.filter((t) => now - t < CRASH_WINDOW_MS), now];
+    const delay = this.crashes.length > MAX_CRASHES_IN_WINDOW ? RESTART_BACKOFF_MS : 0;
+    this.restartTimer = setTimeout(() => {
+      this.restartTimer = undefined;
+      if (!this.pool.closing) this.start();
+    }, delay);
+  }
+
+  /** Fails the pending requests sent to `child` (all, when no child is named). */
+  failAll(error: ErrorInfo, child?: ChildProcess): void {
+    for (const [id, pending] of this.pending) {
+      if (child && pending.child !== child) continue;
+      this.settle(id, pending, failureFor(pending, error));
+    }
+  }
+
+  /** Asks the child to stop request `id`; one still waiting for a (re)start is answered here at once. */
+  abort(id: number): void {
+    const pending = this.pending.get(id);
+    if (!pending) return;
+    if (pending.child) {
+      if (pending.child.connected) this.enqueue(pending.child, { type: "abort", id });
+      return;
+    }
+    this.backlog = this.backlog.filter((m) => !(m.type === "request" && m.id === id));
+    this.settle(id, pending, failureFor(pending, { type: "ExecutionError", message: "the call was stopped by its caller before it finished" }));
+  }
+
+  /** Kills the process because a request overran its deadline; that request fails as a timeout. */
+  killForDeadline(id: number): void {
+    const late = this.pending.get(id);
+    if (!late) return;
+    const timeoutMs = late.request.timeoutMs;
+    this.settle(id, late, failureFor(late, { type: "Timeout", message: `the tool did not finish within ${timeoutMs} ms and its sandbox was restarted` }));
+    // Kill the process that has the request; if it was still queued for a restart, just unqueue it.
+    if (late.child) late.child.kill("SIGKILL");
+    else this.backlog = this.backlog.filter((m) => !(m.type === "request" && m.id === id));
+  }
+
+  async stop(): Promise<void> {
+    if (this.restartTimer) clearTimeout(this.restartTimer);
+    const child = this.child;
+    if (!child) return;
+    const exited = new Promise<void>((resolve) => child.once("exit", () => resolve()));
+    if (child.connected) child.send({ type: "shutdown" } satisfies ToSandbox);
+    const timer = setTimeout(() => child.kill("SIGKILL"), 2_000);
+    await exited;
+    clearTimeout(timer);
+  }
+}
+
+function failureFor(pending: Pending, error: ErrorInfo): CallOutcome | DescribeOutcome {
+  if (pending.request.op === "describe") return { ok: false, error: { ...error, type: "LoadError" } };
+  return { ok: false, error, durationMs: monotonicMs() - pending.startedAt };
+}
+

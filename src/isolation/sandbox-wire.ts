@@ -1,0 +1,103 @@
+import { ERROR_TYPES, type ErrorInfo } from "../errors.js";
+import type { CallOutcome, DescribeOutcome, FromSandbox, ModuleDescription, ResultValue } from "./protocol.js";
+
+/**
+ * Decoding of what a sandbox process sends. A sandbox process runs untrusted code, and after an escape
+ * from an isolate it is the adversary itself: every message is checked against the declared union,
+ * field by field, before the host acts on it. `undefined` means a protocol violation (the pool retires
+ * the process). Nothing decoded here names an Anima, a directory or a tool: the host attributes a message
+ * to the request it sent, by id.
+ */
+
+/** Batches nest one level only, and a batch holds at most this many messages. */
+const MAX_BATCH = 100_000;
+const LOG_LEVELS = new Set(["debug", "info", "warn", "error"]);
+const ERROR_TYPE_SET: ReadonlySet<string> = new Set(ERROR_TYPES);
+
+type Json = Record<string, unknown>;
+
+function isObject(value: unknown): value is Json {
+  return typeof value === "object" && value !== null && !Array.isArray(value);
+}
+
+function isId(value: unknown): value is number {
+  return typeof value === "number" && Number.isSafeInteger(value) && value > 0;
+}
+
+export function decodeFromSandbox(raw: unknown, nested = false): FromSandbox | undefined {
+  if (!isObject(raw)) return undefined;
+  switch (raw["type"]) {
+    case "ready":
+      return { type: "ready" };
+    case "retiring":
+      return typeof raw["reason"] === "string" ? { type: "retiring", reason: raw["reason"].slice(0, 500) } : undefined;
+    case "needBundle":
+      return isId(raw["id"]) ? { type: "needBundle", id: raw["id"] } : undefined;
+    case "log": {
+      const { id, level, message } = raw;
+      if (!isId(id) || typeof level !== "string" || !LOG_LEVELS.has(level) || typeof message !== "string") return undefined;
+      return { type: "log", id, level: level as "info", message };
+    }
+    case "capability": {
+      const { capabilityId, id, name, argsJson } = raw;
+      if (!isId(capabilityId) || !isId(id) || typeof name !== "string" || name.length > 64 || typeof argsJson !== "string") return undefined;
+      return { type: "capability", capabilityId, id, name, argsJson };
+    }
+    case "response":
+      return isId(raw["id"]) && isObject(raw["outcome"]) ? { type: "response", id: raw["id"], outcome: raw["outcome"] as unknown as CallOutcome } : undefined;
+    case "batch": {
+      const messages = raw["messages"];
+      if (nested || !Array.isArray(messages) || messages.length > MAX_BATCH) return undefined;
+      const decoded: FromSandbox[] = [];
+      for (const message of messages) {
+        const one = decodeFromSandbox(message, true);
+        if (!one) return undefined;
+        decoded.push(one);
+      }
+      return { type: "batch", messages: decoded };
+    }
+    default:
+      return undefined;
+  }
+}
+
+function decodeError(raw: unknown): ErrorInfo | undefined {
+  if (!isObject(raw) || typeof raw["type"] !== "string" || !ERROR_TYPE_SET.has(raw["type"]) || typeof raw["message"] !== "string") return undefined;
+  const info: ErrorInfo = { type: raw["type"] as ErrorInfo["type"], message: raw["message"] };
+  if (typeof raw["hint"] === "string") info.hint = raw["hint"];
+  return info;
+}
+
+function decodeValue(raw: unknown): ResultValue | undefined {
+  if (!isObject(raw)) return undefined;
+  if (raw["kind"] === "none") return { kind: "none" };
+  if ((raw["kind"] === "text" || raw["kind"] === "json") && typeof raw["text"] === "string" && typeof raw["bytes"] === "number" && Number.isFinite(raw["bytes"])) {
+    return { kind: raw["kind"], text: raw["text"], bytes: raw["bytes"], truncated: raw["truncated"] === true };
+  }
+  return undefined;
+}
+
+/** A call's outcome as the sandbox reported it; its duration is the host's own measurement. */
+export function decodeCallOutcome(raw: unknown, durationMs: number): CallOutcome | undefined {
+  if (!isObject(raw)) return undefined;
+  if (raw["ok"] === true) {
+    const value = decodeValue(raw["value"]);
+    return value ? { ok: true, value, durationMs } : undefined;
+  }
+  const error = raw["ok"] === false ? decodeError(raw["error"]) : undefined;
+  return error ? { ok: false, error, durationMs } : undefined;
+}
+
+export function decodeDescribeOutcome(raw: unknown): DescribeOutcome | undefined {
+  if (!isObject(raw)) return undefined;
+  if (raw["ok"] === false) {
+    const error = decodeError(raw["error"]);
+    return error ? { ok: false, error } : undefined;
+  }
+  const module = raw["module"];
+  if (raw["ok"] !== true || !isObject(module) || !isObject(module["exports"])) return undefined;
+  const exports: Record<string, string> = {};
+  for (const [name, type] of Object.entries(module["exports"])) if (typeof type === "string") exports[name] = type;
+  const description: ModuleDescription = { exports, schemas: module["schemas"] ?? null, profile: module["profile"] ?? null };
+  return { ok: true, module: description };
+}
