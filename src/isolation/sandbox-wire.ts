@@ -24,8 +24,21 @@ function isId(value: unknown): value is number {
   return typeof value === "number" && Number.isSafeInteger(value) && value > 0;
 }
 
+/** The fields each message may have: anything more (a `context`, an `anima`) is a violation. */
+const FIELDS: Record<string, ReadonlySet<string>> = {
+  ready: new Set(["type"]),
+  retiring: new Set(["type", "reason"]),
+  needBundle: new Set(["type", "id"]),
+  log: new Set(["type", "id", "level", "message"]),
+  capability: new Set(["type", "capabilityId", "id", "name", "argsJson"]),
+  response: new Set(["type", "id", "outcome"]),
+  batch: new Set(["type", "messages"]),
+};
+
 export function decodeFromSandbox(raw: unknown, nested = false): FromSandbox | undefined {
   if (!isObject(raw)) return undefined;
+  const fields = typeof raw["type"] === "string" && Object.hasOwn(FIELDS, raw["type"]) ? FIELDS[raw["type"]] : undefined;
+  if (!fields || Object.keys(raw).some((key) => !fields.has(key))) return undefined;
   switch (raw["type"]) {
     case "ready":
       return { type: "ready" };

@@ -1,0 +1,104 @@
+import { describe, expect, it } from "vitest";
+import { CallLedger, CapabilityBudget, LOG_LIMIT_NOTICE, MAX_CAPABILITY_ARGS_CHARS } from "../../src/isolation/call-ledger.js";
+import type { CallContext, CapabilityReply } from "../../src/isolation/protocol.js";
+
+const context = (anima = "eve"): CallContext => ({ anima, animaDir: `/data/animas/${anima}`, tool: "t" });
+const limits = { maxLogLines: 3, maxLogLineChars: 10 };
+const ok: CapabilityReply = { ok: true, value: null };
+
+/** A capability that answers only when told to. */
+function gate() {
+  const waiting: Array<() => void> = [];
+  return {
+    invoke: () => new Promise<CapabilityReply>((resolve) => waiting.push(() => resolve(ok))),
+    openOne: () => waiting.shift()?.(),
+    get waiting() {
+      return waiting.length;
+    },
+  };
+}
+
+describe("CallLedger", () => {
+  it("counts and cuts log lines itself, then drops them after one notice", () => {
+    const ledger = new CallLedger(context(), limits, new CapabilityBudget());
+    expect(ledger.log("info", "0123456789abcdef")).toEqual([{ level: "info", message: "0123456789… [cut]", context: context() }]);
+    ledger.log("info", "b");
+    ledger.log("info", "c");
+    expect(ledger.log("info", "d")).toEqual([{ level: "warn", message: LOG_LIMIT_NOTICE, context: context() }]);
+    expect(ledger.log("info", "e")).toEqual([]);
+  });
+
+  it("refuses capability calls beyond the in-flight limit per call and per Anima, and reports each refusal", async () => {
+    const refusals: string[] = [];
+    const budget = new CapabilityBudget({ maxInFlightPerCall: 2, maxInFlightPerAnima: 3 });
+    const g = gate();
+    const first = new CallLedger(context(), limits, budget, (_c, name, error) => refusals.push(`${name} ${error.type}`));
+    const second = new CallLedger(context(), limits, budget, (_c, name, error) => refusals.push(`${name} ${error.type}`));
+    const runs = [first.run("fs.stat", "[]", g.invoke), first.run("fs.stat", "[]", g.invoke)];
+    expect(await first.run("fs.stat", "[]", g.invoke)).toMatchObject({ ok: false, error: { type: "SandboxViolation", message: expect.stringMatching(/limit 2 per call/) } });
+    runs.push(second.run("fs.stat", "[]", g.invoke));
+    expect(await second.run("fs.stat", "[]", g.invoke)).toMatchObject({ ok: false, error: { type: "SandboxViolation", message: expect.stringMatching(/for this Anima \(limit 3\)/) } });
+    // Another Anima is not affected.
+    const other = new CallLedger(context("alice"), limits, budget);
+    const aliceRun = other.run("fs.stat", "[]", g.invoke);
+    await new Promise((resolve) => setImmediate(resolve));
+    expect(g.waiting).toBe(4);
+    while (g.waiting > 0) g.openOne();
+    for (const reply of await Promise.all([...runs, aliceRun])) expect(reply).toEqual(ok);
+    expect(refusals).toEqual(["fs.stat SandboxViolation", "fs.stat SandboxViolation"]);
+  });
+
+  it("makes requests beyond the byte budget wait their turn, and answers waiting ones at once when the call ends", async () => {
+    const budget = new CapabilityBudget({ maxBytesInFlightPerCall: 30 * 1024 * 1024 });
+    const ledger = new CallLedger(context(), limits, budget);
+    const g = gate();
+    // A read reserves 14 MiB of answer: two fit in 30 MiB, the third waits.
+    const reads = [ledger.run("fs.readFile", "[]", g.invoke), ledger.run("fs.readFile", "[]", g.invoke), ledger.run("fs.readFile", "[]", g.invoke)];
+    await new Promise((resolve) => setImmediate(resolve));
+    expect(g.waiting).toBe(2);
+    expect(budget.bytesInFlight).toBeGreaterThanOrEqual(28 * 1024 * 1024);
+    g.openOne();
+    await reads[0];
+    await new Promise((resolve) => setImmediate(resolve));
+    expect(g.waiting).toBe(2); // the third started once the first finished
+    const fourth = ledger.run("fs.readFile", "[]", g.invoke);
+    ledger.end("Timeout");
+    expect(await fourth).toMatchObject({ ok: false, error: { type: "ExecutionError", message: expect.stringMatching(/ended/) } });
+    while (g.waiting > 0) g.openOne();
+    await Promise.all(reads);
+    expect(budget.bytesInFlight).toBe(0);
+  });
+
+  it("hands the invoker a signal that aborts when the call ends, and refuses requests after the end", async () => {
+    const ledger = new CallLedger(context(), limits, new CapabilityBudget());
+    let seen: AbortSignal | undefined;
+    const run = ledger.run("fetch", "[]", (signal) => {
+      seen = signal;
+      return new Promise<CapabilityReply>((resolve) => signal.addEventListener("abort", () => resolve({ ok: false, error: { type: "ExecutionError", message: "aborted" } })));
+    });
+    await new Promise((resolve) => setImmediate(resolve));
+    expect(seen?.aborted).toBe(false);
+    ledger.end("returned");
+    expect(seen?.aborted).toBe(true);
+    expect(await run).toMatchObject({ ok: false });
+    expect(await ledger.run("fs.stat", "[]", async () => ok)).toMatchObject({ ok: false, error: { message: expect.stringMatching(/already ended/) } });
+    expect(ledger.log("info", "late")).toEqual([]);
+  });
+
+  it("refuses argument text over the cap without running it", async () => {
+    const ledger = new CallLedger(context(), limits, new CapabilityBudget());
+    let ran = false;
+    const reply = await ledger.run("fs.writeFile", "x".repeat(MAX_CAPABILITY_ARGS_CHARS + 1), async () => ((ran = true), ok));
+    expect(reply).toMatchObject({ ok: false, error: { type: "InvalidArguments" } });
+    expect(ran).toBe(false);
+  });
+
+  it("lets only denials the host issued to this call leave it as denials", async () => {
+    const ledger = new CallLedger(context(), limits, new CapabilityBudget());
+    await ledger.run("fs.readFile", "[]", async () => ({ ok: false, error: { type: "PermissionDenied", message: "state/ is the host's" } }));
+    expect(ledger.judge({ type: "PermissionDenied", message: "state/ is the host's" })).toEqual({ type: "PermissionDenied", message: "state/ is the host's" });
+    expect(ledger.judge({ type: "SandboxViolation", message: "state/ is the host's" }).type).toBe("ExecutionError");
+    expect(ledger.judge({ type: "PermissionDenied", message: "access to /etc/shadow denied" }).type).toBe("ExecutionError");
+    expect(ledger.judge({ type: "ToolConfigError", message: "set API_KEY" }).type).toBe("ToolConfigError");
+  });
+});
