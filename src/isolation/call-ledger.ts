@@ -26,8 +26,8 @@ import type { CallContext, CapabilityReply, ToolLogLine } from "./protocol.js";
 export const DEFAULT_CAPABILITY_LIMITS: CapabilityLimits = {
   maxInFlightPerCall: 64,
   maxInFlightPerAnima: 256,
-  maxBytesInFlightPerCall: 48 * 1024 * 1024,
-  maxBytesInFlightPerAnima: 64 * 1024 * 1024,
+  maxBytesInFlightPerCall: 32 * 1024 * 1024,
+  maxBytesInFlightPerAnima: 32 * 1024 * 1024,
   maxBytesInFlightPerHost: 256 * 1024 * 1024,
 };
 
@@ -36,9 +36,9 @@ export interface CapabilityLimits {
   maxInFlightPerCall: number;
   /** Capability calls one Anima's calls may have in flight together; more are refused. Default: 256. */
   maxInFlightPerAnima: number;
-  /** Bytes one call may have in flight (requests and reserved answers); more wait. Default: 48 MiB. */
+  /** Bytes one call may have in flight (requests and reserved answers); more wait. Default: 32 MiB. */
   maxBytesInFlightPerCall: number;
-  /** Bytes one Anima's calls may have in flight together; more wait. Default: 64 MiB. */
+  /** Bytes one Anima's calls may have in flight together; more wait. Default: 32 MiB. */
   maxBytesInFlightPerAnima: number;
   /** Bytes all calls of this host may have in flight together; more wait. Default: 256 MiB. */
   maxBytesInFlightPerHost: number;

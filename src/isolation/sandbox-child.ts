@@ -46,6 +46,8 @@ const RETIRE_KILL_AFTER_MS = 5_000;
 export class SandboxProcess {
   child: ChildProcess | undefined;
   readonly pending = new Map<number, Pending>();
+  /** Animas whose calls the pool sends here (see SandboxPool.call). */
+  animas = 0;
   private ready = false;
   private backlog: ToSandbox[] = [];
   private crashes: number[] = [];

@@ -83,7 +83,9 @@ export class SandboxPool implements Executor, ProcessOwner {
     // A process that crashed or retired fails only what was in flight there: while it restarts, its
     // Animas' calls go to a process that is up (their warm isolates are lost with it anyway).
     if (!target || (!target.available && this.processes.some((p) => p.available))) {
+      if (target) target.animas--;
       target = this.leastBusy();
+      target.animas++;
       this.affinity.set(request.context.anima, target);
     }
     return this.dispatch(target, request, signal) as Promise<CallOutcome>;
@@ -126,7 +128,11 @@ export class SandboxPool implements Executor, ProcessOwner {
     const up = this.processes.filter((p) => p.available);
     const candidates = up.length > 0 ? up : this.processes;
     let best = candidates[0] as SandboxProcess;
-    for (const candidate of candidates) if (candidate.load < best.load) best = candidate;
+    // Ties (every process idle, as when first calls come one at a time) go to the process serving the
+    // fewest Animas: otherwise every Anima would land on the first process, noisy ones beside quiet ones.
+    for (const candidate of candidates) {
+      if (candidate.load < best.load || (candidate.load === best.load && candidate.animas < best.animas)) best = candidate;
+    }
     return best;
   }
 

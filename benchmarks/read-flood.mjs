@@ -1,0 +1,84 @@
+// Host-side limits under a read flood (issue: capability reads exhaust the host's memory). An attacker
+// Anima keeps 64 reads of a 10 MiB file in flight for the whole of a long call; beside it a quiet Anima
+// calls a trivial tool. Measured in the same run, as ratios against the quiet Anima unloaded:
+//   - host RSS growth during the attack (aim ≤ 256 MB)
+//   - host event-loop lag p99 during the attack (aim ≤ 100 ms)
+//   - the quiet Anima's call p99 under attack / unloaded (aim ≤ 2×)
+// Run: `npm run build && node --no-node-snapshot benchmarks/read-flood.mjs [--quick]`.
+import { mkdirSync, mkdtempSync, rmSync, writeFileSync } from "node:fs";
+import { tmpdir } from "node:os";
+import { join } from "node:path";
+import { monitorEventLoopDelay } from "node:perf_hooks";
+import { createHost } from "../dist/src/index.js";
+
+const quick = process.argv.includes("--quick");
+const ATTACK_MS = quick ? 6_000 : 15_000;
+const QUIET_CALLS = quick ? 200 : 500;
+
+const FLOOD = `
+import { fs } from "@animaworks/tool";
+export function get_tool_schemas() { return [{ name: "flood_read", description: "read flood", input_schema: { type: "object", properties: {} } }]; }
+export async function dispatch() {
+  let bytes = 0;
+  for (;;) {
+    const reads = [];
+    for (let i = 0; i < 64; i++) reads.push(fs.readFile("big.txt").then((t) => { bytes += t.length; }, () => {}));
+    await Promise.all(reads);
+  }
+}`;
+const QUIET = `
+export function get_tool_schemas() { return [{ name: "quiet_ping", description: "ping", input_schema: { type: "object", properties: {} } }]; }
+export function dispatch() { return "pong"; }`;
+
+function percentile(sorted, p) {
+  return sorted[Math.min(sorted.length - 1, Math.floor((p / 100) * sorted.length))];
+}
+
+async function quietCalls(host, count, pauseMs) {
+  const samples = [];
+  for (let i = 0; i < count; i++) {
+    const start = process.hrtime.bigint();
+    const result = await host.call("quiet", "quiet_ping", {});
+    samples.push(Number(process.hrtime.bigint() - start) / 1e6);
+    if (result.status !== "ok") throw new Error(`quiet call failed: ${JSON.stringify(result)}`);
+    if (pauseMs) await new Promise((resolve) => setTimeout(resolve, pauseMs));
+  }
+  return samples.sort((a, b) => a - b);
+}
+
+const dir = mkdtempSync(join(tmpdir(), "awt-bench-flood-"));
+try {
+  for (const anima of ["eve", "quiet"]) mkdirSync(join(dir, "animas", anima, "tools"), { recursive: true });
+  writeFileSync(join(dir, "animas/eve/tools/flood.ts"), FLOOD);
+  writeFileSync(join(dir, "animas/eve/big.txt"), "x".repeat(10 * 1024 * 1024));
+  writeFileSync(join(dir, "animas/quiet/tools/quiet.ts"), QUIET);
+  const host = createHost({ dataDir: dir, timeoutMs: ATTACK_MS, onLog: () => {} });
+  await quietCalls(host, 50, 0); // warm
+  const unloaded = await quietCalls(host, QUIET_CALLS, 5);
+
+  const lag = monitorEventLoopDelay({ resolution: 10 });
+  const rssBefore = process.memoryUsage().rss;
+  let rssMax = rssBefore;
+  const sampler = setInterval(() => (rssMax = Math.max(rssMax, process.memoryUsage().rss)), 20);
+  const attack = host.call("eve", "flood_read", {});
+  await new Promise((resolve) => setTimeout(resolve, 1_000)); // let the flood build up
+  lag.enable();
+  const loaded = await quietCalls(host, QUIET_CALLS, 5);
+  lag.disable();
+  const attackResult = await attack;
+  clearInterval(sampler);
+  await host.close();
+
+  const p99 = (s) => percentile(s, 99);
+  const report = {
+    attack: attackResult.status === "error" ? attackResult.error_type : attackResult.status,
+    rssGrowthMB: Math.round((rssMax - rssBefore) / 1e6),
+    eventLoopLagP99Ms: Math.round(lag.percentile(99) / 1e6),
+    quietP50Ms: { unloaded: +percentile(unloaded, 50).toFixed(2), underAttack: +percentile(loaded, 50).toFixed(2) },
+    quietP99Ms: { unloaded: +p99(unloaded).toFixed(2), underAttack: +p99(loaded).toFixed(2) },
+    quietP99Ratio: +(p99(loaded) / p99(unloaded)).toFixed(2),
+  };
+  console.log(JSON.stringify(report, null, 2));
+} finally {
+  rmSync(dir, { recursive: true, force: true });
+}
