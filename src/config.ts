@@ -32,6 +32,13 @@ export interface HostOptions {
   isolation?: "process" | "in-process";
   /** Number of sandbox processes. Default: 2. */
   sandboxProcesses?: number;
+  /**
+   * The OS sandbox around sandbox processes (bubblewrap; see src/isolation/os-sandbox.ts). `"auto"`: used
+   * when bwrap is installed and works, else the host runs without it and says so in its log and in
+   * `audit`. `"required"`: the host refuses to start without it. `"off"`: never. Default:
+   * `$ANIMAWORKS_OS_SANDBOX`, else "auto". Only for `isolation: "process"`.
+   */
+  osSandbox?: "auto" | "required" | "off";
   /** Idle warm isolates kept per sandbox process. Default: 64. */
   maxIdleIsolates?: number;
   /** Log lines a single call may emit before further lines are dropped. Default: 200. */
@@ -143,6 +150,7 @@ export function resolveConfig(options: HostOptions = {}): HostConfig {
     maxResultTransferBytes: positive(options.maxResultTransferBytes, 1024 * 1024, "maxResultTransferBytes"),
     isolation: options.isolation ?? "process",
     sandboxProcesses: positive(options.sandboxProcesses, 2, "sandboxProcesses"),
+    osSandbox: osSandboxMode(options.osSandbox ?? process.env["ANIMAWORKS_OS_SANDBOX"] ?? "auto"),
     maxIdleIsolates: positive(options.maxIdleIsolates, 64, "maxIdleIsolates"),
     maxLogLinesPerCall: positive(options.maxLogLinesPerCall, 200, "maxLogLinesPerCall"),
     maxLogLineChars: positive(options.maxLogLineChars, 2_000, "maxLogLineChars"),
@@ -165,6 +173,11 @@ function environmentSnapshot(allowed: string[], given: Record<string, string> | 
     if (typeof value === "string") snapshot[name] = value;
   }
   return snapshot;
+}
+
+function osSandboxMode(value: string): "auto" | "required" | "off" {
+  if (value === "auto" || value === "required" || value === "off") return value;
+  throw new TypeError(`osSandbox must be "auto", "required" or "off", got ${JSON.stringify(value)}`);
 }
 
 function positive(value: number | undefined, fallback: number, name: string): number {

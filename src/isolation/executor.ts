@@ -3,6 +3,7 @@ import type { ErrorInfo } from "../errors.js";
 import type { CallContext, CallOutcome, CallRequest, CapabilityInvoker, DescribeOutcome, DescribeRequest, Executor, ToolLogLine } from "./protocol.js";
 import type { IsolateRunner } from "./isolate-runner.js";
 import { SandboxPool } from "./sandbox-pool.js";
+import { type OsSandboxStatus, describeOsSandbox } from "./os-sandbox.js";
 
 /** The sandbox pool behind each host (keyed by the host's resolved config, which `host.config` exposes). */
 const pools = new WeakMap<HostConfig, SandboxPool>();
@@ -24,6 +25,7 @@ export function createExecutor(config: HostConfig, onLog: (line: ToolLogLine) =>
   };
   if (config.isolation === "in-process") return new InProcessExecutor(config.maxIdleIsolates, onLog, reportLost, invokeCapability, reports);
   const pool = new SandboxPool({
+    osSandbox: config.osSandbox,
     processes: config.sandboxProcesses,
     maxIdleIsolates: config.maxIdleIsolates,
     onLog,
@@ -31,6 +33,10 @@ export function createExecutor(config: HostConfig, onLog: (line: ToolLogLine) =>
     ...reports,
   });
   pools.set(config, pool);
+  // Said once, loudly, when the second layer is missing (and in `audit`).
+  if (!pool.osSandbox.enabled && config.osSandbox === "auto") {
+    config.onLog({ level: "warn", logger: "animaworks.host", message: `${describeOsSandbox(pool.osSandbox)}. Install bubblewrap for a second isolation layer.` });
+  }
   return pool;
 }
 
@@ -40,6 +46,11 @@ export function createExecutor(config: HostConfig, onLog: (line: ToolLogLine) =>
  */
 export function sandboxPids(config: HostConfig): number[] {
   return (pools.get(config)?.pids() ?? []).filter((pid): pid is number => pid !== undefined);
+}
+
+/** The OS sandbox of the host whose config this is: undefined for an in-process host. */
+export function osSandboxOf(config: HostConfig): OsSandboxStatus | undefined {
+  return pools.get(config)?.osSandbox;
 }
 
 /** The sandbox process serving `anima` for the host whose config this is, once it has made a call. */

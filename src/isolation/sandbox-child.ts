@@ -1,8 +1,10 @@
-import { type ChildProcess, fork } from "node:child_process";
+import { type ChildProcess, fork, spawn } from "node:child_process";
+import type { Writable } from "node:stream";
 import { join } from "node:path";
 import { PROJECT_ROOT } from "../config.js";
 import type { ErrorInfo } from "../errors.js";
 import type { CallLedger } from "./call-ledger.js";
+import { type OsSandboxStatus, bwrapCommand } from "./os-sandbox.js";
 import { decodeCallOutcome, decodeDescribeOutcome, decodeFromSandbox } from "./sandbox-wire.js";
 import type { CallOutcome, CapabilityInvoker, CapabilityReply, DescribeOutcome, FromSandbox, SandboxRequest, ToSandbox, ToolLogLine } from "./protocol.js";
 import { monotonicMs } from "../clock.js";
@@ -19,6 +21,8 @@ export interface ProcessOwner {
   readonly invokeCapability: CapabilityInvoker;
   readonly onLog: (line: ToolLogLine) => void;
   readonly onViolation: (message: string) => void;
+  /** Whether children start inside bubblewrap. */
+  readonly osSandbox: OsSandboxStatus;
   /** True when request `id` was sent to process `index` (see SandboxPool.wasSentTo). */
   wasSentTo(id: number, index: number): boolean;
 }
@@ -37,6 +41,8 @@ export interface Pending {
 
 const CHILD_ENTRY = join(PROJECT_ROOT, "dist", "src", "isolation", "sandbox-process.js");
 const CRASH_WINDOW_MS = 10_000;
+/** The child's fd on which bwrap reads the seccomp program (0–2 stdio, 3 the IPC channel). */
+const SECCOMP_FD = 4;
 const MAX_CRASHES_IN_WINDOW = 5;
 const RESTART_BACKOFF_MS = 1_000;
 /** A retiring child that has not ended itself by then is killed, ms. */
@@ -122,7 +128,7 @@ export class SandboxProcess {
   private start(): void {
     this.ready = false;
     this.sentBundles = new Set();
-    const child = fork(CHILD_ENTRY, [String(this.pool.maxIdleIsolates)], {
+    const child = this.pool.osSandbox.enabled ? this.spawnInBwrap() : fork(CHILD_ENTRY, [String(this.pool.maxIdleIsolates)], {
       execArgv: ["--no-node-snapshot"],
       env: {},
       stdio: ["ignore", "ignore", "inherit", "ipc"],
@@ -134,6 +140,24 @@ export class SandboxProcess {
     child.on("error", () => {
       // 'exit' follows and handles the failure
     });
+  }
+
+  /** The child inside bubblewrap (os-sandbox.ts); the seccomp program goes to bwrap on fd 4. */
+  private spawnInBwrap(): ChildProcess {
+    const { command, args, seccomp } = bwrapCommand(["--no-node-snapshot", CHILD_ENTRY, String(this.pool.maxIdleIsolates)], SECCOMP_FD);
+    const child = spawn(command, args, {
+      env: {},
+      stdio: ["ignore", "ignore", "inherit", "ipc", seccomp ? "pipe" : "ignore"],
+      serialization: "json",
+    });
+    const seccompPipe = child.stdio[SECCOMP_FD] as Writable | null | undefined;
+    if (seccomp && seccompPipe) {
+      seccompPipe.on("error", () => {
+        // bwrap failed before reading it: its 'exit' reports the failure
+      });
+      seccompPipe.end(seccomp);
+    }
+    return child;
   }
 
   private onMessage(child: ChildProcess, raw: unknown): void {

@@ -2,6 +2,7 @@ import type { ErrorInfo } from "../errors.js";
 import { type CapabilityLimits, CallLedger, CapabilityBudget } from "./call-ledger.js";
 import type { CallContext, CapabilityInvoker, CallOutcome, CallRequest, DescribeOutcome, DescribeRequest, Executor, SandboxRequest, ToolLogLine } from "./protocol.js";
 import { type ProcessOwner, SandboxProcess } from "./sandbox-child.js";
+import { type OsSandboxMode, type OsSandboxStatus, osSandboxStatus } from "./os-sandbox.js";
 import { monotonicMs } from "../clock.js";
 
 /**
@@ -41,6 +42,8 @@ export interface SandboxPoolOptions {
   onRefusal?: (context: CallContext, name: string, error: ErrorInfo) => void;
   /** Told of each protocol violation by a sandbox process (the process is killed and replaced). */
   onViolation?: (message: string) => void;
+  /** Start sandbox processes inside bubblewrap (os-sandbox.ts): "auto", "required" or "off". Default: "auto". */
+  osSandbox?: OsSandboxMode;
 }
 
 /** Request ids whose process is remembered, to tell a late answer from a forged one. */
@@ -51,6 +54,7 @@ export class SandboxPool implements Executor, ProcessOwner {
   readonly onLog: (line: ToolLogLine) => void;
   readonly invokeCapability: CapabilityInvoker;
   readonly onViolation: (message: string) => void;
+  readonly osSandbox: OsSandboxStatus;
   closing = false;
   private readonly budget: CapabilityBudget;
   private readonly onRefusal: SandboxPoolOptions["onRefusal"];
@@ -70,6 +74,8 @@ export class SandboxPool implements Executor, ProcessOwner {
     this.budget = new CapabilityBudget(options.capabilityLimits);
     this.onRefusal = options.onRefusal;
     this.onViolation = options.onViolation ?? (() => {});
+    // Throws for "required" without a working bwrap: before any process starts.
+    this.osSandbox = osSandboxStatus(options.osSandbox ?? "auto");
     const count = Math.max(1, Math.floor(options.processes ?? 2));
     this.processes = Array.from({ length: count }, (_, index) => new SandboxProcess(index, this));
   }
