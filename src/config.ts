@@ -150,7 +150,7 @@ export function resolveConfig(options: HostOptions = {}): HostConfig {
     maxResultTransferBytes: positive(options.maxResultTransferBytes, 1024 * 1024, "maxResultTransferBytes"),
     isolation: options.isolation ?? "process",
     sandboxProcesses: positive(options.sandboxProcesses, 2, "sandboxProcesses"),
-    osSandbox: osSandboxMode(options.osSandbox ?? process.env["ANIMAWORKS_OS_SANDBOX"] ?? "auto"),
+    osSandbox: osSandboxMode(options.osSandbox ?? osSandboxFromEnv()),
     maxIdleIsolates: positive(options.maxIdleIsolates, 64, "maxIdleIsolates"),
     maxLogLinesPerCall: positive(options.maxLogLinesPerCall, 200, "maxLogLinesPerCall"),
     maxLogLineChars: positive(options.maxLogLineChars, 2_000, "maxLogLineChars"),
@@ -173,6 +173,11 @@ function environmentSnapshot(allowed: string[], given: Record<string, string> | 
     if (typeof value === "string") snapshot[name] = value;
   }
   return snapshot;
+}
+
+/** `$ANIMAWORKS_OS_SANDBOX`, else "auto" (an invalid value is reported when a host is created). */
+export function osSandboxFromEnv(): "auto" | "required" | "off" {
+  return (process.env["ANIMAWORKS_OS_SANDBOX"] as "auto" | "required" | "off" | undefined) ?? "auto";
 }
 
 function osSandboxMode(value: string): "auto" | "required" | "off" {

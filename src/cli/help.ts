@@ -22,6 +22,8 @@ const GLOBAL_OPTIONS = `Options:
   --args-file F|-       read the arguments object from a file, or stdin with -
   -j, --json            print a JSON envelope instead of plain text
   --demo                use the bundled demo data dir (examples/demo-data, Anima "demo")
+  --os-sandbox MODE     bubblewrap around sandbox processes: auto (default), required, off
+                        (default: $ANIMAWORKS_OS_SANDBOX; "required" also runs one-shot calls in one)
   -h, --help            show help (also: <tool> --help, <tool> <action> --help)`;
 
 export function topLevelHelp(listing: ToolListing | undefined): string {

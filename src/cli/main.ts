@@ -1,6 +1,6 @@
 import { readFile } from "node:fs/promises";
 import { join } from "node:path";
-import { PROJECT_ROOT, animaDirFromEnv, dataDirFromEnv, defaultDataDir, formatLogRecord } from "../config.js";
+import { PROJECT_ROOT, animaDirFromEnv, dataDirFromEnv, defaultDataDir, formatLogRecord, osSandboxFromEnv } from "../config.js";
 import { ToolHostError } from "../errors.js";
 import { type CallResult, type ToolHost, type ToolInfo, createHost } from "../host.js";
 import { RESERVED_NAMES } from "../registry/discovery.js";
@@ -17,6 +17,8 @@ interface GlobalOptions {
   demo: boolean;
   argsJson?: string;
   argsFile?: string;
+  /** `--os-sandbox auto|required|off` for the commands that run sandbox processes (mcp, serve). */
+  osSandbox?: string;
 }
 
 const VALUE_OPTIONS: Record<string, keyof GlobalOptions> = {
@@ -24,6 +26,7 @@ const VALUE_OPTIONS: Record<string, keyof GlobalOptions> = {
   "--data-dir": "dataDir",
   "--args-json": "argsJson",
   "--args-file": "argsFile",
+  "--os-sandbox": "osSandbox",
 };
 const DEMO_DATA_DIR = join(PROJECT_ROOT, "examples", "demo-data");
 
@@ -41,7 +44,14 @@ export async function main(argv: string[], out: Output = defaultOutput()): Promi
     const longRunning = rest[0] === "mcp";
     // Log lines go through the CLI's own stderr writer (synchronous; process.stderr would load Node's
     // stream modules, ≈ 10 ms of a one-shot call).
-    host = createHost({ dataDir, isolation: longRunning ? "process" : "in-process", onLog: (record) => out.stderr(formatLogRecord(record)) });
+    const osSandbox = osSandboxOption(options.osSandbox ?? identityOptions.osSandbox) ?? osSandboxFromEnv();
+    host = createHost({
+      dataDir,
+      // An operator who requires the OS sandbox gets it for one-shot calls too (at the cost of a start).
+      isolation: longRunning || osSandbox === "required" ? "process" : "in-process",
+      osSandbox,
+      onLog: (record) => out.stderr(formatLogRecord(record)),
+    });
     return await run(host, rest, options, anima, out);
   } catch (error) {
     const info = error instanceof ToolHostError ? error.toInfo() : { type: "ExecutionError" as const, message: String(error instanceof Error ? error.message : error) };
@@ -167,6 +177,11 @@ async function runCommand(host: ToolHost, command: string, argv: string[], optio
         "run animaworks-tool --help for the commands available",
       );
   }
+}
+
+function osSandboxOption(value: string | undefined): "auto" | "required" | "off" | undefined {
+  if (value === undefined || value === "auto" || value === "required" || value === "off") return value;
+  throw new ToolHostError("InvalidArguments", `--os-sandbox must be auto, required or off, not ${JSON.stringify(value)}`, "see animaworks-tool --help");
 }
 
 /** Removes the CLI's own options from argv (all of them when `leadingOnly` is false). */

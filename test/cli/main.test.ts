@@ -60,6 +60,14 @@ describe("animaworks-tool CLI", () => {
     expect(JSON.parse(r.stdout)).toEqual({ saved: { title: "T", body: "B", tags: ["x", "y"], priority: 3, pinned: true }, anima: "alice" });
   });
 
+  it("takes --os-sandbox: an unknown mode is InvalidArguments (exit 2), a known one is accepted", async () => {
+    const bad = await cli("--anima", "alice", "--os-sandbox", "maybe", "notes", "add", "T", "B");
+    expect(bad.code).toBe(2);
+    expect(bad.stderr).toMatch(/^Error \(InvalidArguments\): --os-sandbox must be auto, required or off/);
+    const accepted = await cli("--anima", "alice", "--os-sandbox", "off", "notes", "add", "T", "B");
+    expect(accepted.code).toBe(0);
+  });
+
   it("takes --args-json, with flags overriding its keys, and prints a JSON envelope with -j", async () => {
     const r = await cli("--anima", "alice", "-j", "notes", "add", "--args-json", '{"title":"a","body":"b","priority":2}', "--priority", "5");
     expect(r.code).toBe(0);
