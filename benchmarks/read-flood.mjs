@@ -16,13 +16,13 @@ const ATTACK_MS = quick ? 6_000 : 15_000;
 const QUIET_CALLS = quick ? 200 : 500;
 
 const FLOOD = `
-import { fs } from "@animaworks/tool";
+import { fs, logger } from "@animaworks/tool";
 export function get_tool_schemas() { return [{ name: "flood_read", description: "read flood", input_schema: { type: "object", properties: {} } }]; }
 export async function dispatch() {
   let bytes = 0;
   for (;;) {
     const reads = [];
-    for (let i = 0; i < 64; i++) reads.push(fs.readFile("big.txt").then((t) => { bytes += t.length; }, () => {}));
+    for (let i = 0; i < 64; i++) reads.push(fs.readFile("big.txt").then((t) => { bytes += t.length; logger.info("read " + bytes); }, () => {}));
     await Promise.all(reads);
   }
 }`;
@@ -52,7 +52,12 @@ try {
   writeFileSync(join(dir, "animas/eve/tools/flood.ts"), FLOOD);
   writeFileSync(join(dir, "animas/eve/big.txt"), "x".repeat(10 * 1024 * 1024));
   writeFileSync(join(dir, "animas/quiet/tools/quiet.ts"), QUIET);
-  const host = createHost({ dataDir: dir, timeoutMs: ATTACK_MS, onLog: () => {} });
+  let attackerBytes = 0;
+  const onLog = (record) => {
+    const match = /^read (\d+)$/.exec(record.message);
+    if (match) attackerBytes = Number(match[1]);
+  };
+  const host = createHost({ dataDir: dir, timeoutMs: ATTACK_MS, onLog });
   await quietCalls(host, 50, 0); // warm
   const unloaded = await quietCalls(host, QUIET_CALLS, 5);
 
@@ -72,6 +77,7 @@ try {
   const p99 = (s) => percentile(s, 99);
   const report = {
     attack: attackResult.status === "error" ? attackResult.error_type : attackResult.status,
+    attackerReadMBPerSecond: Math.round(attackerBytes / 1e6 / (ATTACK_MS / 1000)),
     rssGrowthMB: Math.round((rssMax - rssBefore) / 1e6),
     eventLoopLagP99Ms: Math.round(lag.percentile(99) / 1e6),
     quietP50Ms: { unloaded: +percentile(unloaded, 50).toFixed(2), underAttack: +percentile(loaded, 50).toFixed(2) },

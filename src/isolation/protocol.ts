@@ -115,7 +115,9 @@ export interface Executor {
 
 export type ToSandbox =
   | { type: "request"; id: number; request: SandboxRequest }
-  | { type: "capabilityReply"; capabilityId: number; reply: CapabilityReply }
+  /** `joinSlicesInto`: the answer's large string came before it in `capabilityReplyPart`s (reply-chunks.ts). */
+  | { type: "capabilityReply"; capabilityId: number; reply: CapabilityReply; joinSlicesInto?: "value" | "body" }
+  | { type: "capabilityReplyPart"; capabilityId: number; text: string }
   /** The caller gave up on request `id`: stop its isolate now. */
   | { type: "abort"; id: number }
   /** Messages queued in one turn of the event loop, sent in one write (pipelined calls). */

@@ -5,6 +5,7 @@ import { PROJECT_ROOT } from "../config.js";
 import type { ErrorInfo } from "../errors.js";
 import type { CallLedger } from "./call-ledger.js";
 import { type OsSandboxStatus, bwrapCommand } from "./os-sandbox.js";
+import { sendReply } from "./reply-chunks.js";
 import { decodeCallOutcome, decodeDescribeOutcome, decodeFromSandbox } from "./sandbox-wire.js";
 import type { CallOutcome, CapabilityInvoker, CapabilityReply, DescribeOutcome, FromSandbox, SandboxRequest, ToSandbox, ToolLogLine } from "./protocol.js";
 import { monotonicMs } from "../clock.js";
@@ -193,16 +194,33 @@ export class SandboxProcess {
     } else if (message.type === "capability") {
       const { capabilityId, name, argsJson } = message;
       const pending = this.inFlightOf(child, message.id);
-      const answer = (reply: CapabilityReply) => {
-        if (child.connected) child.send({ type: "capabilityReply", capabilityId, reply } satisfies ToSandbox);
+      // The answer is handed over inside the ledger's reservation: a large one is sliced (reply-chunks.ts)
+      // and each slice waits for the channel, so its bytes count until they have left the host.
+      let answered = false;
+      const answer = (reply: CapabilityReply): Promise<void> => {
+        answered = true;
+        return sendReply(
+          (message) =>
+            new Promise<boolean>((resolve) => {
+              if (!child.connected) return resolve(false);
+              child.send(message, undefined, undefined, (error) => resolve(!error));
+            }),
+          capabilityId,
+          reply,
+        );
       };
-      if (!pending) return answer({ ok: false, error: { type: "ExecutionError", message: `${name}: the call has ended` } });
+      if (!pending) return void answer({ ok: false, error: { type: "ExecutionError", message: `${name}: the call has ended` } });
       const { ledger, request } = pending;
       if (!ledger || request.op !== "call") return this.violation(child, "asked for a capability outside a call");
       void ledger
-        .run(name, argsJson, (signal) => this.pool.invokeCapability(request.context, name, argsJson, signal))
-        .catch((): CapabilityReply => ({ ok: false, error: { type: "ExecutionError", message: `${name} failed on the host` } }))
-        .then(answer);
+        .run(name, argsJson, async (signal) => {
+          const reply = await this.pool
+            .invokeCapability(request.context, name, argsJson, signal)
+            .catch((): CapabilityReply => ({ ok: false, error: { type: "ExecutionError", message: `${name} failed on the host` } }));
+          await answer(reply);
+          return reply;
+        })
+        .then((reply) => (answered ? undefined : answer(reply)));
     } else if (message.type === "log") {
       const ledger = this.inFlightOf(child, message.id)?.ledger;
       for (const line of ledger?.log(message.level, message.message) ?? []) {

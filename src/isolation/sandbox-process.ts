@@ -5,6 +5,7 @@
  */
 import { IsolateRunner } from "./isolate-runner.js";
 import { stripHostDetails } from "./ivm-errors.js";
+import { ReplyAssembler } from "./reply-chunks.js";
 import type { CallContext, CallOutcome, CapabilityReply, DescribeOutcome, FromSandbox, ToSandbox } from "./protocol.js";
 
 const maxIdleIsolates = Number(process.argv[2]) || 64;
@@ -51,6 +52,7 @@ const capabilityWaiters = new Map<number, (reply: CapabilityReply) => void>();
 /** How to stop each call in flight, so that the host can (`abort`). */
 const stoppers = new Map<number, () => void>();
 let retiring = false;
+const replies = new ReplyAssembler();
 /**
  * The host's request id of each call's context object (the runner hands back the very object it was
  * given). Messages about a call name only that id: the host attributes them from its own records.
@@ -103,10 +105,14 @@ function handle(message: ToSandbox): void {
     void runner.close().finally(endProcess);
     return;
   }
+  if (message.type === "capabilityReplyPart") {
+    replies.addSlice(message.capabilityId, message.text);
+    return;
+  }
   if (message.type === "capabilityReply") {
     const waiter = capabilityWaiters.get(message.capabilityId);
     capabilityWaiters.delete(message.capabilityId);
-    waiter?.(message.reply);
+    waiter?.(replies.complete(message.capabilityId, message.reply, message.joinSlicesInto));
     return;
   }
   if (message.type === "abort") {
