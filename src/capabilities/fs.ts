@@ -37,6 +37,22 @@ const PROTECTED_ENTRIES = new Set([
   "permissions.json", "permissions.md", "permissions.md.bak", "state", "tools", "identity.md", "bootstrap.md", "status.json", "activity_log",
 ]);
 
+/**
+ * Files whose presence grants a capability in AnimaWorks (reference §1.2): `skills/newstaff/SKILL.md`
+ * or `skills/newstaff.md` enables `create_anima`. Tools can neither create, change, rename into nor
+ * remove them, nor anything that would (the `newstaff` folder; removing or renaming `skills/` itself).
+ * Ordinary skill files stay writable. Paths arrive normalised (paths.ts), so `./skills//newstaff/..`
+ * spellings meet the same check; the file system is case-sensitive, as AnimaWorks' own check is.
+ */
+const GRANTING_SKILLS = new Set(["newstaff", "newstaff.md"]);
+
+function grantsCapability(relative: string, op: string): boolean {
+  const [first, second] = relative.split(sep);
+  if (first !== "skills") return false;
+  if (second === undefined) return op === "fs.rm" || op === "fs.rename";
+  return GRANTING_SKILLS.has(second);
+}
+
 export type FileType = "file" | "directory" | "symlink" | "other";
 export interface FileStat {
   type: FileType;
@@ -214,6 +230,12 @@ export class FsCapability {
     const first = target.relative.split(sep)[0] as string;
     if (target.relative === "." || PROTECTED_ENTRIES.has(first)) {
       throw violation("PermissionDenied", `${op}: "${target.relative}" belongs to the host and cannot be changed by tools`);
+    }
+    if (grantsCapability(target.relative, op)) {
+      throw violation(
+        "PermissionDenied",
+        `${op}: "${target.relative}" would change the newstaff skill, which grants create_anima in AnimaWorks; only the operator may add or remove it`,
+      );
     }
     return target;
   }

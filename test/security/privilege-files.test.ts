@@ -1,0 +1,36 @@
+import { existsSync, readFileSync } from "node:fs";
+import { join } from "node:path";
+import { afterAll, beforeAll, describe, expect, it } from "vitest";
+import { waitFor } from "../helpers/data-dir.js";
+import { type Harness, assertNoLeak, expectError, expectHealthy, startHost } from "./harness.js";
+
+/**
+ * A tool must not grant its Anima a capability by writing a file whose presence AnimaWorks reads as a
+ * grant (skills/newstaff → create_anima). The denial is a PermissionDenied, audited, and nothing is left.
+ */
+describe("privilege files", () => {
+  let h: Harness;
+  beforeAll(() => {
+    h = startHost({ mode: "process", timeoutMs: 3_000 });
+    h.install("mallory", "grants_create_anima");
+  });
+  afterAll(() => h.close());
+
+  it.each(["grants_create_anima_write", "grants_create_anima_rename"])("%s: PermissionDenied, audited, nothing planted", async (schema) => {
+    const result = await h.call("mallory", schema);
+    expectError(result, "PermissionDenied", /create_anima/);
+    assertNoLeak(result, h.data);
+    const skills = join(h.data.dir, "animas", "mallory", "skills");
+    expect(existsSync(join(skills, "newstaff"))).toBe(false);
+    expect(existsSync(join(skills, "newstaff.md"))).toBe(false);
+    const auditFile = join(h.data.dir, "logs", "animaworks-tool", "audit.jsonl");
+    const denials = () =>
+      (existsSync(auditFile) ? readFileSync(auditFile, "utf8") : "")
+        .split("\n")
+        .filter(Boolean)
+        .map((line) => JSON.parse(line) as Record<string, unknown>)
+        .filter((r) => r["anima"] === "mallory" && r["outcome"] === "denied" && String(r["target"]).includes("newstaff"));
+    await waitFor(() => denials().length > 0, 2_000);
+    await expectHealthy(h, "mallory");
+  });
+});
