@@ -58,7 +58,7 @@ export interface HostOptions {
   auditFile?: string;
   /**
    * Hosts (names, IPs or CIDRs) that tools may reach although they are private or loopback, e.g. an
-   * internal API. Default: none.
+   * internal API. Default: `$ANIMAWORKS_ALLOW_INTERNAL_HOSTS` (comma-separated), else none.
    */
   allowInternalHosts?: string[];
   /**
@@ -158,7 +158,7 @@ export function resolveConfig(options: HostOptions = {}): HostConfig {
     allowedEnvironment: [...(options.allowedEnvironment ?? [])],
     environment: environmentSnapshot(options.allowedEnvironment ?? [], options.environment),
     auditFile: resolve(options.auditFile ?? join(dataDir, "logs", "animaworks-tool", "audit.jsonl")),
-    allowInternalHosts: [...(options.allowInternalHosts ?? [])],
+    allowInternalHosts: [...(options.allowInternalHosts ?? listFromEnv("ANIMAWORKS_ALLOW_INTERNAL_HOSTS"))],
     fsLimits: { ...DEFAULT_FS_LIMITS, ...options.fsLimits },
     watch: options.watch ?? false,
   };
@@ -173,6 +173,10 @@ function environmentSnapshot(allowed: string[], given: Record<string, string> | 
     if (typeof value === "string") snapshot[name] = value;
   }
   return snapshot;
+}
+
+function listFromEnv(name: string): string[] {
+  return (process.env[name] ?? "").split(",").map((item) => item.trim()).filter(Boolean);
 }
 
 /** `$ANIMAWORKS_OS_SANDBOX`, else "auto" (an invalid value is reported when a host is created). */

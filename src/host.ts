@@ -61,12 +61,12 @@ export function createHost(options: HostOptions = {}): ToolHost {
 function lazyNetwork(config: HostConfig, audit: AuditLog): NetworkRequester {
   let capability: Promise<FetchCapability> | undefined;
   return {
-    fetch: async (context, url, init, policy) => {
+    fetch: async (context, url, init, policy, signal) => {
       capability ??= import("./capabilities/fetch.js").then(
         ({ FetchCapability }) =>
           new FetchCapability({ allowInternalHosts: config.allowInternalHosts, onAudit: (event) => audit.append({ kind: "capability", ...event }) }),
       );
-      return (await capability).fetch(context, url, init, policy);
+      return (await capability).fetch(context, url, init, policy, signal);
     },
   };
 }

@@ -123,7 +123,8 @@ export class FetchCapability {
     this.lookup = options.lookup ?? systemLookup;
   }
 
-  async fetch(context: Context, url: unknown, init: unknown, sandbox: SandboxPolicy): Promise<FetchResult> {
+  /** `callSignal` aborts when the call that asked ends: the fetch (lookup, connection, body) stops then. */
+  async fetch(context: Context, url: unknown, init: unknown, sandbox: SandboxPolicy, callSignal?: AbortSignal): Promise<FetchResult> {
     let args: FetchArgs;
     try {
       args = parseFetchArgs(url, init, this.limits);
@@ -134,10 +135,14 @@ export class FetchCapability {
     const timer = setTimeout(() => {
       controller.abort(new ToolHostError("Timeout", `fetch ${display(args.url)}: no complete response within ${args.timeoutMs} ms`));
     }, args.timeoutMs);
+    const callEnded = () => controller.abort(new ToolHostError("ExecutionError", `fetch ${display(args.url)}: the call ended before the response was complete`));
+    if (callSignal?.aborted) callEnded();
+    else callSignal?.addEventListener("abort", callEnded, { once: true });
     try {
       return await this.follow(context, args, sandbox.network, controller.signal);
     } finally {
       clearTimeout(timer);
+      callSignal?.removeEventListener("abort", callEnded);
       // Anything still open (a lookup, a socket) stops now: the tool has its answer or its error.
       if (!controller.signal.aborted) controller.abort(new ToolHostError("ExecutionError", "fetch ended"));
     }

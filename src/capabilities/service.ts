@@ -13,8 +13,8 @@ import type { JobCalls } from "./job-calls.js";
  * JSON arguments, applies the Anima's policy, and audits every use and every denial.
  */
 export interface NetworkRequester {
-  /** Performs one HTTP request for `context` under `policy`; throws ToolHostError on denial. */
-  fetch(context: CallContext, url: unknown, init: unknown, policy: Awaited<ReturnType<typeof loadPermissions>>["sandbox"]): Promise<unknown>;
+  /** Performs one HTTP request for `context` under `policy`; throws ToolHostError on denial. Stops when `signal` aborts. */
+  fetch(context: CallContext, url: unknown, init: unknown, policy: Awaited<ReturnType<typeof loadPermissions>>["sandbox"], signal?: AbortSignal): Promise<unknown>;
 }
 
 export interface CapabilityServiceOptions {
@@ -41,7 +41,9 @@ export class CapabilityService {
     return [...(this.secrets.get(anima) ?? [])];
   }
 
-  invoke = async (context: CallContext, name: string, argsJson: string): Promise<CapabilityReply> => {
+  /** `signal` aborts when the call that asked ends: nothing it asked for starts after that, and a fetch stops. */
+  invoke = async (context: CallContext, name: string, argsJson: string, signal?: AbortSignal): Promise<CapabilityReply> => {
+    if (signal?.aborted) return { ok: false, error: { type: "ExecutionError", message: `${name}: the call had already ended` } };
     let args: unknown;
     try {
       args = JSON.parse(argsJson);
@@ -54,7 +56,7 @@ export class CapabilityService {
     // progress reaches only the calling job and is recorded on it, not in the audit trail.
     const selfAudited = name === "credential.get" || name === "fetch" || name.startsWith("job.");
     try {
-      const value = await this.run(context, name, args);
+      const value = await this.run(context, name, args, signal);
       if (!selfAudited) this.audit(context, name, target, "ok");
       return { ok: true, value: value === undefined ? null : value };
     } catch (error) {
@@ -68,7 +70,7 @@ export class CapabilityService {
     }
   };
 
-  private async run(context: CallContext, name: string, args: unknown[]): Promise<unknown> {
+  private async run(context: CallContext, name: string, args: unknown[], signal: AbortSignal | undefined): Promise<unknown> {
     if (name.startsWith("fs.")) {
       const operation = name.slice(3);
       if (!FS_OPERATIONS.has(operation)) throw new ToolHostError("InvalidArguments", `unknown capability ${name}`);
@@ -85,7 +87,8 @@ export class CapabilityService {
     if (name === "fetch") {
       const permissions = await loadPermissions(context.animaDir);
       if (!this.options.network) throw new ToolHostError("PermissionDenied", "fetch is not available in this host");
-      return this.options.network.fetch(context, args[0], args[1], permissions.sandbox);
+      if (signal?.aborted) throw new ToolHostError("ExecutionError", "fetch: the call had already ended");
+      return this.options.network.fetch(context, args[0], args[1], permissions.sandbox, signal);
     }
     throw new ToolHostError("InvalidArguments", `unknown capability ${name}`);
   }

@@ -48,12 +48,15 @@ export interface CapabilityLimits {
 export const MAX_CAPABILITY_ARGS_CHARS = 16 * 1024 * 1024;
 
 /**
- * Answer bytes reserved before a capability runs: the most it can return. A read or a fetch answers up
- * to 10 MiB, which crosses as base64 (4/3) inside JSON; a directory listing is bounded by the entry
- * quota; everything else answers a few fields.
+ * Answer bytes reserved before a capability runs. A read fills its answer (up to 10 MiB, 4/3 of that as
+ * base64) at disk speed, so it reserves the most it can return. A fetch fills its body at network
+ * speed and is cut at 10 MiB; reserving that much would allow only two fetches in flight per call, so it
+ * reserves 1 MiB, and a body's real size is bounded by the fetch's own cap and deadline (a live count
+ * of bytes buffered is the next step). A listing is bounded by the entry quota; the rest answer a few fields.
  */
 function answerReserveBytes(name: string): number {
-  if (name === "fs.readFile" || name === "fetch") return 14 * 1024 * 1024;
+  if (name === "fs.readFile") return 14 * 1024 * 1024;
+  if (name === "fetch") return 1024 * 1024;
   if (name === "fs.readdir") return 1024 * 1024;
   return 4 * 1024;
 }
