@@ -1,6 +1,6 @@
 import { constants } from "node:fs";
 import { access, open, realpath, stat } from "node:fs/promises";
-import { extname, isAbsolute, relative, resolve, sep } from "node:path";
+import { dirname, extname, isAbsolute, relative, resolve, sep } from "node:path";
 import type { Plugin } from "esbuild";
 import type { ErrorInfo } from "../errors.js";
 import type { ToolBundle } from "../isolation/protocol.js";
@@ -13,6 +13,15 @@ import { TOOL_API_EXPORTS, TOOL_API_MODULE } from "./tool-api.js";
  * Import policy (the sandbox's first line): a tool may import relative files inside its own folder and
  * the virtual module `@animaworks/tool`, nothing else. Resolution is checked on real paths, so `..`,
  * absolute paths and symlinks cannot leave the folder.
+ *
+ * Builds are hermetic. Every file of a bundle lives in a private namespace (`TOOL_NAMESPACE`), so esbuild
+ * never touches the file system itself: it looks for no tsconfig.json, jsconfig.json or package.json (a
+ * tool can write such files into its folder, and one that `extends` another Anima's secret, a FIFO or
+ * /dev/zero once leaked, hung or bloated builds). The host gives the compiler options (`tsconfigRaw`).
+ * Files are read here: regular files only (opened without following links and without blocking), at
+ * most `MAX_SOURCE_FILE_BYTES` each and `MAX_BUILD_INPUT_BYTES` in all, and a build has a deadline
+ * (`BUILD_TIMEOUT_MS`). Error messages name files relative to the folder and never quote a file the
+ * tool could not have read.
  */
 export interface ToolSourceFile {
   /** Absolute path of the tool's entry file. */
@@ -33,6 +42,16 @@ const EXTENSIONS = ["", ".ts", ".mts", ".js", ".mjs", "/index.ts", "/index.js"];
  * becomes a second output file instead of code; anything else has no loader. Refused by name instead.
  */
 const IMPORTABLE = new Set([".ts", ".mts", ".cts", ".js", ".mjs", ".cjs", ".json"]);
+/** Namespace of a tool's own files: esbuild reads nothing of it from disk. */
+const TOOL_NAMESPACE = "animaworks-tool-file";
+/** Largest source file a tool may have, in bytes. */
+export const MAX_SOURCE_FILE_BYTES = 4 * 1024 * 1024;
+/** Largest sum of a bundle's source files, in bytes. */
+export const MAX_BUILD_INPUT_BYTES = 16 * 1024 * 1024;
+/** Time one build may take, in ms. */
+export const BUILD_TIMEOUT_MS = 10_000;
+/** The compiler options of every build: none of a tool's own tsconfig.json applies. */
+const TSCONFIG_RAW = { compilerOptions: { strict: true, useDefineForClassFields: true, verbatimModuleSyntax: false } };
 
 export class ToolBundler {
   readonly cache: BundleCache;
@@ -80,9 +99,13 @@ async function bundleWithEsbuild(
     };
   }
   const inputs = new Map<string, BundleInput>();
+  const budget = { bytes: 0 };
+  let context: import("esbuild").BuildContext | undefined;
+  let timer: NodeJS.Timeout | undefined;
   try {
-    const result = await esbuild.build({
+    context = await esbuild.context({
       entryPoints: [entryReal],
+      tsconfigRaw: TSCONFIG_RAW,
       absWorkingDir: folderReal,
       bundle: true,
       write: false,
@@ -96,13 +119,26 @@ async function bundleWithEsbuild(
       // sandbox has nothing to load: refuse them when building, with esbuild's own message.
       logOverride: { "unsupported-dynamic-import": "error", "unsupported-require-call": "error" },
       legalComments: "none",
-      plugins: [importPolicy(folderReal, source.displayName), recordInputs(inputs)],
+      plugins: [importPolicy(folderReal, source.displayName), readSources(inputs, budget, folderReal)],
     });
-    const output = result.outputFiles[0];
+    const building = context.rebuild();
+    const deadline = new Promise<"timeout">((resolve) => {
+      timer = setTimeout(() => resolve("timeout"), BUILD_TIMEOUT_MS);
+    });
+    const result = await Promise.race([building, deadline]);
+    if (result === "timeout") {
+      building.catch(() => undefined);
+      await context.cancel();
+      return { ok: false, error: { type: "LoadError", message: `${source.displayName} could not be built within ${BUILD_TIMEOUT_MS / 1000} s`, hint: "make the tool and its helpers smaller" } };
+    }
+    const output = result.outputFiles?.[0];
     if (!output) return { ok: false, error: { type: "LoadError", message: `${source.displayName} produced no output` } };
     return { ok: true, code: output.text, inputs: [...inputs.values()] };
   } catch (error) {
     return { ok: false, error: describeBuildFailure(error, folderReal, source.displayName) };
+  } finally {
+    if (timer) clearTimeout(timer);
+    await context?.dispose().catch(() => undefined);
   }
 }
 
@@ -113,7 +149,7 @@ function importPolicy(folderReal: string, displayName: string): Plugin {
     name: "animaworks-import-policy",
     setup(build) {
       build.onResolve({ filter: /.*/ }, async (args) => {
-        if (args.kind === "entry-point") return undefined;
+        if (args.kind === "entry-point") return { path: args.path, namespace: TOOL_NAMESPACE };
         if (args.path === TOOL_API_MODULE) return { path: TOOL_API_MODULE, namespace: TOOL_API_MODULE_NAMESPACE };
         if (!isRelativeSpecifier(args.path)) {
           return { errors: [{ text: forbiddenImportMessage(args.path) }] };
@@ -129,7 +165,7 @@ function importPolicy(folderReal: string, displayName: string): Plugin {
         if (!IMPORTABLE.has(extname(resolved))) {
           return { errors: [{ text: `import "${args.path}" is not allowed: tools may import only .ts, .mts, .cts, .js, .mjs, .cjs and .json files` }] };
         }
-        return { path: resolved };
+        return { path: resolved, namespace: TOOL_NAMESPACE };
       });
       build.onLoad({ filter: /.*/, namespace: TOOL_API_MODULE_NAMESPACE }, () => ({
         contents: toolApiModuleSource(),
@@ -140,21 +176,36 @@ function importPolicy(folderReal: string, displayName: string): Plugin {
 }
 
 /**
- * Reads every file of the bundle itself, recording each one's status and SHA-256 from the same open
- * descriptor as its content: the cache record then describes exactly what was bundled, even if a file
- * changes during the build (it would no longer match, and be rebuilt).
+ * Reads every file of the bundle itself (esbuild reads none: they are in `TOOL_NAMESPACE`), recording
+ * each one's status and SHA-256 from the same open descriptor as its content: the cache record then
+ * describes exactly what was bundled, even if a file changes during the build (it would no longer
+ * match, and be rebuilt). Opened without following a link and without blocking (a FIFO), then checked
+ * to be a regular file inside the folder and within the size limits before a byte is read.
  */
-function recordInputs(inputs: Map<string, BundleInput>): Plugin {
+function readSources(inputs: Map<string, BundleInput>, budget: { bytes: number }, folderReal: string): Plugin {
   return {
-    name: "animaworks-record-inputs",
+    name: "animaworks-read-sources",
     setup(build) {
-      build.onLoad({ filter: /.*/, namespace: "file" }, async (args) => {
-        const handle = await open(args.path, "r");
+      build.onLoad({ filter: /.*/, namespace: TOOL_NAMESPACE }, async (args) => {
+        const name = relative(folderReal, args.path) || args.path;
+        if (!isInside(args.path, folderReal)) return { errors: [{ text: `${name} is outside the tool's folder` }] };
+        let handle: import("node:fs/promises").FileHandle;
+        try {
+          handle = await open(args.path, constants.O_RDONLY | constants.O_NOFOLLOW | constants.O_NONBLOCK);
+        } catch {
+          return { errors: [{ text: `${name} could not be read` }] };
+        }
         try {
           const info = await handle.stat({ bigint: true });
+          if (!info.isFile()) return { errors: [{ text: `${name} is not a regular file` }] };
+          const size = Number(info.size);
+          if (size > MAX_SOURCE_FILE_BYTES) return { errors: [{ text: `${name} is larger than ${MAX_SOURCE_FILE_BYTES} bytes` }] };
+          budget.bytes += size;
+          if (budget.bytes > MAX_BUILD_INPUT_BYTES) return { errors: [{ text: `the tool's sources are larger than ${MAX_BUILD_INPUT_BYTES} bytes in all` }] };
           const contents = await handle.readFile();
+          if (contents.length > MAX_SOURCE_FILE_BYTES) return { errors: [{ text: `${name} is larger than ${MAX_SOURCE_FILE_BYTES} bytes` }] };
           inputs.set(args.path, { path: args.path, sha256: sha256(contents), signature: signatureOf(info) });
-          return { contents, loader: LOADERS[extname(args.path)] ?? "js" };
+          return { contents, loader: LOADERS[extname(args.path)] ?? "js", resolveDir: dirname(args.path) };
         } finally {
           await handle.close();
         }
@@ -234,7 +285,7 @@ function describeBuildFailure(error: unknown, folderReal: string, displayName: s
   }
   const lines = failure.errors.slice(0, 5).map((entry) => {
     const where = entry.location
-      ? `${relative(folderReal, resolve(folderReal, entry.location.file)) || displayName}:${entry.location.line}:${entry.location.column}: `
+      ? `${relative(folderReal, resolve(folderReal, entry.location.file.replace(`${TOOL_NAMESPACE}:`, ""))) || displayName}:${entry.location.line}:${entry.location.column}: `
       : "";
     const why = entry.id !== undefined && RUNTIME_LOADING.has(entry.id)
       ? " (the sandbox cannot load code at run time; import relative files by a fixed string)"

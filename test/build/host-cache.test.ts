@@ -11,10 +11,11 @@ vi.mock("esbuild", async (importOriginal) => {
   const original = await importOriginal<typeof import("esbuild")>();
   return {
     ...original,
-    build: (async (options: Parameters<typeof original.build>[0]) => {
+    // The bundler builds through a context (so that a build can be cancelled at its deadline).
+    context: (async (options: Parameters<typeof original.context>[0]) => {
       esbuildBuilds.count++;
-      return original.build(options);
-    }) as typeof original.build,
+      return original.context(options);
+    }) as typeof original.context,
   };
 });
 
