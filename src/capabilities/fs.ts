@@ -1,6 +1,6 @@
 import { constants } from "node:fs";
-import { lstat, mkdir, open, readdir, rename, rm, unlink } from "node:fs/promises";
-import { join, sep } from "node:path";
+import { lstat, mkdir, open, readdir, rename, rmdir, unlink } from "node:fs/promises";
+import { sep } from "node:path";
 import { ToolHostError } from "../errors.js";
 import { type ConfinedPath, DEFAULT_PATH_LIMITS, type PathLimits, PathConfinement, fsError, violation } from "./paths.js";
 import { QuotaTracker } from "./quota.js";
@@ -127,12 +127,32 @@ export class FsCapability {
     const op = "fs.appendFile";
     const target = this.writable(path, op);
     const bytes = this.payload(data, encoding, op);
-    const handle = await this.paths.openFile(target, constants.O_WRONLY | constants.O_APPEND | constants.O_CREAT, op);
+    const handle = await this.openForAppend(target, op);
     try {
       await this.quota.reserve(bytes.length, 0);
       await handle.write(bytes);
     } finally {
       await handle.close();
+    }
+  }
+
+  /**
+   * Opens an existing file for appending, else creates it. A create is an entry of the quota whatever
+   * call makes it (an empty append once created files past the entry limit), so the entry is reserved
+   * before the exclusive create, and given back if the create fails.
+   */
+  private async openForAppend(target: ConfinedPath, op: string): Promise<import("node:fs/promises").FileHandle> {
+    try {
+      return await this.paths.openFile(target, constants.O_WRONLY | constants.O_APPEND, op);
+    } catch (error) {
+      if (!(error instanceof ToolHostError && error.type === "NotFound")) throw error;
+    }
+    await this.quota.reserve(0, 1);
+    try {
+      return await this.paths.openFile(target, constants.O_WRONLY | constants.O_APPEND | constants.O_CREAT | constants.O_EXCL, op);
+    } catch (error) {
+      await this.quota.reserve(0, -1);
+      throw error;
     }
   }
 
@@ -200,12 +220,13 @@ export class FsCapability {
   async rm(path: unknown, recursive: unknown = false): Promise<void> {
     const op = "fs.rm";
     const target = this.writable(path, op);
-    await this.paths.withParent(target, op, async (dirFdPath, name) => {
-      await rm(join(dirFdPath, name), { recursive: recursive === true, force: false }).catch((error: unknown) => {
-        throw fsError((error as NodeJS.ErrnoException).code === "ERR_FS_EISDIR" ? { code: "ENOTEMPTY" } : error, op, target.relative);
-      });
-    });
-    this.quota.invalidate();
+    try {
+      await this.paths.withParent(target, op, (dirFdPath, name) => removeEntry(dirFdPath, name, recursive === true));
+    } catch (error) {
+      throw fsError(error, op, target.relative);
+    } finally {
+      this.quota.invalidate();
+    }
   }
 
   async rename(from: unknown, to: unknown): Promise<void> {
@@ -249,6 +270,33 @@ export class FsCapability {
     }
     return bytes;
   }
+}
+
+/**
+ * Removes `name` in the directory `dirFdPath` (a `/proc/self/fd/N` path of a verified, held directory).
+ * Every step is relative to a held descriptor: a folder is opened with O_DIRECTORY | O_NOFOLLOW inside
+ * its held parent, checked to be the very folder that was listed (same device and inode), and walked
+ * through its own descriptor; entries are unlinked by name inside the held folder, which never follows
+ * a link. A folder swapped for a link while this runs is refused or removed as a link, never followed,
+ * so nothing outside the Anima's directory can be reached (Node's recursive rm walks by path names).
+ */
+async function removeEntry(dirFdPath: string, name: string, recursive: boolean): Promise<void> {
+  const path = `${dirFdPath}/${name}`;
+  const info = await lstat(path);
+  if (!info.isDirectory()) return unlink(path);
+  if (!recursive) return rmdir(path);
+  const handle = await open(path, constants.O_RDONLY | constants.O_DIRECTORY | constants.O_NOFOLLOW);
+  try {
+    const opened = await handle.stat();
+    if (opened.dev !== info.dev || opened.ino !== info.ino) {
+      throw violation("SandboxViolation", "fs.rm: a folder was replaced while it was being removed; links are not followed");
+    }
+    const held = `/proc/self/fd/${handle.fd}`;
+    for (const entry of await readdir(held)) await removeEntry(held, entry, true);
+  } finally {
+    await handle.close();
+  }
+  await rmdir(path);
 }
 
 function tooLarge(op: string, target: ConfinedPath, limit: number): ToolHostError {

@@ -1,0 +1,77 @@
+import { type ChildProcess, spawn } from "node:child_process";
+import { existsSync, mkdirSync, readFileSync, readdirSync, writeFileSync } from "node:fs";
+import { join } from "node:path";
+import { afterEach, describe, expect, it } from "vitest";
+import { DEFAULT_FS_LIMITS, FsCapability } from "../../src/capabilities/fs.js";
+import { ToolHostError } from "../../src/errors.js";
+import { type TempDataDir, makeDataDir } from "../helpers/data-dir.js";
+
+/**
+ * Attack: while a tool removes a large tree recursively, something else in its own Anima's folder keeps
+ * replacing sub-folders of that tree by links to another Anima's folder. Node's recursive rm walks by
+ * path names and once followed such a link, deleting `animas/eve2/secret.txt`. Removal now goes by
+ * descriptor: whatever is swapped, nothing outside the Anima's folder changes.
+ */
+const ROUNDS = 20;
+const FOLDERS = 30;
+const FILES_PER_FOLDER = 100; // 3,000 files a round
+
+/** Swaps work/d<k> for a link to ../../eve2 and back, as fast as it can, until killed. */
+const FLIPPER = `
+const fs = require("fs"), path = require("path");
+const [anima, folders] = [process.argv[1], Number(process.argv[2])];
+const pause = new Int32Array(new SharedArrayBuffer(4));
+for (let n = 0; ; n++) {
+  const k = n % folders, dir = path.join(anima, "work", "d" + k), aside = path.join(anima, "aside" + k);
+  try { fs.renameSync(dir, aside); } catch { continue; }
+  try { fs.symlinkSync("../../eve2", dir); } catch {}
+  Atomics.wait(pause, 0, 0, 2); // leave the link in place for 2 ms
+  try { fs.unlinkSync(dir); } catch {}
+  try { fs.renameSync(aside, dir); } catch {}
+}`;
+
+describe("recursive rm with links swapped in (flipper)", () => {
+  let data: TempDataDir;
+  let flipper: ChildProcess | undefined;
+  afterEach(() => {
+    flipper?.kill("SIGKILL");
+    data?.cleanup();
+  });
+
+  it(`removes ${FOLDERS * FILES_PER_FOLDER} files ${ROUNDS} times; nothing outside the Anima's folder changes`, async () => {
+    data = makeDataDir({ "animas/eve2/secret.txt": "eve2's secret", "animas/eve2/notes/a.txt": "a" });
+    const eve = data.anima("eve");
+    const eve2 = join(data.dir, "animas", "eve2");
+    const fs = new FsCapability(eve, { ...DEFAULT_FS_LIMITS, maxFiles: 1_000_000 });
+    const outcomes: string[] = [];
+    for (let round = 0; round < ROUNDS; round++) {
+      for (let k = 0; k < FOLDERS; k++) {
+        const dir = join(eve, "work", `d${k}`);
+        mkdirSync(dir, { recursive: true });
+        // Names the other Anima's folder also has: a followed link deletes its files, not these.
+        writeFileSync(join(dir, "secret.txt"), "x");
+        for (let i = 1; i < FILES_PER_FOLDER; i++) writeFileSync(join(dir, `f${i}.txt`), "x");
+      }
+      flipper = spawn(process.execPath, ["-e", FLIPPER, eve, String(FOLDERS)], { stdio: "ignore" });
+      try {
+        await fs.rm("work", true);
+        outcomes.push("removed");
+      } catch (error) {
+        // Refusing a swapped folder is fine; following it is not.
+        expect(error).toBeInstanceOf(ToolHostError);
+        outcomes.push((error as ToolHostError).type);
+      } finally {
+        flipper.kill("SIGKILL");
+        await new Promise((resolve) => flipper?.once("exit", resolve));
+        flipper = undefined;
+      }
+      expect(readFileSync(join(eve2, "secret.txt"), "utf8")).toBe("eve2's secret");
+      expect(readdirSync(eve2).sort()).toEqual(["notes", "secret.txt"]);
+      expect(readFileSync(join(eve2, "notes", "a.txt"), "utf8")).toBe("a");
+      // Put back what the flipper left aside, for the next round.
+      for (const entry of readdirSync(eve)) if (entry.startsWith("aside")) await fs.rm(entry, true);
+      if (existsSync(join(eve, "work"))) await fs.rm("work", true).catch(() => undefined);
+    }
+    expect(outcomes.length).toBe(ROUNDS);
+  }, 120_000);
+});
