@@ -1,6 +1,7 @@
 import { spawn } from "node:child_process";
 import { readFileSync } from "node:fs";
-import { type Server, type Socket, createServer } from "node:http";
+import { type Server, createServer } from "node:http";
+import type { Socket } from "node:net";
 import { join } from "node:path";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { type ToolHost, createHost } from "../../src/host.js";
