@@ -290,7 +290,12 @@ function installPrelude(global: Record<string, unknown>): PreludeEntry {
     return text;
   }
 
+  // The host cuts messages at the same length (envelope.ts); cutting here keeps the envelope readable.
+  const MAX_MESSAGE_CHARS = 4000;
   function failure(errorType: string, message: string): Envelope {
+    if (message.length > MAX_MESSAGE_CHARS) {
+      message = `${reflectApply(stringSlice, message, [0, MAX_MESSAGE_CHARS]) as string}… [cut: ${message.length - MAX_MESSAGE_CHARS} more characters]`;
+    }
     return { ok: false, errorType, message };
   }
 

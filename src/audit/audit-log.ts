@@ -63,6 +63,28 @@ export interface AuditLog {
 /** Longest argument kept in a record; the rest is cut with a marker. */
 export const MAX_AUDIT_FIELD_CHARS = 256;
 
+/** Longest message or reason kept in a record (a load error, a denial's reason). */
+export const MAX_AUDIT_MESSAGE_CHARS = 2_000;
+
+/**
+ * The event as it may be written: every string field cut (messages and reasons at
+ * `MAX_AUDIT_MESSAGE_CHARS`, everything else at `MAX_AUDIT_FIELD_CHARS`) with control characters
+ * escaped, whoever built it. Much of an event is tool-controlled (a load error, a tool's name, a path),
+ * and one tool's 11 MB load error once made 11 MB records that rotated everything else away.
+ */
+export function boundEvent(event: AuditEvent): AuditEvent {
+  const bounded: Record<string, unknown> = {};
+  for (const [key, value] of Object.entries(event)) {
+    bounded[key] = typeof value === "string" ? truncateForAudit(value, key === "message" || key === "reason" ? MAX_AUDIT_MESSAGE_CHARS : MAX_AUDIT_FIELD_CHARS) : value;
+  }
+  return bounded as AuditEvent;
+}
+
+/** Denials, crashes and protocol violations: what the audit trail must keep longest (see JsonlAuditLog). */
+export function isSecurityEvent(event: AuditEvent): boolean {
+  return event.kind === "sandbox_crash" || ("outcome" in event && event.outcome === "denied");
+}
+
 export function truncateForAudit(text: string, maxChars = MAX_AUDIT_FIELD_CHARS): string {
   const clean = text.replace(/[\u0000-\u001f\u007f]/g, (c) => `\\u${c.charCodeAt(0).toString(16).padStart(4, "0")}`);
   return clean.length > maxChars ? `${clean.slice(0, maxChars)}…[${clean.length - maxChars} more]` : clean;
@@ -94,7 +116,7 @@ export class MemoryAuditLog implements AuditLog {
   constructor(private readonly maxRecords = 100_000) {}
 
   append(event: AuditEvent): void {
-    this.records.push({ ...event, ts: isoTimestamp() } as AuditRecord);
+    this.records.push({ ...boundEvent(event), ts: isoTimestamp() } as AuditRecord);
     if (this.records.length > this.maxRecords) this.records.splice(0, this.records.length - this.maxRecords);
   }
 

@@ -1,11 +1,21 @@
 import { closeSync, fstatSync, mkdirSync, openSync, renameSync, writeSync } from "node:fs";
 import { readFile } from "node:fs/promises";
 import { dirname } from "node:path";
-import { type AuditEvent, type AuditLog, type AuditQuery, type AuditRecord, isoTimestamp, matches } from "./audit-log.js";
+import { type AuditEvent, type AuditLog, type AuditQuery, type AuditRecord, boundEvent, isSecurityEvent, isoTimestamp, matches } from "./audit-log.js";
+
+/** `audit.jsonl` → `audit.security.jsonl`. */
+function securityFileOf(file: string): string {
+  return file.endsWith(".jsonl") ? `${file.slice(0, -".jsonl".length)}.security.jsonl` : `${file}.security`;
+}
 
 /**
  * An append-only JSON-lines audit log, bounded in size by rotation: when the file passes `maxBytes` it
  * becomes `<file>.1` (`.1` → `.2` …, the oldest beyond `keepFiles` is dropped).
+ *
+ * Security events (denials, crashes, protocol violations) are also written to a trail of their own,
+ * `<file without .jsonl>.security.jsonl`, rotated the same way but only by other security events: a
+ * flood of ordinary records (calls, load errors) cannot rotate a denial out of the audit trail. `read`
+ * merges both. Every record is bounded first (`boundEvent`).
  *
  * Records are buffered and written at most `flushIntervalMs` later in one `write` to a file opened
  * with O_APPEND, so a call never waits on the disk and several processes (one-shot CLI runs next to a
@@ -30,19 +40,29 @@ export class JsonlAuditLog implements AuditLog {
   private sizeBytes = 0;
   private readonly flushIntervalMs: number;
   private closed = false;
+  /** The security trail (see above); undefined inside it. */
+  private readonly security: JsonlAuditLog | undefined;
 
   constructor(
     readonly file: string,
     options: JsonlAuditLogOptions = {},
+    securityTrail = false,
   ) {
     this.maxBytes = options.maxBytes ?? 10 * 1024 * 1024;
     this.keepFiles = options.keepFiles ?? 3;
     this.flushIntervalMs = options.flushIntervalMs ?? 20;
+    this.security = securityTrail ? undefined : new JsonlAuditLog(securityFileOf(file), options, true);
   }
 
   append(event: AuditEvent): void {
     if (this.closed) return;
-    this.buffer.push(JSON.stringify({ ts: isoTimestamp(), ...event }));
+    const line = JSON.stringify({ ts: isoTimestamp(), ...boundEvent(event) });
+    this.appendLine(line);
+    if (this.security && isSecurityEvent(event)) this.security.appendLine(line);
+  }
+
+  private appendLine(line: string): void {
+    this.buffer.push(line);
     if (!this.scheduled) {
       this.scheduled = true;
       setTimeout(() => this.writeBuffered(), this.flushIntervalMs).unref();
@@ -51,28 +71,44 @@ export class JsonlAuditLog implements AuditLog {
 
   async read(query: AuditQuery = {}): Promise<AuditRecord[]> {
     await this.flush();
-    const files = [...Array.from({ length: this.keepFiles }, (_, i) => `${this.file}.${this.keepFiles - i}`), this.file];
+    const lines = await this.readLines();
+    if (this.security) {
+      // Security records rotated out of the main files survive in their own trail.
+      const present = new Set(lines);
+      const kept = (await this.security.readLines()).filter((line) => !present.has(line));
+      if (kept.length > 0) lines.push(...kept);
+    }
     const records: AuditRecord[] = [];
-    for (const file of files) {
-      const text = await readFile(file, "utf8").catch(() => "");
-      for (const line of text.split("\n")) {
-        if (line.trim() === "") continue;
-        try {
-          const record = JSON.parse(line) as AuditRecord;
-          if (matches(record, query)) records.push(record);
-        } catch {
-          // a torn last line after a crash: skip it
-        }
+    for (const line of lines) {
+      try {
+        const record = JSON.parse(line) as AuditRecord;
+        if (matches(record, query)) records.push(record);
+      } catch {
+        // a torn last line after a crash: skip it
       }
     }
-    return records;
+    // Oldest first (ISO timestamps sort as text; the sort is stable for records of the same instant).
+    return this.security ? records.sort((a, b) => (a.ts < b.ts ? -1 : a.ts > b.ts ? 1 : 0)) : records;
+  }
+
+  private async readLines(): Promise<string[]> {
+    await this.flush();
+    const files = [...Array.from({ length: this.keepFiles }, (_, i) => `${this.file}.${this.keepFiles - i}`), this.file];
+    const lines: string[] = [];
+    for (const file of files) {
+      const text = await readFile(file, "utf8").catch(() => "");
+      for (const line of text.split("\n")) if (line.trim() !== "") lines.push(line);
+    }
+    return lines;
   }
 
   async flush(): Promise<void> {
     this.writeBuffered();
+    if (this.security) await this.security.flush();
   }
 
   async close(): Promise<void> {
+    if (this.security) await this.security.close();
     this.writeBuffered();
     this.closed = true;
     if (this.fd !== undefined) closeSync(this.fd);

@@ -6,7 +6,7 @@ import { type CallResult, type ToolHost, type ToolInfo, createHost } from "../ho
 import { RESERVED_NAMES } from "../registry/discovery.js";
 import { parseToolFlags } from "./flags.js";
 import { actionHelp, describeText, listText, toolHelp, topLevelHelp } from "./help.js";
-import { type Output, printError, printResult } from "./output.js";
+import { type Output, printError, printResult, terminalSafeOutput } from "./output.js";
 
 /** Options the CLI itself understands, wherever they appear before the action's own flags. */
 interface GlobalOptions {
@@ -81,15 +81,21 @@ export function exitProcess(code: number): void {
   );
 }
 
+/**
+ * `out` carries a tool call's own result unchanged (callers pipe it); everything else the CLI prints
+ * (help, listings, reports, error lines) goes through `safe`, which escapes control characters: tool
+ * names, descriptions and messages are tool-controlled text, never terminal commands.
+ */
 async function run(host: ToolHost, argv: string[], options: GlobalOptions, anima: string | undefined, out: Output): Promise<number> {
+  const safe = terminalSafeOutput(out);
   const [word, ...rest] = argv;
   if (word === undefined) {
     const help = topLevelHelp(await host.list(anima).catch(() => undefined));
-    if (options.help) return out.stdout(help), 0;
-    out.stderr(help);
+    if (options.help) return safe.stdout(help), 0;
+    safe.stderr(help);
     return 2;
   }
-  if (RESERVED_NAMES.has(word)) return runCommand(host, word, takeGlobalOptions(rest, options, false), options, anima, out);
+  if (RESERVED_NAMES.has(word)) return runCommand(host, word, takeGlobalOptions(rest, options, false), options, anima, safe);
 
   const tool = await host.describe(anima, word);
   if (tool.hasCliMain) {
@@ -102,8 +108,8 @@ async function run(host: ToolHost, argv: string[], options: GlobalOptions, anima
   if (actionIndex < 0) {
     if (options.help || toolArgv.length === 0) {
       const text = toolHelp(tool);
-      if (options.help) return out.stdout(text), 0;
-      out.stderr(text);
+      if (options.help) return safe.stdout(text), 0;
+      safe.stderr(text);
       return tool.status === "error" ? 6 : 2;
     }
     throw new ToolHostError("InvalidArguments", `no action given for tool "${word}"`, actionsHint(tool));
@@ -113,7 +119,7 @@ async function run(host: ToolHost, argv: string[], options: GlobalOptions, anima
   if (tool.status === "error") throw ToolHostError.fromInfo(tool.error ?? { type: "LoadError", message: "the tool failed to load" });
   const schema = tool.schemas.find((s) => s.action === actionName);
   if (!schema) throw new ToolHostError("ToolNotFound", `tool "${tool.name}" has no action "${actionName}"`, actionsHint(tool));
-  if (options.help) return out.stdout(actionHelp(tool, schema)), 0;
+  if (options.help) return safe.stdout(actionHelp(tool, schema)), 0;
 
   const base = await argumentsFromJson(options);
   const args = { ...base, ...parseToolFlags(schema.parameters, flagArgv) };

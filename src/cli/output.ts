@@ -24,11 +24,24 @@ export function printResult(out: Output, result: CallResult, json: boolean): num
   return 0;
 }
 
+/**
+ * Control characters (C0 but newline and tab, DEL, C1) and bidirectional overrides, escaped as `\uXXXX`:
+ * text a tool controls (a load error, a name, a progress message) can then neither move the cursor,
+ * retitle or recolour the operator's terminal, nor disguise what it says.
+ */
+export function terminalSafe(text: string): string {
+  return text.replace(/[\u0000-\u0008\u000b-\u001f\u007f-\u009f\u202a-\u202e\u2066-\u2069]/g, (c) => `\\u${c.charCodeAt(0).toString(16).padStart(4, "0")}`);
+}
+
+export function terminalSafeOutput(out: Output): Output {
+  return { stdout: (text) => out.stdout(terminalSafe(text)), stderr: (text) => out.stderr(terminalSafe(text)) };
+}
+
 export function printError(out: Output, error: ErrorInfo, json: boolean): number {
   if (json) {
     out.stdout(JSON.stringify({ status: "error", error_type: error.type, message: error.message, ...(error.hint ? { hint: error.hint } : {}) }));
   } else {
-    const oneLine = (text: string) => text.replace(/\s*\n\s*/g, " ");
+    const oneLine = (text: string) => terminalSafe(text.replace(/\s*\n\s*/g, " "));
     out.stderr(`Error (${error.type}): ${oneLine(error.message)}${error.hint ? ` — ${oneLine(error.hint)}` : ""}`);
   }
   return EXIT_CODES[error.type];

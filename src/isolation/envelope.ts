@@ -7,6 +7,18 @@ import type { DescribeOutcome, ResultValue } from "./protocol.js";
  * untrusted: every field is checked, and nothing in it can claim more than the tool could do anyway.
  */
 
+/**
+ * Longest error message a tool's failure or load error carries out of the sandbox, in characters. The
+ * text is the tool's own, and goes on to the audit log, the terminal, MCP clients and other processes.
+ */
+export const MAX_TOOL_MESSAGE_CHARS = 4_000;
+
+/** A tool's message, cut at `MAX_TOOL_MESSAGE_CHARS` with a note of how much was dropped. */
+export function boundToolMessage(message: string): string {
+  if (message.length <= MAX_TOOL_MESSAGE_CHARS) return message;
+  return `${message.slice(0, MAX_TOOL_MESSAGE_CHARS)}… [cut: ${message.length - MAX_TOOL_MESSAGE_CHARS} more characters]`;
+}
+
 export type ParsedCall = ({ ok: true; value: ResultValue } | { ok: false; error: ErrorInfo }) & {
   /** The prelude asks for its isolate not to serve another call (a budget was used up). */
   recycle: boolean;
@@ -39,7 +51,7 @@ export function parseCallEnvelope(text: unknown, limits: { maxResultBytes: numbe
     if (e["errorType"] === "MemoryLimit") return { ok: false, error: ivmErrorInfo(undefined, limits, "MemoryLimit"), recycle: true };
     // Types a tool's failure may carry out: its own config error, and host denials it did not catch.
     const type = PASSED_THROUGH.has(e["errorType"] as string) ? (e["errorType"] as "ToolConfigError") : "ExecutionError";
-    const message = typeof e["message"] === "string" ? stripStackFrames(e["message"]) : "the tool failed";
+    const message = typeof e["message"] === "string" ? boundToolMessage(stripStackFrames(boundToolMessage(e["message"]))) : "the tool failed";
     return { ok: false, error: { type, message: message || "the tool failed without a message" }, recycle };
   }
   if (e["ok"] !== true) return bad;
@@ -56,7 +68,7 @@ export function parseDescribeEnvelope(text: unknown): DescribeOutcome {
   const e = typeof text === "string" ? parseObject(text) : undefined;
   if (!e) return bad;
   if (e["ok"] === false) {
-    return { ok: false, error: { type: "LoadError", message: typeof e["message"] === "string" ? stripStackFrames(e["message"]) : "loading failed" } };
+    return { ok: false, error: { type: "LoadError", message: typeof e["message"] === "string" ? boundToolMessage(stripStackFrames(boundToolMessage(e["message"]))) : "loading failed" } };
   }
   const exportsInfo = e["exports"];
   if (e["ok"] !== true || typeof exportsInfo !== "object" || exportsInfo === null) return bad;

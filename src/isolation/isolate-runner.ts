@@ -2,7 +2,7 @@ import ivm from "isolated-vm";
 import type { ErrorInfo } from "../errors.js";
 import { type CapabilityLimits, CallLedger, CapabilityBudget } from "./call-ledger.js";
 import { Abandoned, CallGuard, EntryTracker, STOP_GRACE_MS, type StopReason, unlessAbandoned } from "./call-guard.js";
-import { parseCallEnvelope, parseDescribeEnvelope } from "./envelope.js";
+import { boundToolMessage, parseCallEnvelope, parseDescribeEnvelope } from "./envelope.js";
 import { classifyIvmError, ivmErrorInfo, stripHostDetails } from "./ivm-errors.js";
 import { type ActiveCall, type Entry, IsolatePool, PooledIsolate } from "./pooled-isolate.js";
 import { readPrelude } from "./prelude-source.js";
@@ -280,7 +280,7 @@ export class IsolateRunner implements Executor {
       try {
         toolScript = await isolate.compileScript(bundle.code, { filename: `tool:${bundle.displayName}` });
       } catch (error) {
-        throw new SetupError({ type: "LoadError", message: `the tool does not compile: ${stripHostDetails(errorMessage(error))}` });
+        throw new SetupError({ type: "LoadError", message: `the tool does not compile: ${boundToolMessage(stripHostDetails(boundToolMessage(errorMessage(error))))}` });
       }
       try {
         await toolScript.run(context, { timeout: remaining(deadline) });
@@ -290,7 +290,7 @@ export class IsolateRunner implements Executor {
           const info = ivmErrorInfo(error, limits, guard.stopReason ?? (pooled.hitMemoryLimit ? "MemoryLimit" : undefined));
           throw new SetupError({ ...info, message: `while loading: ${info.message}` });
         }
-        throw new SetupError({ type: "LoadError", message: `the tool's top-level code threw: ${stripHostDetails(errorMessage(error))}` });
+        throw new SetupError({ type: "LoadError", message: `the tool's top-level code threw: ${boundToolMessage(stripHostDetails(boundToolMessage(errorMessage(error))))}` });
       }
       return pooled;
     } catch (error) {

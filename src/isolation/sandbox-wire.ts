@@ -1,4 +1,5 @@
 import { ERROR_TYPES, type ErrorInfo } from "../errors.js";
+import { boundToolMessage } from "./envelope.js";
 import type { CallOutcome, DescribeOutcome, FromSandbox, ModuleDescription, ResultValue } from "./protocol.js";
 
 /**
@@ -76,8 +77,8 @@ export function decodeFromSandbox(raw: unknown, nested = false): FromSandbox | u
 
 function decodeError(raw: unknown): ErrorInfo | undefined {
   if (!isObject(raw) || typeof raw["type"] !== "string" || !ERROR_TYPE_SET.has(raw["type"]) || typeof raw["message"] !== "string") return undefined;
-  const info: ErrorInfo = { type: raw["type"] as ErrorInfo["type"], message: raw["message"] };
-  if (typeof raw["hint"] === "string") info.hint = raw["hint"];
+  const info: ErrorInfo = { type: raw["type"] as ErrorInfo["type"], message: boundToolMessage(raw["message"]) };
+  if (typeof raw["hint"] === "string") info.hint = boundToolMessage(raw["hint"]);
   return info;
 }
 
