@@ -118,6 +118,13 @@ export function hostMatches(host: string, pattern: string): boolean {
   return pattern.startsWith("*.") ? host.endsWith(pattern.slice(1)) : host === pattern;
 }
 
+/** An Anima's allowlist entry: `name`, `*.name`, or either with `:port` (then only that port). */
+export function allowEntryMatches(host: string, port: number, entry: string): boolean {
+  const colon = entry.lastIndexOf(":");
+  if (colon < 0) return hostMatches(host, entry);
+  return Number(entry.slice(colon + 1)) === port && hostMatches(host, entry.slice(0, colon));
+}
+
 const NAME_PATTERN = /^(\*\.)?[a-z0-9-]+(\.[a-z0-9-]+)*$/;
 
 /**

@@ -2,7 +2,7 @@ import { lookup as dnsLookup } from "node:dns/promises";
 import { isIP } from "node:net";
 import { ToolHostError } from "../errors.js";
 import type { SandboxPolicy } from "../policy/permissions.js";
-import { BAD_PORTS, type InternalAllowList, blockedNameReason, hostMatches, nonPublicReason } from "./net-address.js";
+import { BAD_PORTS, type InternalAllowList, allowEntryMatches, blockedNameReason, nonPublicReason } from "./net-address.js";
 
 /**
  * Decides whether one URL (the tool's, or a redirect hop's) may be fetched, and to which addresses.
@@ -52,10 +52,10 @@ export async function checkTarget(url: URL, rules: TargetRules, label: string): 
   if (host === "") throw new ToolHostError("InvalidArguments", `${label}: the URL has no host`);
   const { network } = rules;
   if (network.mode === "none") throw deny(`${label}: network access is disabled for this Anima (sandbox.network is "none")`);
-  if (network.mode === "allowlist" && !network.hosts.some((pattern) => hostMatches(host, pattern))) {
-    throw deny(`${label}: the host "${shown(host)}" is not in this Anima's network allowlist`);
-  }
   const port = url.port === "" ? (url.protocol === "https:" ? 443 : 80) : Number(url.port);
+  if (network.mode === "allowlist" && !network.hosts.some((entry) => allowEntryMatches(host, port, entry))) {
+    throw deny(`${label}: the host "${shown(host)}" (port ${port}) is not in this Anima's network allowlist`);
+  }
   if (BAD_PORTS.has(port)) throw deny(`${label}: port ${port} is refused (it belongs to a non-HTTP service)`);
 
   const family = isIP(host);

@@ -22,7 +22,9 @@ export interface SandboxPolicy {
   /**
    * Network reach: `public` (the public internet; private, loopback and metadata addresses refused),
    * `none` (no network at all), or an allowlist of host names (`api.example.com`, `*.example.org`),
-   * each still subject to the public-address rule unless the operator allows an internal host.
+   * each still subject to the public-address rule unless the operator allows an internal host. An
+   * entry may name a port (`api.example.com:443`): then only that port; a bare name allows any port but
+   * the refused non-HTTP ones (net-address.ts `BAD_PORTS`).
    */
   network: { mode: "public" } | { mode: "none" } | { mode: "allowlist"; hosts: string[] };
 }
@@ -86,11 +88,17 @@ function parseSandbox(raw: unknown): SandboxPolicy {
   if (network === "none" || network === false) return { network: { mode: "none" } };
   if (typeof network === "object" && network !== null && !Array.isArray(network)) {
     const allow = own(network as Record<string, unknown>, "allow");
-    if (Array.isArray(allow) && allow.every((h) => typeof h === "string" && HOST_PATTERN.test(h))) {
+    if (Array.isArray(allow) && allow.every((h) => typeof h === "string" && validAllowEntry(h))) {
       return { network: { mode: "allowlist", hosts: allow.map((h: string) => h.toLowerCase()) } };
     }
   }
-  throw broken("permissions.json", '"sandbox.network" must be "public", "none" or {"allow": ["host.example.com", "*.example.org"]}');
+  throw broken("permissions.json", '"sandbox.network" must be "public", "none" or {"allow": ["host.example.com", "*.example.org", "api.example.com:443"]} (ports 1-65535)');
+}
+
+function validAllowEntry(entry: string): boolean {
+  const match = /^(.*?)(?::(\d{1,5}))?$/.exec(entry) as RegExpExecArray;
+  const port = match[2] === undefined ? undefined : Number(match[2]);
+  return HOST_PATTERN.test(match[1] as string) && (port === undefined || (port >= 1 && port <= 65_535));
 }
 
 const HOST_PATTERN = /^(\*\.)?[A-Za-z0-9-]+(\.[A-Za-z0-9-]+)*$/;

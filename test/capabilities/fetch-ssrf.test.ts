@@ -184,6 +184,18 @@ describe("fetch: operator and Anima policy", () => {
     expect(seen.map((s) => s.host)).toEqual([`pinned.test:${port}`, `a.b.allowed.test:${port}`]);
   });
 
+  it("an allowlist entry with a port allows only that port; a bare name any port but the refused ones", async () => {
+    dnsTable = { "pinned.test": ["127.0.0.1"] };
+    const fetcher = capability({ allowInternalHosts: ["127.0.0.1"] });
+    const pinned: SandboxPolicy = { network: { mode: "allowlist", hosts: [`pinned.test:${port}`] } };
+    expect((await fetcher.fetch(CTX, `http://pinned.test:${port}/`, {}, pinned)).status).toBe(200);
+    const otherPort: SandboxPolicy = { network: { mode: "allowlist", hosts: [`pinned.test:${port === 65_535 ? 1 : port + 1}`] } };
+    expect((await refused(fetcher.fetch(CTX, `http://pinned.test:${port}/`, {}, otherPort))).message).toMatch(/allowlist/);
+    const bare: SandboxPolicy = { network: { mode: "allowlist", hosts: ["pinned.test"] } };
+    expect((await fetcher.fetch(CTX, `http://pinned.test:${port}/`, {}, bare)).status).toBe(200);
+    expect((await refused(fetcher.fetch(CTX, "http://pinned.test:25/", {}, bare))).message).toMatch(/port 25 is refused/);
+  });
+
   it("an allowlisted name is still held to the public-address rule", async () => {
     forbidConnections();
     dnsTable = { "intranet.example": ["10.1.2.3"] };

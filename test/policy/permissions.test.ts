@@ -24,6 +24,16 @@ describe("permissions.json", () => {
     expect(p.source).toBe("permissions.json");
   });
 
+  it("reads allowlist entries with ports, and refuses bad ports instead of widening", () => {
+    expect(parsePermissionsJson('{"sandbox":{"network":{"allow":["api.example.com:443","*.example.org:8443"]}}}').sandbox.network).toEqual({
+      mode: "allowlist",
+      hosts: ["api.example.com:443", "*.example.org:8443"],
+    });
+    for (const entry of ["api.example.com:0", "api.example.com:70000", "api.example.com:", "api.example.com:x"]) {
+      expect(() => parsePermissionsJson(JSON.stringify({ sandbox: { network: { allow: [entry] } } }))).toThrow(/ports 1-65535/);
+    }
+  });
+
   it("reads the sandbox network policy", () => {
     expect(parsePermissionsJson('{"sandbox":{"network":"none"}}').sandbox.network).toEqual({ mode: "none" });
     expect(parsePermissionsJson('{"sandbox":{"network":{"allow":["API.example.com","*.example.org"]}}}').sandbox.network).toEqual({
