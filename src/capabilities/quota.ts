@@ -1,6 +1,10 @@
-import { lstat, readdir } from "node:fs/promises";
-import { join } from "node:path";
+import { constants } from "node:fs";
+import { type FileHandle, lstat, open, readdir } from "node:fs/promises";
 import { ToolHostError } from "../errors.js";
+
+const OPEN_FOLDER = constants.O_RDONLY | constants.O_DIRECTORY | constants.O_NOFOLLOW;
+/** Folder levels the measurement descends; deeper folders count as one entry each. */
+const MAX_DEPTH = 256;
 
 /**
  * Disk quota per Anima directory: bytes and entries. Usage is measured by walking the directory (links
@@ -56,20 +60,42 @@ export class QuotaTracker {
   }
 
   private async walk(): Promise<void> {
-    let bytes = 0;
-    let entries = 0;
-    const pending = [this.dir];
-    // Stop counting well past the limit: the answer ("over") is known, and a huge tree must not stall.
-    while (pending.length > 0 && entries <= this.maxEntries * 2) {
-      const dir = pending.pop() as string;
-      const names = await readdir(dir, { withFileTypes: true }).catch(() => []);
-      for (const entry of names) {
-        entries++;
-        const path = join(dir, entry.name);
-        if (entry.isDirectory()) pending.push(path);
-        else if (entry.isFile()) bytes += (await lstat(path).catch(() => ({ size: 0 }))).size;
+    const tally = { bytes: 0, entries: 0 };
+    const root = await open(this.dir, OPEN_FOLDER).catch(() => undefined);
+    if (root) {
+      try {
+        await this.count(root, tally, 0);
+      } finally {
+        await root.close();
       }
     }
-    this.usage = { bytes, entries, measuredAt: Date.now() };
+    this.usage = { bytes: tally.bytes, entries: tally.entries, measuredAt: Date.now() };
+  }
+
+  /**
+   * Counts the entries below the held folder `handle`. Every step goes through a held descriptor
+   * (`/proc/self/fd/N/name`, opened O_NOFOLLOW): a folder swapped for a link while this runs is counted
+   * as one entry and never entered, so the walk cannot leave the Anima's directory. Counting stops well
+   * past the limit (the answer, "over", is known) and below `MAX_DEPTH` levels, which bounds the
+   * descriptors held at once.
+   */
+  private async count(handle: FileHandle, tally: { bytes: number; entries: number }, depth: number): Promise<void> {
+    const held = `/proc/self/fd/${handle.fd}`;
+    const names = await readdir(held).catch(() => [] as string[]);
+    for (const name of names) {
+      if (tally.entries > this.maxEntries * 2) return;
+      tally.entries++;
+      const info = await lstat(`${held}/${name}`).catch(() => undefined);
+      if (info?.isFile()) tally.bytes += info.size;
+      if (!info?.isDirectory() || depth >= MAX_DEPTH) continue;
+      const child = await open(`${held}/${name}`, OPEN_FOLDER).catch(() => undefined);
+      if (!child) continue;
+      try {
+        const opened = await child.stat();
+        if (opened.dev === info.dev && opened.ino === info.ino) await this.count(child, tally, depth + 1);
+      } finally {
+        await child.close();
+      }
+    }
   }
 }

@@ -3,6 +3,7 @@ import { existsSync, mkdirSync, readFileSync, readdirSync, writeFileSync } from 
 import { join } from "node:path";
 import { afterEach, describe, expect, it } from "vitest";
 import { DEFAULT_FS_LIMITS, FsCapability } from "../../src/capabilities/fs.js";
+import { QuotaTracker } from "../../src/capabilities/quota.js";
 import { ToolHostError } from "../../src/errors.js";
 import { type TempDataDir, makeDataDir } from "../helpers/data-dir.js";
 
@@ -74,4 +75,35 @@ describe("recursive rm with links swapped in (flipper)", () => {
     }
     expect(outcomes.length).toBe(ROUNDS);
   }, 120_000);
+});
+
+describe("quota measurement with links swapped in (flipper)", () => {
+  let data: TempDataDir;
+  let flipper: ChildProcess | undefined;
+  afterEach(() => {
+    flipper?.kill("SIGKILL");
+    data?.cleanup();
+  });
+
+  it("never counts another Anima's files, however often a folder is swapped for a link", async () => {
+    const outside: Record<string, string> = {};
+    for (let i = 0; i < 3_000; i++) outside[`animas/eve2/many/f${i}.txt`] = "x";
+    data = makeDataDir(outside);
+    const eve = data.anima("eve");
+    for (let k = 0; k < FOLDERS; k++) {
+      mkdirSync(join(eve, "work", `d${k}`), { recursive: true });
+      for (let i = 0; i < 10; i++) writeFileSync(join(eve, "work", `d${k}`, `f${i}.txt`), "x");
+    }
+    // eve holds ~350 entries; a walk that followed one link would count 3,000 more and refuse.
+    const tracker = QuotaTracker.for(eve, { quotaBytes: 1 << 30, maxFiles: 2_000 });
+    flipper = spawn(process.execPath, ["-e", FLIPPER, eve, String(FOLDERS)], { stdio: "ignore" });
+    try {
+      for (let round = 0; round < 200; round++) {
+        tracker.invalidate();
+        await tracker.reserve(0, 1);
+      }
+    } finally {
+      flipper.kill("SIGKILL");
+    }
+  }, 60_000);
 });
