@@ -4,6 +4,9 @@
 //   - host RSS growth during the attack (aim ≤ 256 MB)
 //   - host event-loop lag p99 during the attack (aim ≤ 100 ms)
 //   - the quiet Anima's call p99 under attack / unloaded (aim ≤ 2×)
+// The floor beside it: the same quiet calls while the attacker only spins (`for (;;) {}`, no capability
+// calls) for as long. On a 2-core machine the attacker's sandbox process holds one core either way; what the
+// read flood adds over that floor is the host's own work for the reads.
 // Run: `npm run build && node --no-node-snapshot benchmarks/read-flood.mjs [--quick]`.
 import { mkdirSync, mkdtempSync, rmSync, writeFileSync } from "node:fs";
 import { tmpdir } from "node:os";
@@ -26,6 +29,9 @@ export async function dispatch() {
     await Promise.all(reads);
   }
 }`;
+const SPIN = `
+export function get_tool_schemas() { return [{ name: "spin_run", description: "spin", input_schema: { type: "object", properties: {} } }]; }
+export function dispatch() { for (;;) {} }`;
 const QUIET = `
 export function get_tool_schemas() { return [{ name: "quiet_ping", description: "ping", input_schema: { type: "object", properties: {} } }]; }
 export function dispatch() { return "pong"; }`;
@@ -50,6 +56,7 @@ const dir = mkdtempSync(join(tmpdir(), "awt-bench-flood-"));
 try {
   for (const anima of ["eve", "quiet"]) mkdirSync(join(dir, "animas", anima, "tools"), { recursive: true });
   writeFileSync(join(dir, "animas/eve/tools/flood.ts"), FLOOD);
+  writeFileSync(join(dir, "animas/eve/tools/spin.ts"), SPIN);
   writeFileSync(join(dir, "animas/eve/big.txt"), "x".repeat(10 * 1024 * 1024));
   writeFileSync(join(dir, "animas/quiet/tools/quiet.ts"), QUIET);
   let attackerBytes = 0;
@@ -61,28 +68,36 @@ try {
   await quietCalls(host, 50, 0); // warm
   const unloaded = await quietCalls(host, QUIET_CALLS, 5);
 
-  const lag = monitorEventLoopDelay({ resolution: 10 });
-  const rssBefore = process.memoryUsage().rss;
-  let rssMax = rssBefore;
-  const sampler = setInterval(() => (rssMax = Math.max(rssMax, process.memoryUsage().rss)), 20);
-  const attack = host.call("eve", "flood_read", {});
-  await new Promise((resolve) => setTimeout(resolve, 1_000)); // let the flood build up
-  lag.enable();
-  const loaded = await quietCalls(host, QUIET_CALLS, 5);
-  lag.disable();
-  const attackResult = await attack;
-  clearInterval(sampler);
+  const underAttack = async (tool) => {
+    const lag = monitorEventLoopDelay({ resolution: 10 });
+    const rssBefore = process.memoryUsage().rss;
+    let rssMax = rssBefore;
+    const sampler = setInterval(() => (rssMax = Math.max(rssMax, process.memoryUsage().rss)), 20);
+    const attack = host.call("eve", tool, {});
+    await new Promise((resolve) => setTimeout(resolve, 1_000)); // let the attack build up
+    lag.enable();
+    const samples = await quietCalls(host, QUIET_CALLS, 5);
+    lag.disable();
+    const result = await attack;
+    clearInterval(sampler);
+    return { samples, lag, rssGrowth: rssMax - rssBefore, result };
+  };
+  const spin = await underAttack("spin_run");
+  attackerBytes = 0;
+  const flood = await underAttack("flood_read");
+  const loaded = flood.samples;
+  const attackResult = flood.result;
   await host.close();
 
   const p99 = (s) => percentile(s, 99);
   const report = {
     attack: attackResult.status === "error" ? attackResult.error_type : attackResult.status,
     attackerReadMBPerSecond: Math.round(attackerBytes / 1e6 / (ATTACK_MS / 1000)),
-    rssGrowthMB: Math.round((rssMax - rssBefore) / 1e6),
-    eventLoopLagP99Ms: Math.round(lag.percentile(99) / 1e6),
-    quietP50Ms: { unloaded: +percentile(unloaded, 50).toFixed(2), underAttack: +percentile(loaded, 50).toFixed(2) },
-    quietP99Ms: { unloaded: +p99(unloaded).toFixed(2), underAttack: +p99(loaded).toFixed(2) },
-    quietP99Ratio: +(p99(loaded) / p99(unloaded)).toFixed(2),
+    rssGrowthMB: Math.round(flood.rssGrowth / 1e6),
+    eventLoopLagP99Ms: { floorSpin: Math.round(spin.lag.percentile(99) / 1e6), readFlood: Math.round(flood.lag.percentile(99) / 1e6) },
+    quietP50Ms: { unloaded: +percentile(unloaded, 50).toFixed(2), floorSpin: +percentile(spin.samples, 50).toFixed(2), readFlood: +percentile(loaded, 50).toFixed(2) },
+    quietP99Ms: { unloaded: +p99(unloaded).toFixed(2), floorSpin: +p99(spin.samples).toFixed(2), readFlood: +p99(loaded).toFixed(2) },
+    quietP99Ratio: { floorSpin: +(p99(spin.samples) / p99(unloaded)).toFixed(2), readFlood: +(p99(loaded) / p99(unloaded)).toFixed(2) },
   };
   console.log(JSON.stringify(report, null, 2));
 } finally {

@@ -2,6 +2,7 @@ import { constants } from "node:fs";
 import { lstat, mkdir, open, readdir, rename, rmdir, unlink } from "node:fs/promises";
 import { sep } from "node:path";
 import { ToolHostError } from "../errors.js";
+import { UndecodedText } from "../isolation/bulk-channel.js";
 import { type ConfinedPath, DEFAULT_PATH_LIMITS, type PathLimits, PathConfinement, fsError, violation } from "./paths.js";
 import { QuotaTracker } from "./quota.js";
 
@@ -31,6 +32,9 @@ export const DEFAULT_FS_LIMITS: FsLimits = {
   quotaBytes: 1024 * 1024 * 1024,
   maxFiles: 100_000,
 };
+
+/** Bytes per read(2) of `readFile`. */
+const READ_CHUNK_BYTES = 256 * 1024;
 
 /** First path segments (relative to the Anima's directory) that tools may read but never change. */
 const PROTECTED_ENTRIES = new Set([
@@ -73,25 +77,33 @@ export class FsCapability {
   }
 
   async readFile(path: unknown, encoding: unknown = "utf8"): Promise<string> {
+    return (await this.readText(path, encoding)).decode();
+  }
+
+  /**
+   * The file's bytes, to be decoded as `encoding` where the text is used: in a sandbox process when the
+   * answer goes to one (bulk-channel.ts), so that the host's event loop never decodes or copies 10 MiB.
+   */
+  async readText(path: unknown, encoding: unknown = "utf8"): Promise<UndecodedText> {
     const op = "fs.readFile";
     if (encoding !== "utf8" && encoding !== "base64") throw violation("InvalidArguments", `${op}: encoding must be "utf8" or "base64"`);
     const target = this.paths.resolve(path, op);
     const handle = await this.paths.openFile(target, constants.O_RDONLY, op);
     try {
-      // Counted on bytes actually read, not on the size stat reports (files grow; /proc lies). Decoded
-      // chunk by chunk as it is read: decoding 10 MiB at once held the host's event loop for 30-40 ms.
+      // Counted on bytes actually read, not on the size stat reports (files grow; /proc lies).
       const limit = this.limits.maxReadBytes;
-      const chunk = Buffer.alloc(256 * 1024);
-      const decoder = new ChunkDecoder(encoding);
+      const chunks: Buffer[] = [];
       let total = 0;
       for (;;) {
+        const chunk = Buffer.allocUnsafe(READ_CHUNK_BYTES);
         const { bytesRead } = await handle.read(chunk, 0, chunk.length, null);
         if (bytesRead === 0) break;
         total += bytesRead;
         if (total > limit) throw tooLarge(op, target, limit);
-        decoder.write(chunk.subarray(0, bytesRead));
+        // A short read keeps a copy of its bytes, not the whole chunk's memory.
+        chunks.push(bytesRead < READ_CHUNK_BYTES / 2 ? Buffer.from(chunk.subarray(0, bytesRead)) : chunk.subarray(0, bytesRead));
       }
-      return decoder.end();
+      return new UndecodedText(chunks, encoding);
     } finally {
       await handle.close();
     }
@@ -298,34 +310,6 @@ async function removeEntry(dirFdPath: string, name: string, recursive: boolean):
     await handle.close();
   }
   await rmdir(path);
-}
-
-/** UTF-8 or base64 text of bytes that arrive in chunks, each decoded as it comes. */
-class ChunkDecoder {
-  private readonly parts: string[] = [];
-  private readonly utf8: import("node:string_decoder").StringDecoder | undefined;
-  /** base64: bytes left over past the last multiple of 3 (each 3 bytes encode alone). */
-  private carry = Buffer.alloc(0);
-
-  constructor(private readonly encoding: "utf8" | "base64") {
-    if (encoding === "utf8") this.utf8 = new (process.getBuiltinModule("node:string_decoder").StringDecoder)("utf8");
-  }
-
-  write(bytes: Buffer): void {
-    if (this.utf8) {
-      this.parts.push(this.utf8.write(bytes));
-      return;
-    }
-    const all = this.carry.length > 0 ? Buffer.concat([this.carry, bytes]) : bytes;
-    const whole = all.length - (all.length % 3);
-    this.parts.push(all.subarray(0, whole).toString("base64"));
-    this.carry = Buffer.from(all.subarray(whole));
-  }
-
-  end(): string {
-    this.parts.push(this.utf8 ? this.utf8.end() : this.carry.toString("base64"));
-    return this.parts.join("");
-  }
 }
 
 function tooLarge(op: string, target: ConfinedPath, limit: number): ToolHostError {

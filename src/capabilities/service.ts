@@ -75,6 +75,8 @@ export class CapabilityService {
       const operation = name.slice(3);
       if (!FS_OPERATIONS.has(operation)) throw new ToolHostError("InvalidArguments", `unknown capability ${name}`);
       const fs = this.fsFor(context.animaDir);
+      // Read as bytes: decoded where the text is used (bulk-channel.ts), not on the host's event loop.
+      if (operation === "readFile") return fs.readText(args[0], args[1]);
       const method = fs[operation as "readFile"] as (...a: unknown[]) => Promise<unknown>;
       return method.apply(fs, args.slice(0, 3));
     }

@@ -79,7 +79,11 @@ export type ResultValue =
 export type CallOutcome = { ok: true; value: ResultValue; durationMs: number } | { ok: false; error: ErrorInfo; durationMs: number };
 export type DescribeOutcome = { ok: true; module: ModuleDescription } | { ok: false; error: ErrorInfo };
 
-/** The host's answer to a capability call: plain JSON data or a typed error. */
+/**
+ * The host's answer to a capability call: plain JSON data or a typed error. On the host, `value` may be
+ * an `UndecodedText` (bulk-channel.ts): it crosses to a sandbox process as bytes, and serialises as its
+ * text anywhere else.
+ */
 export type CapabilityReply = { ok: true; value: unknown } | { ok: false; error: ErrorInfo };
 
 /**
@@ -115,8 +119,11 @@ export interface Executor {
 
 export type ToSandbox =
   | { type: "request"; id: number; request: SandboxRequest }
-  /** `joinSlicesInto`: the answer's large string came before it in `capabilityReplyPart`s (reply-chunks.ts). */
-  | { type: "capabilityReply"; capabilityId: number; reply: CapabilityReply; joinSlicesInto?: "value" | "body" }
+  /**
+   * `joinSlicesInto`: the answer's large string came before it in `capabilityReplyPart`s (reply-chunks.ts).
+   * `bulkBytes`: the answer's value is the text of that many bytes sent on the bulk pipe (bulk-channel.ts).
+   */
+  | { type: "capabilityReply"; capabilityId: number; reply: CapabilityReply; joinSlicesInto?: "value" | "body"; bulkBytes?: number }
   | { type: "capabilityReplyPart"; capabilityId: number; text: string }
   /** The caller gave up on request `id`: stop its isolate now. */
   | { type: "abort"; id: number }

@@ -1,14 +1,16 @@
+import type { Writable } from "node:stream";
+import { UndecodedText, writeBulk } from "./bulk-channel.js";
 import type { CapabilityReply, ToSandbox } from "./protocol.js";
 
 /**
- * Large capability answers (a 10 MiB read, a fetched body) cross to a sandbox process in slices, one
- * per turn of the host's event loop. Serialising the whole answer for the IPC channel at once blocks the
- * host for tens of milliseconds per MiB-scale answer (JSON of 10 MiB ≈ 60–75 ms here), which every other
- * Anima's call would wait behind; a slice costs about a millisecond.
+ * Large capability answers (a fetched body) cross to a sandbox process in slices, one per turn of the
+ * host's event loop. Serialising the whole answer for the IPC channel at once blocks the host for tens of
+ * milliseconds per MiB-scale answer (JSON of 10 MiB ≈ 60–75 ms here), which every other Anima's call
+ * would wait behind; a slice costs about a millisecond. File contents do better still: they go as bytes
+ * on a pipe of their own (bulk-channel.ts) and are decoded by the sandbox process.
  *
- * Only the one large string of an answer is sliced: its `value` when that is a string (fs.readFile), or
- * `value.body` (fetch). The final message carries the answer without it, and says where the joined
- * slices go.
+ * Only the one large string of an answer is sliced: its `value` when that is a string, or `value.body`
+ * (fetch). The final message carries the answer without it, and says where the joined slices go.
  */
 
 /** Characters per slice. */
@@ -26,9 +28,24 @@ function largeString(reply: CapabilityReply): { slot: Slot; text: string } | und
 
 /**
  * Sends `reply` for `capabilityId` through `send` (resolves once the message was written; false when
- * the channel is closed), sliced when large; resolves once all is handed over.
+ * the channel is closed), sliced when large, with undecoded file text as bytes on `bulk` when given;
+ * resolves once all is handed over.
  */
-export async function sendReply(send: (message: ToSandbox) => Promise<boolean>, capabilityId: number, reply: CapabilityReply): Promise<void> {
+export async function sendReply(
+  send: (message: ToSandbox) => Promise<boolean>,
+  capabilityId: number,
+  reply: CapabilityReply,
+  bulk?: Writable,
+): Promise<void> {
+  if (reply.ok && reply.value instanceof UndecodedText) {
+    const text = reply.value;
+    if (bulk && (await writeBulk(bulk, capabilityId, text))) {
+      await send({ type: "capabilityReply", capabilityId, reply: { ok: true, value: "" }, bulkBytes: text.byteLength });
+      return;
+    }
+    if (bulk) return; // the pipe broke: the process is going away
+    reply = { ok: true, value: text.decode() };
+  }
   const large = largeString(reply);
   if (!large) {
     await send({ type: "capabilityReply", capabilityId, reply });

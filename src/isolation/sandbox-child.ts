@@ -5,6 +5,7 @@ import { PROJECT_ROOT } from "../config.js";
 import type { ErrorInfo } from "../errors.js";
 import type { CallLedger } from "./call-ledger.js";
 import { type OsSandboxStatus, bwrapCommand } from "./os-sandbox.js";
+import { BULK_FD } from "./bulk-channel.js";
 import { sendReply } from "./reply-chunks.js";
 import { decodeCallOutcome, decodeDescribeOutcome, decodeFromSandbox } from "./sandbox-wire.js";
 import type { CallOutcome, CapabilityInvoker, CapabilityReply, DescribeOutcome, FromSandbox, SandboxRequest, ToSandbox, ToolLogLine } from "./protocol.js";
@@ -132,10 +133,14 @@ export class SandboxProcess {
     const child = this.pool.osSandbox.enabled ? this.spawnInBwrap() : fork(CHILD_ENTRY, [String(this.pool.maxIdleIsolates)], {
       execArgv: ["--no-node-snapshot"],
       env: {},
-      stdio: ["ignore", "ignore", "inherit", "ipc"],
+      stdio: ["ignore", "ignore", "inherit", "ipc", "ignore", "pipe"],
       serialization: "json",
     });
     this.child = child;
+    const bulk = (child.stdio as unknown[])[BULK_FD] as Writable | null | undefined;
+    bulk?.on("error", () => {
+      // the child went away: its 'exit' handles that
+    });
     child.on("message", (message: unknown) => this.onMessage(child, message));
     child.on("exit", (code, signal) => this.onExit(child, code, signal));
     child.on("error", () => {
@@ -148,7 +153,7 @@ export class SandboxProcess {
     const { command, args, seccomp } = bwrapCommand(["--no-node-snapshot", CHILD_ENTRY, String(this.pool.maxIdleIsolates)], SECCOMP_FD);
     const child = spawn(command, args, {
       env: {},
-      stdio: ["ignore", "ignore", "inherit", "ipc", seccomp ? "pipe" : "ignore"],
+      stdio: ["ignore", "ignore", "inherit", "ipc", seccomp ? "pipe" : "ignore", "pipe"],
       serialization: "json",
     });
     const seccompPipe = child.stdio[SECCOMP_FD] as Writable | null | undefined;
@@ -207,6 +212,7 @@ export class SandboxProcess {
             }),
           capabilityId,
           reply,
+          (child.stdio as unknown[])[BULK_FD] as Writable | null | undefined ?? undefined,
         );
       };
       if (!pending) return void answer({ ok: false, error: { type: "ExecutionError", message: `${name}: the call has ended` } });

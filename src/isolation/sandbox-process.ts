@@ -5,6 +5,8 @@
  */
 import { IsolateRunner } from "./isolate-runner.js";
 import { stripHostDetails } from "./ivm-errors.js";
+import { Socket } from "node:net";
+import { BULK_FD, BulkReceiver } from "./bulk-channel.js";
 import { ReplyAssembler } from "./reply-chunks.js";
 import type { CallContext, CallOutcome, CapabilityReply, DescribeOutcome, FromSandbox, ToSandbox } from "./protocol.js";
 
@@ -53,6 +55,20 @@ const capabilityWaiters = new Map<number, (reply: CapabilityReply) => void>();
 const stoppers = new Map<number, () => void>();
 let retiring = false;
 const replies = new ReplyAssembler();
+/** Large file contents arrive as bytes on their own pipe (bulk-channel.ts). */
+const bulk = new BulkReceiver(openBulkPipe());
+
+function openBulkPipe(): Socket | undefined {
+  try {
+    const pipe = new Socket({ fd: BULK_FD, readable: true, writable: false });
+    pipe.on("error", () => {
+      // the host went away: the IPC channel's 'disconnect' ends this process
+    });
+    return pipe;
+  } catch {
+    return undefined; // started without one (tests): answers then come as JSON only
+  }
+}
 /**
  * The host's request id of each call's context object (the runner hands back the very object it was
  * given). Messages about a call name only that id: the host attributes them from its own records.
@@ -110,9 +126,11 @@ function handle(message: ToSandbox): void {
     return;
   }
   if (message.type === "capabilityReply") {
-    const waiter = capabilityWaiters.get(message.capabilityId);
-    capabilityWaiters.delete(message.capabilityId);
-    waiter?.(replies.complete(message.capabilityId, message.reply, message.joinSlicesInto));
+    const { capabilityId, bulkBytes } = message;
+    const waiter = capabilityWaiters.get(capabilityId);
+    capabilityWaiters.delete(capabilityId);
+    if (bulkBytes !== undefined) bulk.expect(capabilityId, bulkBytes, (text) => waiter?.({ ok: true, value: text }));
+    else waiter?.(replies.complete(capabilityId, message.reply, message.joinSlicesInto));
     return;
   }
   if (message.type === "abort") {
