@@ -13,6 +13,9 @@ import type { CapabilityReply, ToSandbox } from "./protocol.js";
  * (fetch). The final message carries the answer without it, and says where the joined slices go.
  */
 
+/** Files from this size on go as bytes on the bulk pipe; smaller ones inline, decoded here. */
+export const BULK_MIN_BYTES = 64 * 1024;
+
 /** Characters per slice. */
 export const REPLY_SLICE_CHARS = 256 * 1024;
 
@@ -39,11 +42,12 @@ export async function sendReply(
 ): Promise<void> {
   if (reply.ok && reply.value instanceof UndecodedText) {
     const text = reply.value;
-    if (bulk && (await writeBulk(bulk, capabilityId, text))) {
+    // A small file costs less decoded here and sent inline than as a second channel's write and wake-up.
+    if (bulk && text.byteLength >= BULK_MIN_BYTES && (await writeBulk(bulk, capabilityId, text))) {
       await send({ type: "capabilityReply", capabilityId, reply: { ok: true, value: "" }, bulkBytes: text.byteLength });
       return;
     }
-    if (bulk) return; // the pipe broke: the process is going away
+    if (bulk && text.byteLength >= BULK_MIN_BYTES) return; // the pipe broke: the process is going away
     reply = { ok: true, value: text.decode() };
   }
   const large = largeString(reply);
