@@ -1,6 +1,8 @@
 import { formatAnimaReport } from "../audit/report.js";
 import { ToolHostError } from "../errors.js";
+import type { HostConfig } from "../config.js";
 import type { ToolHost } from "../host.js";
+import { type OsSandboxStatus, describeOsSandbox, osSandboxStatus } from "../isolation/os-sandbox.js";
 import { checkSharedIntegrity } from "../lifecycle/index.js";
 import type { Output } from "./output.js";
 
@@ -21,11 +23,12 @@ export async function runAudit(host: ToolHost, argv: string[], anima: string | u
   const reports = await host.auditReport(anima, sinceMs === undefined ? {} : { sinceMs });
   // Shared tools whose file no longer matches what was shared (edited in place, or never shared properly).
   const sharedTools = await checkSharedIntegrity(host.config.dataDir);
+  const isolation = isolationLayers(host.config);
   if (json) {
-    out.stdout(JSON.stringify({ status: "ok", reports, sharedTools }, null, 2));
+    out.stdout(JSON.stringify({ status: "ok", isolation, reports, sharedTools }, null, 2));
     return 0;
   }
-  const text = reports.length === 0 ? ["No Animas found."] : reports.map(formatAnimaReport);
+  const text = [formatIsolation(isolation), ...(reports.length === 0 ? ["No Animas found."] : reports.map(formatAnimaReport))];
   if (sharedTools.length > 0) {
     text.push(["Shared tools that do not match their share record:", ...sharedTools.map((t) => `  ${t.tool}: ${t.status}${t.sharedBy ? ` (shared by ${t.sharedBy})` : ""}${t.detail ? ` — ${t.detail}` : ""}`)].join("\n"));
   }
@@ -44,4 +47,36 @@ export function parseSince(value: string | undefined, now = Date.now()): number 
   const parsed = Date.parse(value);
   if (Number.isNaN(parsed)) throw new ToolHostError("InvalidArguments", `--since "${value}" is neither a date nor a duration like 12h`, AUDIT_USAGE);
   return parsed;
+}
+
+export interface IsolationLayers {
+  /** Layer 1: every call runs in an isolated-vm isolate with these limits. */
+  isolate: { memoryLimitMb: number; timeoutMs: number };
+  /** Layer 2: isolates run in sandbox processes (long-running hosts: `serve`, `mcp`, the library's default). */
+  sandboxProcesses: number;
+  /** Layer 3: the OS sandbox around each sandbox process, as a long-running host on this machine gets it. */
+  osSandbox: OsSandboxStatus;
+}
+
+/**
+ * The isolation layers a long-running host of this configuration has on this machine. (A one-shot CLI
+ * call runs its isolate in-process unless the OS sandbox is required.)
+ */
+export function isolationLayers(config: HostConfig): IsolationLayers {
+  let osSandbox: OsSandboxStatus;
+  try {
+    osSandbox = osSandboxStatus(config.osSandbox);
+  } catch (error) {
+    osSandbox = { enabled: false, mode: config.osSandbox, reason: error instanceof Error ? error.message : String(error), namespaces: [], seccomp: false };
+  }
+  return { isolate: { memoryLimitMb: config.memoryLimitMb, timeoutMs: config.timeoutMs }, sandboxProcesses: config.sandboxProcesses, osSandbox };
+}
+
+function formatIsolation(layers: IsolationLayers): string {
+  return [
+    "Isolation layers (long-running hosts: serve, mcp):",
+    `  isolate: isolated-vm, ${layers.isolate.memoryLimitMb} MB heap, ${layers.isolate.timeoutMs} ms per call`,
+    `  sandbox processes: ${layers.sandboxProcesses}, each holding isolates and no secrets; capabilities answered by the host`,
+    `  ${describeOsSandbox(layers.osSandbox)}`,
+  ].join("\n");
 }

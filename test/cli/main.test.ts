@@ -208,6 +208,12 @@ describe("animaworks-tool CLI", () => {
     expect((await cli("audit", "--anima", "alice")).stdout).not.toContain("do not match");
     data.write("common_tools/notes.ts", `${NOTES_TOOL}\n// edited in place`);
     const audit = await cli("audit", "--anima", "alice");
+    expect(audit.stdout).toMatch(/^Isolation layers \(long-running hosts: serve, mcp\):\n {2}isolate: isolated-vm, \d+ MB heap, \d+ ms per call\n {2}sandbox processes: \d+/);
+    expect(audit.stdout).toMatch(/\n {2}OS sandbox: (bubblewrap \(namespaces user, pid, net|OFF \()/);
+    const auditJson = JSON.parse((await cli("audit", "--anima", "alice", "--json")).stdout) as { isolation: { osSandbox: { mode: string; enabled: boolean } } };
+    expect(auditJson.isolation.osSandbox.mode).toBe("auto");
+    const offJson = JSON.parse((await cli("--os-sandbox", "off", "audit", "--anima", "alice", "--json")).stdout) as { isolation: { osSandbox: { enabled: boolean; reason: string } } };
+    expect(offJson.isolation.osSandbox).toMatchObject({ enabled: false, reason: expect.stringContaining("disabled by configuration") });
     expect(audit.stdout).toMatch(/Shared tools that do not match their share record:\n {2}notes: modified \(shared by alice\)/);
   });
 });
