@@ -9,7 +9,8 @@ import { osSandboxOf, sandboxPids } from "../../src/isolation/executor.js";
 import { OsSandboxUnavailableError, bwrapCommand, osSandboxStatus } from "../../src/isolation/os-sandbox.js";
 import { REFUSED_SYSCALLS_X86_64, seccompProgram } from "../../src/isolation/seccomp-filter.js";
 import { SandboxPool } from "../../src/isolation/sandbox-pool.js";
-import { type TempDataDir, makeDataDir } from "../helpers/data-dir.js";
+import { PROJECT_ROOT } from "../../src/config.js";
+import { type TempDataDir, makeDataDir, waitFor } from "../helpers/data-dir.js";
 import { COUNTER_TOOL } from "./harness.js";
 
 /**
@@ -24,8 +25,8 @@ if (!bwrapWorks && process.env["CI"] === "true") throw new Error("bubblewrap is 
 const suite = bwrapWorks ? describe : describe.skip;
 if (!bwrapWorks) console.warn("os-sandbox tests skipped: bubblewrap is not installed or cannot create namespaces");
 
-/** The Node process inside a sandbox process's bwrap (its deepest descendant named node). */
-function nodeInside(bwrapPid: number): number {
+/** The processes named node below `pid` (not `pid` itself), nearest first. */
+function nodeDescendants(pid: number): number[] {
   const children = new Map<number, number[]>();
   for (const entry of readdirSync("/proc")) {
     if (!/^\d+$/.test(entry)) continue;
@@ -37,19 +38,46 @@ function nodeInside(bwrapPid: number): number {
       // the process ended
     }
   }
-  const queue = [bwrapPid];
-  let found: number | undefined;
+  const queue = [...(children.get(pid) ?? [])];
+  const found: number[] = [];
   while (queue.length > 0) {
-    const pid = queue.shift() as number;
+    const next = queue.shift() as number;
     try {
-      if (readFileSync(`/proc/${pid}/comm`, "utf8").trim() === "node") found = pid;
+      if (readFileSync(`/proc/${next}/comm`, "utf8").trim() === "node") found.push(next);
     } catch {
       // ended
     }
-    queue.push(...(children.get(pid) ?? []));
+    queue.push(...(children.get(next) ?? []));
   }
+  return found;
+}
+
+/** The Node process inside a sandbox process's bwrap. */
+function nodeInside(bwrapPid: number): number {
+  const found = nodeDescendants(bwrapPid).at(-1);
   if (found === undefined) throw new Error(`no node process under ${bwrapPid}`);
   return found;
+}
+
+/** What an escaped attacker in sandbox process `pid` would find, as an operator reads it from /proc. */
+function expectConfined(pid: number, dataDir: string): void {
+  for (const ns of ["user", "net", "pid", "mnt", "ipc", "uts"]) {
+    expect(readlinkSync(`/proc/${pid}/ns/${ns}`), `${ns} namespace`).not.toBe(readlinkSync(`/proc/self/ns/${ns}`));
+  }
+  expect(readFileSync(`/proc/${pid}/uid_map`, "utf8").trim().split(/\s+/)[0]).toBe("65534");
+  expect(statusField(pid, "CapEff")).toBe("0000000000000000");
+  expect(statusField(pid, "CapPrm")).toBe("0000000000000000");
+  expect(statusField(pid, "NoNewPrivs")).toBe("1");
+  if (process.arch === "x64") expect(statusField(pid, "Seccomp")).toBe("2");
+  // Its file system: no data dir, no secret, no home, no host configuration.
+  const root = `/proc/${pid}/root`;
+  expect(existsSync(join(root, dataDir))).toBe(false);
+  expect(existsSync(join(root, dataDir, "animas", "alice", "secret.txt"))).toBe(false);
+  expect(existsSync(join(root, "root"))).toBe(false);
+  expect(existsSync(join(root, "etc", "passwd"))).toBe(false);
+  expect(existsSync(join(root, "usr", "bin"))).toBe(true); // the read-only system folders are there
+  // An empty environment.
+  expect(readFileSync(`/proc/${pid}/environ`, "utf8")).not.toMatch(/HOME=|PATH=|ANIMAWORKS/);
 }
 
 function statusField(pid: number, name: string): string {
@@ -77,27 +105,22 @@ suite("OS sandbox (bubblewrap)", () => {
     expect(await host.call("alice", "counter_count", {})).toMatchObject({ status: "ok" });
     const pids = sandboxPids(host.config);
     expect(pids.length).toBe(2);
-    for (const bwrapPid of pids) {
-      const pid = nodeInside(bwrapPid);
-      for (const ns of ["user", "net", "pid", "mnt", "ipc", "uts"]) {
-        expect(readlinkSync(`/proc/${pid}/ns/${ns}`), `${ns} namespace`).not.toBe(readlinkSync(`/proc/self/ns/${ns}`));
-      }
-      expect(readFileSync(`/proc/${pid}/uid_map`, "utf8").trim().split(/\s+/)[0]).toBe("65534");
-      expect(statusField(pid, "CapEff")).toBe("0000000000000000");
-      expect(statusField(pid, "CapPrm")).toBe("0000000000000000");
-      expect(statusField(pid, "NoNewPrivs")).toBe("1");
-      if (process.arch === "x64") expect(statusField(pid, "Seccomp")).toBe("2");
-      // Its file system: no data dir, no secret, no home, no host configuration.
-      const root = `/proc/${pid}/root`;
-      expect(existsSync(join(root, data.dir))).toBe(false);
-      expect(existsSync(join(root, data.dir, "animas", "alice", "secret.txt"))).toBe(false);
-      expect(existsSync(join(root, "root"))).toBe(false);
-      expect(existsSync(join(root, "etc", "passwd"))).toBe(false);
-      expect(existsSync(join(root, "usr", "bin"))).toBe(true); // the read-only system folders are there
-      // An empty environment.
-      expect(readFileSync(`/proc/${pid}/environ`, "utf8")).not.toMatch(/HOME=|PATH=|ANIMAWORKS/);
-    }
+    for (const bwrapPid of pids) expectConfined(nodeInside(bwrapPid), data.dir);
   });
+
+  it.each([["serve"], ["mcp", "--anima", "alice"]])("every sandbox process of `animaworks-tool %s` is confined the same way", async (...command) => {
+    const cli = spawn(process.execPath, ["--no-node-snapshot", join(PROJECT_ROOT, "bin", "animaworks-tool.cjs"), "--data-dir", data.dir, "--os-sandbox", "required", ...command], {
+      stdio: ["pipe", "ignore", "ignore"],
+    });
+    try {
+      // Its sandbox processes start with it: each an outer bwrap, bwrap as pid 1 inside, and node.
+      let sandboxes: number[] = [];
+      await waitFor(() => (sandboxes = nodeDescendants(cli.pid as number)).length >= 2, 15_000);
+      for (const pid of sandboxes) expectConfined(pid, data.dir);
+    } finally {
+      cli.kill("SIGKILL");
+    }
+  }, 30_000);
 
   it("code running in a sandbox process's own Node realm reaches no file, port, process or socket of the host", async () => {
     // The same launch as a sandbox process (bwrapCommand), running an escaped attacker's code instead.
