@@ -95,8 +95,11 @@ function readOnlyPaths(): string[] {
 
 function baseArgs(extra: string[]): string[] {
   const args = ["--unshare-all", "--uid", String(SANDBOX_UID), "--gid", String(SANDBOX_UID), "--cap-drop", "ALL", "--die-with-parent", "--new-session", "--clearenv"];
+  // bwrap mounts in argument order: the empty /tmp comes first, so that a project or a Node installed
+  // under /tmp is bound on top of it rather than hidden by it.
+  args.push("--tmpfs", "/tmp");
   for (const path of readOnlyPaths()) args.push("--ro-bind", path, path);
-  args.push("--proc", "/proc", "--dev", "/dev", "--tmpfs", "/tmp", "--chdir", "/", ...extra);
+  args.push("--proc", "/proc", "--dev", "/dev", "--chdir", "/", ...extra);
   return args;
 }
 

@@ -175,3 +175,13 @@ describe("seccomp program", () => {
     expect(seccompProgram("arm64")).toBeUndefined();
   });
 });
+
+describe("bwrap launch", () => {
+  it("mounts the empty /tmp before the read-only binds, so a project under /tmp stays visible", () => {
+    const { args } = bwrapCommand(["-e", ""], 4);
+    const tmpfs = args.indexOf("--tmpfs");
+    expect(args[tmpfs + 1]).toBe("/tmp");
+    expect(tmpfs).toBeLessThan(args.indexOf("--ro-bind"));
+    expect(args.slice(args.indexOf("--ro-bind"))).not.toContain("--tmpfs");
+  });
+});
