@@ -290,11 +290,13 @@ function installPrelude(global: Record<string, unknown>): PreludeEntry {
     return text;
   }
 
-  // The host cuts messages at the same length (envelope.ts); cutting here keeps the envelope readable.
+  // The host cuts messages the same way (envelope.ts boundToolMessage: the note included, the message
+  // fits the limit, so the host's cut keeps this note); cutting here keeps the envelope small.
   const MAX_MESSAGE_CHARS = 4000;
   function failure(errorType: string, message: string): Envelope {
     if (message.length > MAX_MESSAGE_CHARS) {
-      message = `${reflectApply(stringSlice, message, [0, MAX_MESSAGE_CHARS]) as string}… [cut: ${message.length - MAX_MESSAGE_CHARS} more characters]`;
+      const kept = MAX_MESSAGE_CHARS - `… [cut: ${message.length} more characters]`.length;
+      message = `${reflectApply(stringSlice, message, [0, kept]) as string}… [cut: ${message.length - kept} more characters]`;
     }
     return { ok: false, errorType, message };
   }

@@ -13,10 +13,16 @@ import type { DescribeOutcome, ResultValue } from "./protocol.js";
  */
 export const MAX_TOOL_MESSAGE_CHARS = 4_000;
 
-/** A tool's message, cut at `MAX_TOOL_MESSAGE_CHARS` with a note of how much was dropped. */
+/**
+ * A tool's message, at most `MAX_TOOL_MESSAGE_CHARS` long with the note of how much was dropped. A cut
+ * message fits the limit, so cutting it again (the prelude, the sandbox process and the host each do)
+ * keeps the first note and its count. The prelude cuts the same way (sandbox/prelude.ts `failure`).
+ */
 export function boundToolMessage(message: string): string {
   if (message.length <= MAX_TOOL_MESSAGE_CHARS) return message;
-  return `${message.slice(0, MAX_TOOL_MESSAGE_CHARS)}… [cut: ${message.length - MAX_TOOL_MESSAGE_CHARS} more characters]`;
+  // The note's length with a count of as many digits as the whole length: the real count has no more.
+  const kept = MAX_TOOL_MESSAGE_CHARS - `… [cut: ${message.length} more characters]`.length;
+  return `${message.slice(0, kept)}… [cut: ${message.length - kept} more characters]`;
 }
 
 export type ParsedCall = ({ ok: true; value: ResultValue } | { ok: false; error: ErrorInfo }) & {
@@ -51,7 +57,7 @@ export function parseCallEnvelope(text: unknown, limits: { maxResultBytes: numbe
     if (e["errorType"] === "MemoryLimit") return { ok: false, error: ivmErrorInfo(undefined, limits, "MemoryLimit"), recycle: true };
     // Types a tool's failure may carry out: its own config error, and host denials it did not catch.
     const type = PASSED_THROUGH.has(e["errorType"] as string) ? (e["errorType"] as "ToolConfigError") : "ExecutionError";
-    const message = typeof e["message"] === "string" ? boundToolMessage(stripStackFrames(boundToolMessage(e["message"]))) : "the tool failed";
+    const message = typeof e["message"] === "string" ? stripStackFrames(boundToolMessage(e["message"])) : "the tool failed";
     return { ok: false, error: { type, message: message || "the tool failed without a message" }, recycle };
   }
   if (e["ok"] !== true) return bad;
@@ -68,7 +74,7 @@ export function parseDescribeEnvelope(text: unknown): DescribeOutcome {
   const e = typeof text === "string" ? parseObject(text) : undefined;
   if (!e) return bad;
   if (e["ok"] === false) {
-    return { ok: false, error: { type: "LoadError", message: typeof e["message"] === "string" ? boundToolMessage(stripStackFrames(boundToolMessage(e["message"]))) : "loading failed" } };
+    return { ok: false, error: { type: "LoadError", message: typeof e["message"] === "string" ? stripStackFrames(boundToolMessage(e["message"])) : "loading failed" } };
   }
   const exportsInfo = e["exports"];
   if (e["ok"] !== true || typeof exportsInfo !== "object" || exportsInfo === null) return bad;
