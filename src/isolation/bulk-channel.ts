@@ -1,3 +1,4 @@
+import type { ChildProcess } from "node:child_process";
 import { StringDecoder } from "node:string_decoder";
 import type { Readable, Writable } from "node:stream";
 
@@ -20,6 +21,11 @@ import type { Readable, Writable } from "node:stream";
 /** The child's fd of the bulk pipe (0–2 stdio, 3 the IPC channel, 4 bwrap's seccomp program). */
 export const BULK_FD = 5;
 const HEADER_BYTES = 9;
+
+/** The host's end of a sandbox process's bulk pipe (started with a pipe at `BULK_FD`). */
+export function bulkPipeOf(child: ChildProcess): Writable | undefined {
+  return ((child.stdio as unknown[])[BULK_FD] as Writable | null | undefined) ?? undefined;
+}
 const ENCODINGS = ["utf8", "base64"] as const;
 export type TextEncoding = (typeof ENCODINGS)[number];
 

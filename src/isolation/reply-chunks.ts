@@ -42,12 +42,13 @@ export async function sendReply(
 ): Promise<void> {
   if (reply.ok && reply.value instanceof UndecodedText) {
     const text = reply.value;
+    const bytes = text.byteLength;
     // A small file costs less decoded here and sent inline than as a second channel's write and wake-up.
-    if (bulk && text.byteLength >= BULK_MIN_BYTES && (await writeBulk(bulk, capabilityId, text))) {
-      await send({ type: "capabilityReply", capabilityId, reply: { ok: true, value: "" }, bulkBytes: text.byteLength });
+    if (bulk && bytes >= BULK_MIN_BYTES) {
+      // When the pipe broke, the process is going away: nothing is sent.
+      if (await writeBulk(bulk, capabilityId, text)) await send({ type: "capabilityReply", capabilityId, reply: { ok: true, value: "" }, bulkBytes: bytes });
       return;
     }
-    if (bulk && text.byteLength >= BULK_MIN_BYTES) return; // the pipe broke: the process is going away
     reply = { ok: true, value: text.decode() };
   }
   const large = largeString(reply);

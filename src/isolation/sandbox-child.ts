@@ -5,7 +5,7 @@ import { PROJECT_ROOT } from "../config.js";
 import type { ErrorInfo } from "../errors.js";
 import type { CallLedger } from "./call-ledger.js";
 import { type OsSandboxStatus, bwrapCommand } from "./os-sandbox.js";
-import { BULK_FD } from "./bulk-channel.js";
+import { bulkPipeOf } from "./bulk-channel.js";
 import { sendReply } from "./reply-chunks.js";
 import { decodeCallOutcome, decodeDescribeOutcome, decodeFromSandbox } from "./sandbox-wire.js";
 import type { CallOutcome, CapabilityInvoker, CapabilityReply, DescribeOutcome, FromSandbox, SandboxRequest, ToSandbox, ToolLogLine } from "./protocol.js";
@@ -137,8 +137,7 @@ export class SandboxProcess {
       serialization: "json",
     });
     this.child = child;
-    const bulk = (child.stdio as unknown[])[BULK_FD] as Writable | null | undefined;
-    bulk?.on("error", () => {
+    bulkPipeOf(child)?.on("error", () => {
       // the child went away: its 'exit' handles that
     });
     child.on("message", (message: unknown) => this.onMessage(child, message));
@@ -212,7 +211,7 @@ export class SandboxProcess {
             }),
           capabilityId,
           reply,
-          (child.stdio as unknown[])[BULK_FD] as Writable | null | undefined ?? undefined,
+          bulkPipeOf(child),
         );
       };
       if (!pending) return void answer({ ok: false, error: { type: "ExecutionError", message: `${name}: the call has ended` } });
