@@ -3,7 +3,7 @@ import { lstat, mkdir, open, readdir, rename, rmdir, unlink } from "node:fs/prom
 import { sep } from "node:path";
 import { ToolHostError } from "../errors.js";
 import { UndecodedText } from "../isolation/bulk-channel.js";
-import { type ConfinedPath, DEFAULT_PATH_LIMITS, type PathLimits, PathConfinement, fsError, violation } from "./paths.js";
+import { type ConfinedPath, DEFAULT_PATH_LIMITS, type PathLimits, PathConfinement, fsError, violation, withHeldFolder } from "./paths.js";
 import { QuotaTracker } from "./quota.js";
 
 /**
@@ -298,17 +298,10 @@ async function removeEntry(dirFdPath: string, name: string, recursive: boolean):
   const info = await lstat(path);
   if (!info.isDirectory()) return unlink(path);
   if (!recursive) return rmdir(path);
-  const handle = await open(path, constants.O_RDONLY | constants.O_DIRECTORY | constants.O_NOFOLLOW);
-  try {
-    const opened = await handle.stat();
-    if (opened.dev !== info.dev || opened.ino !== info.ino) {
-      throw violation("SandboxViolation", "fs.rm: a folder was replaced while it was being removed; links are not followed");
-    }
-    const held = `/proc/self/fd/${handle.fd}`;
+  const entered = await withHeldFolder(path, info, async (held) => {
     for (const entry of await readdir(held)) await removeEntry(held, entry, true);
-  } finally {
-    await handle.close();
-  }
+  });
+  if (!entered) throw violation("SandboxViolation", "fs.rm: a folder was replaced while it was being removed; links are not followed");
   await rmdir(path);
 }
 

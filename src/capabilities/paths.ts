@@ -146,6 +146,24 @@ export class PathConfinement {
   }
 }
 
+/**
+ * Runs `fn` with a `/proc/self/fd/N` path of the folder at `path` (a name inside a held folder), opened
+ * O_DIRECTORY | O_NOFOLLOW and checked to be the very folder `listed` (same device and inode), so that
+ * a folder swapped for a link after it was listed is never entered. Resolves false, running nothing,
+ * when it is no longer that folder; a failed open rejects.
+ */
+export async function withHeldFolder(path: string, listed: { dev: number; ino: number }, fn: (held: string) => Promise<void>): Promise<boolean> {
+  const handle = await open(path, constants.O_RDONLY | constants.O_DIRECTORY | constants.O_NOFOLLOW);
+  try {
+    const opened = await handle.stat();
+    if (opened.dev !== listed.dev || opened.ino !== listed.ino) return false;
+    await fn(`/proc/self/fd/${handle.fd}`);
+    return true;
+  } finally {
+    await handle.close();
+  }
+}
+
 export function violation(type: "SandboxViolation" | "InvalidArguments" | "PermissionDenied", message: string): ToolHostError {
   return new ToolHostError(type, message);
 }

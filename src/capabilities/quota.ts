@@ -1,8 +1,7 @@
-import { constants } from "node:fs";
-import { type FileHandle, lstat, open, readdir } from "node:fs/promises";
+import { lstat, readdir } from "node:fs/promises";
 import { ToolHostError } from "../errors.js";
+import { withHeldFolder } from "./paths.js";
 
-const OPEN_FOLDER = constants.O_RDONLY | constants.O_DIRECTORY | constants.O_NOFOLLOW;
 /** Folder levels the measurement descends; deeper folders count as one entry each. */
 const MAX_DEPTH = 256;
 
@@ -61,41 +60,26 @@ export class QuotaTracker {
 
   private async walk(): Promise<void> {
     const tally = { bytes: 0, entries: 0 };
-    const root = await open(this.dir, OPEN_FOLDER).catch(() => undefined);
-    if (root) {
-      try {
-        await this.count(root, tally, 0);
-      } finally {
-        await root.close();
-      }
-    }
+    const root = await lstat(this.dir).catch(() => undefined);
+    if (root?.isDirectory()) await withHeldFolder(this.dir, root, (held) => this.count(held, tally, 0)).catch(() => false);
     this.usage = { bytes: tally.bytes, entries: tally.entries, measuredAt: Date.now() };
   }
 
   /**
-   * Counts the entries below the held folder `handle`. Every step goes through a held descriptor
-   * (`/proc/self/fd/N/name`, opened O_NOFOLLOW): a folder swapped for a link while this runs is counted
-   * as one entry and never entered, so the walk cannot leave the Anima's directory. Counting stops well
-   * past the limit (the answer, "over", is known) and below `MAX_DEPTH` levels, which bounds the
-   * descriptors held at once.
+   * Counts the entries below the held folder `held` (`/proc/self/fd/N`). Every folder is entered through
+   * a held descriptor (`withHeldFolder`): one swapped for a link while this runs is counted as one entry
+   * and never entered, so the walk cannot leave the Anima's directory. Counting stops well past the
+   * limit (the answer, "over", is known) and below `MAX_DEPTH` levels, which bounds the descriptors held
+   * at once.
    */
-  private async count(handle: FileHandle, tally: { bytes: number; entries: number }, depth: number): Promise<void> {
-    const held = `/proc/self/fd/${handle.fd}`;
+  private async count(held: string, tally: { bytes: number; entries: number }, depth: number): Promise<void> {
     const names = await readdir(held).catch(() => [] as string[]);
     for (const name of names) {
       if (tally.entries > this.maxEntries * 2) return;
       tally.entries++;
       const info = await lstat(`${held}/${name}`).catch(() => undefined);
       if (info?.isFile()) tally.bytes += info.size;
-      if (!info?.isDirectory() || depth >= MAX_DEPTH) continue;
-      const child = await open(`${held}/${name}`, OPEN_FOLDER).catch(() => undefined);
-      if (!child) continue;
-      try {
-        const opened = await child.stat();
-        if (opened.dev === info.dev && opened.ino === info.ino) await this.count(child, tally, depth + 1);
-      } finally {
-        await child.close();
-      }
+      if (info?.isDirectory() && depth < MAX_DEPTH) await withHeldFolder(`${held}/${name}`, info, (child) => this.count(child, tally, depth + 1)).catch(() => false);
     }
   }
 }

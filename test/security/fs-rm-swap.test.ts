@@ -31,14 +31,14 @@ for (let n = 0; ; n++) {
   try { fs.renameSync(aside, dir); } catch {}
 }`;
 
-describe("recursive rm with links swapped in (flipper)", () => {
-  let data: TempDataDir;
-  let flipper: ChildProcess | undefined;
-  afterEach(() => {
-    flipper?.kill("SIGKILL");
-    data?.cleanup();
-  });
+let data: TempDataDir;
+let flipper: ChildProcess | undefined;
+afterEach(() => {
+  flipper?.kill("SIGKILL");
+  data?.cleanup();
+});
 
+describe("recursive rm with links swapped in (flipper)", () => {
   it(`removes ${FOLDERS * FILES_PER_FOLDER} files ${ROUNDS} times; nothing outside the Anima's folder changes`, async () => {
     data = makeDataDir({ "animas/eve2/secret.txt": "eve2's secret", "animas/eve2/notes/a.txt": "a" });
     const eve = data.anima("eve");
@@ -78,13 +78,6 @@ describe("recursive rm with links swapped in (flipper)", () => {
 });
 
 describe("quota measurement with links swapped in (flipper)", () => {
-  let data: TempDataDir;
-  let flipper: ChildProcess | undefined;
-  afterEach(() => {
-    flipper?.kill("SIGKILL");
-    data?.cleanup();
-  });
-
   it("never counts another Anima's files, however often a folder is swapped for a link", async () => {
     const outside: Record<string, string> = {};
     for (let i = 0; i < 3_000; i++) outside[`animas/eve2/many/f${i}.txt`] = "x";
