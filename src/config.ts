@@ -39,8 +39,22 @@ export interface HostOptions {
    * `$ANIMAWORKS_OS_SANDBOX`, else "auto". Only for `isolation: "process"`.
    */
   osSandbox?: "auto" | "required" | "off";
-  /** Idle warm isolates kept per sandbox process. Default: 64. */
+  /**
+   * Memory the idle warm isolates of the host may hold in all, MB, split evenly over the sandbox
+   * processes; the least recently used beyond it are disposed (a call then builds a fresh isolate). Each
+   * isolate counts what V8 holds for it: ≈ 1.8 MB for a small tool. Default: one sixth of the machine's
+   * memory, between 256 and 8,192 MB (4,096 MB on a 24 GiB machine: ≈ 2,200 small tools warm).
+   */
+  warmIsolatesMb?: number;
+  /** Idle warm isolates kept per sandbox process at most, whatever their size. Default: no limit (`warmIsolatesMb` decides). */
   maxIdleIsolates?: number;
+  /**
+   * Direct calls of one Anima running at once while another Anima has calls in flight; further calls of
+   * that Anima wait in its queue (an Anima alone on the host is not held back). Default: 8.
+   */
+  maxConcurrentCallsPerAnima?: number;
+  /** Calls of one Anima waiting for a turn; beyond it a call fails at once with `Busy`. Default: 1,000. */
+  maxQueuedCallsPerAnima?: number;
   /** Log lines a single call may emit before further lines are dropped. Default: 200. */
   maxLogLinesPerCall?: number;
   /** Longest log line kept, in characters; longer lines are cut. Default: 2,000. */
@@ -151,7 +165,10 @@ export function resolveConfig(options: HostOptions = {}): HostConfig {
     isolation: options.isolation ?? "process",
     sandboxProcesses: positive(options.sandboxProcesses, 2, "sandboxProcesses"),
     osSandbox: osSandboxMode(options.osSandbox ?? osSandboxFromEnv()),
-    maxIdleIsolates: positive(options.maxIdleIsolates, 64, "maxIdleIsolates"),
+    warmIsolatesMb: positive(options.warmIsolatesMb, defaultWarmIsolatesMb(), "warmIsolatesMb"),
+    maxIdleIsolates: positive(options.maxIdleIsolates, Number.POSITIVE_INFINITY, "maxIdleIsolates"),
+    maxConcurrentCallsPerAnima: Math.floor(positive(options.maxConcurrentCallsPerAnima, 8, "maxConcurrentCallsPerAnima")) || 1,
+    maxQueuedCallsPerAnima: Math.floor(positive(options.maxQueuedCallsPerAnima, 1_000, "maxQueuedCallsPerAnima")) || 1,
     maxLogLinesPerCall: positive(options.maxLogLinesPerCall, 200, "maxLogLinesPerCall"),
     maxLogLineChars: positive(options.maxLogLineChars, 2_000, "maxLogLineChars"),
     onLog: options.onLog ?? writeLogToStderr,
@@ -162,6 +179,12 @@ export function resolveConfig(options: HostOptions = {}): HostConfig {
     fsLimits: { ...DEFAULT_FS_LIMITS, ...options.fsLimits },
     watch: options.watch ?? false,
   };
+}
+
+/** One sixth of the machine's memory, between 256 and 8,192 MB (see `HostOptions.warmIsolatesMb`). */
+function defaultWarmIsolatesMb(): number {
+  const machineMb = process.getBuiltinModule("node:os").totalmem() / 2 ** 20;
+  return Math.round(Math.min(8_192, Math.max(256, machineMb / 6)));
 }
 
 /** The allowed variables only: nothing else of the host's environment is ever handed on. */

@@ -15,6 +15,8 @@ export const ERROR_TYPES = [
   "ExecutionError",
   "NotFound",
   "SandboxCrashed",
+  /** The host refused to queue another call of this Anima (fair share between Animas); retry later. */
+  "Busy",
 ] as const;
 
 export type ErrorType = (typeof ERROR_TYPES)[number];
@@ -24,6 +26,7 @@ export const EXIT_CODES: Readonly<Record<ErrorType, number>> = {
   ExecutionError: 1,
   ToolConfigError: 1,
   SandboxCrashed: 1,
+  Busy: 1,
   InvalidArguments: 2,
   NotFound: 2,
   Timeout: 3,

@@ -2,7 +2,8 @@ import type { HostConfig } from "../config.js";
 import type { ErrorInfo } from "../errors.js";
 import type { CallContext, CallOutcome, CallRequest, CapabilityInvoker, DescribeOutcome, DescribeRequest, Executor, ToolLogLine } from "./protocol.js";
 import type { IsolateRunner } from "./isolate-runner.js";
-import { SandboxPool } from "./sandbox-pool.js";
+import { SandboxPool, type WarmPoolReport } from "./sandbox-pool.js";
+import { FairShareExecutor } from "./fair-share.js";
 import { type OsSandboxStatus, describeOsSandbox } from "./os-sandbox.js";
 
 /** The sandbox pool behind each host (keyed by the host's resolved config, which `host.config` exposes). */
@@ -23,10 +24,12 @@ export function createExecutor(config: HostConfig, onLog: (line: ToolLogLine) =>
       // nowhere else to report it
     }
   };
-  if (config.isolation === "in-process") return new InProcessExecutor(config.maxIdleIsolates, onLog, reportLost, invokeCapability, reports);
+  const fairShare = { maxConcurrentPerAnima: config.maxConcurrentCallsPerAnima, maxQueuedPerAnima: config.maxQueuedCallsPerAnima };
+  if (config.isolation === "in-process") return new FairShareExecutor(new InProcessExecutor(config, onLog, reportLost, invokeCapability, reports), fairShare);
   const pool = new SandboxPool({
     osSandbox: config.osSandbox,
     processes: config.sandboxProcesses,
+    warmIsolatesMb: config.warmIsolatesMb,
     maxIdleIsolates: config.maxIdleIsolates,
     onLog,
     ...(invokeCapability ? { invokeCapability } : {}),
@@ -37,7 +40,7 @@ export function createExecutor(config: HostConfig, onLog: (line: ToolLogLine) =>
   if (!pool.osSandbox.enabled && config.osSandbox === "auto") {
     config.onLog({ level: "warn", logger: "animaworks.host", message: `${describeOsSandbox(pool.osSandbox)}. Install bubblewrap for a second isolation layer.` });
   }
-  return pool;
+  return new FairShareExecutor(pool, fairShare);
 }
 
 /**
@@ -51,6 +54,14 @@ export function sandboxPids(config: HostConfig): number[] {
 /** The OS sandbox of the host whose config this is: undefined for an in-process host. */
 export function osSandboxOf(config: HostConfig): OsSandboxStatus | undefined {
   return pools.get(config)?.osSandbox;
+}
+
+/**
+ * What the warm pools of the host whose config this is hold now, per sandbox process (as each reports
+ * it), or `[]` for an in-process host.
+ */
+export function warmPoolReport(config: HostConfig): Promise<WarmPoolReport[]> {
+  return pools.get(config)?.warmPoolStats() ?? Promise.resolve([]);
 }
 
 /** The sandbox process serving `anima` for the host whose config this is, once it has made a call. */
@@ -67,7 +78,7 @@ class InProcessExecutor implements Executor {
   private loaded: IsolateRunner | undefined;
 
   constructor(
-    private readonly maxIdleIsolates: number,
+    private readonly config: Pick<HostConfig, "warmIsolatesMb" | "maxIdleIsolates">,
     private readonly onLog: (line: ToolLogLine) => void,
     private readonly onUnrecoverable: (reason: string) => void,
     private readonly invokeCapability: CapabilityInvoker | undefined,
@@ -77,7 +88,8 @@ class InProcessExecutor implements Executor {
   private get(): Promise<Executor> {
     this.runner ??= import("./isolate-runner.js").then(({ IsolateRunner }) => {
       this.loaded = new IsolateRunner({
-        maxIdleIsolates: this.maxIdleIsolates,
+        warmPoolBytes: this.config.warmIsolatesMb * 2 ** 20,
+        maxIdleIsolates: this.config.maxIdleIsolates,
         onLog: this.onLog,
         onUnrecoverable: this.onUnrecoverable,
         ...(this.invokeCapability ? { invokeCapability: this.invokeCapability } : {}),

@@ -4,7 +4,7 @@ import { type CapabilityLimits, CallLedger, CapabilityBudget } from "./call-ledg
 import { Abandoned, CallGuard, EntryTracker, STOP_GRACE_MS, type StopReason, unlessAbandoned } from "./call-guard.js";
 import { boundToolMessage, parseCallEnvelope, parseDescribeEnvelope } from "./envelope.js";
 import { classifyIvmError, ivmErrorInfo, stripHostDetails } from "./ivm-errors.js";
-import { type ActiveCall, type Entry, IsolatePool, PooledIsolate } from "./pooled-isolate.js";
+import { type ActiveCall, type Entry, IsolatePool, PooledIsolate, type WarmPoolStats } from "./pooled-isolate.js";
 import { readPrelude } from "./prelude-source.js";
 import type {
   CallContext,
@@ -45,7 +45,12 @@ import { monotonicMs } from "../clock.js";
  *    are ready together enter as one batch, and at most one such entry per isolate is outstanding.
  */
 export interface IsolateRunnerOptions {
-  /** Idle warm isolates kept; least recently used beyond this are disposed. Default: 64. */
+  /**
+   * Memory the idle warm isolates may hold, bytes (V8's committed heap plus external memory of each, as
+   * V8 reports it); the least recently used beyond it are disposed. Default: 256 MiB.
+   */
+  warmPoolBytes?: number;
+  /** Idle warm isolates kept at most, whatever their size. Default: no limit (the memory budget decides). */
   maxIdleIsolates?: number;
   /** Isolates per (anima, bundle) at once; further calls wait for one. Default: 4. */
   maxIsolatesPerKey?: number;
@@ -85,7 +90,14 @@ export class IsolateRunner implements Executor {
 
   constructor(options: IsolateRunnerOptions = {}) {
     this.prelude = readPrelude();
-    this.pool = new IsolatePool(options.maxIdleIsolates ?? 64, options.maxIsolatesPerKey ?? 4);
+    this.pool = new IsolatePool(
+      {
+        maxIdleBytes: options.warmPoolBytes ?? 256 * 2 ** 20,
+        ...(options.maxIdleIsolates !== undefined ? { maxIdleCount: options.maxIdleIsolates } : {}),
+        maxPerKey: options.maxIsolatesPerKey ?? 4,
+      },
+      heldBytes,
+    );
     const onLog = options.onLog ?? (() => {});
     // A throwing log sink must cost neither the host (an uncaught error) nor the sandbox (a host stack).
     this.onLog = (line) => {
@@ -198,9 +210,19 @@ export class IsolateRunner implements Executor {
         pooled.guard = undefined;
         // No host-side clean-up call: the prelude ends its own call state before it answers (settle),
         // and a synchronous entry here would wait for the isolate's thread on every call.
-        this.pool.release(pooled, reusable && pooled.healthy && !this.closed);
+        this.pool.release(pooled, reusable && pooled.healthy && !this.closed, monotonicMs() - startedAt);
       }
     }
+  }
+
+  /** What the warm pool holds now. */
+  warmPoolStats(): WarmPoolStats {
+    return this.pool.stats();
+  }
+
+  /** Drops the warm isolates of `anima` (its calls now go to another process). */
+  forgetAnima(anima: string): void {
+    this.pool.disposeIdleOf(`${anima}\0`);
   }
 
   /**
@@ -405,6 +427,12 @@ class SetupError extends Error {
 function haltAfterFailedEntry(pooled: PooledIsolate, active: ActiveCall, error: unknown): void {
   const memory = classifyIvmError(error) === "MemoryLimit" || pooled.hitMemoryLimit;
   active.guard.halt(memory ? "MemoryLimit" : "Timeout");
+}
+
+/** What V8 holds for an isolate: its committed heap and the external memory it accounts for. */
+function heldBytes(pooled: PooledIsolate): number {
+  const heap = pooled.isolate.getHeapStatisticsSync();
+  return heap.total_heap_size + heap.externally_allocated_size;
 }
 
 function remaining(deadline: number): number {

@@ -32,6 +32,9 @@ export class PooledIsolate implements Disposable {
   entry: Entry | undefined;
   context: ivm.Context | undefined;
   disposedByHost = false;
+  /** What V8 held for this isolate when the pool last measured it, bytes (0: not measured yet). */
+  heapBytes = 0;
+  releasesSinceMeasure = 0;
 
   constructor(
     readonly key: string,
@@ -65,20 +68,56 @@ interface KeyState {
   waiting: Array<() => void>;
 }
 
+/** Limits of the warm pool (see `IsolatePool`). */
+export interface WarmPoolLimits {
+  /** Memory the idle isolates may hold in all, bytes (as `heapBytesOf` measures it). */
+  maxIdleBytes: number;
+  /** Idle isolates kept at most, whatever their size. Default: no limit (the memory budget decides). */
+  maxIdleCount?: number;
+  /** Isolates per key busy at once; a further call for the key waits for one. */
+  maxPerKey: number;
+}
+
+/** What the warm pool holds now (for the audit report and benchmarks). */
+export interface WarmPoolStats {
+  idleIsolates: number;
+  idleBytes: number;
+  maxIdleBytes: number;
+  /** Idle isolates disposed to stay within the limits, since the pool started. */
+  evictions: number;
+}
+
+/**
+ * Releases between two measurements of an isolate's heap: measuring costs ≈ 15 µs (it takes the isolate's
+ * lock), a tenth of a warm call. A call that ran longer than `REMEASURE_AFTER_MS` is measured at once: a
+ * heap cannot grow much in a short call, so the figure the budget uses stays close to the truth.
+ */
+const RELEASES_PER_MEASURE = 16;
+const REMEASURE_AFTER_MS = 2;
+
 /**
  * Warm isolates per key (Anima, bundle hash, memory limit): at most `maxPerKey` busy at once per key (a
- * further call waits for one), and at most `maxIdle` idle in all, the least recently used disposed first.
- * An isolate serves one call at a time.
+ * further call waits for one), and idle ones within a memory budget, the least recently used disposed
+ * first. An isolate serves one call at a time.
+ *
+ * The budget counts what V8 holds for each idle isolate (its committed heap plus external memory, read by
+ * the pool itself from V8's statistics, never from anything the tool reports). For a small tool that is
+ * ≈ 1.8 MB against ≈ 1.2 MB of resident memory: the budget errs on the safe side.
  */
 export class IsolatePool {
   private readonly keys = new Map<string, KeyState>();
   /** Idle isolates in least-recently-used order (first = oldest). */
   private readonly idleOrder = new Set<PooledIsolate>();
+  private idleBytes = 0;
+  private evictions = 0;
+  private readonly maxIdleCount: number;
 
   constructor(
-    private readonly maxIdle: number,
-    private readonly maxPerKey: number,
-  ) {}
+    private readonly limits: WarmPoolLimits,
+    private readonly heapBytesOf: (pooled: PooledIsolate) => number,
+  ) {
+    this.maxIdleCount = limits.maxIdleCount ?? Number.POSITIVE_INFINITY;
+  }
 
   /** An idle healthy isolate of `key`, else a new one from `create` once the key has room. */
   async acquire(key: string, create: () => Promise<PooledIsolate>): Promise<PooledIsolate> {
@@ -91,11 +130,12 @@ export class IsolatePool {
       const pooled = state.idle.pop();
       if (pooled) {
         this.idleOrder.delete(pooled);
+        this.idleBytes -= pooled.heapBytes;
         if (!pooled.healthy) continue;
         state.busy++;
         return pooled;
       }
-      if (state.busy < this.maxPerKey) break;
+      if (state.busy < this.limits.maxPerKey) break;
       await new Promise<void>((resolve) => state.waiting.push(resolve));
     }
     state.busy++;
@@ -108,14 +148,16 @@ export class IsolatePool {
     }
   }
 
-  /** Gives an isolate back: kept warm when `reusable`, else disposed. */
-  release(pooled: PooledIsolate, reusable: boolean): void {
+  /** Gives an isolate back after a call of `callMs`: kept warm when `reusable`, else disposed. */
+  release(pooled: PooledIsolate, reusable: boolean, callMs = 0): void {
     const state = this.keys.get(pooled.key);
     if (!state) return pooled.disposeByHost();
     state.busy--;
-    if (reusable) {
+    if (reusable) this.measure(pooled, callMs);
+    if (reusable && pooled.healthy && pooled.heapBytes <= this.limits.maxIdleBytes) {
       state.idle.push(pooled);
       this.idleOrder.add(pooled);
+      this.idleBytes += pooled.heapBytes;
       this.evictIdle();
     } else {
       pooled.disposeByHost();
@@ -124,25 +166,45 @@ export class IsolatePool {
     this.forgetIfUnused(pooled.key, state);
   }
 
+  /** Disposes the idle isolates whose key starts with `prefix` (an Anima that moved to another process). */
+  disposeIdleOf(prefix: string): void {
+    for (const pooled of [...this.idleOrder]) if (pooled.key.startsWith(prefix)) this.evict(pooled);
+  }
+
   disposeIdle(): void {
-    for (const state of this.keys.values()) {
-      for (const pooled of state.idle) pooled.disposeByHost();
-      state.idle.length = 0;
+    for (const pooled of [...this.idleOrder]) this.evict(pooled);
+  }
+
+  stats(): WarmPoolStats {
+    return { idleIsolates: this.idleOrder.size, idleBytes: this.idleBytes, maxIdleBytes: this.limits.maxIdleBytes, evictions: this.evictions };
+  }
+
+  private measure(pooled: PooledIsolate, callMs: number): void {
+    if (pooled.heapBytes > 0 && callMs < REMEASURE_AFTER_MS && ++pooled.releasesSinceMeasure < RELEASES_PER_MEASURE) return;
+    pooled.releasesSinceMeasure = 0;
+    try {
+      pooled.heapBytes = this.heapBytesOf(pooled);
+    } catch {
+      pooled.heapBytes = Number.POSITIVE_INFINITY; // cannot be measured (disposed meanwhile): never kept
     }
-    this.idleOrder.clear();
   }
 
   private evictIdle(): void {
-    while (this.idleOrder.size > this.maxIdle) {
-      const oldest = this.idleOrder.values().next().value as PooledIsolate;
-      this.idleOrder.delete(oldest);
-      const state = this.keys.get(oldest.key);
-      if (state) {
-        state.idle.splice(state.idle.indexOf(oldest), 1);
-        this.forgetIfUnused(oldest.key, state);
-      }
-      oldest.disposeByHost();
+    while (this.idleOrder.size > this.maxIdleCount || (this.idleBytes > this.limits.maxIdleBytes && this.idleOrder.size > 0)) {
+      this.evict(this.idleOrder.values().next().value as PooledIsolate);
+      this.evictions++;
     }
+  }
+
+  private evict(pooled: PooledIsolate): void {
+    this.idleOrder.delete(pooled);
+    this.idleBytes -= pooled.heapBytes;
+    const state = this.keys.get(pooled.key);
+    if (state) {
+      state.idle.splice(state.idle.indexOf(pooled), 1);
+      this.forgetIfUnused(pooled.key, state);
+    }
+    pooled.disposeByHost();
   }
 
   private forgetIfUnused(key: string, state: KeyState): void {

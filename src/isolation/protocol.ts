@@ -129,6 +129,10 @@ export type ToSandbox =
   | { type: "abort"; id: number }
   /** Messages queued in one turn of the event loop, sent in one write (pipelined calls). */
   | { type: "batch"; messages: ToSandbox[] }
+  /** The Anima's calls now go to another process: dispose its warm isolates here. */
+  | { type: "forget"; anima: string }
+  /** Asks for a `warmPool` message answering `statsId`. */
+  | { type: "stats"; statsId: number }
   | { type: "shutdown" };
 
 export type FromSandbox =
@@ -147,4 +151,6 @@ export type FromSandbox =
    * The process lost an isolate's thread (see IsolateRunnerOptions.onUnrecoverable): send it nothing
    * more. It answers what it already has, then ends itself; the pool starts a replacement at once.
    */
-  | { type: "retiring"; reason: string };
+  | { type: "retiring"; reason: string }
+  /** What the process's warm pool holds (for operators only: no limit of the host relies on it). */
+  | { type: "warmPool"; statsId: number; idleIsolates: number; idleBytes: number; maxIdleBytes: number; evictions: number };

@@ -10,6 +10,7 @@ import { sendReply } from "./reply-chunks.js";
 import { decodeCallOutcome, decodeDescribeOutcome, decodeFromSandbox } from "./sandbox-wire.js";
 import type { CallOutcome, CapabilityInvoker, CapabilityReply, DescribeOutcome, FromSandbox, SandboxRequest, ToSandbox, ToolLogLine } from "./protocol.js";
 import { monotonicMs } from "../clock.js";
+import type { WarmPoolStats } from "./pooled-isolate.js";
 
 /**
  * One supervised sandbox process, as its pool (sandbox-pool.ts) drives it: start and restart, the
@@ -19,6 +20,8 @@ import { monotonicMs } from "../clock.js";
 /** What a sandbox process needs from its pool. */
 export interface ProcessOwner {
   readonly maxIdleIsolates: number;
+  /** Warm pool budget of each process, bytes. */
+  readonly warmPoolBytes: number;
   readonly closing: boolean;
   readonly invokeCapability: CapabilityInvoker;
   readonly onLog: (line: ToolLogLine) => void;
@@ -27,6 +30,8 @@ export interface ProcessOwner {
   readonly osSandbox: OsSandboxStatus;
   /** True when request `id` was sent to process `index` (see SandboxPool.wasSentTo). */
   wasSentTo(id: number, index: number): boolean;
+  /** Call `id` of `anima`, which ran on `process`, has ended (whatever its outcome). */
+  ended(anima: string, id: number, process: SandboxProcess): void;
 }
 
 export interface Pending {
@@ -49,14 +54,16 @@ const MAX_CRASHES_IN_WINDOW = 5;
 const RESTART_BACKOFF_MS = 1_000;
 /** A retiring child that has not ended itself by then is killed, ms. */
 const RETIRE_KILL_AFTER_MS = 5_000;
+/** A process that has not answered a `stats` request by then is reported without figures, ms. */
+const STATS_TIMEOUT_MS = 1_000;
 
 
 export class SandboxProcess {
   child: ChildProcess | undefined;
   readonly pending = new Map<number, Pending>();
-  /** Animas whose calls the pool sends here (see SandboxPool.call). */
-  animas = 0;
   private ready = false;
+  private nextStatsId = 1;
+  private readonly statsWaiters = new Map<number, (stats: WarmPoolStats | undefined) => void>();
   private backlog: ToSandbox[] = [];
   private crashes: number[] = [];
   private restartTimer: NodeJS.Timeout | undefined;
@@ -64,8 +71,31 @@ export class SandboxProcess {
   constructor(
     readonly index: number,
     private readonly pool: ProcessOwner,
+    /** Nice value the process runs at (0: normal; see SandboxPool's low-priority process). */
+    readonly nice = 0,
   ) {
     this.start();
+  }
+
+  /** Drops `anima`'s warm isolates in this process (its calls now go elsewhere). */
+  forgetAnima(anima: string): void {
+    if (this.ready && this.child?.connected) this.enqueue(this.child, { type: "forget", anima });
+  }
+
+  /** The warm pool figures this process reports, or undefined when it does not answer in time. */
+  warmPoolStats(): Promise<WarmPoolStats | undefined> {
+    const child = this.child;
+    if (!this.ready || !child?.connected) return Promise.resolve(undefined);
+    const statsId = this.nextStatsId++;
+    return new Promise((resolve) => {
+      const timer = setTimeout(() => this.statsWaiters.get(statsId)?.(undefined), STATS_TIMEOUT_MS);
+      this.statsWaiters.set(statsId, (stats) => {
+        clearTimeout(timer);
+        this.statsWaiters.delete(statsId);
+        resolve(stats);
+      });
+      this.enqueue(child, { type: "stats", statsId });
+    });
   }
 
   get load(): number {
@@ -130,7 +160,7 @@ export class SandboxProcess {
   private start(): void {
     this.ready = false;
     this.sentBundles = new Set();
-    const child = this.pool.osSandbox.enabled ? this.spawnInBwrap() : fork(CHILD_ENTRY, [String(this.pool.maxIdleIsolates)], {
+    const child = this.pool.osSandbox.enabled ? this.spawnInBwrap() : fork(CHILD_ENTRY, this.childArgs(), {
       execArgv: ["--no-node-snapshot"],
       env: {},
       stdio: ["ignore", "ignore", "inherit", "ipc", "ignore", "pipe"],
@@ -147,9 +177,14 @@ export class SandboxProcess {
     });
   }
 
+  /** sandbox-process.ts's arguments: warm pool bytes, idle isolates at most, nice value. */
+  private childArgs(): string[] {
+    return [String(this.pool.warmPoolBytes), String(this.pool.maxIdleIsolates), String(this.nice)];
+  }
+
   /** The child inside bubblewrap (os-sandbox.ts); the seccomp program goes to bwrap on fd 4. */
   private spawnInBwrap(): ChildProcess {
-    const { command, args, seccomp } = bwrapCommand(["--no-node-snapshot", CHILD_ENTRY, String(this.pool.maxIdleIsolates)], SECCOMP_FD);
+    const { command, args, seccomp } = bwrapCommand(["--no-node-snapshot", CHILD_ENTRY, ...this.childArgs()], SECCOMP_FD);
     const child = spawn(command, args, {
       env: {},
       stdio: ["ignore", "ignore", "inherit", "ipc", seccomp ? "pipe" : "ignore", "pipe"],
@@ -186,6 +221,9 @@ export class SandboxProcess {
       // The child dropped that bundle from its cache: send the request again, code included.
       const pending = this.pending.get(message.id);
       if (pending && child === this.child && child.connected) child.send({ type: "request", id: message.id, request: pending.request } satisfies ToSandbox);
+    } else if (message.type === "warmPool") {
+      const { statsId, type: _type, ...stats } = message;
+      if (child === this.child) this.statsWaiters.get(statsId)?.(stats);
     } else if (message.type === "retiring") {
       this.retire(child);
     } else if (message.type === "response") {
@@ -253,6 +291,7 @@ export class SandboxProcess {
   private settle(id: number, pending: Pending, outcome: CallOutcome | DescribeOutcome): void {
     this.pending.delete(id);
     clearTimeout(pending.timer);
+    if (pending.request.op === "call") this.pool.ended(pending.request.context.anima, id, this);
     const ledger = pending.ledger;
     if (ledger) {
       ledger.end(outcome.ok ? "returned" : outcome.error.type);

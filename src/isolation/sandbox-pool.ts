@@ -4,6 +4,8 @@ import type { CallContext, CapabilityInvoker, CallOutcome, CallRequest, Describe
 import { type ProcessOwner, SandboxProcess } from "./sandbox-child.js";
 import { type OsSandboxMode, type OsSandboxStatus, osSandboxStatus } from "./os-sandbox.js";
 import { monotonicMs } from "../clock.js";
+import { Placement } from "./placement.js";
+import { processTreeCpuMs } from "./process-cpu.js";
 
 /**
  * Runs isolates in supervised sandbox processes, so that a V8 fatal error or a native crash in one
@@ -11,7 +13,11 @@ import { monotonicMs } from "../clock.js";
  *
  * Invariants:
  *  - Sandbox processes get an empty environment: nothing of the host's environment is there to leak.
- *  - Each Anima sticks to one process (its warm isolates live there); new Animas go to the least busy.
+ *  - Each Anima's calls go to one process at a time, where its warm isolates live; placement.ts says
+ *    which, and when an idle Anima moves (its warm isolates in the process it left are dropped).
+ *  - An Anima over its share (a call running `LONG_CALL_MS` or more) has its calls run in a
+ *    low-priority process (`LOW_PRIORITY_NICE`), started on first use, so that it cannot take the cores
+ *    from the quiet Animas' short calls.
  *  - Every request has a host-side deadline (its timeout plus a grace period). A process that misses it
  *    is killed; its calls fail with `SandboxCrashed` (the late call itself with `Timeout`), and a fresh
  *    process takes its place.
@@ -26,10 +32,24 @@ import { monotonicMs } from "../clock.js";
  *    request the host never sent to that process, or claims anything else is a protocol violation: it
  *    is reported, and the process is killed and replaced (its calls in flight fail as `SandboxCrashed`).
  */
+/** One process's warm pool, for the audit report. `undefined` figures: the process did not answer. */
+export interface WarmPoolReport {
+  pid: number | undefined;
+  lowPriority: boolean;
+  /** Animas whose calls go there. */
+  animas: number;
+  idleIsolates?: number;
+  idleBytes?: number;
+  maxIdleBytes?: number;
+  evictions?: number;
+}
+
 export interface SandboxPoolOptions {
   /** Number of sandbox processes. Default: 2. */
   processes?: number;
-  /** Idle warm isolates kept per process. Default: 64. */
+  /** Memory the idle warm isolates of all processes may hold, MB (split evenly). Default: 1,024. */
+  warmIsolatesMb?: number;
+  /** Idle warm isolates kept per process at most. Default: no limit (the memory budget decides). */
   maxIdleIsolates?: number;
   /** Extra time past a request's own timeout before the host kills its process, ms. Default: 2,000. */
   deadlineGraceMs?: number;
@@ -46,11 +66,24 @@ export interface SandboxPoolOptions {
   osSandbox?: OsSandboxMode;
 }
 
+/**
+ * Nice value of the low-priority process. At 10, a busy thread there weighs 110 against 1,024 for one of
+ * a normal process (Linux CFS): when both want a core, the normal one gets ≈ 90% of it.
+ */
+export const LOW_PRIORITY_NICE = 10;
+
+/** How often the host reads the CPU time of processes with a long call in flight, ms. */
+const CPU_SAMPLE_MS = 250;
+/** A process that used this many cores over a sample is busy (see Placement.demoteLongCallsOn). */
+const BUSY_CORES = 0.5;
+
 /** Request ids whose process is remembered, to tell a late answer from a forged one. */
 const SENT_TO_REMEMBERED = 65_536;
 
 export class SandboxPool implements Executor, ProcessOwner {
   readonly maxIdleIsolates: number;
+  /** Warm pool budget of each process, bytes. */
+  readonly warmPoolBytes: number;
   readonly onLog: (line: ToolLogLine) => void;
   readonly invokeCapability: CapabilityInvoker;
   readonly onViolation: (message: string) => void;
@@ -62,11 +95,14 @@ export class SandboxPool implements Executor, ProcessOwner {
   private readonly sentTo = new Map<number, number>();
   private readonly processes: SandboxProcess[];
   private readonly deadlineGraceMs: number;
-  private readonly affinity = new Map<string, SandboxProcess>();
+  private lowPriority: SandboxProcess | undefined;
+  private readonly placement: Placement<SandboxProcess>;
   private nextId = 1;
+  private cpuTimer: NodeJS.Timeout | undefined;
+  private readonly cpuSamples = new Map<SandboxProcess, { at: number; cpuMs: number }>();
 
   constructor(options: SandboxPoolOptions = {}) {
-    this.maxIdleIsolates = options.maxIdleIsolates ?? 64;
+    this.maxIdleIsolates = options.maxIdleIsolates ?? Number.POSITIVE_INFINITY;
     this.onLog = options.onLog ?? (() => {});
     this.invokeCapability =
       options.invokeCapability ?? (async () => ({ ok: false, error: { type: "PermissionDenied", message: "capabilities are not available in this host" } }));
@@ -77,7 +113,9 @@ export class SandboxPool implements Executor, ProcessOwner {
     // Throws for "required" without a working bwrap: before any process starts.
     this.osSandbox = osSandboxStatus(options.osSandbox ?? "auto");
     const count = Math.max(1, Math.floor(options.processes ?? 2));
+    this.warmPoolBytes = Math.floor(((options.warmIsolatesMb ?? 1_024) * 2 ** 20) / count);
     this.processes = Array.from({ length: count }, (_, index) => new SandboxProcess(index, this));
+    this.placement = new Placement(this.processes, () => (this.lowPriority ??= new SandboxProcess(count, this, LOW_PRIORITY_NICE)));
   }
 
   describe(request: DescribeRequest): Promise<DescribeOutcome> {
@@ -85,32 +123,72 @@ export class SandboxPool implements Executor, ProcessOwner {
   }
 
   call(request: CallRequest, signal?: AbortSignal): Promise<CallOutcome> {
-    let target = this.affinity.get(request.context.anima);
-    // A process that crashed or retired fails only what was in flight there: while it restarts, its
-    // Animas' calls go to a process that is up (their warm isolates are lost with it anyway).
-    if (!target || (!target.available && this.processes.some((p) => p.available))) {
-      if (target) target.animas--;
-      target = this.leastBusy();
-      target.animas++;
-      this.affinity.set(request.context.anima, target);
-    }
-    return this.dispatch(target, request, signal) as Promise<CallOutcome>;
+    const anima = request.context.anima;
+    const now = monotonicMs();
+    const route = this.placement.route(anima, now);
+    route.left?.forgetAnima(anima);
+    const outcome = this.dispatch(route.target, request, signal, (id) => this.placement.started(anima, id, route.target, now)) as Promise<CallOutcome>;
+    this.cpuTimer ??= setInterval(() => this.sampleCpu(), CPU_SAMPLE_MS).unref();
+    return outcome;
   }
 
-  /** Process ids of the sandbox processes (for supervision tests and operators). */
+  /**
+   * Reads the CPU time of each normal process that has had a call running for `LONG_CALL_MS`; one that
+   * was busy since the last reading has its long calls' Animas demoted. Stops when nothing is in flight.
+   */
+  private sampleCpu(): void {
+    const now = monotonicMs();
+    if (this.processes.every((p) => p.load === 0) && (!this.lowPriority || this.lowPriority.load === 0)) {
+      clearInterval(this.cpuTimer);
+      this.cpuTimer = undefined;
+      this.cpuSamples.clear();
+      return;
+    }
+    for (const process of this.processes) {
+      const pid = process.pid;
+      if (pid === undefined || !this.placement.hasLongCallOn(process, now)) {
+        this.cpuSamples.delete(process);
+        continue;
+      }
+      const cpuMs = processTreeCpuMs(pid);
+      if (cpuMs === undefined) continue;
+      const last = this.cpuSamples.get(process);
+      this.cpuSamples.set(process, { at: now, cpuMs });
+      if (last && now - last.at <= 2 * CPU_SAMPLE_MS && (cpuMs - last.cpuMs) / (now - last.at) >= BUSY_CORES) this.placement.demoteLongCallsOn(process, now);
+    }
+  }
+
+  /** Process ids of the sandbox processes, the low-priority one last once started (for supervision tests and operators). */
   pids(): Array<number | undefined> {
-    return this.processes.map((p) => p.pid);
+    return this.all().map((p) => p.pid);
   }
 
   /** Process id of the sandbox process an Anima's calls go to, if it has made any. */
   pidFor(anima: string): number | undefined {
-    return this.affinity.get(anima)?.pid;
+    return (this.placement.isDemoted(anima, monotonicMs()) ? this.lowPriority : this.placement.homeOf(anima))?.pid;
+  }
+
+  /** What each process's warm pool holds now, as the processes report it (for operators; no limit relies on it). */
+  async warmPoolStats(): Promise<WarmPoolReport[]> {
+    return Promise.all(
+      this.all().map(async (p) => ({ pid: p.pid, lowPriority: p === this.lowPriority, animas: this.placement.animasOf(p), ...(await p.warmPoolStats()) })),
+    );
   }
 
   async close(): Promise<void> {
     this.closing = true;
-    for (const process of this.processes) process.failAll({ type: "SandboxCrashed", message: "the host is shutting down" });
-    await Promise.all(this.processes.map((p) => p.stop()));
+    clearInterval(this.cpuTimer);
+    for (const process of this.all()) process.failAll({ type: "SandboxCrashed", message: "the host is shutting down" });
+    await Promise.all(this.all().map((p) => p.stop()));
+  }
+
+  /** Told by a process when a call it ran has ended (for placement's busy figures). */
+  ended(anima: string, id: number, process: SandboxProcess): void {
+    this.placement.finished(anima, id, process, monotonicMs());
+  }
+
+  private all(): SandboxProcess[] {
+    return this.lowPriority ? [...this.processes, this.lowPriority] : this.processes;
   }
 
   stuckEntries(): number {
@@ -129,25 +207,20 @@ export class SandboxPool implements Executor, ProcessOwner {
     this.sentTo.delete(id - SENT_TO_REMEMBERED);
   }
 
-  /** The least busy process that is up, else the least busy of all (its request waits for the restart). */
+  /** The process that is up with the fewest requests in flight (describe requests have no Anima to place). */
   private leastBusy(): SandboxProcess {
     const up = this.processes.filter((p) => p.available);
     const candidates = up.length > 0 ? up : this.processes;
-    let best = candidates[0] as SandboxProcess;
-    // Ties (every process idle, as when first calls come one at a time) go to the process serving the
-    // fewest Animas: otherwise every Anima would land on the first process, noisy ones beside quiet ones.
-    for (const candidate of candidates) {
-      if (candidate.load < best.load || (candidate.load === best.load && candidate.animas < best.animas)) best = candidate;
-    }
-    return best;
+    return candidates.reduce((best, candidate) => (candidate.load < best.load ? candidate : best));
   }
 
-  private dispatch(target: SandboxProcess, request: SandboxRequest, signal?: AbortSignal): Promise<CallOutcome | DescribeOutcome> {
+  private dispatch(target: SandboxProcess, request: SandboxRequest, signal?: AbortSignal, onId?: (id: number) => void): Promise<CallOutcome | DescribeOutcome> {
     if (this.closing) {
       const error: ErrorInfo = { type: "SandboxCrashed", message: "the host is shutting down" };
       return Promise.resolve(request.op === "describe" ? { ok: false, error: { ...error, type: "LoadError" } } : { ok: false, error, durationMs: 0 });
     }
     const id = this.nextId++;
+    onId?.(id);
     this.remember(id, target.index);
     const ledger =
       request.op === "call"

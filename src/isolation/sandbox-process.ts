@@ -3,6 +3,7 @@
  * host's requests over the IPC channel. It holds no secrets and has an empty environment; if it dies,
  * the host restarts it.
  */
+import { setPriority } from "node:os";
 import { IsolateRunner } from "./isolate-runner.js";
 import { stripHostDetails } from "./ivm-errors.js";
 import { Socket } from "node:net";
@@ -10,7 +11,13 @@ import { BULK_FD, BulkReceiver } from "./bulk-channel.js";
 import { ReplyAssembler } from "./reply-chunks.js";
 import type { CallContext, CallOutcome, CapabilityReply, DescribeOutcome, FromSandbox, ToSandbox } from "./protocol.js";
 
-const maxIdleIsolates = Number(process.argv[2]) || 64;
+// Arguments (sandbox-child.ts): warm pool bytes, idle isolates at most, nice value.
+const warmPoolBytes = Number(process.argv[2]) || 256 * 2 ** 20;
+const maxIdleIsolates = Number(process.argv[3]) || Number.POSITIVE_INFINITY;
+const nice = Number(process.argv[4]) || 0;
+// Before isolated-vm starts a thread: Linux nice values are per thread, and threads inherit the value of
+// the thread that starts them. An unprivileged process (the OS sandbox's uid) cannot raise it back.
+if (nice > 0) setPriority(nice);
 
 let outbox: FromSandbox[] = [];
 let outboxCallbacks: Array<() => void> = [];
@@ -84,6 +91,7 @@ function endIfRetiredAndIdle(): void {
 }
 
 const runner = new IsolateRunner({
+  warmPoolBytes,
   maxIdleIsolates,
   // Capabilities run in the host process, which holds the policy, the credentials and the audit log.
   invokeCapability: (context, name, argsJson) =>
@@ -131,6 +139,14 @@ function handle(message: ToSandbox): void {
     capabilityWaiters.delete(capabilityId);
     if (bulkBytes !== undefined) bulk.expect(capabilityId, bulkBytes, (text) => waiter?.({ ok: true, value: text }));
     else waiter?.(replies.complete(capabilityId, message.reply, message.joinSlicesInto));
+    return;
+  }
+  if (message.type === "forget") {
+    runner.forgetAnima(message.anima);
+    return;
+  }
+  if (message.type === "stats") {
+    send({ type: "warmPool", statsId: message.statsId, ...runner.warmPoolStats() });
     return;
   }
   if (message.type === "abort") {

@@ -34,7 +34,10 @@ const FIELDS: Record<string, ReadonlySet<string>> = {
   capability: new Set(["type", "capabilityId", "id", "name", "argsJson"]),
   response: new Set(["type", "id", "outcome"]),
   batch: new Set(["type", "messages"]),
+  warmPool: new Set(["type", "statsId", "idleIsolates", "idleBytes", "maxIdleBytes", "evictions"]),
 };
+
+const WARM_POOL_FIGURES = ["idleIsolates", "idleBytes", "maxIdleBytes", "evictions"] as const;
 
 export function decodeFromSandbox(raw: unknown, nested = false): FromSandbox | undefined {
   if (!isObject(raw)) return undefined;
@@ -59,6 +62,11 @@ export function decodeFromSandbox(raw: unknown, nested = false): FromSandbox | u
     }
     case "response":
       return isId(raw["id"]) && isObject(raw["outcome"]) ? { type: "response", id: raw["id"], outcome: raw["outcome"] as unknown as CallOutcome } : undefined;
+    case "warmPool": {
+      if (!isId(raw["statsId"]) || !WARM_POOL_FIGURES.every((key) => typeof raw[key] === "number" && Number.isFinite(raw[key]) && raw[key] >= 0)) return undefined;
+      const [idleIsolates, idleBytes, maxIdleBytes, evictions] = WARM_POOL_FIGURES.map((key) => raw[key] as number) as [number, number, number, number];
+      return { type: "warmPool", statsId: raw["statsId"], idleIsolates, idleBytes, maxIdleBytes, evictions };
+    }
     case "batch": {
       const messages = raw["messages"];
       if (nested || !Array.isArray(messages) || messages.length > MAX_BATCH) return undefined;

@@ -21,7 +21,9 @@ export const MODES: IsolationMode[] = ["process", "in-process"];
 
 /**
  * The control tool. Its module-level counter shows whether an isolate was reused (it increments) or is
- * fresh (it restarts at 1). `counter_hang` lets a test time out this very isolate.
+ * fresh (it restarts at 1). `counter_hang` lets a test time out this very isolate (spinning: its Anima is
+ * then over its share and runs in the low-priority process for a while); `counter_wait` times out
+ * without using the CPU.
  */
 export const COUNTER_TOOL = `
 import { sleep } from "@animaworks/tool";
@@ -32,6 +34,7 @@ export function get_tool_schemas() {
     { name: "counter_hang", description: "spin forever", input_schema: { type: "object", properties: {} } },
     { name: "counter_bloat", description: "allocate until stopped", input_schema: { type: "object", properties: {} } },
     { name: "counter_slow", description: "count after 300 ms", input_schema: { type: "object", properties: {} } },
+    { name: "counter_wait", description: "wait forever without using the CPU", input_schema: { type: "object", properties: {} } },
   ];
 }
 export async function dispatch(name: string) {
@@ -42,6 +45,7 @@ export async function dispatch(name: string) {
     return { calls };
   }
   if (name === "counter_hang") for (;;) {}
+  if (name === "counter_wait") return new Promise(() => {});
   const hoard: unknown[] = [];
   for (;;) hoard.push(new Array(100_000).fill(calls));
 }

@@ -44,7 +44,9 @@ for (const mode of MODES) {
     });
 
     it("concurrent calls for one Anima and tool each get their own isolate", async () => {
-      const results = await Promise.all([h.call("carol", "counter_hang"), h.call("carol", "counter_count")]);
+      // A waiting call, not a spinning one: a spinning call would (rightly) send carol's next calls to the
+      // low-priority process, away from the isolate this test watches.
+      const results = await Promise.all([h.call("carol", "counter_wait"), h.call("carol", "counter_count")]);
       expectError(results[0], "Timeout");
       const served = (JSON.parse(results[1].status === "ok" ? results[1].output : "{}") as { calls: number }).calls;
       expect(served).toBeGreaterThanOrEqual(1);

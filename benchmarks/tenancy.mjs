@@ -1,0 +1,202 @@
+// Many tenants on one host (issue: "1,000 tools as fast as one"). Through `createHost` with default
+// options: ANIMAS Animas with 2 small tools each (their own sources, so their own bundles). Figures:
+//   - hot call: one tool called again and again (the baseline every ratio uses), in the same run;
+//   - first call of each tool (bundle, describe, isolate), p50;
+//   - round-robin over every tool, one call after another: p50/p99 and the ratio to the hot call;
+//   - RSS per loaded tool: host plus sandbox processes, after the round-robin, over an empty host;
+//   - cold isolate floor: a bare isolated-vm isolate + context, and our cold path without bundling;
+//   - noisy neighbour: tenant B's p99 unloaded, and while tenant A keeps 8 `while (true) {}` calls in
+//     flight (each stopped at its 500 ms timeout and sent again).
+// Run: `npm run build && node --no-node-snapshot benchmarks/tenancy.mjs [--quick] [--json] [--animas N]`.
+import { mkdirSync, mkdtempSync, readdirSync, readFileSync, rmSync, writeFileSync } from "node:fs";
+import { tmpdir } from "node:os";
+import { join } from "node:path";
+import { parseArgs } from "node:util";
+import ivm from "isolated-vm";
+import { createHost } from "../dist/src/index.js";
+import { sandboxPids } from "../dist/src/isolation/executor.js";
+
+const { values: flags } = parseArgs({ options: { quick: { type: "boolean" }, json: { type: "boolean" }, animas: { type: "string" }, rounds: { type: "string" } } });
+const ANIMAS = Number(flags.animas ?? (flags.quick ? 100 : 500));
+const ROUNDS = Number(flags.rounds ?? (flags.quick ? 2 : 4));
+const HOT_CALLS = flags.quick ? 1_000 : 3_000;
+/** How long tenant B calls, unloaded and then with A saturating, ms. */
+const NEIGHBOUR_MS = flags.quick ? 3_000 : 10_000;
+const NOISY_IN_FLIGHT = 8;
+
+const toolSource = (anima, tool) => `// ${anima}'s ${tool}
+export function get_tool_schemas() {
+  return [{ name: "${tool}_run", description: "Adds one.", input_schema: { type: "object", properties: { n: { type: "integer" } }, required: ["n"] } }];
+}
+export function dispatch(name, args) { return { tool: "${tool}", anima: "${anima}", n: args.n + 1 }; }
+`;
+const SPIN = `
+export function get_tool_schemas() { return [{ name: "spin_run", description: "Spins.", input_schema: { type: "object", properties: {} } }]; }
+export function dispatch() { while (true) {} }
+`;
+
+const percentile = (sorted, p) => sorted[Math.min(sorted.length - 1, Math.floor((p / 100) * sorted.length))];
+const round = (value, digits = 2) => Math.round(value * 10 ** digits) / 10 ** digits;
+const stats = (samples) => {
+  const sorted = [...samples].sort((a, b) => a - b);
+  return { p50Ms: round(percentile(sorted, 50), 3), p99Ms: round(percentile(sorted, 99), 3), maxMs: round(sorted.at(-1), 2) };
+};
+
+let failures = 0;
+async function timed(fn) {
+  const start = process.hrtime.bigint();
+  const result = await fn();
+  const ms = Number(process.hrtime.bigint() - start) / 1e6;
+  if (result && result.status !== "ok") {
+    failures++;
+    if (failures <= 5) console.error("call failed:", JSON.stringify(result).slice(0, 300));
+  }
+  return ms;
+}
+
+function rssKb(pid) {
+  try {
+    const line = readFileSync(`/proc/${pid}/status`, "utf8").split("\n").find((l) => l.startsWith("VmRSS:"));
+    return Number(line.split(/\s+/)[1]);
+  } catch {
+    return 0;
+  }
+}
+/** A process and its descendants (a sandbox process inside bubblewrap is bwrap's child). */
+function treeRssKb(pid) {
+  let total = rssKb(pid);
+  let tasks = [];
+  try {
+    tasks = readdirSync(`/proc/${pid}/task`);
+  } catch {
+    return total;
+  }
+  for (const task of tasks) {
+    let children = "";
+    try {
+      children = readFileSync(`/proc/${pid}/task/${task}/children`, "utf8");
+    } catch {
+      continue;
+    }
+    for (const child of children.split(" ").filter(Boolean)) total += treeRssKb(Number(child));
+  }
+  return total;
+}
+const sandboxRssMb = (host) => sandboxPids(host.config).reduce((sum, pid) => sum + treeRssKb(pid), 0) / 1024;
+const totalRssMb = (host) => rssKb(process.pid) / 1024 + sandboxRssMb(host);
+
+async function bareIsolateFloor(count) {
+  const samples = [];
+  for (let i = 0; i < count; i++) {
+    const start = process.hrtime.bigint();
+    const isolate = new ivm.Isolate({ memoryLimit: 128 });
+    const context = await isolate.createContext();
+    await context.eval("1");
+    samples.push(Number(process.hrtime.bigint() - start) / 1e6);
+    isolate.dispose();
+  }
+  return stats(samples);
+}
+
+async function main() {
+  const dataDir = mkdtempSync(join(tmpdir(), "awt-tenancy-"));
+  const animas = Array.from({ length: ANIMAS }, (_, i) => `t${String(i).padStart(4, "0")}`);
+  const tools = [];
+  for (const anima of animas) {
+    const dir = join(dataDir, "animas", anima, "tools");
+    mkdirSync(dir, { recursive: true });
+    for (const tool of ["alpha", "beta"]) {
+      writeFileSync(join(dir, `${tool}.mjs`), toolSource(anima, tool));
+      tools.push([anima, `${tool}_run`]);
+    }
+  }
+  mkdirSync(join(dataDir, "animas", "noisy", "tools"), { recursive: true });
+  writeFileSync(join(dataDir, "animas", "noisy", "tools", "spin.mjs"), SPIN);
+  // Tenant B: four Animas, so that some share a sandbox process with tenant A whatever the placement.
+  const quiet = ["quiet", "quiet1", "quiet2", "quiet3"];
+  for (const anima of quiet) {
+    mkdirSync(join(dataDir, "animas", anima, "tools"), { recursive: true });
+    writeFileSync(join(dataDir, "animas", anima, "tools", "alpha.mjs"), toolSource(anima, "alpha"));
+  }
+
+  const results = { animas: ANIMAS, tools: tools.length, rounds: ROUNDS };
+  const host = createHost({ dataDir, onLog: () => {} });
+  try {
+    const bareFloor = await bareIsolateFloor(flags.quick ? 50 : 200);
+    await host.call("quiet", "alpha_run", { n: 1 });
+    const emptyRssMb = totalRssMb(host);
+    const emptySandboxMb = sandboxRssMb(host);
+
+    // Hot call: the baseline.
+    for (let i = 0; i < 500; i++) await host.call("quiet", "alpha_run", { n: i });
+    const hot = [];
+    for (let i = 0; i < HOT_CALLS; i++) hot.push(await timed(() => host.call("quiet", "alpha_run", { n: i })));
+    results.hotCall = stats(hot);
+
+    const first = [];
+    for (const [anima, tool] of tools) first.push(await timed(() => host.call(anima, tool, { n: 1 })));
+    results.firstCall = stats(first);
+
+    const roundRobin = [];
+    for (let r = 0; r < ROUNDS; r++) {
+      for (const [anima, tool] of tools) roundRobin.push(await timed(() => host.call(anima, tool, { n: r })));
+    }
+    results.roundRobin = { ...stats(roundRobin), ratioP50VsHot: round(stats(roundRobin).p50Ms / results.hotCall.p50Ms), aim: "p50 ≤ 3× the hot call" };
+    const loadedRssMb = totalRssMb(host);
+    const loadedSandboxMb = sandboxRssMb(host);
+    results.rss = {
+      emptyHostMb: round(emptyRssMb, 1),
+      loadedMb: round(loadedRssMb, 1),
+      perLoadedToolMb: round((loadedRssMb - emptyRssMb) / tools.length, 3),
+      ofWhichSandboxProcessesMb: round((loadedSandboxMb - emptySandboxMb) / tools.length, 3),
+      aim: "≤ 1.5 MB per loaded tool",
+    };
+    results.coldIsolate = { bareIsolateAndContext: bareFloor };
+
+    // Noisy neighbour: B unloaded, then with A saturating.
+    await host.call("noisy", "spin_run", {}, { timeoutMs: 1 });
+    const quietCalls = async () => {
+      const samples = [];
+      const end = performance.now() + NEIGHBOUR_MS;
+      for (let i = 0; performance.now() < end; i++) {
+        const anima = quiet[i % quiet.length];
+        samples.push(await timed(() => host.call(anima, "alpha_run", { n: i })));
+      }
+      return { calls: samples.length, ...stats(samples) };
+    };
+    for (const anima of quiet) await host.call(anima, "alpha_run", { n: 0 });
+    const unloaded = await quietCalls();
+    let noisyRunning = true;
+    let noisyCalls = 0;
+    const noisyOutcomes = {};
+    const noisy = Array.from({ length: NOISY_IN_FLIGHT }, async () => {
+      while (noisyRunning) {
+        const result = await host.call("noisy", "spin_run", {}, { timeoutMs: 500 });
+        noisyCalls++;
+        const code = result.status === "ok" ? "ok" : result.error_type;
+        noisyOutcomes[code] = (noisyOutcomes[code] ?? 0) + 1;
+      }
+    });
+    // B measures A's steady state: once A's first calls (at normal priority) have timed out.
+    await new Promise((resolve) => setTimeout(resolve, 1_500));
+    const loaded = await quietCalls();
+    noisyRunning = false;
+    await Promise.all(noisy);
+    results.noisyNeighbour = {
+      quietUnloaded: unloaded,
+      quietWithNoisy: loaded,
+      ratioP99: round(loaded.p99Ms / unloaded.p99Ms),
+      noisyCalls,
+      noisyOutcomes,
+      aim: "B's p99 with A saturating ≤ 2× B's p99 unloaded",
+    };
+    results.failedCalls = failures;
+  } finally {
+    await host.close();
+    rmSync(dataDir, { recursive: true, force: true });
+  }
+  if (flags.json) console.log(JSON.stringify(results));
+  else console.log(JSON.stringify(results, null, 2));
+}
+
+await main();

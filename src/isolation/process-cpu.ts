@@ -1,0 +1,62 @@
+import { readdirSync, readFileSync } from "node:fs";
+
+/**
+ * CPU time of a process and its descendants, read by the host from /proc (Linux). A sandbox process
+ * inside bubblewrap is bwrap's child, so the whole tree counts. What the host measured itself: nothing a
+ * sandbox process says enters it. `undefined` where /proc cannot be read (other systems, a process gone).
+ */
+
+/** Clock ticks per second of /proc's utime and stime (USER_HZ, 100 on Linux). */
+const TICKS_PER_SECOND = 100;
+/** Descendants followed at most: a sandbox process that forks without end cannot slow the host down. */
+const MAX_PROCESSES = 16;
+
+export function processTreeCpuMs(pid: number): number | undefined {
+  const pending = [pid];
+  let ticks = 0;
+  let seen = 0;
+  while (pending.length > 0 && seen < MAX_PROCESSES) {
+    const next = pending.pop() as number;
+    const own = ownTicks(next);
+    if (own === undefined) {
+      if (next === pid) return undefined;
+      continue;
+    }
+    ticks += own;
+    seen++;
+    pending.push(...childrenOf(next));
+  }
+  return (ticks * 1000) / TICKS_PER_SECOND;
+}
+
+function ownTicks(pid: number): number | undefined {
+  let stat: string;
+  try {
+    stat = readFileSync(`/proc/${pid}/stat`, "utf8");
+  } catch {
+    return undefined;
+  }
+  // The command name (field 2) may hold spaces and parentheses: fields are counted after its last ")".
+  const fields = stat.slice(stat.lastIndexOf(")") + 2).split(" ");
+  const utime = Number(fields[11]);
+  const stime = Number(fields[12]);
+  return Number.isFinite(utime) && Number.isFinite(stime) ? utime + stime : undefined;
+}
+
+function childrenOf(pid: number): number[] {
+  const children: number[] = [];
+  let tasks: string[];
+  try {
+    tasks = readdirSync(`/proc/${pid}/task`);
+  } catch {
+    return children;
+  }
+  for (const task of tasks) {
+    try {
+      for (const child of readFileSync(`/proc/${pid}/task/${task}/children`, "utf8").split(" ")) if (child) children.push(Number(child));
+    } catch {
+      // the thread ended meanwhile
+    }
+  }
+  return children;
+}
