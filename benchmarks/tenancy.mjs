@@ -151,7 +151,24 @@ async function main() {
       ofWhichSandboxProcessesMb: round((loadedSandboxMb - emptySandboxMb) / tools.length, 3),
       aim: "≤ 1.5 MB per loaded tool",
     };
-    results.coldIsolate = { bareIsolateAndContext: bareFloor };
+    // Cold isolates: the same loaded tools, on a host whose warm pool keeps nothing, so that every call
+    // builds its isolate (bundles and descriptions come from the first host's on-disk cache).
+    const coldHost = createHost({ dataDir, warmIsolatesMb: 1, onLog: () => {} });
+    const coldTools = tools.slice(0, flags.quick ? 100 : 300);
+    try {
+      for (const [anima, tool] of coldTools) await coldHost.call(anima, tool, { n: 0 });
+      const cold = [];
+      for (const [anima, tool] of coldTools) cold.push(await timed(() => coldHost.call(anima, tool, { n: 1 })));
+      const coldStats = stats(cold);
+      results.coldIsolate = {
+        bareIsolateAndContext: bareFloor,
+        callBuildingItsIsolate: coldStats,
+        ratioP50VsBare: round(coldStats.p50Ms / bareFloor.p50Ms),
+        aim: "close to a bare isolate's creation",
+      };
+    } finally {
+      await coldHost.close();
+    }
 
     // Noisy neighbour: B unloaded, then with A saturating.
     await host.call("noisy", "spin_run", {}, { timeoutMs: 1 });

@@ -72,6 +72,8 @@ export interface IsolateRunnerOptions {
 }
 
 const MAX_TIMER_DELAY_MS = 2_147_483_647;
+/** Bytes of V8 code cache kept for bundles. */
+const TOOL_CODE_CACHE_BYTES = 32 * 2 ** 20;
 /** Timers one call may have pending, counted here (the prelude keeps the same limit). */
 const MAX_TIMERS_PER_CALL = 1000;
 
@@ -85,6 +87,9 @@ export class IsolateRunner implements Executor {
   private readonly onRefusal: IsolateRunnerOptions["onRefusal"];
   /** V8 code cache for the prelude, so later isolates skip parsing it. */
   private preludeCache: ivm.ExternalCopy<ArrayBuffer> | undefined;
+  /** V8 code caches of bundles by hash, least recently used first (see `rememberToolCode`). */
+  private readonly toolCodeCache = new Map<string, { data: ivm.ExternalCopy<ArrayBuffer>; bytes: number }>();
+  private toolCodeBytes = 0;
   private closed = false;
   private readonly entries = new EntryTracker();
 
@@ -255,6 +260,30 @@ export class IsolateRunner implements Executor {
 
   // ---- isolate set-up -----------------------------------------------------------------------------
 
+  /**
+   * Keeps V8's code cache of a bundle, so that its next isolate skips parsing it (least recently used
+   * dropped beyond `TOOL_CODE_CACHE_BYTES`). A cache V8 rejected is dropped and made again next time.
+   */
+  private rememberToolCode(hash: string, script: ivm.Script & { cachedData?: ivm.ExternalCopy<ArrayBuffer>; cachedDataRejected?: boolean }): void {
+    const known = this.toolCodeCache.get(hash);
+    if (known) {
+      this.toolCodeCache.delete(hash);
+      if (script.cachedDataRejected) this.toolCodeBytes -= known.bytes;
+      else this.toolCodeCache.set(hash, known); // most recently used last
+      return;
+    }
+    const data = script.cachedData;
+    if (!data) return;
+    const bytes = data.copy().byteLength; // once per bundle
+    this.toolCodeCache.set(hash, { data, bytes });
+    this.toolCodeBytes += bytes;
+    while (this.toolCodeBytes > TOOL_CODE_CACHE_BYTES) {
+      const [oldest, entry] = this.toolCodeCache.entries().next().value as [string, { bytes: number }];
+      this.toolCodeCache.delete(oldest);
+      this.toolCodeBytes -= entry.bytes;
+    }
+  }
+
   private async createIsolate(
     key: string,
     bundle: ToolBundle,
@@ -276,31 +305,35 @@ export class IsolateRunner implements Executor {
     pooled.guard = guard;
     guard.target = pooled;
     try {
-      const context = await isolate.createContext();
+      // The prelude's set-up is synchronous: it is our own code, short and bounded (≈ 0.5 ms), and each
+      // asynchronous step would cost a round trip to the isolate's thread. Tool code below runs async.
+      const context = isolate.createContextSync();
       pooled.context = context;
       const bridge = this.makeBridge(pooled);
-      await context.evalClosure(
+      context.evalClosureSync(
         "globalThis.__awHost = { log: $0, setTimer: $1, clearTimer: $2, stop: $3, capability: $4 };",
         [bridge.log, bridge.setTimer, bridge.clearTimer, bridge.stop, bridge.capability],
       );
-      const preludeScript = await isolate.compileScript(this.prelude, {
+      const preludeScript = isolate.compileScriptSync(this.prelude, {
         filename: "animaworks:prelude.js",
         ...(this.preludeCache ? { cachedData: this.preludeCache } : { produceCachedData: true }),
       });
       const produced = (preludeScript as ivm.Script & { cachedData?: ivm.ExternalCopy<ArrayBuffer> }).cachedData;
       if (!this.preludeCache && produced) this.preludeCache = produced;
       // The entry object is the script's completion value, never a global (see prelude.ts).
-      const entryRef = (await preludeScript.run(context, { timeout: 1_000, reference: true })) as ivm.Reference<{ [K in keyof Entry]: Entry[K] extends ivm.Reference<infer F> ? F : never }>;
+      const entryRef = preludeScript.runSync(context, { timeout: 1_000, reference: true }) as ivm.Reference<{ [K in keyof Entry]: Entry[K] extends ivm.Reference<infer F> ? F : never }>;
       pooled.entry = {
-        call: await entryRef.get("call", { reference: true }),
-        describe: await entryRef.get("describe", { reference: true }),
-        fireTimer: await entryRef.get("fireTimer", { reference: true }),
-        settleCapabilities: await entryRef.get("settleCapabilities", { reference: true }),
+        call: entryRef.getSync("call", { reference: true }),
+        describe: entryRef.getSync("describe", { reference: true }),
+        fireTimer: entryRef.getSync("fireTimer", { reference: true }),
+        settleCapabilities: entryRef.getSync("settleCapabilities", { reference: true }),
       };
       entryRef.release();
       let toolScript: ivm.Script;
       try {
-        toolScript = await isolate.compileScript(bundle.code, { filename: `tool:${bundle.displayName}` });
+        const cachedData = this.toolCodeCache.get(bundle.hash)?.data;
+        toolScript = await isolate.compileScript(bundle.code, { filename: `tool:${bundle.displayName}`, ...(cachedData ? { cachedData } : { produceCachedData: true }) });
+        this.rememberToolCode(bundle.hash, toolScript as ivm.Script & { cachedData?: ivm.ExternalCopy<ArrayBuffer>; cachedDataRejected?: boolean });
       } catch (error) {
         throw new SetupError({ type: "LoadError", message: `the tool does not compile: ${boundToolMessage(stripHostDetails(boundToolMessage(errorMessage(error))))}` });
       }

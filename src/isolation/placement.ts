@@ -8,9 +8,10 @@
  *    has no call in flight, and the pool then drops its warm isolates in the process it left.
  *  - New Animas go to the process with the fewest calls in flight, ties to the one serving the fewest
  *    Animas: first calls that come one at a time spread evenly.
- *  - An idle Anima moves when the spread has become uneven: its process serves `MOVE_AFTER_EXTRA_ANIMAS`
- *    more Animas than another, or its recent busy time is more than twice another's (by more than
- *    `MOVE_MIN_BUSY_GAP_MS`) and moving this Anima narrows the gap.
+ *  - An idle Anima moves when the spread has become uneven: its process serves more than
+ *    `MOVE_AFTER_EXTRA_ANIMAS` Animas more than another that is up (after a restart, say). Busy time is
+ *    not a reason to move: wall time counts calls that wait on the network as much as spinning ones,
+ *    and a move costs the Anima its warm isolates; a busy neighbour is dealt with by demotion instead.
  *  - An Anima is over its share when it has a call running for `LONG_CALL_MS` or more in a process that
  *    the host measured busy (`demoteLongCallsOn`, from /proc): its calls then go to the low-priority
  *    process until `DEMOTED_FOR_MS` after that. A spinning tool competes for the cores at a lower
@@ -31,34 +32,12 @@ export interface Slot {
 export const LONG_CALL_MS = 250;
 /** How long an Anima stays on the low-priority process after its last long call, ms. */
 export const DEMOTED_FOR_MS = 10_000;
-/** Half-life of the recent busy time of processes and Animas, ms. */
-const BUSY_HALF_LIFE_MS = 5_000;
 const MOVE_AFTER_EXTRA_ANIMAS = 8;
-const MOVE_MIN_BUSY_GAP_MS = 500;
-
-/** A quantity that decays with `BUSY_HALF_LIFE_MS`: recent busy time, ms. */
-class Decaying {
-  private value = 0;
-  private at = 0;
-
-  read(now: number): number {
-    if (now > this.at) {
-      this.value *= 2 ** (-(now - this.at) / BUSY_HALF_LIFE_MS);
-      this.at = now;
-    }
-    return this.value;
-  }
-
-  add(amount: number, now: number): void {
-    this.value = this.read(now) + amount;
-  }
-}
 
 interface Tenant<P> {
   home: P | undefined;
   /** Its calls in flight, by request id: where each runs and since when. */
   inFlight: Map<number, { process: P; startedAt: number }>;
-  busy: Decaying;
   demotedUntil: number;
 }
 
@@ -73,24 +52,20 @@ export interface Route<P> {
 export class Placement<P extends Slot> {
   private readonly tenants = new Map<string, Tenant<P>>();
   private readonly animaCount = new Map<P, number>();
-  private readonly busy = new Map<P, Decaying>();
 
   constructor(
     private readonly processes: readonly P[],
     /** The low-priority process (started on first use). */
     private readonly lowPriority: () => P,
   ) {
-    for (const process of processes) {
-      this.animaCount.set(process, 0);
-      this.busy.set(process, new Decaying());
-    }
+    for (const process of processes) this.animaCount.set(process, 0);
   }
 
   /** Where the next call of `anima` goes. Call `started` with its id right after. */
   route(anima: string, now: number): Route<P> {
     let tenant = this.tenants.get(anima);
     if (!tenant) {
-      tenant = { home: undefined, inFlight: new Map(), busy: new Decaying(), demotedUntil: 0 };
+      tenant = { home: undefined, inFlight: new Map(), demotedUntil: 0 };
       this.tenants.set(anima, tenant);
     }
     if (tenant.demotedUntil > now) return { target: this.lowPriority(), demoted: true };
@@ -98,8 +73,8 @@ export class Placement<P extends Slot> {
     // A process that crashed or retired fails only what was in flight there: while it restarts, its
     // Animas' calls go to a process that is up (their warm isolates are lost with it anyway).
     const homeDown = home !== undefined && !home.available && this.processes.some((p) => p.available);
-    if (home && !homeDown && (tenant.inFlight.size > 0 || !this.shouldMove(tenant, home, now))) return { target: home, demoted: false };
-    const target = this.leastBusy(home, now);
+    if (home && !homeDown && (tenant.inFlight.size > 0 || !this.shouldMove(home))) return { target: home, demoted: false };
+    const target = this.leastBusy(home);
     if (target === home) return { target, demoted: false };
     this.setHome(tenant, target);
     return home ? { target, left: home, demoted: false } : { target, demoted: false };
@@ -119,22 +94,21 @@ export class Placement<P extends Slot> {
 
   /** `process` was measured busy: every Anima with a long call running there is over its share. */
   demoteLongCallsOn(process: P, now: number): void {
+    let demoted = false;
     for (const tenant of this.tenants.values()) {
       for (const call of tenant.inFlight.values()) {
-        if (call.process === process && now - call.startedAt >= LONG_CALL_MS) tenant.demotedUntil = now + DEMOTED_FOR_MS;
+        if (call.process !== process || now - call.startedAt < LONG_CALL_MS) continue;
+        tenant.demotedUntil = now + DEMOTED_FOR_MS;
+        demoted = true;
       }
     }
+    // Started now, so that it is up by the demoted Anima's next call.
+    if (demoted) this.lowPriority();
   }
 
-  /** Call `id` of `anima`, which ran on `process`, ended at `now`. */
-  finished(anima: string, id: number, process: P, now: number): void {
-    const tenant = this.tenants.get(anima);
-    const call = tenant?.inFlight.get(id);
-    if (!tenant || !call) return;
-    tenant.inFlight.delete(id);
-    const ranMs = now - call.startedAt;
-    tenant.busy.add(ranMs, now);
-    this.busy.get(process)?.add(ranMs, now);
+  /** Call `id` of `anima` has ended. */
+  finished(anima: string, id: number): void {
+    this.tenants.get(anima)?.inFlight.delete(id);
   }
 
   /** The process `anima`'s calls go to (not counting a demotion), if it has made any. */
@@ -157,38 +131,21 @@ export class Placement<P extends Slot> {
     this.animaCount.set(target, (this.animaCount.get(target) ?? 0) + 1);
   }
 
-  private shouldMove(tenant: Tenant<P>, home: P, now: number): boolean {
+  private shouldMove(home: P): boolean {
     const homeAnimas = this.animasOf(home);
-    const homeBusy = this.busy.get(home)?.read(now) ?? 0;
-    const own = tenant.busy.read(now);
-    for (const other of this.processes) {
-      if (other === home || !other.available) continue;
-      if (homeAnimas > this.animasOf(other) + MOVE_AFTER_EXTRA_ANIMAS) return true;
-      const otherBusy = this.busy.get(other)?.read(now) ?? 0;
-      const gap = homeBusy - otherBusy;
-      if (homeBusy > 2 * otherBusy && gap > MOVE_MIN_BUSY_GAP_MS && own > 0 && own < gap) return true;
-    }
-    return false;
+    return this.processes.some((other) => other !== home && other.available && homeAnimas > this.animasOf(other) + MOVE_AFTER_EXTRA_ANIMAS);
   }
 
-  /** The process that is up with the fewest calls in flight; ties to the fewest Animas, then least busy. */
-  private leastBusy(current: P | undefined, now: number): P {
+  /** The process that is up with the fewest calls in flight; ties to the one serving the fewest Animas. */
+  private leastBusy(current: P | undefined): P {
     const up = this.processes.filter((p) => p.available);
     const candidates = up.length > 0 ? up : [...this.processes];
     // The Anima itself does not count where it is now (it is moving away).
     const animas = (p: P) => this.animasOf(p) - (p === current ? 1 : 0);
     let best = candidates[0] as P;
     for (const candidate of candidates) {
-      const better =
-        candidate.load < best.load ||
-        (candidate.load === best.load && animas(candidate) < animas(best)) ||
-        (candidate.load === best.load && animas(candidate) === animas(best) && this.busyOf(candidate, now) < this.busyOf(best, now));
-      if (better) best = candidate;
+      if (candidate.load < best.load || (candidate.load === best.load && animas(candidate) < animas(best))) best = candidate;
     }
     return best;
-  }
-
-  private busyOf(process: P, now: number): number {
-    return this.busy.get(process)?.read(now) ?? 0;
   }
 }

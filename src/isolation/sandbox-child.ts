@@ -30,8 +30,8 @@ export interface ProcessOwner {
   readonly osSandbox: OsSandboxStatus;
   /** True when request `id` was sent to process `index` (see SandboxPool.wasSentTo). */
   wasSentTo(id: number, index: number): boolean;
-  /** Call `id` of `anima`, which ran on `process`, has ended (whatever its outcome). */
-  ended(anima: string, id: number, process: SandboxProcess): void;
+  /** Call `id` of `anima` has ended (whatever its outcome). */
+  ended(anima: string, id: number): void;
 }
 
 export interface Pending {
@@ -291,7 +291,7 @@ export class SandboxProcess {
   private settle(id: number, pending: Pending, outcome: CallOutcome | DescribeOutcome): void {
     this.pending.delete(id);
     clearTimeout(pending.timer);
-    if (pending.request.op === "call") this.pool.ended(pending.request.context.anima, id, this);
+    if (pending.request.op === "call") this.pool.ended(pending.request.context.anima, id);
     const ledger = pending.ledger;
     if (ledger) {
       ledger.end(outcome.ok ? "returned" : outcome.error.type);

@@ -183,8 +183,8 @@ export class SandboxPool implements Executor, ProcessOwner {
   }
 
   /** Told by a process when a call it ran has ended (for placement's busy figures). */
-  ended(anima: string, id: number, process: SandboxProcess): void {
-    this.placement.finished(anima, id, process, monotonicMs());
+  ended(anima: string, id: number): void {
+    this.placement.finished(anima, id);
   }
 
   private all(): SandboxProcess[] {

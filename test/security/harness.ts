@@ -70,6 +70,8 @@ export interface HarnessOptions {
   sandboxProcesses?: number;
   maxLogLinesPerCall?: number;
   maxLogLineChars?: number;
+  maxConcurrentCallsPerAnima?: number;
+  maxQueuedCallsPerAnima?: number;
   /** Animas to create, each with the counter tool; hostile fixtures are added with `install`. */
   animas?: string[];
   onLog?: (record: LogRecord) => void;
@@ -93,6 +95,8 @@ export function startHost(options: HarnessOptions): Harness {
     sandboxProcesses: options.sandboxProcesses ?? 2,
     maxLogLinesPerCall: options.maxLogLinesPerCall ?? 50,
     maxLogLineChars: options.maxLogLineChars ?? 200,
+    ...(options.maxConcurrentCallsPerAnima ? { maxConcurrentCallsPerAnima: options.maxConcurrentCallsPerAnima } : {}),
+    ...(options.maxQueuedCallsPerAnima ? { maxQueuedCallsPerAnima: options.maxQueuedCallsPerAnima } : {}),
   };
   const onLog = (record: LogRecord) => {
     logs.push(record);

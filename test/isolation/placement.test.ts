@@ -1,0 +1,83 @@
+import { describe, expect, it } from "vitest";
+import { DEMOTED_FOR_MS, LONG_CALL_MS, Placement, type Slot } from "../../src/isolation/placement.js";
+
+class FakeProcess implements Slot {
+  available = true;
+  load = 0;
+  constructor(readonly index: number) {}
+}
+
+function setup(count = 2) {
+  const processes = Array.from({ length: count }, (_, i) => new FakeProcess(i));
+  const low = new FakeProcess(count);
+  let lowStarted = 0;
+  const placement = new Placement(processes, () => {
+    lowStarted++;
+    return low;
+  });
+  return { processes, low, placement, lowStarted: () => lowStarted };
+}
+
+describe("Placement", () => {
+  it("spreads first calls that come one at a time evenly, and keeps each Anima where it is", () => {
+    const { processes, placement } = setup();
+    for (let i = 0; i < 10; i++) placement.route(`a${i}`, 0);
+    expect(processes.map((p) => placement.animasOf(p))).toEqual([5, 5]);
+    const home = placement.route("a3", 1).target;
+    expect(placement.route("a3", 2).target).toBe(home);
+  });
+
+  it("sends a new Anima to the process with the fewest calls in flight", () => {
+    const { processes, placement } = setup();
+    (processes[0] as FakeProcess).load = 3;
+    expect(placement.route("new", 0).target).toBe(processes[1]);
+  });
+
+  it("moves an idle Anima off a process that serves many more Animas, and says where it left", () => {
+    const { processes, placement } = setup();
+    const [first, second] = processes as [FakeProcess, FakeProcess];
+    second.available = false; // everyone lands on the first while the second is down
+    for (let i = 0; i < 20; i++) placement.route(`a${i}`, 0);
+    second.available = true;
+    const moved = placement.route("a0", 1);
+    expect(moved).toMatchObject({ target: second, left: first });
+    expect([placement.animasOf(first), placement.animasOf(second)]).toEqual([19, 1]);
+  });
+
+  it("never moves an Anima with a call in flight", () => {
+    const { processes, placement } = setup();
+    const [, second] = processes as [FakeProcess, FakeProcess];
+    second.available = false;
+    for (let i = 0; i < 20; i++) placement.route(`a${i}`, 0);
+    placement.started("a0", 1, processes[0] as FakeProcess, 0);
+    second.available = true;
+    expect(placement.route("a0", 1).target).toBe(processes[0]);
+  });
+
+  it("sends the calls of an Anima whose long call kept its process busy to the low-priority process, for a while", () => {
+    const { processes, low, placement, lowStarted } = setup();
+    const home = placement.route("noisy", 0).target;
+    placement.route("quiet", 0);
+    placement.started("noisy", 1, home, 0);
+    placement.started("quiet", 2, home, LONG_CALL_MS - 10);
+    expect(placement.hasLongCallOn(home, LONG_CALL_MS)).toBe(true);
+    expect(lowStarted()).toBe(0);
+    placement.demoteLongCallsOn(home, LONG_CALL_MS);
+    expect(lowStarted()).toBe(1); // started at once, to be up by the next call
+    expect(placement.route("noisy", LONG_CALL_MS + 1)).toMatchObject({ target: low, demoted: true });
+    // Quiet's call was short: it stays home.
+    expect(placement.route("quiet", LONG_CALL_MS + 1).target).not.toBe(low);
+    placement.finished("noisy", 1);
+    expect(placement.route("noisy", LONG_CALL_MS + DEMOTED_FOR_MS + 1)).toMatchObject({ target: home, demoted: false });
+    expect(processes).toContain(home);
+  });
+
+  it("sends calls of a process that is down to one that is up", () => {
+    const { processes, placement } = setup();
+    const home = placement.route("a", 0).target as FakeProcess;
+    home.available = false;
+    const route = placement.route("a", 1);
+    expect(route.target).not.toBe(home);
+    expect(processes).toContain(route.target);
+  });
+});
