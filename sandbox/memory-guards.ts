@@ -110,8 +110,7 @@ function installMemoryGuards(
     }
     return bufferGuard([args[0]]);
   });
-  const arrayBufferProto = (global["ArrayBuffer"] as { prototype: Record<string, unknown> }).prototype;
-  delete arrayBufferProto["resize"];
+  // `ArrayBuffer.prototype.resize` is removed by the prelude (removeUnguardedFeatures), for every context.
   for (const name of TYPED_ARRAYS) guardConstructor(global, name, bufferGuard);
 
   const intl = global["Intl"] as Record<string, unknown> | undefined;

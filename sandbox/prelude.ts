@@ -4,12 +4,14 @@
  * host calls.
  *
  * Invariants:
- *  - The host puts `__awHost` (isolated-vm callbacks) on the global before this script runs; the prelude
- *    captures them in closures and deletes the global, so tool code can never reach a host reference.
- *  - The entry points the host calls (`PreludeEntry`) are the script's completion value, read by the host
- *    as a reference: they are never stored on the global or anywhere else tool code can reach, so a tool
- *    cannot re-enter its own call with other limits, fire timers or forge capability answers. The host
- *    enforces every limit again on its side in any case (call-ledger.ts).
+ *  - The prelude script (prelude-source.ts) puts `__awHost` (functions forwarding to the host's
+ *    isolated-vm callbacks, bound later) on the global before this runs; the prelude captures them in
+ *    closures and deletes the global, so tool code can never reach a host reference.
+ *  - The entry points the host calls (`PreludeEntry`) go to the host once, as a reference, through
+ *    `__awBind`, which deletes itself before any tool code runs: they are never left on the global or
+ *    anywhere else tool code can reach, so a tool cannot re-enter its own call with other limits, fire
+ *    timers or forge capability answers. The host enforces every limit again on its side in any case
+ *    (call-ledger.ts).
  *  - Intrinsics the prelude relies on are captured before any tool code runs, so a tool that patches
  *    `JSON`, `Array.prototype` or `Promise` cannot change how its own result is framed. It could still
  *    corrupt its own prelude's output; the host therefore re-validates everything it receives as text.
@@ -46,8 +48,24 @@ interface PreludeEntry {
 }
 
 /**
- * Called once, by the last line of the prelude script (prelude-source.ts), whose completion value its
- * result becomes. A function declaration of the script's own wrapper scope, never a global.
+ * Removes what would let a tool allocate outside the V8 heap limit, block outside the timeout, or run
+ * code after the call ended (GC callbacks). Idempotent. V8 installs some of these again when it makes a
+ * context from a startup snapshot (WebAssembly, SharedArrayBuffer, Atomics, `ArrayBuffer.prototype.resize`),
+ * so the prelude script runs this once more when the host binds each context (prelude-source.ts).
+ */
+// eslint-disable-next-line @typescript-eslint/no-unused-vars
+function removeUnguardedFeatures(global: Record<string, unknown>): void {
+  for (const name of ["WebAssembly", "SharedArrayBuffer", "Atomics", "FinalizationRegistry", "WeakRef"]) {
+    delete global[name];
+  }
+  // Resizable buffers take their memory from V8's page allocator, outside the limit (memory-guards.ts).
+  const arrayBuffer = global["ArrayBuffer"] as { prototype: Record<string, unknown> } | undefined;
+  if (arrayBuffer) delete arrayBuffer.prototype["resize"];
+}
+
+/**
+ * Called once, at the end of the prelude script (prelude-source.ts), which hands its result to the host
+ * through `__awBind`. A function declaration of the script's own wrapper scope, never a global.
  */
 // eslint-disable-next-line @typescript-eslint/no-unused-vars
 function installPrelude(global: Record<string, unknown>): PreludeEntry {
@@ -81,11 +99,7 @@ function installPrelude(global: Record<string, unknown>): PreludeEntry {
   const arrayJoin = Array.prototype.join;
   const arrayMap = Array.prototype.map;
 
-  // Globals that would let a tool allocate outside the V8 heap limit, block outside the timeout, or run
-  // code after the call ended (GC callbacks).
-  for (const name of ["WebAssembly", "SharedArrayBuffer", "Atomics", "FinalizationRegistry", "WeakRef"]) {
-    delete global[name];
-  }
+  removeUnguardedFeatures(global);
 
   function isInstance(value: unknown, ctor: unknown): boolean {
     try {

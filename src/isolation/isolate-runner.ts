@@ -4,8 +4,10 @@ import { type CapabilityLimits, CallLedger, CapabilityBudget } from "./call-ledg
 import { Abandoned, CallGuard, EntryTracker, STOP_GRACE_MS, type StopReason, unlessAbandoned } from "./call-guard.js";
 import { boundToolMessage, parseCallEnvelope, parseDescribeEnvelope } from "./envelope.js";
 import { classifyIvmError, ivmErrorInfo, stripHostDetails } from "./ivm-errors.js";
-import { type ActiveCall, type Entry, IsolatePool, PooledIsolate, type WarmPoolStats } from "./pooled-isolate.js";
-import { readPrelude } from "./prelude-source.js";
+import { type ActiveCall, type Bridge, IsolatePool, PooledIsolate, type WarmPoolStats, bindPrelude, heldBytes } from "./pooled-isolate.js";
+import { bridgeHandlers } from "./isolate-bridge.js";
+import { SHAPE_PROBE, readPrelude } from "./prelude-source.js";
+import { ByteLru } from "./byte-lru.js";
 import type {
   CallContext,
   CapabilityInvoker,
@@ -71,11 +73,10 @@ export interface IsolateRunnerOptions {
   onRefusal?: (context: CallContext, name: string, error: ErrorInfo) => void;
 }
 
-const MAX_TIMER_DELAY_MS = 2_147_483_647;
+/** Isolates built from the prelude script before the runner makes a startup snapshot (see `startupSnapshot`). */
+const SNAPSHOT_AFTER_ISOLATES = 3;
 /** Bytes of V8 code cache kept for bundles. */
 const TOOL_CODE_CACHE_BYTES = 32 * 2 ** 20;
-/** Timers one call may have pending, counted here (the prelude keeps the same limit). */
-const MAX_TIMERS_PER_CALL = 1000;
 
 export class IsolateRunner implements Executor {
   private readonly prelude: string;
@@ -87,9 +88,11 @@ export class IsolateRunner implements Executor {
   private readonly onRefusal: IsolateRunnerOptions["onRefusal"];
   /** V8 code cache for the prelude, so later isolates skip parsing it. */
   private preludeCache: ivm.ExternalCopy<ArrayBuffer> | undefined;
-  /** V8 code caches of bundles by hash, least recently used first (see `rememberToolCode`). */
-  private readonly toolCodeCache = new Map<string, { data: ivm.ExternalCopy<ArrayBuffer>; bytes: number }>();
-  private toolCodeBytes = 0;
+  /** The startup snapshot: undefined until made, false when it could not be made or failed its check. */
+  private snapshot: ivm.ExternalCopy<ArrayBuffer> | false | undefined;
+  private isolatesBuilt = 0;
+  /** V8 code caches of bundles by hash. */
+  private readonly toolCodeCache = new ByteLru<ivm.ExternalCopy<ArrayBuffer>>(TOOL_CODE_CACHE_BYTES);
   private closed = false;
   private readonly entries = new EntryTracker();
 
@@ -220,6 +223,11 @@ export class IsolateRunner implements Executor {
     }
   }
 
+  /** True once isolates are made from the startup snapshot (see `startupSnapshot`); for tests and benchmarks. */
+  get usesStartupSnapshot(): boolean {
+    return this.snapshot !== undefined && this.snapshot !== false;
+  }
+
   /** What the warm pool holds now. */
   warmPoolStats(): WarmPoolStats {
     return this.pool.stats();
@@ -261,27 +269,46 @@ export class IsolateRunner implements Executor {
   // ---- isolate set-up -----------------------------------------------------------------------------
 
   /**
-   * Keeps V8's code cache of a bundle, so that its next isolate skips parsing it (least recently used
-   * dropped beyond `TOOL_CODE_CACHE_BYTES`). A cache V8 rejected is dropped and made again next time.
+   * The startup snapshot holding the installed prelude, made on the `SNAPSHOT_AFTER_ISOLATES`-th isolate
+   * (making it costs ≈ 10 ms, more than a one-shot CLI call would save; later isolates save ≈ 0.4 ms
+   * each). It is used only if a context made from it, once bound, has the same shape as one that ran
+   * the script (`SHAPE_PROBE`); otherwise, or if V8 cannot make it, isolates run the script.
    */
-  private rememberToolCode(hash: string, script: ivm.Script & { cachedData?: ivm.ExternalCopy<ArrayBuffer>; cachedDataRejected?: boolean }): void {
-    const known = this.toolCodeCache.get(hash);
-    if (known) {
-      this.toolCodeCache.delete(hash);
-      if (script.cachedDataRejected) this.toolCodeBytes -= known.bytes;
-      else this.toolCodeCache.set(hash, known); // most recently used last
-      return;
+  private startupSnapshot(): ivm.ExternalCopy<ArrayBuffer> | undefined {
+    if (this.snapshot !== undefined || ++this.isolatesBuilt < SNAPSHOT_AFTER_ISOLATES) return this.snapshot || undefined;
+    this.snapshot = false;
+    try {
+      const snapshot = ivm.Isolate.createSnapshot([{ code: this.prelude, filename: "animaworks:prelude.js" }]);
+      if (this.shapeOf(undefined) === this.shapeOf(snapshot)) this.snapshot = snapshot;
+    } catch {
+      // isolates run the script
     }
-    const data = script.cachedData;
-    if (!data) return;
-    const bytes = data.copy().byteLength; // once per bundle
-    this.toolCodeCache.set(hash, { data, bytes });
-    this.toolCodeBytes += bytes;
-    while (this.toolCodeBytes > TOOL_CODE_CACHE_BYTES) {
-      const [oldest, entry] = this.toolCodeCache.entries().next().value as [string, { bytes: number }];
-      this.toolCodeCache.delete(oldest);
-      this.toolCodeBytes -= entry.bytes;
+    return this.snapshot || undefined;
+  }
+
+  /** `SHAPE_PROBE` of a bound context made from `snapshot`, or by running the script without one. */
+  private shapeOf(snapshot: ivm.ExternalCopy<ArrayBuffer> | undefined): string {
+    const isolate = new ivm.Isolate({ memoryLimit: 16, ...(snapshot ? { snapshot } : {}) });
+    try {
+      const context = isolate.createContextSync();
+      if (!snapshot) this.runPrelude(isolate, context);
+      const noop = () => new ivm.Callback(() => {}, { ignored: true });
+      bindPrelude(context, { log: noop(), setTimer: noop(), clearTimer: noop(), stop: noop(), capability: noop() }).release();
+      return context.evalSync(SHAPE_PROBE, { timeout: 1_000 }) as string;
+    } finally {
+      isolate.dispose();
     }
+  }
+
+  /** Runs the prelude script in a fresh context (isolates made without the snapshot). */
+  private runPrelude(isolate: ivm.Isolate, context: ivm.Context): void {
+    const script = isolate.compileScriptSync(this.prelude, {
+      filename: "animaworks:prelude.js",
+      ...(this.preludeCache ? { cachedData: this.preludeCache } : { produceCachedData: true }),
+    });
+    const produced = (script as ivm.Script & { cachedData?: ivm.ExternalCopy<ArrayBuffer> }).cachedData;
+    if (!this.preludeCache && produced) this.preludeCache = produced;
+    script.runSync(context, { timeout: 1_000 });
   }
 
   private async createIsolate(
@@ -292,8 +319,10 @@ export class IsolateRunner implements Executor {
     guard: CallGuard,
   ): Promise<PooledIsolate> {
     let pooled: PooledIsolate | undefined;
+    const snapshot = this.startupSnapshot();
     const isolate = new ivm.Isolate({
       memoryLimit: limits.memoryLimitMb,
+      ...(snapshot ? { snapshot } : {}),
       // Called (on this thread, later) when V8 ran out of memory beyond isolated-vm's limit, or a script
       // would not terminate: the isolate's thread is parked for good. End its call and report it.
       onCatastrophicError: (message: string) => {
@@ -309,19 +338,8 @@ export class IsolateRunner implements Executor {
       // asynchronous step would cost a round trip to the isolate's thread. Tool code below runs async.
       const context = isolate.createContextSync();
       pooled.context = context;
-      const bridge = this.makeBridge(pooled);
-      context.evalClosureSync(
-        "globalThis.__awHost = { log: $0, setTimer: $1, clearTimer: $2, stop: $3, capability: $4 };",
-        [bridge.log, bridge.setTimer, bridge.clearTimer, bridge.stop, bridge.capability],
-      );
-      const preludeScript = isolate.compileScriptSync(this.prelude, {
-        filename: "animaworks:prelude.js",
-        ...(this.preludeCache ? { cachedData: this.preludeCache } : { produceCachedData: true }),
-      });
-      const produced = (preludeScript as ivm.Script & { cachedData?: ivm.ExternalCopy<ArrayBuffer> }).cachedData;
-      if (!this.preludeCache && produced) this.preludeCache = produced;
-      // The entry object is the script's completion value, never a global (see prelude.ts).
-      const entryRef = preludeScript.runSync(context, { timeout: 1_000, reference: true }) as ivm.Reference<{ [K in keyof Entry]: Entry[K] extends ivm.Reference<infer F> ? F : never }>;
+      if (!snapshot) this.runPrelude(isolate, context);
+      const entryRef = bindPrelude(context, this.makeBridge(pooled));
       pooled.entry = {
         call: entryRef.getSync("call", { reference: true }),
         describe: entryRef.getSync("describe", { reference: true }),
@@ -331,9 +349,12 @@ export class IsolateRunner implements Executor {
       entryRef.release();
       let toolScript: ivm.Script;
       try {
-        const cachedData = this.toolCodeCache.get(bundle.hash)?.data;
+        // V8's code cache of the bundle, so that its next isolates skip parsing it; one V8 rejected is made again.
+        const cachedData = this.toolCodeCache.get(bundle.hash);
         toolScript = await isolate.compileScript(bundle.code, { filename: `tool:${bundle.displayName}`, ...(cachedData ? { cachedData } : { produceCachedData: true }) });
-        this.rememberToolCode(bundle.hash, toolScript as ivm.Script & { cachedData?: ivm.ExternalCopy<ArrayBuffer>; cachedDataRejected?: boolean });
+        const compiled = toolScript as ivm.Script & { cachedData?: ivm.ExternalCopy<ArrayBuffer>; cachedDataRejected?: boolean };
+        if (compiled.cachedDataRejected) this.toolCodeCache.delete(bundle.hash);
+        else if (!cachedData && compiled.cachedData) this.toolCodeCache.set(bundle.hash, compiled.cachedData, compiled.cachedData.copy().byteLength);
       } catch (error) {
         throw new SetupError({ type: "LoadError", message: `the tool does not compile: ${boundToolMessage(stripHostDetails(boundToolMessage(errorMessage(error))))}` });
       }
@@ -354,96 +375,17 @@ export class IsolateRunner implements Executor {
     }
   }
 
-  /** Host functions the prelude may call. Each validates its plain arguments; the isolate is untrusted. */
-  private makeBridge(pooled: PooledIsolate) {
-    const log = new ivm.Callback(
-      (level: unknown, message: unknown) => {
-        const active = pooled.active;
-        if (!active || typeof message !== "string") return;
-        const lvl = level === "debug" || level === "info" || level === "warn" || level === "error" ? level : "info";
-        for (const line of active.ledger.log(lvl, message)) this.onLog(line);
-      },
-      { ignored: true },
-    );
-    const setTimer = new ivm.Callback(
-      (id: unknown, delayMs: unknown) => {
-        const active = pooled.active;
-        if (!active || typeof id !== "number" || typeof delayMs !== "number") return;
-        // Beyond the limit the timer is never armed (a correct prelude threw before asking).
-        if (active.timers.size >= MAX_TIMERS_PER_CALL || active.timers.has(id)) return;
-        const delay = Math.min(Math.max(0, delayMs), MAX_TIMER_DELAY_MS);
-        const handle = setTimeout(() => {
-          active.timers.delete(id);
-          if (pooled.active !== active || !pooled.healthy) return;
-          this.entries.track(pooled.entry!.fireTimer.apply(undefined, [id])).catch((error: unknown) => {
-            if (pooled.active === active) haltAfterFailedEntry(pooled, active, error);
-          });
-        }, delay);
-        active.timers.set(id, handle);
-      },
-      { ignored: true },
-    );
-    const clearTimer = new ivm.Callback(
-      (id: unknown) => {
-        const active = pooled.active;
-        if (!active || typeof id !== "number") return;
-        const handle = active.timers.get(id);
-        if (handle) clearTimeout(handle);
-        active.timers.delete(id);
-      },
-      { ignored: true },
-    );
-    // The prelude's memory guards ask for the call to end (sandbox/memory-guards.ts).
-    const stop = new ivm.Callback(
-      (reason: unknown) => {
-        pooled.guard?.halt(reason === "MemoryLimit" ? "MemoryLimit" : "Timeout");
-      },
-      { ignored: true },
-    );
-    // Capability calls run on the host (never in the isolate's thread), within the call's ledger; the
-    // answers re-enter the isolate in batches (`deliver`).
-    const capability = new ivm.Callback(
-      (id: unknown, name: unknown, argsJson: unknown) => {
-        const active = pooled.active;
-        if (!active || typeof id !== "number" || typeof name !== "string" || typeof argsJson !== "string") return;
-        void active.ledger
-          .run(name, argsJson, (signal) => this.invokeCapability(active.context, name, argsJson, signal))
-          .catch((): CapabilityReply => ({ ok: false, error: { type: "ExecutionError", message: `${name} failed on the host` } }))
-          .then((reply) => this.deliver(pooled, active, id, reply));
-      },
-      { ignored: true },
-    );
-    return { log, setTimer, clearTimer, stop, capability };
-  }
-
-  /**
-   * Hands a capability answer to the isolate. Answers that arrive while an earlier batch is entering
-   * wait and go in together: one entry in flight per isolate, however many calls a tool has in flight.
-   */
-  private deliver(pooled: PooledIsolate, active: ActiveCall, id: number, reply: CapabilityReply): void {
-    if (pooled.active !== active || !pooled.healthy) return;
-    active.replies.push([id, reply]);
-    if (!active.settling) this.settleBatch(pooled, active);
-  }
-
-  private settleBatch(pooled: PooledIsolate, active: ActiveCall): void {
-    const batch = active.replies.splice(0);
-    let batchJson: string;
-    try {
-      batchJson = JSON.stringify(batch);
-    } catch {
-      batchJson = JSON.stringify(batch.map(([id]) => [id, { ok: false, error: { type: "ExecutionError", message: "the host's answer could not be sent" } }]));
-    }
-    active.settling = true;
-    this.entries
-      .track(pooled.entry!.settleCapabilities.apply(undefined, [batchJson]))
-      .catch((error: unknown) => {
-        if (pooled.active === active) haltAfterFailedEntry(pooled, active, error);
-      })
-      .finally(() => {
-        active.settling = false;
-        if (active.replies.length > 0 && pooled.active === active && pooled.healthy) this.settleBatch(pooled, active);
-      });
+  /** Host functions the prelude may call (isolate-bridge.ts), as isolated-vm callbacks. */
+  private makeBridge(pooled: PooledIsolate): Bridge {
+    const handlers = bridgeHandlers(pooled, { onLog: this.onLog, entries: this.entries, invokeCapability: this.invokeCapability });
+    const callback = (fn: (...args: unknown[]) => void) => new ivm.Callback(fn, { ignored: true });
+    return {
+      log: callback(handlers.log),
+      setTimer: callback(handlers.setTimer),
+      clearTimer: callback(handlers.clearTimer),
+      stop: callback(handlers.stop),
+      capability: callback(handlers.capability),
+    };
   }
 }
 
@@ -451,21 +393,6 @@ class SetupError extends Error {
   constructor(readonly info: ErrorInfo) {
     super(info.message);
   }
-}
-
-/**
- * A re-entry into the isolate (a timer, a capability answer) that failed ends the call: at the memory
- * limit, or (isolated-vm's timeout) at the deadline.
- */
-function haltAfterFailedEntry(pooled: PooledIsolate, active: ActiveCall, error: unknown): void {
-  const memory = classifyIvmError(error) === "MemoryLimit" || pooled.hitMemoryLimit;
-  active.guard.halt(memory ? "MemoryLimit" : "Timeout");
-}
-
-/** What V8 holds for an isolate: its committed heap and the external memory it accounts for. */
-function heldBytes(pooled: PooledIsolate): number {
-  const heap = pooled.isolate.getHeapStatisticsSync();
-  return heap.total_heap_size + heap.externally_allocated_size;
 }
 
 function remaining(deadline: number): number {

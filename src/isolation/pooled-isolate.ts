@@ -2,8 +2,12 @@ import type ivm from "isolated-vm";
 import type { CallLedger } from "./call-ledger.js";
 import type { CallGuard, Disposable } from "./call-guard.js";
 import type { CallContext, CapabilityReply } from "./protocol.js";
+import { BIND_GLOBAL } from "./prelude-source.js";
 
-/** Pool bookkeeping of the isolate runner (isolate-runner.ts): one warm isolate and what it serves. */
+/**
+ * Pool bookkeeping of the isolate runner (isolate-runner.ts): one warm isolate and what it serves, the
+ * warm pool, and the steps of an isolate's set-up that need no isolated-vm constructor (types only here).
+ */
 
 export interface ActiveCall {
   context: CallContext;
@@ -61,6 +65,25 @@ export class PooledIsolate implements Disposable {
     }
   }
 }
+
+type EntryShape = { [K in keyof Entry]: Entry[K] extends ivm.Reference<infer F> ? F : never };
+export type Bridge = Record<"log" | "setTimer" | "clearTimer" | "stop" | "capability", ivm.Callback>;
+
+/** Hands the host's bridge to the prelude of `context` and takes its entry object (prelude-source.ts). */
+export function bindPrelude(context: ivm.Context, bridge: Bridge): ivm.Reference<EntryShape> {
+  return context.evalClosureSync(
+    `return ${BIND_GLOBAL}({ log: $0, setTimer: $1, clearTimer: $2, stop: $3, capability: $4 });`,
+    [bridge.log, bridge.setTimer, bridge.clearTimer, bridge.stop, bridge.capability],
+    { timeout: 1_000, result: { reference: true } },
+  ) as ivm.Reference<EntryShape>;
+}
+
+/** What V8 holds for an isolate: its committed heap and the external memory it accounts for. */
+export function heldBytes(pooled: PooledIsolate): number {
+  const heap = pooled.isolate.getHeapStatisticsSync();
+  return heap.total_heap_size + heap.externally_allocated_size;
+}
+
 
 interface KeyState {
   idle: PooledIsolate[];

@@ -6,6 +6,7 @@ import type { ErrorInfo } from "../errors.js";
 import type { CallLedger } from "./call-ledger.js";
 import { type OsSandboxStatus, bwrapCommand } from "./os-sandbox.js";
 import { bulkPipeOf } from "./bulk-channel.js";
+import { lowPriorityPrefix } from "./low-priority.js";
 import { sendReply } from "./reply-chunks.js";
 import { decodeCallOutcome, decodeDescribeOutcome, decodeFromSandbox } from "./sandbox-wire.js";
 import type { CallOutcome, CapabilityInvoker, CapabilityReply, DescribeOutcome, FromSandbox, SandboxRequest, ToSandbox, ToolLogLine } from "./protocol.js";
@@ -160,12 +161,21 @@ export class SandboxProcess {
   private start(): void {
     this.ready = false;
     this.sentBundles = new Set();
-    const child = this.pool.osSandbox.enabled ? this.spawnInBwrap() : fork(CHILD_ENTRY, this.childArgs(), {
-      execArgv: ["--no-node-snapshot"],
-      env: {},
-      stdio: ["ignore", "ignore", "inherit", "ipc", "ignore", "pipe"],
-      serialization: "json",
-    });
+    const idle = this.nice > 0 ? lowPriorityPrefix() : [];
+    const child = this.pool.osSandbox.enabled
+      ? this.spawnInBwrap(idle)
+      : idle.length > 0
+        ? spawn(idle[0] as string, [...idle.slice(1), process.execPath, "--no-node-snapshot", CHILD_ENTRY, ...this.childArgs()], {
+            env: {},
+            stdio: ["ignore", "ignore", "inherit", "ipc", "ignore", "pipe"],
+            serialization: "json",
+          })
+        : fork(CHILD_ENTRY, this.childArgs(), {
+            execArgv: ["--no-node-snapshot"],
+            env: {},
+            stdio: ["ignore", "ignore", "inherit", "ipc", "ignore", "pipe"],
+            serialization: "json",
+          });
     this.child = child;
     bulkPipeOf(child)?.on("error", () => {
       // the child went away: its 'exit' handles that
@@ -183,8 +193,10 @@ export class SandboxProcess {
   }
 
   /** The child inside bubblewrap (os-sandbox.ts); the seccomp program goes to bwrap on fd 4. */
-  private spawnInBwrap(): ChildProcess {
-    const { command, args, seccomp } = bwrapCommand(["--no-node-snapshot", CHILD_ENTRY, ...this.childArgs()], SECCOMP_FD);
+  private spawnInBwrap(prefix: string[]): ChildProcess {
+    const bwrap = bwrapCommand(["--no-node-snapshot", CHILD_ENTRY, ...this.childArgs()], SECCOMP_FD);
+    const { seccomp } = bwrap;
+    const [command, ...args] = [...prefix, bwrap.command, ...bwrap.args] as [string, ...string[]];
     const child = spawn(command, args, {
       env: {},
       stdio: ["ignore", "ignore", "inherit", "ipc", seccomp ? "pipe" : "ignore", "pipe"],

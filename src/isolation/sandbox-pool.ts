@@ -6,6 +6,7 @@ import { type OsSandboxMode, type OsSandboxStatus, osSandboxStatus } from "./os-
 import { monotonicMs } from "../clock.js";
 import { Placement } from "./placement.js";
 import { processTreeCpuMs } from "./process-cpu.js";
+import { LOW_PRIORITY_NICE } from "./low-priority.js";
 
 /**
  * Runs isolates in supervised sandbox processes, so that a V8 fatal error or a native crash in one
@@ -15,9 +16,9 @@ import { processTreeCpuMs } from "./process-cpu.js";
  *  - Sandbox processes get an empty environment: nothing of the host's environment is there to leak.
  *  - Each Anima's calls go to one process at a time, where its warm isolates live; placement.ts says
  *    which, and when an idle Anima moves (its warm isolates in the process it left are dropped).
- *  - An Anima over its share (a call running `LONG_CALL_MS` or more) has its calls run in a
- *    low-priority process (`LOW_PRIORITY_NICE`), started on first use, so that it cannot take the cores
- *    from the quiet Animas' short calls.
+ *  - An Anima over its share (a long call in a process the host measured busy; placement.ts) has its
+ *    calls run in a low-priority process (low-priority.ts: SCHED_IDLE, half the CPUs, nice 19), started
+ *    on first use, so that it cannot take the cores from the quiet Animas' short calls.
  *  - Every request has a host-side deadline (its timeout plus a grace period). A process that misses it
  *    is killed; its calls fail with `SandboxCrashed` (the late call itself with `Timeout`), and a fresh
  *    process takes its place.
@@ -65,12 +66,6 @@ export interface SandboxPoolOptions {
   /** Start sandbox processes inside bubblewrap (os-sandbox.ts): "auto", "required" or "off". Default: "auto". */
   osSandbox?: OsSandboxMode;
 }
-
-/**
- * Nice value of the low-priority process. At 10, a busy thread there weighs 110 against 1,024 for one of
- * a normal process (Linux CFS): when both want a core, the normal one gets ≈ 90% of it.
- */
-export const LOW_PRIORITY_NICE = 10;
 
 /** How often the host reads the CPU time of processes with a long call in flight, ms. */
 const CPU_SAMPLE_MS = 250;
@@ -133,28 +128,31 @@ export class SandboxPool implements Executor, ProcessOwner {
   }
 
   /**
-   * Reads the CPU time of each normal process that has had a call running for `LONG_CALL_MS`; one that
-   * was busy since the last reading has its long calls' Animas demoted. Stops when nothing is in flight.
+   * Reads the CPU time of each process; one that was busy since the last reading has the Animas of its
+   * long calls (`LONG_CALL_MS`) demoted (again, for those already demoted). Stops when nothing is in
+   * flight.
    */
   private sampleCpu(): void {
     const now = monotonicMs();
-    if (this.processes.every((p) => p.load === 0) && (!this.lowPriority || this.lowPriority.load === 0)) {
+    if (this.all().every((p) => p.load === 0)) {
       clearInterval(this.cpuTimer);
       this.cpuTimer = undefined;
       this.cpuSamples.clear();
       return;
     }
-    for (const process of this.processes) {
+    // Every process, every time (a call is "long" for only part of a sample when calls restart at their
+    // timeout), the low-priority one too: an Anima that keeps its calls there busy stays there.
+    for (const process of this.all()) {
       const pid = process.pid;
-      if (pid === undefined || !this.placement.hasLongCallOn(process, now)) {
+      const cpuMs = pid === undefined ? undefined : processTreeCpuMs(pid);
+      if (cpuMs === undefined) {
         this.cpuSamples.delete(process);
         continue;
       }
-      const cpuMs = processTreeCpuMs(pid);
-      if (cpuMs === undefined) continue;
       const last = this.cpuSamples.get(process);
       this.cpuSamples.set(process, { at: now, cpuMs });
-      if (last && now - last.at <= 2 * CPU_SAMPLE_MS && (cpuMs - last.cpuMs) / (now - last.at) >= BUSY_CORES) this.placement.demoteLongCallsOn(process, now);
+      const busy = last !== undefined && now - last.at <= 2 * CPU_SAMPLE_MS && (cpuMs - last.cpuMs) / (now - last.at) >= BUSY_CORES;
+      if (busy && this.placement.hasLongCallOn(process, now)) this.placement.demoteLongCallsOn(process, now);
     }
   }
 

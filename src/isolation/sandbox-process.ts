@@ -9,6 +9,7 @@ import { stripHostDetails } from "./ivm-errors.js";
 import { Socket } from "node:net";
 import { BULK_FD, BulkReceiver } from "./bulk-channel.js";
 import { ReplyAssembler } from "./reply-chunks.js";
+import { ByteLru } from "./byte-lru.js";
 import type { CallContext, CallOutcome, CapabilityReply, DescribeOutcome, FromSandbox, ToSandbox } from "./protocol.js";
 
 // Arguments (sandbox-child.ts): warm pool bytes, idle isolates at most, nice value.
@@ -45,14 +46,11 @@ function flushOutbox(): void {
   process.send?.(messages.length === 1 ? (messages[0] as FromSandbox) : { type: "batch", messages }, undefined, undefined, done);
 }
 
-/** Bundle code by hash, most recently used last; the host sends each bundle's code once. */
-const bundleCode = new Map<string, string>();
-const MAX_CACHED_BUNDLES = 256;
-function rememberBundle(hash: string, code: string): void {
-  bundleCode.delete(hash);
-  bundleCode.set(hash, code);
-  if (bundleCode.size > MAX_CACHED_BUNDLES) bundleCode.delete(bundleCode.keys().next().value as string);
-}
+/**
+ * Bundle code by hash; the host sends each bundle's code once (and again after `needBundle`). Bounded by
+ * characters, not count: a host serving a thousand small tools keeps them all.
+ */
+const bundleCode = new ByteLru<string>(64 * 2 ** 20);
 
 let inFlight = 0;
 let nextCapabilityId = 1;
@@ -159,10 +157,9 @@ function handle(message: ToSandbox): void {
   if (request.bundle.code === "") {
     const code = bundleCode.get(request.bundle.hash);
     if (code === undefined) return send({ type: "needBundle", id });
-    rememberBundle(request.bundle.hash, code); // most recently used last
     request = { ...request, bundle: { ...request.bundle, code } };
   } else {
-    rememberBundle(request.bundle.hash, request.bundle.code);
+    bundleCode.set(request.bundle.hash, request.bundle.code, request.bundle.code.length);
   }
   inFlight++;
   let work: Promise<CallOutcome | DescribeOutcome>;

@@ -43,10 +43,12 @@ describe("capability flood (process isolation, one sandbox process)", () => {
       ...Array.from({ length: 4 }, () => host!.call("bob", "counter_count", {})),
     ]);
     for (const result of victims) expectOk(result);
-    // Still the same process a while later (a crash would have replaced it), and it keeps serving.
+    // Still the same process a while later (a crash would have replaced it), and it keeps serving. (The
+    // flood kept its process busy past LONG_CALL_MS, so eve's later calls would go to the low-priority
+    // process, started beside it: listed after it.)
     await new Promise((resolve) => setTimeout(resolve, 1_000));
     for (const result of await Promise.all([host.call("alice", "counter_count", {}), host.call("bob", "counter_count", {})])) expectOk(result);
-    expect(sandboxPids(host.config)).toEqual(pidsBefore);
+    expect(sandboxPids(host.config)[0]).toBe(pidsBefore[0]);
     expect(logs.filter((r) => /SIGSEGV|stopped \(signal/.test(r.message))).toEqual([]);
   }, 30_000);
 });

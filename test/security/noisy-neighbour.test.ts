@@ -2,7 +2,7 @@ import { readFileSync } from "node:fs";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { sandboxPidFor, sandboxPids, warmPoolReport } from "../../src/isolation/executor.js";
 import { processTreeCpuMs } from "../../src/isolation/process-cpu.js";
-import { LOW_PRIORITY_NICE } from "../../src/isolation/sandbox-pool.js";
+import { LOW_PRIORITY_NICE } from "../../src/isolation/low-priority.js";
 import { type Harness, expectError, expectHealthy, startHost } from "./harness.js";
 
 /**

@@ -1,0 +1,61 @@
+import { existsSync, readFileSync } from "node:fs";
+
+/**
+ * How the low-priority sandbox process is started (see SandboxPool): the host, not the process, sets
+ * its scheduling, before the process starts, so that code which escaped an isolate there cannot undo it.
+ *
+ *  - SCHED_IDLE (`chrt --idle 0`): its threads get a core only when no normal thread wants it, and are
+ *    preempted at once when one wakes. A nice value alone is not enough under the EEVDF scheduler
+ *    (Linux 6.6+): a spinning thread at nice 19 still runs out its slice before a woken normal thread
+ *    gets the core (measured: quiet Animas' p99 ×4–6). An unprivileged process cannot leave SCHED_IDLE.
+ *  - The upper half of the CPUs this host may use (`taskset`), when it may use two or more: the other
+ *    half never runs demoted work at all. Even at SCHED_IDLE, spinning threads on every core cost a
+ *    woken thread its caches and the hardware's sharing (measured: p99 ×1.9–3.5 beside spinners on all
+ *    cores, ×1.2 with them kept to half).
+ *  - A nice value (`LOW_PRIORITY_NICE`), which the process also sets on itself (sandbox-process.ts), for
+ *    machines without chrt.
+ * Where util-linux's tools are missing, the prefix is shorter; the process always starts.
+ */
+
+/** Nice value of the low-priority process. */
+export const LOW_PRIORITY_NICE = 19;
+
+let prefix: string[] | undefined;
+
+/** The command words that start a process at low priority, to put before its own command. */
+export function lowPriorityPrefix(): string[] {
+  prefix ??= [...confineToUpperHalf(), ...findTool("chrt").flatMap((chrt) => [chrt, "--idle", "0"])];
+  return prefix;
+}
+
+function confineToUpperHalf(): string[] {
+  const cpus = allowedCpus();
+  if (cpus.length < 2) return [];
+  const upper = cpus.slice(Math.floor(cpus.length / 2));
+  return findTool("taskset").flatMap((taskset) => [taskset, "--cpu-list", upper.join(",")]);
+}
+
+/** This process's allowed CPUs (`Cpus_allowed_list` of /proc/self/status), or [] where unknown. */
+export function allowedCpus(): number[] {
+  let status: string;
+  try {
+    status = readFileSync("/proc/self/status", "utf8");
+  } catch {
+    return [];
+  }
+  const list = /^Cpus_allowed_list:\s*(.+)$/m.exec(status)?.[1]?.trim();
+  if (!list) return [];
+  const cpus: number[] = [];
+  for (const part of list.split(",")) {
+    const match = /^(\d+)(?:-(\d+))?$/.exec(part.trim());
+    if (!match) return [];
+    const first = Number(match[1]);
+    const last = match[2] === undefined ? first : Number(match[2]);
+    for (let cpu = first; cpu <= last && cpus.length < 4_096; cpu++) cpus.push(cpu);
+  }
+  return cpus;
+}
+
+function findTool(name: string): string[] {
+  return [`/usr/bin/${name}`, `/bin/${name}`].filter((path) => existsSync(path)).slice(0, 1);
+}
