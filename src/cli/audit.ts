@@ -2,6 +2,7 @@ import { formatAnimaReport } from "../audit/report.js";
 import { ToolHostError } from "../errors.js";
 import type { HostConfig } from "../config.js";
 import type { ToolHost } from "../host.js";
+import { describeLowPriority } from "../isolation/low-priority.js";
 import { type OsSandboxStatus, describeOsSandbox, osSandboxStatus } from "../isolation/os-sandbox.js";
 import { checkSharedIntegrity } from "../lifecycle/index.js";
 import type { Output } from "./output.js";
@@ -56,6 +57,16 @@ export interface IsolationLayers {
   sandboxProcesses: number;
   /** Layer 3: the OS sandbox around each sandbox process, as a long-running host on this machine gets it. */
   osSandbox: OsSandboxStatus;
+  /** How many tenants share the host: the warm pool's budget and each Anima's share of calls. */
+  tenancy: {
+    warmIsolatesMb: number;
+    /** Idle isolates kept at most per process, or null for no limit (the budget decides). */
+    maxIdleIsolates: number | null;
+    maxConcurrentCallsPerAnima: number;
+    maxQueuedCallsPerAnima: number;
+    /** How an Anima over its share is run (low-priority.ts), as this machine allows. */
+    lowPriority: string;
+  };
 }
 
 /**
@@ -69,7 +80,18 @@ export function isolationLayers(config: HostConfig): IsolationLayers {
   } catch (error) {
     osSandbox = { enabled: false, mode: config.osSandbox, reason: error instanceof Error ? error.message : String(error), namespaces: [], seccomp: false };
   }
-  return { isolate: { memoryLimitMb: config.memoryLimitMb, timeoutMs: config.timeoutMs }, sandboxProcesses: config.sandboxProcesses, osSandbox };
+  return {
+    isolate: { memoryLimitMb: config.memoryLimitMb, timeoutMs: config.timeoutMs },
+    sandboxProcesses: config.sandboxProcesses,
+    osSandbox,
+    tenancy: {
+      warmIsolatesMb: config.warmIsolatesMb,
+      maxIdleIsolates: Number.isFinite(config.maxIdleIsolates) ? config.maxIdleIsolates : null,
+      maxConcurrentCallsPerAnima: config.maxConcurrentCallsPerAnima,
+      maxQueuedCallsPerAnima: config.maxQueuedCallsPerAnima,
+      lowPriority: describeLowPriority(),
+    },
+  };
 }
 
 function formatIsolation(layers: IsolationLayers): string {
@@ -78,5 +100,9 @@ function formatIsolation(layers: IsolationLayers): string {
     `  isolate: isolated-vm, ${layers.isolate.memoryLimitMb} MB heap, ${layers.isolate.timeoutMs} ms per call`,
     `  sandbox processes: ${layers.sandboxProcesses}, each holding isolates and no secrets; capabilities answered by the host`,
     `  ${describeOsSandbox(layers.osSandbox)}`,
+    "Tenants:",
+    `  warm pool: ${layers.tenancy.warmIsolatesMb.toLocaleString("en-US")} MB of idle isolates in all (${Math.floor(layers.tenancy.warmIsolatesMb / layers.sandboxProcesses).toLocaleString("en-US")} MB per sandbox process${layers.tenancy.maxIdleIsolates === null ? "" : `, at most ${layers.tenancy.maxIdleIsolates} isolates`}), least recently used disposed first`,
+    `  fair share: ${layers.tenancy.maxConcurrentCallsPerAnima} calls at once per Anima while others have calls, ${layers.tenancy.maxQueuedCallsPerAnima.toLocaleString("en-US")} waiting, then Busy`,
+    `  over its share (a long call keeping its process busy): ${layers.tenancy.lowPriority}`,
   ].join("\n");
 }

@@ -59,3 +59,15 @@ export function allowedCpus(): number[] {
 function findTool(name: string): string[] {
   return [`/usr/bin/${name}`, `/bin/${name}`].filter((path) => existsSync(path)).slice(0, 1);
 }
+
+/** One line for the audit report: how the low-priority process runs on this machine. */
+export function describeLowPriority(): string {
+  const words = lowPriorityPrefix();
+  const cpus = words.indexOf("--cpu-list");
+  const parts = [
+    "its calls run in a low-priority sandbox process",
+    words.includes("--idle") ? "SCHED_IDLE" : `nice ${LOW_PRIORITY_NICE} (chrt not found: no SCHED_IDLE)`,
+    cpus >= 0 ? `CPUs ${words[cpus + 1]} only` : "on every CPU (taskset not found, or one CPU)",
+  ];
+  return `${parts[0]} (${parts.slice(1).join(", ")})`;
+}

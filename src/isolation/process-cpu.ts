@@ -4,35 +4,45 @@ import { readdirSync, readFileSync } from "node:fs";
  * CPU time of a process and its descendants, read by the host from /proc (Linux). A sandbox process
  * inside bubblewrap is bwrap's child, so the whole tree counts. What the host measured itself: nothing a
  * sandbox process says enters it. `undefined` where /proc cannot be read (other systems, a process gone).
+ *
+ * `offMainMs` leaves out each process's main thread: in a sandbox process that thread relays messages
+ * (a tool that makes many capability calls keeps it busy while its isolate waits); tool code runs on
+ * isolated-vm's threads, which is what `offMainMs` counts (with V8's helper threads).
  */
+export interface TreeCpu {
+  totalMs: number;
+  offMainMs: number;
+}
 
 /** Clock ticks per second of /proc's utime and stime (USER_HZ, 100 on Linux). */
 const TICKS_PER_SECOND = 100;
 /** Descendants followed at most: a sandbox process that forks without end cannot slow the host down. */
 const MAX_PROCESSES = 16;
 
-export function processTreeCpuMs(pid: number): number | undefined {
+export function processTreeCpu(pid: number): TreeCpu | undefined {
   const pending = [pid];
   let ticks = 0;
+  let mainTicks = 0;
   let seen = 0;
   while (pending.length > 0 && seen < MAX_PROCESSES) {
     const next = pending.pop() as number;
-    const own = ownTicks(next);
+    const own = ticksOf(`/proc/${next}/stat`);
     if (own === undefined) {
       if (next === pid) return undefined;
       continue;
     }
     ticks += own;
+    mainTicks += Math.min(own, ticksOf(`/proc/${next}/task/${next}/stat`) ?? own);
     seen++;
     pending.push(...childrenOf(next));
   }
-  return (ticks * 1000) / TICKS_PER_SECOND;
+  return { totalMs: (ticks * 1000) / TICKS_PER_SECOND, offMainMs: ((ticks - mainTicks) * 1000) / TICKS_PER_SECOND };
 }
 
-function ownTicks(pid: number): number | undefined {
+function ticksOf(path: string): number | undefined {
   let stat: string;
   try {
-    stat = readFileSync(`/proc/${pid}/stat`, "utf8");
+    stat = readFileSync(path, "utf8");
   } catch {
     return undefined;
   }

@@ -5,7 +5,7 @@ import { type ProcessOwner, SandboxProcess } from "./sandbox-child.js";
 import { type OsSandboxMode, type OsSandboxStatus, osSandboxStatus } from "./os-sandbox.js";
 import { monotonicMs } from "../clock.js";
 import { Placement } from "./placement.js";
-import { processTreeCpuMs } from "./process-cpu.js";
+import { processTreeCpu } from "./process-cpu.js";
 import { LOW_PRIORITY_NICE } from "./low-priority.js";
 
 /**
@@ -69,7 +69,7 @@ export interface SandboxPoolOptions {
 
 /** How often the host reads the CPU time of processes with a long call in flight, ms. */
 const CPU_SAMPLE_MS = 250;
-/** A process that used this many cores over a sample is busy (see Placement.demoteLongCallsOn). */
+/** A process whose isolate threads used this many cores over a sample is busy (see Placement.demoteLongCallsOn). */
 const BUSY_CORES = 0.5;
 
 /** Request ids whose process is remembered, to tell a late answer from a forged one. */
@@ -144,7 +144,8 @@ export class SandboxPool implements Executor, ProcessOwner {
     // timeout), the low-priority one too: an Anima that keeps its calls there busy stays there.
     for (const process of this.all()) {
       const pid = process.pid;
-      const cpuMs = pid === undefined ? undefined : processTreeCpuMs(pid);
+      // Time on isolate threads only: a process relaying many capability calls is not running tool code.
+      const cpuMs = pid === undefined ? undefined : processTreeCpu(pid)?.offMainMs;
       if (cpuMs === undefined) {
         this.cpuSamples.delete(process);
         continue;

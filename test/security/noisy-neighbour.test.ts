@@ -1,7 +1,7 @@
 import { readFileSync } from "node:fs";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { sandboxPidFor, sandboxPids, warmPoolReport } from "../../src/isolation/executor.js";
-import { processTreeCpuMs } from "../../src/isolation/process-cpu.js";
+import { processTreeCpu } from "../../src/isolation/process-cpu.js";
 import { LOW_PRIORITY_NICE } from "../../src/isolation/low-priority.js";
 import { type Harness, expectError, expectHealthy, startHost } from "./harness.js";
 
@@ -55,7 +55,7 @@ describe("noisy neighbour", () => {
     expect(await expectHealthy(h, "mallory")).toBe(1);
     expect(sandboxPidFor(config, "alice")).toBe(aliceHome);
     expect(await expectHealthy(h, "alice")).toBe(3);
-    expect(processTreeCpuMs(lowPriority)).toBeGreaterThan(0);
+    expect(processTreeCpu(lowPriority)?.offMainMs).toBeGreaterThan(0);
 
     // The warm pools say what they hold (each process answers for itself).
     const report = await warmPoolReport(config);
