@@ -1,0 +1,44 @@
+import { spawn } from "node:child_process";
+import { describe, expect, it } from "vitest";
+import { allowedCpus } from "../../src/isolation/low-priority.js";
+import { processTreeCpu } from "../../src/isolation/process-cpu.js";
+
+/** Starts `node -e code` and resolves once it printed "ready". */
+function startNode(code: string) {
+  const child = spawn(process.execPath, ["-e", code], { stdio: ["ignore", "pipe", "inherit"] });
+  const ready = new Promise<void>((resolve) => child.stdout.on("data", (chunk: Buffer) => chunk.toString().includes("ready") && resolve()));
+  return { child, ready };
+}
+
+const SPIN_MS = 400;
+
+describe("processTreeCpu", () => {
+  it("counts a worker thread's spinning as off the main thread, and the main thread's as on it", async () => {
+    const onWorker = startNode(
+      `const { Worker } = require("node:worker_threads");
+       new Worker("const end = Date.now() + ${SPIN_MS}; while (Date.now() < end) {} require('node:worker_threads').parentPort.postMessage(1)", { eval: true })
+         .on("message", () => console.log("ready"));
+       setInterval(() => {}, 1000);`,
+    );
+    const onMain = startNode(`const end = Date.now() + ${SPIN_MS}; while (Date.now() < end) {} console.log("ready"); setInterval(() => {}, 1000);`);
+    try {
+      await Promise.all([onWorker.ready, onMain.ready]);
+      const worker = processTreeCpu(onWorker.child.pid as number);
+      const main = processTreeCpu(onMain.child.pid as number);
+      expect(worker?.offMainMs).toBeGreaterThan(SPIN_MS / 2);
+      expect(main?.totalMs).toBeGreaterThan(SPIN_MS / 2);
+      expect(main?.offMainMs).toBeLessThan(SPIN_MS / 2);
+    } finally {
+      onWorker.child.kill("SIGKILL");
+      onMain.child.kill("SIGKILL");
+    }
+  });
+
+  it("is undefined for a process that does not exist", () => {
+    expect(processTreeCpu(2 ** 22 + 12_345)).toBeUndefined();
+  });
+
+  it("reads the CPUs this process may use", () => {
+    expect(allowedCpus().length).toBeGreaterThanOrEqual(1);
+  });
+});
