@@ -10,7 +10,8 @@ import { type HostConfig, type HostOptions, resolveConfig } from "./config.js";
 import { type ErrorInfo, ToolHostError } from "./errors.js";
 import { checkArguments } from "./execution/arguments.js";
 import { formatOutput } from "./execution/output.js";
-import { createExecutor } from "./isolation/executor.js";
+import { createExecutor, warmPoolReport } from "./isolation/executor.js";
+import { HostStatusPublisher } from "./audit/host-status.js";
 import type { CallOutcome, Executor, ToolLogLine } from "./isolation/protocol.js";
 import { listAnimas, resolveAnima } from "./registry/animas.js";
 import type { DiscoveryProblem } from "./registry/discovery.js";
@@ -52,7 +53,9 @@ export function createHost(options: HostOptions = {}): ToolHost {
     bundler,
     executor,
   });
-  const host = new Host(config, executor, registry, audit, jobCalls);
+  // Long-running hosts say what their warm pools hold, for `audit` in another process.
+  const status = config.isolation === "process" ? new HostStatusPublisher(config.dataDir, () => warmPoolReport(config)) : undefined;
+  const host = new Host(config, executor, registry, audit, jobCalls, status);
   if (config.watch) host.startWatching();
   return host;
 }
@@ -98,6 +101,7 @@ class Host implements ToolHost {
     private readonly registry: ToolRegistry,
     readonly audit: AuditLog,
     private readonly jobCalls: JobCalls,
+    private readonly status: HostStatusPublisher | undefined,
   ) {}
 
   async call(anima: string, schemaName: string, args: unknown = {}, options: CallOptions = {}): Promise<CallResult> {
@@ -241,6 +245,7 @@ class Host implements ToolHost {
   async close(): Promise<void> {
     if (this.closed) return;
     this.closed = true;
+    await this.status?.close();
     await (await this.watching)?.close();
     await this.executor.close();
     await this.audit.close();

@@ -1,4 +1,5 @@
 import { formatAnimaReport } from "../audit/report.js";
+import { type HostStatus, readHostStatuses } from "../audit/host-status.js";
 import { ToolHostError } from "../errors.js";
 import type { HostConfig } from "../config.js";
 import type { ToolHost } from "../host.js";
@@ -25,11 +26,13 @@ export async function runAudit(host: ToolHost, argv: string[], anima: string | u
   // Shared tools whose file no longer matches what was shared (edited in place, or never shared properly).
   const sharedTools = await checkSharedIntegrity(host.config.dataDir);
   const isolation = isolationLayers(host.config);
+  // What the long-running hosts of this data dir hold now (each publishes it; audit/host-status.ts).
+  const hosts = readHostStatuses(host.config.dataDir);
   if (json) {
-    out.stdout(JSON.stringify({ status: "ok", isolation, reports, sharedTools }, null, 2));
+    out.stdout(JSON.stringify({ status: "ok", isolation, hosts, reports, sharedTools }, null, 2));
     return 0;
   }
-  const text = [formatIsolation(isolation), ...(reports.length === 0 ? ["No Animas found."] : reports.map(formatAnimaReport))];
+  const text = [formatIsolation(isolation), formatHosts(hosts), ...(reports.length === 0 ? ["No Animas found."] : reports.map(formatAnimaReport))];
   if (sharedTools.length > 0) {
     text.push(["Shared tools that do not match their share record:", ...sharedTools.map((t) => `  ${t.tool}: ${t.status}${t.sharedBy ? ` (shared by ${t.sharedBy})` : ""}${t.detail ? ` — ${t.detail}` : ""}`)].join("\n"));
   }
@@ -92,6 +95,20 @@ export function isolationLayers(config: HostConfig): IsolationLayers {
       lowPriority: describeLowPriority(),
     },
   };
+}
+
+function formatHosts(hosts: HostStatus[]): string {
+  if (hosts.length === 0) return "Running hosts: none (serve, mcp and library hosts of this data dir publish their warm pools while they run)";
+  const mb = (bytes: number | undefined) => (bytes === undefined ? "?" : (bytes / 2 ** 20).toFixed(1));
+  const lines = ["Running hosts:"];
+  for (const status of hosts) {
+    lines.push(`  pid ${status.pid}, since ${status.startedAt}, as of ${status.updatedAt}:`);
+    for (const pool of status.warmPools) {
+      const what = pool.idleIsolates === undefined ? "did not answer" : `${pool.idleIsolates} idle isolates, ${mb(pool.idleBytes)} of ${mb(pool.maxIdleBytes)} MB, ${pool.evictions ?? 0} evicted`;
+      lines.push(`    sandbox process ${pool.pid ?? "(restarting)"}${pool.lowPriority ? " (low priority)" : ""}: ${pool.animas} Animas placed, ${what}`);
+    }
+  }
+  return lines.join("\n");
 }
 
 function formatIsolation(layers: IsolationLayers): string {

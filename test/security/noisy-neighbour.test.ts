@@ -1,4 +1,4 @@
-import { readFileSync } from "node:fs";
+import { existsSync, readFileSync } from "node:fs";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { sandboxPidFor, sandboxPids, warmPoolReport } from "../../src/isolation/executor.js";
 import { processTreeCpu } from "../../src/isolation/process-cpu.js";
@@ -12,19 +12,20 @@ import { type Harness, expectError, expectHealthy, expectOk, startHost } from ".
  * wait, and beyond its queue fail at once with `Busy`.
  */
 
-/** The nice value of the Node process inside a sandbox process's tree (bwrap's child when sandboxed). */
-function niceOfTree(pid: number): number[] {
-  const values: number[] = [];
+/** Nice value and scheduling policy of every process in a sandbox process's tree (bwrap's children included). */
+function schedulingOfTree(pid: number): Array<{ nice: number; policy: number }> {
+  const found: Array<{ nice: number; policy: number }> = [];
   const visit = (p: number) => {
     const stat = readFileSync(`/proc/${p}/stat`, "utf8");
-    values.push(Number(stat.slice(stat.lastIndexOf(")") + 2).split(" ")[16]));
-    for (const task of [String(p)]) {
-      for (const child of readFileSync(`/proc/${p}/task/${task}/children`, "utf8").split(" ").filter(Boolean)) visit(Number(child));
-    }
+    const fields = stat.slice(stat.lastIndexOf(")") + 2).split(" ");
+    found.push({ nice: Number(fields[16]), policy: Number(fields[38]) });
+    for (const child of readFileSync(`/proc/${p}/task/${p}/children`, "utf8").split(" ").filter(Boolean)) visit(Number(child));
   };
   visit(pid);
-  return values;
+  return found;
 }
+const SCHED_OTHER = 0;
+const SCHED_IDLE = 5;
 
 describe("noisy neighbour", () => {
   let h: Harness;
@@ -49,10 +50,13 @@ describe("noisy neighbour", () => {
     expect(pids).toHaveLength(3);
     const lowPriority = pids[2] as number;
     expect(sandboxPidFor(config, "mallory")).toBe(lowPriority);
-    expect(niceOfTree(lowPriority).at(-1)).toBe(LOW_PRIORITY_NICE);
-    for (const pid of normal) expect(niceOfTree(pid as number).every((nice) => nice === 0)).toBe(true);
     // Mallory's next call runs there (a fresh isolate); alice's warm isolate is where it was.
     expect(await expectHealthy(h, "mallory")).toBe(1);
+    // Set by the host before the process started (chrt), and by the process on itself (nice).
+    const low = schedulingOfTree(lowPriority);
+    if (existsSync("/usr/bin/chrt")) expect(low.every((p) => p.policy === SCHED_IDLE)).toBe(true);
+    expect(low.at(-1)?.nice).toBe(LOW_PRIORITY_NICE);
+    for (const pid of normal) expect(schedulingOfTree(pid as number).every((p) => p.nice === 0 && p.policy === SCHED_OTHER)).toBe(true);
     expect(sandboxPidFor(config, "alice")).toBe(aliceHome);
     expect(await expectHealthy(h, "alice")).toBe(3);
     // The host reads the process's CPU itself (its Node start alone takes tens of ms).
