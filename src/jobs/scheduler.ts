@@ -37,6 +37,8 @@ export class JobScheduler {
   private readonly active = new Map<string, ActiveRun>();
   private readonly timers: NodeJS.Timeout[] = [];
   private heartbeatTimer: NodeJS.Timeout | undefined;
+  /** The store's change feed while started (see `listen`): resolves to the function that ends it. */
+  private subscription: Promise<(() => Promise<void>) | undefined> | undefined;
   private started = false;
   private stopping = false;
   private pumping = false;
@@ -79,6 +81,24 @@ export class JobScheduler {
     this.heartbeatTimer = setInterval(() => void this.heartbeat(), this.o.heartbeatIntervalMs);
     void this.maintain();
     this.schedulePump();
+    this.listen();
+  }
+
+  /**
+   * Stores that push changes (PostgreSQL's LISTEN/NOTIFY) wake this worker on a submit anywhere, and carry
+   * a cancel to the worker running the job at once; it still checks the store before acting (a claim, a
+   * lease renewal). Without it, or while it is down, the polls above do the same more slowly.
+   */
+  private listen(): void {
+    const subscribe = this.o.store.subscribe?.bind(this.o.store);
+    if (!subscribe) return;
+    this.subscription = subscribe((event) => {
+      if (event.type === "runnable") this.schedulePump();
+      else if ([...this.active.values()].some((run) => run.job.id === event.id)) void this.heartbeat();
+    }).catch((error: unknown) => {
+      this.log("warn", `listening for job changes failed (polling instead): ${describe(error)}`);
+      return undefined;
+    });
   }
 
   /**
@@ -97,6 +117,9 @@ export class JobScheduler {
     await this.queue.onIdle();
     // Leases handed back above are recovered now rather than by whoever next runs maintenance.
     if (options.abortRunning) await this.maintain();
+    const unsubscribe = await this.subscription;
+    this.subscription = undefined;
+    await unsubscribe?.();
     this.started = false;
   }
 

@@ -168,6 +168,13 @@ export interface PurgeResult {
   bundles: number;
 }
 
+/** What a store that can push changes tells its subscribers (see `JobStore.subscribe`). */
+export type StoreEvent =
+  /** A job was submitted (or requeued): an idle worker should look for work. */
+  | { type: "runnable" }
+  /** A cancel was requested for running job `id`: the worker running it should abort it now. */
+  | { type: "cancel"; id: string };
+
 export interface JobStore {
   /** Records a job durably (committed to stable storage) before the promise resolves. */
   submit(input: SubmitJobInput): Promise<SubmitResult>;
@@ -204,6 +211,13 @@ export interface JobStore {
   putBundle(hash: string, code: string): Promise<void>;
   getBundle(hash: string): Promise<string | undefined>;
   queueStatus(): Promise<QueueStatus>;
+  /**
+   * Optional: calls `listener` on changes made by any instance sharing the store (other workers, other
+   * machines), so that workers need not wait for their next poll. Events are hints: a listener acts by
+   * reading the store (claim, renew), never on the event alone, and polling stays as the safety net.
+   * Resolves once listening; the returned function stops it.
+   */
+  subscribe?(listener: (event: StoreEvent) => void): Promise<() => Promise<void>>;
   /** Finishes pending writes and releases the store. */
   close(): Promise<void>;
 }

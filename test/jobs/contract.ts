@@ -1,7 +1,7 @@
 import { afterEach, describe, expect, it } from "vitest";
 import { ToolHostError } from "../../src/errors.js";
 import { type JobStore, leaseOf } from "../../src/jobs/store.js";
-import { BUNDLE_CODE, BUNDLE_HASH, fakeClock, jobInput, sha256, tempDir, withBundle } from "./helpers.js";
+import { BUNDLE_CODE, BUNDLE_HASH, fakeClock, jobInput, sha256, tempDir, waitFor, withBundle } from "./helpers.js";
 
 /**
  * Opens a store at `location` (a fresh empty directory the suite owns). Two stores opened on the same
@@ -364,6 +364,26 @@ export function runJobStoreContract(name: string, makeStore: MakeStore): void {
       await store.recoverExpiredLeases();
       await store.claim({ owner: "w", leaseMs: 100_000, limit: 1 });
       expect(await store.queueStatus()).toEqual({ queued: 2, runnable: 1, running: 1, nextNotBefore: clock.now() + 500 });
+    });
+
+    it("if it pushes changes, tells a subscriber of another instance about submits and cancels, once committed", async (context) => {
+      const { store, open } = await setup();
+      const other = await open();
+      if (!store.subscribe) return context.skip(); // optional: stores without it are polled
+      const events: Array<{ type: string; id?: string }> = [];
+      const stop = await store.subscribe((event) => events.push(event));
+      await other.submit(jobInput("alice"));
+      await waitFor("a runnable event", () => events.some((e) => e.type === "runnable"));
+      const [job] = await other.claim({ owner: "w2", leaseMs: 10_000, limit: 1 });
+      await other.requestCancel("alice", job!.id);
+      await waitFor("a cancel event", () => events.some((e) => e.type === "cancel" && e.id === job!.id));
+      // A refused submit commits nothing, and tells nothing.
+      const before = events.length;
+      await expect(other.submit(jobInput("alice", { bundleHash: sha256("missing") }))).rejects.toMatchObject({ type: "NotFound" });
+      await other.submit(jobInput("bob"));
+      await waitFor("the next runnable event", () => events.length > before);
+      expect(events.slice(before)).toEqual([{ type: "runnable" }]);
+      await stop();
     });
   });
 }

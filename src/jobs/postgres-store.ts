@@ -1,0 +1,467 @@
+import { createHash } from "node:crypto";
+import pg from "pg";
+import { ToolHostError } from "../errors.js";
+import { CLAIM_LOCK, checkSchemaName, migratePostgres } from "./postgres-schema.js";
+import { type JobRow, rowToJob } from "./sqlite-schema.js";
+import {
+  type ClaimRequest,
+  type Job,
+  type JobLease,
+  type JobOutcome,
+  type JobProgress,
+  type JobStore,
+  type LeaseState,
+  type ListJobsOptions,
+  type PurgeResult,
+  type QueueStatus,
+  type RecoveryResult,
+  type SubmitJobInput,
+  type SubmitResult,
+  type StoreEvent,
+  JOB_STATUSES,
+  newJobId,
+  normaliseSubmit,
+  retryDelayMs,
+} from "./store.js";
+
+export interface PostgresJobStoreOptions {
+  /** `postgres://user:password@host:port/database`. */
+  url: string;
+  /** PostgreSQL schema holding the store's tables; created if missing. Default: "animaworks_tool". */
+  schema?: string;
+  /** Connections this store opens at most. Default: 4. */
+  maxConnections?: number;
+  /** Longest wait for a connection (to the server, or a free one from the pool), ms. Default: 5,000. */
+  connectTimeoutMs?: number;
+  /** Clock, epoch ms. Default: `Date.now`. Tests pass a fake one. */
+  now?: () => number;
+}
+
+/**
+ * A `JobStore` on PostgreSQL, shared by workers on many machines (the same contract as the SQLite store;
+ * test/jobs/contract.ts runs against both).
+ *
+ * Exclusivity: claims run in a transaction holding a transaction-scoped advisory lock, so that claims of
+ * all workers are serialised: the round-robin turns and the per-Anima limits are counted across workers,
+ * and a job is never handed to two of them. Every other write is a single statement fenced by the lease
+ * (id, owner, attempt) or by the job's status, so it needs no lock of its own.
+ *
+ * Durability: a write resolves after PostgreSQL committed it (`synchronous_commit` as the server has it;
+ * its default, `on`, waits for the WAL flush).
+ */
+export class PostgresJobStore implements JobStore {
+  private readonly pool: pg.Pool;
+  private readonly clock: () => number;
+  private readonly schema: string;
+  private ready: Promise<void> | undefined;
+  private closed = false;
+
+  constructor(private readonly options: PostgresJobStoreOptions) {
+    this.schema = checkSchemaName(options.schema ?? "animaworks_tool");
+    this.clock = options.now ?? Date.now;
+    this.pool = new pg.Pool({
+      connectionString: options.url,
+      max: options.maxConnections ?? 4,
+      connectionTimeoutMillis: options.connectTimeoutMs ?? 5_000,
+      options: `-c search_path=${this.schema}`,
+      // bigint columns hold epoch ms and counts well inside 2^53: read them as numbers.
+      types: { getTypeParser: (oid: number, format?: "text" | "binary") => (oid === 20 ? Number : pg.types.getTypeParser(oid, format as "text")) } as pg.CustomTypesConfig,
+    });
+    // An idle connection the server dropped is reported here; the next query opens a new one.
+    this.pool.on("error", () => {});
+  }
+
+  /** Opens the pool and creates or migrates the schema. Every method calls it; call it to fail early. */
+  open(): Promise<void> {
+    this.ready ??= this.connect(async (client) => migratePostgres(client, this.schema));
+    return this.ready;
+  }
+
+  async submit(input: SubmitJobInput): Promise<SubmitResult> {
+    const job = normaliseSubmit(input);
+    for (let tries = 0; ; tries++) {
+      try {
+        return await this.transaction(async (client) => {
+          if (job.idempotencyKey !== undefined) {
+            const existing = await one(client, "SELECT * FROM jobs WHERE anima = $1 AND idempotency_key = $2", [job.anima, job.idempotencyKey]);
+            if (existing) return { job: sameWork(existing, job), created: false };
+          }
+          if (!(await one(client, "SELECT 1 FROM bundles WHERE hash = $1", [job.bundleHash]))) {
+            throw new ToolHostError("NotFound", `bundle ${job.bundleHash} is not stored`, "putBundle before submitting");
+          }
+          const now = this.clock();
+          const id = newJobId();
+          await client.query(
+            `INSERT INTO jobs (id, anima, tool, action, schema_name, args_json, bundle_hash, priority, idempotency_key,
+               status, max_attempts, retry_backoff_ms, timeout_ms, submitted_at)
+             VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, 'queued', $10, $11, $12, $13)`,
+            [id, job.anima, job.tool, job.action, job.schemaName, job.argsJson, job.bundleHash, job.priority, job.idempotencyKey ?? null, job.maxAttempts, job.retryBackoffMs, job.timeoutMs, now],
+          );
+          await this.notify(client, "runnable");
+          const created: Job = { ...job, id, status: "queued", attempts: 0, submittedAt: now, cancelRequested: false };
+          if (job.idempotencyKey === undefined) delete created.idempotencyKey;
+          return { job: created, created: true };
+        });
+      } catch (error) {
+        // A 48-bit id collided, or another submit with the same idempotency key won the race: again (the
+        // second time finds its job).
+        if (tries < 5 && isUniqueViolation(error)) continue;
+        throw error;
+      }
+    }
+  }
+
+  async get(anima: string, id: string): Promise<Job | undefined> {
+    const row = await this.queryOne("SELECT * FROM jobs WHERE id = $1", [id]);
+    return row && row.anima === anima ? rowToJob(row) : undefined;
+  }
+
+  async list(anima: string, options: ListJobsOptions = {}): Promise<Job[]> {
+    const statuses = options.status === undefined ? [...JOB_STATUSES] : [options.status].flat();
+    const rows = await this.queryRows("SELECT * FROM jobs WHERE anima = $1 AND status = ANY($2) ORDER BY seq DESC LIMIT $3", [anima, statuses, options.limit ?? 100]);
+    return rows.map(rowToJob);
+  }
+
+  claim(request: ClaimRequest): Promise<Job[]> {
+    const perAnima = request.perAnimaLimit ?? Number.POSITIVE_INFINITY;
+    return this.transaction(async (client) => {
+      await client.query("SELECT pg_advisory_xact_lock($1, hashtext($2))", [CLAIM_LOCK, this.schema]);
+      const now = this.clock();
+      const running = new Map<string, number>();
+      for (const row of (await client.query<{ anima: string; n: number }>("SELECT anima, COUNT(*)::int AS n FROM jobs WHERE status = 'running' GROUP BY anima")).rows) {
+        running.set(row.anima, row.n);
+      }
+      // The head of each Anima's queue (its most urgent runnable job) and the turn it was last served at.
+      const heads = new Map<string, Head>();
+      const found = await client.query<Head>(
+        `SELECT DISTINCT ON (j.anima) j.seq, j.anima, COALESCE(t.turn, 0) AS turn
+           FROM jobs j LEFT JOIN anima_turns t ON t.anima = j.anima
+          WHERE j.status = 'queued' AND j.not_before <= $1
+          ORDER BY j.anima, j.priority DESC, j.seq`,
+        [now],
+      );
+      for (const head of found.rows) if ((running.get(head.anima) ?? 0) < perAnima) heads.set(head.anima, head);
+      let turn = Number((await client.query<{ turn: number }>("SELECT COALESCE(MAX(turn), 0) AS turn FROM anima_turns")).rows[0]?.turn ?? 0);
+      const claimed: Job[] = [];
+      while (claimed.length < request.limit && heads.size > 0) {
+        let best: Head | undefined;
+        for (const head of heads.values()) if (!best || before(head, best)) best = head;
+        const anima = (best as Head).anima;
+        const row = await one(
+          client,
+          `UPDATE jobs SET status = 'running', attempts = attempts + 1, started_at = $2, lease_owner = $3,
+             lease_expires_at = $4, progress_fraction = NULL, progress_message = NULL
+           WHERE seq = $1 AND status = 'queued' RETURNING *`,
+          [(best as Head).seq, now, request.owner, now + request.leaseMs],
+        );
+        if (row) claimed.push(rowToJob(row));
+        turn += 1;
+        await client.query("INSERT INTO anima_turns (anima, turn) VALUES ($1, $2) ON CONFLICT (anima) DO UPDATE SET turn = EXCLUDED.turn", [anima, turn]);
+        const count = (running.get(anima) ?? 0) + 1;
+        running.set(anima, count);
+        const next =
+          count < perAnima
+            ? await one(client, "SELECT seq, anima FROM jobs WHERE status = 'queued' AND anima = $1 AND not_before <= $2 ORDER BY priority DESC, seq LIMIT 1", [anima, now])
+            : undefined;
+        if (next) heads.set(anima, { seq: next.seq, anima, turn });
+        else heads.delete(anima);
+      }
+      return claimed;
+    });
+  }
+
+  async renewLeases(leases: readonly JobLease[], leaseMs: number): Promise<LeaseState[]> {
+    if (leases.length === 0) return [];
+    const expires = this.clock() + leaseMs;
+    // One statement for the whole batch; each lease is matched by its position (the same job may appear
+    // under several owners or attempts, and only the one that holds it is renewed).
+    const rows = await this.queryRows<{ n: number; cancel_requested: number }>(
+      `UPDATE jobs j SET lease_expires_at = $4
+         FROM unnest($1::text[], $2::text[], $3::int[]) WITH ORDINALITY AS l(id, owner, attempt, n)
+        WHERE j.id = l.id AND j.status = 'running' AND j.lease_owner = l.owner AND j.attempts = l.attempt
+        RETURNING l.n, j.cancel_requested`,
+      [leases.map((l) => l.id), leases.map((l) => l.owner), leases.map((l) => l.attempt), expires],
+    );
+    const held = new Map(rows.map((row) => [Number(row.n), row.cancel_requested !== 0]));
+    return leases.map((_, index) => {
+      const cancelRequested = held.get(index + 1);
+      return cancelRequested === undefined ? { held: false, cancelRequested: false } : { held: true, cancelRequested };
+    });
+  }
+
+  async reportProgress(lease: JobLease, progress: JobProgress): Promise<boolean> {
+    const fraction = Number.isFinite(progress.fraction) ? Math.min(1, Math.max(0, progress.fraction)) : 0;
+    // Progress is for people watching `jobs show`; a runaway message must not bloat the database.
+    const message = String(progress.message ?? "").slice(0, 1_000);
+    const result = await this.run((client) =>
+      client.query(`UPDATE jobs SET progress_fraction = $4, progress_message = $5 WHERE ${LEASE_MATCH}`, [lease.id, lease.owner, lease.attempt, fraction, message]),
+    );
+    return result.rowCount === 1;
+  }
+
+  async complete(lease: JobLease, outcome: JobOutcome): Promise<Job | undefined> {
+    const error = outcome.status === "succeeded" ? undefined : outcome.error;
+    const row = await this.queryOne(
+      `UPDATE jobs SET status = $4, finished_at = $5, result = $6, error_type = $7, error_message = $8,
+         lease_owner = NULL, lease_expires_at = NULL
+       WHERE ${LEASE_MATCH} RETURNING *`,
+      [lease.id, lease.owner, lease.attempt, outcome.status, this.clock(), outcome.status === "succeeded" ? outcome.result : null, error?.type ?? null, error?.message ?? null],
+    );
+    return row ? rowToJob(row) : undefined;
+  }
+
+  requestCancel(anima: string, id: string): Promise<Job | undefined> {
+    return this.transaction(async (client) => {
+      const row = await one(client, "SELECT * FROM jobs WHERE id = $1 FOR UPDATE", [id]);
+      if (!row || row.anima !== anima) return undefined;
+      if (row.status === "queued") {
+        return rowToJob((await one(client, "UPDATE jobs SET status = 'cancelled', finished_at = $1, not_before = 0 WHERE seq = $2 RETURNING *", [this.clock(), row.seq])) as JobRow);
+      }
+      if (row.status === "running") {
+        await this.notify(client, `cancel:${row.id}`);
+        return rowToJob((await one(client, "UPDATE jobs SET cancel_requested = 1 WHERE seq = $1 RETURNING *", [row.seq])) as JobRow);
+      }
+      return rowToJob(row);
+    });
+  }
+
+  recoverExpiredLeases(): Promise<RecoveryResult> {
+    return this.transaction(async (client) => {
+      const now = this.clock();
+      const result: RecoveryResult = { requeued: [], ended: [] };
+      // SKIP LOCKED: a job another worker is recovering (or completing) right now is left to it.
+      const expired = await client.query<JobRow>("SELECT * FROM jobs WHERE status = 'running' AND lease_expires_at <= $1 ORDER BY seq FOR UPDATE SKIP LOCKED", [now]);
+      const endLost = async (row: JobRow, status: "cancelled" | "interrupted", type: string | null, message: string | null) =>
+        rowToJob(
+          (await one(
+            client,
+            `UPDATE jobs SET status = $2, finished_at = $3, error_type = $4, error_message = $5, lease_owner = NULL, lease_expires_at = NULL
+             WHERE seq = $1 RETURNING *`,
+            [row.seq, status, now, type, message],
+          )) as JobRow,
+        );
+      if (expired.rows.some((row) => row.cancel_requested === 0 && row.attempts < row.max_attempts)) await this.notify(client, "runnable");
+      for (const row of expired.rows) {
+        if (row.cancel_requested !== 0) {
+          result.ended.push(await endLost(row, "cancelled", null, null));
+        } else if (row.attempts < row.max_attempts) {
+          const notBefore = now + retryDelayMs(row.retry_backoff_ms, row.attempts);
+          const requeued = await one(client, "UPDATE jobs SET status = 'queued', not_before = $1, lease_owner = NULL, lease_expires_at = NULL WHERE seq = $2 RETURNING *", [notBefore, row.seq]);
+          result.requeued.push(rowToJob(requeued as JobRow));
+        } else {
+          const message =
+            `interrupted: the worker running attempt ${row.attempts} of ${row.max_attempts} stopped ` +
+            `(its lease expired)${row.max_attempts > 1 ? "; no attempts left" : "; this job is not retried"}`;
+          result.ended.push(await endLost(row, "interrupted", "ExecutionError", message));
+        }
+      }
+      return result;
+    });
+  }
+
+  async pendingNotices(options: { minAgeMs: number; limit: number }): Promise<Job[]> {
+    const rows = await this.queryRows(
+      "SELECT * FROM jobs WHERE finished_at IS NOT NULL AND notified_at IS NULL AND finished_at <= $1 ORDER BY finished_at, seq LIMIT $2",
+      [this.clock() - options.minAgeMs, options.limit],
+    );
+    return rows.map(rowToJob);
+  }
+
+  async markNotified(ids: readonly string[]): Promise<void> {
+    if (ids.length === 0) return;
+    await this.run((client) => client.query("UPDATE jobs SET notified_at = $1 WHERE id = ANY($2) AND notified_at IS NULL", [this.clock(), [...ids]]));
+  }
+
+  purgeFinished(olderThanMs: number): Promise<PurgeResult> {
+    return this.transaction(async (client) => {
+      const cutoff = this.clock() - olderThanMs;
+      const jobs = (await client.query("DELETE FROM jobs WHERE finished_at IS NOT NULL AND finished_at < $1", [cutoff])).rowCount ?? 0;
+      // A bundle stored moments ago for a submit still on its way must survive: only bundles untouched
+      // for as long as the retention period and used by no kept job go.
+      const bundles =
+        (await client.query("DELETE FROM bundles b WHERE touched_at < $1 AND NOT EXISTS (SELECT 1 FROM jobs WHERE jobs.bundle_hash = b.hash)", [cutoff])).rowCount ?? 0;
+      return { jobs, bundles };
+    });
+  }
+
+  async putBundle(hash: string, code: string): Promise<void> {
+    if (createHash("sha256").update(code).digest("hex") !== hash) {
+      throw new ToolHostError("InvalidArguments", `bundle hash ${hash} is not the sha256 of its code`);
+    }
+    await this.run((client) =>
+      client.query("INSERT INTO bundles (hash, code, touched_at) VALUES ($1, $2, $3) ON CONFLICT (hash) DO UPDATE SET touched_at = EXCLUDED.touched_at", [hash, code, this.clock()]),
+    );
+  }
+
+  async getBundle(hash: string): Promise<string | undefined> {
+    return (await this.queryOne<{ code: string }>("SELECT code FROM bundles WHERE hash = $1", [hash]))?.code;
+  }
+
+  async queueStatus(): Promise<QueueStatus> {
+    const now = this.clock();
+    const row = (await this.run((client) =>
+      client.query<{ queued: number; runnable: number; running: number; next: number | null }>(
+        `SELECT
+           (SELECT COUNT(*)::int FROM jobs WHERE status = 'queued') AS queued,
+           (SELECT COUNT(*)::int FROM jobs WHERE status = 'queued' AND not_before <= $1) AS runnable,
+           (SELECT COUNT(*)::int FROM jobs WHERE status = 'running') AS running,
+           (SELECT MIN(not_before) FROM jobs WHERE status = 'queued' AND not_before > $1) AS next`,
+        [now],
+      ),
+    )).rows[0] as { queued: number; runnable: number; running: number; next: number | null };
+    const status: QueueStatus = { queued: row.queued, runnable: row.runnable, running: row.running };
+    if (row.next !== null) status.nextNotBefore = row.next;
+    return status;
+  }
+
+  /**
+   * LISTEN on the store's channel through a connection of its own (outside the pool, which it would
+   * otherwise hold for good). Notifications are sent inside the writing transaction, so they arrive once
+   * it committed. A lost connection is reported to no one: polling covers the gap, and the next
+   * `subscribe` opens a new one.
+   */
+  async subscribe(listener: (event: StoreEvent) => void): Promise<() => Promise<void>> {
+    if (this.closed) throw closedError();
+    await this.open();
+    const client = new pg.Client({ connectionString: this.options.url, connectionTimeoutMillis: this.options.connectTimeoutMs ?? 5_000 });
+    client.on("error", () => {});
+    try {
+      await client.connect();
+    } catch (error) {
+      throw unreachable(this.options.url, error);
+    }
+    client.on("notification", (message) => {
+      const payload = message.payload ?? "";
+      if (payload === "runnable") listener({ type: "runnable" });
+      else if (payload.startsWith("cancel:")) listener({ type: "cancel", id: payload.slice("cancel:".length) });
+    });
+    await client.query(`LISTEN ${this.channel()}`);
+    let stopped = false;
+    return async () => {
+      if (stopped) return;
+      stopped = true;
+      await client.end().catch(() => {});
+    };
+  }
+
+  async close(): Promise<void> {
+    if (this.closed) return;
+    this.closed = true;
+    await this.pool.end();
+  }
+
+  /** One channel per schema: stores in other schemas of the database do not wake each other. */
+  private channel(): string {
+    return `${this.schema}_jobs`;
+  }
+
+  private async notify(client: pg.PoolClient, payload: string): Promise<void> {
+    await client.query("SELECT pg_notify($1, $2)", [this.channel(), payload]);
+  }
+
+  // ---- plumbing ----------------------------------------------------------------------------------------
+
+  private async run<T>(work: (client: pg.PoolClient) => Promise<T>): Promise<T> {
+    if (this.closed) throw closedError();
+    await this.open();
+    return this.connect(work);
+  }
+
+  private async connect<T>(work: (client: pg.PoolClient) => Promise<T>): Promise<T> {
+    let client: pg.PoolClient;
+    try {
+      client = await this.pool.connect();
+    } catch (error) {
+      throw unreachable(this.options.url, error);
+    }
+    try {
+      return await work(client);
+    } finally {
+      client.release();
+    }
+  }
+
+  private transaction<T>(work: (client: pg.PoolClient) => Promise<T>): Promise<T> {
+    return this.run(async (client) => {
+      await client.query("BEGIN");
+      try {
+        const result = await work(client);
+        await client.query("COMMIT");
+        return result;
+      } catch (error) {
+        await client.query("ROLLBACK").catch(() => {});
+        throw error;
+      }
+    });
+  }
+
+  private async queryRows<R extends pg.QueryResultRow = JobRow>(sql: string, values: unknown[]): Promise<R[]> {
+    return (await this.run((client) => client.query<R>(sql, values))).rows;
+  }
+
+  private async queryOne<R extends pg.QueryResultRow = JobRow>(sql: string, values: unknown[]): Promise<R | undefined> {
+    return (await this.queryRows<R>(sql, values))[0];
+  }
+}
+
+interface Head {
+  seq: number;
+  anima: string;
+  turn: number;
+}
+
+const LEASE_MATCH = "id = $1 AND status = 'running' AND lease_owner = $2 AND attempts = $3";
+
+async function one(client: pg.PoolClient, sql: string, values: unknown[]): Promise<JobRow | undefined> {
+  return (await client.query<JobRow>(sql, values)).rows[0];
+}
+
+/**
+ * Claim order between two Animas' queue heads: the Anima served longest ago, then submit order. Priority
+ * orders an Anima's own jobs only (see the SQLite store).
+ */
+function before(a: Head, b: Head): boolean {
+  if (a.turn !== b.turn) return a.turn < b.turn;
+  return a.seq < b.seq;
+}
+
+/** The job an idempotency key already names, if it is the same work; reusing a key for other work is an error. */
+function sameWork(existing: JobRow, job: ReturnType<typeof normaliseSubmit>): Job {
+  const same = existing.tool === job.tool && existing.action === job.action && existing.schema_name === job.schemaName && existing.args_json === job.argsJson;
+  if (!same) {
+    throw new ToolHostError(
+      "InvalidArguments",
+      `idempotency key "${job.idempotencyKey}" was already used for job ${existing.id} with different work`,
+      "use a new key for a different action or arguments",
+    );
+  }
+  return rowToJob(existing);
+}
+
+function isUniqueViolation(error: unknown): boolean {
+  return (error as { code?: string } | undefined)?.code === "23505";
+}
+
+function closedError(): ToolHostError {
+  return new ToolHostError("ExecutionError", "the job store is closed");
+}
+
+/** The server a URL names, without its password: for messages. */
+export function describeServer(url: string): string {
+  try {
+    const parsed = new URL(url);
+    const user = parsed.username ? `${decodeURIComponent(parsed.username)}@` : "";
+    return `postgres://${user}${parsed.host}${parsed.pathname}`;
+  } catch {
+    return "the job database (its URL does not parse)";
+  }
+}
+
+function unreachable(url: string, error: unknown): ToolHostError {
+  const reason = error instanceof Error ? error.message : String(error);
+  return new ToolHostError(
+    "ExecutionError",
+    `cannot reach the job database ${describeServer(url)}: ${reason.replaceAll(url, describeServer(url))}`,
+    "check that PostgreSQL runs and the URL (ANIMAWORKS_JOBS_URL or --jobs-url) names it",
+  );
+}
