@@ -1,3 +1,4 @@
+import { ToolHostError } from "./errors.js";
 import { basename, dirname, join, resolve } from "node:path";
 import { fileURLToPath } from "node:url";
 import { DEFAULT_FS_LIMITS, type FsLimits } from "./capabilities/fs.js";
@@ -55,6 +56,12 @@ export interface HostOptions {
   maxConcurrentCallsPerAnima?: number;
   /** Calls of one Anima waiting for a turn; beyond it a call fails at once with `Busy`. Default: 1,000. */
   maxQueuedCallsPerAnima?: number;
+  /**
+   * Where background jobs are kept: a `postgres://user:password@host:port/database` URL puts them in
+   * PostgreSQL, shared by workers on many machines (which also share the data dir, e.g. over NFS).
+   * Default: `$ANIMAWORKS_JOBS_URL`, else the embedded SQLite file in the data dir.
+   */
+  jobsUrl?: string;
   /** Log lines a single call may emit before further lines are dropped. Default: 200. */
   maxLogLinesPerCall?: number;
   /** Longest log line kept, in characters; longer lines are cut. Default: 2,000. */
@@ -93,7 +100,9 @@ export interface LogRecord {
   tool?: string;
 }
 
-export type HostConfig = Required<Omit<HostOptions, "onLog" | "fsLimits" | "environment">> & {
+export type HostConfig = Required<Omit<HostOptions, "onLog" | "fsLimits" | "environment" | "jobsUrl">> & {
+  /** PostgreSQL URL of the job store, or undefined for the embedded SQLite store. */
+  jobsUrl: string | undefined;
   onLog: (record: LogRecord) => void;
   fsLimits: FsLimits;
   /** Only the allowed variables, snapshotted at start. */
@@ -127,12 +136,16 @@ export function animaDirFromEnv(): string | undefined {
 
 /**
  * The environment of a background job worker that the CLI starts: this process's environment without
- * `ANIMAWORKS_ANIMA_DIR`. A worker serves every Anima of the data dir it is given with `--data-dir`; an
- * inherited Anima dir (possibly of another data dir) would only make it refuse to start.
+ * `ANIMAWORKS_ANIMA_DIR`, and with the job store of the host that starts it. A worker serves every Anima of
+ * the data dir it is given with `--data-dir`; an inherited Anima dir (possibly of another data dir) would
+ * only make it refuse to start.
  */
-export function workerEnvironment(): NodeJS.ProcessEnv {
+export function workerEnvironment(jobsUrl?: string): NodeJS.ProcessEnv {
   const env = { ...process.env };
   delete env["ANIMAWORKS_ANIMA_DIR"];
+  // The worker uses the same job store as the host that started it, however that host was told of it.
+  if (jobsUrl) env["ANIMAWORKS_JOBS_URL"] = jobsUrl;
+  else delete env["ANIMAWORKS_JOBS_URL"];
   return env;
 }
 
@@ -178,6 +191,7 @@ export function resolveConfig(options: HostOptions = {}): HostConfig {
     allowInternalHosts: [...(options.allowInternalHosts ?? listFromEnv("ANIMAWORKS_ALLOW_INTERNAL_HOSTS"))],
     fsLimits: { ...DEFAULT_FS_LIMITS, ...options.fsLimits },
     watch: options.watch ?? false,
+    jobsUrl: jobsUrl(options.jobsUrl ?? jobsUrlFromEnv()),
   };
 }
 
@@ -200,6 +214,27 @@ function environmentSnapshot(allowed: string[], given: Record<string, string> | 
 
 function listFromEnv(name: string): string[] {
   return (process.env[name] ?? "").split(",").map((item) => item.trim()).filter(Boolean);
+}
+
+/** `$ANIMAWORKS_JOBS_URL` if set and non-empty. */
+export function jobsUrlFromEnv(): string | undefined {
+  const value = process.env["ANIMAWORKS_JOBS_URL"]?.trim();
+  return value ? value : undefined;
+}
+
+/** A job store URL must be a postgres:// (or postgresql://) URL; the message never repeats a password. */
+function jobsUrl(value: string | undefined): string | undefined {
+  if (value === undefined || value.trim() === "") return undefined;
+  let protocol = "";
+  try {
+    protocol = new URL(value).protocol;
+  } catch {
+    // reported below
+  }
+  if (protocol !== "postgres:" && protocol !== "postgresql:") {
+    throw new ToolHostError("InvalidArguments", "the job store URL (jobsUrl, $ANIMAWORKS_JOBS_URL or --jobs-url) must be a postgres:// URL", "e.g. postgres://user@db.example:5432/animaworks");
+  }
+  return value.trim();
 }
 
 /** `$ANIMAWORKS_OS_SANDBOX`, else "auto" (an invalid value is reported when a host is created). */

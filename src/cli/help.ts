@@ -23,6 +23,7 @@ const GLOBAL_OPTIONS = `Options:
   -j, --json            print a JSON envelope instead of plain text
   --demo                use the bundled demo data dir (examples/demo-data, Anima "demo")
   --os-sandbox MODE     bubblewrap around sandbox processes: auto (default), required, off
+  --jobs-url URL        background jobs in PostgreSQL (postgres://…) instead of the data dir's SQLite file
                         (default: $ANIMAWORKS_OS_SANDBOX; "required" also runs one-shot calls in one)
   -h, --help            show help (also: <tool> --help, <tool> <action> --help)`;
 

@@ -160,7 +160,8 @@ async function serve(argv: string[], ctx: JobsCliContext): Promise<number> {
     ...(typeof perAnima === "string" ? { perAnimaConcurrency: wholeNumber(perAnima, "--per-anima", 1) } : {}),
   };
   const untilDrained = values.has("--until-drained");
-  const host = createHost({ dataDir: ctx.host.config.dataDir, isolation: "process", osSandbox: ctx.host.config.osSandbox, watch: true });
+  const { dataDir, osSandbox, jobsUrl } = ctx.host.config;
+  const host = createHost({ dataDir, isolation: "process", osSandbox, watch: true, ...(jobsUrl ? { jobsUrl } : {}) });
   const service = new JobService({ host, worker });
   const stop = new AbortController();
   const abortRunning = new AbortController();

@@ -19,6 +19,8 @@ interface GlobalOptions {
   argsFile?: string;
   /** `--os-sandbox auto|required|off` for the commands that run sandbox processes (mcp, serve). */
   osSandbox?: string;
+  /** `--jobs-url postgres://…`: background jobs in PostgreSQL (else `$ANIMAWORKS_JOBS_URL`, else SQLite). */
+  jobsUrl?: string;
 }
 
 const VALUE_OPTIONS: Record<string, keyof GlobalOptions> = {
@@ -27,6 +29,7 @@ const VALUE_OPTIONS: Record<string, keyof GlobalOptions> = {
   "--args-json": "argsJson",
   "--args-file": "argsFile",
   "--os-sandbox": "osSandbox",
+  "--jobs-url": "jobsUrl",
 };
 const DEMO_DATA_DIR = join(PROJECT_ROOT, "examples", "demo-data");
 
@@ -50,6 +53,7 @@ export async function main(argv: string[], out: Output = defaultOutput()): Promi
       // An operator who requires the OS sandbox gets it for one-shot calls too (at the cost of a start).
       isolation: longRunning || osSandbox === "required" ? "process" : "in-process",
       osSandbox,
+      ...((options.jobsUrl ?? identityOptions.jobsUrl) !== undefined ? { jobsUrl: (options.jobsUrl ?? identityOptions.jobsUrl) as string } : {}),
       onLog: (record) => out.stderr(formatLogRecord(record)),
     });
     return await run(host, rest, options, anima, out);

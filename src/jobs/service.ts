@@ -8,6 +8,7 @@ import { type NoticeSink, deliverNotices, sweepNotices } from "./notices.js";
 import { hostJobRunner } from "./host-runner.js";
 import { JobScheduler, type JobSchedulerOptions, type SchedulerStats } from "./scheduler.js";
 import { SqliteJobStore } from "./sqlite-store.js";
+import { PostgresJobStore } from "./postgres-store.js";
 import { type Job, type JobStatus, type JobStore, isTerminal } from "./store.js";
 import { jobFailure } from "./view.js";
 import { liveWorkers, registerWorker, startWorkerProcess } from "./workers.js";
@@ -46,7 +47,10 @@ const MAX_TIMEOUT_MS = 2_147_483_647;
 export interface JobServiceOptions {
   /** The host whose tools jobs call: `prepare` at submit, `runPrepared` in the worker. A worker's host should use process isolation. */
   host: ToolHost;
-  /** Where jobs are kept. Default: a `SqliteJobStore` at `jobPaths(dataDir).store`, opened on first use and closed by `close()`. */
+  /**
+   * Where jobs are kept. Default: a `PostgresJobStore` when the host's config has a `jobsUrl`, else a
+   * `SqliteJobStore` at `jobPaths(dataDir).store`; opened on first use and closed by `close()`.
+   */
   store?: JobStore;
   /** Timeout of a job whose profile has no `timeout_seconds`, ms. Default: 1,800,000 (30 min). */
   defaultTimeoutMs?: number;
@@ -226,10 +230,11 @@ export class JobService {
     if (this.workerRunning()) return undefined;
     const dataDir = this.host.config.dataDir;
     return startWorkerProcess({
+      // The URL goes in the worker's environment, not its argv: other users could read it (and its password) in ps.
       argv: ["--no-node-snapshot", join(PROJECT_ROOT, "bin", "animaworks-tool.cjs"), "--data-dir", dataDir, "serve", "--until-drained"],
       workersDir: this.paths.workersDir,
       logFile: this.paths.workerLog,
-      env: workerEnvironment(),
+      env: workerEnvironment(this.host.config.jobsUrl),
       cwd: dataDir,
     });
   }
@@ -281,8 +286,10 @@ export class JobService {
     this.openedStore = undefined;
   }
 
+  /** The store the host's configuration names: PostgreSQL for a `jobsUrl`, else the embedded SQLite file. */
   private store(): JobStore {
-    this.openedStore ??= new SqliteJobStore({ path: this.paths.store });
+    const url = this.host.config.jobsUrl;
+    this.openedStore ??= url ? new PostgresJobStore({ url }) : new SqliteJobStore({ path: this.paths.store });
     return this.openedStore;
   }
 
