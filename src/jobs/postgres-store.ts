@@ -1,7 +1,7 @@
 import { createHash } from "node:crypto";
 import pg from "pg";
 import { ToolHostError } from "../errors.js";
-import { CLAIM_LOCK, checkSchemaName, migratePostgres } from "./postgres-schema.js";
+import { checkSchemaName, migratePostgres } from "./postgres-schema.js";
 import { type JobRow, rowToJob } from "./sqlite-schema.js";
 import {
   type ClaimRequest,
@@ -55,6 +55,9 @@ export class PostgresJobStore implements JobStore {
   private readonly schema: string;
   private ready: Promise<void> | undefined;
   private closed = false;
+  /** When this instance last sent a `runnable` notification (see `insert`), performance.now() ms. */
+  private lastNotifyAt = Number.NEGATIVE_INFINITY;
+  private trailingNotify: NodeJS.Timeout | undefined;
 
   constructor(private readonly options: PostgresJobStoreOptions) {
     this.schema = checkSchemaName(options.schema ?? "animaworks_tool");
@@ -81,26 +84,12 @@ export class PostgresJobStore implements JobStore {
     const job = normaliseSubmit(input);
     for (let tries = 0; ; tries++) {
       try {
+        // Without an idempotency key, one statement (one round trip, its own transaction): the insert only
+        // happens if the bundle is stored, and the notification goes out when it commits.
+        if (job.idempotencyKey === undefined) return await this.run((client) => this.insert(client, job, false));
         return await this.transaction(async (client) => {
-          if (job.idempotencyKey !== undefined) {
-            const existing = await one(client, "SELECT * FROM jobs WHERE anima = $1 AND idempotency_key = $2", [job.anima, job.idempotencyKey]);
-            if (existing) return { job: sameWork(existing, job), created: false };
-          }
-          if (!(await one(client, "SELECT 1 FROM bundles WHERE hash = $1", [job.bundleHash]))) {
-            throw new ToolHostError("NotFound", `bundle ${job.bundleHash} is not stored`, "putBundle before submitting");
-          }
-          const now = this.clock();
-          const id = newJobId();
-          await client.query(
-            `INSERT INTO jobs (id, anima, tool, action, schema_name, args_json, bundle_hash, priority, idempotency_key,
-               status, max_attempts, retry_backoff_ms, timeout_ms, submitted_at)
-             VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, 'queued', $10, $11, $12, $13)`,
-            [id, job.anima, job.tool, job.action, job.schemaName, job.argsJson, job.bundleHash, job.priority, job.idempotencyKey ?? null, job.maxAttempts, job.retryBackoffMs, job.timeoutMs, now],
-          );
-          await this.notify(client, "runnable");
-          const created: Job = { ...job, id, status: "queued", attempts: 0, submittedAt: now, cancelRequested: false };
-          if (job.idempotencyKey === undefined) delete created.idempotencyKey;
-          return { job: created, created: true };
+          const existing = await one(client, "SELECT * FROM jobs WHERE anima = $1 AND idempotency_key = $2", [job.anima, job.idempotencyKey]);
+          return existing ? { job: sameWork(existing, job), created: false } : this.insert(client, job, true);
         });
       } catch (error) {
         // A 48-bit id collided, or another submit with the same idempotency key won the race: again (the
@@ -109,6 +98,33 @@ export class PostgresJobStore implements JobStore {
         throw error;
       }
     }
+  }
+
+  /** Inserts a job; `inTransaction`: the caller commits later, so the notification goes with it. */
+  private async insert(client: pg.PoolClient, job: ReturnType<typeof normaliseSubmit>, inTransaction: boolean): Promise<SubmitResult> {
+    const now = this.clock();
+    const id = newJobId();
+    // PostgreSQL serialises the commits of transactions that NOTIFY (a lock on the notification queue),
+    // so a notification in every submit of a burst makes each submit wait for the one before it to reach
+    // the disk. A submit notifies unless another notified within `NOTIFY_EVERY_MS`; one that did not is
+    // followed, once committed, by a notification of its own at most `NOTIFY_EVERY_MS` later.
+    const notify = inTransaction || performance.now() - this.lastNotifyAt >= NOTIFY_EVERY_MS;
+    if (notify) this.lastNotifyAt = performance.now();
+    const inserted = await client.query(
+      `WITH inserted AS (
+         INSERT INTO jobs (id, anima, tool, action, schema_name, args_json, bundle_hash, priority, idempotency_key,
+           status, max_attempts, retry_backoff_ms, timeout_ms, submitted_at)
+         SELECT $1, $2, $3, $4, $5, $6, $7, $8, $9, 'queued', $10, $11, $12, $13
+          WHERE EXISTS (SELECT 1 FROM bundles WHERE hash = $7)
+         RETURNING id)
+       SELECT id${notify ? ", pg_notify($14, 'runnable')" : ""} FROM inserted`,
+      [id, job.anima, job.tool, job.action, job.schemaName, job.argsJson, job.bundleHash, job.priority, job.idempotencyKey ?? null, job.maxAttempts, job.retryBackoffMs, job.timeoutMs, now, ...(notify ? [this.channel()] : [])],
+    );
+    if (inserted.rowCount !== 1) throw new ToolHostError("NotFound", `bundle ${job.bundleHash} is not stored`, "putBundle before submitting");
+    if (!notify) this.notifySoon();
+    const created: Job = { ...job, id, status: "queued", attempts: 0, submittedAt: now, cancelRequested: false };
+    if (job.idempotencyKey === undefined) delete created.idempotencyKey;
+    return { job: created, created: true };
   }
 
   async get(anima: string, id: string): Promise<Job | undefined> {
@@ -122,52 +138,16 @@ export class PostgresJobStore implements JobStore {
     return rows.map(rowToJob);
   }
 
-  claim(request: ClaimRequest): Promise<Job[]> {
-    const perAnima = request.perAnimaLimit ?? Number.POSITIVE_INFINITY;
-    return this.transaction(async (client) => {
-      await client.query("SELECT pg_advisory_xact_lock($1, hashtext($2))", [CLAIM_LOCK, this.schema]);
-      const now = this.clock();
-      const running = new Map<string, number>();
-      for (const row of (await client.query<{ anima: string; n: number }>("SELECT anima, COUNT(*)::int AS n FROM jobs WHERE status = 'running' GROUP BY anima")).rows) {
-        running.set(row.anima, row.n);
-      }
-      // The head of each Anima's queue (its most urgent runnable job) and the turn it was last served at.
-      const heads = new Map<string, Head>();
-      const found = await client.query<Head>(
-        `SELECT DISTINCT ON (j.anima) j.seq, j.anima, COALESCE(t.turn, 0) AS turn
-           FROM jobs j LEFT JOIN anima_turns t ON t.anima = j.anima
-          WHERE j.status = 'queued' AND j.not_before <= $1
-          ORDER BY j.anima, j.priority DESC, j.seq`,
-        [now],
-      );
-      for (const head of found.rows) if ((running.get(head.anima) ?? 0) < perAnima) heads.set(head.anima, head);
-      let turn = Number((await client.query<{ turn: number }>("SELECT COALESCE(MAX(turn), 0) AS turn FROM anima_turns")).rows[0]?.turn ?? 0);
-      const claimed: Job[] = [];
-      while (claimed.length < request.limit && heads.size > 0) {
-        let best: Head | undefined;
-        for (const head of heads.values()) if (!best || before(head, best)) best = head;
-        const anima = (best as Head).anima;
-        const row = await one(
-          client,
-          `UPDATE jobs SET status = 'running', attempts = attempts + 1, started_at = $2, lease_owner = $3,
-             lease_expires_at = $4, progress_fraction = NULL, progress_message = NULL
-           WHERE seq = $1 AND status = 'queued' RETURNING *`,
-          [(best as Head).seq, now, request.owner, now + request.leaseMs],
-        );
-        if (row) claimed.push(rowToJob(row));
-        turn += 1;
-        await client.query("INSERT INTO anima_turns (anima, turn) VALUES ($1, $2) ON CONFLICT (anima) DO UPDATE SET turn = EXCLUDED.turn", [anima, turn]);
-        const count = (running.get(anima) ?? 0) + 1;
-        running.set(anima, count);
-        const next =
-          count < perAnima
-            ? await one(client, "SELECT seq, anima FROM jobs WHERE status = 'queued' AND anima = $1 AND not_before <= $2 ORDER BY priority DESC, seq LIMIT 1", [anima, now])
-            : undefined;
-        if (next) heads.set(anima, { seq: next.seq, anima, turn });
-        else heads.delete(anima);
-      }
-      return claimed;
-    });
+  /**
+   * One round trip: `claim_jobs` (postgres-schema.ts) takes the claim lock on the server, picks the jobs
+   * in round-robin order, moves them to `running` and records the turns, in claim order.
+   */
+  async claim(request: ClaimRequest): Promise<Job[]> {
+    if (request.limit <= 0) return [];
+    const now = this.clock();
+    const perAnima = Number.isFinite(request.perAnimaLimit ?? Number.POSITIVE_INFINITY) ? (request.perAnimaLimit as number) : 2_147_483_647;
+    const rows = await this.queryRows("SELECT * FROM claim_jobs($1, $2, $3, $4, $5)", [request.owner, now, now + request.leaseMs, request.limit, perAnima]);
+    return rows.map(rowToJob);
   }
 
   async renewLeases(leases: readonly JobLease[], leaseMs: number): Promise<LeaseState[]> {
@@ -347,6 +327,12 @@ export class PostgresJobStore implements JobStore {
   async close(): Promise<void> {
     if (this.closed) return;
     this.closed = true;
+    if (this.trailingNotify) {
+      // The notification a skipped submit is owed goes out before the pool closes.
+      clearTimeout(this.trailingNotify);
+      this.trailingNotify = undefined;
+      await this.connect((client) => client.query("SELECT pg_notify($1, 'runnable')", [this.channel()])).catch(() => {});
+    }
     await this.pool.end();
   }
 
@@ -357,6 +343,21 @@ export class PostgresJobStore implements JobStore {
 
   private async notify(client: pg.PoolClient, payload: string): Promise<void> {
     await client.query("SELECT pg_notify($1, $2)", [this.channel(), payload]);
+  }
+
+  /**
+   * A notification on its own, `NOTIFY_EVERY_MS` from now: one for all submits that skipped theirs
+   * meanwhile. Called only once such a submit committed (the one-statement submit commits by itself).
+   */
+  private notifySoon(): void {
+    if (this.trailingNotify || this.closed) return;
+    this.trailingNotify = setTimeout(() => {
+      this.trailingNotify = undefined;
+      this.lastNotifyAt = performance.now();
+      this.run((client) => client.query("SELECT pg_notify($1, 'runnable')", [this.channel()])).catch(() => {
+        // polling covers a lost wake-up
+      });
+    }, NOTIFY_EVERY_MS);
   }
 
   // ---- plumbing ----------------------------------------------------------------------------------------
@@ -404,25 +405,13 @@ export class PostgresJobStore implements JobStore {
   }
 }
 
-interface Head {
-  seq: number;
-  anima: string;
-  turn: number;
-}
+/** Submits of one store instance notify at most this often; the rest are covered by a trailing one, ms. */
+const NOTIFY_EVERY_MS = 2;
 
 const LEASE_MATCH = "id = $1 AND status = 'running' AND lease_owner = $2 AND attempts = $3";
 
 async function one(client: pg.PoolClient, sql: string, values: unknown[]): Promise<JobRow | undefined> {
   return (await client.query<JobRow>(sql, values)).rows[0];
-}
-
-/**
- * Claim order between two Animas' queue heads: the Anima served longest ago, then submit order. Priority
- * orders an Anima's own jobs only (see the SQLite store).
- */
-function before(a: Head, b: Head): boolean {
-  if (a.turn !== b.turn) return a.turn < b.turn;
-  return a.seq < b.seq;
 }
 
 /** The job an idempotency key already names, if it is the same work; reusing a key for other work is an error. */

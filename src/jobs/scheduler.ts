@@ -28,6 +28,9 @@ export type { JobRunContext, JobRunResult, JobRunner, JobSchedulerOptions, Sched
  * A run whose runner ignores its abort signal is given `cancelGraceMs`, then recorded and its slot freed;
  * the runner's eventual result is ignored. Runners are expected to stop their isolate on abort.
  */
+/** How long a worker gathers submit notifications before it claims (see `pumpSoon`), ms. */
+const NOTIFY_COALESCE_MS = 5;
+
 export class JobScheduler {
   readonly workerId: string;
   readonly stats: SchedulerStats = { started: 0, succeeded: 0, failed: 0, cancelled: 0, released: 0 };
@@ -37,6 +40,7 @@ export class JobScheduler {
   private readonly active = new Map<string, ActiveRun>();
   private readonly timers: NodeJS.Timeout[] = [];
   private heartbeatTimer: NodeJS.Timeout | undefined;
+  private coalesceTimer: NodeJS.Timeout | undefined;
   /** The store's change feed while started (see `listen`): resolves to the function that ends it. */
   private subscription: Promise<(() => Promise<void>) | undefined> | undefined;
   private started = false;
@@ -93,7 +97,7 @@ export class JobScheduler {
     const subscribe = this.o.store.subscribe?.bind(this.o.store);
     if (!subscribe) return;
     this.subscription = subscribe((event) => {
-      if (event.type === "runnable") this.schedulePump();
+      if (event.type === "runnable") this.pumpSoon();
       else if ([...this.active.values()].some((run) => run.job.id === event.id)) void this.heartbeat();
     }).catch((error: unknown) => {
       this.log("warn", `listening for job changes failed (polling instead): ${describe(error)}`);
@@ -117,6 +121,8 @@ export class JobScheduler {
     await this.queue.onIdle();
     // Leases handed back above are recovered now rather than by whoever next runs maintenance.
     if (options.abortRunning) await this.maintain();
+    clearTimeout(this.coalesceTimer);
+    this.coalesceTimer = undefined;
     const unsubscribe = await this.subscription;
     this.subscription = undefined;
     await unsubscribe?.();
@@ -167,6 +173,19 @@ export class JobScheduler {
   /** Looks for work now instead of at the next poll (e.g. after a submit by another process). */
   wake(): void {
     this.schedulePump();
+  }
+
+  /**
+   * A pump a few ms from now, for submits announced by the store: under load they arrive one per submit,
+   * and a claim per notification (each a transaction serialised with every other worker's) would cost
+   * more than the jobs. Waiting `NOTIFY_COALESCE_MS` lets one claim take them together.
+   */
+  private pumpSoon(): void {
+    if (this.coalesceTimer) return;
+    this.coalesceTimer = setTimeout(() => {
+      this.coalesceTimer = undefined;
+      this.schedulePump();
+    }, NOTIFY_COALESCE_MS);
   }
 
   private schedulePump(): void {
