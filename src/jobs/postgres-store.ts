@@ -76,7 +76,11 @@ export class PostgresJobStore implements JobStore {
 
   /** Opens the pool and creates or migrates the schema. Every method calls it; call it to fail early. */
   open(): Promise<void> {
-    this.ready ??= this.connect(async (client) => migratePostgres(client, this.schema));
+    // A failed open (the server down, the connection dropped mid-way) is tried again by the next call.
+    this.ready ??= this.connect(async (client) => migratePostgres(client, this.schema)).catch((error: unknown) => {
+      this.ready = undefined;
+      throw error;
+    });
     return this.ready;
   }
 
@@ -297,30 +301,57 @@ export class PostgresJobStore implements JobStore {
   /**
    * LISTEN on the store's channel through a connection of its own (outside the pool, which it would
    * otherwise hold for good). Notifications are sent inside the writing transaction, so they arrive once
-   * it committed. A lost connection is reported to no one: polling covers the gap, and the next
-   * `subscribe` opens a new one.
+   * it committed. A lost connection (a server restart, a dropped link) is opened again after
+   * `RELISTEN_AFTER_MS`, and the listener is told `runnable` then, since it may have missed submits
+   * meanwhile (polling covered the gap). Resolves once the first LISTEN is in place, or once it failed
+   * and was scheduled again.
    */
   async subscribe(listener: (event: StoreEvent) => void): Promise<() => Promise<void>> {
     if (this.closed) throw closedError();
     await this.open();
-    const client = new pg.Client({ connectionString: this.options.url, connectionTimeoutMillis: this.options.connectTimeoutMs ?? 5_000 });
-    client.on("error", () => {});
-    try {
-      await client.connect();
-    } catch (error) {
-      throw unreachable(this.options.url, error);
-    }
-    client.on("notification", (message) => {
-      const payload = message.payload ?? "";
-      if (payload === "runnable") listener({ type: "runnable" });
-      else if (payload.startsWith("cancel:")) listener({ type: "cancel", id: payload.slice("cancel:".length) });
-    });
-    await client.query(`LISTEN ${this.channel()}`);
     let stopped = false;
+    let current: pg.Client | undefined;
+    let retry: NodeJS.Timeout | undefined;
+    const connect = async (): Promise<void> => {
+      const client = new pg.Client({ connectionString: this.options.url, connectionTimeoutMillis: this.options.connectTimeoutMs ?? 5_000 });
+      client.on("error", () => {});
+      client.on("notification", (message) => {
+        const payload = message.payload ?? "";
+        if (payload === "runnable") listener({ type: "runnable" });
+        else if (payload.startsWith("cancel:")) listener({ type: "cancel", id: payload.slice("cancel:".length) });
+      });
+      try {
+        await client.connect();
+        await client.query(`LISTEN ${this.channel()}`);
+      } catch (error) {
+        await client.end().catch(() => {});
+        throw unreachable(this.options.url, error);
+      }
+      client.once("end", () => {
+        if (stopped || this.closed) return;
+        retry = setTimeout(reconnect, RELISTEN_AFTER_MS);
+      });
+      current = client;
+    };
+    const reconnect = (): void => {
+      retry = undefined;
+      if (stopped || this.closed) return;
+      connect().then(
+        () => listener({ type: "runnable" }),
+        () => {
+          if (!stopped && !this.closed) retry = setTimeout(reconnect, RELISTEN_AFTER_MS);
+        },
+      );
+    };
+    // The first LISTEN is in place when this resolves, unless the server cannot be reached now: then it
+    // is tried again in the background (the worker polls meanwhile) instead of never.
+    await connect().catch(() => {
+      retry = setTimeout(reconnect, RELISTEN_AFTER_MS);
+    });
     return async () => {
-      if (stopped) return;
       stopped = true;
-      await client.end().catch(() => {});
+      clearTimeout(retry);
+      await current?.end().catch(() => {});
     };
   }
 
@@ -375,10 +406,20 @@ export class PostgresJobStore implements JobStore {
     } catch (error) {
       throw unreachable(this.options.url, error);
     }
+    // While checked out, a client whose connection the server ends (a restart, a terminated backend)
+    // reports it as an 'error' event: without a listener that would end this process.
+    const onError = (): void => {};
+    client.on("error", onError);
+    let broken = false;
     try {
       return await work(client);
+    } catch (error) {
+      broken = isConnectionError(error);
+      throw error;
     } finally {
-      client.release();
+      client.off("error", onError);
+      // A client whose connection failed is closed, not handed to the next caller.
+      client.release(broken);
     }
   }
 
@@ -405,6 +446,8 @@ export class PostgresJobStore implements JobStore {
   }
 }
 
+/** How long a lost LISTEN connection waits before it is opened again, ms. */
+const RELISTEN_AFTER_MS = 1_000;
 /** Submits of one store instance notify at most this often; the rest are covered by a trailing one, ms. */
 const NOTIFY_EVERY_MS = 2;
 
@@ -425,6 +468,13 @@ function sameWork(existing: JobRow, job: ReturnType<typeof normaliseSubmit>): Jo
     );
   }
   return rowToJob(existing);
+}
+
+/** A failure of the connection rather than of the statement (classes 08 and 57P, or none at all). */
+function isConnectionError(error: unknown): boolean {
+  if (error instanceof ToolHostError) return false;
+  const code = (error as { code?: unknown } | undefined)?.code;
+  return typeof code !== "string" || code.startsWith("08") || code.startsWith("57P");
 }
 
 function isUniqueViolation(error: unknown): boolean {

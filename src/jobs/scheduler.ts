@@ -28,6 +28,12 @@ export type { JobRunContext, JobRunResult, JobRunner, JobSchedulerOptions, Sched
  * A run whose runner ignores its abort signal is given `cancelGraceMs`, then recorded and its slot freed;
  * the runner's eventual result is ignored. Runners are expected to stop their isolate on abort.
  */
+/** Waits before each new try of a failed outcome write, ms (≈ 4 s in all, well inside a lease). */
+const RECORD_RETRY_DELAYS_MS = [100, 250, 500, 1_000, 2_000];
+
+/** How long after a failed attempt to listen for store changes a worker tries again, ms. */
+const LISTEN_RETRY_MS = 1_000;
+
 /** How long a worker gathers submit notifications before it claims (see `pumpSoon`), ms. */
 const NOTIFY_COALESCE_MS = 5;
 
@@ -41,6 +47,7 @@ export class JobScheduler {
   private readonly timers: NodeJS.Timeout[] = [];
   private heartbeatTimer: NodeJS.Timeout | undefined;
   private coalesceTimer: NodeJS.Timeout | undefined;
+  private listenRetry: NodeJS.Timeout | undefined;
   /** The store's change feed while started (see `listen`): resolves to the function that ends it. */
   private subscription: Promise<(() => Promise<void>) | undefined> | undefined;
   private started = false;
@@ -100,7 +107,12 @@ export class JobScheduler {
       if (event.type === "runnable") this.pumpSoon();
       else if ([...this.active.values()].some((run) => run.job.id === event.id)) void this.heartbeat();
     }).catch((error: unknown) => {
-      this.log("warn", `listening for job changes failed (polling instead): ${describe(error)}`);
+      // Polling covers the gap; listening is tried again while this worker runs.
+      this.log("warn", `listening for job changes failed (polling until it works): ${describe(error)}`);
+      this.listenRetry = setTimeout(() => {
+        this.listenRetry = undefined;
+        if (this.started && !this.stopping) this.listen();
+      }, LISTEN_RETRY_MS);
       return undefined;
     });
   }
@@ -123,6 +135,8 @@ export class JobScheduler {
     if (options.abortRunning) await this.maintain();
     clearTimeout(this.coalesceTimer);
     this.coalesceTimer = undefined;
+    clearTimeout(this.listenRetry);
+    this.listenRetry = undefined;
     const unsubscribe = await this.subscription;
     this.subscription = undefined;
     await unsubscribe?.();
@@ -313,13 +327,22 @@ export class JobScheduler {
       result = { status: "failed", error: outcome === "forced" ? unreachable() : outcome.error };
     }
     let done: Job | undefined;
-    try {
-      done = await this.o.store.complete(run.lease, result);
-    } catch (error) {
-      // The lease will expire and recovery will decide (retry or interrupted).
-      this.log("error", `recording the outcome of job ${job.id} failed: ${describe(error)}`, job);
-      this.stats.released++;
-      return;
+    // A networked store may be briefly unreachable (a server restart): the write is fenced by the lease,
+    // so trying again is safe, and it keeps a finished job from ending `interrupted`.
+    for (let attempt = 0; ; attempt++) {
+      try {
+        done = await this.o.store.complete(run.lease, result);
+        break;
+      } catch (error) {
+        const retryInMs = RECORD_RETRY_DELAYS_MS[attempt];
+        if (retryInMs === undefined || this.stopping) {
+          // The lease will expire and recovery will decide (retry or interrupted).
+          this.log("error", `recording the outcome of job ${job.id} failed: ${describe(error)}`, job);
+          this.stats.released++;
+          return;
+        }
+        await delay(retryInMs);
+      }
     }
     if (!done) {
       this.stats.released++;
