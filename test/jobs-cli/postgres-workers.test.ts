@@ -1,0 +1,80 @@
+import { type ChildProcess, spawn } from "node:child_process";
+import { join } from "node:path";
+import pg from "pg";
+import { afterAll, afterEach, beforeAll, describe, expect, it } from "vitest";
+import { PROJECT_ROOT } from "../../src/config.js";
+import { jobPaths } from "../../src/jobs/service.js";
+import { liveWorkers } from "../../src/jobs/workers.js";
+import { type TempDataDir, makeDataDir } from "../helpers/data-dir.js";
+import { type TestDatabase, createTestDatabase } from "../helpers/postgres.js";
+import { cli, jobsTool, waitFor } from "./helpers.js";
+
+/**
+ * Two `serve` workers, separate processes sharing one PostgreSQL database and one data dir: one is killed
+ * with SIGKILL mid-run; every job still reaches an end (the killed worker's running jobs are recovered
+ * after its 30 s lease, as `interrupted` under the default retry policy), none runs past its attempts, and a
+ * cancel from a third process stops a job running on the surviving worker.
+ */
+const BIN = join(PROJECT_ROOT, "bin", "animaworks-tool.cjs");
+let data: TempDataDir;
+let database: TestDatabase;
+const started: ChildProcess[] = [];
+
+beforeAll(async () => {
+  data = makeDataDir({ "animas/alice/tools/bg.ts": jobsTool() });
+  database = await createTestDatabase();
+});
+afterEach(() => {
+  for (const child of started.splice(0)) if (child.exitCode === null) child.kill("SIGKILL");
+});
+afterAll(async () => {
+  await database?.drop();
+  data?.cleanup();
+});
+
+async function rows(): Promise<Array<{ id: string; status: string; attempts: number; max_attempts: number }>> {
+  const client = new pg.Client({ connectionString: database.url });
+  await client.connect();
+  try {
+    return (await client.query("SELECT id, status, attempts, max_attempts FROM animaworks_tool.jobs ORDER BY seq")).rows;
+  } finally {
+    await client.end();
+  }
+}
+
+function serve(): ChildProcess {
+  const child = spawn(process.execPath, ["--no-node-snapshot", BIN, "--data-dir", data.dir, "serve", "--concurrency", "2"], {
+    stdio: ["ignore", "ignore", "ignore"],
+    env: { ...process.env, ANIMAWORKS_JOBS_URL: database.url },
+  });
+  started.push(child);
+  return child;
+}
+
+describe("two serve workers on one PostgreSQL database", () => {
+  it("a worker killed mid-run costs only its running jobs' attempts; a cancel from another process reaches the other worker", async () => {
+    const [first, second] = [serve(), serve()];
+    await waitFor("both workers to register", () => liveWorkers(jobPaths(data.dir).workersDir).length === 2, 20_000);
+    const submit = async (argv: string[]) => (await cli(data.dir, ["--jobs-url", database.url, "--anima", "alice", "submit", "bg", ...argv])).stdout;
+    for (let i = 0; i < 12; i++) await submit(["sleep", "--ms", "400"]);
+    await waitFor("some jobs to succeed", async () => (await rows()).filter((r) => r.status === "succeeded").length >= 3, 20_000, 50);
+    first.kill("SIGKILL");
+
+    const long = await submit(["sleep", "--ms", "60000"]);
+    await waitFor("the long job to run on the survivor", async () => (await rows()).find((r) => r.id === long)?.status === "running", 20_000, 50);
+    const cancelledAt = Date.now();
+    expect((await cli(data.dir, ["--jobs-url", database.url, "--anima", "alice", "jobs", "cancel", long])).code).toBe(0);
+    await waitFor("the long job to be cancelled", async () => (await rows()).find((r) => r.id === long)?.status === "cancelled", 10_000, 20);
+    // The tool gets its 2 s cancel grace; a cancel seen only at the next heartbeat (10 s) would take longer.
+    expect(Date.now() - cancelledAt).toBeLessThan(4_000);
+
+    // The killed worker's jobs come back after its 30 s lease (recovered by the survivor's maintenance).
+    await waitFor("every job to reach an end", async () => (await rows()).every((r) => ["succeeded", "interrupted", "cancelled"].includes(r.status)), 60_000, 200);
+    const end = await rows();
+    expect(end.every((r) => r.attempts <= r.max_attempts)).toBe(true);
+    expect(end.filter((r) => r.status === "succeeded").length).toBeGreaterThanOrEqual(3);
+    expect(second.exitCode).toBeNull();
+    second.kill("SIGTERM");
+    await waitFor("the survivor to stop", () => second.exitCode !== null, 15_000);
+  }, 100_000);
+});
