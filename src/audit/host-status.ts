@@ -1,6 +1,7 @@
 import { mkdirSync, readFileSync, readdirSync, renameSync, rmSync, writeFileSync } from "node:fs";
 import { join } from "node:path";
 import type { WarmPoolReport } from "../isolation/sandbox-pool.js";
+import { isProcessAlive } from "../process-alive.js";
 
 /**
  * Long-running hosts (process isolation: `serve`, `mcp`, library hosts) publish what their warm pools
@@ -80,7 +81,7 @@ export function readHostStatuses(dataDir: string): HostStatus[] {
   const statuses: HostStatus[] = [];
   for (const name of names) {
     const pid = Number(name.slice(0, -".json".length));
-    if (!isAlive(pid)) {
+    if (!isProcessAlive(pid)) {
       rmSync(join(dir, name), { force: true });
       continue;
     }
@@ -92,13 +93,4 @@ export function readHostStatuses(dataDir: string): HostStatus[] {
     }
   }
   return statuses.sort((a, b) => a.pid - b.pid);
-}
-
-function isAlive(pid: number): boolean {
-  try {
-    process.kill(pid, 0);
-    return true;
-  } catch (error) {
-    return (error as NodeJS.ErrnoException).code === "EPERM";
-  }
 }

@@ -1,4 +1,3 @@
-import { createHash } from "node:crypto";
 import pg from "pg";
 import { ToolHostError } from "../errors.js";
 import { checkSchemaName, migratePostgres } from "./postgres-schema.js";
@@ -19,9 +18,13 @@ import {
   type SubmitResult,
   type StoreEvent,
   JOB_STATUSES,
+  checkBundleHash,
+  interruptedMessage,
   newJobId,
+  normaliseProgress,
   normaliseSubmit,
   retryDelayMs,
+  sameWork,
 } from "./store.js";
 
 export interface PostgresJobStoreOptions {
@@ -93,7 +96,7 @@ export class PostgresJobStore implements JobStore {
         if (job.idempotencyKey === undefined) return await this.run((client) => this.insert(client, job, false));
         return await this.transaction(async (client) => {
           const existing = await one(client, "SELECT * FROM jobs WHERE anima = $1 AND idempotency_key = $2", [job.anima, job.idempotencyKey]);
-          return existing ? { job: sameWork(existing, job), created: false } : this.insert(client, job, true);
+          return existing ? { job: sameWork(rowToJob(existing), job), created: false } : this.insert(client, job, true);
         });
       } catch (error) {
         // A 48-bit id collided, or another submit with the same idempotency key won the race: again (the
@@ -174,9 +177,7 @@ export class PostgresJobStore implements JobStore {
   }
 
   async reportProgress(lease: JobLease, progress: JobProgress): Promise<boolean> {
-    const fraction = Number.isFinite(progress.fraction) ? Math.min(1, Math.max(0, progress.fraction)) : 0;
-    // Progress is for people watching `jobs show`; a runaway message must not bloat the database.
-    const message = String(progress.message ?? "").slice(0, 1_000);
+    const { fraction, message } = normaliseProgress(progress);
     const result = await this.run((client) =>
       client.query(`UPDATE jobs SET progress_fraction = $4, progress_message = $5 WHERE ${LEASE_MATCH}`, [lease.id, lease.owner, lease.attempt, fraction, message]),
     );
@@ -233,10 +234,7 @@ export class PostgresJobStore implements JobStore {
           const requeued = await one(client, "UPDATE jobs SET status = 'queued', not_before = $1, lease_owner = NULL, lease_expires_at = NULL WHERE seq = $2 RETURNING *", [notBefore, row.seq]);
           result.requeued.push(rowToJob(requeued as JobRow));
         } else {
-          const message =
-            `interrupted: the worker running attempt ${row.attempts} of ${row.max_attempts} stopped ` +
-            `(its lease expired)${row.max_attempts > 1 ? "; no attempts left" : "; this job is not retried"}`;
-          result.ended.push(await endLost(row, "interrupted", "ExecutionError", message));
+          result.ended.push(await endLost(row, "interrupted", "ExecutionError", interruptedMessage(row.attempts, row.max_attempts)));
         }
       }
       return result;
@@ -269,9 +267,7 @@ export class PostgresJobStore implements JobStore {
   }
 
   async putBundle(hash: string, code: string): Promise<void> {
-    if (createHash("sha256").update(code).digest("hex") !== hash) {
-      throw new ToolHostError("InvalidArguments", `bundle hash ${hash} is not the sha256 of its code`);
-    }
+    checkBundleHash(hash, code);
     await this.run((client) =>
       client.query("INSERT INTO bundles (hash, code, touched_at) VALUES ($1, $2, $3) ON CONFLICT (hash) DO UPDATE SET touched_at = EXCLUDED.touched_at", [hash, code, this.clock()]),
     );
@@ -362,7 +358,7 @@ export class PostgresJobStore implements JobStore {
       // The notification a skipped submit is owed goes out before the pool closes.
       clearTimeout(this.trailingNotify);
       this.trailingNotify = undefined;
-      await this.connect((client) => client.query("SELECT pg_notify($1, 'runnable')", [this.channel()])).catch(() => {});
+      await this.connect((client) => this.notify(client, "runnable")).catch(() => {});
     }
     await this.pool.end();
   }
@@ -385,7 +381,7 @@ export class PostgresJobStore implements JobStore {
     this.trailingNotify = setTimeout(() => {
       this.trailingNotify = undefined;
       this.lastNotifyAt = performance.now();
-      this.run((client) => client.query("SELECT pg_notify($1, 'runnable')", [this.channel()])).catch(() => {
+      this.run((client) => this.notify(client, "runnable")).catch(() => {
         // polling covers a lost wake-up
       });
     }, NOTIFY_EVERY_MS);
@@ -455,19 +451,6 @@ const LEASE_MATCH = "id = $1 AND status = 'running' AND lease_owner = $2 AND att
 
 async function one(client: pg.PoolClient, sql: string, values: unknown[]): Promise<JobRow | undefined> {
   return (await client.query<JobRow>(sql, values)).rows[0];
-}
-
-/** The job an idempotency key already names, if it is the same work; reusing a key for other work is an error. */
-function sameWork(existing: JobRow, job: ReturnType<typeof normaliseSubmit>): Job {
-  const same = existing.tool === job.tool && existing.action === job.action && existing.schema_name === job.schemaName && existing.args_json === job.argsJson;
-  if (!same) {
-    throw new ToolHostError(
-      "InvalidArguments",
-      `idempotency key "${job.idempotencyKey}" was already used for job ${existing.id} with different work`,
-      "use a new key for a different action or arguments",
-    );
-  }
-  return rowToJob(existing);
 }
 
 /** A failure of the connection rather than of the statement (classes 08 and 57P, or none at all). */

@@ -1,4 +1,3 @@
-import { createHash } from "node:crypto";
 import { chmodSync, existsSync, mkdirSync } from "node:fs";
 import { dirname } from "node:path";
 import Database from "better-sqlite3";
@@ -20,9 +19,13 @@ import {
   type SubmitJobInput,
   type SubmitResult,
   JOB_STATUSES,
+  checkBundleHash,
+  interruptedMessage,
   newJobId,
+  normaliseProgress,
   normaliseSubmit,
   retryDelayMs,
+  sameWork,
 } from "./store.js";
 
 export interface SqliteJobStoreOptions {
@@ -74,21 +77,7 @@ export class SqliteJobStore implements JobStore {
     return this.write(true, () => {
       if (job.idempotencyKey !== undefined) {
         const existing = this.sql.byIdempotencyKey.get(job.anima, job.idempotencyKey) as JobRow | undefined;
-        if (existing) {
-          const same =
-            existing.tool === job.tool &&
-            existing.action === job.action &&
-            existing.schema_name === job.schemaName &&
-            existing.args_json === job.argsJson;
-          if (!same) {
-            throw new ToolHostError(
-              "InvalidArguments",
-              `idempotency key "${job.idempotencyKey}" was already used for job ${existing.id} with different work`,
-              "use a new key for a different action or arguments",
-            );
-          }
-          return { job: rowToJob(existing), created: false };
-        }
+        if (existing) return { job: sameWork(rowToJob(existing), job), created: false };
       }
       if (!this.sql.bundleExists.get(job.bundleHash)) {
         throw new ToolHostError("NotFound", `bundle ${job.bundleHash} is not stored`, "putBundle before submitting");
@@ -175,9 +164,7 @@ export class SqliteJobStore implements JobStore {
   }
 
   reportProgress(lease: JobLease, progress: JobProgress): Promise<boolean> {
-    const fraction = Number.isFinite(progress.fraction) ? Math.min(1, Math.max(0, progress.fraction)) : 0;
-    // Progress is for people watching `jobs show`; a runaway message must not bloat the database.
-    const message = String(progress.message ?? "").slice(0, 1_000);
+    const { fraction, message } = normaliseProgress(progress);
     return this.write(false, () => this.sql.progress.run({ ...lease, fraction, message }).changes === 1);
   }
 
@@ -217,9 +204,7 @@ export class SqliteJobStore implements JobStore {
           const notBefore = now + retryDelayMs(row.retry_backoff_ms, row.attempts);
           result.requeued.push(rowToJob(this.sql.requeue.get(notBefore, row.seq) as JobRow));
         } else {
-          const message =
-            `interrupted: the worker running attempt ${row.attempts} of ${row.max_attempts} stopped ` +
-            `(its lease expired)${row.max_attempts > 1 ? "; no attempts left" : "; this job is not retried"}`;
+          const message = interruptedMessage(row.attempts, row.max_attempts);
           const ended = this.sql.endLost.get({ seq: row.seq, status: "interrupted", now, type: "ExecutionError", message });
           result.ended.push(rowToJob(ended as JobRow));
         }
@@ -252,9 +237,7 @@ export class SqliteJobStore implements JobStore {
   }
 
   async putBundle(hash: string, code: string): Promise<void> {
-    if (createHash("sha256").update(code).digest("hex") !== hash) {
-      throw new ToolHostError("InvalidArguments", `bundle hash ${hash} is not the sha256 of its code`);
-    }
+    checkBundleHash(hash, code);
     return this.write(true, () => {
       this.sql.putBundle.run(hash, code, this.clock());
     });

@@ -1,4 +1,4 @@
-import { randomBytes } from "node:crypto";
+import { createHash, randomBytes } from "node:crypto";
 import { type ErrorType, ToolHostError, isErrorType } from "../errors.js";
 
 /**
@@ -296,6 +296,43 @@ function integer(value: number | undefined, fallback: number, name: string, min:
     throw new ToolHostError("InvalidArguments", `${name} must be an integer ≥ ${min}, got ${String(value)}`);
   }
   return value;
+}
+
+/**
+ * The job an idempotency key already names, when a new submit asks for the same work under it; reusing a
+ * key for other work (another action or other arguments) is `InvalidArguments`.
+ */
+export function sameWork(existing: Job, job: ReturnType<typeof normaliseSubmit>): Job {
+  const same = existing.tool === job.tool && existing.action === job.action && existing.schemaName === job.schemaName && existing.argsJson === job.argsJson;
+  if (!same) {
+    throw new ToolHostError(
+      "InvalidArguments",
+      `idempotency key "${job.idempotencyKey}" was already used for job ${existing.id} with different work`,
+      "use a new key for a different action or arguments",
+    );
+  }
+  return existing;
+}
+
+/** Progress as stored: the fraction clamped to 0..1; the message cut, since a runaway one must not bloat the store. */
+export function normaliseProgress(progress: JobProgress): JobProgress {
+  const fraction = Number.isFinite(progress.fraction) ? Math.min(1, Math.max(0, progress.fraction)) : 0;
+  return { fraction, message: String(progress.message ?? "").slice(0, 1_000) };
+}
+
+/** Why a job whose lease expired with no attempts left ends `interrupted`. */
+export function interruptedMessage(attempts: number, maxAttempts: number): string {
+  return (
+    `interrupted: the worker running attempt ${attempts} of ${maxAttempts} stopped ` +
+    `(its lease expired)${maxAttempts > 1 ? "; no attempts left" : "; this job is not retried"}`
+  );
+}
+
+/** Bundles are content-addressed: `hash` must be the sha256 of `code` (hex). */
+export function checkBundleHash(hash: string, code: string): void {
+  if (createHash("sha256").update(code).digest("hex") !== hash) {
+    throw new ToolHostError("InvalidArguments", `bundle hash ${hash} is not the sha256 of its code`);
+  }
 }
 
 /** Error types read back from storage are checked: an unknown one (e.g. from a newer host) reads as ExecutionError. */

@@ -3,6 +3,7 @@ import { closeSync, mkdirSync, openSync, readFileSync, readdirSync, renameSync, 
 import { hostname } from "node:os";
 import { dirname, join } from "node:path";
 import { randomBytes } from "node:crypto";
+import { isProcessAlive } from "../process-alive.js";
 
 /**
  * Which job workers are alive, so that `submit` starts a background worker only when none is running.
@@ -118,16 +119,7 @@ export function liveWorkers(dir: string, now = Date.now()): WorkerRecord[] {
   return live;
 }
 
-/** True when a process with this pid exists (EPERM: it exists but belongs to someone else). */
-export function isProcessAlive(pid: number): boolean {
-  if (!Number.isSafeInteger(pid) || pid <= 0) return false;
-  try {
-    process.kill(pid, 0);
-    return true;
-  } catch (error) {
-    return (error as NodeJS.ErrnoException).code === "EPERM";
-  }
-}
+export { isProcessAlive } from "../process-alive.js";
 
 export interface StartWorkerOptions {
   /** Node arguments and script that run the worker, e.g. `["--no-node-snapshot", bin, "--data-dir", d, "serve", "--until-drained"]`. */
