@@ -13,7 +13,9 @@ import { cli, jobsTool, waitFor } from "./helpers.js";
  * Two `serve` workers, separate processes sharing one PostgreSQL database and one data dir: one is killed
  * with SIGKILL mid-run; every job still reaches an end (the killed worker's running jobs are recovered
  * after its 30 s lease, as `interrupted` under the default retry policy), none runs past its attempts, and a
- * cancel from a third process stops a job running on the surviving worker.
+ * cancel from a third process stops a job running on the surviving worker. (Every job is alice's: the
+ * per-Anima limit, counted across workers, is 4 so that the jobs the dead worker held until its lease runs
+ * out leave the survivor room; with the default 2 they would rightly hold alice's turn for 30 s.)
  */
 const BIN = join(PROJECT_ROOT, "bin", "animaworks-tool.cjs");
 let data: TempDataDir;
@@ -43,7 +45,7 @@ async function rows(): Promise<Array<{ id: string; status: string; attempts: num
 }
 
 function serve(): ChildProcess {
-  const child = spawn(process.execPath, ["--no-node-snapshot", BIN, "--data-dir", data.dir, "serve", "--concurrency", "2"], {
+  const child = spawn(process.execPath, ["--no-node-snapshot", BIN, "--data-dir", data.dir, "serve", "--concurrency", "2", "--per-anima", "4"], {
     stdio: ["ignore", "ignore", "ignore"],
     env: { ...process.env, ANIMAWORKS_JOBS_URL: database.url },
   });
