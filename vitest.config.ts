@@ -11,6 +11,9 @@ export default defineConfig({
     testTimeout: 30_000,
     hookTimeout: 30_000,
     maxWorkers: 2,
+    // CLI processes that tests start run in-process and start no daemon (one would outlive the test by
+    // its idle time); the tests of the daemon path (test/endpoint/) clear this for the processes they start.
+    env: { ANIMAWORKS_NO_DAEMON: "1" },
     reporters: ["default"],
   },
 });

@@ -1,63 +1,101 @@
-#!/usr/bin/env -S node --no-node-snapshot
-// Launcher for the animaworks-tool CLI. isolated-vm on Node 20 needs --no-node-snapshot; the shebang
-// passes it, and a launch without it (e.g. `node bin/animaworks-tool.cjs`) re-executes Node once with it,
-// so the user never has to know.
+#!/usr/bin/env node
+// Launcher for the animaworks-tool CLI.
 //
-// It runs the bundled CLI (dist/cli/main.cjs, made by scripts/bundle-cli.mjs in `npm run build`): a
-// one-shot call starts faster from one CommonJS file than from the forty modules of dist/src/, and this
-// launcher and the bundle are CommonJS because an ES module entry loads Node's ES module loader (≈ 8 ms
+// A call first goes to the host running for its data dir (a daemon or `serve`), through the thin client
+// dist/cli/client.cjs: on Node's start-up snapshot, without loading the host. When no host serves it,
+// the call runs in this process as before, which needs --no-node-snapshot (isolated-vm on Node 20): a
+// launch without that flag re-executes Node once with it (and a daemon is started in the background, so
+// the next call is served). See README "The CLI and the daemon".
+//
+// The in-process CLI is the bundle dist/cli/main.cjs (made by scripts/bundle-cli.mjs in `npm run build`):
+// a one-shot call starts faster from one CommonJS file than from the forty modules of dist/src/, and this
+// launcher and the bundles are CommonJS because an ES module entry loads Node's ES module loader (≈ 8 ms
 // more without the start-up snapshot). For the same reason node:child_process is loaded only to
-// re-execute, and the CLI's own output is written with fs.writeSync: process.stdout on a pipe or
-// terminal would load Node's socket and stream modules (≈ 10 ms).
+// re-execute, and output is written with fs.writeSync: process.stdout on a pipe or terminal would load
+// Node's socket and stream modules (≈ 10 ms).
 "use strict";
-// The bundle is compiled with a V8 code cache kept beside it (see loadBundle): ≈ 8 ms less per call.
+const { join } = require("node:path");
+const ROOT = join(__dirname, "..");
+// Set only for the re-executed process of a call no host served: it runs in-process at once.
+const fallback = process.env.ANIMAWORKS_CLI_FALLBACK === "1";
+delete process.env.ANIMAWORKS_CLI_FALLBACK;
 const hasFlag = process.execArgv.includes("--no-node-snapshot") || (process.env.NODE_OPTIONS ?? "").includes("--no-node-snapshot");
-if (!hasFlag) {
+const argv = process.argv.slice(2);
+
+if (fallback && hasFlag) runInProcess();
+else {
+  const client = loadBundle(join(ROOT, "dist", "cli", "client.cjs"));
+  const setup = { ...client.readBuildInfo(ROOT), env: process.env, cwd: process.cwd(), hostname: require("node:os").hostname() };
+  const io = { write: rawWriter(), readStdin: readAllStdin, isTerminal: (fd) => require("node:tty").isatty(fd) };
+  client.runThroughHost(argv, io, setup).then((outcome) => {
+    if (outcome.served) {
+      process.exitCode = outcome.code;
+      return;
+    }
+    if (outcome.daemon) client.startDaemon(outcome.daemon, setup, __filename);
+    if (hasFlag) runInProcess();
+    else reExecute();
+  });
+}
+
+function runInProcess() {
+  const { main, exitProcess } = loadBundle(join(ROOT, "dist", "cli", "main.cjs"));
+  const write = rawWriter();
+  const line = (fd) => (text) => write(fd, text.endsWith("\n") ? text : `${text}\n`);
+  main(argv, { stdout: line(1), stderr: line(2) }).then(exitProcess);
+}
+
+function reExecute() {
   const { spawnSync } = require("node:child_process");
-  const child = spawnSync(process.execPath, ["--no-node-snapshot", ...process.execArgv, __filename, ...process.argv.slice(2)], {
+  const child = spawnSync(process.execPath, ["--no-node-snapshot", ...process.execArgv, __filename, ...argv], {
     stdio: "inherit",
+    env: { ...process.env, ANIMAWORKS_CLI_FALLBACK: "1" },
   });
   process.exit(child.status ?? 1);
-} else {
-  const { main, exitProcess } = loadBundle(require("node:path").join(__dirname, "..", "dist", "cli", "main.cjs"));
-  main(process.argv.slice(2), { stdout: lineWriter(1, () => process.stdout), stderr: lineWriter(2, () => process.stderr) }).then(exitProcess);
 }
 
 /**
- * Writes each text as a line to `fd`, synchronously (exitProcess relies on output being written when
- * main returns). A descriptor that cannot take it all now (a non-blocking pipe that is full: EAGAIN) or
- * fails otherwise gets the rest through Node's stream, which waits for the pipe and reports errors as before.
+ * Writes text to fd 1 or 2, synchronously (exitProcess relies on output being written when main
+ * returns). A descriptor that cannot take it all now (a non-blocking pipe that is full: EAGAIN) or fails
+ * otherwise gets the rest through Node's stream, which waits for the pipe and reports errors as before.
  */
-function lineWriter(fd, stream) {
-  const { writeSync } = process.getBuiltinModule("node:fs");
-  let useStream = false;
-  return (text) => {
-    const bytes = Buffer.from(text.endsWith("\n") ? text : `${text}\n`, "utf8");
+function rawWriter() {
+  const { writeSync } = require("node:fs");
+  const useStream = { 1: false, 2: false };
+  return (fd, text) => {
+    const bytes = Buffer.from(text, "utf8");
     let written = 0;
-    while (!useStream && written < bytes.length) {
+    while (!useStream[fd] && written < bytes.length) {
       try {
         written += writeSync(fd, bytes, written);
       } catch {
-        useStream = true; // keeps later lines in order behind the ones the stream still holds
+        useStream[fd] = true; // keeps later output in order behind what the stream still holds
       }
     }
-    if (written < bytes.length) stream().write(bytes.subarray(written));
+    if (written < bytes.length) (fd === 1 ? process.stdout : process.stderr).write(bytes.subarray(written));
   };
 }
 
+async function readAllStdin() {
+  const chunks = [];
+  for await (const chunk of process.stdin) chunks.push(chunk);
+  return Buffer.concat(chunks).toString("utf8");
+}
+
 /**
- * Loads the CommonJS bundle as `require` would, but compiled with the V8 code cache in
- * `<file>.v8-cache` (Node 20's `require` has no code cache; compiling the bundle costs ≈ 12 ms, with
- * the cache ≈ 4). When the cache is missing, or V8 rejects it (another Node version or V8 flags), a
- * new one is written as this process exits, so that it holds the functions this call compiled too.
- * Writing is best effort: a read-only install simply runs without a cache. The bundle is pure ASCII
- * (scripts/bundle-cli.mjs checks), so it is read as latin1: one byte per character, no UTF-8 decoding.
+ * Loads a CommonJS bundle as `require` would, but compiled with the V8 code cache in `<file>.v8-cache`
+ * (Node 20's `require` has no code cache; compiling the CLI bundle costs ≈ 12 ms, with the cache ≈ 4).
+ * When the cache is missing, or V8 rejects it (another Node version or V8 flags), a new one is written
+ * as this process exits, so that it holds the functions this call compiled too. Writing is best effort:
+ * a read-only install simply runs without a cache. The bundles are pure ASCII (scripts/bundle-cli.mjs
+ * checks), so they are read as latin1: one byte per character, no UTF-8 decoding.
  */
 function loadBundle(file) {
   const fs = require("node:fs");
   const { dirname } = require("node:path");
   const { Script } = require("node:vm");
-  const cacheFile = `${file}.v8-cache`;
+  // A code cache depends on V8's flags: the snapshot and the no-snapshot process keep one each.
+  const cacheFile = `${file}.${hasFlag ? "no-snapshot" : "snapshot"}.v8-cache`;
   let cachedData;
   try {
     cachedData = fs.readFileSync(cacheFile);
@@ -65,7 +103,7 @@ function loadBundle(file) {
     // no cache yet
   }
   const source = fs.readFileSync(file, "latin1");
-  // The bundle has no import() (scripts/bundle-cli.mjs turns them into require): a vm.Script has no
+  // The bundles have no import() (scripts/bundle-cli.mjs turns them into require): a vm.Script has no
   // loader for it.
   const script = new Script(`(function (exports, require, module, __filename, __dirname) {${source}\n})`, { filename: file, cachedData });
   const module = { exports: {}, filename: file };

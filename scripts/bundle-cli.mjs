@@ -17,7 +17,11 @@
 //   and the sandbox processes keep using dist/src/.
 // - node:fs/promises and node:child_process are reached through generated stand-ins (see writeShims),
 //   which spare a one-shot call ≈ 20 ms of loading what it does not need.
+// - The thin client (dist/src/endpoint/client.js → dist/cli/client.cjs) is bundled on its own: what
+//   every call loads first, on Node's start-up snapshot, to reach a running host. dist/cli/build-id
+//   hashes both bundles.
 import { spawnSync } from "node:child_process";
+import { createHash } from "node:crypto";
 import * as childProcess from "node:child_process";
 import * as fs from "node:fs";
 import { dirname, join } from "node:path";
@@ -25,6 +29,7 @@ import { fileURLToPath } from "node:url";
 
 const ROOT = join(dirname(fileURLToPath(import.meta.url)), "..");
 const ENTRY = join(ROOT, "dist", "src", "cli", "main.js");
+const CLIENT_ENTRY = join(ROOT, "dist", "src", "endpoint", "client.js");
 const OUT_DIR = join(ROOT, "dist", "cli");
 const SHIM_DIR = join(ROOT, "dist", "cli-shims");
 const ESBUILD = join(ROOT, "node_modules", ".bin", process.platform === "win32" ? "esbuild.cmd" : "esbuild");
@@ -108,43 +113,59 @@ const externals = Object.keys(dependencies)
   .filter((name) => !isEsmOnly(name))
   .map((name) => `--external:${name}`);
 fs.rmSync(OUT_DIR, { recursive: true, force: true });
-const run = spawnSync(
-  ESBUILD,
-  [
-    ENTRY,
-    "--bundle",
-    "--format=cjs",
-    "--platform=node",
-    "--target=node20",
-    // import() of an external package becomes require(): the launcher compiles the bundle as a
-    // vm.Script (for its code cache), which has no loader for import().
-    "--supported:dynamic-import=false",
-    ...externals,
-    `--alias:node:fs/promises=${join(SHIM_DIR, "fs-promises.js")}`,
-    `--alias:node:child_process=${join(SHIM_DIR, "child_process.js")}`,
-    "--define:import.meta.url=__bundleFileUrl",
-    '--banner:js=const __bundleFileUrl = require("node:url").pathToFileURL(__filename).href;',
-    "--legal-comments=none",
-    // ASCII: see the check below. Without whitespace and comments: less for V8 to scan on every start.
-    "--charset=ascii",
-    "--minify-whitespace",
-    "--log-level=warning",
-    `--outfile=${join(OUT_DIR, "main.cjs")}`,
-  ],
-  { stdio: "inherit" },
-);
-if (run.error) {
-  console.error(`bundle-cli: could not run ${ESBUILD}: ${run.error.message}`);
+const common = [
+  "--bundle",
+  "--format=cjs",
+  "--platform=node",
+  "--target=node20",
+  // import() of an external package becomes require(): the launcher compiles the bundle as a
+  // vm.Script (for its code cache), which has no loader for import().
+  "--supported:dynamic-import=false",
+  "--define:import.meta.url=__bundleFileUrl",
+  '--banner:js=const __bundleFileUrl = require("node:url").pathToFileURL(__filename).href;',
+  "--legal-comments=none",
+  // ASCII: see the check below. Without whitespace and comments: less for V8 to scan on every start.
+  "--charset=ascii",
+  "--minify-whitespace",
+  "--log-level=warning",
+];
+bundle("main.cjs", [
+  ENTRY,
+  ...common,
+  ...externals,
+  `--alias:node:fs/promises=${join(SHIM_DIR, "fs-promises.js")}`,
+  `--alias:node:child_process=${join(SHIM_DIR, "child_process.js")}`,
+]);
+// The thin client (src/endpoint/client.ts), what a call loads first: it must stay free of packages
+// (isolated-vm, esbuild, ajv…) and of host code, so a package among its inputs fails this build.
+const clientMeta = join(ROOT, "dist", "cli-client-meta.json");
+bundle("client.cjs", [CLIENT_ENTRY, ...common, `--metafile=${clientMeta}`]);
+const packages = Object.keys(JSON.parse(fs.readFileSync(clientMeta, "utf8")).inputs).filter((input) => input.includes("node_modules"));
+if (packages.length > 0) {
+  console.error(`bundle-cli: the CLI client (dist/cli/client.cjs) may use Node's built-in modules only, but includes ${packages.join(", ")}`);
   process.exit(1);
 }
-if (run.status !== 0) process.exit(run.status ?? 1);
-// bin/animaworks-tool.cjs reads the bundle as latin1 (no UTF-8 decoding; V8 keeps one byte per
-// character). esbuild's --charset=ascii escapes strings and identifiers but not regular expression
-// literals: write those with non-ASCII characters as `new RegExp(string)` (see src/policy/permissions.ts).
-const bundled = fs.readFileSync(join(OUT_DIR, "main.cjs"));
-const nonAscii = bundled.findIndex((byte) => byte > 0x7f);
-if (nonAscii >= 0) {
-  const line = bundled.subarray(0, nonAscii).toString("latin1").split("\n").length;
-  console.error(`bundle-cli: dist/cli/main.cjs line ${line} has a non-ASCII character the bundle cannot carry (a regular expression literal?); write it as an escape or build the pattern from a string`);
-  process.exit(1);
+// The build id: a client and a running host of different builds never serve each other's calls.
+const { version } = JSON.parse(fs.readFileSync(join(ROOT, "package.json"), "utf8"));
+const hash = createHash("sha256").update(version);
+for (const name of ["main.cjs", "client.cjs"]) hash.update(fs.readFileSync(join(OUT_DIR, name)));
+fs.writeFileSync(join(OUT_DIR, "build-id"), `${version}-${hash.digest("hex").slice(0, 16)}\n`);
+
+function bundle(name, args) {
+  const run = spawnSync(ESBUILD, [...args, `--outfile=${join(OUT_DIR, name)}`], { stdio: "inherit" });
+  if (run.error) {
+    console.error(`bundle-cli: could not run ${ESBUILD}: ${run.error.message}`);
+    process.exit(1);
+  }
+  if (run.status !== 0) process.exit(run.status ?? 1);
+  // bin/animaworks-tool.cjs reads the bundles as latin1 (no UTF-8 decoding; V8 keeps one byte per
+  // character). esbuild's --charset=ascii escapes strings and identifiers but not regular expression
+  // literals: write those with non-ASCII characters as `new RegExp(string)` (see src/policy/permissions.ts).
+  const bundled = fs.readFileSync(join(OUT_DIR, name));
+  const nonAscii = bundled.findIndex((byte) => byte > 0x7f);
+  if (nonAscii >= 0) {
+    const line = bundled.subarray(0, nonAscii).toString("latin1").split("\n").length;
+    console.error(`bundle-cli: dist/cli/${name} line ${line} has a non-ASCII character the bundle cannot carry (a regular expression literal?); write it as an escape or build the pattern from a string`);
+    process.exit(1);
+  }
 }

@@ -2,6 +2,7 @@ import { ToolHostError } from "./errors.js";
 import { basename, dirname, join, resolve } from "node:path";
 import { fileURLToPath } from "node:url";
 import { DEFAULT_FS_LIMITS, type FsLimits } from "./capabilities/fs.js";
+import { type Environment, dataDirIn, defaultDataDirIn } from "./environment.js";
 
 /**
  * The only module that reads `process.env`. Everything else receives a resolved `HostConfig`.
@@ -118,20 +119,50 @@ function findProjectRoot(): string {
   return basename(dirname(here)) === "dist" ? resolve(here, "..", "..") : resolve(here, "..");
 }
 
+/** This process's environment (the CLI hands it to a running host along with a call). */
+export function processEnvironment(): Environment {
+  return process.env;
+}
+
 /** `$ANIMAWORKS_DATA_DIR` if set and non-empty (reference 1.1). */
 export function dataDirFromEnv(): string | undefined {
-  const fromEnv = process.env["ANIMAWORKS_DATA_DIR"];
-  return fromEnv && fromEnv.trim() !== "" ? resolve(expandHome(fromEnv.trim())) : undefined;
+  return dataDirIn(process.env, process.cwd());
 }
 
 export function defaultDataDir(): string {
-  return dataDirFromEnv() ?? join(homedir(), ".animaworks");
+  return defaultDataDirIn(process.env, process.cwd());
 }
 
-/** `$ANIMAWORKS_ANIMA_DIR` as given, or undefined. Only the CLI consults it. */
-export function animaDirFromEnv(): string | undefined {
-  const value = process.env["ANIMAWORKS_ANIMA_DIR"];
-  return value && value.trim() !== "" ? resolve(expandHome(value.trim())) : undefined;
+/**
+ * The host options an invocation takes from its environment when no flag gives them: `osSandbox`
+ * (`$ANIMAWORKS_OS_SANDBOX`), `jobsUrl` (`$ANIMAWORKS_JOBS_URL`) and `allowInternalHosts`
+ * (`$ANIMAWORKS_ALLOW_INTERNAL_HOSTS`, comma-separated). A running host compares these of a CLI client
+ * with its own before it serves the client's call.
+ */
+export function hostOptionsIn(env: Environment): { osSandbox: "auto" | "required" | "off"; jobsUrl: string | undefined; allowInternalHosts: string[] } {
+  const url = env["ANIMAWORKS_JOBS_URL"]?.trim();
+  return {
+    osSandbox: (env["ANIMAWORKS_OS_SANDBOX"] as "auto" | "required" | "off" | undefined) ?? "auto",
+    jobsUrl: url ? url : undefined,
+    allowInternalHosts: (env["ANIMAWORKS_ALLOW_INTERNAL_HOSTS"] ?? "").split(",").map((item) => item.trim()).filter(Boolean),
+  };
+}
+
+/** Options of the CLI's self-starting host (the daemon). */
+export interface DaemonSettings {
+  /** `$ANIMAWORKS_NO_DAEMON` set to 1/true/yes: calls neither start nor use a running host; they run in-process. */
+  disabled: boolean;
+  /** `$ANIMAWORKS_DAEMON_IDLE_SECONDS` × 1,000: a daemon exits after this long without a call. Default: 900,000 (15 min). */
+  idleTimeoutMs: number;
+}
+
+export function daemonSettingsIn(env: Environment): DaemonSettings {
+  const idle = env["ANIMAWORKS_DAEMON_IDLE_SECONDS"]?.trim();
+  const seconds = idle ? Number(idle) : 900;
+  if (!Number.isFinite(seconds) || seconds <= 0 || seconds > 2_147_483) {
+    throw new ToolHostError("InvalidArguments", `ANIMAWORKS_DAEMON_IDLE_SECONDS must be a number of seconds from 1 to 2,147,483, got "${idle}"`);
+  }
+  return { disabled: /^(1|true|yes)$/i.test(env["ANIMAWORKS_NO_DAEMON"]?.trim() ?? ""), idleTimeoutMs: Math.round(seconds * 1000) };
 }
 
 /**
@@ -152,15 +183,6 @@ export function workerEnvironment(jobsUrl?: string): NodeJS.ProcessEnv {
 /** True when stdout is a terminal and colour/progress output is wanted. */
 export function isInteractive(): boolean {
   return Boolean(process.stdout.isTTY) && process.env["CI"] !== "true";
-}
-
-/** node:os is loaded only when a path needs the home folder (most calls name their data dir). */
-function homedir(): string {
-  return process.getBuiltinModule("node:os").homedir();
-}
-
-function expandHome(path: string): string {
-  return path === "~" || path.startsWith("~/") ? join(homedir(), path.slice(1)) : path;
 }
 
 export function resolveConfig(options: HostOptions = {}): HostConfig {
@@ -188,7 +210,7 @@ export function resolveConfig(options: HostOptions = {}): HostConfig {
     allowedEnvironment: [...(options.allowedEnvironment ?? [])],
     environment: environmentSnapshot(options.allowedEnvironment ?? [], options.environment),
     auditFile: resolve(options.auditFile ?? join(dataDir, "logs", "animaworks-tool", "audit.jsonl")),
-    allowInternalHosts: [...(options.allowInternalHosts ?? listFromEnv("ANIMAWORKS_ALLOW_INTERNAL_HOSTS"))],
+    allowInternalHosts: [...(options.allowInternalHosts ?? hostOptionsIn(process.env).allowInternalHosts)],
     fsLimits: { ...DEFAULT_FS_LIMITS, ...options.fsLimits },
     watch: options.watch ?? false,
     jobsUrl: jobsUrl(options.jobsUrl ?? jobsUrlFromEnv()),
@@ -212,14 +234,9 @@ function environmentSnapshot(allowed: string[], given: Record<string, string> | 
   return snapshot;
 }
 
-function listFromEnv(name: string): string[] {
-  return (process.env[name] ?? "").split(",").map((item) => item.trim()).filter(Boolean);
-}
-
 /** `$ANIMAWORKS_JOBS_URL` if set and non-empty. */
 export function jobsUrlFromEnv(): string | undefined {
-  const value = process.env["ANIMAWORKS_JOBS_URL"]?.trim();
-  return value ? value : undefined;
+  return hostOptionsIn(process.env).jobsUrl;
 }
 
 /** A job store URL must be a postgres:// (or postgresql://) URL; the message never repeats a password. */
@@ -239,7 +256,7 @@ function jobsUrl(value: string | undefined): string | undefined {
 
 /** `$ANIMAWORKS_OS_SANDBOX`, else "auto" (an invalid value is reported when a host is created). */
 export function osSandboxFromEnv(): "auto" | "required" | "off" {
-  return (process.env["ANIMAWORKS_OS_SANDBOX"] as "auto" | "required" | "off" | undefined) ?? "auto";
+  return hostOptionsIn(process.env).osSandbox;
 }
 
 function osSandboxMode(value: string): "auto" | "required" | "off" {

@@ -1,7 +1,7 @@
 import type { AuditLog } from "./audit/audit-log.js";
 import type { AnimaReport } from "./audit/report.js";
 import type { JobCallHooks } from "./capabilities/job-calls.js";
-import type { HostConfig } from "./config.js";
+import type { HostConfig, LogRecord } from "./config.js";
 import type { ErrorInfo } from "./errors.js";
 import type { ToolBundle } from "./isolation/protocol.js";
 import type { DiscoveryProblem, ToolOrigin } from "./registry/discovery.js";
@@ -43,6 +43,13 @@ export interface ToolListing {
 export interface CallOptions {
   /** Overrides the action's timeout, in ms (still capped by the host's `maxCallTimeoutMs`). */
   timeoutMs?: number;
+  /** Aborting stops the call at once (its isolate is disposed); it then ends as `ExecutionError`. Default: none. */
+  signal?: AbortSignal;
+  /**
+   * Receives this call's tool log lines instead of the host's `onLog` (e.g. the stderr of the CLI client a
+   * long-running host serves). Lines are attributed by the host's own record of the call. Default: `onLog`.
+   */
+  onLog?: (record: LogRecord) => void;
 }
 
 /** How `runPrepared` runs a call: on behalf of a background job, and stoppable. */
@@ -51,6 +58,8 @@ export interface RunOptions {
   signal?: AbortSignal;
   /** The call runs background job `id`: the tool's `progress()` and `isCancelled()` reach these hooks. */
   job?: { id: string } & JobCallHooks;
+  /** Receives this call's tool log lines instead of the host's `onLog` (see `CallOptions.onLog`). */
+  onLog?: (record: LogRecord) => void;
 }
 
 /**
@@ -76,8 +85,10 @@ export interface ToolHost {
   /**
    * Forgets every loaded tool and discovered folder, so the next call rescans and reloads (bundles whose
    * content did not change come from the cache). Long-running hosts see file changes only after this.
+   * With `anima`: forgets only what was discovered for that Anima (or for none: `""`); its tools are
+   * rediscovered on next use, and those whose files did not change are not loaded again.
    */
-  refresh(): void;
+  refresh(anima?: string): void;
   /** Calls schema `schemaName` (`{tool}_{action}`) for an Anima. Never throws for tool failures. */
   call(anima: string, schemaName: string, args?: unknown, options?: CallOptions): Promise<CallResult>;
   /** Validates a call and pins the tool version, without running it (for background jobs). */
@@ -85,9 +96,11 @@ export interface ToolHost {
   /** Runs a prepared call with exactly the bundle it names. Never throws for tool failures. */
   runPrepared(prepared: PreparedCall, options?: RunOptions): Promise<CallResult>;
   /** Runs a tool's `cli_main(argv)` inside the sandbox. */
-  callCli(anima: string, toolName: string, argv: string[]): Promise<CallResult>;
+  callCli(anima: string, toolName: string, argv: string[], options?: Pick<CallOptions, "signal" | "onLog">): Promise<CallResult>;
   /** Every tool the Anima sees (core, shared, personal), loaded, with its schemas or its load error. */
   list(anima?: string): Promise<ToolListing>;
+  /** Files in the Anima's tool folders that are not loaded as tools, with the reason (no tool is loaded). */
+  discoveryProblems(anima?: string): Promise<DiscoveryProblem[]>;
   /** One tool as the Anima sees it; `ToolNotFound` when there is no such tool. */
   describe(anima: string | undefined, toolName: string): Promise<ToolInfo>;
   /** The sandbox policy auditing report for one Anima, or every Anima when none is named. */

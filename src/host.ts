@@ -6,13 +6,13 @@ import type { FetchCapability } from "./capabilities/fetch.js";
 import { CapabilityService, type NetworkRequester } from "./capabilities/service.js";
 import { openCredentialSources, redactSecrets } from "./credentials/index.js";
 import { join } from "node:path";
-import { type HostConfig, type HostOptions, resolveConfig } from "./config.js";
+import { type HostConfig, type HostOptions, type LogRecord, resolveConfig } from "./config.js";
 import { type ErrorInfo, ToolHostError } from "./errors.js";
 import { checkArguments } from "./execution/arguments.js";
 import { formatOutput } from "./execution/output.js";
 import { createExecutor, warmPoolReport } from "./isolation/executor.js";
 import { HostStatusPublisher } from "./audit/host-status.js";
-import type { CallOutcome, Executor, ToolLogLine } from "./isolation/protocol.js";
+import type { CallContext, CallOutcome, Executor, ToolLogLine } from "./isolation/protocol.js";
 import { listAnimas, resolveAnima } from "./registry/animas.js";
 import type { DiscoveryProblem } from "./registry/discovery.js";
 import { type AnimaRef, type LoadedTool, type ToolEntry, ToolRegistry, type ToolSources, ownerOf } from "./registry/registry.js";
@@ -36,7 +36,10 @@ export function createHost(options: HostOptions = {}): ToolHost {
     log: config.onLog,
     network: lazyNetwork(config, audit),
   });
-  const executor = createExecutor(config, (line) => forwardToolLog(config, line, capabilities), capabilities.invoke, {
+  // Sinks of calls that asked for their own log lines, keyed by the host's record of the call (never by
+  // anything the sandbox reports).
+  const callLogSinks = new WeakMap<CallContext, (record: LogRecord) => void>();
+  const executor = createExecutor(config, (line) => forwardToolLog(config, line, capabilities, callLogSinks.get(line.context)), capabilities.invoke, {
     onRefusal: (context, name, error) =>
       audit.append({ kind: "capability", anima: context.anima, tool: context.tool, operation: name, target: "", outcome: "denied", reason: `${error.type}: ${error.message}` }),
     onViolation: (message) => {
@@ -55,7 +58,7 @@ export function createHost(options: HostOptions = {}): ToolHost {
   });
   // Long-running hosts say what their warm pools hold, for `audit` in another process.
   const status = config.isolation === "process" ? new HostStatusPublisher(config.dataDir, () => warmPoolReport(config)) : undefined;
-  const host = new Host(config, executor, registry, audit, jobCalls, status);
+  const host = new Host(config, executor, registry, audit, jobCalls, status, callLogSinks);
   if (config.watch) host.startWatching();
   return host;
 }
@@ -74,10 +77,10 @@ function lazyNetwork(config: HostConfig, audit: AuditLog): NetworkRequester {
   };
 }
 
-/** Tool log lines go to the operator's sink with any secret the Anima's tools obtained redacted. */
-function forwardToolLog(config: HostConfig, line: ToolLogLine, capabilities: CapabilityService): void {
+/** Tool log lines go to the call's or the operator's sink with any secret the Anima's tools obtained redacted. */
+function forwardToolLog(config: HostConfig, line: ToolLogLine, capabilities: CapabilityService, callSink: ((record: LogRecord) => void) | undefined): void {
   const message = redactSecrets(line.message, capabilities.secretsOf(line.context.anima));
-  config.onLog({ level: line.level, logger: "animaworks.tools", message, anima: line.context.anima, tool: line.context.tool });
+  (callSink ?? config.onLog)({ level: line.level, logger: "animaworks.tools", message, anima: line.context.anima, tool: line.context.tool });
 }
 
 /** What one Anima sees, discovered once and loaded tool by tool on first use. */
@@ -102,6 +105,7 @@ class Host implements ToolHost {
     readonly audit: AuditLog,
     private readonly jobCalls: JobCalls,
     private readonly status: HostStatusPublisher | undefined,
+    private readonly callLogSinks: WeakMap<CallContext, (record: LogRecord) => void>,
   ) {}
 
   async call(anima: string, schemaName: string, args: unknown = {}, options: CallOptions = {}): Promise<CallResult> {
@@ -112,7 +116,7 @@ class Host implements ToolHost {
     } catch (error) {
       return this.audited(anima, schemaName.split("_")[0] ?? schemaName, schemaName, errorResult(error, monotonicMs() - startedAt));
     }
-    return this.runPrepared(prepared);
+    return this.runPrepared(prepared, { ...(options.signal ? { signal: options.signal } : {}), ...(options.onLog ? { onLog: options.onLog } : {}) });
   }
 
   async prepare(anima: string, schemaName: string, args: unknown = {}, options: CallOptions = {}): Promise<PreparedCall> {
@@ -144,10 +148,12 @@ class Host implements ToolHost {
       const ref = (await this.view(prepared.anima)).ref as AnimaRef;
       const job = options.job;
       if (job) unregisterJob = this.jobCalls.register(job.id, ref.name, job);
+      const context: CallContext = { anima: ref.name, animaDir: ref.dir, tool: prepared.tool, ...(job ? { jobId: job.id } : {}) };
+      if (options.onLog) this.callLogSinks.set(context, options.onLog);
       const outcome = await this.executor.call({
         op: "call",
         bundle: prepared.bundle,
-        context: { anima: ref.name, animaDir: ref.dir, tool: prepared.tool, ...(job ? { jobId: job.id } : {}) },
+        context,
         entry: "call",
         schemaName: prepared.schemaName,
         // anima_dir is injected here, after validation, so no caller can choose it.
@@ -166,17 +172,19 @@ class Host implements ToolHost {
     }
   }
 
-  async callCli(anima: string, toolName: string, argv: string[]): Promise<CallResult> {
+  async callCli(anima: string, toolName: string, argv: string[], options: Pick<CallOptions, "signal" | "onLog"> = {}): Promise<CallResult> {
     const startedAt = monotonicMs();
     try {
       const view = await this.view(anima);
       const ref = view.ref as AnimaRef;
       const tool = await this.loadTool(view, toolName);
       if (!tool.hasCliMain) throw new ToolHostError("ToolNotFound", `tool "${toolName}" has no cli_main`);
+      const context: CallContext = { anima: ref.name, animaDir: ref.dir, tool: tool.name };
+      if (options.onLog) this.callLogSinks.set(context, options.onLog);
       const outcome = await this.executor.call({
         op: "call",
         bundle: tool.bundle,
-        context: { anima: ref.name, animaDir: ref.dir, tool: tool.name },
+        context,
         entry: "cli",
         schemaName: "",
         payloadJson: JSON.stringify(argv.map(String)),
@@ -185,7 +193,7 @@ class Host implements ToolHost {
         maxResultBytes: this.config.maxResultTransferBytes,
         maxLogLines: this.config.maxLogLinesPerCall,
         maxLogLineChars: this.config.maxLogLineChars,
-      });
+      }, options.signal);
       return this.toResult(outcome);
     } catch (error) {
       return errorResult(error, monotonicMs() - startedAt);
@@ -199,13 +207,22 @@ class Host implements ToolHost {
     return { anima: view.ref?.name, tools, problems: view.sources.problems };
   }
 
+  async discoveryProblems(anima?: string): Promise<DiscoveryProblem[]> {
+    return (await this.view(anima)).sources.problems;
+  }
+
   async describe(anima: string | undefined, toolName: string): Promise<ToolInfo> {
     const view = await this.view(anima);
     if (!view.sources.tools.has(toolName)) throw unknownTool(toolName, view.names);
     return toToolInfo(await this.entry(view, toolName));
   }
 
-  refresh(): void {
+  refresh(anima?: string): void {
+    if (anima !== undefined) {
+      // Its tools are rediscovered on next use; a loaded tool whose bundle is unchanged is reused.
+      this.views.delete(anima);
+      return;
+    }
     this.views = new Map();
     this.registry.forget();
   }

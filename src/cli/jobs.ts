@@ -19,6 +19,8 @@ export interface JobsCliContext {
   argumentsFromJson: () => Promise<Record<string, unknown>>;
   /** While waiting, draw a bar (true) or print plain lines (false). Default: whether stderr is a terminal. */
   terminal?: boolean;
+  /** Aborted when the caller is gone (a CLI client of a running host disconnected): `wait` ends. */
+  signal?: AbortSignal;
 }
 
 export const SUBMIT_USAGE = `Usage: animaworks-tool submit [--priority N] [--idempotency-key KEY] [--no-worker] <tool> <action> [args…] [--param value…]
@@ -138,7 +140,7 @@ async function wait(service: JobService, anima: string, id: string, values: Map<
   const display = ctx.json ? undefined : progressDisplay(ctx);
   let job: Job;
   try {
-    job = await service.wait(anima, id, { ...(timeoutMs !== undefined ? { timeoutMs } : {}), onProgress: (j) => display?.(j) });
+    job = await service.wait(anima, id, { ...(timeoutMs !== undefined ? { timeoutMs } : {}), ...(ctx.signal ? { signal: ctx.signal } : {}), onProgress: (j) => display?.(j) });
   } catch (error) {
     if (!(error instanceof ToolHostError) || error.type !== "Timeout" || !ctx.json) throw error;
     // The envelope says where the job stands, so a script can tell this from the job's own timeout.
@@ -163,6 +165,8 @@ async function serve(argv: string[], ctx: JobsCliContext): Promise<number> {
   const { dataDir, osSandbox, jobsUrl } = ctx.host.config;
   const host = createHost({ dataDir, isolation: "process", osSandbox, watch: true, ...(jobsUrl ? { jobsUrl } : {}) });
   const service = new JobService({ host, worker });
+  // A standing worker also serves CLI calls for its data dir (unless a daemon does already).
+  const endpoint = untilDrained ? undefined : await openEndpoint(host, ctx.out);
   const stop = new AbortController();
   const abortRunning = new AbortController();
   const onSignal = (): void => {
@@ -183,8 +187,21 @@ async function serve(argv: string[], ctx: JobsCliContext): Promise<number> {
   } finally {
     process.off("SIGINT", onSignal);
     process.off("SIGTERM", onSignal);
+    await endpoint?.close();
     await service.close();
     await host.close();
+  }
+}
+
+async function openEndpoint(host: ToolHost, out: Output): Promise<{ close(): Promise<void> } | undefined> {
+  try {
+    const { Endpoint } = await import("../endpoint/server.js");
+    const endpoint = await Endpoint.open({ host, kind: "serve", log: (message) => out.stderr(`animaworks-tool serve: ${message}`) });
+    out.stderr(endpoint ? `animaworks-tool serve: serving CLI calls on ${endpoint.paths.socket}` : "animaworks-tool serve: another host serves CLI calls for this data dir");
+    return endpoint;
+  } catch (error) {
+    out.stderr(`animaworks-tool serve: not serving CLI calls (${error instanceof Error ? error.message : String(error)})`);
+    return undefined;
   }
 }
 

@@ -69,7 +69,7 @@ export function formatRefresh(report: RefreshReport): string {
   return lines.join("\n");
 }
 
-export async function runLifecycleCommand(host: ToolHost, command: "refresh" | "share" | "validate", argv: string[], anima: string | undefined, json: boolean, out: Output): Promise<number> {
+export async function runLifecycleCommand(host: ToolHost, command: "refresh" | "share" | "validate", argv: string[], anima: string | undefined, json: boolean, out: Output, cwd: string): Promise<number> {
   const operand = argv.find((token) => !token.startsWith("-"));
   switch (command) {
     case "refresh": {
@@ -93,7 +93,7 @@ export async function runLifecycleCommand(host: ToolHost, command: "refresh" | "
     }
     case "validate": {
       if (!operand) throw new ToolHostError("InvalidArguments", "validate needs a file", LIFECYCLE_USAGE.validate);
-      const path = resolve(operand);
+      const path = resolve(cwd, operand);
       const inDataDir = path.startsWith(`${host.config.dataDir}/`);
       const result = await runValidate(path, { load: inDataDir ? hostLoader(host) : scratchLoader({ coreToolsDir: host.config.coreToolsDir }) });
       out.stdout(json ? JSON.stringify({ status: result.exitCode === 0 ? "ok" : "error", report: result.text }) : result.text);

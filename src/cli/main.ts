@@ -1,63 +1,102 @@
 import { readFile } from "node:fs/promises";
-import { join } from "node:path";
-import { PROJECT_ROOT, animaDirFromEnv, dataDirFromEnv, defaultDataDir, formatLogRecord, osSandboxFromEnv } from "../config.js";
+import { resolve } from "node:path";
+import { type LogRecord, PROJECT_ROOT, formatLogRecord, hostOptionsIn, processEnvironment } from "../config.js";
+import type { Environment } from "../environment.js";
 import { ToolHostError } from "../errors.js";
 import { type CallResult, type ToolHost, type ToolInfo, createHost } from "../host.js";
 import { RESERVED_NAMES } from "../registry/discovery.js";
 import { parseToolFlags } from "./flags.js";
 import { actionHelp, describeText, listText, toolHelp, topLevelHelp } from "./help.js";
+import { type GlobalOptions, LOCAL_COMMANDS, emptyOptions, resolveIdentity, takeGlobalOptions } from "./invocation.js";
 import { type Output, printError, printResult, terminalSafeOutput } from "./output.js";
 
-/** Options the CLI itself understands, wherever they appear before the action's own flags. */
-interface GlobalOptions {
-  anima?: string;
-  dataDir?: string;
-  json: boolean;
-  help: boolean;
-  demo: boolean;
-  argsJson?: string;
-  argsFile?: string;
-  /** `--os-sandbox auto|required|off` for the commands that run sandbox processes (mcp, serve). */
-  osSandbox?: string;
-  /** `--jobs-url postgres://…`: background jobs in PostgreSQL (else `$ANIMAWORKS_JOBS_URL`, else SQLite). */
-  jobsUrl?: string;
+/** What a CLI invocation runs in: this process (every default), or a running host serving a thin client. */
+export interface CliContext {
+  /** The invocation's environment. Default: this process's. */
+  env: Environment;
+  /** Where relative paths (`--data-dir`, `--args-file`, `validate <file>`) are taken from. Default: `process.cwd()`. */
+  cwd: string;
+  /** Whether stderr is a terminal (`jobs wait` then redraws a progress bar). Default: `process.stderr.isTTY`, asked only then. */
+  stderrIsTerminal?: boolean;
+  /** All of stdin (`--args-file -`). Default: this process's stdin. */
+  readStdin(): Promise<string>;
+  /** Aborted when the invocation's caller is gone: a call in flight stops, `jobs wait` ends. Default: none. */
+  signal?: AbortSignal;
+  /**
+   * Gives the host the invocation runs on. Default: a new host for this invocation. A running host serving
+   * a client gives a view of itself, or throws `Declined` when it cannot run the invocation exactly as
+   * the client's own process would (the client then does).
+   */
+  hostFor?(options: InvocationHostOptions): ToolHost;
 }
 
-const VALUE_OPTIONS: Record<string, keyof GlobalOptions> = {
-  "--anima": "anima",
-  "--data-dir": "dataDir",
-  "--args-json": "argsJson",
-  "--args-file": "argsFile",
-  "--os-sandbox": "osSandbox",
-  "--jobs-url": "jobsUrl",
-};
-const DEMO_DATA_DIR = join(PROJECT_ROOT, "examples", "demo-data");
+/** What an invocation asks of its host: the options a flag or its environment can set. */
+export interface InvocationHostOptions {
+  dataDir: string;
+  osSandbox: "auto" | "required" | "off";
+  jobsUrl: string | undefined;
+  allowInternalHosts: string[];
+  /** Where the invocation's host log lines and its calls' tool log lines go (its stderr). */
+  onLog: (record: LogRecord) => void;
+}
 
-/** Runs the CLI; returns the exit code (design.md §4). Never throws. */
-export async function main(argv: string[], out: Output = defaultOutput()): Promise<number> {
-  const options: GlobalOptions = { json: false, help: false, demo: false };
+/** Thrown by `CliContext.hostFor` (and for LOCAL_COMMANDS with one): the invocation must run in the client. */
+export class Declined extends Error {
+  constructor(
+    readonly reason: "command" | "config",
+    message: string,
+  ) {
+    super(message);
+    this.name = "Declined";
+  }
+}
+
+/**
+ * Runs the CLI; returns the exit code (design.md §4). Never throws, except `Declined` from
+ * `context.hostFor` (before anything ran).
+ */
+export async function main(argv: string[], out: Output = defaultOutput(), context: Partial<CliContext> = {}): Promise<number> {
+  const ctx: CliContext = {
+    env: context.env ?? processEnvironment(),
+    cwd: context.cwd ?? process.cwd(),
+    ...(context.stderrIsTerminal !== undefined ? { stderrIsTerminal: context.stderrIsTerminal } : {}),
+    readStdin: context.readStdin ?? readStdin,
+    ...(context.signal ? { signal: context.signal } : {}),
+    ...(context.hostFor ? { hostFor: context.hostFor } : {}),
+  };
+  const options = emptyOptions();
   let host: ToolHost | undefined;
   try {
     const rest = takeGlobalOptions(argv, options, true);
     // --anima / --data-dir / --demo may also follow the command or the tool name: find them first.
-    const identityOptions: GlobalOptions = { json: false, help: false, demo: false };
+    const identityOptions = emptyOptions();
     takeGlobalOptions(argv, identityOptions, false);
-    const { dataDir, anima } = await resolveIdentity(identityOptions);
-    // Long-running commands get supervised sandbox processes; a one-shot call runs isolates in-process.
-    const longRunning = rest[0] === "mcp";
+    const { dataDir, anima } = resolveIdentity(identityOptions, ctx.env, ctx.cwd, PROJECT_ROOT);
+    const fromEnv = hostOptionsIn(ctx.env);
+    const osSandbox = osSandboxOption(options.osSandbox ?? identityOptions.osSandbox) ?? fromEnv.osSandbox;
+    const jobsUrl = options.jobsUrl ?? identityOptions.jobsUrl ?? fromEnv.jobsUrl;
     // Log lines go through the CLI's own stderr writer (synchronous; process.stderr would load Node's
     // stream modules, ≈ 10 ms of a one-shot call).
-    const osSandbox = osSandboxOption(options.osSandbox ?? identityOptions.osSandbox) ?? osSandboxFromEnv();
-    host = createHost({
-      dataDir,
-      // An operator who requires the OS sandbox gets it for one-shot calls too (at the cost of a start).
-      isolation: longRunning || osSandbox === "required" ? "process" : "in-process",
-      osSandbox,
-      ...((options.jobsUrl ?? identityOptions.jobsUrl) !== undefined ? { jobsUrl: (options.jobsUrl ?? identityOptions.jobsUrl) as string } : {}),
-      onLog: (record) => out.stderr(formatLogRecord(record)),
-    });
-    return await run(host, rest, options, anima, out);
+    const onLog = (record: LogRecord): void => out.stderr(formatLogRecord(record));
+    if (ctx.hostFor) {
+      if (rest[0] !== undefined && LOCAL_COMMANDS.has(rest[0])) throw new Declined("command", `"${rest[0]}" runs in the calling process`);
+      host = ctx.hostFor({ dataDir, osSandbox, jobsUrl, allowInternalHosts: fromEnv.allowInternalHosts, onLog });
+    } else {
+      // Long-running commands get supervised sandbox processes; a one-shot call runs isolates in-process.
+      const longRunning = rest[0] === "mcp";
+      host = createHost({
+        dataDir,
+        // An operator who requires the OS sandbox gets it for one-shot calls too (at the cost of a start).
+        isolation: longRunning || osSandbox === "required" ? "process" : "in-process",
+        osSandbox,
+        ...(jobsUrl !== undefined ? { jobsUrl } : {}),
+        allowInternalHosts: fromEnv.allowInternalHosts,
+        onLog,
+      });
+    }
+    return await run(host, rest, options, anima, out, ctx);
   } catch (error) {
+    if (error instanceof Declined) throw error;
     const info = error instanceof ToolHostError ? error.toInfo() : { type: "ExecutionError" as const, message: String(error instanceof Error ? error.message : error) };
     return printError(out, info, options.json);
   } finally {
@@ -90,7 +129,7 @@ export function exitProcess(code: number): void {
  * (help, listings, reports, error lines) goes through `safe`, which escapes control characters: tool
  * names, descriptions and messages are tool-controlled text, never terminal commands.
  */
-async function run(host: ToolHost, argv: string[], options: GlobalOptions, anima: string | undefined, out: Output): Promise<number> {
+async function run(host: ToolHost, argv: string[], options: GlobalOptions, anima: string | undefined, out: Output, ctx: CliContext): Promise<number> {
   const safe = terminalSafeOutput(out);
   const [word, ...rest] = argv;
   if (word === undefined) {
@@ -99,13 +138,13 @@ async function run(host: ToolHost, argv: string[], options: GlobalOptions, anima
     safe.stderr(help);
     return 2;
   }
-  if (RESERVED_NAMES.has(word)) return runCommand(host, word, takeGlobalOptions(rest, options, false), options, anima, safe);
+  if (RESERVED_NAMES.has(word)) return runCommand(host, word, takeGlobalOptions(rest, options, false), options, anima, safe, ctx);
 
   const tool = await host.describe(anima, word);
   if (tool.hasCliMain) {
     // cli_main gets the raw argv after the tool name, as in AnimaWorks.
     if (anima === undefined) throw noAnima();
-    return printResult(out, await host.callCli(anima, tool.name, rest), options.json);
+    return printResult(out, await host.callCli(anima, tool.name, rest, ctx.signal ? { signal: ctx.signal } : {}), options.json);
   }
   const toolArgv = takeGlobalOptions(rest, options, false);
   const actionIndex = toolArgv.findIndex((token) => !token.startsWith("-"));
@@ -125,13 +164,13 @@ async function run(host: ToolHost, argv: string[], options: GlobalOptions, anima
   if (!schema) throw new ToolHostError("ToolNotFound", `tool "${tool.name}" has no action "${actionName}"`, actionsHint(tool));
   if (options.help) return safe.stdout(actionHelp(tool, schema)), 0;
 
-  const base = await argumentsFromJson(options);
+  const base = await argumentsFromJson(options, ctx);
   const args = { ...base, ...parseToolFlags(schema.parameters, flagArgv) };
   if (anima === undefined) throw noAnima();
-  return printResult(out, await host.call(anima, schema.name, args), options.json);
+  return printResult(out, await host.call(anima, schema.name, args, ctx.signal ? { signal: ctx.signal } : {}), options.json);
 }
 
-async function runCommand(host: ToolHost, command: string, argv: string[], options: GlobalOptions, anima: string | undefined, out: Output): Promise<number> {
+async function runCommand(host: ToolHost, command: string, argv: string[], options: GlobalOptions, anima: string | undefined, out: Output, ctx: CliContext): Promise<number> {
   switch (command) {
     case "help":
       out.stdout(topLevelHelp(await host.list(anima)));
@@ -162,7 +201,7 @@ async function runCommand(host: ToolHost, command: string, argv: string[], optio
       // Commands load their modules on use: a plain tool call must not pay for SQLite, MCP or the lifecycle.
       const { LIFECYCLE_USAGE, runLifecycleCommand } = await import("./lifecycle.js");
       if (options.help) return out.stdout(LIFECYCLE_USAGE[command]), 0;
-      return runLifecycleCommand(host, command, argv, anima, options.json, out);
+      return runLifecycleCommand(host, command, argv, anima, options.json, out, ctx.cwd);
     }
     case "mcp":
     {
@@ -179,7 +218,22 @@ async function runCommand(host: ToolHost, command: string, argv: string[], optio
     case "submit":
     case "jobs":
     case "serve":
-      return (await import("./jobs.js")).runJobsCommand(command, argv, { host, anima, json: options.json, help: options.help, out, argumentsFromJson: () => argumentsFromJson(options) });
+      return (await import("./jobs.js")).runJobsCommand(command, argv, {
+        host,
+        anima,
+        json: options.json,
+        help: options.help,
+        out,
+        argumentsFromJson: () => argumentsFromJson(options, ctx),
+        ...(ctx.stderrIsTerminal !== undefined ? { terminal: ctx.stderrIsTerminal } : {}),
+        ...(ctx.signal ? { signal: ctx.signal } : {}),
+      });
+    case "daemon":
+    {
+      const { DAEMON_USAGE, runDaemonCommand } = await import("./daemon.js");
+      if (options.help) return out.stdout(DAEMON_USAGE), 0;
+      return runDaemonCommand(argv, { host, json: options.json, out, env: ctx.env });
+    }
     default:
       throw new ToolHostError(
         "InvalidArguments",
@@ -194,55 +248,7 @@ function osSandboxOption(value: string | undefined): "auto" | "required" | "off"
   throw new ToolHostError("InvalidArguments", `--os-sandbox must be auto, required or off, not ${JSON.stringify(value)}`, "see animaworks-tool --help");
 }
 
-/** Removes the CLI's own options from argv (all of them when `leadingOnly` is false). */
-function takeGlobalOptions(argv: string[], options: GlobalOptions, leadingOnly: boolean): string[] {
-  const rest: string[] = [];
-  for (let i = 0; i < argv.length; i++) {
-    const token = argv[i] as string;
-    if (token === "--") {
-      rest.push(...argv.slice(i));
-      break;
-    }
-    const eq = token.indexOf("=");
-    const name = eq >= 0 ? token.slice(0, eq) : token;
-    const key = VALUE_OPTIONS[name];
-    if (key) {
-      const value = eq >= 0 ? token.slice(eq + 1) : argv[++i];
-      if (value === undefined) throw new ToolHostError("InvalidArguments", `option ${name} needs a value`);
-      (options as unknown as Record<string, unknown>)[key] = value;
-    } else if (token === "-j" || token === "--json") options.json = true;
-    else if (token === "-h" || token === "--help") options.help = true;
-    else if (token === "--demo") options.demo = true;
-    else if (leadingOnly) {
-      rest.push(...argv.slice(i));
-      break;
-    } else rest.push(token);
-  }
-  return rest;
-}
-
-/**
- * Which data dir and Anima the call is for: `--data-dir`/`--demo`/`$ANIMAWORKS_DATA_DIR`, else the data
- * dir that holds `$ANIMAWORKS_ANIMA_DIR`, else `~/.animaworks`; the Anima from `--anima` or the basename
- * of `$ANIMAWORKS_ANIMA_DIR` (which must lie in `{dataDir}/animas/`).
- */
-async function resolveIdentity(options: GlobalOptions): Promise<{ dataDir: string; anima: string | undefined }> {
-  const envAnimaDir = animaDirFromEnv();
-  let dataDir = options.dataDir ?? (options.demo ? DEMO_DATA_DIR : dataDirFromEnv());
-  if (options.anima !== undefined) return { dataDir: dataDir ?? defaultDataDir(), anima: options.anima };
-  if (options.demo) return { dataDir: dataDir ?? DEMO_DATA_DIR, anima: "demo" };
-  if (!envAnimaDir) return { dataDir: dataDir ?? defaultDataDir(), anima: undefined };
-  const parts = envAnimaDir.split("/");
-  const name = parts.pop() as string;
-  const parent = parts.join("/");
-  dataDir ??= parent.endsWith("/animas") ? parent.slice(0, -"/animas".length) : defaultDataDir();
-  if (join(dataDir, "animas", name) !== envAnimaDir) {
-    throw new ToolHostError("InvalidArguments", `ANIMAWORKS_ANIMA_DIR (${envAnimaDir}) is not an Anima folder of the data dir ${dataDir}`, "set ANIMAWORKS_DATA_DIR to the data dir that holds it, or pass --anima NAME");
-  }
-  return { dataDir, anima: name };
-}
-
-async function argumentsFromJson(options: GlobalOptions): Promise<Record<string, unknown>> {
+async function argumentsFromJson(options: GlobalOptions, ctx: CliContext): Promise<Record<string, unknown>> {
   if (options.argsJson !== undefined && options.argsFile !== undefined) {
     throw new ToolHostError("InvalidArguments", "give either --args-json or --args-file, not both");
   }
@@ -251,7 +257,7 @@ async function argumentsFromJson(options: GlobalOptions): Promise<Record<string,
   if (options.argsFile !== undefined) {
     source = options.argsFile === "-" ? "stdin" : options.argsFile;
     try {
-      text = options.argsFile === "-" ? await readStdin() : await readFile(options.argsFile, "utf8");
+      text = options.argsFile === "-" ? await ctx.readStdin() : await readFile(resolve(ctx.cwd, options.argsFile), "utf8");
     } catch {
       throw new ToolHostError("InvalidArguments", `could not read arguments from ${source}`);
     }

@@ -24,7 +24,7 @@ export const TOOL_EXTENSIONS = [".ts", ".mts", ".js", ".mjs"] as const;
 
 /** CLI management commands (design.md §4): a tool with one of these names could never be called. */
 export const RESERVED_NAMES = new Set([
-  "list", "describe", "refresh", "share", "validate", "submit", "jobs", "serve", "mcp", "audit", "help",
+  "list", "describe", "refresh", "share", "validate", "submit", "jobs", "serve", "mcp", "audit", "help", "daemon",
 ]);
 
 export const TOOL_NAME_PATTERN = /^[A-Za-z][A-Za-z0-9_]{0,63}$/;

@@ -2,8 +2,8 @@ import { spawnSync } from "node:child_process";
 import { readFileSync, rmSync, writeFileSync } from "node:fs";
 import { join } from "node:path";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
-import { main } from "../../src/cli/main.js";
 import { PROJECT_ROOT } from "../../src/config.js";
+import { CLI_MODES, type CliRunner, cliRunner } from "../helpers/cli-modes.js";
 import { type TempDataDir, makeDataDir } from "../helpers/data-dir.js";
 
 const NOTES_TOOL = `
@@ -29,31 +29,34 @@ export function dispatch() { return "dispatch"; }
 export function cli_main(argv) { return "argv=" + JSON.stringify(argv); }
 `;
 
-let data: TempDataDir;
+// The whole suite runs twice: in-process (no host running) and through a running host's endpoint (the
+// thin client), which must be indistinguishable to the caller.
+describe.each(CLI_MODES)("animaworks-tool CLI (%s)", (mode) => {
+  let data: TempDataDir;
+  let runner: CliRunner;
 
-function capture() {
-  const stdout: string[] = [];
-  const stderr: string[] = [];
-  return { out: { stdout: (t: string) => stdout.push(t), stderr: (t: string) => stderr.push(t) }, stdout, stderr };
-}
+  /** Invocations that the running host declined (daemon mode), which the client then ran in-process. */
+  const declined: string[][] = [];
+  const cli = async (...argv: string[]) => {
+    const run = await runner.run(["--data-dir", data.dir, ...argv]);
+    if (mode === "daemon" && run.ranBy === "in-process") declined.push(argv);
+    return run;
+  };
 
-async function cli(...argv: string[]) {
-  const io = capture();
-  const code = await main(["--data-dir", data.dir, ...argv], io.out);
-  return { code, stdout: io.stdout.join("\n"), stderr: io.stderr.join("\n") };
-}
-
-beforeAll(() => {
-  data = makeDataDir({
-    "animas/alice/tools/notes.ts": NOTES_TOOL,
-    "animas/alice/tools/raw.mjs": CLI_TOOL,
-    "animas/alice/tools/broken.ts": "export function get_tool_schemas() { return [{ name: 'wrong_name' }]; }",
-    "animas/bob/tools/.keep": "",
+  beforeAll(async () => {
+    data = makeDataDir({
+      "animas/alice/tools/notes.ts": NOTES_TOOL,
+      "animas/alice/tools/raw.mjs": CLI_TOOL,
+      "animas/alice/tools/broken.ts": "export function get_tool_schemas() { return [{ name: 'wrong_name' }]; }",
+      "animas/bob/tools/.keep": "",
+    });
+    runner = await cliRunner(mode, data.dir);
   });
-});
-afterAll(() => data.cleanup());
+  afterAll(async () => {
+    await runner.close();
+    data.cleanup();
+  });
 
-describe("animaworks-tool CLI", () => {
   it("calls <tool> <action> with positional required strings and typed flags", async () => {
     const r = await cli("--anima", "alice", "notes", "add", "T", "B", "--tags", "x", "--tags", "y", "--priority", "3", "--pinned");
     expect(r.code).toBe(0);
@@ -216,10 +219,23 @@ describe("animaworks-tool CLI", () => {
     expect(offJson.isolation.osSandbox).toMatchObject({ enabled: false, reason: expect.stringContaining("disabled by configuration") });
     expect(audit.stdout).toMatch(/Shared tools that do not match their share record:\n {2}notes: modified \(shared by alice\)/);
   });
+
+  it.runIf(mode === "daemon")("ran every invocation on the host but those asking for other host options", () => {
+    // The host runs with OS sandbox mode "auto": the calls with --os-sandbox off ran in-process (an invalid
+    // mode is the host's to report).
+    expect(declined.map((argv) => argv.join(" "))).toEqual(["--anima alice --os-sandbox off notes add T B", "--os-sandbox off audit --anima alice --json"]);
+  });
 });
 
+// The launcher's in-process path (vitest.config.ts sets ANIMAWORKS_NO_DAEMON=1 for the processes tests
+// start); its daemon path is tested in test/endpoint/.
 describe("the bin launcher", () => {
   const bin = join(PROJECT_ROOT, "bin", "animaworks-tool.cjs");
+  let data: TempDataDir;
+  beforeAll(() => {
+    data = makeDataDir({ "animas/alice/tools/notes.ts": NOTES_TOOL });
+  });
+  afterAll(() => data.cleanup());
 
   it("runs the demo without any set-up, even when started without --no-node-snapshot", () => {
     const run = spawnSync(process.execPath, [bin, "--demo", "greet", "hello", "Operator", "--times", "2"], { encoding: "utf8" });
@@ -246,7 +262,7 @@ describe("the bin launcher", () => {
   });
 
   it("compiles the bundle with a V8 code cache, and replaces a cache V8 rejects", () => {
-    const cacheFile = join(PROJECT_ROOT, "dist", "cli", "main.cjs.v8-cache");
+    const cacheFile = join(PROJECT_ROOT, "dist", "cli", "main.cjs.no-snapshot.v8-cache");
     writeFileSync(cacheFile, "not a V8 code cache");
     const run = spawnSync(process.execPath, ["--no-node-snapshot", bin, "--demo", "greet", "hello", "Cache"], { encoding: "utf8" });
     expect(run.stderr).not.toContain("Error");

@@ -1,0 +1,97 @@
+import { join, resolve } from "node:path";
+import { type Environment, animaDirIn, dataDirIn, defaultDataDirIn } from "../environment.js";
+import { ToolHostError } from "../errors.js";
+
+/**
+ * How a command line is read before anything runs: the CLI's own options, the data dir and the Anima.
+ * Shared by the CLI (`main.ts`) and its thin client (`src/endpoint/client.ts`), which must find the same
+ * data dir to reach the host running for it; so this module imports nothing but node:path, the
+ * environment readers and the error type.
+ */
+
+/** Options the CLI itself understands, wherever they appear before the action's own flags. */
+export interface GlobalOptions {
+  anima?: string;
+  dataDir?: string;
+  json: boolean;
+  help: boolean;
+  demo: boolean;
+  /** `--no-daemon`: run in this process; neither use nor start a running host. */
+  noDaemon: boolean;
+  argsJson?: string;
+  argsFile?: string;
+  /** `--os-sandbox auto|required|off` for the commands that run sandbox processes (mcp, serve). */
+  osSandbox?: string;
+  /** `--jobs-url postgres://…`: background jobs in PostgreSQL (else `$ANIMAWORKS_JOBS_URL`, else SQLite). */
+  jobsUrl?: string;
+}
+
+const VALUE_OPTIONS: Record<string, keyof GlobalOptions> = {
+  "--anima": "anima",
+  "--data-dir": "dataDir",
+  "--args-json": "argsJson",
+  "--args-file": "argsFile",
+  "--os-sandbox": "osSandbox",
+  "--jobs-url": "jobsUrl",
+};
+
+/** Commands that always run in the calling process: they hold a terminal or stdio, or manage the host. */
+export const LOCAL_COMMANDS: ReadonlySet<string> = new Set(["mcp", "serve", "daemon"]);
+
+export function emptyOptions(): GlobalOptions {
+  return { json: false, help: false, demo: false, noDaemon: false };
+}
+
+/** Removes the CLI's own options from argv (all of them when `leadingOnly` is false). */
+export function takeGlobalOptions(argv: readonly string[], options: GlobalOptions, leadingOnly: boolean): string[] {
+  const rest: string[] = [];
+  for (let i = 0; i < argv.length; i++) {
+    const token = argv[i] as string;
+    if (token === "--") {
+      rest.push(...argv.slice(i));
+      break;
+    }
+    const eq = token.indexOf("=");
+    const name = eq >= 0 ? token.slice(0, eq) : token;
+    const key = VALUE_OPTIONS[name];
+    if (key) {
+      const value = eq >= 0 ? token.slice(eq + 1) : argv[++i];
+      if (value === undefined) throw new ToolHostError("InvalidArguments", `option ${name} needs a value`);
+      (options as unknown as Record<string, unknown>)[key] = value;
+    } else if (token === "-j" || token === "--json") options.json = true;
+    else if (token === "-h" || token === "--help") options.help = true;
+    else if (token === "--demo") options.demo = true;
+    else if (token === "--no-daemon") options.noDaemon = true;
+    else if (leadingOnly) {
+      rest.push(...argv.slice(i));
+      break;
+    } else rest.push(token);
+  }
+  return rest;
+}
+
+/** The bundled demo data dir (`--demo`), under the project root. */
+export function demoDataDir(projectRoot: string): string {
+  return join(projectRoot, "examples", "demo-data");
+}
+
+/**
+ * Which data dir and Anima the call is for: `--data-dir`/`--demo`/`$ANIMAWORKS_DATA_DIR`, else the data
+ * dir that holds `$ANIMAWORKS_ANIMA_DIR`, else `~/.animaworks`; the Anima from `--anima` or the basename
+ * of `$ANIMAWORKS_ANIMA_DIR` (which must lie in `{dataDir}/animas/`). Relative paths are taken from `cwd`.
+ */
+export function resolveIdentity(options: GlobalOptions, env: Environment, cwd: string, projectRoot: string): { dataDir: string; anima: string | undefined } {
+  const envAnimaDir = animaDirIn(env, cwd);
+  let dataDir = options.dataDir !== undefined ? resolve(cwd, options.dataDir) : options.demo ? demoDataDir(projectRoot) : dataDirIn(env, cwd);
+  if (options.anima !== undefined) return { dataDir: dataDir ?? defaultDataDirIn(env, cwd), anima: options.anima };
+  if (options.demo) return { dataDir: dataDir ?? demoDataDir(projectRoot), anima: "demo" };
+  if (!envAnimaDir) return { dataDir: dataDir ?? defaultDataDirIn(env, cwd), anima: undefined };
+  const parts = envAnimaDir.split("/");
+  const name = parts.pop() as string;
+  const parent = parts.join("/");
+  dataDir ??= parent.endsWith("/animas") ? parent.slice(0, -"/animas".length) : defaultDataDirIn(env, cwd);
+  if (join(dataDir, "animas", name) !== envAnimaDir) {
+    throw new ToolHostError("InvalidArguments", `ANIMAWORKS_ANIMA_DIR (${envAnimaDir}) is not an Anima folder of the data dir ${dataDir}`, "set ANIMAWORKS_DATA_DIR to the data dir that holds it, or pass --anima NAME");
+  }
+  return { dataDir, anima: name };
+}

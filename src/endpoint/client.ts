@@ -1,0 +1,258 @@
+import { closeSync, openSync, statSync, writeSync } from "node:fs";
+import type { Socket } from "node:net";
+import { join } from "node:path";
+import { type GlobalOptions, LOCAL_COMMANDS, emptyOptions, resolveIdentity, takeGlobalOptions } from "../cli/invocation.js";
+import { printError } from "../cli/output.js";
+import type { Environment } from "../environment.js";
+import { type EndpointPaths, endpointPaths, isPrivateDir, makePrivateDir, socketAddress } from "./paths.js";
+import { type BuildInfo, type ClientMessage, FrameDecoder, type HostMessage, PROTOCOL_VERSION, ProtocolError, chunks, decodeHostMessage, encodeFrame } from "./protocol.js";
+
+/**
+ * The thin CLI client: runs an `animaworks-tool` invocation on the long-running host of its data dir,
+ * through the host's socket, and reports whether it did. It loads no host code (no isolated-vm, esbuild,
+ * ajv): bin/animaworks-tool.cjs runs it on Node's start-up snapshot and falls back to the in-process CLI
+ * when no host serves the call. Identity is the CLI's: the host resolves `--anima` and
+ * `$ANIMAWORKS_ANIMA_DIR` from what is sent, with the CLI's own code.
+ */
+
+export interface ClientIo {
+  /** Writes text as is to fd 1 or 2 (the host sends whole lines, a long one in several pieces). */
+  write(fd: 1 | 2, text: string): void;
+  /** All of stdin, read when the host asks for it (`--args-file -`). */
+  readStdin(): Promise<string>;
+  /** Whether fd 1 or 2 is a terminal (asked only when a host answers). */
+  isTerminal(fd: 1 | 2): boolean;
+}
+
+export interface ClientSetup extends BuildInfo {
+  env: Environment;
+  cwd: string;
+  /** Machine name in the socket's file name. */
+  hostname: string;
+}
+
+/** What became of the invocation: run by a host (with its exit code), or to be run by the caller. */
+export type ClientOutcome =
+  | { served: true; code: number }
+  | { served: false; reason: string; /** Set when a daemon should be started for the next calls. */ daemon?: DaemonStart };
+
+export interface DaemonStart {
+  dataDir: string;
+  paths: EndpointPaths;
+  /** `--os-sandbox`/`--jobs-url` of this invocation, so that the daemon serves calls like it. */
+  args: string[];
+}
+
+/** Variables sent with a call: everything the CLI reads of its environment. */
+const FORWARDED = /^(ANIMAWORKS_\w+|HOME|CI)$/;
+const CONNECT_TIMEOUT_MS = 2_000;
+
+export async function runThroughHost(argv: readonly string[], io: ClientIo, setup: ClientSetup): Promise<ClientOutcome> {
+  let options: GlobalOptions;
+  let dataDir: string;
+  try {
+    const leading = emptyOptions();
+    const rest = takeGlobalOptions(argv, leading, true);
+    options = emptyOptions();
+    takeGlobalOptions(argv, options, false);
+    if (options.noDaemon || /^(1|true|yes)$/i.test(setup.env["ANIMAWORKS_NO_DAEMON"]?.trim() ?? "")) return { served: false, reason: "daemon use is turned off" };
+    if (rest[0] !== undefined && LOCAL_COMMANDS.has(rest[0])) return { served: false, reason: `"${rest[0]}" runs in the calling process` };
+    dataDir = resolveIdentity(options, setup.env, setup.cwd, setup.install).dataDir;
+  } catch {
+    return { served: false, reason: "the command line is for the CLI itself to report on" };
+  }
+  const paths = endpointPaths(dataDir, setup.hostname);
+  const daemon: DaemonStart = { dataDir, paths, args: daemonArgs(options) };
+  if (!isPrivateDir(paths.dir)) return { served: false, reason: "no host endpoint in this data dir", daemon };
+  const socket = await connectTo(paths.socket);
+  if (!socket) return { served: false, reason: "no host answers", daemon };
+  return converse(socket, argv, io, setup, options.json, daemon);
+}
+
+function daemonArgs(options: GlobalOptions): string[] {
+  return [...(options.osSandbox !== undefined ? ["--os-sandbox", options.osSandbox] : []), ...(options.jobsUrl !== undefined ? ["--jobs-url", options.jobsUrl] : [])];
+}
+
+function connectTo(socket: string): Promise<Socket | undefined> {
+  return new Promise((resolve) => {
+    let address: string;
+    try {
+      address = socketAddress(socket);
+    } catch {
+      return resolve(undefined);
+    }
+    // node:net (with Node's stream modules) is loaded only when there is a socket to talk to.
+    const client = process.getBuiltinModule("node:net").connect(address);
+    const timer = setTimeout(() => {
+      client.destroy();
+      resolve(undefined);
+    }, CONNECT_TIMEOUT_MS);
+    client.once("connect", () => {
+      clearTimeout(timer);
+      resolve(client);
+    });
+    client.once("error", () => {
+      clearTimeout(timer);
+      resolve(undefined);
+    });
+  });
+}
+
+function converse(socket: Socket, argv: readonly string[], io: ClientIo, setup: ClientSetup, json: boolean, daemon: DaemonStart): Promise<ClientOutcome> {
+  const env: Record<string, string> = {};
+  for (const [name, value] of Object.entries(setup.env)) if (value !== undefined && FORWARDED.test(name)) env[name] = value;
+  const send = (message: ClientMessage): void => void socket.write(encodeFrame(message));
+  send({
+    type: "call",
+    protocol: PROTOCOL_VERSION,
+    build: setup.build,
+    install: setup.install,
+    argv: [...argv],
+    cwd: setup.cwd,
+    env,
+    stdoutIsTerminal: io.isTerminal(1),
+    stderrIsTerminal: io.isTerminal(2),
+  });
+  return new Promise((resolve) => {
+    const decoder = new FrameDecoder();
+    let settled = false;
+    const finish = (outcome: ClientOutcome): void => {
+      if (settled) return;
+      settled = true;
+      socket.destroy();
+      resolve(outcome);
+    };
+    // Past this point the call may have run: a failure is reported, never retried in-process.
+    const failed = (message: string): void => {
+      if (settled) return;
+      finish({ served: true, code: printError(lineOutput(io), { type: "SandboxCrashed", message, hint: "run the command again (the next call starts a new host, or runs in-process)" }, json) });
+    };
+    socket.on("data", (chunk: Buffer) => {
+      let messages: HostMessage[];
+      try {
+        messages = decoder.push(chunk).map(decodeHostMessage);
+      } catch (error) {
+        return failed(`the running animaworks-tool host sent a malformed reply (${error instanceof ProtocolError ? error.message : String(error)})`);
+      }
+      for (const message of messages) {
+        if (settled) return;
+        switch (message.type) {
+          case "stdout":
+            io.write(1, message.text);
+            break;
+          case "stderr":
+            io.write(2, message.text);
+            break;
+          case "stdin-request":
+            void io.readStdin().then(
+              (text) => {
+                for (const data of chunks(text)) send({ type: "stdin", data });
+                send({ type: "stdin-end" });
+              },
+              () => send({ type: "stdin-end" }),
+            );
+            break;
+          case "exit":
+            return finish({ served: true, code: message.code });
+          case "refused":
+            return finish({ served: false, reason: message.message, ...(message.restarting ? { daemon } : {}) });
+          case "error":
+            return failed(`the running animaworks-tool host could not run the call: ${message.message}`);
+          default:
+            return failed(`the running animaworks-tool host sent an unexpected ${message.type} reply`);
+        }
+      }
+    });
+    socket.on("error", () => undefined);
+    socket.on("close", () => failed("the running animaworks-tool host ended before the call finished (it may have run in part)"));
+  });
+}
+
+function lineOutput(io: ClientIo): { stdout(text: string): void; stderr(text: string): void } {
+  const line = (text: string): string => (text.endsWith("\n") ? text : `${text}\n`);
+  return { stdout: (text) => io.write(1, line(text)), stderr: (text) => io.write(2, line(text)) };
+}
+
+/** A daemon being started by one client counts for this long; concurrent first calls start no other. */
+const STARTING_GRACE_MS = 30_000;
+/** The daemon's log is started afresh when it has grown past this, bytes. */
+const MAX_DAEMON_LOG_BYTES = 1024 * 1024;
+
+/**
+ * Starts a daemon for the data dir in the background (`animaworks-tool daemon run`), unless another
+ * client started one within the last 30 s. Best effort: a failure leaves calls running in-process.
+ */
+export function startDaemon(start: DaemonStart, setup: ClientSetup, launcher: string): boolean {
+  try {
+    makePrivateDir(start.paths.dir);
+    if (!claimStart(start.paths.starting)) return false;
+    const tooBig = (statSync(start.paths.log, { throwIfNoEntry: false })?.size ?? 0) > MAX_DAEMON_LOG_BYTES;
+    const log = openSync(start.paths.log, tooBig ? "w" : "a", 0o600);
+    const env: Record<string, string> = {};
+    for (const [name, value] of Object.entries(setup.env)) if (value !== undefined && name !== "ANIMAWORKS_ANIMA_DIR" && name !== "ANIMAWORKS_CLI_FALLBACK") env[name] = value;
+    const child = process.getBuiltinModule("node:child_process").spawn(
+      process.execPath,
+      ["--no-node-snapshot", launcher, "daemon", "run", "--data-dir", start.dataDir, ...start.args],
+      { detached: true, stdio: ["ignore", log, log], env, cwd: "/" },
+    );
+    child.unref();
+    closeSync(log);
+    return true;
+  } catch {
+    return false;
+  }
+}
+
+/** Claims the right to start the daemon: an O_EXCL marker file, or one left by a start long past. */
+function claimStart(marker: string): boolean {
+  try {
+    const fd = openSync(marker, "wx", 0o600);
+    writeSync(fd, String(process.pid));
+    closeSync(fd);
+    return true;
+  } catch (error) {
+    if ((error as NodeJS.ErrnoException).code !== "EEXIST") return false;
+  }
+  const ageMs = Date.now() - (statSync(marker, { throwIfNoEntry: false })?.mtimeMs ?? 0);
+  if (ageMs < STARTING_GRACE_MS) return false;
+  const fd = openSync(marker, "w", 0o600);
+  writeSync(fd, String(process.pid));
+  closeSync(fd);
+  return true;
+}
+
+/** The launcher of an install (what a client starts a daemon with). */
+export function launcherOf(install: string): string {
+  return join(install, "bin", "animaworks-tool.cjs");
+}
+
+/**
+ * Sends a `status` or `stop` request to the host serving `paths`; undefined when none answers. A host
+ * of another protocol version answers with `refused`.
+ */
+export async function controlHost(paths: EndpointPaths, type: "status" | "stop", build: BuildInfo): Promise<HostMessage | undefined> {
+  if (!isPrivateDir(paths.dir)) return undefined;
+  const socket = await connectTo(paths.socket);
+  if (!socket) return undefined;
+  return new Promise((resolve) => {
+    const decoder = new FrameDecoder();
+    const timer = setTimeout(() => finish(undefined), 10_000);
+    const finish = (reply: HostMessage | undefined): void => {
+      clearTimeout(timer);
+      socket.destroy();
+      resolve(reply);
+    };
+    socket.on("data", (chunk: Buffer) => {
+      try {
+        const [first] = decoder.push(chunk).map(decodeHostMessage);
+        if (first) finish(first);
+      } catch (error) {
+        finish({ type: "error", message: error instanceof Error ? error.message : String(error) });
+      }
+    });
+    socket.on("error", () => finish(undefined));
+    socket.on("close", () => finish(undefined));
+    socket.write(encodeFrame({ type, protocol: PROTOCOL_VERSION, ...build }));
+  });
+}
+export { readBuildInfo } from "./paths.js";

@@ -1,0 +1,218 @@
+/**
+ * The protocol between the `animaworks-tool` CLI client and a long-running host on the same machine,
+ * over the host's Unix socket (see server.ts and client.ts).
+ *
+ * Framing, fixed for every protocol version: a 4-byte big-endian unsigned length N, then N bytes of
+ * UTF-8 JSON holding one message object. The first message of a connection names the protocol version;
+ * a host answers a version it does not speak with `refused` and the client runs the call itself.
+ *
+ * Conversation of a call: client `call` → host any number of `stdout`/`stderr` (and `stdin-request`,
+ * answered with `stdin` chunks and `stdin-end`) → host `exit`, or host `refused` before anything ran.
+ * `status` and `stop` get one `status` or `stopping` reply. A malformed frame or message gets `error`
+ * and the connection is closed; the host keeps serving others.
+ *
+ * Plain data only; this module imports nothing, so that the thin client stays small.
+ */
+
+export const PROTOCOL_VERSION = 1;
+/** Largest frame either side accepts, in bytes of JSON (a larger length is a protocol error). */
+export const MAX_FRAME_BYTES = 16 * 1024 * 1024;
+/** Output and stdin are sent in chunks of at most this many UTF-16 code units. */
+export const CHUNK_CHARS = 1024 * 1024;
+
+/** Which build a side runs: `build` is a content hash of the CLI bundles, `install` the project folder. */
+export interface BuildInfo {
+  build: string;
+  install: string;
+}
+
+export interface CallMessage extends BuildInfo {
+  type: "call";
+  protocol: number;
+  argv: string[];
+  cwd: string;
+  /** The client's ANIMAWORKS_* variables, HOME and CI: all the CLI reads of its environment. */
+  env: Record<string, string>;
+  stdoutIsTerminal: boolean;
+  stderrIsTerminal: boolean;
+}
+
+export type ClientMessage =
+  | CallMessage
+  | ({ type: "status" | "stop"; protocol: number } & BuildInfo)
+  | { type: "stdin"; data: string }
+  | { type: "stdin-end" };
+
+export interface EndpointStatus extends BuildInfo {
+  pid: number;
+  /** What kind of process serves: the self-starting `daemon`, or a `serve` worker. */
+  kind: "daemon" | "serve";
+  dataDir: string;
+  startedAt: string;
+  /** Calls served since start. */
+  calls: number;
+  /** Calls running now. */
+  active: number;
+  /** A daemon exits after this long without a call, ms; undefined for `serve`. */
+  idleTimeoutMs?: number;
+}
+
+export type RefusalReason = "version" | "config" | "command" | "busy" | "stopping";
+
+export type HostMessage =
+  | { type: "stdout" | "stderr"; text: string }
+  | { type: "stdin-request" }
+  | { type: "exit"; code: number }
+  | { type: "refused"; reason: RefusalReason; message: string; /** The host stops: a new one may be started. */ restarting?: boolean }
+  | { type: "status"; status: EndpointStatus }
+  | { type: "stopping" }
+  | { type: "error"; message: string };
+
+/** A frame or message that breaks the protocol. */
+export class ProtocolError extends Error {
+  constructor(message: string) {
+    super(message);
+    this.name = "ProtocolError";
+  }
+}
+
+export function encodeFrame(message: ClientMessage | HostMessage): Buffer {
+  const body = Buffer.from(JSON.stringify(message), "utf8");
+  if (body.length > MAX_FRAME_BYTES) throw new ProtocolError(`a ${message.type} message of ${body.length} bytes exceeds the ${MAX_FRAME_BYTES}-byte frame limit`);
+  const frame = Buffer.allocUnsafe(4 + body.length);
+  frame.writeUInt32BE(body.length, 0);
+  body.copy(frame, 4);
+  return frame;
+}
+
+/** Splits text into chunks of at most CHUNK_CHARS code units, never between the halves of a surrogate pair. */
+export function chunks(text: string): string[] {
+  const parts: string[] = [];
+  let start = 0;
+  while (text.length - start > CHUNK_CHARS) {
+    let end = start + CHUNK_CHARS;
+    const last = text.charCodeAt(end - 1);
+    if (last >= 0xd800 && last <= 0xdbff) end--;
+    parts.push(text.slice(start, end));
+    start = end;
+  }
+  parts.push(text.slice(start));
+  return parts;
+}
+
+/** Collects bytes from a stream and yields whole frames' JSON values. Throws ProtocolError on a bad frame. */
+export class FrameDecoder {
+  private buffered: Buffer[] = [];
+  private size = 0;
+
+  push(chunk: Buffer): unknown[] {
+    this.buffered.push(chunk);
+    this.size += chunk.length;
+    const values: unknown[] = [];
+    for (;;) {
+      if (this.size < 4) return values;
+      const head = this.buffered.length === 1 ? (this.buffered[0] as Buffer) : Buffer.concat(this.buffered);
+      this.buffered = [head];
+      const length = head.readUInt32BE(0);
+      if (length > MAX_FRAME_BYTES) throw new ProtocolError(`a frame announces ${length} bytes, more than the ${MAX_FRAME_BYTES}-byte limit`);
+      if (this.size < 4 + length) return values;
+      const body = head.subarray(4, 4 + length);
+      const rest = head.subarray(4 + length);
+      this.buffered = rest.length > 0 ? [rest] : [];
+      this.size = rest.length;
+      let value: unknown;
+      try {
+        value = JSON.parse(body.toString("utf8"));
+      } catch {
+        throw new ProtocolError("a frame does not hold valid JSON");
+      }
+      values.push(value);
+    }
+  }
+
+  /** Bytes of an incomplete frame still held. */
+  get pendingBytes(): number {
+    return this.size;
+  }
+}
+
+// ---- decoding: every message is checked field by field before it is used -----------------------
+
+function record(value: unknown, side: string): Record<string, unknown> {
+  if (typeof value !== "object" || value === null || Array.isArray(value)) throw new ProtocolError(`a ${side} message must be a JSON object`);
+  return value as Record<string, unknown>;
+}
+
+function field<T>(message: Record<string, unknown>, name: string, check: (value: unknown) => value is T, what: string): T {
+  const value = message[name];
+  if (!check(value)) throw new ProtocolError(`"${String(message["type"])}" message: ${name} must be ${what}`);
+  return value;
+}
+
+const isString = (value: unknown): value is string => typeof value === "string";
+const isBoolean = (value: unknown): value is boolean => typeof value === "boolean";
+const isInteger = (value: unknown): value is number => Number.isSafeInteger(value);
+const isStrings = (value: unknown): value is string[] => Array.isArray(value) && value.every(isString);
+const isStringRecord = (value: unknown): value is Record<string, string> =>
+  typeof value === "object" && value !== null && !Array.isArray(value) && Object.values(value).every(isString);
+
+export function decodeClientMessage(value: unknown): ClientMessage {
+  const message = record(value, "client");
+  switch (message["type"]) {
+    case "call":
+      return {
+        type: "call",
+        protocol: field(message, "protocol", isInteger, "an integer"),
+        build: field(message, "build", isString, "a string"),
+        install: field(message, "install", isString, "a string"),
+        argv: field(message, "argv", isStrings, "an array of strings"),
+        cwd: field(message, "cwd", (v): v is string => isString(v) && v.startsWith("/"), "an absolute path"),
+        env: { ...field(message, "env", isStringRecord, "an object of strings") },
+        stdoutIsTerminal: field(message, "stdoutIsTerminal", isBoolean, "a boolean"),
+        stderrIsTerminal: field(message, "stderrIsTerminal", isBoolean, "a boolean"),
+      };
+    case "status":
+    case "stop":
+      return {
+        type: message["type"],
+        protocol: field(message, "protocol", isInteger, "an integer"),
+        build: field(message, "build", isString, "a string"),
+        install: field(message, "install", isString, "a string"),
+      };
+    case "stdin":
+      return { type: "stdin", data: field(message, "data", isString, "a string") };
+    case "stdin-end":
+      return { type: "stdin-end" };
+    default:
+      throw new ProtocolError(`unknown client message type ${JSON.stringify(message["type"])}`);
+  }
+}
+
+const REFUSALS: readonly string[] = ["version", "config", "command", "busy", "stopping"];
+
+export function decodeHostMessage(value: unknown): HostMessage {
+  const message = record(value, "host");
+  switch (message["type"]) {
+    case "stdout":
+    case "stderr":
+      return { type: message["type"], text: field(message, "text", isString, "a string") };
+    case "stdin-request":
+    case "stopping":
+      return { type: message["type"] };
+    case "exit":
+      return { type: "exit", code: field(message, "code", (v): v is number => isInteger(v) && v >= 0 && v <= 255, "an exit code") };
+    case "refused":
+      return {
+        type: "refused",
+        reason: field(message, "reason", (v): v is RefusalReason => isString(v) && REFUSALS.includes(v), "a refusal reason"),
+        message: field(message, "message", isString, "a string"),
+        ...(message["restarting"] === true ? { restarting: true } : {}),
+      };
+    case "status":
+      return { type: "status", status: record(message["status"], "status") as unknown as EndpointStatus };
+    case "error":
+      return { type: "error", message: field(message, "message", isString, "a string") };
+    default:
+      throw new ProtocolError(`unknown host message type ${JSON.stringify(message["type"])}`);
+  }
+}

@@ -1,0 +1,348 @@
+import { chmodSync, lstatSync, rmSync } from "node:fs";
+import { type Server, type Socket, connect, createServer } from "node:net";
+import { hostname as machineName } from "node:os";
+import { Declined, type InvocationHostOptions, main } from "../cli/main.js";
+import type { Output } from "../cli/output.js";
+import { monotonicMs } from "../clock.js";
+import { PROJECT_ROOT } from "../config.js";
+import { ToolHostError } from "../errors.js";
+import type { ToolHost } from "../host-api.js";
+import { FolderFreshness, InvocationHost } from "./invocation-host.js";
+import { withLock } from "./lock.js";
+import { type EndpointPaths, endpointPaths, makePrivateDir, readBuildInfo, releaseSocketAddress, socketAddress } from "./paths.js";
+import {
+  type BuildInfo,
+  type CallMessage,
+  type ClientMessage,
+  type EndpointStatus,
+  FrameDecoder,
+  type HostMessage,
+  PROTOCOL_VERSION,
+  ProtocolError,
+  chunks,
+  decodeClientMessage,
+  encodeFrame,
+} from "./protocol.js";
+
+export interface EndpointOptions {
+  /** The long-running host whose tools, calls and jobs the CLI clients use. */
+  host: ToolHost;
+  /** `daemon` (started by a CLI call or `daemon start`; may be told to stop) or `serve`. */
+  kind: "daemon" | "serve";
+  /** This side's build. Default: the install's `dist/cli/build-id`. */
+  build?: BuildInfo;
+  /** Machine name in the socket's file name. Default: os.hostname(). */
+  hostname?: string;
+  /** Reported by `daemon status`, ms. Default: none. */
+  idleTimeoutMs?: number;
+  /** Calls served at once; a client beyond it runs its call itself. Default: 256. */
+  maxActiveCalls?: number;
+  /** A connection must send its first message within this, ms. Default: 10,000. */
+  firstMessageTimeoutMs?: number;
+  /** Stdin a client may send for one call (`--args-file -`), bytes. Default: 64 MiB. */
+  maxStdinBytes?: number;
+  /** A `daemon` is asked to stop (`daemon stop`, or a client of this install built since it started). */
+  onStopRequest?: (reason: "requested" | "outdated") => void;
+  /** Operator-facing lines (refusals, protocol errors). Default: none. */
+  log?: (message: string) => void;
+}
+
+/**
+ * A long-running host's local endpoint: a Unix socket in the data dir through which the `animaworks-tool`
+ * CLI runs its invocations on this host (protocol.ts). Each invocation runs the CLI's own `main` with the
+ * client's argv, working directory, environment and terminal facts, on a view of this host
+ * (InvocationHost), so its output, exit code and log lines are those of the same command run in-process.
+ *
+ * Security invariants:
+ * - Only the data dir's owner can connect: the socket is in a 0700 directory of that user (paths.ts).
+ * - A connection gains nothing the CLI does not already grant its user: the Anima is chosen exactly as on
+ *   the command line (`--anima`, `$ANIMAWORKS_ANIMA_DIR`), checked by the same code.
+ * - Every message is decoded field by field; a bad frame ends that connection only.
+ */
+export class Endpoint {
+  readonly paths: EndpointPaths;
+  private readonly build: BuildInfo;
+  private readonly freshness: FolderFreshness;
+  private readonly startedAt = new Date().toISOString();
+  private readonly connections = new Set<Socket>();
+  private server: Server | undefined;
+  private socketInode: bigint | undefined;
+  private callsServed = 0;
+  private active = 0;
+  private lastActivityMs = monotonicMs();
+  private idleWaiters: Array<() => void> = [];
+
+  private constructor(private readonly options: EndpointOptions) {
+    this.paths = endpointPaths(options.host.config.dataDir, options.hostname ?? machineName());
+    this.build = options.build ?? readBuildInfo(PROJECT_ROOT);
+    this.freshness = new FolderFreshness(options.host);
+  }
+
+  /**
+   * Listens on the data dir's socket, replacing a stale one. Undefined when another live host on this
+   * machine serves it already (one endpoint per data dir and machine).
+   */
+  static async open(options: EndpointOptions): Promise<Endpoint | undefined> {
+    const endpoint = new Endpoint(options);
+    return (await endpoint.listen()) ? endpoint : undefined;
+  }
+
+  /** Calls running now. */
+  get activeCalls(): number {
+    return this.active;
+  }
+
+  /** Milliseconds since the last call started or ended (0 while one runs). */
+  idleForMs(): number {
+    return this.active > 0 ? 0 : monotonicMs() - this.lastActivityMs;
+  }
+
+  /** False once the socket file is gone or is another host's (removed or replaced by hand or in a race). */
+  stillOurs(): boolean {
+    const stats = lstatSync(this.paths.socket, { bigint: true, throwIfNoEntry: false });
+    return this.server !== undefined && stats !== undefined && stats.ino === this.socketInode;
+  }
+
+  /** Stops taking connections and removes the socket (if it is still ours); calls in flight go on. */
+  async stopAccepting(): Promise<void> {
+    const server = this.server;
+    if (!server) return;
+    this.server = undefined;
+    const closed = new Promise<void>((resolve) => server.close(() => resolve()));
+    const stats = lstatSync(this.paths.socket, { bigint: true, throwIfNoEntry: false });
+    if (stats && stats.ino === this.socketInode) rmSync(this.paths.socket, { force: true });
+    releaseSocketAddress(this.paths.socket);
+    await closed;
+  }
+
+  /** Stops taking connections and waits until the calls in flight have ended. */
+  async close(): Promise<void> {
+    await this.stopAccepting();
+    while (this.active > 0) await new Promise<void>((resolve) => this.idleWaiters.push(resolve));
+    for (const socket of this.connections) socket.destroy();
+  }
+
+  private async listen(): Promise<boolean> {
+    makePrivateDir(this.paths.dir);
+    return withLock(this.paths.lock, async () => {
+      if (await answers(this.paths.socket)) return false;
+      rmSync(this.paths.socket, { force: true });
+      const server = createServer((socket) => this.accept(socket));
+      await new Promise<void>((resolve, reject) => {
+        server.once("error", reject);
+        server.listen(socketAddress(this.paths.socket), () => resolve());
+      });
+      server.on("error", (error) => this.options.log?.(`endpoint: ${error.message}`));
+      chmodSync(this.paths.socket, 0o600);
+      this.socketInode = lstatSync(this.paths.socket, { bigint: true }).ino;
+      this.server = server;
+      return true;
+    });
+  }
+
+  private accept(socket: Socket): void {
+    this.connections.add(socket);
+    const decoder = new FrameDecoder();
+    const abort = new AbortController();
+    let stdin: StdinReader | undefined;
+    let started = false;
+    const send = (message: HostMessage): void => {
+      if (!socket.destroyed && socket.writable) socket.write(encodeFrame(message));
+    };
+    const fail = (message: string): void => {
+      this.options.log?.(`endpoint: closed a connection: ${message}`);
+      send({ type: "error", message });
+      socket.end();
+      abort.abort();
+      setTimeout(() => socket.destroy(), 1_000).unref();
+    };
+    const timer = setTimeout(() => fail(`no request within ${this.firstMessageTimeoutMs()} ms`), this.firstMessageTimeoutMs());
+    timer.unref();
+    socket.on("error", () => abort.abort());
+    socket.on("close", () => {
+      clearTimeout(timer);
+      abort.abort();
+      stdin?.fail();
+      this.connections.delete(socket);
+    });
+    socket.on("data", (chunk: Buffer) => {
+      let messages: ClientMessage[];
+      try {
+        messages = decoder.push(chunk).map(decodeClientMessage);
+      } catch (error) {
+        if (!(error instanceof ProtocolError)) throw error;
+        return fail(`bad frame: ${error.message}`);
+      }
+      for (const message of messages) {
+        if (!started) {
+          started = true;
+          clearTimeout(timer);
+          if (message.type === "stdin" || message.type === "stdin-end") return fail(`a connection must start with a call, status or stop request, not ${message.type}`);
+          if (message.type === "call") stdin = this.serveCall(message, send, socket, abort.signal);
+          else this.control(message.type, message.protocol, send, socket);
+        } else if ((message.type === "stdin" || message.type === "stdin-end") && stdin?.expecting()) {
+          const problem = stdin.take(message);
+          if (problem) return fail(problem);
+        } else return fail(`unexpected ${message.type} message`);
+      }
+    });
+  }
+
+  private control(type: "status" | "stop", protocol: number, send: (message: HostMessage) => void, socket: Socket): void {
+    if (protocol !== PROTOCOL_VERSION) {
+      send({ type: "refused", reason: "version", message: `the running host speaks protocol ${PROTOCOL_VERSION}, not ${protocol}` });
+    } else if (type === "status") {
+      send({ type: "status", status: this.status() });
+    } else if (this.options.kind !== "daemon") {
+      send({ type: "error", message: `CLI calls are served by "animaworks-tool serve" (pid ${process.pid}), not a daemon; stop that process instead (Ctrl-C or SIGTERM)` });
+    } else {
+      send({ type: "stopping" });
+      this.options.onStopRequest?.("requested");
+    }
+    socket.end();
+  }
+
+  private status(): EndpointStatus {
+    return {
+      ...this.build,
+      pid: process.pid,
+      kind: this.options.kind,
+      dataDir: this.options.host.config.dataDir,
+      startedAt: this.startedAt,
+      calls: this.callsServed,
+      active: this.active,
+      ...(this.options.idleTimeoutMs !== undefined ? { idleTimeoutMs: this.options.idleTimeoutMs } : {}),
+    };
+  }
+
+  /** Runs one invocation for a client; returns the reader its stdin messages go to. */
+  private serveCall(message: CallMessage, send: (message: HostMessage) => void, socket: Socket, signal: AbortSignal): StdinReader {
+    const stdin = new StdinReader(send, this.options.maxStdinBytes ?? 64 * 1024 * 1024);
+    const refuse = (reason: "version" | "busy", text: string, restarting = false): StdinReader => {
+      send({ type: "refused", reason, message: text, ...(restarting ? { restarting } : {}) });
+      socket.end();
+      return stdin;
+    };
+    if (message.protocol !== PROTOCOL_VERSION) return refuse("version", `the running host speaks protocol ${PROTOCOL_VERSION}, not ${message.protocol}`);
+    if (message.build !== this.build.build || message.install !== this.build.install) {
+      // A client of this very install that was built since this daemon started: this daemon is outdated.
+      const outdated = message.install === this.build.install && this.options.kind === "daemon";
+      if (outdated) this.options.onStopRequest?.("outdated");
+      return refuse("version", `the running host (pid ${process.pid}) is build ${this.build.build} of ${this.build.install}, the client build ${message.build} of ${message.install}`, outdated);
+    }
+    if (this.active >= (this.options.maxActiveCalls ?? 256)) return refuse("busy", `the running host has ${this.active} calls in flight`);
+    this.active++;
+    this.callsServed++;
+    const out: Output = {
+      stdout: (text) => sendText(send, "stdout", text),
+      stderr: (text) => sendText(send, "stderr", text),
+    };
+    void main(message.argv, out, {
+      env: message.env,
+      cwd: message.cwd,
+      stderrIsTerminal: message.stderrIsTerminal,
+      readStdin: () => stdin.read(),
+      signal,
+      hostFor: (options) => this.hostFor(options),
+    })
+      .then(
+        (code) => send({ type: "exit", code }),
+        (error: unknown) => {
+          if (error instanceof Declined) send({ type: "refused", reason: error.reason, message: error.message });
+          else send({ type: "error", message: `the host failed to run the call: ${error instanceof Error ? error.message : String(error)}` });
+        },
+      )
+      .finally(() => {
+        socket.end();
+        this.active--;
+        this.lastActivityMs = monotonicMs();
+        if (this.active === 0) for (const resolve of this.idleWaiters.splice(0)) resolve();
+      });
+    return stdin;
+  }
+
+  /** This host, for an invocation that asks for exactly what it is; else `Declined` (the client runs it). */
+  private hostFor(options: InvocationHostOptions): ToolHost {
+    const config = this.options.host.config;
+    const mismatch =
+      options.dataDir !== config.dataDir
+        ? `it serves the data dir ${config.dataDir}`
+        : options.jobsUrl !== config.jobsUrl
+          ? "it uses another job store"
+          : [...options.allowInternalHosts].sort().join(",") !== [...config.allowInternalHosts].sort().join(",")
+            ? "it allows other internal hosts"
+            : options.osSandbox !== config.osSandbox
+              ? `the call asks for OS sandbox mode "${options.osSandbox}", the host runs "${config.osSandbox}"`
+              : undefined;
+    if (mismatch) throw new Declined("config", `the running host cannot run this call as asked: ${mismatch}`);
+    return new InvocationHost(this.options.host, options.onLog, this.freshness);
+  }
+
+  private firstMessageTimeoutMs(): number {
+    return this.options.firstMessageTimeoutMs ?? 10_000;
+  }
+}
+
+function sendText(send: (message: HostMessage) => void, type: "stdout" | "stderr", text: string): void {
+  for (const part of chunks(text.endsWith("\n") ? text : `${text}\n`)) send({ type, text: part });
+}
+
+/** A client's stdin, asked for when the invocation first reads it (`--args-file -`). */
+class StdinReader {
+  private parts: string[] = [];
+  private bytes = 0;
+  private pending: { resolve(text: string): void; reject(error: Error): void } | undefined;
+  private result: Promise<string> | undefined;
+
+  constructor(
+    private readonly send: (message: HostMessage) => void,
+    private readonly maxBytes: number,
+  ) {}
+
+  read(): Promise<string> {
+    this.result ??= new Promise<string>((resolve, reject) => {
+      this.pending = { resolve, reject };
+      this.send({ type: "stdin-request" });
+    });
+    return this.result;
+  }
+
+  expecting(): boolean {
+    return this.pending !== undefined;
+  }
+
+  /** Takes a stdin message; returns a protocol problem, if any. */
+  take(message: { type: "stdin"; data: string } | { type: "stdin-end" }): string | undefined {
+    if (message.type === "stdin-end") {
+      this.pending?.resolve(this.parts.join(""));
+      this.pending = undefined;
+      return undefined;
+    }
+    this.bytes += Buffer.byteLength(message.data);
+    this.parts.push(message.data);
+    if (this.bytes <= this.maxBytes) return undefined;
+    this.pending?.reject(new ToolHostError("InvalidArguments", `arguments on stdin exceed ${this.maxBytes} bytes`, "pass them in a file with --args-file FILE"));
+    this.pending = undefined;
+    return "stdin too large";
+  }
+
+  fail(): void {
+    this.pending?.reject(new ToolHostError("ExecutionError", "the client went away before sending stdin"));
+    this.pending = undefined;
+  }
+}
+
+/** True when something accepts connections on `socket` (a live host); false for none or a stale file. */
+function answers(socket: string): Promise<boolean> {
+  return new Promise((resolve) => {
+    const probe = connect(socketAddress(socket));
+    const timer = setTimeout(() => finish(true), 2_000); // accepted but silent: a host that is busy, not gone
+    const finish = (live: boolean): void => {
+      clearTimeout(timer);
+      probe.destroy();
+      resolve(live);
+    };
+    probe.once("connect", () => finish(true));
+    probe.once("error", () => finish(false));
+  });
+}

@@ -1,0 +1,37 @@
+import { type Dirent, readdirSync, statSync } from "node:fs";
+import { join } from "node:path";
+
+/** Entries a stamp looks at, at most; beyond, only the first ones count (the folder watcher still reloads). */
+export const MAX_STAMP_ENTRIES = 5_000;
+/** Sub-folder levels below a tool folder that a stamp walks (tools import helpers from their own folder). */
+const MAX_DEPTH = 3;
+
+/**
+ * A string that changes whenever a file or folder under `dirs` is added, removed, replaced or written:
+ * names with inode, size, change and modification times in nanoseconds. A long-running host compares
+ * it before serving a CLI call, so an edited tool is served by the next call without waiting for the
+ * folder watcher's event. Links are stamped by their target and not walked into.
+ */
+export function folderStamp(dirs: readonly string[]): string {
+  const parts: string[] = [];
+  let budget = MAX_STAMP_ENTRIES;
+  const walk = (dir: string, depth: number): void => {
+    let entries: Dirent[];
+    try {
+      entries = readdirSync(dir, { withFileTypes: true });
+    } catch (error) {
+      parts.push(`${dir}!${(error as NodeJS.ErrnoException).code ?? "error"}`);
+      return;
+    }
+    entries.sort((a, b) => (a.name < b.name ? -1 : a.name > b.name ? 1 : 0));
+    for (const entry of entries) {
+      if (budget-- <= 0) return;
+      const path = join(dir, entry.name);
+      const stats = statSync(path, { bigint: true, throwIfNoEntry: false });
+      parts.push(stats ? `${path}|${stats.ino}|${stats.size}|${stats.mtimeNs}|${stats.ctimeNs}` : `${path}|gone`);
+      if (entry.isDirectory() && depth < MAX_DEPTH) walk(path, depth + 1);
+    }
+  };
+  for (const dir of dirs) walk(dir, 0);
+  return parts.join("\n");
+}
