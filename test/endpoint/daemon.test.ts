@@ -1,0 +1,199 @@
+import { type SpawnSyncReturns, spawn, spawnSync } from "node:child_process";
+import { existsSync, readFileSync, readdirSync, writeFileSync } from "node:fs";
+import { hostname } from "node:os";
+import { join } from "node:path";
+import { afterAll, describe, expect, it } from "vitest";
+import { PROJECT_ROOT } from "../../src/config.js";
+import { endpointPaths, readBuildInfo } from "../../src/endpoint/paths.js";
+import { Endpoint } from "../../src/endpoint/server.js";
+import { createHost } from "../../src/host.js";
+import { type TempDataDir, makeDataDir, waitFor } from "../helpers/data-dir.js";
+
+// The daemon path end to end: real `animaworks-tool` processes started as a user's shell starts them
+// (without --no-node-snapshot), with daemons allowed (vitest.config.ts turns them off for other tests).
+
+const BIN = join(PROJECT_ROOT, "bin", "animaworks-tool.cjs");
+const ECHO = `
+import { logger } from "@animaworks/tool";
+export function get_tool_schemas() {
+  return [
+    { name: "echo_say", description: "echo", input_schema: { type: "object", properties: { word: { type: "string" } }, required: ["word"] } },
+    { name: "echo_spin", description: "never returns" },
+  ];
+}
+export function dispatch(name, args) {
+  if (name === "echo_spin") { for (;;) {} }
+  logger.info("saying " + args.word);
+  return { said: args.word };
+}
+`;
+const ENV: NodeJS.ProcessEnv = { ...process.env, ANIMAWORKS_DAEMON_IDLE_SECONDS: "120" };
+delete ENV["ANIMAWORKS_NO_DAEMON"];
+
+const dataDirs: TempDataDir[] = [];
+function dataDir(): TempDataDir {
+  const data = makeDataDir({ "animas/alice/tools/echo.mjs": ECHO });
+  dataDirs.push(data);
+  return data;
+}
+
+function cli(data: TempDataDir, args: string[], env: NodeJS.ProcessEnv = ENV): SpawnSyncReturns<string> {
+  return spawnSync(process.execPath, [BIN, "--data-dir", data.dir, ...args], { encoding: "utf8", env });
+}
+
+function cliAsync(data: TempDataDir, args: string[]): Promise<{ status: number | null; stdout: string; stderr: string }> {
+  return new Promise((resolve) => {
+    const child = spawn(process.execPath, [BIN, "--data-dir", data.dir, ...args], { env: ENV });
+    let stdout = "";
+    let stderr = "";
+    child.stdout.on("data", (chunk) => (stdout += chunk));
+    child.stderr.on("data", (chunk) => (stderr += chunk));
+    child.on("close", (status) => resolve({ status, stdout, stderr }));
+  });
+}
+
+interface Status {
+  running: boolean;
+  host?: { pid: number; kind: string; calls: number; active: number };
+}
+
+function status(data: TempDataDir): Status {
+  return JSON.parse(cli(data, ["daemon", "status", "--json"]).stdout) as Status;
+}
+
+/** Processes running `daemon run` for this data dir (from /proc). */
+function daemonPids(data: TempDataDir): number[] {
+  const pids: number[] = [];
+  for (const entry of readdirSync("/proc")) {
+    if (!/^\d+$/.test(entry)) continue;
+    let args: string[];
+    try {
+      args = readFileSync(`/proc/${entry}/cmdline`, "utf8").split("\0");
+    } catch {
+      continue;
+    }
+    const at = args.indexOf("run");
+    if (at > 0 && args[at - 1] === "daemon" && args.includes(data.dir)) pids.push(Number(entry));
+  }
+  return pids;
+}
+
+afterAll(async () => {
+  for (const data of dataDirs) {
+    cli(data, ["daemon", "stop"]);
+    for (const pid of daemonPids(data)) process.kill(pid, "SIGKILL");
+    data.cleanup();
+  }
+});
+
+describe("the self-starting daemon", () => {
+  it("is started by a first call, which runs in-process; later calls are served by it, with the same output", async () => {
+    const data = dataDir();
+    const first = cli(data, ["--anima", "alice", "echo", "say", "one", "-j"]);
+    expect(first.status).toBe(0);
+    await waitFor(() => status(data).running, 20_000, 50);
+    const second = cli(data, ["--anima", "alice", "echo", "say", "one", "-j"]);
+    expect({ status: second.status, stdout: second.stdout, stderr: second.stderr }).toEqual({ status: first.status, stdout: first.stdout, stderr: first.stderr });
+    expect(JSON.parse(JSON.parse(second.stdout).output)).toEqual({ said: "one" });
+    expect(second.stderr).toBe("[info] animaworks.tools (alice/echo): saying one\n");
+    const after = status(data);
+    expect(after.host).toMatchObject({ kind: "daemon", calls: 1, active: 0 });
+    // Errors and their exit codes come back the same way.
+    const unknown = cli(data, ["--anima", "alice", "echo", "shout"]);
+    expect(unknown.status).toBe(5);
+    expect(unknown.stderr).toBe('Error (ToolNotFound): tool "echo" has no action "shout" — actions: say, spin\n');
+    expect(status(data).host?.calls).toBe(2);
+  });
+
+  it("serves a call from the thin client alone: Node's start-up snapshot, no isolated-vm, esbuild, ajv or host code", async () => {
+    const data = dataDir();
+    expect(cli(data, ["daemon", "start"]).stdout).toMatch(/^started: daemon pid \d+/);
+    const report = join(data.dir, "loaded.json");
+    const preload = join(data.dir, "report.cjs");
+    writeFileSync(
+      preload,
+      `process.on("exit", () => require("node:fs").writeFileSync(${JSON.stringify(report)}, JSON.stringify({ execArgv: process.execArgv, files: Object.keys(require.cache), builtins: process.moduleLoadList })));\n`,
+    );
+    const run = spawnSync(process.execPath, ["--require", preload, BIN, "--data-dir", data.dir, "--anima", "alice", "echo", "say", "thin"], { encoding: "utf8", env: ENV });
+    expect(run.stdout).toBe('{\n  "said": "thin"\n}\n');
+    expect(run.status).toBe(0);
+    expect(status(data).host?.calls).toBe(1);
+    const loaded = JSON.parse(readFileSync(report, "utf8")) as { execArgv: string[]; files: string[]; builtins: string[] };
+    expect(loaded.execArgv).not.toContain("--no-node-snapshot");
+    expect(loaded.files.filter((file) => file !== preload)).toEqual([BIN]); // the bundles load through vm.Script
+    for (const unwanted of ["NativeModule child_process", "NativeModule worker_threads", "NativeModule internal/modules/esm/module_job"]) expect(loaded.builtins).not.toContain(unwanted);
+  });
+
+  it("is started once by concurrent first calls", async () => {
+    const data = dataDir();
+    const runs = await Promise.all([1, 2, 3, 4].map((n) => cliAsync(data, ["--anima", "alice", "echo", "say", `n${n}`])));
+    runs.forEach((run, i) => {
+      expect(run.status).toBe(0);
+      expect(JSON.parse(run.stdout)).toEqual({ said: `n${i + 1}` });
+    });
+    await waitFor(() => status(data).running, 20_000, 50);
+    expect(daemonPids(data)).toHaveLength(1);
+    const log = readFileSync(endpointPaths(data.dir, hostname()).log, "utf8");
+    expect(log.match(/serves CLI calls/g)).toHaveLength(1);
+    expect(log).not.toContain("another host");
+  });
+
+  it("dies mid-call: that call gets a clear error, and the next call works", async () => {
+    const data = dataDir();
+    cli(data, ["daemon", "start"]);
+    const pid = status(data).host?.pid as number;
+    const spinning = cliAsync(data, ["--anima", "alice", "echo", "spin"]);
+    await waitFor(() => status(data).host?.active === 1, 10_000, 50);
+    process.kill(pid, "SIGKILL");
+    const failed = await spinning;
+    expect(failed.status).toBe(1);
+    expect(failed.stderr).toBe(
+      "Error (SandboxCrashed): the running animaworks-tool host ended before the call finished (it may have run in part) — run the command again (the next call starts a new host, or runs in-process)\n",
+    );
+    const next = cli(data, ["--anima", "alice", "echo", "say", "again"]);
+    expect(next.status).toBe(0);
+    expect(JSON.parse(next.stdout)).toEqual({ said: "again" });
+  });
+
+  it("is managed with daemon start|status|stop, and exits by itself when idle", async () => {
+    const data = dataDir();
+    expect(cli(data, ["daemon", "status"]).stdout).toMatch(/^no host serves CLI calls for /);
+    expect(cli(data, ["daemon", "start", "--idle-timeout", "600"]).stdout).toMatch(/^started: daemon pid \d+ serves CLI calls for .* exits after 600 s without a call\n$/);
+    expect(cli(data, ["daemon", "start"]).stdout).toMatch(/^already running: daemon pid/);
+    expect(cli(data, ["daemon", "stop"]).stdout).toBe("daemon stopped\n");
+    expect(status(data).running).toBe(false);
+    expect(cli(data, ["daemon", "stop"]).stdout).toMatch(/^no daemon runs for /);
+    const bad = cli(data, ["daemon", "start", "--idle-timeout", "soon"]);
+    expect(bad.status).toBe(2);
+    expect(bad.stderr).toMatch(/^Error \(InvalidArguments\): --idle-timeout must be a number of seconds/);
+    cli(data, ["daemon", "start", "--idle-timeout", "1"]);
+    expect(status(data).running).toBe(true);
+    await waitFor(() => !status(data).running && daemonPids(data).length === 0, 15_000, 100);
+  });
+
+  it("is neither used nor started with --no-daemon or ANIMAWORKS_NO_DAEMON=1", () => {
+    const data = dataDir();
+    const endpointDir = endpointPaths(data.dir, hostname()).dir;
+    expect(cli(data, ["--no-daemon", "--anima", "alice", "echo", "say", "x"]).status).toBe(0);
+    expect(existsSync(endpointDir)).toBe(false);
+    expect(cli(data, ["--anima", "alice", "echo", "say", "x"], { ...ENV, ANIMAWORKS_NO_DAEMON: "1" }).status).toBe(0);
+    expect(existsSync(endpointDir)).toBe(false);
+  });
+
+  it("of another build is not used: the call runs in-process, and an outdated daemon of this install is told to stop", async () => {
+    const data = dataDir();
+    const host = createHost({ dataDir: data.dir, isolation: "process", onLog: () => {} });
+    const reasons: string[] = [];
+    const old = await Endpoint.open({ host, kind: "daemon", build: { build: "an-older-build", install: readBuildInfo(PROJECT_ROOT).install }, onStopRequest: (reason) => void reasons.push(reason) });
+    try {
+      // Not spawnSync: the old endpoint is served by this very process.
+      const run = await cliAsync(data, ["--anima", "alice", "echo", "say", "fresh"]);
+      expect(run.status).toBe(0);
+      expect(JSON.parse(run.stdout)).toEqual({ said: "fresh" });
+      expect(reasons).toEqual(["outdated"]);
+    } finally {
+      await old?.close();
+      await host.close();
+    }
+  });
+});
