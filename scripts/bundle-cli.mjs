@@ -121,8 +121,6 @@ const common = [
   // import() of an external package becomes require(): the launcher compiles the bundle as a
   // vm.Script (for its code cache), which has no loader for import().
   "--supported:dynamic-import=false",
-  "--define:import.meta.url=__bundleFileUrl",
-  '--banner:js=const __bundleFileUrl = require("node:url").pathToFileURL(__filename).href;',
   "--legal-comments=none",
   // ASCII: see the check below. Without whitespace and comments: less for V8 to scan on every start.
   "--charset=ascii",
@@ -132,6 +130,8 @@ const common = [
 bundle("main.cjs", [
   ENTRY,
   ...common,
+  "--define:import.meta.url=__bundleFileUrl",
+  '--banner:js=const __bundleFileUrl = require("node:url").pathToFileURL(__filename).href;',
   ...externals,
   `--alias:node:fs/promises=${join(SHIM_DIR, "fs-promises.js")}`,
   `--alias:node:child_process=${join(SHIM_DIR, "child_process.js")}`,

@@ -146,8 +146,15 @@ export class Endpoint {
     const abort = new AbortController();
     let stdin: StdinReader | undefined;
     let started = false;
+    // Frames written in one turn of the event loop (a result, then the exit code) leave in one write, so
+    // the client wakes once.
     const send = (message: HostMessage): void => {
-      if (!socket.destroyed && socket.writable) socket.write(encodeFrame(message));
+      if (socket.destroyed || !socket.writable) return;
+      if (socket.writableCorked === 0) {
+        socket.cork();
+        setImmediate(() => socket.uncork());
+      }
+      socket.write(encodeFrame(message));
     };
     const fail = (message: string): void => {
       this.options.log?.(`endpoint: closed a connection: ${message}`);

@@ -120,7 +120,8 @@ describe("the self-starting daemon", () => {
     expect(status(data).host?.calls).toBe(1);
     const loaded = JSON.parse(readFileSync(report, "utf8")) as { execArgv: string[]; files: string[]; builtins: string[] };
     expect(loaded.execArgv).not.toContain("--no-node-snapshot");
-    expect(loaded.files.filter((file) => file !== preload)).toEqual([BIN]); // the bundles load through vm.Script
+    // The launcher and the client bundle; nothing of the host (dist/cli/main.cjs or dist/src) or node_modules.
+    expect(loaded.files.filter((file) => file !== preload)).toEqual([BIN, join(PROJECT_ROOT, "dist", "cli", "client.cjs")]);
     for (const unwanted of ["NativeModule child_process", "NativeModule worker_threads", "NativeModule internal/modules/esm/module_job"]) expect(loaded.builtins).not.toContain(unwanted);
   });
 

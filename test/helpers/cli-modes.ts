@@ -27,6 +27,8 @@ export interface CliRunOptions {
   env?: Record<string, string>;
   cwd?: string;
   stdin?: string;
+  /** Sees each piece of stdout as it is written (before the run ends). */
+  onStdout?: (text: string) => void;
 }
 
 export interface CliRunner {
@@ -38,7 +40,10 @@ export interface CliRunner {
 
 async function inProcess(argv: string[], options: CliRunOptions): Promise<CliRun> {
   const out = { 1: [] as string[], 2: [] as string[] };
-  const line = (fd: 1 | 2) => (text: string) => void out[fd].push(text.endsWith("\n") ? text : `${text}\n`);
+  const line = (fd: 1 | 2) => (text: string) => {
+    if (fd === 1) options.onStdout?.(text);
+    out[fd].push(text.endsWith("\n") ? text : `${text}\n`);
+  };
   const code = await main(argv, { stdout: line(1), stderr: line(2) }, {
     env: options.env ?? {},
     ...(options.cwd ? { cwd: options.cwd } : {}),
@@ -61,7 +66,13 @@ export async function cliRunner(mode: CliMode, dataDir: string): Promise<CliRunn
       const out = { 1: [] as string[], 2: [] as string[] };
       const outcome = await runThroughHost(
         argv,
-        { write: (fd, text) => void out[fd].push(text), readStdin: async () => options.stdin ?? "", isTerminal: () => false },
+        {
+          write: (fd, text) => {
+            if (fd === 1) options.onStdout?.(text);
+            out[fd].push(text);
+          },
+          readStdin: async () => options.stdin ?? "", isTerminal: () => false,
+        },
         { ...build, env: options.env ?? {}, cwd: options.cwd ?? process.cwd(), hostname: hostname() },
       );
       // As the launcher does: a call the host declines (before anything ran) runs in-process.
