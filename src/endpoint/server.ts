@@ -1,4 +1,4 @@
-import { chmodSync, lstatSync, rmSync } from "node:fs";
+import { chmodSync, lstatSync, renameSync, rmSync } from "node:fs";
 import { type Server, type Socket, connect, createServer } from "node:net";
 import { hostname as machineName } from "node:os";
 import { Declined, type InvocationHostOptions, main } from "../cli/main.js";
@@ -71,6 +71,7 @@ export class Endpoint {
   private active = 0;
   private lastActivityMs = monotonicMs();
   private idleWaiters: Array<() => void> = [];
+  private serverClosed: Promise<void> | undefined;
 
   private constructor(private readonly options: EndpointOptions) {
     this.paths = endpointPaths(options.host.config.dataDir, options.hostname ?? machineName());
@@ -108,32 +109,55 @@ export class Endpoint {
     const server = this.server;
     if (!server) return;
     this.server = undefined;
-    const closed = new Promise<void>((resolve) => server.close(() => resolve()));
+    // Remove the socket file first, and only if it is still ours, so that a new host can bind at once.
+    // (Node would remove the path it bound on close: that is the temporary name, renamed away at bind.)
     const stats = lstatSync(this.paths.socket, { bigint: true, throwIfNoEntry: false });
     if (stats && stats.ino === this.socketInode) rmSync(this.paths.socket, { force: true });
+    // Settles once the connections still open have ended too.
+    this.serverClosed = new Promise<void>((resolve) => server.close(() => resolve()));
     releaseSocketAddress(this.paths.socket);
-    await closed;
   }
 
-  /** Stops taking connections and waits until the calls in flight have ended. */
-  async close(): Promise<void> {
+  /**
+   * Stops taking connections and lets the calls in flight finish for up to `graceMs` (default 10,000);
+   * then ends their connections, which stops what they run (a `jobs wait` would otherwise hold a host
+   * that was told to stop for as long as its job runs). Their clients get the "host ended" error.
+   */
+  async close(options: { graceMs?: number } = {}): Promise<void> {
     await this.stopAccepting();
-    while (this.active > 0) await new Promise<void>((resolve) => this.idleWaiters.push(resolve));
+    await this.untilIdle(options.graceMs ?? 10_000);
     for (const socket of this.connections) socket.destroy();
+    await this.untilIdle(5_000);
+    await this.serverClosed;
+  }
+
+  private async untilIdle(timeoutMs: number): Promise<void> {
+    if (this.active === 0) return;
+    let timer: NodeJS.Timeout | undefined;
+    await Promise.race([
+      new Promise<void>((resolve) => this.idleWaiters.push(resolve)),
+      new Promise<void>((resolve) => (timer = setTimeout(resolve, timeoutMs))),
+    ]);
+    clearTimeout(timer);
   }
 
   private async listen(): Promise<boolean> {
     makePrivateDir(this.paths.dir);
     return withLock(this.paths.lock, async () => {
       if (await answers(this.paths.socket)) return false;
-      rmSync(this.paths.socket, { force: true });
+      // Bound under a temporary name, made owner-only, then renamed over the real one (replacing a stale
+      // file atomically). Node removes the name it bound when the server closes: the temporary one,
+      // gone by then, never the real path, which may be another host's by that time.
+      const temporary = `${this.paths.socket}.${process.pid}.tmp`;
+      rmSync(temporary, { force: true });
       const server = createServer((socket) => this.accept(socket));
       await new Promise<void>((resolve, reject) => {
         server.once("error", reject);
-        server.listen(socketAddress(this.paths.socket), () => resolve());
+        server.listen(socketAddress(temporary), () => resolve());
       });
       server.on("error", (error) => this.options.log?.(`endpoint: ${error.message}`));
-      chmodSync(this.paths.socket, 0o600);
+      chmodSync(temporary, 0o600);
+      renameSync(temporary, this.paths.socket);
       this.socketInode = lstatSync(this.paths.socket, { bigint: true }).ino;
       this.server = server;
       return true;

@@ -1,5 +1,5 @@
 import { spawn } from "node:child_process";
-import { lstatSync, statSync, writeFileSync } from "node:fs";
+import { lstatSync, rmSync, statSync, writeFileSync } from "node:fs";
 import { type Socket, connect } from "node:net";
 import { hostname } from "node:os";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
@@ -208,6 +208,48 @@ describe("taking the endpoint", () => {
       expect(taken[0]?.stillOurs()).toBe(true);
       await taken[0]?.close();
       expect(lstatSync(paths.socket, { throwIfNoEntry: false })).toBeUndefined();
+    } finally {
+      await otherHost.close();
+      other.cleanup();
+    }
+  });
+});
+
+describe("a replaced endpoint", () => {
+  it("notices that its socket is another host's, and leaves that socket alone when it closes", async () => {
+    const other = makeDataDir({ "animas/erin/tools/.keep": "" });
+    const otherHost = createHost({ dataDir: other.dir, isolation: "process", onLog: () => {} });
+    try {
+      const first = await Endpoint.open({ host: otherHost, kind: "serve" });
+      rmSync(endpointPaths(other.dir, hostname()).socket); // removed by hand: nothing answers there now
+      const second = await Endpoint.open({ host: otherHost, kind: "serve" });
+      expect(second).toBeDefined();
+      expect(first?.stillOurs()).toBe(false);
+      await first?.close();
+      expect(second?.stillOurs()).toBe(true);
+      await second?.close();
+    } finally {
+      await otherHost.close();
+      other.cleanup();
+    }
+  });
+});
+
+describe("closing the endpoint", () => {
+  it("lets calls in flight finish within the grace time, then ends them: their clients are told the host ended", async () => {
+    const other = makeDataDir({ "animas/dave/tools/logger.mjs": LOGGER });
+    const otherHost = createHost({ dataDir: other.dir, isolation: "process", timeoutMs: 60_000, onLog: () => {} });
+    const opened = await Endpoint.open({ host: otherHost, kind: "serve" });
+    try {
+      const io = collectingIo();
+      const spinning = runThroughHost(["--data-dir", other.dir, "--anima", "dave", "logger", "spin"], io, { ...build, env: {}, cwd: "/", hostname: hostname() });
+      await waitFor(() => opened?.activeCalls === 1, 10_000);
+      const started = Date.now();
+      await opened?.close({ graceMs: 200 });
+      expect(Date.now() - started).toBeLessThan(5_000); // not the call's 60 s timeout
+      expect(opened?.activeCalls).toBe(0);
+      expect(await spinning).toEqual({ served: true, code: 1 });
+      expect(io.out[2].join("")).toContain("Error (SandboxCrashed): the running animaworks-tool host ended before the call finished");
     } finally {
       await otherHost.close();
       other.cleanup();
