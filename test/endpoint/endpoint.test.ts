@@ -1,5 +1,6 @@
-import { spawn } from "node:child_process";
-import { lstatSync, rmSync, statSync, writeFileSync } from "node:fs";
+import { spawn, spawnSync } from "node:child_process";
+import { chmodSync, lstatSync, rmSync, statSync, writeFileSync } from "node:fs";
+import { join } from "node:path";
 import { type Socket, connect } from "node:net";
 import { hostname } from "node:os";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
@@ -80,6 +81,17 @@ describe("the host endpoint", () => {
     expect(statSync(paths.socket).mode & 0o777).toBe(0o600);
     expect(statSync(paths.dir).mode & 0o777).toBe(0o700);
     expect(statSync(paths.dir).uid).toBe(process.getuid?.());
+  });
+
+  // Another user is kept out (0700 directory, 0600 socket), even where the data dir is open to all.
+  it.runIf(process.getuid?.() === 0)("cannot be reached by another user", () => {
+    for (const dir of [data.dir, join(data.dir, "state"), join(data.dir, "state", "animaworks-tool")]) chmodSync(dir, 0o755);
+    const probe = spawnSync(process.execPath, ["-e", `require("node:net").connect(${JSON.stringify(endpoint.paths.socket)}).on("connect", () => { console.log("connected"); process.exit(0); }).on("error", (e) => { console.log(e.code); process.exit(0); })`], {
+      uid: 65534,
+      gid: 65534,
+      encoding: "utf8",
+    });
+    expect(probe.stdout.trim()).toBe("EACCES");
   });
 
   it("runs a call with the client's argv, environment, working directory and stdin", async () => {
