@@ -36,9 +36,8 @@ else {
       else process.exit(outcome.code);
       return;
     }
-    if (outcome.daemon) client.startDaemon(outcome.daemon, setup, __filename);
-    if (hasFlag) runInProcess();
-    else reExecute();
+    const started = outcome.daemon ? client.startDaemon(outcome.daemon, setup, __filename) : undefined;
+    Promise.resolve(started).then(() => (hasFlag ? runInProcess() : reExecute()));
   });
 }
 

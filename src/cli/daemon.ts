@@ -68,7 +68,7 @@ export async function runDaemonCommand(argv: string[], ctx: DaemonCliContext): P
         "--idle-timeout",
         String(idleTimeoutMs / 1000),
       ];
-      startDaemon({ dataDir: config.dataDir, paths, args }, { ...build, env: ctx.env, cwd: "/", hostname: hostname() }, launcherOf(PROJECT_ROOT));
+      await startDaemon({ dataDir: config.dataDir, paths, args }, { ...build, env: ctx.env, cwd: "/", hostname: hostname() }, launcherOf(PROJECT_ROOT));
       const deadline = Date.now() + START_WAIT_MS;
       while (Date.now() < deadline) {
         const reply = await controlHost(paths, "status", build);

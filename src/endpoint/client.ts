@@ -1,4 +1,4 @@
-import { closeSync, openSync, statSync, writeSync } from "node:fs";
+import { closeSync, existsSync, openSync, rmSync, statSync, writeSync } from "node:fs";
 import type { Socket } from "node:net";
 import { join } from "node:path";
 import { type GlobalOptions, LOCAL_COMMANDS, emptyOptions, resolveIdentity, takeGlobalOptions } from "../cli/invocation.js";
@@ -187,10 +187,15 @@ const MAX_DAEMON_LOG_BYTES = 1024 * 1024;
  * Starts a daemon for the data dir in the background (`animaworks-tool daemon run`), unless another
  * client started one within the last 30 s. Best effort: a failure leaves calls running in-process.
  */
-export function startDaemon(start: DaemonStart, setup: ClientSetup, launcher: string): boolean {
+export async function startDaemon(start: DaemonStart, setup: ClientSetup, launcher: string): Promise<boolean> {
   try {
     makePrivateDir(start.paths.dir);
     if (!claimStart(start.paths.starting)) return false;
+    // A daemon removes the marker once it listens: a claim made after that must see it answering.
+    if (await answers(start.paths.socket)) {
+      rmSync(start.paths.starting, { force: true });
+      return false;
+    }
     const tooBig = (statSync(start.paths.log, { throwIfNoEntry: false })?.size ?? 0) > MAX_DAEMON_LOG_BYTES;
     const log = openSync(start.paths.log, tooBig ? "w" : "a", 0o600);
     const env: Record<string, string> = {};
@@ -206,6 +211,14 @@ export function startDaemon(start: DaemonStart, setup: ClientSetup, launcher: st
   } catch {
     return false;
   }
+}
+
+/** True when something accepts connections on `socket`. */
+async function answers(socket: string): Promise<boolean> {
+  if (!existsSync(socket)) return false;
+  const connection = await connectTo(socket, Buffer.alloc(0));
+  connection?.destroy();
+  return connection !== undefined;
 }
 
 /** Claims the right to start the daemon: an O_EXCL marker file, or one left by a start long past. */

@@ -258,7 +258,11 @@ export class Endpoint {
     if (message.build !== this.build.build || message.install !== this.build.install) {
       // A client of this very install that was built since this daemon started: this daemon is outdated.
       const outdated = message.install === this.build.install && this.options.kind === "daemon";
-      if (outdated) this.options.onStopRequest?.("outdated");
+      if (outdated) {
+        // The socket goes before the client hears "restarting", so the daemon it starts can take it.
+        void this.stopAccepting();
+        this.options.onStopRequest?.("outdated");
+      }
       return refuse("version", `the running host (pid ${process.pid}) is build ${this.build.build} of ${this.build.install}, the client build ${message.build} of ${message.install}`, outdated);
     }
     if (this.active >= (this.options.maxActiveCalls ?? 256)) return refuse("busy", `the running host has ${this.active} calls in flight`);

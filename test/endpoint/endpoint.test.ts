@@ -142,16 +142,31 @@ describe("the host endpoint", () => {
     expect((await throughHost(["--anima", "alice", "logger", "say", "after"])).stdout).toBe("said after\n");
   });
 
-  it("refuses a client of another build or protocol, and a daemon of the same install then asks to stop", async () => {
-    const other = await runThroughHost(["--data-dir", data.dir, "list"], collectingIo(), { build: "other-build", install: build.install, env: {}, cwd: "/", hostname: hostname() });
-    expect(other).toMatchObject({ served: false, daemon: { dataDir: data.dir } });
-    expect(stopRequests).toEqual(["outdated"]);
+  it("refuses a client of another build or protocol", async () => {
     const foreign = await runThroughHost(["--data-dir", data.dir, "list"], collectingIo(), { build: "x", install: "/elsewhere", env: {}, cwd: "/", hostname: hostname() });
     expect(foreign).toMatchObject({ served: false });
     expect(foreign).not.toHaveProperty("daemon");
-    expect(stopRequests).toEqual(["outdated"]);
+    expect(stopRequests).toEqual([]); // a daemon of another install is not outdated
     const replies = await rawExchange(encodeFrame({ type: "status", protocol: PROTOCOL_VERSION + 1, ...build }));
     expect(replies).toEqual([expect.objectContaining({ type: "refused", reason: "version" })]);
+  });
+
+  it("as an outdated daemon (a client of its own install, built since) gives up its socket and asks to stop", async () => {
+    const other = makeDataDir({ "animas/fay/tools/.keep": "" });
+    const otherHost = createHost({ dataDir: other.dir, isolation: "process", onLog: () => {} });
+    const reasons: string[] = [];
+    const old = await Endpoint.open({ host: otherHost, kind: "daemon", onStopRequest: (reason) => void reasons.push(reason) });
+    try {
+      const newer = await runThroughHost(["--data-dir", other.dir, "list"], collectingIo(), { build: "newer-build", install: build.install, env: {}, cwd: "/", hostname: hostname() });
+      expect(newer).toMatchObject({ served: false, daemon: { dataDir: other.dir } });
+      expect(reasons).toEqual(["outdated"]);
+      expect(old?.stillOurs()).toBe(false);
+      expect(lstatSync(old?.paths.socket as string, { throwIfNoEntry: false })).toBeUndefined(); // a new daemon can bind now
+    } finally {
+      await old?.close();
+      await otherHost.close();
+      other.cleanup();
+    }
   });
 
   it("leaves commands that hold the terminal or manage the host to the client", async () => {
