@@ -222,7 +222,10 @@ export class FsCapability {
         if (existing?.isSymbolicLink()) throw violation("SandboxViolation", `${op}: "${level.relative}" is a symbolic link; links are not followed`);
         if (existing) throw violation("InvalidArguments", `${op}: "${level.relative}" exists and is not a directory`);
         await this.quota.reserve(0, 1);
-        await mkdir(`${dirFdPath}/${name}`).catch((error: unknown) => {
+        await mkdir(`${dirFdPath}/${name}`).catch(async (error: unknown) => {
+          // Made meanwhile by a concurrent call (another job of this Anima): a folder is what was asked for.
+          const raced = (error as NodeJS.ErrnoException).code === "EEXIST" && (recursive !== false || depth < segments.length);
+          if (raced && (await lstat(`${dirFdPath}/${name}`).catch(() => undefined))?.isDirectory()) return;
           throw fsError(error, op, level.relative);
         });
       });

@@ -32,6 +32,15 @@ beforeEach(() => {
 afterEach(() => data.cleanup());
 
 describe("fs capability: ordinary use", () => {
+  it("makes a folder that concurrent calls make too (two jobs of one Anima), without an error", async () => {
+    // Separate capability instances, as two calls have: each checks, then creates.
+    const other = new FsCapability(alice, { ...DEFAULT_FS_LIMITS, quotaBytes: 10_000, maxFiles: 50 });
+    for (let round = 0; round < 8; round++) {
+      await Promise.all([fs.mkdir(`race${round}/sub`, true), other.mkdir(`race${round}/sub`, true), fs.mkdir(`race${round}`, true)]);
+    }
+    await denied(fs.mkdir("race0", false), "ExecutionError"); // without recursive, an existing folder is still an error
+  });
+
   it("writes, reads, appends, lists, stats, renames and removes inside the Anima's directory", async () => {
     await fs.mkdir("notes/2026");
     await fs.writeFile("notes/2026/a.txt", "hello");
