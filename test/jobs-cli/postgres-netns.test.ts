@@ -1,0 +1,150 @@
+import { type ChildProcess, spawn } from "node:child_process";
+import { existsSync, readFileSync, readdirSync } from "node:fs";
+import { join } from "node:path";
+import pg from "pg";
+import { afterAll, beforeAll, describe, expect, it } from "vitest";
+import { PROJECT_ROOT } from "../../src/config.js";
+import { type TempDataDir, makeDataDir } from "../helpers/data-dir.js";
+import { type NetNamespace, createNetNamespace, netnsAvailable, tcpRelay } from "../helpers/netns.js";
+import { type TestDatabase, createTestDatabase } from "../helpers/postgres.js";
+import { cli, waitFor } from "./helpers.js";
+
+/**
+ * Two `serve` workers as two machines: each in its own network namespace, reaching PostgreSQL only over
+ * its veth pair (through a relay in the root namespace standing in for the network), sharing the data dir
+ * and the database. Alice queues a backlog, then Bob a few jobs; one worker is killed mid-run; a third
+ * process cancels a job running on the other. Every job ends, none runs to completion twice, an Anima's
+ * limit holds across both workers, and Bob's jobs do not wait for Alice's backlog.
+ */
+const BIN = join(PROJECT_ROOT, "bin", "animaworks-tool.cjs");
+// Each run writes a mark (start and end times) when it completes.
+const MARK_TOOL = `
+import { fs, setTimeout as later } from "@animaworks/tool";
+export const EXECUTION_PROFILE = { run: { background_eligible: true, timeout_seconds: 120 } };
+export function get_tool_schemas() {
+  return [{ name: "mark_run", description: "Sleeps, then marks.", input_schema: { type: "object",
+    properties: { tag: { type: "string" }, ms: { type: "integer" } }, required: ["tag", "ms"] } }];
+}
+export async function dispatch(name, args) {
+  const start = Date.now();
+  await new Promise((resolve) => later(resolve, args.ms));
+  await fs.mkdir("marks", { recursive: true });
+  await fs.writeFile("marks/" + args.tag + "." + start + "." + Math.random().toString(36).slice(2), JSON.stringify({ start, end: Date.now() }));
+  return "marked " + args.tag;
+}
+`;
+
+const available = netnsAvailable();
+let data: TempDataDir;
+let database: TestDatabase;
+const namespaces: NetNamespace[] = [];
+const relays: Array<{ port: number; close(): Promise<void> }> = [];
+const workers: ChildProcess[] = [];
+
+beforeAll(async () => {
+  if (!available) return;
+  data = makeDataDir({ "animas/alice/tools/mark.ts": MARK_TOOL, "animas/bob/tools/mark.ts": MARK_TOOL });
+  database = await createTestDatabase();
+  const target = new URL(database.url);
+  for (const index of [1, 2]) {
+    const namespace = createNetNamespace(index);
+    namespaces.push(namespace);
+    relays.push(await tcpRelay(namespace.hostAddress, { host: target.hostname, port: Number(target.port || 5432) }));
+  }
+});
+afterAll(async () => {
+  for (const worker of workers) if (worker.exitCode === null) worker.kill("SIGKILL");
+  for (const relay of relays) await relay.close();
+  for (const namespace of namespaces) namespace.remove();
+  await database?.drop();
+  data?.cleanup();
+});
+
+async function rows(): Promise<Array<{ id: string; anima: string; status: string; attempts: number; max_attempts: number }>> {
+  const client = new pg.Client({ connectionString: database.url });
+  await client.connect();
+  try {
+    return (await client.query("SELECT id, anima, status, attempts, max_attempts FROM animaworks_tool.jobs ORDER BY seq")).rows;
+  } finally {
+    await client.end();
+  }
+}
+
+async function owners(): Promise<string[]> {
+  const client = new pg.Client({ connectionString: database.url });
+  await client.connect();
+  try {
+    return (await client.query("SELECT lease_owner FROM animaworks_tool.jobs WHERE status = 'running'")).rows.map((row: { lease_owner: string }) => row.lease_owner);
+  } finally {
+    await client.end();
+  }
+}
+
+function marks(anima: string): Array<{ tag: string; start: number; end: number }> {
+  const dir = join(data.dir, "animas", anima, "marks");
+  if (!existsSync(dir)) return [];
+  return readdirSync(dir).map((file) => ({ tag: file.split(".")[0] as string, ...(JSON.parse(readFileSync(join(dir, file), "utf8")) as { start: number; end: number }) }));
+}
+
+function mostAtOnce(runs: Array<{ start: number; end: number }>): number {
+  const events = runs.flatMap((run) => [[run.start, 1] as const, [run.end, -1] as const]).sort((a, b) => a[0] - b[0] || a[1] - b[1]);
+  let now = 0;
+  let most = 0;
+  for (const [, step] of events) most = Math.max(most, (now += step));
+  return most;
+}
+
+/** A worker on "machine" `index`: its own network namespace, the database through its veth address. */
+function worker(index: number): ChildProcess {
+  const namespace = namespaces[index] as NetNamespace;
+  const url = new URL(database.url);
+  url.hostname = namespace.hostAddress;
+  url.port = String(relays[index]?.port);
+  const [command, ...prefix] = namespace.exec;
+  const child = spawn(command as string, [...prefix, process.execPath, "--no-node-snapshot", BIN, "--data-dir", data.dir, "serve", "--concurrency", "2", "--per-anima", "2"], {
+    stdio: ["ignore", "ignore", "ignore"],
+    env: { ...process.env, ANIMAWORKS_JOBS_URL: url.toString() },
+  });
+  workers.push(child);
+  return child;
+}
+
+describe.runIf(available)("serve workers on two machines (network namespaces) sharing one PostgreSQL database", () => {
+  it("a killed worker costs only its running jobs; no job completes twice; Anima limits and turns hold across workers; a cancel crosses machines", async () => {
+    const [first, second] = [worker(0), worker(1)];
+    const submit = async (anima: string, argv: string[]) => {
+      const run = await cli(data.dir, ["--jobs-url", database.url, "--anima", anima, "submit", "--no-worker", "mark", "run", ...argv]);
+      expect(run.code, run.stderr).toBe(0);
+      return run.stdout;
+    };
+    for (let i = 0; i < 10; i++) await submit("alice", [`a${i}`, "--ms", "300"]);
+    for (let i = 0; i < 4; i++) await submit("bob", [`b${i}`, "--ms", "300"]);
+    // Kill the first machine's worker while it runs jobs (its lease owner id is `<host>:<pid>:…`).
+    const runningOn = async (child: ChildProcess) => (await owners()).some((owner) => owner.split(":")[1] === String(child.pid));
+    await waitFor("both machines to run jobs", async () => (await runningOn(first)) && (await runningOn(second)), 30_000, 20);
+    first.kill("SIGKILL");
+
+    const long = await submit("bob", ["long", "--ms", "60000"]);
+    await waitFor("the long job to run on the surviving machine", async () => (await rows()).find((r) => r.id === long)?.status === "running", 30_000, 50);
+    const cancelledAt = Date.now();
+    expect((await cli(data.dir, ["--jobs-url", database.url, "--anima", "bob", "jobs", "cancel", long])).code).toBe(0);
+    await waitFor("the long job to be cancelled", async () => (await rows()).find((r) => r.id === long)?.status === "cancelled", 10_000, 20);
+    expect(Date.now() - cancelledAt).toBeLessThan(4_000);
+
+    // The killed worker's running jobs come back after its 30 s lease (recovered by the survivor).
+    await waitFor("every job to reach an end", async () => (await rows()).every((r) => ["succeeded", "interrupted", "cancelled"].includes(r.status)), 60_000, 200);
+    const end = await rows();
+    expect(end.every((r) => r.attempts <= r.max_attempts)).toBe(true);
+    const done = [...marks("alice"), ...marks("bob")];
+    const tags = done.map((mark) => mark.tag);
+    expect(new Set(tags).size).toBe(tags.length); // no job ran to completion twice
+    expect(end.filter((r) => r.status === "succeeded")).toHaveLength(tags.length); // every success has its one run
+    for (const anima of ["alice", "bob"]) expect(mostAtOnce(marks(anima))).toBeLessThanOrEqual(2); // --per-anima 2, across workers
+    // Turns: Bob's first job started before Alice's backlog was through.
+    const bobFirst = Math.min(...marks("bob").filter((m) => m.tag !== "long").map((m) => m.start));
+    expect(bobFirst).toBeLessThan(Math.max(...marks("alice").map((m) => m.start)));
+    expect(second.exitCode).toBeNull();
+    second.kill("SIGTERM");
+    await waitFor("the survivor to stop", () => second.exitCode !== null, 15_000);
+  }, 120_000);
+});

@@ -1,0 +1,80 @@
+import { type ChildProcess, spawn } from "node:child_process";
+import { existsSync, readdirSync } from "node:fs";
+import { join } from "node:path";
+import pg from "pg";
+import { afterAll, beforeAll, describe, expect, it } from "vitest";
+import { PROJECT_ROOT } from "../../src/config.js";
+import { type TempDataDir, makeDataDir } from "../helpers/data-dir.js";
+import { type PrivatePostgres, privatePostgresAvailable, startPrivatePostgres } from "../helpers/private-postgres.js";
+import { cli, waitFor } from "./helpers.js";
+
+/**
+ * A PostgreSQL restart while a `serve` worker runs jobs (on a server of this test's own): the worker
+ * reconnects, every job succeeds, none runs to completion twice, and submits work again after the restart.
+ */
+const BIN = join(PROJECT_ROOT, "bin", "animaworks-tool.cjs");
+const MARK_TOOL = `
+import { fs, setTimeout as later } from "@animaworks/tool";
+export const EXECUTION_PROFILE = { run: { background_eligible: true, timeout_seconds: 120 } };
+export function get_tool_schemas() {
+  return [{ name: "mark_run", description: "Sleeps, then marks.", input_schema: { type: "object",
+    properties: { tag: { type: "string" }, ms: { type: "integer" } }, required: ["tag", "ms"] } }];
+}
+export async function dispatch(name, args) {
+  await new Promise((resolve) => later(resolve, args.ms));
+  await fs.mkdir("marks", { recursive: true });
+  await fs.writeFile("marks/" + args.tag + "." + Math.random().toString(36).slice(2), "done");
+  return "marked " + args.tag;
+}
+`;
+
+const available = privatePostgresAvailable();
+let data: TempDataDir;
+let server: PrivatePostgres | undefined;
+let workerProcess: ChildProcess | undefined;
+
+beforeAll(async () => {
+  if (!available) return;
+  data = makeDataDir({ "animas/alice/tools/mark.ts": MARK_TOOL });
+  server = await startPrivatePostgres();
+});
+afterAll(() => {
+  if (workerProcess?.exitCode === null) workerProcess.kill("SIGKILL");
+  server?.stop();
+  data?.cleanup();
+});
+
+async function statuses(): Promise<string[]> {
+  const client = new pg.Client({ connectionString: server?.url });
+  await client.connect();
+  try {
+    return (await client.query("SELECT status FROM animaworks_tool.jobs ORDER BY seq")).rows.map((row: { status: string }) => row.status);
+  } finally {
+    await client.end();
+  }
+}
+
+describe.runIf(available)("a PostgreSQL restart while a worker runs", () => {
+  it("costs no job: the worker reconnects, nothing completes twice, and submits work again", async () => {
+    const url = server?.url as string;
+    const submit = async (tag: string) => {
+      const run = await cli(data.dir, ["--jobs-url", url, "--anima", "alice", "submit", "--no-worker", "mark", "run", tag, "--ms", "300"]);
+      expect(run.code, run.stderr).toBe(0);
+    };
+    for (let i = 0; i < 10; i++) await submit(`before${i}`);
+    workerProcess = spawn(process.execPath, ["--no-node-snapshot", BIN, "--data-dir", data.dir, "serve", "--concurrency", "2", "--per-anima", "2"], {
+      stdio: ["ignore", "ignore", "ignore"],
+      env: { ...process.env, ANIMAWORKS_JOBS_URL: url },
+    });
+    await waitFor("some jobs to succeed", async () => (await statuses()).filter((s) => s === "succeeded").length >= 2, 30_000, 50);
+    server?.restart(); // fast shutdown: every connection is cut, jobs are running
+    for (let i = 0; i < 4; i++) await submit(`after${i}`);
+    await waitFor("every job to succeed", async () => (await statuses()).every((s) => s === "succeeded"), 60_000, 100);
+    expect(await statuses()).toHaveLength(14);
+    const marksDir = join(data.dir, "animas", "alice", "marks");
+    const tags = existsSync(marksDir) ? readdirSync(marksDir).map((file) => file.split(".")[0]) : [];
+    expect(tags).toHaveLength(14);
+    expect(new Set(tags).size).toBe(14);
+    expect(workerProcess.exitCode).toBeNull();
+  }, 120_000);
+});
