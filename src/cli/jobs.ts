@@ -1,7 +1,7 @@
 import { EXIT_CODES, type ErrorInfo, ToolHostError } from "../errors.js";
 import { type ToolHost, createHost } from "../host.js";
 import { JobService, eligibilityWarning, resultOf } from "../jobs/service.js";
-import { type Job, isTerminal } from "../jobs/store.js";
+import { type Job, describeServer, isTerminal } from "../jobs/store.js";
 import { jobText, jobView, jobsTable, parseStatuses, progressBar, progressLine } from "../jobs/view.js";
 import { parseToolFlags } from "./flags.js";
 import { actionHelp } from "./help.js";
@@ -178,7 +178,8 @@ async function serve(argv: string[], ctx: JobsCliContext): Promise<number> {
   process.on("SIGINT", onSignal);
   process.on("SIGTERM", onSignal);
   try {
-    ctx.out.stderr(`animaworks-tool serve: worker ${process.pid} running jobs from ${service.paths.store}${untilDrained ? " until the queue is drained" : "; stop with Ctrl-C"}`);
+    const store = jobsUrl ? describeServer(jobsUrl) : service.paths.store;
+    ctx.out.stderr(`animaworks-tool serve: worker ${process.pid} running jobs from ${store}${untilDrained ? " until the queue is drained" : "; stop with Ctrl-C"}`);
     const stats = await service.runWorker({ untilDrained, signal: stop.signal, abortRunning: abortRunning.signal });
     const summary = `ran ${stats.started} job(s): ${stats.succeeded} succeeded, ${stats.failed} failed, ${stats.cancelled} cancelled`;
     if (ctx.json) ctx.out.stdout(JSON.stringify({ status: "ok", ...stats }));

@@ -19,6 +19,7 @@ import {
   type StoreEvent,
   JOB_STATUSES,
   checkBundleHash,
+  describeServer,
   interruptedMessage,
   newJobId,
   normaliseProgress,
@@ -468,17 +469,6 @@ function closedError(): ToolHostError {
   return new ToolHostError("ExecutionError", "the job store is closed");
 }
 
-/** The server a URL names, without its password: for messages. */
-export function describeServer(url: string): string {
-  try {
-    const parsed = new URL(url);
-    const user = parsed.username ? `${decodeURIComponent(parsed.username)}@` : "";
-    return `postgres://${user}${parsed.host}${parsed.pathname}`;
-  } catch {
-    return "the job database (its URL does not parse)";
-  }
-}
-
 function unreachable(url: string, error: unknown): ToolHostError {
   const reason = error instanceof Error ? error.message : String(error);
   return new ToolHostError(
@@ -487,3 +477,5 @@ function unreachable(url: string, error: unknown): ToolHostError {
     "check that PostgreSQL runs and the URL (ANIMAWORKS_JOBS_URL or --jobs-url) names it",
   );
 }
+
+export { describeServer };

@@ -346,3 +346,14 @@ export function jobErrorFromThrown(error: unknown): JobError {
   if (error instanceof Error) return { type: "ExecutionError", message: error.message || error.name };
   return { type: "ExecutionError", message: String(error) };
 }
+
+/** The PostgreSQL server a job store URL names, without its password: for messages. */
+export function describeServer(url: string): string {
+  try {
+    const parsed = new URL(url);
+    const user = parsed.username ? `${decodeURIComponent(parsed.username)}@` : "";
+    return `postgres://${user}${parsed.host}${parsed.pathname}`;
+  } catch {
+    return "the job database (its URL does not parse)";
+  }
+}
