@@ -11,7 +11,15 @@ import type { ProfileEntry } from "./registry/schemas.js";
 
 /** What a call returns. Tool failures are results, not exceptions (as in MCP). */
 export type CallResult =
-  | { status: "ok"; output: string; truncated: boolean; originalBytes: number; durationMs: number }
+  | {
+      status: "ok";
+      output: string;
+      truncated: boolean;
+      originalBytes: number;
+      durationMs: number;
+      /** The object the tool returned (with `CallOptions.structured`, or when the action declares `output_schema`). */
+      structured?: Record<string, unknown>;
+    }
   | { status: "error"; error_type: ErrorInfo["type"]; message: string; hint?: string; durationMs: number };
 
 export interface SchemaInfo {
@@ -19,6 +27,8 @@ export interface SchemaInfo {
   action: string;
   description: string;
   parameters: Record<string, unknown>;
+  /** What results must match (`output_schema`), if the tool declares it. */
+  outputSchema?: Record<string, unknown>;
   profile?: ProfileEntry;
 }
 
@@ -43,6 +53,11 @@ export interface ToolListing {
 export interface CallOptions {
   /** Overrides the action's timeout, in ms (still capped by the host's `maxCallTimeoutMs`). */
   timeoutMs?: number;
+  /**
+   * Also give an object result as `structured` (parsed on the host from what the tool returned; MCP's
+   * `structuredContent`). Default: false; always given, and checked, for an action with `output_schema`.
+   */
+  structured?: boolean;
   /** Aborting stops the call at once (its isolate is disposed); it then ends as `ExecutionError`. Default: none. */
   signal?: AbortSignal;
   /**

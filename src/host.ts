@@ -16,7 +16,9 @@ import type { CallContext, CallOutcome, Executor, ToolLogLine } from "./isolatio
 import { listAnimas, resolveAnima } from "./registry/animas.js";
 import type { DiscoveryProblem } from "./registry/discovery.js";
 import { type AnimaRef, type LoadedTool, type ToolEntry, ToolRegistry, type ToolSources, ownerOf } from "./registry/registry.js";
-import { type ProfileEntry, profileFor } from "./registry/schemas.js";
+import { type ProfileEntry, type ToolSchema, profileFor } from "./registry/schemas.js";
+import { structuredResult } from "./execution/result-check.js";
+import { errorResult, escapeRegExp, toToolInfo, unknownTool, withAnimaDir } from "./host-support.js";
 import type { CallOptions, CallResult, PreparedCall, RunOptions, ToolHost, ToolInfo, ToolListing } from "./host-api.js";
 import { JobCalls } from "./capabilities/job-calls.js";
 import { monotonicMs } from "./clock.js";
@@ -110,16 +112,21 @@ class Host implements ToolHost {
 
   async call(anima: string, schemaName: string, args: unknown = {}, options: CallOptions = {}): Promise<CallResult> {
     const startedAt = monotonicMs();
-    let prepared: PreparedCall;
+    let prepared: { call: PreparedCall; schema: ToolSchema };
     try {
-      prepared = await this.prepare(anima, schemaName, args, options);
+      prepared = await this.prepareWithSchema(anima, schemaName, args, options);
     } catch (error) {
       return this.audited(anima, schemaName.split("_")[0] ?? schemaName, schemaName, errorResult(error, monotonicMs() - startedAt));
     }
-    return this.runPrepared(prepared, { ...(options.signal ? { signal: options.signal } : {}), ...(options.onLog ? { onLog: options.onLog } : {}) });
+    const run: RunOptions = { ...(options.signal ? { signal: options.signal } : {}), ...(options.onLog ? { onLog: options.onLog } : {}) };
+    return this.run(prepared.call, run, { schema: prepared.schema, always: options.structured === true });
   }
 
   async prepare(anima: string, schemaName: string, args: unknown = {}, options: CallOptions = {}): Promise<PreparedCall> {
+    return (await this.prepareWithSchema(anima, schemaName, args, options)).call;
+  }
+
+  private async prepareWithSchema(anima: string, schemaName: string, args: unknown, options: CallOptions): Promise<{ call: PreparedCall; schema: ToolSchema }> {
     const view = await this.view(anima);
     const ref = view.ref as AnimaRef;
     const tool = await this.toolForSchema(view, schemaName);
@@ -129,7 +136,7 @@ class Host implements ToolHost {
     }
     const checked = checkArguments(tool.bundle.hash, schema, args);
     const profile = profileFor(tool.profile, schema.action);
-    return {
+    const call: PreparedCall = {
       anima: ref.name,
       tool: tool.name,
       action: schema.action,
@@ -139,9 +146,15 @@ class Host implements ToolHost {
       timeoutMs: this.timeoutFor(profile, options.timeoutMs),
       ...(profile ? { profile } : {}),
     };
+    return { call, schema };
   }
 
-  async runPrepared(prepared: PreparedCall, options: RunOptions = {}): Promise<CallResult> {
+  runPrepared(prepared: PreparedCall, options: RunOptions = {}): Promise<CallResult> {
+    return this.run(prepared, options, undefined);
+  }
+
+  /** `structured`: the action's schema, to give (`always`) or check (`output_schema`) the result's object form. */
+  private async run(prepared: PreparedCall, options: RunOptions, structured: { schema: ToolSchema; always: boolean } | undefined): Promise<CallResult> {
     const startedAt = monotonicMs();
     let unregisterJob: (() => void) | undefined;
     try {
@@ -164,7 +177,7 @@ class Host implements ToolHost {
         maxLogLines: this.config.maxLogLinesPerCall,
         maxLogLineChars: this.config.maxLogLineChars,
       }, options.signal);
-      return this.audited(ref.name, prepared.tool, prepared.schemaName, this.toResult(outcome));
+      return this.audited(ref.name, prepared.tool, prepared.schemaName, this.toResult(outcome, structured));
     } catch (error) {
       return this.audited(prepared.anima, prepared.tool, prepared.schemaName, errorResult(error, monotonicMs() - startedAt));
     } finally {
@@ -348,10 +361,12 @@ class Host implements ToolHost {
     return Math.min(wanted, this.config.maxCallTimeoutMs);
   }
 
-  private toResult(outcome: CallOutcome): CallResult {
+  private toResult(outcome: CallOutcome, structured?: { schema: ToolSchema; always: boolean }): CallResult {
     if (!outcome.ok) return { status: "error", error_type: outcome.error.type, message: outcome.error.message, ...(outcome.error.hint ? { hint: outcome.error.hint } : {}), durationMs: outcome.durationMs };
+    // Throws (an ExecutionError result) when the value breaks the action's output_schema.
+    const object = structured && (structured.always || structured.schema.outputSchema) ? structuredResult(structured.schema, outcome.value) : undefined;
     const formatted = formatOutput(outcome.value, this.config.maxOutputBytes);
-    return { status: "ok", output: formatted.text, truncated: formatted.truncated, originalBytes: formatted.originalBytes, durationMs: outcome.durationMs };
+    return { status: "ok", output: formatted.text, truncated: formatted.truncated, originalBytes: formatted.originalBytes, durationMs: outcome.durationMs, ...(object ? { structured: object } : {}) };
   }
 
   private warnProblems(problems: DiscoveryProblem[]): void {
@@ -362,42 +377,4 @@ class Host implements ToolHost {
       this.config.onLog({ level: "warn", logger: "animaworks.host", message: problem.message, tool: problem.name });
     }
   }
-}
-
-function toToolInfo(entry: ToolEntry): ToolInfo {
-  if (entry.state === "error") return { name: entry.name, origin: entry.origin, status: "error", error: entry.error, schemas: [], hasCliMain: false };
-  return {
-    name: entry.name,
-    origin: entry.origin,
-    status: "ok",
-    hasCliMain: entry.tool.hasCliMain,
-    bundleHash: entry.tool.bundle.hash,
-    schemas: entry.tool.schemas.map((schema) => {
-      const profile = profileFor(entry.tool.profile, schema.action);
-      return { name: schema.name, action: schema.action, description: schema.description, parameters: schema.parameters, ...(profile ? { profile } : {}) };
-    }),
-  };
-}
-
-/**
- * Adds `anima_dir` as the last key of a validated arguments object, without parsing and re-serialising
- * it on every call. `argsJson` is always `JSON.stringify` of a plain object without that key
- * (checkArguments removes it), so appending before the closing brace is exact.
- */
-function withAnimaDir(argsJson: string, animaDir: string): string {
-  const entry = `"anima_dir":${JSON.stringify(animaDir)}`;
-  return argsJson === "{}" ? `{${entry}}` : `${argsJson.slice(0, -1)},${entry}}`;
-}
-
-function escapeRegExp(text: string): string {
-  return text.replace(/[.*+?^${}()|[\]\\]/g, "\\$&");
-}
-
-function unknownTool(name: string, known: string[]): ToolHostError {
-  return new ToolHostError("ToolNotFound", `unknown tool "${name}"`, known.length > 0 ? `available tools: ${[...known].sort().join(", ")}` : "no tools are installed");
-}
-
-function errorResult(error: unknown, durationMs: number): CallResult {
-  const info: ErrorInfo = error instanceof ToolHostError ? error.toInfo() : { type: "ExecutionError", message: error instanceof Error ? error.message : String(error) };
-  return { status: "error", error_type: info.type, message: info.message, ...(info.hint ? { hint: info.hint } : {}), durationMs };
 }

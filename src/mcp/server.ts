@@ -9,6 +9,7 @@ import { refreshTools, formatRefresh } from "../cli/lifecycle.js";
 import { errorsForShare, hostLoader, shareTool, writeMemoryFile } from "../lifecycle/index.js";
 import { JobService } from "../jobs/service.js";
 import { watchToolFolders } from "../registry/watcher.js";
+import { coreToolExposure } from "./exposure.js";
 import { jobTools } from "./job-tools.js";
 import type { ManagementTool } from "./management-tool.js";
 
@@ -97,13 +98,19 @@ export async function startMcpServer(host: ToolHost, anima: string, transport: T
   management.push(...jobTools(jobs, anima, { startWorkers: options.startWorkers ?? true }));
   const managementByName = new Map(management.map((tool) => [tool.name, tool]));
 
+  const exposure = await coreToolExposure(host);
   server.setRequestHandler(ListToolsRequestSchema, async () => {
     const listing = await host.list(anima);
     const toolSchemas = listing.tools
-      .filter((tool) => tool.status === "ok")
+      .filter((tool) => tool.status === "ok" && exposure.exposes(tool))
       .flatMap((tool) => tool.schemas)
       .filter((schema) => !managementByName.has(schema.name))
-      .map((schema) => ({ name: schema.name, description: schema.description, inputSchema: schema.parameters as ManagementTool["inputSchema"] }));
+      .map((schema) => ({
+        name: schema.name,
+        description: schema.description,
+        inputSchema: schema.parameters as ManagementTool["inputSchema"],
+        ...(schema.outputSchema ? { outputSchema: schema.outputSchema as ManagementTool["inputSchema"] } : {}),
+      }));
     return { tools: [...management.map(({ name, description, inputSchema }) => ({ name, description, inputSchema })), ...toolSchemas] };
   });
 
@@ -119,8 +126,12 @@ export async function startMcpServer(host: ToolHost, anima: string, transport: T
         return { content: [{ type: "text" as const, text: JSON.stringify({ status: "error", error_type: info.type, message: info.message }) }], isError: true };
       }
     }
-    const result = await host.call(anima, name, args);
-    if (result.status === "ok") return { content: [{ type: "text" as const, text: result.output }] };
+    const hidden = await exposure.hiddenCoreTool(anima, name);
+    if (hidden) return errorContent({ type: "ToolNotFound", message: `the core tool "${hidden}" is not offered over MCP on this host`, hint: `call it through Bash: animaworks-tool ${hidden} <action> …` });
+    const result = await host.call(anima, name, args, { structured: true });
+    if (result.status === "ok") {
+      return { content: [{ type: "text" as const, text: result.output }], ...(result.structured ? { structuredContent: result.structured } : {}) };
+    }
     const envelope = { status: "error", error_type: result.error_type, message: result.message, ...(result.hint ? { hint: result.hint } : {}) };
     return { content: [{ type: "text" as const, text: JSON.stringify(envelope) }], isError: true };
   });
@@ -146,4 +157,8 @@ export async function startMcpServer(host: ToolHost, anima: string, transport: T
 async function toolNames(host: ToolHost, anima: string): Promise<string[]> {
   const listing = await host.list(anima);
   return listing.tools.filter((t) => t.status === "ok").flatMap((t) => t.schemas.map((s) => `${s.name}\0${t.bundleHash ?? ""}`)).sort();
+}
+
+function errorContent(info: { type: string; message: string; hint?: string }) {
+  return { content: [{ type: "text" as const, text: JSON.stringify({ status: "error", error_type: info.type, message: info.message, ...(info.hint ? { hint: info.hint } : {}) }) }], isError: true };
 }

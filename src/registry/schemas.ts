@@ -9,6 +9,11 @@ export interface ToolSchema {
   parameters: JsonSchemaObject;
   /** ajv's standalone code for `parameters` (validation/ajv.ts), when the description was cached. */
   validatorSource?: string;
+  /**
+   * What a result of the action must match (`output_schema`), checked by the host before the result
+   * leaves; MCP clients see it as the tool's `outputSchema` and get the result as `structuredContent`.
+   */
+  outputSchema?: JsonSchemaObject;
 }
 
 export type JsonSchemaObject = { type: "object"; properties?: Record<string, JsonSchemaProperty>; required?: string[] } & Record<string, unknown>;
@@ -93,7 +98,21 @@ export function checkToolSchemas(toolName: string, raw: unknown, rawProfile: unk
       problems.push(`schema "${name}": ${paramProblem}`);
       return;
     }
-    schemas.push({ name, action: name.slice(prefix.length), description, parameters: params as JsonSchemaObject });
+    const rawOutput = record["output_schema"] ?? record["outputSchema"];
+    if (rawOutput !== undefined && rawOutput !== null) {
+      const outputProblem = checkSchemaObject(rawOutput, "output_schema", "results checked against it reach MCP clients as structuredContent, which is an object");
+      if (outputProblem) {
+        problems.push(`schema "${name}": ${outputProblem}`);
+        return;
+      }
+    }
+    schemas.push({
+      name,
+      action: name.slice(prefix.length),
+      description,
+      parameters: params as JsonSchemaObject,
+      ...(rawOutput !== undefined && rawOutput !== null ? { outputSchema: rawOutput as JsonSchemaObject } : {}),
+    });
   });
   const profile = checkProfile(rawProfile, problems);
   return problems.length > 0 ? { ok: false, problems } : { ok: true, schemas, profile };
@@ -113,20 +132,25 @@ function normaliseParameters(params: unknown): unknown {
 }
 
 function checkParameters(params: unknown): string | undefined {
-  if (typeof params !== "object" || params === null || Array.isArray(params)) {
-    return "input_schema must be a JSON Schema object";
+  return checkSchemaObject(params, "input_schema", "arguments are always an object");
+}
+
+/** Checks a schema a tool declares (`input_schema`, `output_schema`): bounded, standalone, of an object. */
+function checkSchemaObject(schema: unknown, label: string, whyObject: string): string | undefined {
+  if (typeof schema !== "object" || schema === null || Array.isArray(schema)) {
+    return `${label} must be a JSON Schema object`;
   }
-  const size = Buffer.byteLength(JSON.stringify(params));
+  const size = Buffer.byteLength(JSON.stringify(schema));
   if (size > SCHEMA_LIMITS.maxSchemaJsonBytes) {
-    return `input_schema is ${size} bytes; at most ${SCHEMA_LIMITS.maxSchemaJsonBytes} are allowed`;
+    return `${label} is ${size} bytes; at most ${SCHEMA_LIMITS.maxSchemaJsonBytes} are allowed`;
   }
-  if (depthOf(params) > SCHEMA_LIMITS.maxDepth) return `input_schema is nested deeper than ${SCHEMA_LIMITS.maxDepth} levels`;
-  const record = params as Record<string, unknown>;
-  if (record["type"] !== "object") return `input_schema must have "type": "object" (arguments are always an object)`;
-  const reference = findNonLocalReference(params, "");
+  if (depthOf(schema) > SCHEMA_LIMITS.maxDepth) return `${label} is nested deeper than ${SCHEMA_LIMITS.maxDepth} levels`;
+  const record = schema as Record<string, unknown>;
+  if (record["type"] !== "object") return `${label} must have "type": "object" (${whyObject})`;
+  const reference = findNonLocalReference(schema, "", label);
   if (reference) return reference;
-  const problems = schemaProblems(params);
-  return problems.length > 0 ? `input_schema is not valid JSON Schema: ${problems.join("; ")}` : undefined;
+  const problems = schemaProblems(schema);
+  return problems.length > 0 ? `${label} is not valid JSON Schema: ${problems.join("; ")}` : undefined;
 }
 
 /** Keywords whose value is a schema, a map of schemas or a list of schemas (draft-07 plus `$defs`). */
@@ -139,16 +163,16 @@ const SUBSCHEMA_LISTS = ["allOf", "anyOf", "oneOf", "items"];
  * `$ref` resolves against what other schemas registered, so one tool's schema could change how
  * another's is read. Tool schemas therefore use only local references (`#/definitions/…`).
  */
-function findNonLocalReference(schema: unknown, path: string): string | undefined {
+function findNonLocalReference(schema: unknown, path: string, label: string): string | undefined {
   if (typeof schema !== "object" || schema === null || Array.isArray(schema)) return undefined;
   const node = schema as Record<string, unknown>;
   const where = path === "" ? "" : ` (at ${path})`;
   for (const keyword of ["$id", "$anchor", "$dynamicAnchor", "$recursiveAnchor"]) {
-    if (keyword in node) return `input_schema may not use "${keyword}"${where}; tool schemas stand alone, use local references such as "#/definitions/x"`;
+    if (keyword in node) return `${label} may not use "${keyword}"${where}; tool schemas stand alone, use local references such as "#/definitions/x"`;
   }
   const ref = node["$ref"];
   if (ref !== undefined && (typeof ref !== "string" || !ref.startsWith("#"))) {
-    return `input_schema may only use local references ("$ref": "#/definitions/…"), not ${JSON.stringify(ref)}${where}`;
+    return `${label} may only use local references ("$ref": "#/definitions/…"), not ${JSON.stringify(ref)}${where}`;
   }
   const children: Array<[unknown, string]> = [];
   for (const keyword of SUBSCHEMA) if (keyword in node) children.push([node[keyword], `${path}${path ? "." : ""}${keyword}`]);
@@ -162,7 +186,7 @@ function findNonLocalReference(schema: unknown, path: string): string | undefine
     if (Array.isArray(list)) list.forEach((child, index) => children.push([child, `${path}${path ? "." : ""}${keyword}.${index}`]));
   }
   for (const [child, childPath] of children) {
-    const found = findNonLocalReference(child, childPath);
+    const found = findNonLocalReference(child, childPath, label);
     if (found) return found;
   }
   return undefined;

@@ -1,0 +1,52 @@
+import type { ErrorInfo } from "./errors.js";
+import { ToolHostError } from "./errors.js";
+import type { CallResult, ToolInfo } from "./host-api.js";
+import type { ToolEntry } from "./registry/registry.js";
+import { profileFor } from "./registry/schemas.js";
+
+/** Plain helpers of the host (host.ts): result and listing shapes, argument injection. */
+
+export function toToolInfo(entry: ToolEntry): ToolInfo {
+  if (entry.state === "error") return { name: entry.name, origin: entry.origin, status: "error", error: entry.error, schemas: [], hasCliMain: false };
+  return {
+    name: entry.name,
+    origin: entry.origin,
+    status: "ok",
+    hasCliMain: entry.tool.hasCliMain,
+    bundleHash: entry.tool.bundle.hash,
+    schemas: entry.tool.schemas.map((schema) => {
+      const profile = profileFor(entry.tool.profile, schema.action);
+      return {
+        name: schema.name,
+        action: schema.action,
+        description: schema.description,
+        parameters: schema.parameters,
+        ...(schema.outputSchema ? { outputSchema: schema.outputSchema } : {}),
+        ...(profile ? { profile } : {}),
+      };
+    }),
+  };
+}
+
+/**
+ * Adds `anima_dir` as the last key of a validated arguments object, without parsing and re-serialising
+ * it on every call. `argsJson` is always `JSON.stringify` of a plain object without that key
+ * (checkArguments removes it), so appending before the closing brace is exact.
+ */
+export function withAnimaDir(argsJson: string, animaDir: string): string {
+  const entry = `"anima_dir":${JSON.stringify(animaDir)}`;
+  return argsJson === "{}" ? `{${entry}}` : `${argsJson.slice(0, -1)},${entry}}`;
+}
+
+export function escapeRegExp(text: string): string {
+  return text.replace(/[.*+?^${}()|[\]\\]/g, "\\$&");
+}
+
+export function unknownTool(name: string, known: string[]): ToolHostError {
+  return new ToolHostError("ToolNotFound", `unknown tool "${name}"`, known.length > 0 ? `available tools: ${[...known].sort().join(", ")}` : "no tools are installed");
+}
+
+export function errorResult(error: unknown, durationMs: number): CallResult {
+  const info: ErrorInfo = error instanceof ToolHostError ? error.toInfo() : { type: "ExecutionError", message: error instanceof Error ? error.message : String(error) };
+  return { status: "error", error_type: info.type, message: info.message, ...(info.hint ? { hint: info.hint } : {}), durationMs };
+}
