@@ -1,7 +1,7 @@
 import { join } from "node:path";
 import { Server } from "@modelcontextprotocol/sdk/server/index.js";
 import type { Transport } from "@modelcontextprotocol/sdk/shared/transport.js";
-import { CallToolRequestSchema, ListToolsRequestSchema } from "@modelcontextprotocol/sdk/types.js";
+import { CallToolRequestSchema, ErrorCode, ListToolsRequestSchema, McpError } from "@modelcontextprotocol/sdk/types.js";
 import { FsCapability } from "../capabilities/fs.js";
 import { ToolHostError } from "../errors.js";
 import type { ToolHost } from "../host.js";
@@ -10,6 +10,8 @@ import { errorsForShare, hostLoader, shareTool, writeMemoryFile } from "../lifec
 import { JobService } from "../jobs/service.js";
 import { watchToolFolders } from "../registry/watcher.js";
 import { coreToolExposure } from "./exposure.js";
+import { JobTaskStore, TASK_POLL_INTERVAL_MS } from "./job-tasks.js";
+import { TaskStatusWatch, startWorker } from "./task-watch.js";
 import { jobTools } from "./job-tools.js";
 import type { ManagementTool } from "./management-tool.js";
 
@@ -39,7 +41,21 @@ export interface McpServerOptions {
 export async function startMcpServer(host: ToolHost, anima: string, transport: Transport, options: McpServerOptions = {}): Promise<McpServerHandle> {
   const animaDir = join(host.config.dataDir, "animas", anima);
   await host.list(anima); // fails now, with a clear error, if the Anima does not exist
-  const server = new Server({ name: "animaworks-tool", version: "0.1.0" }, { capabilities: { tools: { listChanged: true } } });
+  const jobs = options.jobs ?? new JobService({ host });
+  const startWorkers = options.startWorkers ?? true;
+  const taskWatch = new TaskStatusWatch(jobs, anima, (task) => server.notification({ method: "notifications/tasks/status", params: task }));
+  const taskStore = new JobTaskStore(jobs, anima, (job) => {
+    if (startWorkers) startWorker(jobs);
+    taskWatch.add(job);
+  });
+  const server = new Server(
+    { name: "animaworks-tool", version: "0.1.0" },
+    {
+      capabilities: { tools: { listChanged: true }, tasks: { list: {}, cancel: {}, requests: { tools: { call: {} } } } },
+      taskStore,
+      defaultTaskPollInterval: TASK_POLL_INTERVAL_MS,
+    },
+  );
   let knownNames = await toolNames(host, anima);
 
   const notifyIfChanged = async (): Promise<void> => {
@@ -94,8 +110,7 @@ export async function startMcpServer(host: ToolHost, anima: string, transport: T
       },
     },
   ];
-  const jobs = options.jobs ?? new JobService({ host });
-  management.push(...jobTools(jobs, anima, { startWorkers: options.startWorkers ?? true }));
+  management.push(...jobTools(jobs, anima, { startWorkers }));
   const managementByName = new Map(management.map((tool) => [tool.name, tool]));
 
   const exposure = await coreToolExposure(host);
@@ -110,13 +125,28 @@ export async function startMcpServer(host: ToolHost, anima: string, transport: T
         description: schema.description,
         inputSchema: schema.parameters as ManagementTool["inputSchema"],
         ...(schema.outputSchema ? { outputSchema: schema.outputSchema as ManagementTool["inputSchema"] } : {}),
+        // Background-eligible actions may run as tasks (background jobs); a plain call runs as before.
+        ...(schema.profile?.background_eligible ? { execution: { taskSupport: "optional" as const } } : {}),
       }));
     return { tools: [...management.map(({ name, description, inputSchema }) => ({ name, description, inputSchema })), ...toolSchemas] };
   });
 
-  server.setRequestHandler(CallToolRequestSchema, async (request) => {
+  server.setRequestHandler(CallToolRequestSchema, async (request, extra) => {
     const { name } = request.params;
     const args = (request.params.arguments ?? {}) as Record<string, unknown>;
+    if (request.params.task !== undefined) {
+      // A task is a background job: only for actions marked background_eligible (their taskSupport).
+      const schema = (await host.list(anima)).tools.filter((tool) => exposure.exposes(tool)).flatMap((tool) => tool.schemas).find((s) => s.name === name);
+      if (!schema?.profile?.background_eligible || !extra.taskStore) {
+        throw new McpError(ErrorCode.InvalidParams, `${name} does not run as a task: only actions marked background_eligible in EXECUTION_PROFILE do`);
+      }
+      try {
+        return { task: await extra.taskStore.createTask({ ttl: request.params.task.ttl ?? null }) };
+      } catch (error) {
+        const info = error instanceof ToolHostError ? error.toInfo() : { type: "ExecutionError", message: String(error instanceof Error ? error.message : error) };
+        throw new McpError(ErrorCode.InvalidParams, `${info.type}: ${info.message}`);
+      }
+    }
     const managementTool = managementByName.get(name);
     if (managementTool) {
       try {
@@ -147,6 +177,7 @@ export async function startMcpServer(host: ToolHost, anima: string, transport: T
   return {
     server,
     close: async () => {
+      taskWatch.stop();
       await watcher?.close();
       await server.close();
       if (!options.jobs) await jobs.close();
