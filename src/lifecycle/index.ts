@@ -9,6 +9,7 @@ export {
   type CheckName,
   type Finding,
   type FindingLevel,
+  type InstalledToolsCheck,
   type LoadCheck,
   MAX_TOOL_SOURCE_BYTES,
   type ToolLoader,
@@ -18,6 +19,7 @@ export {
   errorsForShare,
   formatValidation,
   runValidate,
+  toolNameProblem,
   validateSource,
   validateToolFile,
 } from "./validate.js";

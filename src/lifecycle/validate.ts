@@ -20,7 +20,7 @@ import { type ImportUse, SCHEMA_FUNCTIONS, type SourceScan, isRelativeSpecifier,
 export type FindingLevel = "error" | "warning";
 export type CheckName =
   | "file" | "file-name" | "source" | "exports" | "schemas" | "description" | "input-schema" | "handlers"
-  | "secrets" | "imports" | "network-timeout" | "load";
+  | "secrets" | "imports" | "network-timeout" | "load" | "shadowing" | "collisions";
 
 export interface Finding {
   level: FindingLevel;
@@ -34,20 +34,35 @@ export interface Finding {
 export interface LoadCheck {
   ok: boolean;
   problems: string[];
+  /** The schema names the tool declared, when it loaded. */
+  schemas?: string[];
 }
-export type ToolLoader = (path: string) => Promise<LoadCheck>;
+/** Loads the file at `path` as tool `tool` (default: the file's name without its extension). */
+export type ToolLoader = (path: string, tool?: string) => Promise<LoadCheck>;
+/**
+ * Checks a tool name against the tools already installed (see installed-tools.ts): shadowing and schema
+ * collisions. `schemas`: the names the real load found, when it loaded.
+ */
+export type InstalledToolsCheck = (tool: string, schemas: string[] | undefined) => Promise<Finding[]>;
 
 export interface ValidateOptions {
   /** Also load the tool for real (see load-check.ts); its failures become `load` findings. */
   load?: ToolLoader;
   /** Largest source file checked, in bytes. Default: 1 MiB (MAX_TOOL_SOURCE_BYTES). */
   maxSourceBytes?: number;
+  /**
+   * The tool name the file is checked as (a draft to be installed under another name). Default: the
+   * file's name without its extension.
+   */
+  name?: string;
+  /** Also check the name against the installed tools; runs only when the name itself is valid. */
+  installed?: InstalledToolsCheck;
 }
 
 export interface ValidationReport {
   /** The path as given. */
   path: string;
-  /** The tool name the file would have (its name without the extension). */
+  /** The tool name the file is checked as (`name`, else the file's name without the extension). */
   tool: string;
   findings: Finding[];
   errors: number;
@@ -68,31 +83,44 @@ const TOOL_API = "@animaworks/tool";
 export async function validateToolFile(path: string, options: ValidateOptions = {}): Promise<ValidationReport> {
   const maxBytes = options.maxSourceBytes ?? MAX_TOOL_SOURCE_BYTES;
   const fileName = basename(path);
+  const tool = options.name ?? toolNameOf(fileName);
   const source = await readSource(path, maxBytes);
+  const nameFindings = checkFileName(fileName, options.name);
   const findings = source.tooLarge
-    ? [...checkFileName(fileName), { level: "error" as const, check: "file" as const, message: `the file is ${source.bytes} bytes; tool sources may be at most ${maxBytes} bytes` }]
-    : validateSource(fileName, source.text, { staticSchemas: options.load === undefined });
+    ? [...nameFindings, { level: "error" as const, check: "file" as const, message: `the file is ${source.bytes} bytes; tool sources may be at most ${maxBytes} bytes` }]
+    : validateSource(fileName, source.text, { staticSchemas: options.load === undefined, ...(options.name !== undefined ? { name: options.name } : {}) });
   let loaded: boolean | undefined;
+  let schemas: string[] | undefined;
   if (options.load && !source.tooLarge) {
     try {
-      const result = await options.load(path);
+      const result = await options.load(path, tool);
       loaded = result.ok;
+      schemas = result.schemas;
       for (const problem of result.problems) findings.push({ level: "error", check: "load", message: problem });
     } catch (error) {
       loaded = false;
       findings.push({ level: "error", check: "load", message: `the tool could not be loaded: ${error instanceof Error ? error.message : String(error)}` });
     }
   }
-  return summarise(path, toolNameOf(fileName), findings, loaded);
+  // An invalid name could never be installed, so what it would shadow is moot.
+  if (options.installed && !nameFindings.some((f) => f.level === "error")) {
+    try {
+      findings.push(...(await options.installed(tool, schemas)));
+    } catch (error) {
+      const message = error instanceof Error ? error.message : String(error);
+      findings.push({ level: "error", check: "shadowing", message: `the installed tools could not be listed (${message}); run validate again, or check them with animaworks-tool list` });
+    }
+  }
+  return summarise(path, tool, findings, loaded);
 }
 
 /**
  * The static checks on source text. `staticSchemas: false` leaves schema validity and handlers to the
  * real load (the caller runs one).
  */
-export function validateSource(fileName: string, source: string, options: { staticSchemas: boolean } = { staticSchemas: true }): Finding[] {
-  const findings = checkFileName(fileName);
-  const tool = toolNameOf(fileName);
+export function validateSource(fileName: string, source: string, options: { staticSchemas: boolean; name?: string } = { staticSchemas: true }): Finding[] {
+  const findings = checkFileName(fileName, options.name);
+  const tool = options.name ?? toolNameOf(fileName);
   const scan = scanSource(source);
   if (scan.unterminated) {
     findings.push({ level: "error", check: "source", line: scan.unterminated.line, message: `the file ends inside an unterminated ${scan.unterminated.what}` });
@@ -115,19 +143,32 @@ export function validateSource(fileName: string, source: string, options: { stat
   return findings;
 }
 
-export function checkFileName(fileName: string): Finding[] {
+/**
+ * The file's extension, and the tool name: the file's name without its extension, or `name` (the name
+ * it is to be installed under; the file is then written as `name` plus its extension).
+ */
+export function checkFileName(fileName: string, name?: string): Finding[] {
   const error = (message: string): Finding[] => [{ level: "error", check: "file-name", message }];
   const extension = TOOL_EXTENSIONS.find((ext) => fileName.endsWith(ext));
   if (fileName.endsWith(".d.ts") || fileName.endsWith(".d.mts")) return error(`"${fileName}" is a type declaration file, not a tool`);
   if (!extension) return error(`"${fileName}" must end in ${TOOL_EXTENSIONS.join(", ")}`);
-  const stem = fileName.slice(0, -extension.length);
-  if (stem.startsWith("_")) return error(`"${fileName}" starts with "_": such files are helpers that tools import, never loaded as tools`);
-  if (!TOOL_NAME_PATTERN.test(stem)) {
-    return error(`"${stem}" is not a valid tool name: use up to 64 letters, digits and "_", starting with a letter (snake_case, e.g. my_tool${extension})`);
+  const stem = name ?? fileName.slice(0, -extension.length);
+  const problem = toolNameProblem(stem, extension);
+  if (problem !== undefined) {
+    return error(stem.startsWith("_") && name === undefined ? `"${fileName}" starts with "_": such files are helpers that tools import, never loaded as tools` : problem);
   }
-  if (RESERVED_NAMES.has(stem)) return error(`"${stem}" is an animaworks-tool command and cannot be a tool name`);
   if (!/^[a-z][a-z0-9_]*$/.test(stem)) return [{ level: "warning", check: "file-name", message: `"${stem}" is not snake_case; tool names are conventionally snake_case (e.g. ${snakeCase(stem)})` }];
   return [];
+}
+
+/** Why `name` cannot be a tool name (discovery's rules, see registry/discovery.ts), or undefined. */
+export function toolNameProblem(name: string, extension = ""): string | undefined {
+  if (name.startsWith("_")) return `"${name}" starts with "_": such files are helpers that tools import, never loaded as tools`;
+  if (!TOOL_NAME_PATTERN.test(name)) {
+    return `"${name}" is not a valid tool name: use up to 64 letters, digits and "_", starting with a letter (snake_case, e.g. my_tool${extension})`;
+  }
+  if (RESERVED_NAMES.has(name)) return `"${name}" is an animaworks-tool command and cannot be a tool name`;
+  return undefined;
 }
 
 function checkExportsAndSchemas(tool: string, scan: SourceScan, staticSchemas: boolean): Finding[] {
@@ -209,7 +250,10 @@ const NODE_BUILTINS = new Set([
 ]);
 
 function summarise(path: string, tool: string, findings: Finding[], loaded: boolean | undefined): ValidationReport {
-  const order: CheckName[] = ["file", "file-name", "source", "exports", "schemas", "description", "input-schema", "handlers", "imports", "secrets", "network-timeout", "load"];
+  const order: CheckName[] = [
+    "file", "file-name", "source", "exports", "schemas", "description", "input-schema", "handlers", "imports", "secrets", "network-timeout", "load",
+    "shadowing", "collisions",
+  ];
   const sorted = findings
     .map((finding, index) => ({ finding, index }))
     .sort((a, b) => order.indexOf(a.finding.check) - order.indexOf(b.finding.check) || (a.finding.line ?? 0) - (b.finding.line ?? 0) || a.index - b.index)

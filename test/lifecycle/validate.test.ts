@@ -57,6 +57,15 @@ describe("validate: file names", () => {
     expect(one("list.ts")).toMatch(/^error: .*animaworks-tool command/);
     expect(one(`${"a".repeat(65)}.ts`)).toMatch(/^error: .*not a valid tool name/);
   });
+
+  it("with a name (a draft to be installed under it), the name is checked and the file gives only the extension", () => {
+    expect(checkFileName("draft.ts", "my_tool")).toEqual([]);
+    expect(checkFileName("_draft.ts", "my_tool")).toEqual([]);
+    expect(checkFileName("draft.py", "my_tool")[0]?.message).toMatch(/must end in \.ts/);
+    expect(checkFileName("draft.ts", "list")[0]?.message).toBe('"list" is an animaworks-tool command and cannot be a tool name');
+    expect(checkFileName("draft.ts", "_x")[0]?.message).toMatch(/^"_x" starts with "_"/);
+    expect(checkFileName("draft.ts", "myTool")[0]?.level).toBe("warning");
+  });
 });
 
 describe("validate: schemas, descriptions, handlers, exports", () => {
@@ -196,5 +205,23 @@ describe("validate: report and exit codes", () => {
     expect(brief(bad.findings)).toEqual(["error description:2", "error description:2", "warning input-schema:2"]);
     const thrown = await validateToolFile(join(FIXTURES, "good_tool.ts"), { load: async () => Promise.reject(new Error("sandbox gone")) });
     expect(thrown.findings).toEqual([{ level: "error", check: "load", message: "the tool could not be loaded: sandbox gone" }]);
+  });
+
+  it("checks the name against the installed tools (with the loaded schemas) unless the name is invalid; a failing check is a finding", async () => {
+    const seen: Array<[string, string[] | undefined]> = [];
+    const installed = async (tool: string, schemas: string[] | undefined): Promise<Finding[]> => {
+      seen.push([tool, schemas]);
+      return [{ level: "warning", check: "shadowing", message: `${tool} exists` }];
+    };
+    const load = async (_path: string, tool?: string) => ({ ok: true, problems: [], schemas: [`${tool}_action`] });
+    const report = await validateToolFile(join(FIXTURES, "good_tool.ts"), { load, installed, name: "renamed" });
+    expect(report.tool).toBe("renamed");
+    expect(seen).toEqual([["renamed", ["renamed_action"]]]);
+    expect(report.findings).toEqual([{ level: "warning", check: "shadowing", message: "renamed exists" }]);
+    const invalid = await validateToolFile(join(FIXTURES, "good_tool.ts"), { load, installed, name: "list" });
+    expect(brief(invalid.findings)).toEqual(["error file-name"]);
+    expect(seen).toHaveLength(1);
+    const failing = await validateToolFile(join(FIXTURES, "good_tool.ts"), { load, installed: () => Promise.reject(new Error("host closed")) });
+    expect(failing.findings).toEqual([{ level: "error", check: "shadowing", message: "the installed tools could not be listed (host closed); run validate again, or check them with animaworks-tool list" }]);
   });
 });
