@@ -23,4 +23,4 @@ export {
   validateSource,
   validateToolFile,
 } from "./validate.js";
-export { type ScratchLoaderOptions, hostLoader, scratchLoader } from "./load-check.js";
+export { type ScratchLoaderOptions, hostLoader, installedPathOf, scratchLoader, toolsFolderOf } from "./load-check.js";

@@ -12,27 +12,41 @@ import { type LoadCheck, MAX_TOOL_SOURCE_BYTES, type ToolLoader } from "./valida
  * Real loads for the validator: the tool is bundled and described in a sandbox exactly as the host
  * would when serving it (import policy, schema checks, handlers, collisions with the tools beside it,
  * shadowing by a core tool). Two ways:
- *  - hostLoader(host): for files already in the host's data dir (`animas/<a>/tools/`, `common_tools/`);
- *  - scratchLoader(): for any file (the CLI's `validate <file>`): a throwaway data dir whose Anima's
- *    `tools` folder receives a copy of the file and of the relative files it imports (its import
- *    closure, kept at the same relative places), so helpers resolve as they will for real. A copy, not
- *    a link to the folder: esbuild reads the nearest package.json, and a tool's folder in a project
- *    with `"type": "module"` would be bundled differently than in an Anima's directory.
+ *  - hostLoader(host): for files in a tools folder of the host's data dir (`animas/<a>/tools/`,
+ *    `common_tools/`; see toolsFolderOf), checked as installed, beside the other tools;
+ *  - scratchLoader(): for any other file (a draft, anywhere): a throwaway data dir whose Anima's
+ *    `tools` folder receives a copy of the file (named as the tool it is checked as) and of the
+ *    relative files it imports (its import closure, kept at the same relative places), so helpers
+ *    resolve as they will for real. A copy, not a link to the folder: esbuild reads the nearest
+ *    package.json, and a tool's folder in a project with `"type": "module"` would be bundled
+ *    differently than in an Anima's directory. How the draft's name meets the tools already installed
+ *    is installed-tools.ts's to say.
  */
 
-/** Loads files that live in `host`'s data dir. Refreshes the host first, so the file is checked as it is now. */
+/**
+ * Loads files that live in `host`'s data dir. Refreshes the host first, so the file is checked as it is
+ * now. A file is loaded under its own name: a `tool` name that differs is a problem (a draft to be
+ * installed under another name is scratchLoader's).
+ */
 export function hostLoader(host: ToolHost): ToolLoader {
-  return async (path) => {
+  return async (path, tool) => {
     const located = locate(host.config.dataDir, path);
     if (typeof located === "string") return { ok: false, problems: [located] };
+    if (tool !== undefined && tool !== located.tool) {
+      return { ok: false, problems: [`the host loads this file as tool "${located.tool}", not "${tool}"; check it as a draft outside the tools folder`] };
+    }
     host.refresh();
     return describeFile(host, located.anima, located.tool, resolve(path));
   };
 }
 
 export interface ScratchLoaderOptions {
-  /** Core tools a tool must not shadow. Default: the product's `tools/`. */
-  coreToolsDir?: string;
+  /**
+   * Core tools a tool must not shadow. Default: the product's `tools/`. `null`: none, so that a draft
+   * named like a core tool is still loaded and checked itself (the caller then reports the clash, as
+   * the CLI does with installed-tools.ts).
+   */
+  coreToolsDir?: string | null;
   /** Default: "in-process" (one short-lived load; no sandbox processes to start). */
   isolation?: HostOptions["isolation"];
   /** Load timeout, ms. Default: the host's (5,000). */
@@ -43,28 +57,33 @@ export interface ScratchLoaderOptions {
 
 const SCRATCH_ANIMA = "validator";
 
-/** Loads any tool file in a throwaway host; nothing is written next to the file. */
+/**
+ * Loads any tool file in a throwaway host, as tool `tool` (default: the file's name without its
+ * extension); nothing is written next to the file.
+ */
 export function scratchLoader(options: ScratchLoaderOptions = {}): ToolLoader {
-  return async (path) => {
+  return async (path, name) => {
     const file = basename(path);
-    const tool = toolName(file);
-    if (tool === undefined) return { ok: false, problems: [`"${file}" is not a tool file (${TOOL_EXTENSIONS.join(", ")})`] };
+    const extension = toolExtension(file);
+    if (extension === undefined) return { ok: false, problems: [`"${file}" is not a tool file (${TOOL_EXTENSIONS.join(", ")})`] };
+    const tool = name ?? file.slice(0, -extension.length);
     const entry = await realpath(resolve(path));
     const dataDir = await mkdtemp(join(options.tempDir ?? tmpdir(), "awt-validate-"));
     try {
       const animaDir = join(dataDir, "animas", SCRATCH_ANIMA);
-      await copyImportClosure(entry, join(animaDir, "tools"));
+      await copyImportClosure(entry, join(animaDir, "tools"), `${tool}${extension}`);
+      const coreToolsDir = options.coreToolsDir === null ? join(dataDir, "no-core-tools") : options.coreToolsDir;
       const host = createHost({
         dataDir,
         cacheDir: join(dataDir, "cache"),
         isolation: options.isolation ?? "in-process",
-        ...(options.coreToolsDir !== undefined ? { coreToolsDir: options.coreToolsDir } : {}),
+        ...(coreToolsDir !== undefined ? { coreToolsDir } : {}),
         ...(options.loadTimeoutMs !== undefined ? { loadTimeoutMs: options.loadTimeoutMs } : {}),
         // Warnings about the other files in the folder are not this file's findings.
         onLog: () => {},
       });
       try {
-        return await describeFile(host, SCRATCH_ANIMA, tool, join(animaDir, "tools", file));
+        return await describeFile(host, SCRATCH_ANIMA, tool, join(animaDir, "tools", `${tool}${extension}`));
       } finally {
         await host.close();
       }
@@ -80,19 +99,22 @@ const IMPORT_CANDIDATES = ["", ".ts", ".mts", ".js", ".mjs", "/index.ts", "/inde
 const MAX_CLOSURE_FILES = 200;
 
 /**
- * Copies `entry` and every file it imports by a literal relative path (transitively) into `destination`,
- * keeping their places relative to the entry's folder. Imports that leave the folder or do not exist are
- * not copied: the real load then reports them.
+ * Copies `entry` (as `entryName`) and every file it imports by a literal relative path (transitively)
+ * into `destination`, keeping their places relative to the entry's folder. Imports that leave the folder
+ * or do not exist are not copied: the real load then reports them.
  */
-async function copyImportClosure(entry: string, destination: string): Promise<void> {
+async function copyImportClosure(entry: string, destination: string, entryName: string): Promise<void> {
   const folder = dirname(entry);
+  const entryTarget = join(destination, entryName);
   const pending = [entry];
   const copied = new Set<string>();
   while (pending.length > 0 && copied.size < MAX_CLOSURE_FILES) {
     const file = pending.pop() as string;
     if (copied.has(file)) continue;
     copied.add(file);
-    const target = join(destination, relative(folder, file));
+    const target = file === entry ? entryTarget : join(destination, relative(folder, file));
+    // A helper whose name is the one the draft is checked as: the draft takes that place.
+    if (file !== entry && target === entryTarget) continue;
     await mkdir(dirname(target), { recursive: true });
     await copyFile(file, target);
     if (!/\.(?:[cm]?[jt]s)$/.test(file) || (await stat(file)).size > MAX_TOOL_SOURCE_BYTES) continue;
@@ -112,20 +134,46 @@ async function copyImportClosure(entry: string, destination: string): Promise<vo
   }
 }
 
-function toolName(file: string): string | undefined {
+function toolExtension(file: string): string | undefined {
   if (file.endsWith(".d.ts") || file.endsWith(".d.mts")) return undefined;
-  const ext = TOOL_EXTENSIONS.find((e) => file.endsWith(e));
+  return TOOL_EXTENSIONS.find((e) => file.endsWith(e));
+}
+
+function toolName(file: string): string | undefined {
+  const ext = toolExtension(file);
   return ext ? file.slice(0, -ext.length) : undefined;
+}
+
+/**
+ * Whether `path` is directly in a tools folder of the data dir: `{ anima }` for `animas/<anima>/tools/`,
+ * `{ anima: undefined }` for `common_tools/`; undefined for any other place (a draft).
+ */
+export function toolsFolderOf(dataDir: string, path: string): { anima: string | undefined } | undefined {
+  const segments = relative(resolve(dataDir), resolve(path)).split(sep);
+  if (segments.length === 2 && segments[0] === "common_tools") return { anima: undefined };
+  if (segments.length === 4 && segments[0] === "animas" && segments[2] === "tools") return { anima: segments[1] };
+  return undefined;
+}
+
+/**
+ * `path` as the host names it (under its `dataDir`) when the file is directly in one of its tools
+ * folders, also when given through a link to the data dir or one of its folders; undefined otherwise.
+ */
+export async function installedPathOf(dataDir: string, path: string): Promise<string | undefined> {
+  if (toolsFolderOf(dataDir, path)) return resolve(path);
+  const [realDataDir, realFolder] = await Promise.all([realpath(dataDir).catch(() => undefined), realpath(dirname(resolve(path))).catch(() => undefined)]);
+  if (realDataDir === undefined || realFolder === undefined) return undefined;
+  const real = join(realFolder, basename(path));
+  return toolsFolderOf(realDataDir, real) ? join(resolve(dataDir), relative(realDataDir, real)) : undefined;
 }
 
 /** Which Anima (undefined: shared) and tool a path in the data dir belongs to, or why it is none. */
 function locate(dataDir: string, path: string): { anima: string | undefined; tool: string } | string {
-  const segments = relative(resolve(dataDir), resolve(path)).split(sep);
-  const file = segments[segments.length - 1] as string;
+  const file = basename(path);
   const tool = toolName(file);
   if (tool === undefined) return `"${file}" is not a tool file (${TOOL_EXTENSIONS.join(", ")})`;
-  if (segments.length === 2 && segments[0] === "common_tools") return { anima: undefined, tool };
-  if (segments.length === 4 && segments[0] === "animas" && segments[2] === "tools") return { anima: segments[1], tool };
+  const folder = toolsFolderOf(dataDir, path);
+  if (folder) return { anima: folder.anima, tool };
   return "the file is not in a tools folder of the host's data dir (animas/<name>/tools/ or common_tools/), so it cannot be loaded there";
 }
 
@@ -139,7 +187,7 @@ async function describeFile(host: ToolHost, anima: string | undefined, tool: str
     if (info.status === "error" && info.error) {
       return { ok: false, problems: [info.error.hint ? `${info.error.message} (${info.error.hint})` : info.error.message] };
     }
-    return { ok: true, problems: [] };
+    return { ok: true, problems: [], schemas: info.schemas.map((schema) => schema.name) };
   } catch (error) {
     if (!(error instanceof ToolHostError) || error.type !== "ToolNotFound") throw error;
     // Not discovered: discovery says why (bad name, two files for one name, shadowing a core tool…).

@@ -46,6 +46,18 @@ describe("scratchLoader: any file, loaded in a throwaway host", () => {
     const report = await validateToolFile(fixture("good_tool.ts"), { load: scratchLoader({ coreToolsDir: t.coreDir, tempDir: t.data.dir }) });
     expect(report.findings).toMatchObject([{ check: "load", message: 'a core tool named "good_tool" takes precedence, so this file would never be used; rename it' }]);
   });
+
+  it("loads a file under another tool name (its helpers still resolve), and without core tools when asked", async () => {
+    const load = scratchLoader({ coreToolsDir: t.coreDir, tempDir: t.data.dir });
+    // uses_helper.ts declares uses_helper_run: as tool "shouter" that schema no longer fits the name.
+    expect(await load(fixture("uses_helper.ts"), "uses_helper")).toEqual({ ok: true, problems: [], schemas: ["uses_helper_run"] });
+    expect((await load(fixture("uses_helper.ts"), "shouter")).problems).toEqual([
+      'shouter: schema "uses_helper_run" must be named shouter_<action> (the file is shouter; e.g. shouter_query)',
+    ]);
+    // coreToolsDir null: a core tool of the same name does not hide the file, which is loaded itself.
+    t.core("good_tool.ts", simpleTool("good_tool"));
+    expect(await scratchLoader({ coreToolsDir: null, tempDir: t.data.dir })(fixture("good_tool.ts"))).toEqual({ ok: true, problems: [], schemas: ["good_tool_action"] });
+  });
 });
 
 describe("hostLoader and the write → validate → share → use lifecycle", () => {
@@ -63,7 +75,7 @@ describe("hostLoader and the write → validate → share → use lifecycle", ()
     const load = hostLoader(t.host);
     const path = join(alice, "tools", "my_tool.ts");
     await writeMemoryFile({ animaDir: alice, path: "tools/my_tool.ts", content: simpleTool("my_tool") });
-    expect(await load(path)).toEqual({ ok: true, problems: [] });
+    expect(await load(path)).toEqual({ ok: true, problems: [], schemas: ["my_tool_run"] });
     await writeMemoryFile({ animaDir: alice, path: "tools/my_tool.ts", content: `${simpleTool("my_tool")}\nthrow new Error("broken on purpose");\n` });
     const broken = await load(path);
     expect(broken.ok).toBe(false);
@@ -72,6 +84,8 @@ describe("hostLoader and the write → validate → share → use lifecycle", ()
     await writeMemoryFile({ animaDir: alice, path: "tools/list.ts", content: simpleTool("list") });
     expect((await load(join(alice, "tools", "list.ts"))).problems).toEqual(['"list" is an animaworks-tool command and cannot be a tool name; rename the file']);
     expect((await load(fixture("good_tool.ts"))).problems[0]).toMatch(/not in a tools folder of the host's data dir/);
+    // It is loaded under its own name only: another name is a draft's (scratchLoader).
+    expect((await load(path, "other_tool")).problems).toEqual(['the host loads this file as tool "my_tool", not "other_tool"; check it as a draft outside the tools folder']);
   });
 
   it("a shared tool passes validation with a real load, and another Anima can use it", async () => {
@@ -84,7 +98,7 @@ describe("hostLoader and the write → validate → share → use lifecycle", ()
     expect(await t.host.describe("bob", "good_tool")).toMatchObject({ origin: "shared", status: "ok" });
     expect(JSON.parse(okOutput(await t.host.call("bob", "good_tool_action", { param1: "x" })))).toMatchObject({ result: "Processed x with 10" });
     // And the shared copy loads on its own too.
-    expect(await hostLoader(t.host)(join(t.data.dir, "common_tools", "good_tool.ts"))).toEqual({ ok: true, problems: [] });
+    expect(await hostLoader(t.host)(join(t.data.dir, "common_tools", "good_tool.ts"))).toEqual({ ok: true, problems: [], schemas: ["good_tool_action"] });
   });
 
   it("a tool that fails its real load or the static checks is not shared", async () => {
