@@ -8,7 +8,7 @@ export const MANAGEMENT_COMMANDS: ReadonlyArray<[string, string]> = [
   ["describe <tool>", "show a tool's actions and full JSON Schemas"],
   ["refresh", "rescan, rebuild and revalidate tools; report loaded/changed/removed/failed"],
   ["share <tool>", "copy a personal tool to common_tools/ (shared-tool permission)"],
-  ["validate <file>", "check a tool file against the tool-creator checklist"],
+  ["validate <file>", "check a tool file or draft: checklist, sandbox load, clashes with installed tools"],
   ["mcp", "serve this Anima's tools over MCP on stdio"],
   ["submit <tool> …", "queue a background job and print its id (submit --help)"],
   ["jobs <command>", "this Anima's background jobs: list, show, wait, cancel, result"],

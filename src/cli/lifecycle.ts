@@ -1,8 +1,18 @@
 import { mkdir, readFile, rename, writeFile } from "node:fs/promises";
-import { dirname, join, resolve } from "node:path";
+import { basename, dirname, join, resolve } from "node:path";
 import { ToolHostError } from "../errors.js";
 import type { ToolHost, ToolInfo } from "../host.js";
-import { errorsForShare, hostLoader, runValidate, scratchLoader, shareTool } from "../lifecycle/index.js";
+import type { ValidateOptions } from "../lifecycle/validate.js";
+import {
+  errorsForShare,
+  hostLoader,
+  installedPathOf,
+  installedToolsCheck,
+  runValidate,
+  scratchLoader,
+  shareTool,
+  toolNameProblem,
+} from "../lifecycle/index.js";
 import type { Output } from "./output.js";
 
 /**
@@ -12,7 +22,13 @@ import type { Output } from "./output.js";
 export const LIFECYCLE_USAGE = {
   refresh: "Usage: animaworks-tool refresh [--anima NAME] [--json]\nRescans, rebuilds and revalidates every tool; reports what was loaded, changed, removed or failed.",
   share: "Usage: animaworks-tool share <tool> --anima NAME [--json]\nCopies a personal tool to common_tools/ (needs the shared-tool permission; never overwrites).",
-  validate: "Usage: animaworks-tool validate <file> [--json]\nChecks a tool file against the tool-creator checklist and loads it in the sandbox.",
+  validate: [
+    "Usage: animaworks-tool validate <file> [--name NAME] [--anima NAME] [--json]",
+    "Checks a tool file against the tool-creator checklist and loads it in the sandbox. A file in a tools folder",
+    "of the data dir is checked where it is; any other file is a draft, checked as tool NAME (default: its file",
+    "name) and against the core, shared and personal tools of the Anima (core and shared without one).",
+    "Exit codes: 0 no errors (warnings allowed), 2 no such file or bad arguments, 6 errors found.",
+  ].join("\n"),
 } as const;
 
 export interface RefreshReport {
@@ -92,12 +108,57 @@ export async function runLifecycleCommand(host: ToolHost, command: "refresh" | "
       return 0;
     }
     case "validate": {
-      if (!operand) throw new ToolHostError("InvalidArguments", "validate needs a file", LIFECYCLE_USAGE.validate);
-      const path = resolve(cwd, operand);
-      const inDataDir = path.startsWith(`${host.config.dataDir}/`);
-      const result = await runValidate(path, { load: inDataDir ? hostLoader(host) : scratchLoader({ coreToolsDir: host.config.coreToolsDir }) });
+      const { file, name } = validateArguments(argv);
+      let path = resolve(cwd, file);
+      const installedPath = await installedPathOf(host.config.dataDir, path);
+      const ownName = basename(path).replace(/\.[^.]*$/, "");
+      let options: ValidateOptions;
+      if (installedPath !== undefined && (name === undefined || name === ownName)) {
+        // Installed (or about to be): checked in its folder, beside the tools it will be loaded with.
+        path = installedPath;
+        options = { load: hostLoader(host) };
+      } else {
+        // A draft: loaded on its own (a core tool of its name must not hide it), then set against what
+        // is installed. An unknown Anima is an argument error, not a finding about the file.
+        if (anima !== undefined) await host.discoveryProblems(anima);
+        options = {
+          load: scratchLoader({ coreToolsDir: null }),
+          installed: installedToolsCheck(host, anima),
+          ...(name !== undefined ? { name } : {}),
+        };
+      }
+      const result = await runValidate(path, options);
       out.stdout(json ? JSON.stringify({ status: result.exitCode === 0 ? "ok" : "error", report: result.text }) : result.text);
       return result.exitCode;
     }
   }
+}
+
+/** `validate <file> [--name NAME]`: exactly one file; an unknown option is refused rather than ignored. */
+function validateArguments(argv: string[]): { file: string; name: string | undefined } {
+  let file: string | undefined;
+  let name: string | undefined;
+  const usage = LIFECYCLE_USAGE.validate;
+  for (let i = 0; i < argv.length; i++) {
+    const token = argv[i] as string;
+    if (token === "--name" || token.startsWith("--name=")) {
+      name = token === "--name" ? argv[++i] : token.slice("--name=".length);
+      if (name === undefined || name === "") throw new ToolHostError("InvalidArguments", "--name needs a tool name", usage);
+      const problem = toolNameProblem(name);
+      if (problem !== undefined) throw new ToolHostError("InvalidArguments", `--name: ${problem}`, "give a name of letters, digits and \"_\", starting with a letter, that is not a command");
+    } else if (token === "--") {
+      const rest = argv.slice(i + 1);
+      if (file === undefined && rest.length > 0) file = rest.shift();
+      if (rest.length > 0) throw new ToolHostError("InvalidArguments", "validate checks one file at a time", usage);
+      break;
+    } else if (token.startsWith("-") && token !== "-") {
+      throw new ToolHostError("InvalidArguments", `validate has no option ${token}`, usage);
+    } else if (file === undefined) {
+      file = token;
+    } else {
+      throw new ToolHostError("InvalidArguments", "validate checks one file at a time", usage);
+    }
+  }
+  if (file === undefined) throw new ToolHostError("InvalidArguments", "validate needs a file", usage);
+  return { file, name };
 }

@@ -24,3 +24,4 @@ export {
   validateToolFile,
 } from "./validate.js";
 export { type ScratchLoaderOptions, hostLoader, installedPathOf, scratchLoader, toolsFolderOf } from "./load-check.js";
+export { installedToolsCheck } from "./installed-tools.js";

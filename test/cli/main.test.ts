@@ -198,6 +198,30 @@ describe.each(CLI_MODES)("animaworks-tool CLI (%s)", (mode) => {
     expect(bad.stdout).toMatch(/secret/i);
   });
 
+  it("validate loads a draft anywhere (here: in the data dir, outside a tools folder) and sets it against the installed tools", async () => {
+    const draft = (schema: string) =>
+      `export function get_tool_schemas() { return [{ name: "${schema}", description: "Adds.", input_schema: { type: "object", properties: {} } }]; }\nexport function dispatch() { return 1; }\n`;
+    const path = data.write("animas/alice/scratch/draft.ts", draft("wrongprefix_b"));
+    const cwd = join(data.dir, "animas", "alice");
+    const bad = await runner.run(["--data-dir", data.dir, "validate", "scratch/draft.ts"], { cwd });
+    expect(bad.ranBy).toBe(mode === "daemon" ? "host" : "in-process"); // the relative path is the client's
+    expect(bad.code).toBe(6);
+    expect(bad.stdout).toBe(`${path}: error [load] draft: schema "wrongprefix_b" must be named draft_<action> (the file is draft; e.g. draft_query)\n${path}: 1 error, 0 warnings`);
+    data.write("animas/alice/scratch/draft.ts", draft("notes_add"));
+    // --name: checked as tool "notes", which alice already has (a warning); without an Anima, no such tool.
+    const named = await runner.run(["--data-dir", data.dir, "--anima", "alice", "validate", "scratch/draft.ts", "--name", "notes"], { cwd });
+    expect(named.code).toBe(0);
+    expect(named.stdout).toBe(`${path}: warning [shadowing] Anima "alice" already has a personal tool named "notes": installing this one as its personal tool would replace it\n${path}: 0 errors, 1 warning (loaded in the sandbox)`);
+    expect((await cli("validate", path, "--name=notes")).stdout).toBe(`${path}: OK, no problems found (loaded in the sandbox)`);
+    const badName = await cli("validate", path, "--name", "list");
+    expect(badName.code).toBe(2);
+    expect(badName.stderr).toMatch(/^Error \(InvalidArguments\): --name: "list" is an animaworks-tool command/);
+    // Named like a core tool: shadowing is an error.
+    const core = await cli("--anima", "alice", "validate", data.write("elsewhere/text_stats.ts", draft("text_stats_words")));
+    expect(core.code).toBe(6);
+    expect(core.stdout).toMatch(/error \[shadowing\] a core tool named "text_stats" exists: a shared or personal tool of that name would be skipped/);
+  });
+
   it("share needs the shared-tool permission and never overwrites", async () => {
     const denied = await cli("--anima", "alice", "share", "notes");
     expect(denied.code).toBe(4);
