@@ -122,7 +122,9 @@ export async function runLifecycleCommand(host: ToolHost, command: "refresh" | "
         // is installed. An unknown Anima is an argument error, not a finding about the file.
         if (anima !== undefined) await host.discoveryProblems(anima);
         options = {
-          load: scratchLoader({ coreToolsDir: null }),
+          // A long-running host (the daemon) loads drafts in sandbox processes too: a hostile draft must
+          // not be able to leave a stuck isolate thread in a process that serves other calls.
+          load: scratchLoader({ coreToolsDir: null, isolation: host.config.isolation }),
           installed: installedToolsCheck(host, anima),
           ...(name !== undefined ? { name } : {}),
         };
