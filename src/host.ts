@@ -149,8 +149,10 @@ class Host implements ToolHost {
     return { call, schema };
   }
 
-  runPrepared(prepared: PreparedCall, options: RunOptions = {}): Promise<CallResult> {
-    return this.run(prepared, options, undefined);
+  async runPrepared(prepared: PreparedCall, options: RunOptions = {}): Promise<CallResult> {
+    // A pinned version's output_schema holds for its background runs too.
+    const schema = await this.registry.schemaFor(prepared.tool, prepared.bundle, prepared.schemaName).catch(() => undefined);
+    return this.run(prepared, options, schema ? { schema, always: false } : undefined);
   }
 
   /** `structured`: the action's schema, to give (`always`) or check (`output_schema`) the result's object form. */

@@ -40,7 +40,9 @@ interface CachedDescription {
 }
 
 /** Bump when what `describe` yields or how it is checked changes. */
-const DESCRIPTION_FORMAT = "d4";
+const DESCRIPTION_FORMAT = "d5";
+/** Pinned tool versions whose schemas `schemaFor` keeps in memory. */
+const MAX_PINNED_DESCRIPTIONS = 256;
 
 /**
  * A failure to run a tool's module (as opposed to its declaration failing the checks) may be transient:
@@ -67,6 +69,8 @@ export interface RegistryOptions {
 export class ToolRegistry {
   /** Loaded entries by file path, valid while the bundle hash is unchanged. */
   private readonly loaded = new Map<string, { hash: string; entry: ToolEntry; expiresAt: number }>();
+  /** Schemas of pinned tool versions (`schemaFor`), oldest first. */
+  private readonly pinnedSchemas = new Map<string, ToolSchema[]>();
 
   constructor(private readonly options: RegistryOptions) {}
 
@@ -120,6 +124,22 @@ export class ToolRegistry {
       if (collision) return { ...base, state: "error", error: { type: "LoadError", message: collision } };
     }
     return entry;
+  }
+
+  /**
+   * The schema `schemaName` of a pinned tool version (a background job's bundle), from its cached
+   * description, or by describing the bundle again when that is gone. Undefined if it has no such schema.
+   */
+  async schemaFor(toolName: string, bundle: ToolBundle, schemaName: string): Promise<ToolSchema | undefined> {
+    const key = `${toolName}\0${bundle.hash}`;
+    let schemas = this.pinnedSchemas.get(key);
+    if (!schemas) {
+      const { entry } = await this.describe({ name: toolName, origin: "personal", path: "", folder: "" }, bundle);
+      schemas = entry.state === "ok" ? entry.tool.schemas : [];
+      if (this.pinnedSchemas.size >= MAX_PINNED_DESCRIPTIONS) this.pinnedSchemas.delete(this.pinnedSchemas.keys().next().value as string);
+      this.pinnedSchemas.set(key, schemas);
+    }
+    return schemas.find((schema) => schema.name === schemaName);
   }
 
   /** Forgets loaded tools so the next load re-reads everything. */

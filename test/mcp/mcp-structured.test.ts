@@ -5,6 +5,7 @@ import { StdioClientTransport } from "@modelcontextprotocol/sdk/client/stdio.js"
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { PROJECT_ROOT } from "../../src/config.js";
 import { createHost } from "../../src/host.js";
+import { JobService } from "../../src/jobs/service.js";
 import { type TempDataDir, makeDataDir } from "../helpers/data-dir.js";
 
 const BIN = join(PROJECT_ROOT, "bin", "animaworks-tool.cjs");
@@ -126,6 +127,30 @@ describe("output_schema declarations", () => {
     } finally {
       await host.close();
       bad.cleanup();
+    }
+  });
+});
+
+describe("output_schema in background jobs", () => {
+  it("holds for a job's run too: a result that breaks it fails the job with ExecutionError", async () => {
+    const jobsData = makeDataDir({
+      "animas/alice/tools/stats.ts": STATS_TOOL.replace("export function get_tool_schemas", 'export const EXECUTION_PROFILE = { wrong: { background_eligible: true }, count: { background_eligible: true } };\nexport function get_tool_schemas'),
+    });
+    const host = createHost({ dataDir: jobsData.dir, isolation: "in-process", onLog: () => {} });
+    const service = new JobService({ host, worker: { pollIntervalMs: 20 }, idleCheckIntervalMs: 20 });
+    try {
+      const wrong = await service.submit("alice", "stats_wrong", {});
+      const right = await service.submit("alice", "stats_count", { n: 2 });
+      await service.runWorker({ untilDrained: true });
+      const failed = await service.get("alice", wrong.job.id);
+      expect(failed.status).toBe("failed");
+      expect(failed.error?.type).toBe("ExecutionError");
+      expect(failed.error?.message).toMatch(/does not match its output_schema/);
+      expect((await service.get("alice", right.job.id)).status).toBe("succeeded");
+    } finally {
+      await service.close();
+      await host.close();
+      jobsData.cleanup();
     }
   });
 });
