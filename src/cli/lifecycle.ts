@@ -37,6 +37,8 @@ export interface RefreshReport {
   changed: string[];
   removed: string[];
   failed: Array<{ name: string; error: string; hint?: string }>;
+  /** Files not loaded as tools (named like a core tool, a reserved name…), with the reason. */
+  skipped: Array<{ name: string; reason: string }>;
   tools: string[];
 }
 
@@ -51,7 +53,7 @@ export async function refreshTools(host: ToolHost, anima: string | undefined): P
   const file = snapshotPath(host, anima);
   const before = (await readFile(file, "utf8").then((t) => JSON.parse(t) as Record<string, string>).catch(() => ({}))) as Record<string, string>;
   const now: Record<string, string> = {};
-  const report: RefreshReport = { anima, loaded: [], changed: [], removed: [], failed: [], tools: [] };
+  const report: RefreshReport = { anima, loaded: [], changed: [], removed: [], failed: [], skipped: listing.problems.map((p) => ({ name: p.name, reason: p.message })), tools: [] };
   for (const tool of listing.tools) {
     const version = versionOf(tool);
     now[tool.name] = version;
@@ -80,6 +82,7 @@ export function formatRefresh(report: RefreshReport): string {
   for (const name of report.changed) lines.push(`changed  ${name}`);
   for (const name of report.removed) lines.push(`removed  ${name}`);
   for (const failure of report.failed) lines.push(`failed   ${failure.name}: ${failure.error}${failure.hint ? ` (fix: ${failure.hint})` : ""}`);
+  for (const skip of report.skipped) lines.push(`skipped  ${skip.name}: ${skip.reason}`);
   if (report.tools.length === 0) lines.push("No personal or common tools found.");
   else lines.push(`Refreshed tools (${report.tools.length} discovered): ${report.tools.join(", ")}`, "These tools are now available for use.");
   return lines.join("\n");

@@ -167,7 +167,7 @@ async function run(host: ToolHost, argv: string[], options: GlobalOptions, anima
   const base = await argumentsFromJson(options, ctx);
   const args = { ...base, ...parseToolFlags(schema.parameters, flagArgv) };
   if (anima === undefined) throw noAnima();
-  return printResult(out, await host.call(anima, schema.name, args, ctx.signal ? { signal: ctx.signal } : {}), options.json);
+  return printResult(out, await host.call(anima, schema.name, args, { ...(ctx.signal ? { signal: ctx.signal } : {}), structured: options.json }), options.json);
 }
 
 async function runCommand(host: ToolHost, command: string, argv: string[], options: GlobalOptions, anima: string | undefined, out: Output, ctx: CliContext): Promise<number> {

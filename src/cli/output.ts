@@ -12,7 +12,8 @@ export function printResult(out: Output, result: CallResult, json: boolean): num
     return printError(out, { type: result.error_type, message: result.message, ...(result.hint ? { hint: result.hint } : {}) }, json);
   }
   if (json) {
-    const envelope: Record<string, unknown> = { status: "ok", output: result.output };
+    // An object result is JSON in the envelope (as `describe -j` shows data); other results are their text.
+    const envelope: Record<string, unknown> = { status: "ok", output: result.structured !== undefined && !result.truncated ? result.structured : result.output };
     if (result.truncated) {
       envelope["truncated"] = true;
       envelope["original_bytes"] = result.originalBytes;

@@ -111,7 +111,9 @@ export function jobTools(service: JobService, anima: string, options: JobToolsOp
           throw error;
         });
         if (!isTerminal(job.status)) return json({ job_id: id, status: job.status, ...(job.progress ? { progress: job.progress } : {}), note: "not finished yet; ask again later" });
-        return json({ job_id: id, ...resultOf(job) });
+        const result = resultOf(job);
+        // A failed or cancelled job's result is an error result, as a failed direct call is.
+        return result.status === "error" ? { text: json({ job_id: id, ...result }), isError: true as const } : json({ job_id: id, ...result });
       },
     },
     {

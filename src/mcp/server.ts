@@ -88,9 +88,10 @@ export async function startMcpServer(host: ToolHost, anima: string, transport: T
       description: "Rescan, rebuild and revalidate your tools; reports what was loaded, changed, removed or failed.",
       inputSchema: { type: "object", properties: {} },
       run: async () => {
-        const text = formatRefresh(await refreshTools(host, anima));
+        const report = await refreshTools(host, anima);
         await notifyIfChanged();
-        return text;
+        // A tool that failed to load makes the refresh an error, as the CLI's exit 6 does.
+        return report.failed.length > 0 ? { text: formatRefresh(report), isError: true as const } : formatRefresh(report);
       },
     },
     {
@@ -106,7 +107,10 @@ export async function startMcpServer(host: ToolHost, anima: string, transport: T
       inputSchema: { type: "object", properties: {} },
       run: async () => {
         const listing = await host.list(anima);
-        return JSON.stringify(listing.tools.map((t) => ({ name: t.name, origin: t.origin, status: t.status, actions: t.schemas.map((s) => s.action), ...(t.error ? { error: t.error.message } : {}) })), null, 2);
+        const tools = listing.tools.map((t) => ({ name: t.name, origin: t.origin, status: t.status, actions: t.schemas.map((s) => s.action), ...(t.error ? { error: t.error.message } : {}) }));
+        // Files that are not loaded as tools (a core tool's name, a reserved name…), with the reason.
+        const skipped = listing.problems.map((p) => ({ name: p.name, origin: p.origin, reason: p.message }));
+        return JSON.stringify(skipped.length > 0 ? { tools, skipped } : tools, null, 2);
       },
     },
   ];
@@ -150,7 +154,8 @@ export async function startMcpServer(host: ToolHost, anima: string, transport: T
     const managementTool = managementByName.get(name);
     if (managementTool) {
       try {
-        return { content: [{ type: "text" as const, text: await managementTool.run(args) }] };
+        const result = await managementTool.run(args);
+        return typeof result === "string" ? { content: [{ type: "text" as const, text: result }] } : { content: [{ type: "text" as const, text: result.text }], isError: true };
       } catch (error) {
         const info = error instanceof ToolHostError ? error.toInfo() : { type: "ExecutionError", message: String(error instanceof Error ? error.message : error) };
         return { content: [{ type: "text" as const, text: JSON.stringify({ status: "error", error_type: info.type, message: info.message }) }], isError: true };

@@ -76,7 +76,7 @@ describe.each(CLI_MODES)("animaworks-tool CLI (%s)", (mode) => {
     expect(r.code).toBe(0);
     const envelope = JSON.parse(r.stdout);
     expect(envelope.status).toBe("ok");
-    expect(JSON.parse(envelope.output).saved).toEqual({ title: "a", body: "b", priority: 5 });
+    expect(envelope.output.saved).toEqual({ title: "a", body: "b", priority: 5 }); // an object result is JSON in the envelope, not a string
   });
 
   it("takes --args-file", async () => {
@@ -175,8 +175,11 @@ describe.each(CLI_MODES)("animaworks-tool CLI (%s)", (mode) => {
     expect(first.stdout).toContain("Refreshed tools");
     data.write("animas/bob/tools/extra.ts", "export function get_tool_schemas(){return [{name:'extra_x'}]}\nexport function dispatch(){return 1}");
     data.write("animas/bob/tools/bad.ts", "export function get_tool_schemas(){return [{name:'nope'}]}");
+    data.write("animas/bob/tools/web_fetch.ts", "export function get_tool_schemas(){return []}");
     const second = await cli("--anima", "bob", "refresh");
     expect(second.code).toBe(6);
+    expect(second.stdout).toMatch(/skipped {2}web_fetch: personal tool "web_fetch" has the name of a core tool/);
+    rmSync(join(data.dir, "animas/bob/tools/web_fetch.ts"));
     expect(second.stdout).toContain("loaded   extra");
     expect(second.stdout).toMatch(/failed {3}bad: .*bad_<action>/);
     data.write("animas/bob/tools/extra.ts", "export function get_tool_schemas(){return [{name:'extra_y'}]}\nexport function dispatch(){return 2}");

@@ -94,7 +94,7 @@ describe("the self-starting daemon", () => {
     await waitFor(() => status(data).running, 20_000, 50);
     const second = cli(data, ["--anima", "alice", "echo", "say", "one", "-j"]);
     expect({ status: second.status, stdout: second.stdout, stderr: second.stderr }).toEqual({ status: first.status, stdout: first.stdout, stderr: first.stderr });
-    expect(JSON.parse(JSON.parse(second.stdout).output)).toEqual({ said: "one" });
+    expect(JSON.parse(second.stdout)).toEqual({ status: "ok", output: { said: "one" } });
     expect(second.stderr).toBe("[info] animaworks.tools (alice/echo): saying one\n");
     const after = status(data);
     expect(after.host).toMatchObject({ kind: "daemon", calls: 1, active: 0 });

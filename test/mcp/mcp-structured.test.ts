@@ -42,6 +42,8 @@ function connect(dir: string): Promise<Client> {
 beforeAll(async () => {
   data = makeDataDir({
     "animas/alice/tools/stats.ts": STATS_TOOL,
+    "animas/alice/tools/text_stats.ts": "export function get_tool_schemas() { return []; }",
+    "animas/alice/tools/broken.ts": "export function get_tool_schemas() { return [{ name: 'wrong_name' }]; }",
     "config.json": JSON.stringify({ animaworks_tool: { mcp_core_tools: ["text_stats"] } }),
   });
   client = await connect(data.dir);
@@ -87,7 +89,7 @@ describe("structured results over MCP", () => {
   it("checks output_schema on the CLI path too", () => {
     const run = spawnSync(process.execPath, ["--no-node-snapshot", BIN, "--data-dir", data.dir, "--anima", "alice", "stats", "wrong"], { encoding: "utf8" });
     expect(run.status).toBe(1);
-    expect(run.stderr).toMatch(/^Error \(ExecutionError\): the result of stats_wrong does not match its output_schema/);
+    expect(run.stderr).toMatch(/^Error \(ExecutionError\): the result of stats_wrong does not match its output_schema/m);
   });
 });
 
@@ -152,5 +154,25 @@ describe("output_schema in background jobs", () => {
       await host.close();
       jobsData.cleanup();
     }
+  });
+});
+
+describe("management tools' results", () => {
+  const text = (result: Record<string, unknown>) => (result["content"] as Array<{ text: string }>)[0]?.text as string;
+
+  it("refresh_tools is an error when a tool failed, and it and list_tools name the skipped files", async () => {
+    const refreshed = await client.callTool({ name: "refresh_tools", arguments: {} });
+    expect(refreshed.isError).toBe(true);
+    expect(text(refreshed)).toMatch(/failed {3}broken: /);
+    expect(text(refreshed)).toMatch(/skipped {2}text_stats: personal tool "text_stats" has the name of a core tool/);
+    const listed = JSON.parse(text(await client.callTool({ name: "list_tools", arguments: {} }))) as { skipped: Array<{ name: string; reason: string }> };
+    expect(listed.skipped).toEqual([expect.objectContaining({ name: "text_stats", reason: expect.stringContaining("core tool") })]);
+  });
+
+  it("job_result of a failed job is an error result", async () => {
+    const receipt = JSON.parse(text(await client.callTool({ name: "submit_job", arguments: { name: "stats_wrong", arguments: {} } }))) as { job_id: string };
+    const result = await client.callTool({ name: "job_result", arguments: { job_id: receipt.job_id, wait_seconds: 30 } });
+    expect(result.isError).toBe(true);
+    expect(JSON.parse(text(result))).toMatchObject({ status: "error", error_type: "ExecutionError" });
   });
 });
