@@ -3,7 +3,7 @@ import { ToolHostError } from "../errors.js";
 /**
  * Turns `animaworks-tool <tool> <action> …` argv into an arguments object, typed by the action's JSON
  * Schema (design.md §4): `--limit 10` / `--limit=10`, snake_case or kebab-case names, booleans as
- * `--flag` / `--no-flag`, arrays by repeating a flag or as JSON, objects as JSON, required string
+ * `--flag` / `--no-flag`, arrays by repeating a flag or as JSON, objects as JSON, required scalar
  * parameters positionally in `required` order.
  */
 export interface ParameterSchema {
@@ -15,10 +15,18 @@ export function flagName(param: string): string {
   return `--${param.replaceAll("_", "-")}`;
 }
 
-/** Required string parameters, in `required` order: these may be given positionally. */
+const SCALAR_TYPES = new Set(["string", "integer", "number", "boolean"]);
+
+/**
+ * Required parameters of a scalar type (string, integer, number, boolean), in `required` order: these
+ * may be given positionally (`unit_convert length 5 --from km`), typed like their flags.
+ */
 export function positionalParameters(schema: ParameterSchema): string[] {
   const properties = schema.properties ?? {};
-  return (schema.required ?? []).filter((name) => typesOf(properties[name]).includes("string") && typesOf(properties[name]).length === 1);
+  return (schema.required ?? []).filter((name) => {
+    const types = typesOf(properties[name]);
+    return types.length > 0 && types.every((type) => SCALAR_TYPES.has(type));
+  });
 }
 
 export function typesOf(prop: Record<string, unknown> | undefined): string[] {
@@ -101,8 +109,10 @@ export function parseToolFlags(schema: ParameterSchema, argv: string[]): Record<
   const positionalNames = positionalParameters(schema).filter((name) => !(name in args));
   positionals.forEach((value, index) => {
     const name = positionalNames[index];
-    if (name) args[name] = value;
-    else problems.push(`unexpected argument "${value}"`);
+    if (!name) return void problems.push(`unexpected argument "${value}"`);
+    const converted = convert(name, properties[name], value);
+    if (converted.ok) args[name] = converted.value;
+    else problems.push(`${converted.problem} (given in place of ${flagName(name)})`);
   });
   if (problems.length > 0) {
     const known = Object.keys(properties).map(flagName).join(", ");

@@ -58,9 +58,11 @@ describe("schema-typed CLI flags", () => {
     expect(problems(["--options", "not json"])).toContain("--options expects object");
   });
 
-  it("takes required strings positionally, in required order, and leaves typed ones to flags", () => {
-    expect(positionalParameters(schema)).toEqual(["query", "target"]);
+  it("takes required scalars positionally, in required order, typed like their flags", () => {
+    expect(positionalParameters(schema)).toEqual(["query", "target", "limit"]);
     expect(parseToolFlags(schema, ["hello", "world", "--limit", "1"])).toEqual({ query: "hello", target: "world", limit: 1 });
+    expect(parseToolFlags(schema, ["hello", "world", "-3"])).toEqual({ query: "hello", target: "world", limit: -3 });
+    expect(problems(["hello", "world", "many"])).toContain('--limit expects integer, got "many" (given in place of --limit)');
     // a flag given explicitly takes its parameter out of the positional order
     expect(parseToolFlags(schema, ["--query", "q", "t"])).toEqual({ query: "q", target: "t" });
   });
@@ -77,7 +79,7 @@ describe("schema-typed CLI flags", () => {
   });
 
   it("lists every problem at once: wrong types, unknown options, missing values, extra arguments", () => {
-    const message = problems(["--limit", "ten", "--bogus", "1", "a", "b", "c", "--ratio"]);
+    const message = problems(["--limit", "ten", "--bogus", "1", "a", "b", "7", "c", "--ratio"]);
     expect(message).toContain('--limit expects integer, got "ten"');
     expect(message).toContain("unknown option --bogus");
     expect(message).toContain('unexpected argument "c"');

@@ -282,6 +282,12 @@ describe("the bin launcher", () => {
     expect(JSON.parse(run.stdout).saved).toEqual({ title: "s", body: "t" });
   });
 
+  it("runs the README's unit_convert example (a number given positionally)", () => {
+    const run = spawnSync(process.execPath, [bin, "--demo", "unit_convert", "length", "5", "--from", "km", "--to", "mi"], { encoding: "utf8" });
+    expect(run.status).toBe(0);
+    expect(JSON.parse(run.stdout)).toMatchObject({ value: 5, result: 3.106856 });
+  });
+
   it("still runs from the former ES module launcher, bin/animaworks-tool.mjs", () => {
     const run = spawnSync(process.execPath, [join(PROJECT_ROOT, "bin", "animaworks-tool.mjs"), "--demo", "greet", "hello", "Old"], { encoding: "utf8" });
     expect(run.status).toBe(0);
