@@ -14,18 +14,25 @@ export const MANAGEMENT_COMMANDS: ReadonlyArray<[string, string]> = [
   ["jobs <command>", "this Anima's background jobs: list, show, wait, cancel, result"],
   ["serve", "run the background job worker until stopped (serve --help)"],
   ["audit", "each Anima's sandbox policy and what its tools attempted (--since 12h, --json)"],
+  ["daemon <command>", "the host that serves CLI calls in the background: start, stop, status"],
+  ["help [<tool>]", "this help, or a tool's"],
 ];
 
 const GLOBAL_OPTIONS = `Options:
   --anima NAME          act for this Anima (default: $ANIMAWORKS_ANIMA_DIR)
+  --data-dir DIR        the AnimaWorks data dir (default: $ANIMAWORKS_DATA_DIR, else the one holding
+                        $ANIMAWORKS_ANIMA_DIR, else ~/.animaworks)
   --args-json JSON      pass all arguments as one JSON object
   --args-file F|-       read the arguments object from a file, or stdin with -
   -j, --json            print a JSON envelope instead of plain text
   --demo                use the bundled demo data dir (examples/demo-data, Anima "demo")
-  --os-sandbox MODE     bubblewrap around sandbox processes: auto (default), required, off
+  --os-sandbox MODE     bubblewrap around sandbox processes: auto, required, off
+                        (default: $ANIMAWORKS_OS_SANDBOX, else auto; "required" also runs one-shot calls in one)
   --jobs-url URL        background jobs in PostgreSQL (postgres://…) instead of the data dir's SQLite file
-                        (default: $ANIMAWORKS_OS_SANDBOX; "required" also runs one-shot calls in one)
-  -h, --help            show help (also: <tool> --help, <tool> <action> --help)`;
+                        (default: $ANIMAWORKS_JOBS_URL)
+  --no-daemon           run in this process: neither use nor start a running host ($ANIMAWORKS_NO_DAEMON=1)
+  --version             print the version
+  -h, --help            show help (also: <tool> --help, <tool> <action> --help, help <tool>)`;
 
 export function topLevelHelp(listing: ToolListing | undefined): string {
   const lines = ["Usage: animaworks-tool <tool> <action> [args…] [--param value…]", "       animaworks-tool <command> [args…]", ""];

@@ -18,6 +18,8 @@ export interface GlobalOptions {
   demo: boolean;
   /** `--no-daemon`: run in this process; neither use nor start a running host. */
   noDaemon: boolean;
+  /** `--version`: print the version. */
+  version: boolean;
   argsJson?: string;
   argsFile?: string;
   /** `--os-sandbox auto|required|off` for the commands that run sandbox processes (mcp, serve). */
@@ -39,7 +41,7 @@ const VALUE_OPTIONS: Record<string, keyof GlobalOptions> = {
 export const LOCAL_COMMANDS: ReadonlySet<string> = new Set(["mcp", "serve", "daemon"]);
 
 export function emptyOptions(): GlobalOptions {
-  return { json: false, help: false, demo: false, noDaemon: false };
+  return { json: false, help: false, demo: false, noDaemon: false, version: false };
 }
 
 /** Removes the CLI's own options from argv (all of them when `leadingOnly` is false). */
@@ -62,6 +64,7 @@ export function takeGlobalOptions(argv: readonly string[], options: GlobalOption
     else if (token === "-h" || token === "--help") options.help = true;
     else if (token === "--demo") options.demo = true;
     else if (token === "--no-daemon") options.noDaemon = true;
+    else if (token === "--version") options.version = true;
     else if (leadingOnly) {
       rest.push(...argv.slice(i));
       break;

@@ -132,6 +132,10 @@ export function exitProcess(code: number): void {
 async function run(host: ToolHost, argv: string[], options: GlobalOptions, anima: string | undefined, out: Output, ctx: CliContext): Promise<number> {
   const safe = terminalSafeOutput(out);
   const [word, ...rest] = argv;
+  if (options.version) return out.stdout(`animaworks-tool ${await packageVersion()}`), 0;
+  if (word !== undefined && word.startsWith("-") && word !== "--") {
+    throw new ToolHostError("InvalidArguments", `unknown option ${word.split("=")[0]}`, "animaworks-tool --help lists the options");
+  }
   if (word === undefined) {
     const help = topLevelHelp(await host.list(anima).catch(() => undefined));
     if (options.help) return safe.stdout(help), 0;
@@ -172,11 +176,15 @@ async function run(host: ToolHost, argv: string[], options: GlobalOptions, anima
 
 async function runCommand(host: ToolHost, command: string, argv: string[], options: GlobalOptions, anima: string | undefined, out: Output, ctx: CliContext): Promise<number> {
   switch (command) {
-    case "help":
-      out.stdout(topLevelHelp(await host.list(anima)));
+    case "help": {
+      const [name, ...extra] = argv;
+      if (extra.length > 0) throw new ToolHostError("InvalidArguments", `unexpected argument "${extra[0]}"`, "usage: animaworks-tool help [<tool>]");
+      out.stdout(name === undefined ? topLevelHelp(await host.list(anima)) : toolHelp(await host.describe(anima, name)));
       return 0;
+    }
     case "list": {
       if (options.help) return out.stdout("Usage: animaworks-tool list [--anima NAME] [--json]\nLists the tools the Anima can use."), 0;
+      if (argv.length > 0) throw new ToolHostError("InvalidArguments", `unexpected argument "${argv[0]}"`, "usage: animaworks-tool list [--anima NAME] [--json]");
       const listing = await host.list(anima);
       if (options.json) out.stdout(JSON.stringify({ status: "ok", ...listing }, null, 2));
       else out.stdout(listText(listing));
@@ -297,3 +305,9 @@ function defaultOutput(): Output {
 }
 
 export type { CallResult };
+
+/** This build's version, from the project's package.json (read only for `--version`). */
+async function packageVersion(): Promise<string> {
+  const manifest = JSON.parse(await readFile(resolve(PROJECT_ROOT, "package.json"), "utf8")) as { version?: string };
+  return manifest.version ?? "unknown";
+}

@@ -158,6 +158,23 @@ describe.each(CLI_MODES)("animaworks-tool CLI (%s)", (mode) => {
     expect(bare.stderr).toContain("Usage: animaworks-tool");
   });
 
+  it("treats unknown global options and extra words as usage errors; prints its version and a tool's help", async () => {
+    const bogus = await cli("--anima", "alice", "--bogus", "list");
+    expect(bogus.code).toBe(2);
+    expect(bogus.stderr).toBe("Error (InvalidArguments): unknown option --bogus — animaworks-tool --help lists the options");
+    const extra = await cli("--anima", "alice", "list", "everything");
+    expect(extra.code).toBe(2);
+    expect(extra.stderr).toContain('unexpected argument "everything"');
+    const version = await cli("--version");
+    expect(version.code).toBe(0);
+    expect(version.stdout).toMatch(/^animaworks-tool \d+\.\d+\.\d+$/);
+    const help = await cli("--anima", "alice", "help", "notes");
+    expect(help.code).toBe(0);
+    expect(help.stdout).toMatch(/^Usage: animaworks-tool notes <action>/);
+    const top = await cli("--help");
+    for (const option of ["--data-dir", "--anima", "--no-daemon", "--version", "--jobs-url"]) expect(top.stdout).toContain(option);
+  });
+
   it("lists and describes tools, as text and JSON", async () => {
     const list = await cli("--anima", "alice", "list");
     expect(list.stdout).toMatch(/notes\s+add, fail, big\s+\(personal\)/);
