@@ -33,9 +33,11 @@ export function taskName(job: Job): string {
 export function formatNotice(job: Job): string {
   const name = taskName(job);
   const ok = job.status === "succeeded";
-  const summary = ok ? `[${name}] completed: ${firstChars(job.result ?? "", NOTICE_SUMMARY_CHARS)}` : `[${name}] failed: ${failureText(job)}`;
+  // AnimaWorks heads notices completed or failed; a job cancelled on purpose did not fail.
+  const outcome = ok ? "completed" : job.status === "cancelled" ? "cancelled" : "failed";
+  const summary = ok ? `[${name}] completed: ${firstChars(job.result ?? "", NOTICE_SUMMARY_CHARS)}` : `[${name}] ${outcome}: ${failureText(job)}`;
   return (
-    `# Background task ${ok ? "completed" : "failed"}: ${name}\n\n` +
+    `# Background task ${outcome}: ${name}\n\n` +
     `- Task ID: ${job.id}\n` +
     `- Tool: ${name}\n` +
     // AnimaWorks' vocabulary is completed/failed; our other terminal statuses are named as they are.

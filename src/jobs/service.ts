@@ -27,8 +27,6 @@ import { liveWorkers, registerWorker, startWorkerProcess } from "./workers.js";
 export const JOB_SERVICE_DEFAULTS = {
   /** Timeout of a job whose profile has no `timeout_seconds`, ms: AnimaWorks' 1,800 s for background subprocesses. */
   timeoutMs: 1_800_000,
-  /** `expected_seconds` assumed when a profile gives none (AnimaWorks' default), s. */
-  expectedSeconds: 60,
   /** How often `wait` looks at the job, ms. */
   waitPollIntervalMs: 250,
   /** How often a worker renews its leases and so sees a cancel made elsewhere, ms (the scheduler's own default is 10 s). */
@@ -75,8 +73,8 @@ export interface SubmittedJob {
   created: boolean;
   /** The action's EXECUTION_PROFILE says `background_eligible: true`. */
   backgroundEligible: boolean;
-  /** The profile's `expected_seconds`, else 60. */
-  expectedSeconds: number;
+  /** The profile's `expected_seconds`, when it gives one. */
+  expectedSeconds?: number;
 }
 
 export interface WaitOptions {
@@ -112,7 +110,9 @@ export function jobPaths(dataDir: string): { store: string; workersDir: string; 
 export function eligibilityWarning(submitted: SubmittedJob): string | undefined {
   if (submitted.backgroundEligible) return undefined;
   const { tool, action } = submitted.job;
-  return `Warning: ${tool} ${action} is not marked as long-running (expected ~${submitted.expectedSeconds}s). Consider running directly instead.`;
+  // Only a profile's own expected_seconds is quoted: an action without one has no expectation to state.
+  const expected = submitted.expectedSeconds !== undefined ? `expected ~${submitted.expectedSeconds}s` : "no EXECUTION_PROFILE entry";
+  return `Warning: ${tool} ${action} is not marked as long-running (${expected}). Consider running directly instead.`;
 }
 
 export class JobService {
@@ -158,7 +158,7 @@ export class JobService {
       // its profile can make it, never the submitter.
       ...(profile?.retry ? { maxAttempts: profile.retry.attempts, retryBackoffMs: Math.round((profile.retry.backoff ?? 1) * 1000) } : {}),
     });
-    return { job, created, backgroundEligible: profile?.background_eligible === true, expectedSeconds: profile?.expected_seconds ?? JOB_SERVICE_DEFAULTS.expectedSeconds };
+    return { job, created, backgroundEligible: profile?.background_eligible === true, ...(profile?.expected_seconds !== undefined ? { expectedSeconds: profile.expected_seconds } : {}) };
   }
 
   /** The Anima's jobs, newest first (default: the 100 newest). */

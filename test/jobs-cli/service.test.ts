@@ -39,6 +39,9 @@ describe("JobService (library API)", () => {
     expect(quick).toMatchObject({ created: true, backgroundEligible: false, expectedSeconds: 5 });
     expect(quick.job).toMatchObject({ anima: "alice", tool: "bg", action: "quick", priority: 7, status: "queued", timeoutMs: 1_800_000 });
     expect(eligibilityWarning(quick)).toBe("Warning: bg quick is not marked as long-running (expected ~5s). Consider running directly instead.");
+    // An action without a profile entry claims no expected time.
+    const { expectedSeconds: _quickSeconds, ...unprofiled } = quick;
+    expect(eligibilityWarning(unprofiled)).toBe("Warning: bg quick is not marked as long-running (no EXECUTION_PROFILE entry). Consider running directly instead.");
     const sleep = await service.submit("alice", "bg_sleep", { ms: 1 });
     expect(sleep.job.timeoutMs).toBe(120_000);
     expect(eligibilityWarning(sleep)).toBeUndefined();
