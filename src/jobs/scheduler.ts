@@ -260,6 +260,8 @@ export class JobScheduler {
     const key = `${job.id}#${job.attempts}`;
     this.active.set(key, run);
     this.stats.started++;
+    // One line per job start and end: what an operator reading a worker's log needs to follow it.
+    this.log("info", `job ${job.id} ${job.tool}:${job.action} started (attempt ${job.attempts} of ${job.maxAttempts})`, job);
     this.queue
       .add(() => this.execute(run, forced))
       .then((outcome) => {
@@ -352,6 +354,8 @@ export class JobScheduler {
     if (done.status === "succeeded") this.stats.succeeded++;
     else if (done.status === "cancelled") this.stats.cancelled++;
     else this.stats.failed++;
+    const took = done.startedAt !== undefined && done.finishedAt !== undefined ? ` after ${done.finishedAt - done.startedAt} ms` : "";
+    this.log("info", `job ${job.id} ${job.tool}:${job.action} ${done.status}${took}${done.error ? ` (${done.error.type})` : ""}`, job);
     await deliverNotices(this.sink, [done]);
   }
 

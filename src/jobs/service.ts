@@ -167,11 +167,20 @@ export class JobService {
     return this.store().list(anima, options);
   }
 
-  /** The Anima's job; `NotFound` for an unknown id and for another Anima's. */
+  /**
+   * The Anima's job; `NotFound` for an unknown id and for another Anima's. A running job whose lease ran
+   * out (its worker died) is recovered here, as a worker's maintenance would: it then reads as
+   * interrupted (or queued again, under its retry policy) instead of "running" until a worker starts.
+   */
   async get(anima: string, id: string): Promise<Job> {
     await this.checkAnima(anima);
-    const job = await this.store().get(anima, id);
+    let job = await this.store().get(anima, id);
     if (!job) throw notFound(anima, id);
+    if (job.status === "running" && job.leaseExpiresAt !== undefined && job.leaseExpiresAt <= Date.now()) {
+      const recovered = await this.store().recoverExpiredLeases();
+      await deliverNotices(this.noticeSink(), recovered.ended);
+      job = (await this.store().get(anima, id)) ?? job;
+    }
     return job;
   }
 

@@ -3,6 +3,7 @@ import { runJobsCommand } from "../../src/cli/jobs.js";
 import { ToolHostError } from "../../src/errors.js";
 import { type ToolHost, createHost } from "../../src/host.js";
 import { JobService, eligibilityWarning } from "../../src/jobs/service.js";
+import { SqliteJobStore } from "../../src/jobs/sqlite-store.js";
 import type { Job } from "../../src/jobs/store.js";
 import { parseStatuses, progressBar } from "../../src/jobs/view.js";
 import { type TempDataDir, makeDataDir } from "../helpers/data-dir.js";
@@ -114,5 +115,25 @@ describe("job display", () => {
     // Every later draw moves up one line and clears it first, so the terminal shows one bar.
     for (const line of stderr.slice(1)) expect(line.startsWith("\x1b[1A\x1b[2K[")).toBe(true);
     expect(stderr.at(-1)).toBe(`\x1b[1A\x1b[2K[########################] 100% succeeded  (job ${submitted.id})`);
+  });
+});
+
+describe("a job whose worker died", () => {
+  it("reads as interrupted once its lease ran out, without waiting for another worker (and gets its notice)", async () => {
+    const { job } = await service.submit("alice", "bg_sleep", { ms: 60_000 });
+    // A "worker" that claims the job with a 1 ms lease and dies: nobody renews it.
+    const dead = new SqliteJobStore({ path: service.paths.store });
+    let expiresAt = 0;
+    try {
+      const claimed = await dead.claim({ owner: "dead-worker", leaseMs: 1, limit: 10 });
+      expiresAt = claimed.find((j) => j.id === job.id)?.leaseExpiresAt ?? Number.POSITIVE_INFINITY;
+    } finally {
+      await dead.close();
+    }
+    await waitFor("the dead worker's lease to run out", () => Date.now() > expiresAt, 1_000, 2);
+    const seen = await service.get("alice", job.id);
+    expect(seen.status).toBe("interrupted");
+    expect(seen.error?.message).toBeTruthy();
+    expect(seen.notifiedAt).toBeDefined();
   });
 });

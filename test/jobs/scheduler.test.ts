@@ -80,10 +80,13 @@ describe("JobScheduler", () => {
   }
 
   it("runs a job, records its result and writes the notice in AnimaWorks' format, atomically", async () => {
-    const { scheduler, runs, animaDir, jobOf } = await setup();
+    const { scheduler, runs, animaDir, jobOf, logs } = await setup();
     runs.auto = { ok: true, result: "x".repeat(250) };
     const { job } = await scheduler.submit(jobInput("alice"));
     expect(await scheduler.runUntilDrained()).toMatchObject({ started: 1, succeeded: 1 });
+    // One log line as it starts and one as it ends.
+    expect(logs).toContainEqual(`job ${job.id} web:fetch started (attempt 1 of 1)`);
+    expect(logs.some((line) => new RegExp(`^job ${job.id} web:fetch succeeded after \\d+ ms$`).test(line))).toBe(true);
     const done = await jobOf(job);
     expect(done).toMatchObject({ status: "succeeded", result: "x".repeat(250), attempts: 1 });
     expect(done.notifiedAt).toBeDefined();
