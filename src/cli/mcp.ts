@@ -16,5 +16,5 @@ export async function runMcp(host: ToolHost, anima: string | undefined): Promise
   const handle = await startMcpServer(host, anima, transport);
   await closed;
   await handle.close();
-  return 0;
+  return handle.exitCode ?? 0;
 }

@@ -72,7 +72,10 @@ export function jobTools(service: JobService, anima: string, options: JobToolsOp
       description: "List your background jobs, newest first, optionally only those with given statuses (queued, running, succeeded, failed, cancelled, interrupted).",
       inputSchema: {
         type: "object",
-        properties: { status: { type: "array", items: { type: "string" } }, limit: { type: "integer", minimum: 1, maximum: 1000 } },
+        properties: {
+          status: { type: "array", items: { type: "string" }, description: "only jobs with these statuses (default: all)" },
+          limit: { type: "integer", minimum: 1, maximum: 1000, description: "most jobs returned (default 100)" },
+        },
       },
       run: async (args) => {
         const status = args["status"];
@@ -89,7 +92,7 @@ export function jobTools(service: JobService, anima: string, options: JobToolsOp
     {
       name: "job_status",
       description: "One of your background jobs: status, progress, attempts, timestamps and any error.",
-      inputSchema: { type: "object", properties: { job_id: { type: "string" } }, required: ["job_id"] },
+      inputSchema: { type: "object", properties: { job_id: { type: "string", description: "the id submit_job returned" } }, required: ["job_id"] },
       run: async (args) => json(jobView(await service.get(anima, requireString(args, "job_id")))),
     },
     {
@@ -97,7 +100,10 @@ export function jobTools(service: JobService, anima: string, options: JobToolsOp
       description: `A finished job's output or error. With wait_seconds (up to ${MAX_JOB_WAIT_SECONDS}), waits that long for it to finish first; a job still not finished is reported with its status.`,
       inputSchema: {
         type: "object",
-        properties: { job_id: { type: "string" }, wait_seconds: { type: "number", minimum: 0, maximum: MAX_JOB_WAIT_SECONDS } },
+        properties: {
+          job_id: { type: "string", description: "the id submit_job returned" },
+          wait_seconds: { type: "number", minimum: 0, maximum: MAX_JOB_WAIT_SECONDS, description: "wait this long for the job to finish first (default 0)" },
+        },
         required: ["job_id"],
       },
       run: async (args) => {
@@ -119,7 +125,7 @@ export function jobTools(service: JobService, anima: string, options: JobToolsOp
     {
       name: "cancel_job",
       description: "Cancel one of your background jobs: a queued one at once; a running one is told (isCancelled) and stopped shortly after.",
-      inputSchema: { type: "object", properties: { job_id: { type: "string" } }, required: ["job_id"] },
+      inputSchema: { type: "object", properties: { job_id: { type: "string", description: "the id submit_job returned" } }, required: ["job_id"] },
       run: async (args) => json(jobView(await service.cancel(anima, requireString(args, "job_id")))),
     },
   ];

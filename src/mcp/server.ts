@@ -1,7 +1,8 @@
 import { join } from "node:path";
 import { Server } from "@modelcontextprotocol/sdk/server/index.js";
 import type { Transport } from "@modelcontextprotocol/sdk/shared/transport.js";
-import { CallToolRequestSchema, ErrorCode, ListToolsRequestSchema, McpError } from "@modelcontextprotocol/sdk/types.js";
+import type { RequestHandlerExtra } from "@modelcontextprotocol/sdk/shared/protocol.js";
+import { type CallToolRequest, CallToolRequestSchema, ErrorCode, ListToolsRequestSchema, McpError, type ServerNotification, type ServerRequest } from "@modelcontextprotocol/sdk/types.js";
 import { FsCapability } from "../capabilities/fs.js";
 import { ToolHostError } from "../errors.js";
 import type { ToolHost } from "../host.js";
@@ -11,6 +12,7 @@ import { JobService } from "../jobs/service.js";
 import { watchToolFolders } from "../registry/watcher.js";
 import { coreToolExposure } from "./exposure.js";
 import { JobTaskStore, TASK_POLL_INTERVAL_MS } from "./job-tasks.js";
+import { InFlight, refusingServer } from "./refusing-server.js";
 import { TaskStatusWatch, startWorker } from "./task-watch.js";
 import { jobTools } from "./job-tools.js";
 import type { ManagementTool } from "./management-tool.js";
@@ -27,6 +29,8 @@ import type { ManagementTool } from "./management-tool.js";
 export interface McpServerHandle {
   server: Server;
   close(): Promise<void>;
+  /** Set when the server could only refuse (an unknown Anima): the exit code for `animaworks-tool mcp`. */
+  exitCode?: number;
 }
 
 export interface McpServerOptions {
@@ -40,7 +44,12 @@ export interface McpServerOptions {
 
 export async function startMcpServer(host: ToolHost, anima: string, transport: Transport, options: McpServerOptions = {}): Promise<McpServerHandle> {
   const animaDir = join(host.config.dataDir, "animas", anima);
-  await host.list(anima); // fails now, with a clear error, if the Anima does not exist
+  // An unknown Anima is told to the client, in answer to its requests, not only as a closed connection.
+  const animaProblem = await host.list(anima).then(
+    () => undefined,
+    (error: unknown) => (error instanceof ToolHostError ? error : new ToolHostError("ExecutionError", String(error instanceof Error ? error.message : error))),
+  );
+  if (animaProblem) return refusingServer(transport, animaProblem);
   const jobs = options.jobs ?? new JobService({ host });
   const startWorkers = options.startWorkers ?? true;
   const taskWatch = new TaskStatusWatch(jobs, anima, (task) => server.notification({ method: "notifications/tasks/status", params: task }));
@@ -72,7 +81,11 @@ export async function startMcpServer(host: ToolHost, anima: string, transport: T
       description: "Write a file in your own directory (tools/<name>.ts creates a personal tool; needs the personal-tool permission).",
       inputSchema: {
         type: "object",
-        properties: { path: { type: "string" }, content: { type: "string" }, mode: { type: "string", enum: ["overwrite", "append"] } },
+        properties: {
+          path: { type: "string", description: "a path relative to your own directory, e.g. notes/today.md or tools/my_tool.ts" },
+          content: { type: "string", description: "the text to write" },
+          mode: { type: "string", enum: ["overwrite", "append"], description: "replace the file (default) or add to its end" },
+        },
         required: ["path", "content"],
       },
       run: async (args) => writeMemoryFile({ animaDir, path: args["path"], content: args["content"], mode: args["mode"] === "append" ? "append" : "overwrite" }),
@@ -80,7 +93,7 @@ export async function startMcpServer(host: ToolHost, anima: string, transport: T
     {
       name: "read_memory_file",
       description: "Read a text file in your own directory.",
-      inputSchema: { type: "object", properties: { path: { type: "string" } }, required: ["path"] },
+      inputSchema: { type: "object", properties: { path: { type: "string", description: "a path relative to your own directory" } }, required: ["path"] },
       run: async (args) => new FsCapability(animaDir, host.config.fsLimits).readFile(args["path"]),
     },
     {
@@ -97,7 +110,7 @@ export async function startMcpServer(host: ToolHost, anima: string, transport: T
     {
       name: "share_tool",
       description: "Share one of your personal tools with every Anima (needs the shared-tool permission).",
-      inputSchema: { type: "object", properties: { tool_name: { type: "string" } }, required: ["tool_name"] },
+      inputSchema: { type: "object", properties: { tool_name: { type: "string", description: "the name of one of your personal tools" } }, required: ["tool_name"] },
       run: async (args) =>
         shareTool({ dataDir: host.config.dataDir, animaDir, anima, toolName: args["tool_name"], validate: errorsForShare({ load: hostLoader(host) }) }),
     },
@@ -118,7 +131,7 @@ export async function startMcpServer(host: ToolHost, anima: string, transport: T
   const managementByName = new Map(management.map((tool) => [tool.name, tool]));
 
   const exposure = await coreToolExposure(host);
-  server.setRequestHandler(ListToolsRequestSchema, async () => {
+  const listedTools = async () => {
     const listing = await host.list(anima);
     const toolSchemas = listing.tools
       .filter((tool) => tool.status === "ok" && exposure.exposes(tool))
@@ -132,10 +145,13 @@ export async function startMcpServer(host: ToolHost, anima: string, transport: T
         // Background-eligible actions may run as tasks (background jobs); a plain call runs as before.
         ...(schema.profile?.background_eligible ? { execution: { taskSupport: "optional" as const } } : {}),
       }));
-    return { tools: [...management.map(({ name, description, inputSchema }) => ({ name, description, inputSchema })), ...toolSchemas] };
-  });
+    return [...management.map(({ name, description, inputSchema }) => ({ name, description, inputSchema })), ...toolSchemas];
+  };
+  server.setRequestHandler(ListToolsRequestSchema, async () => ({ tools: await listedTools() }));
 
-  server.setRequestHandler(CallToolRequestSchema, async (request, extra) => {
+  const inFlight = new InFlight();
+  server.setRequestHandler(CallToolRequestSchema, (request, extra) => inFlight.track(callTool(request, extra)));
+  async function callTool(request: CallToolRequest, extra: RequestHandlerExtra<ServerRequest, ServerNotification>) {
     const { name } = request.params;
     const args = (request.params.arguments ?? {}) as Record<string, unknown>;
     if (request.params.task !== undefined) {
@@ -167,9 +183,10 @@ export async function startMcpServer(host: ToolHost, anima: string, transport: T
     if (result.status === "ok") {
       return { content: [{ type: "text" as const, text: result.output }], ...(result.structured ? { structuredContent: result.structured } : {}) };
     }
-    const envelope = { status: "error", error_type: result.error_type, message: result.message, ...(result.hint ? { hint: result.hint } : {}) };
-    return { content: [{ type: "text" as const, text: JSON.stringify(envelope) }], isError: true };
-  });
+    // An unknown name is answered with the names this client can call (the CLI's hint lists tools).
+    const hint = result.error_type === "ToolNotFound" && result.message.startsWith("unknown tool") ? `MCP tools: ${(await listedTools()).map((tool) => tool.name).join(", ")}` : result.hint;
+    return errorContent({ type: result.error_type, message: result.message, ...(hint ? { hint } : {}) });
+  }
 
   const watcher = options.watch === false
     ? undefined
@@ -182,6 +199,8 @@ export async function startMcpServer(host: ToolHost, anima: string, transport: T
   return {
     server,
     close: async () => {
+      // Calls in flight when the client closed stdin are answered first (stdout is still open).
+      await inFlight.settled(host.config.maxCallTimeoutMs);
       taskWatch.stop();
       await watcher?.close();
       await server.close();
