@@ -69,6 +69,8 @@ export interface HostOptions {
   maxLogLineChars?: number;
   /** Receives log lines from tools and host warnings. Default: write to stderr. */
   onLog?: (record: LogRecord) => void;
+  /** Least level of the lines `onLog` receives: "debug", "info", "warn" or "error". Default: `$ANIMAWORKS_LOG_LEVEL`, else "info". */
+  logLevel?: LogRecord["level"];
   /**
    * Environment variables `getCredential` may fall back to (by exact name). The host's environment is
    * otherwise invisible to tools. Default: none.
@@ -101,7 +103,7 @@ export interface LogRecord {
   tool?: string;
 }
 
-export type HostConfig = Required<Omit<HostOptions, "onLog" | "fsLimits" | "environment" | "jobsUrl">> & {
+export type HostConfig = Required<Omit<HostOptions, "onLog" | "fsLimits" | "environment" | "jobsUrl" | "logLevel">> & {
   /** PostgreSQL URL of the job store, or undefined for the embedded SQLite store. */
   jobsUrl: string | undefined;
   onLog: (record: LogRecord) => void;
@@ -206,7 +208,7 @@ export function resolveConfig(options: HostOptions = {}): HostConfig {
     maxQueuedCallsPerAnima: Math.floor(positive(options.maxQueuedCallsPerAnima, 1_000, "maxQueuedCallsPerAnima")) || 1,
     maxLogLinesPerCall: positive(options.maxLogLinesPerCall, 200, "maxLogLinesPerCall"),
     maxLogLineChars: positive(options.maxLogLineChars, 2_000, "maxLogLineChars"),
-    onLog: options.onLog ?? writeLogToStderr,
+    onLog: atLeast(logLevel(options.logLevel ?? process.env["ANIMAWORKS_LOG_LEVEL"]), options.onLog ?? writeLogToStderr),
     allowedEnvironment: [...(options.allowedEnvironment ?? [])],
     environment: environmentSnapshot(options.allowedEnvironment ?? [], options.environment),
     auditFile: resolve(options.auditFile ?? join(dataDir, "logs", "animaworks-tool", "audit.jsonl")),
@@ -270,6 +272,27 @@ function positive(value: number | undefined, fallback: number, name: string): nu
     throw new TypeError(`${name} must be a positive number, got ${String(value)}`);
   }
   return value;
+}
+
+const LOG_LEVELS: ReadonlyArray<LogRecord["level"]> = ["debug", "info", "warn", "error"];
+
+/** `sink`, given only the lines at the level named by `value` (a `logLevel` or `$ANIMAWORKS_LOG_LEVEL`; default info) or above. */
+export function filteredLogSink(value: string | undefined, sink: (record: LogRecord) => void): (record: LogRecord) => void {
+  return atLeast(logLevel(value), sink);
+}
+
+function logLevel(value: string | undefined): LogRecord["level"] {
+  const level = value?.trim().toLowerCase() || "info";
+  if (!(LOG_LEVELS as string[]).includes(level)) {
+    throw new ToolHostError("InvalidArguments", `the log level (logLevel or $ANIMAWORKS_LOG_LEVEL) must be debug, info, warn or error, not ${JSON.stringify(value)}`);
+  }
+  return level as LogRecord["level"];
+}
+
+/** `sink`, given only the lines at `level` or above. */
+function atLeast(level: LogRecord["level"], sink: (record: LogRecord) => void): (record: LogRecord) => void {
+  const least = LOG_LEVELS.indexOf(level);
+  return least === 0 ? sink : (record) => LOG_LEVELS.indexOf(record.level) >= least && sink(record);
 }
 
 function writeLogToStderr(record: LogRecord): void {

@@ -1,6 +1,6 @@
 import { readFile } from "node:fs/promises";
 import { resolve } from "node:path";
-import { type LogRecord, PROJECT_ROOT, formatLogRecord, hostOptionsIn, processEnvironment } from "../config.js";
+import { type LogRecord, PROJECT_ROOT, filteredLogSink, formatLogRecord, hostOptionsIn, processEnvironment } from "../config.js";
 import type { Environment } from "../environment.js";
 import { ToolHostError } from "../errors.js";
 import { type CallResult, type ToolHost, type ToolInfo, createHost } from "../host.js";
@@ -77,7 +77,8 @@ export async function main(argv: string[], out: Output = defaultOutput(), contex
     const jobsUrl = options.jobsUrl ?? identityOptions.jobsUrl ?? fromEnv.jobsUrl;
     // Log lines go through the CLI's own stderr writer (synchronous; process.stderr would load Node's
     // stream modules, ≈ 10 ms of a one-shot call).
-    const onLog = (record: LogRecord): void => out.stderr(formatLogRecord(record));
+    // The invocation's own log level ($ANIMAWORKS_LOG_LEVEL), also when a running host serves it.
+    const onLog = filteredLogSink(ctx.env["ANIMAWORKS_LOG_LEVEL"], (record: LogRecord): void => out.stderr(formatLogRecord(record)));
     if (ctx.hostFor) {
       if (rest[0] !== undefined && LOCAL_COMMANDS.has(rest[0])) throw new Declined("command", `"${rest[0]}" runs in the calling process`);
       host = ctx.hostFor({ dataDir, osSandbox, jobsUrl, allowInternalHosts: fromEnv.allowInternalHosts, onLog });
@@ -92,6 +93,7 @@ export async function main(argv: string[], out: Output = defaultOutput(), contex
         ...(jobsUrl !== undefined ? { jobsUrl } : {}),
         allowInternalHosts: fromEnv.allowInternalHosts,
         onLog,
+        logLevel: "debug", // onLog filters by the invocation's own level
       });
     }
     return await run(host, rest, options, anima, out, ctx);

@@ -1,5 +1,4 @@
 import { ToolHostError } from "../errors.js";
-import { maskSecret } from "./mask.js";
 import {
   type CredentialLog,
   type CredentialScope,
@@ -114,7 +113,8 @@ export async function getCredential(context: CredentialContext, request: Credent
   for (const step of steps) {
     const value = await step.store.get(step.scope, step.key);
     if (value === undefined || value === "") continue;
-    hostLog(log, "debug", `Credential '${credentialName}.${keyName}' for tool '${toolName}' resolved from ${step.location}: ${maskSecret(value)}`, anima);
+    // Where it came from, never any character of it.
+    hostLog(log, "debug", `Credential '${credentialName}.${keyName}' for tool '${toolName}' resolved from ${step.location}`, anima);
     return { value, source: step.store.source, location: step.location };
   }
 

@@ -1,3 +1,4 @@
+import { type LogRecord, resolveConfig } from "../../src/config.js";
 import { readFileSync } from "node:fs";
 import { join } from "node:path";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
@@ -73,5 +74,21 @@ export async function dispatch() {
       ["error", "e", "alice", "api_probe"],
       ["error", "ToolError: boom", "alice", "api_probe"],
     ]);
+  });
+});
+
+describe("the host's log level", () => {
+  it("is info by default (debug lines dropped), set by logLevel or $ANIMAWORKS_LOG_LEVEL, and refuses a bad one", () => {
+    const seen: string[] = [];
+    const sink = (record: LogRecord) => void seen.push(`${record.level}:${record.message}`);
+    const line = (level: LogRecord["level"]) => ({ level, logger: "animaworks.tools", message: level });
+    const byDefault = resolveConfig({ dataDir: "/tmp/none", onLog: sink });
+    for (const level of ["debug", "info", "warn", "error"] as const) byDefault.onLog(line(level));
+    expect(seen).toEqual(["info:info", "warn:warn", "error:error"]);
+    seen.length = 0;
+    const warnOnly = resolveConfig({ dataDir: "/tmp/none", onLog: sink, logLevel: "warn" });
+    for (const level of ["debug", "info", "warn"] as const) warnOnly.onLog(line(level));
+    expect(seen).toEqual(["warn:warn"]);
+    expect(() => resolveConfig({ dataDir: "/tmp/none", logLevel: "loud" as LogRecord["level"] })).toThrow(/must be debug, info, warn or error/);
   });
 });

@@ -269,12 +269,12 @@ describe("hostile names", () => {
 });
 
 describe("logging", () => {
-  it("logs a resolution with the value masked, never in full", async () => {
+  it("logs where a resolution came from, never any character of the value", async () => {
     await vault.store("shared", "CHATWORK_API_TOKEN", "cw-0123456789");
     await resolve("alice", CHATWORK);
     const lines = logs.map((record) => record.message).join("\n");
-    expect(lines).toContain("Credential 'chatwork.api_key' for tool 'chatwork' resolved from vault.json [shared] CHATWORK_API_TOKEN: cw-0****");
-    expect(lines).not.toContain("cw-0123456789");
+    expect(logs.map((record) => record.message)).toContain("Credential 'chatwork.api_key' for tool 'chatwork' resolved from vault.json [shared] CHATWORK_API_TOKEN");
+    expect(lines).not.toContain("cw-0");
     expect(logs.find((record) => record.message.startsWith("Credential"))).toMatchObject({ level: "debug", anima: "alice" });
   });
 

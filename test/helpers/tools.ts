@@ -44,6 +44,7 @@ export function useTestHost(options: TestHostOptions = {}): TestHost {
     coreToolsDir: options.realCoreTools ? join(REPO_ROOT, "tools") : coreDir,
     isolation: "in-process",
     onLog: (record) => logs.push(record),
+    logLevel: "debug", // tests see every line; the default ("info") is tested on its own
     ...(options.timeoutMs !== undefined ? { timeoutMs: options.timeoutMs } : {}),
     ...(options.loadTimeoutMs !== undefined ? { loadTimeoutMs: options.loadTimeoutMs } : {}),
     ...(options.maxOutputBytes !== undefined ? { maxOutputBytes: options.maxOutputBytes } : {}),
