@@ -33,6 +33,7 @@ export function createExecutor(config: HostConfig, onLog: (line: ToolLogLine) =>
     maxIdleIsolates: config.maxIdleIsolates,
     onLog,
     ...(invokeCapability ? { invokeCapability } : {}),
+    onStderr: (message) => config.onLog({ level: "warn", logger: "animaworks.host", message }),
     ...reports,
   });
   pools.set(config, pool);

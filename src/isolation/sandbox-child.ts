@@ -1,3 +1,4 @@
+import { forwardStderr } from "./child-stderr.js";
 import { type ChildProcess, fork, spawn } from "node:child_process";
 import type { Writable } from "node:stream";
 import { join } from "node:path";
@@ -27,6 +28,8 @@ export interface ProcessOwner {
   readonly invokeCapability: CapabilityInvoker;
   readonly onLog: (line: ToolLogLine) => void;
   readonly onViolation: (message: string) => void;
+  /** A line a sandbox process wrote to its stderr (bounded; see child-stderr.ts). */
+  readonly onStderr: (message: string) => void;
   /** Whether children start inside bubblewrap. */
   readonly osSandbox: OsSandboxStatus;
   /** True when request `id` was sent to process `index` (see SandboxPool.wasSentTo). */
@@ -167,16 +170,17 @@ export class SandboxProcess {
       : idle.length > 0
         ? spawn(idle[0] as string, [...idle.slice(1), process.execPath, "--no-node-snapshot", CHILD_ENTRY, ...this.childArgs()], {
             env: {},
-            stdio: ["ignore", "ignore", "inherit", "ipc", "ignore", "pipe"],
+            stdio: ["ignore", "ignore", "pipe", "ipc", "ignore", "pipe"],
             serialization: "json",
           })
         : fork(CHILD_ENTRY, this.childArgs(), {
             execArgv: ["--no-node-snapshot"],
             env: {},
-            stdio: ["ignore", "ignore", "inherit", "ipc", "ignore", "pipe"],
+            stdio: ["ignore", "ignore", "pipe", "ipc", "ignore", "pipe"],
             serialization: "json",
           });
     this.child = child;
+    forwardStderr(child.stderr, child.pid, (message) => this.pool.onStderr(message));
     bulkPipeOf(child)?.on("error", () => {
       // the child went away: its 'exit' handles that
     });
@@ -199,7 +203,7 @@ export class SandboxProcess {
     const [command, ...args] = [...prefix, bwrap.command, ...bwrap.args] as [string, ...string[]];
     const child = spawn(command, args, {
       env: {},
-      stdio: ["ignore", "ignore", "inherit", "ipc", seccomp ? "pipe" : "ignore", "pipe"],
+      stdio: ["ignore", "ignore", "pipe", "ipc", seccomp ? "pipe" : "ignore", "pipe"],
       serialization: "json",
     });
     const seccompPipe = child.stdio[SECCOMP_FD] as Writable | null | undefined;

@@ -63,6 +63,8 @@ export interface SandboxPoolOptions {
   onRefusal?: (context: CallContext, name: string, error: ErrorInfo) => void;
   /** Told of each protocol violation by a sandbox process (the process is killed and replaced). */
   onViolation?: (message: string) => void;
+  /** Receives what sandbox processes write to stderr, a line at a time (bounded). Default: this process's stderr. */
+  onStderr?: (message: string) => void;
   /** Start sandbox processes inside bubblewrap (os-sandbox.ts): "auto", "required" or "off". Default: "auto". */
   osSandbox?: OsSandboxMode;
 }
@@ -82,6 +84,7 @@ export class SandboxPool implements Executor, ProcessOwner {
   readonly onLog: (line: ToolLogLine) => void;
   readonly invokeCapability: CapabilityInvoker;
   readonly onViolation: (message: string) => void;
+  readonly onStderr: (message: string) => void;
   readonly osSandbox: OsSandboxStatus;
   closing = false;
   private readonly budget: CapabilityBudget;
@@ -105,6 +108,7 @@ export class SandboxPool implements Executor, ProcessOwner {
     this.budget = new CapabilityBudget(options.capabilityLimits);
     this.onRefusal = options.onRefusal;
     this.onViolation = options.onViolation ?? (() => {});
+    this.onStderr = options.onStderr ?? ((message) => process.stderr.write(`${message}\n`));
     // Throws for "required" without a working bwrap: before any process starts.
     this.osSandbox = osSandboxStatus(options.osSandbox ?? "auto");
     const count = Math.max(1, Math.floor(options.processes ?? 2));
