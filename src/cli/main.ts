@@ -1,3 +1,4 @@
+import { existsSync } from "node:fs";
 import { readFile } from "node:fs/promises";
 import { resolve } from "node:path";
 import { type LogRecord, PROJECT_ROOT, filteredLogSink, formatLogRecord, hostOptionsIn, processEnvironment } from "../config.js";
@@ -72,6 +73,11 @@ export async function main(argv: string[], out: Output = defaultOutput(), contex
     const identityOptions = emptyOptions();
     takeGlobalOptions(argv, identityOptions, false);
     const { dataDir, anima } = resolveIdentity(identityOptions, ctx.env, ctx.cwd, PROJECT_ROOT);
+    // A mistyped data dir must not silently become a new tree (logs, caches, job stores): only an
+    // existing one is used; AnimaWorks' own set-up creates it.
+    if (!existsSync(dataDir)) {
+      throw new ToolHostError("NotFound", `the data dir ${dataDir} does not exist`, "check --data-dir, $ANIMAWORKS_DATA_DIR or $ANIMAWORKS_ANIMA_DIR (or create it: mkdir -p DIR/animas)");
+    }
     const fromEnv = hostOptionsIn(ctx.env);
     const osSandbox = osSandboxOption(options.osSandbox ?? identityOptions.osSandbox) ?? fromEnv.osSandbox;
     const jobsUrl = options.jobsUrl ?? identityOptions.jobsUrl ?? fromEnv.jobsUrl;

@@ -61,6 +61,8 @@ export async function runThroughHost(argv: readonly string[], io: ClientIo, setu
   } catch {
     return { served: false, reason: "the command line is for the CLI itself to report on" };
   }
+  // A data dir that does not exist gets no daemon (and no folders made for one): the CLI reports it.
+  if (!existsSync(dataDir)) return { served: false, reason: `the data dir ${dataDir} does not exist` };
   const paths = endpointPaths(dataDir, setup.hostname);
   const daemon: DaemonStart = { dataDir, paths, args: daemonArgs(options) };
   if (!isPrivateDir(paths.dir)) return { served: false, reason: "no host endpoint in this data dir", daemon };

@@ -1,5 +1,5 @@
 import { spawnSync } from "node:child_process";
-import { readFileSync, rmSync, writeFileSync } from "node:fs";
+import { existsSync, readFileSync, rmSync, writeFileSync } from "node:fs";
 import { join } from "node:path";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { PROJECT_ROOT } from "../../src/config.js";
@@ -156,6 +156,14 @@ describe.each(CLI_MODES)("animaworks-tool CLI (%s)", (mode) => {
     const bare = await cli("--anima", "alice");
     expect(bare.code).toBe(2);
     expect(bare.stderr).toContain("Usage: animaworks-tool");
+  });
+
+  it("refuses a data dir that does not exist, and creates nothing", async () => {
+    const missing = join(data.dir, "no", "such", "dir");
+    const run = await runner.run(["--data-dir", missing, "--anima", "alice", "list"]);
+    expect(run.code).toBe(2);
+    expect(run.stderr).toMatch(/^Error \(NotFound\): the data dir .*no\/such\/dir does not exist — check --data-dir/);
+    expect(existsSync(join(data.dir, "no"))).toBe(false);
   });
 
   it("treats unknown global options and extra words as usage errors; prints its version and a tool's help", async () => {
