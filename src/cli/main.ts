@@ -76,6 +76,10 @@ export async function main(argv: string[], out: Output = defaultOutput(), contex
     // A mistyped data dir must not silently become a new tree (logs, caches, job stores): only an
     // existing one is used; AnimaWorks' own set-up creates it.
     if (!existsSync(dataDir)) {
+      // Help and the version need no data dir (and list no tools without one).
+      if (options.version) return out.stdout(`animaworks-tool ${await packageVersion()}`), 0;
+      if (options.help || identityOptions.help) return out.stdout(topLevelHelp(undefined)), 0;
+      if (rest.length === 0) return out.stderr(topLevelHelp(undefined)), 2;
       throw new ToolHostError("NotFound", `the data dir ${dataDir} does not exist`, "check --data-dir, $ANIMAWORKS_DATA_DIR or $ANIMAWORKS_ANIMA_DIR (or create it: mkdir -p DIR/animas)");
     }
     const fromEnv = hostOptionsIn(ctx.env);

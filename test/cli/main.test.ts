@@ -163,6 +163,10 @@ describe.each(CLI_MODES)("animaworks-tool CLI (%s)", (mode) => {
     const run = await runner.run(["--data-dir", missing, "--anima", "alice", "list"]);
     expect(run.code).toBe(2);
     expect(run.stderr).toMatch(/^Error \(NotFound\): the data dir .*no\/such\/dir does not exist — check --data-dir/);
+    const help = await runner.run(["--data-dir", missing, "--help"]);
+    expect(help.code).toBe(0);
+    expect(help.stdout).toContain("Usage: animaworks-tool");
+    expect((await runner.run(["--data-dir", missing, "--version"])).code).toBe(0);
     expect(existsSync(join(data.dir, "no"))).toBe(false);
   });
 
