@@ -3,8 +3,13 @@ import { join } from "node:path";
 import { ToolHostError } from "../errors.js";
 import type { AnimaRef } from "./registry.js";
 
-/** Anima names are folder names under `{dataDir}/animas/`; anything that could address another folder is refused. */
-const ANIMA_NAME_PATTERN = /^(?!\.{1,2}$)[^/\\\0]{1,128}$/;
+/**
+ * Anima names are folder names under `{dataDir}/animas/`; anything that could address another folder is
+ * refused. An Anima's folder name is not hidden (`.trash` and the like are not Animas), no separators, and no
+ * U+FFFD, which is what a name that is not valid UTF-8 reads as: such a folder could not be opened again
+ * by the name read, so it is not an Anima (and must not break listings of the others).
+ */
+const ANIMA_NAME_PATTERN = /^(?!\.)[^/\\\0\uFFFD]{1,128}$/;
 
 export async function listAnimas(dataDir: string): Promise<string[]> {
   const names: string[] = [];

@@ -1,0 +1,31 @@
+import { mkdirSync } from "node:fs";
+import { join } from "node:path";
+import { afterAll, beforeAll, describe, expect, it } from "vitest";
+import { ToolHostError } from "../../src/errors.js";
+import { createHost } from "../../src/host.js";
+import { listAnimas, resolveAnima } from "../../src/registry/animas.js";
+import { type TempDataDir, makeDataDir } from "../helpers/data-dir.js";
+
+let data: TempDataDir;
+beforeAll(() => {
+  data = makeDataDir({ "animas/alice/tools/.keep": "", "animas/.trash/old/tools/.keep": "" });
+  // A folder whose name is not valid UTF-8 (0xff): Node reads it as "bad\uFFFD".
+  mkdirSync(Buffer.concat([Buffer.from(join(data.dir, "animas", "bad")), Buffer.from([0xff])]));
+});
+afterAll(() => data.cleanup());
+
+describe("Anima folders", () => {
+  it("leave out hidden folders and names that are not valid UTF-8", async () => {
+    expect(await listAnimas(data.dir)).toEqual(["alice"]);
+    await expect(resolveAnima(data.dir, ".trash")).rejects.toBeInstanceOf(ToolHostError);
+  });
+
+  it("do not break the audit report of every Anima", async () => {
+    const host = createHost({ dataDir: data.dir, isolation: "in-process", onLog: () => {} });
+    try {
+      expect((await host.auditReport()).map((report) => report.anima)).toEqual(["alice"]);
+    } finally {
+      await host.close();
+    }
+  });
+});
