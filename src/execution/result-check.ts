@@ -15,7 +15,7 @@ const validators = new WeakMap<object, ValidateFunction>();
  */
 export function structuredResult(schema: ToolSchema, value: ResultValue): Record<string, unknown> | undefined {
   const outputSchema = schema.outputSchema;
-  const parsed = value.kind === "json" && !value.truncated ? parseObject(value.text) : undefined;
+  const parsed = value.kind === "json" && !value.truncated ? objectFromJson(value.text) : undefined;
   if (!outputSchema) return parsed;
   const fix = "return an object that matches the action's output_schema, or change output_schema";
   if (value.kind === "json" && value.truncated) {
@@ -36,7 +36,8 @@ export function structuredResult(schema: ToolSchema, value: ResultValue): Record
   return parsed;
 }
 
-function parseObject(text: string): Record<string, unknown> | undefined {
+/** The plain object `text` holds as JSON, else undefined (a list, a scalar, not JSON). */
+export function objectFromJson(text: string): Record<string, unknown> | undefined {
   try {
     const value: unknown = JSON.parse(text);
     return typeof value === "object" && value !== null && !Array.isArray(value) ? (value as Record<string, unknown>) : undefined;

@@ -1,6 +1,7 @@
 import type { CreateTaskOptions, TaskStore } from "@modelcontextprotocol/sdk/experimental/tasks/interfaces.js";
 import type { Request, RequestId, Result, Task } from "@modelcontextprotocol/sdk/types.js";
 import { ToolHostError } from "../errors.js";
+import { objectFromJson } from "../execution/result-check.js";
 import { type JobService, resultOf } from "../jobs/service.js";
 import { type Job, isTerminal } from "../jobs/store.js";
 
@@ -93,17 +94,8 @@ function resultOfMessage(job: Job): string {
 export function callResultOf(job: Job): Result {
   const result = resultOf(job);
   if (result.status === "ok") {
-    const structured = objectOf(result.output);
+    const structured = objectFromJson(result.output);
     return { content: [{ type: "text", text: result.output }], ...(structured ? { structuredContent: structured } : {}) };
   }
   return { content: [{ type: "text", text: JSON.stringify({ status: "error", error_type: result.error_type, message: result.message }) }], isError: true };
-}
-
-function objectOf(text: string): Record<string, unknown> | undefined {
-  try {
-    const value: unknown = JSON.parse(text);
-    return typeof value === "object" && value !== null && !Array.isArray(value) ? (value as Record<string, unknown>) : undefined;
-  } catch {
-    return undefined;
-  }
 }
