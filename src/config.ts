@@ -2,7 +2,7 @@ import { ToolHostError } from "./errors.js";
 import { basename, dirname, join, resolve } from "node:path";
 import { fileURLToPath } from "node:url";
 import { DEFAULT_FS_LIMITS, type FsLimits } from "./capabilities/fs.js";
-import { type Environment, dataDirIn, defaultDataDirIn } from "./environment.js";
+import { type Environment, dataDirIn, defaultDataDirIn, noDaemonIn } from "./environment.js";
 
 /**
  * The only module that reads `process.env`. Everything else receives a resolved `HostConfig`.
@@ -160,11 +160,16 @@ export interface DaemonSettings {
 
 export function daemonSettingsIn(env: Environment): DaemonSettings {
   const idle = env["ANIMAWORKS_DAEMON_IDLE_SECONDS"]?.trim();
-  const seconds = idle ? Number(idle) : 900;
-  if (!Number.isFinite(seconds) || seconds <= 0 || seconds > 2_147_483) {
-    throw new ToolHostError("InvalidArguments", `ANIMAWORKS_DAEMON_IDLE_SECONDS must be a number of seconds from 1 to 2,147,483, got "${idle}"`);
+  return { disabled: noDaemonIn(env), idleTimeoutMs: idle ? idleTimeoutMs(idle, "ANIMAWORKS_DAEMON_IDLE_SECONDS") : 900_000 };
+}
+
+/** A daemon's idle time given in seconds (by `source`, named in the error), in ms. */
+export function idleTimeoutMs(text: string, source: string): number {
+  const seconds = Number(text);
+  if (text.trim() === "" || !Number.isFinite(seconds) || seconds <= 0 || seconds > 2_147_483) {
+    throw new ToolHostError("InvalidArguments", `${source} must be a number of seconds from 1 to 2,147,483, got "${text}"`);
   }
-  return { disabled: /^(1|true|yes)$/i.test(env["ANIMAWORKS_NO_DAEMON"]?.trim() ?? ""), idleTimeoutMs: Math.round(seconds * 1000) };
+  return Math.round(seconds * 1000);
 }
 
 /**

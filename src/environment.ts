@@ -34,3 +34,8 @@ export function homeDirIn(env: Environment): string {
 export function expandHome(path: string, env: Environment): string {
   return path === "~" || path.startsWith("~/") ? join(homeDirIn(env), path.slice(1)) : path;
 }
+
+/** `$ANIMAWORKS_NO_DAEMON` set to 1, true or yes: CLI calls neither use nor start a running host. */
+export function noDaemonIn(env: Environment): boolean {
+  return /^(1|true|yes)$/i.test(env["ANIMAWORKS_NO_DAEMON"]?.trim() ?? "");
+}

@@ -1,7 +1,7 @@
 import { hostname } from "node:os";
 import { setTimeout as delay } from "node:timers/promises";
 import { rmSync } from "node:fs";
-import { PROJECT_ROOT, daemonSettingsIn, formatLogRecord } from "../config.js";
+import { PROJECT_ROOT, daemonSettingsIn, formatLogRecord, idleTimeoutMs as idleTimeoutMsOf } from "../config.js";
 import { controlHost, launcherOf, startDaemon } from "../endpoint/client.js";
 import { endpointPaths, readBuildInfo } from "../endpoint/paths.js";
 import type { EndpointStatus } from "../endpoint/protocol.js";
@@ -40,11 +40,7 @@ export async function runDaemonCommand(argv: string[], ctx: DaemonCliContext): P
     const token = rest[i] as string;
     const value = token.startsWith("--idle-timeout=") ? token.slice("--idle-timeout=".length) : token === "--idle-timeout" ? rest[++i] : undefined;
     if (value === undefined) throw new ToolHostError("InvalidArguments", `unexpected argument "${token}"`, DAEMON_USAGE.split("\n")[0]);
-    const seconds = Number(value);
-    if (value.trim() === "" || !Number.isFinite(seconds) || seconds <= 0 || seconds > 2_147_483) {
-      throw new ToolHostError("InvalidArguments", `--idle-timeout must be a number of seconds from 1 to 2,147,483, got "${value}"`);
-    }
-    idleTimeoutMs = Math.round(seconds * 1000);
+    idleTimeoutMs = idleTimeoutMsOf(value, "--idle-timeout");
   }
   const paths = endpointPaths(ctx.host.config.dataDir, hostname());
   const build = readBuildInfo(PROJECT_ROOT);

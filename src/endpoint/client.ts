@@ -3,7 +3,7 @@ import type { Socket } from "node:net";
 import { join } from "node:path";
 import { type GlobalOptions, LOCAL_COMMANDS, emptyOptions, resolveIdentity, takeGlobalOptions } from "../cli/invocation.js";
 import { printError } from "../cli/output.js";
-import type { Environment } from "../environment.js";
+import { type Environment, noDaemonIn } from "../environment.js";
 import { type EndpointPaths, endpointPaths, isPrivateDir, makePrivateDir, socketAddress } from "./paths.js";
 import { type BuildInfo, type ClientMessage, FrameDecoder, type HostMessage, PROTOCOL_VERSION, ProtocolError, chunks, decodeHostMessage, encodeFrame } from "./protocol.js";
 
@@ -55,7 +55,7 @@ export async function runThroughHost(argv: readonly string[], io: ClientIo, setu
     const rest = takeGlobalOptions(argv, leading, true);
     options = emptyOptions();
     takeGlobalOptions(argv, options, false);
-    if (options.noDaemon || /^(1|true|yes)$/i.test(setup.env["ANIMAWORKS_NO_DAEMON"]?.trim() ?? "")) return { served: false, reason: "daemon use is turned off" };
+    if (options.noDaemon || noDaemonIn(setup.env)) return { served: false, reason: "daemon use is turned off" };
     if (rest[0] !== undefined && LOCAL_COMMANDS.has(rest[0])) return { served: false, reason: `"${rest[0]}" runs in the calling process` };
     dataDir = resolveIdentity(options, setup.env, setup.cwd, setup.install).dataDir;
   } catch {
