@@ -37,6 +37,29 @@ export function dispatch(name, args) {
 `;
 }
 
+/**
+ * A tool whose one background-eligible action (`mark_run {tag, ms}`) sleeps, then writes a mark,
+ * `marks/<tag>.<start>.<random>` holding `{start, end}`, in the Anima's folder: one per run that completed,
+ * so a test can tell that no job ran to completion twice.
+ */
+export function markTool(): string {
+  return `
+import { fs, setTimeout as later } from "@animaworks/tool";
+export const EXECUTION_PROFILE = { run: { background_eligible: true, timeout_seconds: 120 } };
+export function get_tool_schemas() {
+  return [{ name: "mark_run", description: "Sleeps, then marks.", input_schema: { type: "object",
+    properties: { tag: { type: "string" }, ms: { type: "integer" } }, required: ["tag", "ms"] } }];
+}
+export async function dispatch(name, args) {
+  const start = Date.now();
+  await new Promise((resolve) => later(resolve, args.ms));
+  await fs.mkdir("marks", { recursive: true });
+  await fs.writeFile("marks/" + args.tag + "." + start + "." + Math.random().toString(36).slice(2), JSON.stringify({ start, end: Date.now() }));
+  return "marked " + args.tag;
+}
+`;
+}
+
 export interface CliRun {
   code: number;
   stdout: string;
