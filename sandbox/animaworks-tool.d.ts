@@ -90,6 +90,7 @@ declare module "@animaworks/tool" {
     /** Replaces the file atomically. */
     writeFile(path: string, data: string | Uint8Array): Promise<void>;
     appendFile(path: string, data: string | Uint8Array): Promise<void>;
+    /** Sorted by name. Entries whose name is not valid UTF-8 are left out (no path could open them); the host logs them. */
     readdir(path?: string): Promise<Array<{ name: string; type: FileType }>>;
     stat(path: string): Promise<FileStat>;
     exists(path: string): Promise<boolean>;

@@ -3,7 +3,17 @@ import { lstat, mkdir, open, readdir, rename, rmdir, unlink } from "node:fs/prom
 import { sep } from "node:path";
 import { ToolHostError } from "../errors.js";
 import { UndecodedText } from "../isolation/bulk-channel.js";
-import { type ConfinedPath, DEFAULT_PATH_LIMITS, type PathLimits, PathConfinement, fsError, violation, withHeldFolder } from "./paths.js";
+import {
+  type ConfinedPath,
+  DEFAULT_PATH_LIMITS,
+  type PathLimits,
+  PathConfinement,
+  decodeName,
+  entryPath,
+  fsError,
+  violation,
+  withHeldFolder,
+} from "./paths.js";
 import { QuotaTracker } from "./quota.js";
 
 /**
@@ -169,16 +179,29 @@ export class FsCapability {
     }
   }
 
-  async readdir(path: unknown = "."): Promise<Array<{ name: string; type: FileType }>> {
+  /**
+   * The folder's entries, sorted by name. An entry whose name is not valid UTF-8 is left out: its name
+   * as a string would carry U+FFFD in place of the bytes, a name that readFile, stat or rm could never
+   * open, so listing it would only hand the tool a broken path. `notice` (the host's log, for the call)
+   * hears how many were left out; such entries are still removed by a recursive rm of a folder above
+   * them and counted by the quota (both walk with byte names).
+   */
+  async readdir(path: unknown = ".", notice?: (message: string) => void): Promise<Array<{ name: string; type: FileType }>> {
     const op = "fs.readdir";
     const target = this.paths.resolve(path, op);
     return this.paths.withDir(target, op, async (dirFdPath) => {
-      const entries = await readdir(dirFdPath, { withFileTypes: true }).catch((error: unknown) => {
+      const entries = await readdir(dirFdPath, { withFileTypes: true, encoding: "buffer" }).catch((error: unknown) => {
         throw fsError(error, op, target.relative);
       });
-      return entries
-        .map((entry) => ({ name: entry.name, type: typeOf(entry) }))
-        .sort((a, b) => (a.name < b.name ? -1 : a.name > b.name ? 1 : 0));
+      const listed: Array<{ name: string; type: FileType }> = [];
+      const unlisted: Buffer[] = [];
+      for (const entry of entries) {
+        const name = decodeName(entry.name);
+        if (name === undefined) unlisted.push(entry.name);
+        else listed.push({ name, type: typeOf(entry) });
+      }
+      if (unlisted.length > 0) notice?.(unlistedNotice(target.relative, unlisted));
+      return listed.sort((a, b) => (a.name < b.name ? -1 : a.name > b.name ? 1 : 0));
     });
   }
 
@@ -296,16 +319,39 @@ export class FsCapability {
  * a link. A folder swapped for a link while this runs is refused or removed as a link, never followed,
  * so nothing outside the Anima's directory can be reached (Node's recursive rm walks by path names).
  */
-async function removeEntry(dirFdPath: string, name: string, recursive: boolean): Promise<void> {
-  const path = `${dirFdPath}/${name}`;
+async function removeEntry(dirFdPath: string, name: string | Buffer, recursive: boolean): Promise<void> {
+  const path = entryPath(dirFdPath, name);
   const info = await lstat(path);
   if (!info.isDirectory()) return unlink(path);
   if (!recursive) return rmdir(path);
   const entered = await withHeldFolder(path, info, async (held) => {
-    for (const entry of await readdir(held)) await removeEntry(held, entry, true);
+    // Byte names: one that is not valid UTF-8 is removed too, not left behind to fail the final rmdir.
+    for (const entry of await readdir(held, { encoding: "buffer" })) await removeEntry(held, entry, true);
   });
   if (!entered) throw violation("SandboxViolation", "fs.rm: a folder was replaced while it was being removed; links are not followed");
   await rmdir(path);
+}
+
+/** Names shown in a notice about entries left out of a listing, at most. */
+const MAX_UNLISTED_SHOWN = 3;
+
+/** The host-log line for entries readdir left out; their names are shown byte-escaped (never raw bytes, never control characters). */
+function unlistedNotice(folder: string, unlisted: Buffer[]): string {
+  const shown = unlisted.slice(0, MAX_UNLISTED_SHOWN).map((name) => `"${escapeBytes(name)}"`).join(", ");
+  const more = unlisted.length > MAX_UNLISTED_SHOWN ? ` and ${unlisted.length - MAX_UNLISTED_SHOWN} more` : "";
+  const count = unlisted.length === 1 ? "1 entry" : `${unlisted.length} entries`;
+  return `fs.readdir: left out of the listing of "${folder}": ${count} whose name is not valid UTF-8 (${shown}${more}), which no path a tool gives can name; rename them outside tools (a recursive fs.rm of a folder above still removes them)`;
+}
+
+/** Printable ASCII as is, every other byte as \xNN: unambiguous, and safe in a log line. */
+function escapeBytes(name: Buffer): string {
+  let text = "";
+  for (const byte of name) {
+    // A backslash or quote is escaped too, so the shown name reads back to exactly these bytes.
+    const plain = byte >= 0x20 && byte < 0x7f && byte !== 0x5c && byte !== 0x22;
+    text += plain ? String.fromCharCode(byte) : `\\x${byte.toString(16).padStart(2, "0")}`;
+  }
+  return text;
 }
 
 function tooLarge(op: string, target: ConfinedPath, limit: number): ToolHostError {

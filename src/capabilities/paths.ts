@@ -152,7 +152,7 @@ export class PathConfinement {
  * a folder swapped for a link after it was listed is never entered. Resolves false, running nothing,
  * when it is no longer that folder; a failed open rejects.
  */
-export async function withHeldFolder(path: string, listed: { dev: number; ino: number }, fn: (held: string) => Promise<void>): Promise<boolean> {
+export async function withHeldFolder(path: string | Buffer, listed: { dev: number; ino: number }, fn: (held: string) => Promise<void>): Promise<boolean> {
   const handle = await open(path, constants.O_RDONLY | constants.O_DIRECTORY | constants.O_NOFOLLOW);
   try {
     const opened = await handle.stat();
@@ -161,6 +161,27 @@ export async function withHeldFolder(path: string, listed: { dev: number; ino: n
     return true;
   } finally {
     await handle.close();
+  }
+}
+
+/**
+ * The path of entry `name` inside the held folder `held` (`/proc/self/fd/N`). Walks list folders with
+ * Buffer names and join them here as bytes: a name that is not valid UTF-8 has no string that opens it
+ * (decoding replaces its bytes with U+FFFD), yet a walk must still reach it to remove or measure it.
+ */
+export function entryPath(held: string, name: string | Buffer): string | Buffer {
+  return typeof name === "string" ? `${held}/${name}` : Buffer.concat([Buffer.from(`${held}/`), name]);
+}
+
+/** Strict: a name that is not valid UTF-8 is refused, not replaced; a leading U+FEFF stays part of the name. */
+const STRICT_UTF8 = new TextDecoder("utf-8", { fatal: true, ignoreBOM: true });
+
+/** A file name read from disk as the string that opens it again, or undefined when no string does. */
+export function decodeName(name: Buffer): string | undefined {
+  try {
+    return STRICT_UTF8.decode(name);
+  } catch {
+    return undefined;
   }
 }
 

@@ -1,6 +1,6 @@
 import { lstat, readdir } from "node:fs/promises";
 import { ToolHostError } from "../errors.js";
-import { withHeldFolder } from "./paths.js";
+import { entryPath, withHeldFolder } from "./paths.js";
 
 /** Folder levels the measurement descends; deeper folders count as one entry each. */
 const MAX_DEPTH = 256;
@@ -73,13 +73,15 @@ export class QuotaTracker {
    * at once.
    */
   private async count(held: string, tally: { bytes: number; entries: number }, depth: number): Promise<void> {
-    const names = await readdir(held).catch(() => [] as string[]);
+    // Byte names: a name that is not valid UTF-8 is measured as well (as a string it would not open).
+    const names = await readdir(held, { encoding: "buffer" }).catch(() => [] as Buffer[]);
     for (const name of names) {
       if (tally.entries > this.maxEntries * 2) return;
       tally.entries++;
-      const info = await lstat(`${held}/${name}`).catch(() => undefined);
+      const path = entryPath(held, name);
+      const info = await lstat(path).catch(() => undefined);
       if (info?.isFile()) tally.bytes += info.size;
-      if (info?.isDirectory() && depth < MAX_DEPTH) await withHeldFolder(`${held}/${name}`, info, (child) => this.count(child, tally, depth + 1)).catch(() => false);
+      if (info?.isDirectory() && depth < MAX_DEPTH) await withHeldFolder(path, info, (child) => this.count(child, tally, depth + 1)).catch(() => false);
     }
   }
 }

@@ -77,6 +77,8 @@ export class CapabilityService {
       const fs = this.fsFor(context.animaDir);
       // Read as bytes: decoded where the text is used (bulk-channel.ts), not on the host's event loop.
       if (operation === "readFile") return fs.readText(args[0], args[1]);
+      // Entries left out of a listing (names that are not valid UTF-8) are reported in the host's log.
+      if (operation === "readdir") return fs.readdir(args[0], (message) => this.options.log({ level: "warn", logger: "animaworks.host", message, anima: context.anima, tool: context.tool }));
       const method = fs[operation as "readFile"] as (...a: unknown[]) => Promise<unknown>;
       return method.apply(fs, args.slice(0, 3));
     }

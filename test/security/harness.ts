@@ -1,6 +1,7 @@
 import { type ChildProcess, fork } from "node:child_process";
 import { readFileSync } from "node:fs";
 import { dirname, join } from "node:path";
+import { createInterface } from "node:readline";
 import { fileURLToPath } from "node:url";
 import { expect } from "vitest";
 import type { LogRecord } from "../../src/config.js";
@@ -56,6 +57,13 @@ export interface Harness {
   host: ToolHost | undefined;
   data: TempDataDir;
   logs: LogRecord[];
+  /**
+   * Lines the in-process host's process wrote to its stderr other than V8's heap-limit reports (which are
+   * expected there: see `isHeapLimitReport`). They are also passed on to the test's stderr. Always empty
+   * with process isolation, where the host is the test's own process and sandbox processes' stderr
+   * reaches `logs` (src/isolation/child-stderr.ts).
+   */
+  strayStderr: string[];
   /** Installs hostile fixture `attack` as a personal tool of `anima`. */
   install(anima: string, attack: string): void;
   call(anima: string, schema: string, args?: Record<string, unknown>, options?: CallOptions): Promise<CallResult>;
@@ -112,6 +120,7 @@ export function startHost(options: HarnessOptions): Harness {
       host: undefined,
       data,
       logs,
+      strayStderr: child.strayStderr,
       install,
       call: (anima, schema, args = {}, callOptions = {}) => child.request<CallResult>({ type: "call", anima, schema, args, options: callOptions }),
       async close() {
@@ -132,6 +141,7 @@ export function startHost(options: HarnessOptions): Harness {
     host,
     data,
     logs,
+    strayStderr: [],
     install,
     call: (anima, schema, args = {}, callOptions = {}) => host.call(anima, schema, args, callOptions),
     async close() {
@@ -146,8 +156,25 @@ export function logSinkFailure(): Error {
   return new Error(`EPIPE: write failed at ${process.cwd()}/log.txt`);
 }
 
+/**
+ * A line of the report V8 writes to the process's stderr when an isolate meets its heap limit, before
+ * isolated-vm ends that isolate (the process lives on and the call fails as MemoryLimit):
+ *
+ *     <--- Last few GCs --->
+ *     [4711:0x42f67900]      236 ms: Mark-Compact (reduce) 25.7 (28.4) -> 25.7 (27.4) MB, …
+ *     <--- JS stacktrace --->
+ *
+ * with blank lines between. V8 writes it itself, so with in-process isolation it lands on the host's
+ * own stderr; anything else there (a FATAL ERROR of the host's own heap, a crash) is not one of these.
+ */
+export function isHeapLimitReport(line: string): boolean {
+  return /^(?:\s*|<--- (?:Last few GCs|JS stacktrace) --->|\[\d+:0x[0-9a-f]+\]\s+\d+ ms: .*)$/.test(line);
+}
+
 /** The in-process host's child: requests over IPC, its log records forwarded in order with the results. */
 class InProcessHostChild {
+  /** See Harness.strayStderr. */
+  readonly strayStderr: string[] = [];
   private readonly child: ChildProcess;
   private readonly waiting = new Map<number, (result: unknown) => void>();
   private nextId = 1;
@@ -155,8 +182,17 @@ class InProcessHostChild {
   constructor(hostOptions: Record<string, unknown>, onLog: (record: LogRecord) => void) {
     this.child = fork(join(dirname(fileURLToPath(import.meta.url)), "in-process-host.mjs"), [JSON.stringify(hostOptions)], {
       execArgv: ["--no-node-snapshot"],
-      stdio: ["ignore", "inherit", "inherit", "ipc"],
+      // stderr is read here, not inherited: the memory tests' isolates make V8 print heap-limit reports,
+      // which are expected and kept out of the test run's output; every other line is passed on.
+      stdio: ["ignore", "inherit", "pipe", "ipc"],
     });
+    if (this.child.stderr) {
+      createInterface({ input: this.child.stderr, crlfDelay: Infinity }).on("line", (line) => {
+        if (isHeapLimitReport(line)) return;
+        this.strayStderr.push(line);
+        process.stderr.write(`[in-process host] ${line}\n`);
+      });
+    }
     // A crash of the host's process fails what was asked of it (a regression, not a hang).
     this.child.on("exit", (code, signal) => {
       for (const wake of this.waiting.values()) wake({ status: "error", error_type: "SandboxCrashed", message: `the in-process host's process ended (${signal ?? code})`, durationMs: 0 });

@@ -7,6 +7,7 @@ import {
   expectHealthy,
   expectOk,
   expectTenantUnaffected,
+  isHeapLimitReport,
   startHost,
 } from "./harness.js";
 
@@ -157,6 +158,17 @@ for (const mode of MODES) {
         expect(Buffer.byteLength(output)).toBeLessThan(50_000 + 200);
         expect(output).not.toContain("\uFFFD"); // never cut inside a character
       });
+    });
+
+    // Last: it looks back over every bomb above. V8 reports an isolate meeting its heap limit on the
+    // stderr of the process that holds the isolate: the in-process host's own (the harness sets those
+    // reports aside), or a sandbox process's, which the host forwards to its log. There, a sandbox
+    // process whose isolate V8 could not stop also says it retires. Nothing else is written.
+    it("the host's stderr and its sandbox processes' stderr carry nothing but V8's heap-limit reports", () => {
+      expect(h.strayStderr).toEqual([]);
+      const forwarded = h.logs.map((record) => /^sandbox process \d+: (.*)$/.exec(record.message)?.[1]).filter((line) => line !== undefined);
+      const retiring = /^animaworks sandbox \d+: an isolate was lost: .*; retiring this process$/;
+      expect(forwarded.filter((line) => !isHeapLimitReport(line) && !retiring.test(line))).toEqual([]);
     });
   });
 }
