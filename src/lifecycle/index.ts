@@ -15,6 +15,7 @@ export {
   type ToolLoader,
   VALIDATE_EXIT_CODES,
   type ValidateOptions,
+  type ValidateOutcome,
   type ValidationReport,
   errorsForShare,
   formatValidation,
@@ -22,6 +23,7 @@ export {
   toolNameProblem,
   validateSource,
   validateToolFile,
+  validationJson,
 } from "./validate.js";
 export { type ScratchLoaderOptions, hostLoader, installedPathOf, scratchLoader, toolsFolderOf } from "./load-check.js";
 export { installedToolsCheck } from "./installed-tools.js";

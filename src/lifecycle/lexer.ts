@@ -15,6 +15,8 @@ export interface Token {
   value: string;
   /** 1-based line of the token's first character. */
   line: number;
+  /** 1-based column of the token's first character (in UTF-16 code units, as editors count). */
+  column: number;
   /** Templates: true when the template has `${…}` substitutions (its value is then only the literal parts). */
   dynamic?: boolean;
 }
@@ -33,13 +35,19 @@ export function lex(source: string): LexResult {
   const tokens: Token[] = [];
   let pos = source.startsWith("#!") ? source.indexOf("\n") === -1 ? source.length : source.indexOf("\n") : 0;
   let line = 1;
+  /** Offset of the first character of the current line, for columns. */
+  let lineStart = 0;
   /** One entry per open template substitution: the brace depth at which its `}` resumes the template. */
   const templateDepths: number[] = [];
   let braceDepth = 0;
 
   const fail = (what: string, startLine: number): LexResult => ({ tokens, unterminated: { what, line: startLine } });
   const countLines = (from: number, to: number): void => {
-    for (let i = from; i < to; i++) if (source.charCodeAt(i) === 10) line++;
+    for (let i = from; i < to; i++) {
+      if (source.charCodeAt(i) !== 10) continue;
+      line++;
+      lineStart = i + 1;
+    }
   };
 
   /** Reads template text from `pos` (just after "`" or "}") to the next "${" or closing "`". */
@@ -62,7 +70,10 @@ export function lex(source: string): LexResult {
         pos = escaped.next;
         continue;
       }
-      if (ch === "\n") line++;
+      if (ch === "\n") {
+        line++;
+        lineStart = pos + 1;
+      }
       text += ch;
       pos++;
     }
@@ -75,6 +86,7 @@ export function lex(source: string): LexResult {
     if (ch === "\n") {
       line++;
       pos++;
+      lineStart = pos;
       continue;
     }
     if (/\s/.test(ch)) {
@@ -94,6 +106,7 @@ export function lex(source: string): LexResult {
       continue;
     }
     const startLine = line;
+    const column = pos - lineStart + 1;
     if (ch === '"' || ch === "'") {
       let text = "";
       pos++;
@@ -112,7 +125,7 @@ export function lex(source: string): LexResult {
         }
       }
       pos++;
-      tokens.push({ kind: "string", value: text, line: startLine });
+      tokens.push({ kind: "string", value: text, line: startLine, column });
       continue;
     }
     if (ch === "`") {
@@ -120,7 +133,7 @@ export function lex(source: string): LexResult {
       const part = readTemplatePart();
       if (!part) return fail("template", startLine);
       if (part.ends === "substitution") templateDepths.push(braceDepth);
-      tokens.push({ kind: "template", value: part.text, line: startLine, dynamic: part.ends === "substitution" });
+      tokens.push({ kind: "template", value: part.text, line: startLine, column, dynamic: part.ends === "substitution" });
       continue;
     }
     if (ch === "}" && templateDepths.length > 0 && templateDepths[templateDepths.length - 1] === braceDepth) {
@@ -130,13 +143,13 @@ export function lex(source: string): LexResult {
       const part = readTemplatePart();
       if (!part) return fail("template", startLine);
       if (part.ends === "substitution") templateDepths.push(braceDepth);
-      tokens.push({ kind: "template", value: part.text, line: startLine, dynamic: true });
+      tokens.push({ kind: "template", value: part.text, line: startLine, column, dynamic: true });
       continue;
     }
     if (/[A-Za-z_$#\u0080-\uffff]/.test(ch)) {
       let end = pos + 1;
       while (end < source.length && /[\w$\u0080-\uffff]/.test(source[end] as string)) end++;
-      tokens.push({ kind: "name", value: source.slice(pos, end), line: startLine });
+      tokens.push({ kind: "name", value: source.slice(pos, end), line: startLine, column });
       pos = end;
       continue;
     }
@@ -147,7 +160,7 @@ export function lex(source: string): LexResult {
         if (/[eE]/.test(source[end] as string) && /[+-]/.test(source[end + 1] ?? "") && !/^0[xX]/.test(source.slice(pos, end))) end++;
         end++;
       }
-      tokens.push({ kind: "number", value: source.slice(pos, end), line: startLine });
+      tokens.push({ kind: "number", value: source.slice(pos, end), line: startLine, column });
       pos = end;
       continue;
     }
@@ -165,14 +178,14 @@ export function lex(source: string): LexResult {
       }
       end++;
       while (end < source.length && /[a-z]/i.test(source[end] as string)) end++;
-      tokens.push({ kind: "regex", value: source.slice(pos, end), line: startLine });
+      tokens.push({ kind: "regex", value: source.slice(pos, end), line: startLine, column });
       pos = end;
       continue;
     }
     const punct = PUNCTUATORS.find((p) => source.startsWith(p, pos)) ?? ch;
     if (punct === "{") braceDepth++;
     if (punct === "}") braceDepth--;
-    tokens.push({ kind: "punct", value: punct, line: startLine });
+    tokens.push({ kind: "punct", value: punct, line: startLine, column });
     pos += punct.length;
   }
   if (templateDepths.length > 0) return fail("template", line);

@@ -1,4 +1,5 @@
 import { type Token, lex } from "./lexer.js";
+import { type LiteralLocations, constInitializer, endsExpression, is, isStringish, parseLiteral, skipBalanced } from "./literal.js";
 
 /**
  * What the validator (and share's single-file rule) needs to know about a tool's source, read from its
@@ -19,10 +20,18 @@ export interface SourceScan {
   imports: ImportUse[];
   /** Names the module exports (ES `export`, `exports.x =`, keys of `module.exports = {…}`). */
   exports: Set<string>;
+  /** Where each exported name was first written as exported. */
+  exportTokens: Map<string, Token>;
   /** True when exports are assigned in a way the scan cannot list (`module.exports = build()`). */
   exportsUnknown: boolean;
-  /** The array `get_tool_schemas()` returns, when it is a literal; `dynamic` when it is computed; absent when no such function was found. */
-  schemas: { kind: "literal"; value: unknown[]; line: number } | { kind: "dynamic"; line: number } | undefined;
+  /**
+   * The array `get_tool_schemas()` returns, when it is a literal (with where each part of it is
+   * written); `dynamic` when it is computed; absent when no such function was found. `line`: the
+   * function's.
+   */
+  schemas: { kind: "literal"; value: unknown[]; line: number; locations: LiteralLocations } | { kind: "dynamic"; line: number } | undefined;
+  /** The exported `EXECUTION_PROFILE`, when it is a `const` literal; `dynamic` when it is exported otherwise; absent when it is not exported. */
+  profile: { kind: "literal"; value: unknown; locations: LiteralLocations } | { kind: "dynamic" } | undefined;
   /** `fetch(` calls and whether a `timeoutMs` option was seen (undefined: options built elsewhere). */
   fetchCalls: Array<{ line: number; hasTimeout: boolean | undefined }>;
 }
@@ -36,9 +45,11 @@ export function scanSource(source: string): SourceScan {
     tokens,
     ...(unterminated ? { unterminated } : {}),
     imports: findImports(tokens),
-    exports: exportsInfo.names,
+    exports: new Set(exportsInfo.names.keys()),
+    exportTokens: exportsInfo.names,
     exportsUnknown: exportsInfo.unknown,
     schemas: findSchemaLiteral(tokens),
+    profile: findProfileLiteral(tokens, exportsInfo),
     fetchCalls: findFetchCalls(tokens),
   };
 }
@@ -48,8 +59,6 @@ export function isRelativeSpecifier(specifier: string): boolean {
   return specifier === "." || specifier === ".." || specifier.startsWith("./") || specifier.startsWith("../");
 }
 
-const is = (token: Token | undefined, value: string): boolean => token !== undefined && (token.kind === "punct" || token.kind === "name") && token.value === value;
-const isStringish = (token: Token | undefined): boolean => token !== undefined && (token.kind === "string" || (token.kind === "template" && !token.dynamic));
 /** `a.import`, `a?.require`: a property, not the keyword or the global. */
 const isProperty = (tokens: Token[], index: number): boolean => is(tokens[index - 1], ".") || is(tokens[index - 1], "?.");
 
@@ -105,8 +114,13 @@ function fromClause(tokens: Token[], start: number): Token | undefined {
   return undefined;
 }
 
-function findExports(tokens: Token[]): { names: Set<string>; unknown: boolean } {
-  const names = new Set<string>();
+function findExports(tokens: Token[]): { names: Map<string, Token>; unknown: boolean } {
+  const found = new Map<string, Token>();
+  const names = {
+    add(token: Token): void {
+      if (!found.has(token.value)) found.set(token.value, token);
+    },
+  };
   let unknown = false;
   for (let i = 0; i < tokens.length; i++) {
     const token = tokens[i] as Token;
@@ -114,7 +128,7 @@ function findExports(tokens: Token[]): { names: Set<string>; unknown: boolean } 
     if (token.value === "export") {
       let j = i + 1;
       if (is(tokens[j], "default")) {
-        names.add("default");
+        names.add(tokens[j] as Token);
         continue;
       }
       if (is(tokens[j], "declare")) j++;
@@ -122,29 +136,29 @@ function findExports(tokens: Token[]): { names: Set<string>; unknown: boolean } 
       if (is(tokens[j], "function") || is(tokens[j], "class") || is(tokens[j], "const") || is(tokens[j], "let") || is(tokens[j], "var")) {
         j++;
         if (is(tokens[j], "*")) j++;
-        if (tokens[j]?.kind === "name") names.add((tokens[j] as Token).value);
+        if (tokens[j]?.kind === "name") names.add(tokens[j] as Token);
       } else if (is(tokens[j], "{")) {
         // export { a, b as c, type T }: the exported name is the last name of each entry.
         for (j++; j < tokens.length && !is(tokens[j], "}"); j++) {
           if (tokens[j]?.kind !== "name" || is(tokens[j], "as") || is(tokens[j], "type")) continue;
           if (is(tokens[j + 1], "as")) continue;
-          names.add((tokens[j] as Token).value);
+          names.add(tokens[j] as Token);
         }
       }
     } else if (token.value === "exports" && is(tokens[i + 1], ".") && tokens[i + 2]?.kind === "name" && is(tokens[i + 3], "=")) {
-      names.add((tokens[i + 2] as Token).value);
+      names.add(tokens[i + 2] as Token);
     } else if (token.value === "module" && is(tokens[i + 1], ".") && is(tokens[i + 2], "exports")) {
-      if (is(tokens[i + 3], ".") && tokens[i + 4]?.kind === "name" && is(tokens[i + 5], "=")) names.add((tokens[i + 4] as Token).value);
+      if (is(tokens[i + 3], ".") && tokens[i + 4]?.kind === "name" && is(tokens[i + 5], "=")) names.add(tokens[i + 4] as Token);
       else if (is(tokens[i + 3], "=") && is(tokens[i + 4], "{")) for (const key of objectKeys(tokens, i + 4)) names.add(key);
       else if (is(tokens[i + 3], "=")) unknown = true;
     }
   }
-  return { names, unknown };
+  return { names: found, unknown };
 }
 
 /** Top-level keys of the object literal opening at `open`: `a: …`, `a,` (shorthand), `a() {…}`, `async a() {…}`, `"a": …`. */
-function objectKeys(tokens: Token[], open: number): string[] {
-  const keys: string[] = [];
+function objectKeys(tokens: Token[], open: number): Token[] {
+  const keys: Token[] = [];
   let atKey = true;
   for (let j = open + 1, depth = 1; j < tokens.length && depth > 0; j++) {
     const t = tokens[j] as Token;
@@ -156,7 +170,7 @@ function objectKeys(tokens: Token[], open: number): string[] {
       // `async a() {}`, `get a() {}`: the modifier is not the key.
       if ((is(t, "async") || is(t, "get") || is(t, "set")) && tokens[j + 1]?.kind === "name") continue;
       const next = tokens[j + 1];
-      if ((t.kind === "name" || t.kind === "string") && (is(next, ":") || is(next, "(") || is(next, ",") || is(next, "}"))) keys.push(t.value);
+      if ((t.kind === "name" || t.kind === "string") && (is(next, ":") || is(next, "(") || is(next, ",") || is(next, "}"))) keys.push(t);
       atKey = false;
     }
   }
@@ -175,11 +189,31 @@ function findSchemaLiteral(tokens: Token[]): SourceScan["schemas"] {
     definitionLine ??= token.line;
     const returned = returnedExpression(tokens, i + 1);
     if (returned === undefined) continue;
-    const value = parseLiteral(tokens, resolveIdentifier(tokens, returned));
-    if (value.ok && Array.isArray(value.value) && endsExpression(tokens, value.next)) return { kind: "literal", value: value.value, line: token.line };
+    const locations: LiteralLocations = new Map();
+    const value = parseLiteral(tokens, resolveIdentifier(tokens, returned), locations);
+    if (value.ok && Array.isArray(value.value) && endsExpression(tokens, value.next)) return { kind: "literal", value: value.value, line: token.line, locations };
     return { kind: "dynamic", line: token.line };
   }
   return definitionLine === undefined ? undefined : { kind: "dynamic", line: definitionLine };
+}
+
+/** `return SCHEMAS` → the initialiser of `const SCHEMAS = …` (when there is one). */
+function resolveIdentifier(tokens: Token[], index: number): number {
+  const token = tokens[index];
+  if (token?.kind !== "name" || !endsExpression(tokens, index + 1)) return index;
+  return constInitializer(tokens, token.value) ?? index;
+}
+
+const PROFILE = "EXECUTION_PROFILE";
+
+/** The host reads EXECUTION_PROFILE only as an export; a literal is read where `const EXECUTION_PROFILE` is. */
+function findProfileLiteral(tokens: Token[], exportsInfo: { names: Map<string, Token>; unknown: boolean }): SourceScan["profile"] {
+  const start = constInitializer(tokens, PROFILE);
+  if (!exportsInfo.names.has(PROFILE)) return exportsInfo.unknown && start !== undefined ? { kind: "dynamic" } : undefined;
+  if (start === undefined) return { kind: "dynamic" };
+  const locations: LiteralLocations = new Map();
+  const value = parseLiteral(tokens, start, locations);
+  return value.ok && endsExpression(tokens, value.next) ? { kind: "literal", value: value.value, locations } : { kind: "dynamic" };
 }
 
 /** Index of the first token of the expression a function (starting after its name) returns. */
@@ -219,118 +253,6 @@ function returnedExpression(tokens: Token[], start: number): number | undefined 
     } else if (depth === 1 && is(t, "return")) return j + 1;
   }
   return undefined;
-}
-
-/** `return SCHEMAS` → the initialiser of `const SCHEMAS = …` (when there is one). */
-function resolveIdentifier(tokens: Token[], index: number): number {
-  const token = tokens[index];
-  if (token?.kind !== "name" || !endsExpression(tokens, index + 1)) return index;
-  return constInitializer(tokens, token.value) ?? index;
-}
-
-/** Index of the first token after `=` in `const NAME = …` / `const NAME: Type = …`. Only `const`: it cannot be reassigned. */
-function constInitializer(tokens: Token[], name: string): number | undefined {
-  for (let i = 0; i < tokens.length; i++) {
-    if (!is(tokens[i], "const") || !is(tokens[i + 1], name)) continue;
-    for (let j = i + 2; j < tokens.length && j < i + 200; j++) {
-      if (is(tokens[j], "=")) return j + 1;
-      if (is(tokens[j], ";")) break;
-    }
-  }
-  return undefined;
-}
-
-/**
- * True when the expression ends right before `index`: `[…].map(f)` is not the literal `[…]`. A name on a
- * later line ends it too (automatic semicolon insertion); `as`/`satisfies` only add a type.
- */
-function endsExpression(tokens: Token[], index: number): boolean {
-  const next = tokens[index];
-  if (next === undefined || is(next, ";") || is(next, "}") || is(next, ")") || is(next, ",") || is(next, "]")) return true;
-  if (is(next, "as") || is(next, "satisfies")) return true;
-  return next.kind === "name" && next.line > (tokens[index - 1]?.line ?? 0);
-}
-
-/** Index just after the bracket that closes the one at `open`. */
-function skipBalanced(tokens: Token[], open: number): number {
-  let depth = 0;
-  for (let j = open; j < tokens.length; j++) {
-    const t = tokens[j] as Token;
-    if (is(t, "(") || is(t, "[") || is(t, "{")) depth++;
-    else if (is(t, ")") || is(t, "]") || is(t, "}")) {
-      depth--;
-      if (depth === 0) return j + 1;
-    }
-  }
-  return tokens.length;
-}
-
-type Parsed = { ok: true; value: unknown; next: number } | { ok: false };
-
-/** How deep `const` references inside a literal are followed (`properties: { text: textParameter }`). */
-const MAX_REFERENCE_DEPTH = 8;
-
-/**
- * Parses a JSON-like literal (also unquoted keys, single quotes, trailing commas, `as const`, and names
- * of other `const` literals in the file).
- */
-export function parseLiteral(tokens: Token[], start: number, depth = 0): Parsed {
-  const t = tokens[start];
-  if (t === undefined) return { ok: false };
-  if (t.kind === "name" && !["true", "false", "null"].includes(t.value)) {
-    const at = depth < MAX_REFERENCE_DEPTH && endsExpression(tokens, start + 1) ? constInitializer(tokens, t.value) : undefined;
-    const referenced = at === undefined ? undefined : parseLiteral(tokens, at, depth + 1);
-    return referenced?.ok && endsExpression(tokens, referenced.next) ? { ok: true, value: referenced.value, next: start + 1 } : { ok: false };
-  }
-  let result: Parsed;
-  if (isStringish(t)) result = { ok: true, value: t.value, next: start + 1 };
-  else if (t.kind === "number") result = numberAt(t.value, start + 1, 1);
-  else if (is(t, "-") && tokens[start + 1]?.kind === "number") result = numberAt((tokens[start + 1] as Token).value, start + 2, -1);
-  else if (is(t, "true") || is(t, "false")) result = { ok: true, value: t.value === "true", next: start + 1 };
-  else if (is(t, "null")) result = { ok: true, value: null, next: start + 1 };
-  else if (is(t, "[")) result = parseArray(tokens, start + 1, depth);
-  else if (is(t, "{")) result = parseObject(tokens, start + 1, depth);
-  else if (is(t, "(")) {
-    const inner = parseLiteral(tokens, start + 1, depth);
-    result = inner.ok && is(tokens[inner.next], ")") ? { ...inner, next: inner.next + 1 } : { ok: false };
-  } else return { ok: false };
-  if (result.ok && is(tokens[result.next], "as") && is(tokens[result.next + 1], "const")) result.next += 2;
-  return result;
-}
-
-function numberAt(text: string, next: number, sign: number): Parsed {
-  const value = Number(text.replaceAll("_", ""));
-  return Number.isFinite(value) ? { ok: true, value: sign * value, next } : { ok: false };
-}
-
-function parseArray(tokens: Token[], start: number, depth: number): Parsed {
-  const items: unknown[] = [];
-  let j = start;
-  while (!is(tokens[j], "]")) {
-    const item = parseLiteral(tokens, j, depth);
-    if (!item.ok) return item;
-    items.push(item.value);
-    j = item.next;
-    if (is(tokens[j], ",")) j++;
-    else if (!is(tokens[j], "]")) return { ok: false };
-  }
-  return { ok: true, value: items, next: j + 1 };
-}
-
-function parseObject(tokens: Token[], start: number, depth: number): Parsed {
-  const object: Record<string, unknown> = {};
-  let j = start;
-  while (!is(tokens[j], "}")) {
-    const key = tokens[j];
-    if (key === undefined || !(key.kind === "name" || isStringish(key) || key.kind === "number") || !is(tokens[j + 1], ":")) return { ok: false };
-    const value = parseLiteral(tokens, j + 2, depth);
-    if (!value.ok) return value;
-    Object.defineProperty(object, key.value, { value: value.value, enumerable: true, writable: true, configurable: true });
-    j = value.next;
-    if (is(tokens[j], ",")) j++;
-    else if (!is(tokens[j], "}")) return { ok: false };
-  }
-  return { ok: true, value: object, next: j + 1 };
 }
 
 function findFetchCalls(tokens: Token[]): SourceScan["fetchCalls"] {

@@ -3,31 +3,39 @@ import { open } from "node:fs/promises";
 import { basename, posix } from "node:path";
 import { ToolHostError } from "../errors.js";
 import { RESERVED_NAMES, TOOL_EXTENSIONS, TOOL_NAME_PATTERN } from "../registry/discovery.js";
-import { checkToolSchemas } from "../registry/schemas.js";
+import { findUnawaitedCredentials } from "./credential-await.js";
+import { type DeclarationCheck, checkDeclaration, unusedHandlers } from "./declaration-check.js";
 import { findSecrets } from "./secrets.js";
-import { type ImportUse, SCHEMA_FUNCTIONS, type SourceScan, isRelativeSpecifier, scanSource } from "./source-scan.js";
+import { type ImportUse, type SourceScan, isRelativeSpecifier, scanSource } from "./source-scan.js";
 
 /**
  * `animaworks-tool validate <file>`: the Validation Checklist of tool-creator.md as automated checks.
  * Static checks read the source text (see source-scan.ts); with a `load` function the tool is also
- * really loaded (bundled and described in a sandbox) and that load's errors are findings too. The real
- * load is the authority on schemas and handlers, so when it runs the static versions of those checks
- * are skipped rather than reported twice.
+ * really loaded (bundled and described in a sandbox) and that load's errors are findings too. Every
+ * check runs and every finding is reported, with its line where the source shows one: a new author
+ * should fix a draft in one pass, not one error per run.
+ *
+ * The real load is the authority on schemas and handlers, but stops at the first problems and names no
+ * lines; the same checks read from a literal schema list find them all, at their lines. So when the load
+ * fails with exactly what those checks found, their findings stand in for its message; when it succeeds,
+ * they are dropped (see declaration-check.ts).
  *
  * Levels: `error` = the tool will not work, is unsafe, or breaks the checklist (share refuses it);
  * `warning` = it works, but something the checklist asks for is missing.
  */
 export type FindingLevel = "error" | "warning";
 export type CheckName =
-  | "file" | "file-name" | "source" | "exports" | "schemas" | "description" | "input-schema" | "handlers"
-  | "secrets" | "imports" | "network-timeout" | "load" | "shadowing" | "collisions";
+  | "file" | "file-name" | "source" | "exports" | "schemas" | "profile" | "description" | "input-schema" | "handlers"
+  | "secrets" | "credentials" | "imports" | "network-timeout" | "load" | "shadowing" | "collisions";
 
 export interface Finding {
   level: FindingLevel;
   check: CheckName;
   message: string;
-  /** 1-based source line, when the finding has one. */
+  /** 1-based source line, when the finding has one (left out rather than guessed). */
   line?: number;
+  /** 1-based column on that line, when known. */
+  column?: number;
 }
 
 /** What a real load says: `ok`, or the problems that made it fail (each one line). */
@@ -86,19 +94,36 @@ export async function validateToolFile(path: string, options: ValidateOptions = 
   const tool = options.name ?? toolNameOf(fileName);
   const source = await readSource(path, maxBytes);
   const nameFindings = checkFileName(fileName, options.name);
-  const findings = source.tooLarge
-    ? [...nameFindings, { level: "error" as const, check: "file" as const, message: `the file is ${source.bytes} bytes; tool sources may be at most ${maxBytes} bytes` }]
-    : validateSource(fileName, source.text, { staticSchemas: options.load === undefined, ...(options.name !== undefined ? { name: options.name } : {}) });
   let loaded: boolean | undefined;
   let schemas: string[] | undefined;
-  if (options.load && !source.tooLarge) {
+  let findings: Finding[];
+  if (source.tooLarge) {
+    findings = [...nameFindings, { level: "error" as const, check: "file" as const, message: `the file is ${source.bytes} bytes; tool sources may be at most ${maxBytes} bytes` }];
+  } else if (!options.load) {
+    findings = validateSource(fileName, source.text, { staticSchemas: true, ...(options.name !== undefined ? { name: options.name } : {}) });
+  } else {
+    const checked = staticChecks(fileName, source.text, { staticSchemas: false, name: options.name });
+    findings = checked.findings;
+    const { declaration, scan } = checked;
     try {
       const result = await options.load(path, tool);
       loaded = result.ok;
       schemas = result.schemas;
-      for (const problem of result.problems) findings.push({ level: "error", check: "load", message: problem });
+      if (result.ok) {
+        // The load accepted the declaration: a reading of the source has nothing to add to that.
+        findings.push(...unusedHandlers(tool, scan, result.schemas ?? declaration.schemaNames));
+      } else {
+        // Whatever stopped the load, the declaration's problems are real; the load's message is kept
+        // only for what they do not already say (at their lines).
+        findings.push(...declaration.declared, ...unusedHandlers(tool, scan, declaration.schemaNames));
+        for (const problem of result.problems) {
+          const rest = declaration.explain(problem);
+          if (rest !== "") findings.push({ level: "error", check: "load", message: rest ?? problem });
+        }
+      }
     } catch (error) {
       loaded = false;
+      findings.push(...declaration.declared, ...unusedHandlers(tool, scan, declaration.schemaNames));
       findings.push({ level: "error", check: "load", message: `the tool could not be loaded: ${error instanceof Error ? error.message : String(error)}` });
     }
   }
@@ -119,18 +144,35 @@ export async function validateToolFile(path: string, options: ValidateOptions = 
  * real load (the caller runs one).
  */
 export function validateSource(fileName: string, source: string, options: { staticSchemas: boolean; name?: string } = { staticSchemas: true }): Finding[] {
+  const { findings, declaration, scan, tool } = staticChecks(fileName, source, options);
+  if (options.staticSchemas) findings.push(...declaration.declared, ...unusedHandlers(tool, scan, declaration.schemaNames));
+  return findings;
+}
+
+/** The checks on the text, with what the declaration checks found kept apart for the caller to weigh against a load. */
+function staticChecks(fileName: string, source: string, options: { staticSchemas: boolean; name?: string | undefined }): { findings: Finding[]; declaration: DeclarationCheck; scan: SourceScan; tool: string } {
   const findings = checkFileName(fileName, options.name);
   const tool = options.name ?? toolNameOf(fileName);
   const scan = scanSource(source);
   if (scan.unterminated) {
     findings.push({ level: "error", check: "source", line: scan.unterminated.line, message: `the file ends inside an unterminated ${scan.unterminated.what}` });
   }
-  findings.push(...checkExportsAndSchemas(tool, scan, options.staticSchemas));
+  const declaration = checkDeclaration(tool, scan, options.staticSchemas);
+  findings.push(...declaration.checklist);
   for (const use of scan.imports) {
     const problem = importProblem(use);
     if (problem) findings.push({ level: "error", check: "imports", line: use.line, message: problem });
   }
   for (const hit of findSecrets(source, scan.tokens)) findings.push({ level: "error", check: "secrets", line: hit.line, message: hit.message });
+  for (const call of findUnawaitedCredentials(scan.tokens)) {
+    findings.push({
+      level: "warning",
+      check: "credentials",
+      line: call.line,
+      column: call.column,
+      message: `${call.name}() returns a Promise: used without await, the value here is the Promise, not the credential (sent on, it reads "[object Promise]"); write await ${call.name}(…)`,
+    });
+  }
   for (const call of scan.fetchCalls) {
     if (call.hasTimeout !== false) continue;
     findings.push({
@@ -140,7 +182,7 @@ export function validateSource(fileName: string, source: string, options: { stat
       message: "fetch() without a timeoutMs option: the host's default (30 s) applies; set timeoutMs to what the service needs",
     });
   }
-  return findings;
+  return { findings, declaration, scan, tool };
 }
 
 /**
@@ -169,55 +211,6 @@ export function toolNameProblem(name: string, extension = ""): string | undefine
   }
   if (RESERVED_NAMES.has(name)) return `"${name}" is an animaworks-tool command and cannot be a tool name`;
   return undefined;
-}
-
-function checkExportsAndSchemas(tool: string, scan: SourceScan, staticSchemas: boolean): Finding[] {
-  const findings: Finding[] = [];
-  const exported = (name: string): boolean => scan.exports.has(name);
-  if (![...SCHEMA_FUNCTIONS].some(exported)) {
-    if (scan.exportsUnknown) {
-      findings.push({ level: "warning", check: "exports", message: "the module's exports are built at run time; the required get_tool_schemas() export could not be confirmed" });
-    } else {
-      findings.push({ level: "error", check: "exports", line: scan.schemas?.line, message: "get_tool_schemas() (or getToolSchemas) is not exported; every tool must export it" });
-    }
-  }
-  if (scan.schemas?.kind === "dynamic") {
-    if (staticSchemas) {
-      findings.push({ level: "warning", check: "schemas", line: scan.schemas.line, message: "get_tool_schemas() builds its list at run time; its schemas and handlers are checked only when the tool is loaded" });
-    }
-    return findings;
-  }
-  if (scan.schemas?.kind !== "literal") return findings;
-  const { value: schemas, line } = scan.schemas;
-  if (staticSchemas) {
-    const check = checkToolSchemas(tool, schemas, undefined);
-    if (!check.ok) for (const problem of check.problems) findings.push({ level: "error", check: "schemas", line, message: problem });
-  }
-  for (const [index, entry] of schemas.entries()) {
-    if (typeof entry !== "object" || entry === null || Array.isArray(entry)) continue;
-    const record = entry as Record<string, unknown>;
-    const label = typeof record["name"] === "string" ? `schema "${record["name"]}"` : `schema #${index + 1}`;
-    const description = record["description"];
-    if (typeof description !== "string" || description.trim() === "") {
-      findings.push({ level: "error", check: "description", line, message: `${label} has no description; the model chooses tools by it (one or two sentences)` });
-    }
-    if (record["input_schema"] === undefined && record["parameters"] === undefined) {
-      findings.push({
-        level: "warning",
-        check: "input-schema",
-        line,
-        message: `${label} has no input_schema (or parameters); it is treated as taking no arguments — say so with { type: "object", properties: {} }`,
-      });
-    }
-  }
-  if (staticSchemas && !scan.exportsUnknown && !exported("dispatch")) {
-    for (const entry of schemas) {
-      const name = typeof entry === "object" && entry !== null ? (entry as Record<string, unknown>)["name"] : undefined;
-      if (typeof name !== "string" || exported(name)) continue;
-      findings.push({ level: "error", check: "handlers", line, message: `no handler for schema "${name}": export dispatch(name, args), or a function named ${name}` });
-    }
-  }
-  return findings;
 }
 
 function importProblem(use: ImportUse): string | undefined {
@@ -251,12 +244,14 @@ const NODE_BUILTINS = new Set([
 
 function summarise(path: string, tool: string, findings: Finding[], loaded: boolean | undefined): ValidationReport {
   const order: CheckName[] = [
-    "file", "file-name", "source", "exports", "schemas", "description", "input-schema", "handlers", "imports", "secrets", "network-timeout", "load",
-    "shadowing", "collisions",
+    "file", "file-name", "source", "exports", "schemas", "profile", "description", "input-schema", "handlers", "imports", "secrets", "credentials",
+    "network-timeout", "load", "shadowing", "collisions",
   ];
   const sorted = findings
     .map((finding, index) => ({ finding, index }))
-    .sort((a, b) => order.indexOf(a.finding.check) - order.indexOf(b.finding.check) || (a.finding.line ?? 0) - (b.finding.line ?? 0) || a.index - b.index)
+    .sort((a, b) =>
+      order.indexOf(a.finding.check) - order.indexOf(b.finding.check) || (a.finding.line ?? 0) - (b.finding.line ?? 0) ||
+      (a.finding.column ?? 0) - (b.finding.column ?? 0) || a.index - b.index)
     .map(({ finding }) => finding);
   const errors = sorted.filter((f) => f.level === "error").length;
   return { path, tool, findings: sorted, errors, warnings: sorted.length - errors, loaded };
@@ -276,16 +271,50 @@ export function formatValidation(report: ValidationReport): { text: string; exit
   return { text: lines.join("\n"), exitCode: report.errors > 0 ? VALIDATE_EXIT_CODES.errors : VALIDATE_EXIT_CODES.ok };
 }
 
+/** What `validate` prints and exits with, and the report behind it (for `--json`). */
+export interface ValidateOutcome {
+  text: string;
+  exitCode: number;
+  report: ValidationReport;
+}
+
 /** validate + format for the CLI: a missing or unreadable file is one line and exit code 2. */
-export async function runValidate(path: string, options: ValidateOptions = {}): Promise<{ text: string; exitCode: number }> {
+export async function runValidate(path: string, options: ValidateOptions = {}): Promise<ValidateOutcome> {
   try {
-    return formatValidation(await validateToolFile(path, options));
+    const report = await validateToolFile(path, options);
+    return { ...formatValidation(report), report };
   } catch (error) {
     if (error instanceof ToolHostError && (error.type === "NotFound" || error.type === "InvalidArguments")) {
-      return { text: `${path}: error [file] ${error.message}`, exitCode: VALIDATE_EXIT_CODES.missingFile };
+      const findings: Finding[] = [{ level: "error", check: "file", message: error.message }];
+      const report = { path, tool: options.name ?? toolNameOf(basename(path)), findings, errors: 1, warnings: 0, loaded: undefined };
+      return { text: `${path}: error [file] ${error.message}`, exitCode: VALIDATE_EXIT_CODES.missingFile, report };
     }
     throw error;
   }
+}
+
+/**
+ * `validate --json`: every finding as data (`line` and `column` where known), the counts, and the text
+ * report as `report` (what the command printed before findings were listed here).
+ */
+export function validationJson(outcome: ValidateOutcome): Record<string, unknown> {
+  const { report } = outcome;
+  return {
+    status: outcome.exitCode === VALIDATE_EXIT_CODES.ok ? "ok" : "error",
+    path: report.path,
+    tool: report.tool,
+    errors: report.errors,
+    warnings: report.warnings,
+    loaded: report.loaded ?? null,
+    findings: report.findings.map((f) => ({
+      level: f.level,
+      check: f.check,
+      ...(f.line !== undefined ? { line: f.line } : {}),
+      ...(f.column !== undefined ? { column: f.column } : {}),
+      message: f.message,
+    })),
+    report: outcome.text,
+  };
 }
 
 /**

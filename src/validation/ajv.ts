@@ -99,26 +99,40 @@ export function compileSchema(schema: object): ValidateFunction {
  * RE2 cannot run).
  */
 export function schemaProblems(schema: object): string[] {
+  return schemaProblemsAt(schema).map((problem) => problem.message);
+}
+
+/** A problem of a schema and, when ajv says, the JSON Pointer (into the schema) of the part at fault. */
+export interface SchemaProblem {
+  message: string;
+  pointer?: string;
+}
+
+/**
+ * schemaProblems with where each problem is, for the validator to point at the line. Only the first
+ * compile error is known: ajv stops compiling there.
+ */
+export function schemaProblemsAt(schema: object): SchemaProblem[] {
   const ajvInstance = getAjv();
   let valid: boolean;
   try {
     valid = ajvInstance.validateSchema(schema) as boolean;
   } catch (error) {
-    return [explainCompileError(error)];
+    return [compileProblem(error)];
   }
   if (!valid) return describeSchemaErrors(ajvInstance.errors, schema);
   try {
     compileSchema(schema);
   } catch (error) {
-    return [explainCompileError(error)];
+    return [compileProblem(error)];
   }
   return [];
 }
 
-function describeSchemaErrors(errors: ErrorObject[] | null | undefined, schema: object): string[] {
+function describeSchemaErrors(errors: ErrorObject[] | null | undefined, schema: object): SchemaProblem[] {
   const byPath = new Map<string, ErrorObject[]>();
   for (const error of errors ?? []) byPath.set(error.instancePath, [...(byPath.get(error.instancePath) ?? []), error]);
-  const lines: string[] = [];
+  const problems: SchemaProblem[] = [];
   for (const [pointer, group] of byPath) {
     // anyOf/oneOf only say "must match a schema in anyOf"; the branch errors beside them say why.
     const enumError = group.find((error) => error.keyword === "enum");
@@ -128,9 +142,34 @@ function describeSchemaErrors(errors: ErrorObject[] | null | undefined, schema: 
     const what = enumError
       ? `must be one of ${(enumError.params as { allowedValues: unknown[] }).allowedValues.map((v) => JSON.stringify(v)).join(", ")}`
       : (error.message ?? "is invalid");
-    lines.push(`${where}: ${what}${got === undefined || got.length > 80 ? "" : ` (got ${got})`}`);
+    problems.push({ message: `${where}: ${what}${got === undefined || got.length > 80 ? "" : ` (got ${got})`}`, pointer });
   }
-  return lines;
+  return problems;
+}
+
+/** Whether `key` is a keyword ajv knows: in strict mode, any other key of a schema object is refused. */
+export function isKnownKeyword(key: string): boolean {
+  return getAjv().RULES.keywords[key] === true;
+}
+
+/** What compiling says of an unknown keyword, for each one a caller finds without compiling. */
+export function unknownKeywordProblem(key: string): string {
+  return explainCompileError(new Error(`strict mode: unknown keyword: "${key}"`));
+}
+
+/**
+ * Strict-mode errors end in `at "#/properties/n" (strictRequired)`: that is where the problem is (a
+ * URI fragment, so its characters are percent-encoded).
+ */
+function compileProblem(error: unknown): SchemaProblem {
+  const message = explainCompileError(error);
+  const at = / at "#(\/[^"]*)?" \(strict\w*\)/.exec(error instanceof Error ? error.message : String(error));
+  if (!at) return { message };
+  try {
+    return { message, pointer: decodeURIComponent(at[1] ?? "") };
+  } catch {
+    return { message };
+  }
 }
 
 function explainCompileError(error: unknown): string {

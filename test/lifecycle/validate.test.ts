@@ -71,13 +71,14 @@ describe("validate: file names", () => {
 describe("validate: schemas, descriptions, handlers, exports", () => {
   it("reports each schema rule that bad_schemas.ts breaks", async () => {
     const findings = await fixture("bad_schemas.ts");
+    // Each at the line of the schema entry (or its key) it is about.
     expect(brief(findings)).toEqual([
-      "error schemas:2",
-      "error description:2",
-      "error description:2",
-      "warning input-schema:2",
-      "error handlers:2",
-      "error handlers:2",
+      "error schemas:4",
+      "error description:5",
+      "error description:6",
+      "warning input-schema:5",
+      "error handlers:4",
+      "error handlers:6",
     ]);
     const text = findings.map((f) => f.message).join("\n");
     expect(text).toContain('schema "other_tool_run" must be named bad_schemas_<action>');
@@ -182,7 +183,11 @@ describe("validate: report and exit codes", () => {
   });
 
   it("a missing file exits 2, a directory too; a file over the size limit is an error finding", async () => {
-    expect(await runValidate(join(scratch, "nope.ts"))).toEqual({ text: `${join(scratch, "nope.ts")}: error [file] no such file`, exitCode: 2 });
+    expect(await runValidate(join(scratch, "nope.ts"))).toMatchObject({
+      text: `${join(scratch, "nope.ts")}: error [file] no such file`,
+      exitCode: 2,
+      report: { errors: 1, findings: [{ level: "error", check: "file", message: "no such file" }] },
+    });
     expect((await runValidate(FIXTURES)).exitCode).toBe(2);
     const big = join(scratch, "big_tool.ts");
     writeFileSync(big, `// ${"x".repeat(2_000)}\n`);
@@ -202,7 +207,7 @@ describe("validate: report and exit codes", () => {
     // the "computed schemas" warning is gone: the load covered them
     expect(report.findings).toEqual([{ level: "error", check: "load", message: "dynamic_schemas: no handler for dynamic_schemas_b" }]);
     const bad = await validateToolFile(join(FIXTURES, "bad_schemas.ts"), { load: async () => ({ ok: true, problems: [] }) });
-    expect(brief(bad.findings)).toEqual(["error description:2", "error description:2", "warning input-schema:2"]);
+    expect(brief(bad.findings)).toEqual(["error description:5", "error description:6", "warning input-schema:5"]);
     const thrown = await validateToolFile(join(FIXTURES, "good_tool.ts"), { load: async () => Promise.reject(new Error("sandbox gone")) });
     expect(thrown.findings).toEqual([{ level: "error", check: "load", message: "the tool could not be loaded: sandbox gone" }]);
   });

@@ -1,0 +1,146 @@
+import type { Token } from "./lexer.js";
+import { is, skipBalanced } from "./literal.js";
+
+/**
+ * getCredential() is asynchronous in this host (the lookup runs on the host, outside the isolate), while
+ * the Python it is ported from (`get_credential`) returns the value. A draft that forgets the `await`
+ * sends "[object Promise]" as its API key and fails far from the mistake, so the validator points at the
+ * call instead. Read from tokens, so a mention in a string or comment is never a call.
+ *
+ * What counts as handled: `await` (also through parentheses), `.then/.catch/.finally`, being returned
+ * (`return`, an arrow's expression body, `yield`), being given to Promise.all/allSettled/race/any, and a
+ * variable that holds the call and is itself awaited, returned or given on so later. A call whose value
+ * is dropped (a statement of its own) is left alone: it passes no Promise where a string belongs.
+ */
+export interface UnawaitedCredential {
+  line: number;
+  column: number;
+  /** The name the call used: getCredential or get_credential. */
+  name: string;
+}
+
+const CREDENTIAL_FUNCTIONS = new Set(["getCredential", "get_credential"]);
+/** Words after which `(` groups an expression rather than calling something. */
+const OPERATOR_WORDS = new Set(["await", "return", "yield", "typeof", "void", "delete", "in", "of", "case", "throw", "new", "else", "do", "instanceof"]);
+const PROMISE_COMBINATORS = new Set(["all", "allSettled", "race", "any"]);
+const CHAIN_METHODS = new Set(["then", "catch", "finally"]);
+
+export function findUnawaitedCredentials(tokens: Token[]): UnawaitedCredential[] {
+  const found: UnawaitedCredential[] = [];
+  for (let i = 0; i < tokens.length; i++) {
+    const token = tokens[i] as Token;
+    if (token.kind !== "name" || !CREDENTIAL_FUNCTIONS.has(token.value) || !is(tokens[i + 1], "(")) continue;
+    if (is(tokens[i - 1], "function")) continue;
+    const end = skipBalanced(tokens, i + 1);
+    if (isDeclaration(tokens, i, end)) continue;
+    const start = chainStart(tokens, i);
+    if (handled(tokens, start, end)) continue;
+    const before = skipGrouping(tokens, start - 1);
+    if (isStatementStart(tokens, before, start) && isStatementEnd(tokens, end)) continue;
+    const holder = assignedTo(tokens, before);
+    if (holder !== undefined && holderHandled(tokens, holder, end)) continue;
+    found.push({ line: token.line, column: token.column, name: token.value });
+  }
+  return found;
+}
+
+/** `getCredential(name) {…}` (a method) or `getCredential(name): Promise<string>;` (a signature). */
+function isDeclaration(tokens: Token[], index: number, end: number): boolean {
+  if (is(tokens[end], "{")) return true;
+  const before = tokens[index - 1];
+  return is(tokens[end], ":") && (before === undefined || is(before, "{") || is(before, ";") || is(before, "}") || is(before, ",") || is(before, "async"));
+}
+
+/** `api.getCredential(…)`: the expression starts at `api`. */
+function chainStart(tokens: Token[], index: number): number {
+  let start = index;
+  while ((is(tokens[start - 1], ".") || is(tokens[start - 1], "?.")) && tokens[start - 2]?.kind === "name") start -= 2;
+  return start;
+}
+
+/** Whether the expression from `start` to before `end` is awaited, chained, returned or combined. */
+function handled(tokens: Token[], start: number, end: number): boolean {
+  if ((is(tokens[end], ".") || is(tokens[end], "?.")) && CHAIN_METHODS.has(tokens[end + 1]?.value ?? "")) return true;
+  const before = tokens[skipGrouping(tokens, start - 1)];
+  if (is(before, "await") || is(before, "return") || is(before, "=>") || is(before, "yield") || is(before, "void")) return true;
+  return insideCombinator(tokens, start);
+}
+
+/** Index of the token before `index`'s expression once grouping parentheses `(` are stepped over. */
+function skipGrouping(tokens: Token[], index: number): number {
+  let j = index;
+  while (is(tokens[j], "(") && !isCallParen(tokens, j)) j--;
+  return j;
+}
+
+function isCallParen(tokens: Token[], open: number): boolean {
+  const before = tokens[open - 1];
+  if (before === undefined) return false;
+  if (before.kind === "name") return !OPERATOR_WORDS.has(before.value);
+  return is(before, ")") || is(before, "]") || is(before, ">") || is(before, "?.");
+}
+
+/** Inside `Promise.all([…])` (through array literals and further arguments), directly or nested. */
+function insideCombinator(tokens: Token[], index: number): boolean {
+  let depth = 0;
+  for (let j = index - 1; j >= 0; j--) {
+    const t = tokens[j] as Token;
+    if (is(t, ")") || is(t, "]") || is(t, "}")) depth++;
+    else if (is(t, "(") || is(t, "[") || is(t, "{")) {
+      if (depth > 0) {
+        depth--;
+        continue;
+      }
+      if (is(t, "{")) return false;
+      if (is(t, "(")) return is(tokens[j - 2], ".") && PROMISE_COMBINATORS.has(tokens[j - 1]?.value ?? "") && is(tokens[j - 3], "Promise");
+      // `[`: an array literal, which the combinator may be holding.
+    } else if (depth === 0 && (is(t, ";") || is(t, "=") || is(t, "=>"))) return false;
+  }
+  return false;
+}
+
+/** True when the token at `before` ends a statement, so the call at `start` begins one. */
+function isStatementStart(tokens: Token[], before: number, start: number): boolean {
+  const t = tokens[before];
+  if (t === undefined || is(t, ";") || is(t, "{") || is(t, "}")) return true;
+  return t.line < (tokens[start] as Token).line && (t.kind === "name" || t.kind === "number" || t.kind === "string" || is(t, ")") || is(t, "]"));
+}
+
+/** True when the expression ending before `end` ends its statement (`;`, `}`, the end, or a new line). */
+function isStatementEnd(tokens: Token[], end: number): boolean {
+  const t = tokens[end];
+  return t === undefined || is(t, ";") || is(t, "}") || t.line > (tokens[end - 1] as Token).line;
+}
+
+/** `key = getCredential(…)` / `const key = …` / `this.key = …`: the assigned target, as its tokens' text. */
+function assignedTo(tokens: Token[], before: number): string | undefined {
+  if (!is(tokens[before], "=")) return undefined;
+  let j = before - 1;
+  // `const key: Promise<string> = …`: the name comes before the type.
+  if (tokens[j]?.kind !== "name") {
+    let k = j;
+    while (k > 0 && !is(tokens[k], ":") && !is(tokens[k], ";") && !is(tokens[k], "{") && before - k < 20) k--;
+    if (!is(tokens[k], ":")) return undefined;
+    j = k - 1;
+  }
+  if (tokens[j]?.kind !== "name") return undefined;
+  const parts = [(tokens[j] as Token).value];
+  while (is(tokens[j - 1], ".") && tokens[j - 2]?.kind === "name") {
+    parts.unshift((tokens[j - 2] as Token).value);
+    j -= 2;
+  }
+  return parts.join(".");
+}
+
+/** Whether a later use of the variable holding the call awaits, chains, returns or combines it. */
+function holderHandled(tokens: Token[], target: string, after: number): boolean {
+  const parts = target.split(".");
+  const usedAt = (i: number): boolean =>
+    parts.every((part, k) => tokens[i + 2 * k]?.kind === "name" && tokens[i + 2 * k]?.value === part && (k === 0 || is(tokens[i + 2 * k - 1], ".")));
+  for (let i = after; i < tokens.length; i++) {
+    // `other.key` is another variable's property, not `key`.
+    if (!usedAt(i) || is(tokens[i - 1], ".") || is(tokens[i - 1], "?.")) continue;
+    if (handled(tokens, i, i + parts.length * 2 - 1)) return true;
+  }
+  return false;
+}
