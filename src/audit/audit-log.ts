@@ -39,7 +39,21 @@ export type AuditEvent =
     }
   | { kind: "load_error"; anima?: string; tool: string; origin: string; message: string }
   | { kind: "sandbox_crash"; anima?: string; tool?: string; message: string }
-  | { kind: "reload"; tool: string; origin: string; change: "loaded" | "changed" | "removed" | "failed"; message?: string };
+  | {
+      kind: "reload";
+      /** The Anima whose view of its tools changed; absent for a reload of what every Anima sees (no Anima named). */
+      anima?: string;
+      tool: string;
+      origin: string;
+      change: ReloadChange;
+      /** The load error, for `failed`. */
+      message?: string;
+      /** What noticed the change: an explicit refresh, the folder watcher of a long-running host, a share. */
+      trigger?: ReloadTrigger;
+    };
+
+export type ReloadChange = "loaded" | "changed" | "removed" | "failed";
+export type ReloadTrigger = "refresh" | "watcher" | "share";
 
 export type AuditRecord = AuditEvent & { ts: string };
 

@@ -36,6 +36,8 @@ export interface AnimaReport {
   tools: Array<{ name: string; origin: string; status: string; error?: string }>;
   activity: ToolActivity[];
   loadErrors: Array<{ ts: string; tool: string; message: string }>;
+  /** Tools of this Anima loaded new, changed, removed or failed by a refresh, a watcher or a share, oldest first. */
+  reloads: Array<{ ts: string; tool: string; origin: string; change: string; trigger?: string; message?: string }>;
 }
 
 export async function buildAnimaReport(config: HostConfig, anima: string, animaDir: string, listing: ToolListing, records: AuditRecord[]): Promise<AnimaReport> {
@@ -60,6 +62,7 @@ export async function buildAnimaReport(config: HostConfig, anima: string, animaD
     return entry;
   };
   const loadErrors: AnimaReport["loadErrors"] = [];
+  const reloads: AnimaReport["reloads"] = [];
   for (const record of records) {
     switch (record.kind) {
       case "call": {
@@ -84,6 +87,16 @@ export async function buildAnimaReport(config: HostConfig, anima: string, animaD
       case "load_error":
         loadErrors.push({ ts: record.ts, tool: record.tool, message: record.message });
         break;
+      case "reload":
+        reloads.push({
+          ts: record.ts,
+          tool: record.tool,
+          origin: record.origin,
+          change: record.change,
+          ...(record.trigger ? { trigger: record.trigger } : {}),
+          ...(record.message !== undefined ? { message: record.message } : {}),
+        });
+        break;
       default:
         break;
     }
@@ -94,6 +107,7 @@ export async function buildAnimaReport(config: HostConfig, anima: string, animaD
     tools: listing.tools.map((tool) => ({ name: tool.name, origin: tool.origin, status: tool.status, ...(tool.error ? { error: tool.error.message } : {}) })),
     activity: [...byTool.values()].sort((a, b) => a.tool.localeCompare(b.tool)),
     loadErrors,
+    reloads,
   };
 }
 
@@ -121,5 +135,9 @@ export function formatAnimaReport(report: AnimaReport): string {
     if (a.denials.length > 10) lines.push(`      … ${a.denials.length - 10} earlier denials`);
   }
   for (const e of report.loadErrors.slice(-10)) lines.push(`  load error ${e.tool}: ${e.message} (${e.ts})`);
+  if (report.reloads.length > 10) lines.push(`  … ${report.reloads.length - 10} earlier reloads`);
+  for (const r of report.reloads.slice(-10)) {
+    lines.push(`  reload ${r.tool} (${r.origin}) ${r.change}${r.message !== undefined ? `: ${r.message}` : ""}${r.trigger ? ` by ${r.trigger}` : ""} (${r.ts})`);
+  }
   return lines.join("\n");
 }

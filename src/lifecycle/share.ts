@@ -45,6 +45,8 @@ export interface ShareOptions {
   now?: () => Date;
   /** Runs after every check passed, right before publishing. For tests of the publishing race only. */
   beforePublish?: () => Promise<void>;
+  /** Told the name once the tool is published (the callers write the audit log's reload record). */
+  onShared?: (tool: string) => void;
 }
 
 export const SHARE_NAME_PATTERN = /^[A-Za-z_][A-Za-z0-9_]*$/;
@@ -92,6 +94,7 @@ export async function shareTool(options: ShareOptions): Promise<string> {
     shared_at: (options.now ?? (() => new Date()))().toISOString(),
   };
   await publish(options.dataDir, name, source.file, source.bytes, record, options.beforePublish);
+  options.onShared?.(name);
   return `Shared tool '${name}' to common_tools/. All animas can now use it after refresh_tools.`;
 }
 

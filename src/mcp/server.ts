@@ -10,6 +10,7 @@ import { refreshTools, formatRefresh } from "../cli/lifecycle.js";
 import { errorsForShare, hostLoader, shareTool, writeMemoryFile } from "../lifecycle/index.js";
 import { JobService } from "../jobs/service.js";
 import { watchToolFolders } from "../registry/watcher.js";
+import { recordWatchedReloads, shareReloadEvent } from "../audit/reloads.js";
 import { coreToolExposure } from "./exposure.js";
 import { JobTaskStore, TASK_POLL_INTERVAL_MS } from "./job-tasks.js";
 import { InFlight, refusingServer } from "./refusing-server.js";
@@ -112,7 +113,14 @@ export async function startMcpServer(host: ToolHost, anima: string, transport: T
       description: "Share one of your personal tools with every Anima (needs the shared-tool permission).",
       inputSchema: { type: "object", properties: { tool_name: { type: "string", description: "the name of one of your personal tools" } }, required: ["tool_name"] },
       run: async (args) =>
-        shareTool({ dataDir: host.config.dataDir, animaDir, anima, toolName: args["tool_name"], validate: errorsForShare({ load: hostLoader(host) }) }),
+        shareTool({
+          dataDir: host.config.dataDir,
+          animaDir,
+          anima,
+          toolName: args["tool_name"],
+          validate: errorsForShare({ load: hostLoader(host) }),
+          onShared: (tool) => host.audit.append(shareReloadEvent(anima, tool)),
+        }),
     },
     {
       name: "list_tools",
@@ -190,9 +198,11 @@ export async function startMcpServer(host: ToolHost, anima: string, transport: T
 
   const watcher = options.watch === false
     ? undefined
-    : await watchToolFolders([join(host.config.dataDir, "common_tools"), join(animaDir, "tools")], async () => {
+    : await watchToolFolders([join(host.config.dataDir, "common_tools"), join(animaDir, "tools")], async (paths) => {
         host.refresh();
         await notifyIfChanged();
+        // The tools are listed now (above), so recording which of them changed costs no reload.
+        await recordWatchedReloads(host, paths, anima);
       });
 
   await server.connect(transport);

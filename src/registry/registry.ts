@@ -24,7 +24,8 @@ export interface LoadedTool {
 
 export type ToolEntry =
   | { name: string; origin: ToolOrigin; path: string; state: "ok"; tool: LoadedTool }
-  | { name: string; origin: ToolOrigin; path: string; state: "error"; error: ErrorInfo };
+  /** `bundleHash`: the failed version, when it built (it tells one broken version from the next). */
+  | { name: string; origin: ToolOrigin; path: string; state: "error"; error: ErrorInfo; bundleHash?: string };
 
 /** The tools one Anima sees, before loading: core, then shared, then personal (personal wins). */
 export interface ToolSources {
@@ -121,9 +122,10 @@ export class ToolRegistry {
     }
     if (entry.state === "ok") {
       const collision = findSchemaCollision(entry.tool, visibleNames);
-      if (collision) return { ...base, state: "error", error: { type: "LoadError", message: collision } };
+      if (collision) return { ...base, state: "error", error: { type: "LoadError", message: collision }, bundleHash: bundle.hash };
+      return entry;
     }
-    return entry;
+    return { ...entry, bundleHash: bundle.hash };
   }
 
   /**

@@ -6,7 +6,8 @@ import { watch } from "chokidar";
  * chokidar coalesces quick repeated change events, so no single event is trusted to carry the final
  * content: every event (re)starts a debounce timer, and when it fires the whole folder is re-read by
  * the caller (a refresh). Writers are expected to replace files atomically (the host's own writers
- * do); `awaitWriteFinish` covers editors that write in place.
+ * do); `awaitWriteFinish` covers editors that write in place. `onChange` is told which paths the
+ * burst touched (to say which tools were reloaded: audit/reloads.ts), not what happened to them.
  */
 export interface WatchOptions {
   /** Quiet time after the last event before `onChange` runs, in ms. Default: 25. */
@@ -21,7 +22,7 @@ export interface ToolFolderWatcher {
   close(): Promise<void>;
 }
 
-export async function watchToolFolders(folders: string[], onChange: () => Promise<void> | void, options: WatchOptions = {}): Promise<ToolFolderWatcher> {
+export async function watchToolFolders(folders: string[], onChange: (paths: string[]) => Promise<void> | void, options: WatchOptions = {}): Promise<ToolFolderWatcher> {
   const debounceMs = options.debounceMs ?? 25;
   const watcher = watch(folders, {
     ignoreInitial: true,
@@ -32,17 +33,22 @@ export async function watchToolFolders(folders: string[], onChange: () => Promis
   });
   let timer: NodeJS.Timeout | undefined;
   let running: Promise<void> = Promise.resolve();
-  const schedule = () => {
+  // The paths of the burst being debounced (a set: bounded by the files in the folders, however many events).
+  let touched = new Set<string>();
+  const schedule = (path: string) => {
+    touched.add(path);
     if (timer) clearTimeout(timer);
     timer = setTimeout(() => {
       timer = undefined;
+      const paths = [...touched];
+      touched = new Set();
       // Reloads run one after another, so the last one always reflects the last write.
-      running = running.then(() => onChange()).catch(() => {});
+      running = running.then(() => onChange(paths)).catch(() => {});
     }, debounceMs);
   };
   const accept = options.accept ?? (() => true);
   watcher.on("all", (_event: string, path: string) => {
-    if (accept(path)) schedule();
+    if (accept(path)) schedule(path);
   });
   await new Promise<void>((resolve) => watcher.once("ready", () => resolve()));
   return {
