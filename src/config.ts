@@ -2,11 +2,15 @@ import { ToolHostError } from "./errors.js";
 import { basename, dirname, join, resolve } from "node:path";
 import { fileURLToPath } from "node:url";
 import { DEFAULT_FS_LIMITS, type FsLimits } from "./capabilities/fs.js";
-import { type Environment, dataDirIn, defaultDataDirIn, noDaemonIn } from "./environment.js";
+import { type Environment, dataDirIn, defaultDataDirIn } from "./environment.js";
+import { type FileSettings, type SettingSource, SETTINGS, environmentSettings, readOperatorFile } from "./operator-config.js";
 
 /**
  * The only module that reads `process.env`. Everything else receives a resolved `HostConfig`.
- * Every option is listed with its default and unit.
+ * Every option is listed with its default and unit. Each option an operator sets (src/operator-config.ts
+ * lists them with their keys in the data dir's config.json and their variables) is taken from, in this
+ * order: the option given here (a flag of the CLI), its environment variable, the `animaworks_tool`
+ * section of `{dataDir}/config.json`, the default.
  */
 export interface HostOptions {
   /** Data dir. Default: `$ANIMAWORKS_DATA_DIR`, else `~/.animaworks`. */
@@ -69,7 +73,7 @@ export interface HostOptions {
   maxLogLineChars?: number;
   /** Receives log lines from tools and host warnings. Default: write to stderr. */
   onLog?: (record: LogRecord) => void;
-  /** Least level of the lines `onLog` receives: "debug", "info", "warn" or "error". Default: `$ANIMAWORKS_LOG_LEVEL`, else "info". */
+  /** Least level of the lines `onLog` receives: "debug", "info", "warn" or "error". Default: "info". */
   logLevel?: LogRecord["level"];
   /**
    * Environment variables `getCredential` may fall back to (by exact name). The host's environment is
@@ -92,6 +96,8 @@ export interface HostOptions {
   watch?: boolean;
   /** File-capability limits (bytes, counts; see src/capabilities/fs.ts). Default: DEFAULT_FS_LIMITS. */
   fsLimits?: Partial<FsLimits>;
+  /** Core tools the MCP server offers, by name. Default: every core tool. */
+  mcpCoreTools?: string[];
 }
 
 export interface LogRecord {
@@ -103,13 +109,25 @@ export interface LogRecord {
   tool?: string;
 }
 
-export type HostConfig = Required<Omit<HostOptions, "onLog" | "fsLimits" | "environment" | "jobsUrl" | "logLevel">> & {
+export type HostConfig = Required<Omit<HostOptions, "onLog" | "fsLimits" | "environment" | "jobsUrl" | "mcpCoreTools">> & {
   /** PostgreSQL URL of the job store, or undefined for the embedded SQLite store. */
   jobsUrl: string | undefined;
   onLog: (record: LogRecord) => void;
   fsLimits: FsLimits;
   /** Only the allowed variables, snapshotted at start. */
   environment: Record<string, string>;
+  /** Core tools the MCP server offers, or undefined for all. */
+  mcpCoreTools: string[] | undefined;
+  daemon: DaemonSettings;
+  /** Where the operator's settings came from. */
+  operator: {
+    /** The data dir's config.json. */
+    file: string;
+    /** Its `animaworks_tool` section, canonical ("" without one): a running host compares it per call. */
+    fingerprint: string;
+    /** Per setting key (`SETTINGS`): option (flag or createHost), environment, file or default. */
+    sources: Record<string, SettingSource>;
+  };
 };
 
 /** Project root (the folder holding package.json), found from this file's compiled location. */
@@ -135,32 +153,12 @@ export function defaultDataDir(): string {
   return defaultDataDirIn(process.env, process.cwd());
 }
 
-/**
- * The host options an invocation takes from its environment when no flag gives them: `osSandbox`
- * (`$ANIMAWORKS_OS_SANDBOX`), `jobsUrl` (`$ANIMAWORKS_JOBS_URL`) and `allowInternalHosts`
- * (`$ANIMAWORKS_ALLOW_INTERNAL_HOSTS`, comma-separated). A running host compares these of a CLI client
- * with its own before it serves the client's call.
- */
-export function hostOptionsIn(env: Environment): { osSandbox: "auto" | "required" | "off"; jobsUrl: string | undefined; allowInternalHosts: string[] } {
-  const url = env["ANIMAWORKS_JOBS_URL"]?.trim();
-  return {
-    osSandbox: (env["ANIMAWORKS_OS_SANDBOX"] as "auto" | "required" | "off" | undefined) ?? "auto",
-    jobsUrl: url ? url : undefined,
-    allowInternalHosts: (env["ANIMAWORKS_ALLOW_INTERNAL_HOSTS"] ?? "").split(",").map((item) => item.trim()).filter(Boolean),
-  };
-}
-
 /** Options of the CLI's self-starting host (the daemon). */
 export interface DaemonSettings {
-  /** `$ANIMAWORKS_NO_DAEMON` set to 1/true/yes: calls neither start nor use a running host; they run in-process. */
-  disabled: boolean;
-  /** `$ANIMAWORKS_DAEMON_IDLE_SECONDS` × 1,000: a daemon exits after this long without a call. Default: 900,000 (15 min). */
+  /** Whether a CLI call starts a daemon when no host serves it (`daemon`; `$ANIMAWORKS_NO_DAEMON=1`: not for this run). Default: true. */
+  enabled: boolean;
+  /** A daemon exits after this long without a call, ms (`daemon_idle_seconds`, `$ANIMAWORKS_DAEMON_IDLE_SECONDS`). Default: 900,000 (15 min). */
   idleTimeoutMs: number;
-}
-
-export function daemonSettingsIn(env: Environment): DaemonSettings {
-  const idle = env["ANIMAWORKS_DAEMON_IDLE_SECONDS"]?.trim();
-  return { disabled: noDaemonIn(env), idleTimeoutMs: idle ? idleTimeoutMs(idle, "ANIMAWORKS_DAEMON_IDLE_SECONDS") : 900_000 };
 }
 
 /** A daemon's idle time given in seconds (by `source`, named in the error), in ms. */
@@ -187,41 +185,90 @@ export function workerEnvironment(jobsUrl?: string): NodeJS.ProcessEnv {
   return env;
 }
 
-/** True when stdout is a terminal and colour/progress output is wanted. */
-export function isInteractive(): boolean {
-  return Boolean(process.stdout.isTTY) && process.env["CI"] !== "true";
-}
-
-export function resolveConfig(options: HostOptions = {}): HostConfig {
-  const dataDir = resolve(options.dataDir ?? defaultDataDir());
+/**
+ * The host's configuration: `options` first, then (for operator settings) `env` (default: this process's
+ * environment), then the data dir's config.json, then defaults. Throws `InvalidArguments` naming the key
+ * or variable of a wrong operator setting, and `TypeError` for a wrong option.
+ */
+export function resolveConfig(options: HostOptions = {}, env: Environment = process.env): HostConfig {
+  const dataDir = resolve(options.dataDir ?? defaultDataDirIn(env, process.cwd()));
+  const file = readOperatorFile(dataDir);
+  const fromEnv = environmentSettings(env);
+  const sources: Record<string, SettingSource> = {};
+  /** The value of one operator setting by precedence, noting where it came from. */
+  const pick = <K extends keyof FileSettings>(field: K, option: FileSettings[K] | undefined): FileSettings[K] | undefined => {
+    const key = SETTINGS.find((spec) => spec.field === field)?.key ?? field;
+    const [source, value] =
+      option !== undefined ? (["option", option] as const)
+      : fromEnv[field] !== undefined ? (["environment", fromEnv[field]] as const)
+      : file.settings[field] !== undefined ? (["file", file.settings[field]] as const)
+      : (["default", undefined] as const);
+    sources[key] = source;
+    return value as FileSettings[K] | undefined;
+  };
+  const allowedEnvironment = [...(pick("allowedEnvironment", options.allowedEnvironment) ?? [])];
+  const fsLimits = pick("fsLimits", options.fsLimits);
+  const idleSeconds = pick("daemonIdleSeconds", undefined);
   return {
     dataDir,
     coreToolsDir: resolve(options.coreToolsDir ?? join(PROJECT_ROOT, "tools")),
     cacheDir: resolve(options.cacheDir ?? join(dataDir, "cache", "animaworks-tool", "bundles")),
-    timeoutMs: positive(options.timeoutMs, 30_000, "timeoutMs"),
-    maxCallTimeoutMs: positive(options.maxCallTimeoutMs, 600_000, "maxCallTimeoutMs"),
-    memoryLimitMb: Math.max(8, positive(options.memoryLimitMb, 128, "memoryLimitMb")),
-    loadTimeoutMs: positive(options.loadTimeoutMs, 5_000, "loadTimeoutMs"),
-    maxOutputBytes: positive(options.maxOutputBytes, 50_000, "maxOutputBytes"),
-    maxResultTransferBytes: positive(options.maxResultTransferBytes, 1024 * 1024, "maxResultTransferBytes"),
+    timeoutMs: positive(pick("timeoutMs", options.timeoutMs), 30_000, "timeoutMs"),
+    maxCallTimeoutMs: positive(pick("maxCallTimeoutMs", options.maxCallTimeoutMs), 600_000, "maxCallTimeoutMs"),
+    memoryLimitMb: Math.max(8, positive(pick("memoryLimitMb", options.memoryLimitMb), 128, "memoryLimitMb")),
+    loadTimeoutMs: positive(pick("loadTimeoutMs", options.loadTimeoutMs), 5_000, "loadTimeoutMs"),
+    maxOutputBytes: positive(pick("maxOutputBytes", options.maxOutputBytes), 50_000, "maxOutputBytes"),
+    maxResultTransferBytes: positive(pick("maxResultTransferBytes", options.maxResultTransferBytes), 1024 * 1024, "maxResultTransferBytes"),
     isolation: options.isolation ?? "process",
-    sandboxProcesses: positive(options.sandboxProcesses, 2, "sandboxProcesses"),
-    osSandbox: osSandboxMode(options.osSandbox ?? osSandboxFromEnv()),
-    warmIsolatesMb: positive(options.warmIsolatesMb, defaultWarmIsolatesMb(), "warmIsolatesMb"),
-    maxIdleIsolates: positive(options.maxIdleIsolates, Number.POSITIVE_INFINITY, "maxIdleIsolates"),
-    maxConcurrentCallsPerAnima: Math.floor(positive(options.maxConcurrentCallsPerAnima, 8, "maxConcurrentCallsPerAnima")) || 1,
-    maxQueuedCallsPerAnima: Math.floor(positive(options.maxQueuedCallsPerAnima, 1_000, "maxQueuedCallsPerAnima")) || 1,
-    maxLogLinesPerCall: positive(options.maxLogLinesPerCall, 200, "maxLogLinesPerCall"),
-    maxLogLineChars: positive(options.maxLogLineChars, 2_000, "maxLogLineChars"),
-    onLog: atLeast(logLevel(options.logLevel ?? process.env["ANIMAWORKS_LOG_LEVEL"]), options.onLog ?? writeLogToStderr),
-    allowedEnvironment: [...(options.allowedEnvironment ?? [])],
-    environment: environmentSnapshot(options.allowedEnvironment ?? [], options.environment),
+    sandboxProcesses: positive(pick("sandboxProcesses", options.sandboxProcesses), 2, "sandboxProcesses"),
+    osSandbox: osSandboxMode(pick("osSandbox", options.osSandbox) ?? "auto"),
+    warmIsolatesMb: positive(pick("warmIsolatesMb", options.warmIsolatesMb), defaultWarmIsolatesMb(), "warmIsolatesMb"),
+    maxIdleIsolates: positive(pick("maxIdleIsolates", options.maxIdleIsolates), Number.POSITIVE_INFINITY, "maxIdleIsolates"),
+    maxConcurrentCallsPerAnima: Math.floor(positive(pick("maxConcurrentCallsPerAnima", options.maxConcurrentCallsPerAnima), 8, "maxConcurrentCallsPerAnima")) || 1,
+    maxQueuedCallsPerAnima: Math.floor(positive(pick("maxQueuedCallsPerAnima", options.maxQueuedCallsPerAnima), 1_000, "maxQueuedCallsPerAnima")) || 1,
+    maxLogLinesPerCall: positive(pick("maxLogLinesPerCall", options.maxLogLinesPerCall), 200, "maxLogLinesPerCall"),
+    maxLogLineChars: positive(pick("maxLogLineChars", options.maxLogLineChars), 2_000, "maxLogLineChars"),
+    ...logSettings(pick("logLevel", options.logLevel), options.onLog ?? writeLogToStderr),
+    allowedEnvironment,
+    environment: environmentSnapshot(allowedEnvironment, options.environment ?? env),
     auditFile: resolve(options.auditFile ?? join(dataDir, "logs", "animaworks-tool", "audit.jsonl")),
-    allowInternalHosts: [...(options.allowInternalHosts ?? hostOptionsIn(process.env).allowInternalHosts)],
-    fsLimits: { ...DEFAULT_FS_LIMITS, ...options.fsLimits },
+    allowInternalHosts: [...(pick("allowInternalHosts", options.allowInternalHosts) ?? [])],
+    fsLimits: { ...DEFAULT_FS_LIMITS, ...fsLimits },
     watch: options.watch ?? false,
-    jobsUrl: jobsUrl(options.jobsUrl ?? jobsUrlFromEnv()),
+    jobsUrl: jobsUrl(pick("jobsUrl", options.jobsUrl)),
+    mcpCoreTools: pick("mcpCoreTools", options.mcpCoreTools),
+    daemon: { enabled: pick("daemon", undefined) ?? true, idleTimeoutMs: idleSeconds === undefined ? 900_000 : Math.round(idleSeconds * 1000) },
+    operator: { file: file.path, fingerprint: file.fingerprint, sources },
   };
+}
+
+function logSettings(level: string | undefined, sink: (record: LogRecord) => void): { logLevel: LogRecord["level"]; onLog: (record: LogRecord) => void } {
+  const logLevel = checkedLogLevel(level);
+  return { logLevel, onLog: atLeast(logLevel, sink) };
+}
+
+/**
+ * The first setting in which two configurations differ that a run can set by itself (its data dir, and
+ * the settings with a flag or variable, including the values of the variables tools may read), as a
+ * phrase naming it, never a value (values may be secrets); or undefined. The settings only config.json
+ * or the library sets are compared as the file's fingerprint (`operator.fingerprint`); the log level is
+ * each run's own.
+ */
+export function settingDifference(wanted: HostConfig, running: HostConfig): string | undefined {
+  const perRun = SETTINGS.filter((spec) => spec.env !== undefined && spec.key !== "log_level" && spec.key !== "daemon_idle_seconds").map((spec) => spec.field);
+  const canonical = (value: unknown): string => JSON.stringify(Array.isArray(value) ? [...value].sort() : value) ?? "";
+  for (const field of ["dataDir", ...perRun] as Array<keyof HostConfig>) {
+    if (canonical(wanted[field]) !== canonical(running[field])) return `its ${settingName(field)} differs`;
+  }
+  const names = new Set([...Object.keys(wanted.environment), ...Object.keys(running.environment)]);
+  for (const name of names) {
+    if (wanted.environment[name] !== running.environment[name]) return `the environment variable ${name} (allowed for getCredential) differs`;
+  }
+  return undefined;
+}
+
+function settingName(field: string): string {
+  return SETTINGS.find((spec) => spec.field === field)?.key ?? field;
 }
 
 /** One sixth of the machine's memory, between 256 and 8,192 MB (see `HostOptions.warmIsolatesMb`). */
@@ -231,19 +278,13 @@ function defaultWarmIsolatesMb(): number {
 }
 
 /** The allowed variables only: nothing else of the host's environment is ever handed on. */
-function environmentSnapshot(allowed: string[], given: Record<string, string> | undefined): Record<string, string> {
-  const source = given ?? process.env;
+function environmentSnapshot(allowed: string[], source: Environment): Record<string, string> {
   const snapshot: Record<string, string> = {};
   for (const name of allowed) {
     const value = Object.hasOwn(source, name) ? source[name] : undefined;
     if (typeof value === "string") snapshot[name] = value;
   }
   return snapshot;
-}
-
-/** `$ANIMAWORKS_JOBS_URL` if set and non-empty. */
-export function jobsUrlFromEnv(): string | undefined {
-  return hostOptionsIn(process.env).jobsUrl;
 }
 
 /** A job store URL must be a postgres:// (or postgresql://) URL; the message never repeats a password. */
@@ -256,14 +297,9 @@ function jobsUrl(value: string | undefined): string | undefined {
     // reported below
   }
   if (protocol !== "postgres:" && protocol !== "postgresql:") {
-    throw new ToolHostError("InvalidArguments", "the job store URL (jobsUrl, $ANIMAWORKS_JOBS_URL or --jobs-url) must be a postgres:// URL", "e.g. postgres://user@db.example:5432/animaworks");
+    throw new ToolHostError("InvalidArguments", "the job store URL (--jobs-url, $ANIMAWORKS_JOBS_URL or jobs_url in config.json) must be a postgres:// URL", "e.g. postgres://user@db.example:5432/animaworks");
   }
   return value.trim();
-}
-
-/** `$ANIMAWORKS_OS_SANDBOX`, else "auto" (an invalid value is reported when a host is created). */
-export function osSandboxFromEnv(): "auto" | "required" | "off" {
-  return hostOptionsIn(process.env).osSandbox;
 }
 
 function osSandboxMode(value: string): "auto" | "required" | "off" {
@@ -283,13 +319,13 @@ const LOG_LEVELS: ReadonlyArray<LogRecord["level"]> = ["debug", "info", "warn", 
 
 /** `sink`, given only the lines at the level named by `value` (a `logLevel` or `$ANIMAWORKS_LOG_LEVEL`; default info) or above. */
 export function filteredLogSink(value: string | undefined, sink: (record: LogRecord) => void): (record: LogRecord) => void {
-  return atLeast(logLevel(value), sink);
+  return atLeast(checkedLogLevel(value), sink);
 }
 
-function logLevel(value: string | undefined): LogRecord["level"] {
+function checkedLogLevel(value: string | undefined): LogRecord["level"] {
   const level = value?.trim().toLowerCase() || "info";
   if (!(LOG_LEVELS as string[]).includes(level)) {
-    throw new ToolHostError("InvalidArguments", `the log level (logLevel or $ANIMAWORKS_LOG_LEVEL) must be debug, info, warn or error, not ${JSON.stringify(value)}`);
+    throw new ToolHostError("InvalidArguments", `the log level (log_level in config.json or $ANIMAWORKS_LOG_LEVEL) must be debug, info, warn or error, not ${JSON.stringify(value)}`);
   }
   return level as LogRecord["level"];
 }

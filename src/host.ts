@@ -1,5 +1,6 @@
 import type { AuditLog } from "./audit/audit-log.js";
 import { JsonlAuditLog } from "./audit/jsonl-audit-log.js";
+import { recordLoadError } from "./audit/load-errors.js";
 import { type AnimaReport, buildAnimaReport } from "./audit/report.js";
 import { ToolBundler } from "./build/bundler.js";
 import type { FetchCapability } from "./capabilities/fetch.js";
@@ -22,13 +23,24 @@ import { errorResult, escapeRegExp, toToolInfo, unknownTool, withAnimaDir } from
 import type { CallOptions, CallResult, PreparedCall, RunOptions, ToolHost, ToolInfo, ToolListing } from "./host-api.js";
 import { JobCalls } from "./capabilities/job-calls.js";
 import { monotonicMs } from "./clock.js";
+import { accessHint, systemFileError } from "./system-errors.js";
 
 export type { CallOptions, CallResult, PreparedCall, RunOptions, SchemaInfo, ToolHost, ToolInfo, ToolListing } from "./host-api.js";
 
 /** The composition root: wires the real bundler, executor and registry from one resolved config. */
 export function createHost(options: HostOptions = {}): ToolHost {
-  const config = resolveConfig(options);
-  const audit = new JsonlAuditLog(config.auditFile);
+  return hostFromConfig(resolveConfig(options));
+}
+
+/** A host of a configuration already resolved (the CLI resolves it from the invocation's own environment). */
+export function hostFromConfig(config: HostConfig): ToolHost {
+  const audit = new JsonlAuditLog(config.auditFile, {
+    onWriteError: (error, file) => {
+      const known = systemFileError(error, file);
+      const reason = known?.message ?? `cannot write ${file}: ${error instanceof Error ? error.message : String(error)}`;
+      config.onLog({ level: "error", logger: "animaworks.host", message: `the audit log is not being written (${reason}); calls, denials and credential uses go unrecorded until it can be — ${known?.hint ?? accessHint()}` });
+    },
+  });
   const jobCalls = new JobCalls();
   const capabilities = new CapabilityService({
     jobs: jobCalls,
@@ -261,11 +273,23 @@ class Host implements ToolHost {
   startWatching(): void {
     const dataDir = this.config.dataDir;
     const toolFile = new RegExp(`^${escapeRegExp(dataDir)}/(common_tools|animas/[^/]+/tools)/[^/]+$`);
-    this.watching = import("./registry/watcher.js").then(({ watchToolFolders }) =>
-      watchToolFolders([join(dataDir, "common_tools"), join(dataDir, "animas")], () => this.refresh(), {
-        depth: 2,
-        accept: (path) => toolFile.test(path),
-      }),
+    // Which tools a burst reloaded goes to the audit log (audit/reloads.ts) in a chain of its own, so
+    // that listing the Animas concerned never delays the next reload; closing the watcher waits for it.
+    let recording: Promise<unknown> = Promise.resolve();
+    this.watching = Promise.all([import("./registry/watcher.js"), import("./audit/reloads.js")]).then(([{ watchToolFolders }, { recordWatchedReloads }]) =>
+      watchToolFolders(
+        [join(dataDir, "common_tools"), join(dataDir, "animas")],
+        (paths) => {
+          this.refresh();
+          recording = recording.then(() => recordWatchedReloads(this, paths)).catch(() => {});
+        },
+        { depth: 2, accept: (path) => toolFile.test(path) },
+      ).then((watcher) => ({
+        close: async () => {
+          await watcher.close();
+          await recording;
+        },
+      })),
     );
   }
 
@@ -329,8 +353,10 @@ class Host implements ToolHost {
       entry = this.registry.load(view.sources.tools.get(toolName)!, view.names);
       view.entries.set(toolName, entry);
       void entry.then((loaded) => {
+        // Once per broken version, however many processes load it (audit/load-errors.ts).
         if (loaded.state === "error") {
-          this.audit.append({ kind: "load_error", ...(view.ref ? { anima: view.ref.name } : {}), tool: loaded.name, origin: loaded.origin, message: loaded.error.message });
+          const event = { kind: "load_error" as const, ...(view.ref ? { anima: view.ref.name } : {}), tool: loaded.name, origin: loaded.origin, message: loaded.error.message };
+          recordLoadError(this.config.dataDir, this.audit, event, loaded);
         }
       });
     }

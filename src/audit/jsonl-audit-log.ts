@@ -28,6 +28,11 @@ export interface JsonlAuditLogOptions {
   keepFiles?: number;
   /** Longest time a record waits in memory before it is written, in ms. Default: 20. */
   flushIntervalMs?: number;
+  /**
+   * Told when records could not be written (a read-only or full data dir), once until a write succeeds
+   * again: the records are lost, and the operator must hear of it. Default: none.
+   */
+  onWriteError?: (error: unknown, file: string) => void;
 }
 
 export class JsonlAuditLog implements AuditLog {
@@ -40,6 +45,8 @@ export class JsonlAuditLog implements AuditLog {
   private sizeBytes = 0;
   private readonly flushIntervalMs: number;
   private closed = false;
+  private failing = false;
+  private readonly onWriteError: ((error: unknown, file: string) => void) | undefined;
   /** The security trail (see above); undefined inside it. */
   private readonly security: JsonlAuditLog | undefined;
 
@@ -51,6 +58,7 @@ export class JsonlAuditLog implements AuditLog {
     this.maxBytes = options.maxBytes ?? 10 * 1024 * 1024;
     this.keepFiles = options.keepFiles ?? 3;
     this.flushIntervalMs = options.flushIntervalMs ?? 20;
+    this.onWriteError = options.onWriteError;
     this.security = securityTrail ? undefined : new JsonlAuditLog(securityFileOf(file), options, true);
   }
 
@@ -123,9 +131,18 @@ export class JsonlAuditLog implements AuditLog {
     try {
       const fd = this.open();
       this.sizeBytes += writeSync(fd, text);
+      this.failing = false;
       if (this.sizeBytes >= this.maxBytes && fstatSync(fd).size >= this.maxBytes) this.rotate();
-    } catch {
-      // The audit log must never take a call down with it; a lost write is the lesser harm.
+    } catch (error) {
+      // The audit log must never take a call down with it; a lost write is the lesser harm, and is reported.
+      if (!this.failing) {
+        this.failing = true;
+        try {
+          this.onWriteError?.(error, this.file);
+        } catch {
+          // a broken report sink changes nothing
+        }
+      }
     }
   }
 

@@ -61,7 +61,7 @@ export async function checkTarget(url: URL, rules: TargetRules, label: string): 
   const family = isIP(host);
   if (family !== 0) {
     const reason = nonPublicReason(host);
-    if (reason !== undefined && !rules.internal.allowsAddress(host)) throw deny(`${label}: ${shown(host)} is a ${reason} address`);
+    if (reason !== undefined && !rules.internal.allowsAddress(host)) throw denyInternal(`${label}: ${shown(host)} is a ${reason} address`);
     refuseCredentials(url, label);
     return { host, port, addresses: [{ address: host, family: family as 4 | 6 }] };
   }
@@ -69,7 +69,7 @@ export async function checkTarget(url: URL, rules: TargetRules, label: string): 
   const operatorName = rules.internal.allowsName(host);
   if (!operatorName) {
     const reason = blockedNameReason(host);
-    if (reason !== undefined) throw deny(`${label}: "${shown(host)}" is ${reason}`);
+    if (reason !== undefined) throw denyInternal(`${label}: "${shown(host)}" is ${reason}`);
   }
   refuseCredentials(url, label);
   // A trailing dot makes the name absolute: the resolver's search domains are never appended to it.
@@ -90,7 +90,8 @@ export async function checkTarget(url: URL, rules: TargetRules, label: string): 
     if (kind === 0) throw deny(`${label}: the host "${shown(host)}" resolved to something that is not an IP address`);
     if (operatorName ? rules.internal.blocksMetadata(address) : nonPublicReason(address) !== undefined && !rules.internal.allowsAddress(address)) {
       // The reason (loopback, private …) says why without revealing the address itself.
-      throw deny(`${label}: the host "${shown(host)}" resolves to a ${nonPublicReason(address) ?? "non-public"} address`);
+      const message = `${label}: the host "${shown(host)}" resolves to a ${nonPublicReason(address) ?? "non-public"} address`;
+      throw operatorName ? deny(message) : denyInternal(message);
     }
     if (!addresses.some((a) => a.address === address)) addresses.push({ address, family: kind as 4 | 6 });
   }
@@ -111,6 +112,14 @@ function refuseCredentials(url: URL, label: string): void {
 function deny(message: string): ToolHostError {
   return new ToolHostError("SandboxViolation", message);
 }
+
+/** A refusal the operator can lift for an internal service (never for cloud metadata addresses). */
+function denyInternal(message: string): ToolHostError {
+  return new ToolHostError("SandboxViolation", message, INTERNAL_HOSTS_HINT);
+}
+
+export const INTERNAL_HOSTS_HINT =
+  'tools reach only public addresses; an operator can allow an internal service with "allow_internal_hosts" in the "animaworks_tool" section of the data dir\'s config.json (or $ANIMAWORKS_ALLOW_INTERNAL_HOSTS)';
 
 function shown(host: string): string {
   return host.length > 100 ? `${host.slice(0, 100)}…` : host;

@@ -1,3 +1,4 @@
+import { effectiveSettings, formatSettings } from "../audit/effective-config.js";
 import { formatAnimaReport } from "../audit/report.js";
 import { type HostStatus, readHostStatuses } from "../audit/host-status.js";
 import { ToolHostError } from "../errors.js";
@@ -28,11 +29,12 @@ export async function runAudit(host: ToolHost, argv: string[], anima: string | u
   const isolation = isolationLayers(host.config);
   // What the long-running hosts of this data dir hold now (each publishes it; audit/host-status.ts).
   const hosts = readHostStatuses(host.config.dataDir);
+  const settings = effectiveSettings(host.config);
   if (json) {
-    out.stdout(JSON.stringify({ status: "ok", isolation, hosts, reports, sharedTools }, null, 2));
+    out.stdout(JSON.stringify({ status: "ok", settings, isolation, hosts, reports, sharedTools }, null, 2));
     return 0;
   }
-  const text = [formatIsolation(isolation), formatHosts(hosts), ...(reports.length === 0 ? ["No Animas found."] : reports.map(formatAnimaReport))];
+  const text = [formatSettings(host.config, settings), formatIsolation(isolation), formatHosts(hosts), ...(reports.length === 0 ? ["No Animas found."] : reports.map(formatAnimaReport))];
   if (sharedTools.length > 0) {
     text.push(["Shared tools that do not match their share record:", ...sharedTools.map((t) => `  ${t.tool}: ${t.status}${t.sharedBy ? ` (shared by ${t.sharedBy})` : ""}${t.detail ? ` — ${t.detail}` : ""}`)].join("\n"));
   }

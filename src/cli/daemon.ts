@@ -1,14 +1,14 @@
 import { hostname } from "node:os";
 import { setTimeout as delay } from "node:timers/promises";
 import { rmSync } from "node:fs";
-import { PROJECT_ROOT, daemonSettingsIn, formatLogRecord, idleTimeoutMs as idleTimeoutMsOf } from "../config.js";
+import { PROJECT_ROOT, idleTimeoutMs as idleTimeoutMsOf } from "../config.js";
 import { controlHost, launcherOf, startDaemon } from "../endpoint/client.js";
 import { endpointPaths, readBuildInfo } from "../endpoint/paths.js";
 import type { EndpointStatus } from "../endpoint/protocol.js";
 import { Endpoint } from "../endpoint/server.js";
 import type { Environment } from "../environment.js";
 import { ToolHostError } from "../errors.js";
-import { type ToolHost, createHost } from "../host.js";
+import { type ToolHost, hostFromConfig } from "../host.js";
 import type { Output } from "./output.js";
 
 export const DAEMON_USAGE = `Usage: animaworks-tool daemon start|stop|status|run [--idle-timeout S] [--json]
@@ -19,7 +19,8 @@ ANIMAWORKS_NO_DAEMON=1 or --no-daemon); it exits after S seconds without a call.
   stop                ask the daemon to stop (calls in flight finish first)
   status              which host serves CLI calls for this data dir, if any
   run                 run the daemon in this process (what start runs in the background)
-  --idle-timeout S    seconds without a call before it exits (default: $ANIMAWORKS_DAEMON_IDLE_SECONDS, else 900)`;
+  --idle-timeout S    seconds without a call before it exits (default: $ANIMAWORKS_DAEMON_IDLE_SECONDS,
+                      else daemon_idle_seconds in config.json, else 900)`;
 
 export interface DaemonCliContext {
   /** The invocation's host: its config gives the data dir and the options a daemon is started with. */
@@ -35,7 +36,7 @@ const POLL_MS = 50;
 
 export async function runDaemonCommand(argv: string[], ctx: DaemonCliContext): Promise<number> {
   const [sub, ...rest] = argv;
-  let idleTimeoutMs = daemonSettingsIn(ctx.env).idleTimeoutMs;
+  let idleTimeoutMs = ctx.host.config.daemon.idleTimeoutMs;
   for (let i = 0; i < rest.length; i++) {
     const token = rest[i] as string;
     const value = token.startsWith("--idle-timeout=") ? token.slice("--idle-timeout=".length) : token === "--idle-timeout" ? rest[++i] : undefined;
@@ -111,15 +112,8 @@ async function run(ctx: DaemonCliContext, idleTimeoutMs: number): Promise<number
   const { config } = ctx.host;
   const paths = endpointPaths(config.dataDir, hostname());
   const log = (message: string): void => ctx.out.stderr(`${new Date().toISOString()} animaworks-tool daemon: ${message}`);
-  const host = createHost({
-    dataDir: config.dataDir,
-    isolation: "process",
-    osSandbox: config.osSandbox,
-    watch: true,
-    allowInternalHosts: config.allowInternalHosts,
-    ...(config.jobsUrl ? { jobsUrl: config.jobsUrl } : {}),
-    onLog: (record) => ctx.out.stderr(formatLogRecord(record)),
-  });
+  // The invocation's own configuration (flags, environment, config.json), with processes and a watcher.
+  const host = hostFromConfig({ ...config, isolation: "process", watch: true });
   let stop: (reason: string) => void = () => {};
   const stopped = new Promise<string>((resolve) => (stop = resolve));
   const onSignal = (): void => stop("signal");

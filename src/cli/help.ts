@@ -27,12 +27,15 @@ const GLOBAL_OPTIONS = `Options:
   -j, --json            print a JSON envelope instead of plain text
   --demo                use the bundled demo data dir (examples/demo-data, Anima "demo")
   --os-sandbox MODE     bubblewrap around sandbox processes: auto, required, off
-                        (default: $ANIMAWORKS_OS_SANDBOX, else auto; "required" also runs one-shot calls in one)
+                        (default: $ANIMAWORKS_OS_SANDBOX, else config.json, else auto; "required" also runs
+                        one-shot calls in one)
   --jobs-url URL        background jobs in PostgreSQL (postgres://…) instead of the data dir's SQLite file
-                        (default: $ANIMAWORKS_JOBS_URL)
+                        (default: $ANIMAWORKS_JOBS_URL, else config.json)
   --no-daemon           run in this process: neither use nor start a running host ($ANIMAWORKS_NO_DAEMON=1)
   --version             print the version
-  -h, --help            show help (also: <tool> --help, <tool> <action> --help, help <tool>)`;
+  -h, --help            show help (also: <tool> --help, <tool> <action> --help, help <tool>)
+Operator settings (internal hosts, allowed environment, limits…): the "animaworks_tool" section of the
+data dir's config.json, or their ANIMAWORKS_* variables; \`audit\` shows those in force (README).`;
 
 export function topLevelHelp(listing: ToolListing | undefined): string {
   const lines = ["Usage: animaworks-tool <tool> <action> [args…] [--param value…]", "       animaworks-tool <command> [args…]", ""];

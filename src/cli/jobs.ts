@@ -1,5 +1,5 @@
 import { EXIT_CODES, type ErrorInfo, ToolHostError } from "../errors.js";
-import { type ToolHost, createHost } from "../host.js";
+import { type ToolHost, hostFromConfig } from "../host.js";
 import { JobService, eligibilityWarning, resultOf } from "../jobs/service.js";
 import { type Job, describeServer, isTerminal } from "../jobs/store.js";
 import { jobText, jobView, jobsTable, parseStatuses, progressBar, progressLine } from "../jobs/view.js";
@@ -162,8 +162,9 @@ async function serve(argv: string[], ctx: JobsCliContext): Promise<number> {
     ...(typeof perAnima === "string" ? { perAnimaConcurrency: wholeNumber(perAnima, "--per-anima", 1) } : {}),
   };
   const untilDrained = values.has("--until-drained");
-  const { dataDir, osSandbox, jobsUrl } = ctx.host.config;
-  const host = createHost({ dataDir, isolation: "process", osSandbox, watch: true, ...(jobsUrl ? { jobsUrl } : {}) });
+  const { jobsUrl } = ctx.host.config;
+  // The invocation's own configuration (flags, environment, config.json), with processes and a watcher.
+  const host = hostFromConfig({ ...ctx.host.config, isolation: "process", watch: true });
   const service = new JobService({ host, worker });
   // A standing worker also serves CLI calls for its data dir (unless a daemon does already).
   const endpoint = untilDrained ? undefined : await openEndpoint(host, ctx.out);

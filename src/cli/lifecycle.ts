@@ -1,5 +1,6 @@
 import { mkdir, readFile, rename, writeFile } from "node:fs/promises";
 import { basename, dirname, join, resolve } from "node:path";
+import { recordReloads, shareReloadEvent } from "../audit/reloads.js";
 import { ToolHostError } from "../errors.js";
 import type { ToolHost, ToolInfo } from "../host.js";
 import type { ValidateOptions } from "../lifecycle/validate.js";
@@ -12,6 +13,7 @@ import {
   scratchLoader,
   shareTool,
   toolNameProblem,
+  validationJson,
 } from "../lifecycle/index.js";
 import type { Output } from "./output.js";
 
@@ -27,6 +29,7 @@ export const LIFECYCLE_USAGE = {
     "Checks a tool file against the tool-creator checklist and loads it in the sandbox. A file in a tools folder",
     "of the data dir is checked where it is; any other file is a draft, checked as tool NAME (default: its file",
     "name) and against the core, shared and personal tools of the Anima (core and shared without one).",
+    "Every finding is reported in one run, each with the line of the file it is about (--json: as data).",
     "Exit codes: 0 no errors (warnings allowed), 2 no such file or bad arguments, 6 errors found.",
   ].join("\n"),
 } as const;
@@ -69,6 +72,9 @@ export async function refreshTools(host: ToolHost, anima: string | undefined): P
   await mkdir(dirname(file), { recursive: true });
   await writeFile(`${file}.tmp`, JSON.stringify(now));
   await rename(`${file}.tmp`, file);
+  // The audit log's record of the reload, against what it last recorded (not this report's memory: a
+  // watcher may have recorded the change already). A failure to record never fails the refresh.
+  await recordReloads({ dataDir: host.config.dataDir, audit: host.audit, listing, trigger: "refresh" }).catch(() => {});
   return report;
 }
 
@@ -106,6 +112,7 @@ export async function runLifecycleCommand(host: ToolHost, command: "refresh" | "
         anima,
         toolName: operand,
         validate: errorsForShare({ load: hostLoader(host) }),
+        onShared: (tool) => host.audit.append(shareReloadEvent(anima, tool)),
       });
       out.stdout(json ? JSON.stringify({ status: "ok", message: text }) : text);
       return 0;
@@ -133,7 +140,7 @@ export async function runLifecycleCommand(host: ToolHost, command: "refresh" | "
         };
       }
       const result = await runValidate(path, options);
-      out.stdout(json ? JSON.stringify({ status: result.exitCode === 0 ? "ok" : "error", report: result.text }) : result.text);
+      out.stdout(json ? JSON.stringify(validationJson(result)) : result.text);
       return result.exitCode;
     }
   }

@@ -1,10 +1,11 @@
 import { existsSync } from "node:fs";
 import { readFile } from "node:fs/promises";
 import { resolve } from "node:path";
-import { type LogRecord, PROJECT_ROOT, filteredLogSink, formatLogRecord, hostOptionsIn, processEnvironment } from "../config.js";
+import { type HostConfig, type LogRecord, PROJECT_ROOT, formatLogRecord, processEnvironment, resolveConfig } from "../config.js";
 import type { Environment } from "../environment.js";
 import { ToolHostError } from "../errors.js";
-import { type CallResult, type ToolHost, type ToolInfo, createHost } from "../host.js";
+import { systemFileError } from "../system-errors.js";
+import { type CallResult, type ToolHost, type ToolInfo, hostFromConfig } from "../host.js";
 import { RESERVED_NAMES } from "../registry/discovery.js";
 import { parseToolFlags } from "./flags.js";
 import { actionHelp, describeText, listText, toolHelp, topLevelHelp } from "./help.js";
@@ -31,12 +32,10 @@ export interface CliContext {
   hostFor?(options: InvocationHostOptions): ToolHost;
 }
 
-/** What an invocation asks of its host: the options a flag or its environment can set. */
+/** What an invocation asks of its host. */
 export interface InvocationHostOptions {
-  dataDir: string;
-  osSandbox: "auto" | "required" | "off";
-  jobsUrl: string | undefined;
-  allowInternalHosts: string[];
+  /** The host configuration the invocation's own process would have (its flags, environment and config.json). */
+  config: HostConfig;
   /** Where the invocation's host log lines and its calls' tool log lines go (its stderr). */
   onLog: (record: LogRecord) => void;
 }
@@ -82,34 +81,27 @@ export async function main(argv: string[], out: Output = defaultOutput(), contex
       if (rest.length === 0) return out.stderr(topLevelHelp(undefined)), 2;
       throw new ToolHostError("NotFound", `the data dir ${dataDir} does not exist`, "check --data-dir, $ANIMAWORKS_DATA_DIR or $ANIMAWORKS_ANIMA_DIR (or create it: mkdir -p DIR/animas)");
     }
-    const fromEnv = hostOptionsIn(ctx.env);
-    const osSandbox = osSandboxOption(options.osSandbox ?? identityOptions.osSandbox) ?? fromEnv.osSandbox;
-    const jobsUrl = options.jobsUrl ?? identityOptions.jobsUrl ?? fromEnv.jobsUrl;
-    // Log lines go through the CLI's own stderr writer (synchronous; process.stderr would load Node's
-    // stream modules, ≈ 10 ms of a one-shot call).
-    // The invocation's own log level ($ANIMAWORKS_LOG_LEVEL), also when a running host serves it.
-    const onLog = filteredLogSink(ctx.env["ANIMAWORKS_LOG_LEVEL"], (record: LogRecord): void => out.stderr(formatLogRecord(record)));
+    const osSandbox = osSandboxOption(options.osSandbox ?? identityOptions.osSandbox);
+    const jobsUrl = options.jobsUrl ?? identityOptions.jobsUrl;
+    const flags = { dataDir, ...(osSandbox !== undefined ? { osSandbox } : {}), ...(jobsUrl !== undefined ? { jobsUrl } : {}) };
+    // The invocation's own settings: its flags, its environment (also when a running host serves it), the
+    // data dir's config.json, the defaults. Log lines go through the CLI's own stderr writer (synchronous;
+    // process.stderr would load Node's stream modules, ≈ 10 ms of a one-shot call).
+    const settings = resolveConfig({ ...flags, onLog: (record: LogRecord): void => out.stderr(formatLogRecord(record)) }, ctx.env);
     if (ctx.hostFor) {
       if (rest[0] !== undefined && LOCAL_COMMANDS.has(rest[0])) throw new Declined("command", `"${rest[0]}" runs in the calling process`);
-      host = ctx.hostFor({ dataDir, osSandbox, jobsUrl, allowInternalHosts: fromEnv.allowInternalHosts, onLog });
+      host = ctx.hostFor({ config: settings, onLog: settings.onLog });
     } else {
       // Long-running commands get supervised sandbox processes; a one-shot call runs isolates in-process.
       const longRunning = rest[0] === "mcp";
-      host = createHost({
-        dataDir,
-        // An operator who requires the OS sandbox gets it for one-shot calls too (at the cost of a start).
-        isolation: longRunning || osSandbox === "required" ? "process" : "in-process",
-        osSandbox,
-        ...(jobsUrl !== undefined ? { jobsUrl } : {}),
-        allowInternalHosts: fromEnv.allowInternalHosts,
-        onLog,
-        logLevel: "debug", // onLog filters by the invocation's own level
-      });
+      // An operator who requires the OS sandbox gets it for one-shot calls too (at the cost of a start).
+      host = hostFromConfig({ ...settings, isolation: longRunning || settings.osSandbox === "required" ? "process" : "in-process" });
     }
     return await run(host, rest, options, anima, out, ctx);
   } catch (error) {
     if (error instanceof Declined) throw error;
-    const info = error instanceof ToolHostError ? error.toInfo() : { type: "ExecutionError" as const, message: String(error instanceof Error ? error.message : error) };
+    const known = error instanceof ToolHostError ? error : systemFileError(error);
+    const info = known ? known.toInfo() : { type: "ExecutionError" as const, message: String(error instanceof Error ? error.message : error) };
     return printError(out, info, options.json);
   } finally {
     await host?.close();

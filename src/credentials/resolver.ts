@@ -120,7 +120,15 @@ export async function getCredential(context: CredentialContext, request: Credent
 
   const places = [`config.json credentials.${credentialName}.${keyName}`];
   if (envVar !== undefined) places.push("vault.json", `environment variable ${envVar}`);
-  throw new ToolHostError("ToolConfigError", `Tool '${toolName}' requires credential '${credentialName}'. Set it in: ${places.join(" or ")}`);
+  // A variable set in the caller's shell but not allowed is the usual surprise: say so, and where to allow it.
+  const notAllowed = envVar !== undefined && context.sources.environment.allows?.(envVar) === false;
+  throw new ToolHostError(
+    "ToolConfigError",
+    `Tool '${toolName}' requires credential '${credentialName}'. Set it in: ${places.join(" or ")}`,
+    notAllowed
+      ? `the host reads environment variable ${envVar} only if the operator allows it: add it to "allowed_environment" in the "animaworks_tool" section of config.json (or $ANIMAWORKS_ALLOWED_ENVIRONMENT)`
+      : undefined,
+  );
 }
 
 interface LookupStep {

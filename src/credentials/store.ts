@@ -89,5 +89,6 @@ export interface CredentialSources {
   readonly config: CredentialStore;
   readonly vault: CredentialStore;
   readonly legacy: CredentialStore;
-  readonly environment: CredentialStore;
+  /** `allows` tells a variable the operator did not allow from one that is unset (for the error's hint). */
+  readonly environment: CredentialStore & { allows?(name: string): boolean };
 }

@@ -180,8 +180,10 @@ export class LegacyCredentialStore implements CredentialStore {
 export class EnvironmentCredentialStore implements CredentialStore {
   readonly source = "environment" as const;
   private readonly values = new Map<string, string>();
+  private readonly allowed: ReadonlySet<string>;
 
   constructor(options: { variables: Readonly<Record<string, string | undefined>>; allowed: readonly string[] }) {
+    this.allowed = new Set(options.allowed);
     for (const name of options.allowed) {
       const value = ownValue(options.variables as Record<string, unknown>, name);
       if (typeof value === "string" && value !== "") this.values.set(name, value);
@@ -190,6 +192,11 @@ export class EnvironmentCredentialStore implements CredentialStore {
 
   async get(scope: CredentialScope, key: string): Promise<string | undefined> {
     return scope.kind === "shared" ? this.values.get(key) : undefined;
+  }
+
+  /** Whether the operator allows tools to read the variable (its value may still be unset). */
+  allows(name: string): boolean {
+    return this.allowed.has(name);
   }
 }
 

@@ -1,4 +1,4 @@
-import { closeSync, existsSync, openSync, rmSync, statSync, writeSync } from "node:fs";
+import { closeSync, existsSync, openSync, readFileSync, rmSync, statSync, writeSync } from "node:fs";
 import type { Socket } from "node:net";
 import { join } from "node:path";
 import { type GlobalOptions, LOCAL_COMMANDS, emptyOptions, resolveIdentity, takeGlobalOptions } from "../cli/invocation.js";
@@ -43,8 +43,6 @@ export interface DaemonStart {
   args: string[];
 }
 
-/** Variables sent with a call: everything the CLI reads of its environment. */
-const FORWARDED = /^(ANIMAWORKS_\w+|HOME|CI)$/;
 const CONNECT_TIMEOUT_MS = 2_000;
 
 export async function runThroughHost(argv: readonly string[], io: ClientIo, setup: ClientSetup): Promise<ClientOutcome> {
@@ -64,10 +62,11 @@ export async function runThroughHost(argv: readonly string[], io: ClientIo, setu
   // A data dir that does not exist gets no daemon (and no folders made for one): the CLI reports it.
   if (!existsSync(dataDir)) return { served: false, reason: `the data dir ${dataDir} does not exist` };
   const paths = endpointPaths(dataDir, setup.hostname);
-  const daemon: DaemonStart = { dataDir, paths, args: daemonArgs(options) };
-  if (!isPrivateDir(paths.dir)) return { served: false, reason: "no host endpoint in this data dir", daemon };
+  // Asked only when no host serves the call (config.json is not read on the served path).
+  const daemon = (): { daemon?: DaemonStart } => (daemonWanted(dataDir) ? { daemon: { dataDir, paths, args: daemonArgs(options) } } : {});
+  if (!isPrivateDir(paths.dir)) return { served: false, reason: "no host endpoint in this data dir", ...daemon() };
   const env: Record<string, string> = {};
-  for (const [name, value] of Object.entries(setup.env)) if (value !== undefined && FORWARDED.test(name)) env[name] = value;
+  for (const [name, value] of Object.entries(setup.env)) if (value !== undefined) env[name] = value;
   const call = encodeFrame({
     type: "call",
     protocol: PROTOCOL_VERSION,
@@ -80,8 +79,23 @@ export async function runThroughHost(argv: readonly string[], io: ClientIo, setu
     stderrIsTerminal: io.isTerminal(2),
   });
   const socket = await connectTo(paths.socket, call);
-  if (!socket) return { served: false, reason: "no host answers", daemon };
+  if (!socket) return { served: false, reason: "no host answers", ...daemon() };
   return converse(socket, io, options.json, daemon);
+}
+
+/**
+ * False when the operator turned automatic daemons off (`"daemon": false` in the `animaworks_tool`
+ * section of config.json). Read without the host's validation (the thin client loads no ajv); a file
+ * that cannot be read or parsed leaves the decision to the default, and the in-process call that
+ * follows reports what is wrong with it.
+ */
+function daemonWanted(dataDir: string): boolean {
+  try {
+    const config = JSON.parse(readFileSync(join(dataDir, "config.json"), "utf8")) as { animaworks_tool?: { daemon?: unknown } } | null;
+    return config?.animaworks_tool?.daemon !== false;
+  } catch {
+    return true;
+  }
 }
 
 function daemonArgs(options: GlobalOptions): string[] {
@@ -118,7 +132,7 @@ function connectTo(socket: string, first: Buffer): Promise<Socket | undefined> {
   });
 }
 
-function converse(socket: Socket, io: ClientIo, json: boolean, daemon: DaemonStart): Promise<ClientOutcome> {
+function converse(socket: Socket, io: ClientIo, json: boolean, daemon: () => { daemon?: DaemonStart }): Promise<ClientOutcome> {
   const send = (message: ClientMessage): void => void socket.write(encodeFrame(message));
   return new Promise((resolve) => {
     const decoder = new FrameDecoder();
@@ -162,7 +176,7 @@ function converse(socket: Socket, io: ClientIo, json: boolean, daemon: DaemonSta
           case "exit":
             return finish({ served: true, code: message.code });
           case "refused":
-            return finish({ served: false, reason: message.message, ...(message.restarting ? { daemon } : {}) });
+            return finish({ served: false, reason: message.message, ...(message.restarting ? daemon() : {}) });
           case "error":
             return failed(`the running animaworks-tool host could not run the call: ${message.message}`);
           default:

@@ -41,12 +41,16 @@ export class InvocationHost implements ToolHost {
   private readonly warned = new Set<string>();
   private readonly looked = new Set<string>();
 
+  private readonly onLog: (record: LogRecord) => void;
+
+  /** `config`: the invocation's own, equal to the host's in every setting that decides how calls run. */
   constructor(
     private readonly host: ToolHost,
-    private readonly onLog: (record: LogRecord) => void,
+    config: ToolHost["config"],
     private readonly freshness: FolderFreshness,
   ) {
-    this.config = { ...host.config, onLog };
+    this.config = { ...config, isolation: host.config.isolation, watch: host.config.watch };
+    this.onLog = config.onLog;
   }
 
   get audit(): ToolHost["audit"] {

@@ -31,7 +31,11 @@ export interface CallMessage extends BuildInfo {
   protocol: number;
   argv: string[];
   cwd: string;
-  /** The client's ANIMAWORKS_* variables, HOME and CI: all the CLI reads of its environment. */
+  /**
+   * The client's environment, whole: the call is resolved as the client's own process would resolve it
+   * (ANIMAWORKS_*, HOME, CI, and the variables the operator lets getCredential read, which the host
+   * compares with its own before it serves the call). Same user only: the socket is owner-only.
+   */
   env: Record<string, string>;
   stdoutIsTerminal: boolean;
   stderrIsTerminal: boolean;

@@ -4,7 +4,7 @@ import { hostname as machineName } from "node:os";
 import { Declined, type InvocationHostOptions, main } from "../cli/main.js";
 import type { Output } from "../cli/output.js";
 import { monotonicMs } from "../clock.js";
-import { PROJECT_ROOT } from "../config.js";
+import { PROJECT_ROOT, settingDifference } from "../config.js";
 import { ToolHostError } from "../errors.js";
 import type { ToolHost } from "../host-api.js";
 import { FolderFreshness, InvocationHost } from "./invocation-host.js";
@@ -42,7 +42,7 @@ export interface EndpointOptions {
   /** Stdin a client may send for one call (`--args-file -`), bytes. Default: 64 MiB. */
   maxStdinBytes?: number;
   /** A `daemon` is asked to stop (`daemon stop`, or a client of this install built since it started). */
-  onStopRequest?: (reason: "requested" | "outdated") => void;
+  onStopRequest?: (reason: "requested" | "outdated" | "settings changed") => void;
   /** Operator-facing lines (refusals, protocol errors). Default: none. */
   log?: (message: string) => void;
 }
@@ -299,18 +299,17 @@ export class Endpoint {
   /** This host, for an invocation that asks for exactly what it is; else `Declined` (the client runs it). */
   private hostFor(options: InvocationHostOptions): ToolHost {
     const config = this.options.host.config;
-    const mismatch =
-      options.dataDir !== config.dataDir
-        ? `it serves the data dir ${config.dataDir}`
-        : options.jobsUrl !== config.jobsUrl
-          ? "it uses another job store"
-          : [...options.allowInternalHosts].sort().join(",") !== [...config.allowInternalHosts].sort().join(",")
-            ? "it allows other internal hosts"
-            : options.osSandbox !== config.osSandbox
-              ? `the call asks for OS sandbox mode "${options.osSandbox}", the host runs "${config.osSandbox}"`
-              : undefined;
+    if (options.config.dataDir === config.dataDir && options.config.operator.fingerprint !== config.operator.fingerprint) {
+      // The operator changed config.json since this host started: a daemon makes way for one that reads it.
+      if (this.options.kind === "daemon") {
+        void this.stopAccepting();
+        this.options.onStopRequest?.("settings changed");
+      }
+      throw new Declined("config", `the running host (pid ${process.pid}) started with other settings in ${config.operator.file}`);
+    }
+    const mismatch = settingDifference(options.config, config);
     if (mismatch) throw new Declined("config", `the running host cannot run this call as asked: ${mismatch}`);
-    return new InvocationHost(this.options.host, options.onLog, this.freshness);
+    return new InvocationHost(this.options.host, options.config, this.freshness);
   }
 
   private firstMessageTimeoutMs(): number {

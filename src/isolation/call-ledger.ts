@@ -163,8 +163,8 @@ export class CallLedger {
   private logLines = 0;
   private ended = false;
   private endReason = "";
-  /** `type\0message` of every denial the host issued to this call. */
-  private readonly denials = new Set<string>();
+  /** `type\0message` of every error the host issued to this call → the host's hint for it, if any. */
+  private readonly denials = new Map<string, string | undefined>();
 
   constructor(
     readonly context: CallContext,
@@ -205,7 +205,7 @@ export class CallLedger {
         held.push(budget);
       }
       const reply = await invoke(this.signal);
-      if (!reply.ok) this.denials.add(`${reply.error.type}\0${reply.error.message}`);
+      if (!reply.ok) this.denials.set(`${reply.error.type}\0${reply.error.message}`, reply.error.hint);
       return reply;
     } catch {
       return { ok: false, error: { type: "ExecutionError", message: `${name}: the call ended before the host could answer` } };
@@ -231,8 +231,13 @@ export class CallLedger {
    * did not issue to this very call is the tool's own error, whatever the sandbox claims.
    */
   judge(error: ErrorInfo): ErrorInfo {
+    const key = `${error.type}\0${error.message}`;
+    if (this.denials.has(key)) {
+      // An error the host issued and the tool let through keeps the host's own hint (never one the sandbox sent).
+      const hint = this.denials.get(key);
+      return hint === undefined ? { type: error.type, message: error.message } : { type: error.type, message: error.message, hint };
+    }
     if (error.type !== "SandboxViolation" && error.type !== "PermissionDenied") return error;
-    if (this.denials.has(`${error.type}\0${error.message}`)) return error;
     return { type: "ExecutionError", message: `the tool threw an error named ${error.type} that the host did not issue: ${error.message}` };
   }
 
@@ -247,7 +252,7 @@ export class CallLedger {
 
   private refuse(name: string, message: string): CapabilityReply {
     const error: ErrorInfo = { type: "SandboxViolation", message: `${name}: ${message}` };
-    this.denials.add(`${error.type}\0${error.message}`);
+    this.denials.set(`${error.type}\0${error.message}`, undefined);
     try {
       this.onRefusal?.(this.context, name, error);
     } catch {

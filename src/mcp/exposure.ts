@@ -1,5 +1,3 @@
-import { readFile } from "node:fs/promises";
-import { join } from "node:path";
 import { ToolHostError } from "../errors.js";
 import type { ToolHost, ToolInfo } from "../host-api.js";
 
@@ -21,18 +19,13 @@ export interface CoreToolExposure {
  * at start with an error naming the key.
  */
 export async function coreToolExposure(host: ToolHost): Promise<CoreToolExposure> {
-  const file = join(host.config.dataDir, "config.json");
-  let text: string | undefined;
-  try {
-    text = await readFile(file, "utf8");
-  } catch {
-    // no config.json: every core tool
-  }
-  const listed = text === undefined ? undefined : listedCoreTools(text, file);
+  // Read and checked for its form with the rest of the operator's settings (src/operator-config.ts).
+  const listed = host.config.mcpCoreTools === undefined ? undefined : new Set(host.config.mcpCoreTools);
   if (listed !== undefined) {
     const core = (await host.list()).tools.filter((tool) => tool.origin === "core").map((tool) => tool.name);
     const unknown = [...listed].filter((name) => !core.includes(name));
     if (unknown.length > 0) {
+      const file = host.config.operator.file;
       throw new ToolHostError("InvalidArguments", `${MCP_CORE_TOOLS_KEY} in ${file} names ${unknown.map((n) => JSON.stringify(n)).join(", ")}, which ${unknown.length === 1 ? "is not a core tool" : "are not core tools"}`, `core tools: ${core.join(", ")}`);
     }
   }
@@ -45,21 +38,4 @@ export async function coreToolExposure(host: ToolHost): Promise<CoreToolExposure
       return tool && !exposes(tool) ? tool.name : undefined;
     },
   };
-}
-
-function listedCoreTools(text: string, file: string): Set<string> | undefined {
-  let config: unknown;
-  try {
-    config = JSON.parse(text);
-  } catch (error) {
-    throw new ToolHostError("InvalidArguments", `${file} is not valid JSON: ${(error as Error).message}`, "fix the file (AnimaWorks refuses it too)");
-  }
-  const section = typeof config === "object" && config !== null ? (config as Record<string, unknown>)["animaworks_tool"] : undefined;
-  if (section === undefined) return undefined;
-  const value = typeof section === "object" && section !== null && !Array.isArray(section) ? (section as Record<string, unknown>)["mcp_core_tools"] : section;
-  if (value === undefined && typeof section === "object" && section !== null && !Array.isArray(section)) return undefined;
-  if (!Array.isArray(value) || !value.every((name) => typeof name === "string")) {
-    throw new ToolHostError("InvalidArguments", `${MCP_CORE_TOOLS_KEY} in ${file} must be a list of core tool names`, 'e.g. "animaworks_tool": { "mcp_core_tools": ["text_stats", "file_search"] }');
-  }
-  return new Set(value as string[]);
 }

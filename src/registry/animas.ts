@@ -1,6 +1,7 @@
 import { readdir, stat } from "node:fs/promises";
 import { join } from "node:path";
 import { ToolHostError } from "../errors.js";
+import { systemFileError } from "../system-errors.js";
 import type { AnimaRef } from "./registry.js";
 
 /**
@@ -13,7 +14,13 @@ const ANIMA_NAME_PATTERN = /^(?!\.)[^/\\\0\uFFFD]{1,128}$/;
 
 export async function listAnimas(dataDir: string): Promise<string[]> {
   const names: string[] = [];
-  const entries = await readdir(join(dataDir, "animas"), { withFileTypes: true }).catch(() => []);
+  const folder = join(dataDir, "animas");
+  const entries = await readdir(folder, { withFileTypes: true }).catch((error: unknown) => {
+    // No folder: no Animas. One this user cannot read must not pass for an empty one.
+    const denied = systemFileError(error, folder);
+    if (denied) throw denied;
+    return [];
+  });
   for (const entry of entries) {
     if (entry.isDirectory() && ANIMA_NAME_PATTERN.test(entry.name)) names.push(entry.name);
   }
@@ -25,7 +32,11 @@ export async function resolveAnima(dataDir: string, name: string): Promise<Anima
     throw new ToolHostError("InvalidArguments", `"${String(name)}" is not a valid Anima name`, "an Anima name is the name of its folder under animas/");
   }
   const dir = join(dataDir, "animas", name);
-  const info = await stat(dir).catch(() => undefined);
+  const info = await stat(dir).catch((error: unknown) => {
+    const denied = systemFileError(error, dir);
+    if (denied) throw denied;
+    return undefined;
+  });
   if (!info?.isDirectory()) {
     const known = await listAnimas(dataDir);
     throw new ToolHostError(

@@ -1,6 +1,7 @@
 import type { Dirent } from "node:fs";
 import { readdir, stat } from "node:fs/promises";
-import { extname, join } from "node:path";
+import { basename, extname, join } from "node:path";
+import { systemFileError } from "../system-errors.js";
 
 export type ToolOrigin = "core" | "shared" | "personal";
 
@@ -39,8 +40,11 @@ export async function discoverFolder(folder: string, origin: ToolOrigin): Promis
   let entries: Dirent[];
   try {
     entries = await readdir(folder, { withFileTypes: true });
-  } catch {
-    return { tools: [], problems: [] };
+  } catch (error) {
+    // A missing folder has no tools; one this user cannot read is said so, not passed off as empty.
+    const denied = systemFileError(error, folder);
+    if (!denied) return { tools: [], problems: [] };
+    return { tools: [], problems: [{ name: basename(folder), origin, file: folder, message: `${denied.message}: its tools are not loaded (${denied.hint})` }] };
   }
   const byName = new Map<string, string[]>();
   for (const entry of entries.sort((a, b) => (a.name < b.name ? -1 : a.name > b.name ? 1 : 0))) {

@@ -238,7 +238,7 @@ describe.each(CLI_MODES)("animaworks-tool CLI (%s)", (mode) => {
     const bad = await runner.run(["--data-dir", data.dir, "validate", "scratch/draft.ts"], { cwd });
     expect(bad.ranBy).toBe(mode === "daemon" ? "host" : "in-process"); // the relative path is the client's
     expect(bad.code).toBe(6);
-    expect(bad.stdout).toBe(`${path}: error [load] draft: schema "wrongprefix_b" must be named draft_<action> (the file is draft; e.g. draft_query)\n${path}: 1 error, 0 warnings`);
+    expect(bad.stdout).toBe(`${path}:1: error [schemas] schema "wrongprefix_b" must be named draft_<action> (the file is draft; e.g. draft_query)\n${path}: 1 error, 0 warnings`);
     data.write("animas/alice/scratch/draft.ts", draft("notes_add"));
     // --name: checked as tool "notes", which alice already has (a warning); without an Anima, no such tool.
     const named = await runner.run(["--data-dir", data.dir, "--anima", "alice", "validate", "scratch/draft.ts", "--name", "notes"], { cwd });
@@ -267,7 +267,7 @@ describe.each(CLI_MODES)("animaworks-tool CLI (%s)", (mode) => {
     expect((await cli("audit", "--anima", "alice")).stdout).not.toContain("do not match");
     data.write("common_tools/notes.ts", `${NOTES_TOOL}\n// edited in place`);
     const audit = await cli("audit", "--anima", "alice");
-    expect(audit.stdout).toMatch(/^Isolation layers \(long-running hosts: serve, mcp\):\n {2}isolate: isolated-vm, \d+ MB heap, \d+ ms per call\n {2}sandbox processes: \d+/);
+    expect(audit.stdout).toMatch(/^Configuration \(flag > environment > "animaworks_tool" in .*config\.json > default\):\n(  .*\n)+\nIsolation layers \(long-running hosts: serve, mcp\):\n {2}isolate: isolated-vm, \d+ MB heap, \d+ ms per call\n {2}sandbox processes: \d+/);
     expect(audit.stdout).toMatch(/\n {2}OS sandbox: (bubblewrap \(namespaces user, pid, net|OFF \()/);
     const auditJson = JSON.parse((await cli("audit", "--anima", "alice", "--json")).stdout) as { isolation: { osSandbox: { mode: string; enabled: boolean } } };
     expect(auditJson.isolation.osSandbox.mode).toBe("auto");

@@ -167,9 +167,10 @@ describe("the self-starting daemon", () => {
     const bad = cli(data, ["daemon", "start", "--idle-timeout", "soon"]);
     expect(bad.status).toBe(2);
     expect(bad.stderr).toMatch(/^Error \(InvalidArguments\): --idle-timeout must be a number of seconds/);
-    cli(data, ["daemon", "start", "--idle-timeout", "1"]);
+    // "start" returns once the daemon answers; 3 s leaves the status check time on a loaded machine.
+    cli(data, ["daemon", "start", "--idle-timeout", "3"]);
     expect(status(data).running).toBe(true);
-    await waitFor(() => !status(data).running && daemonPids(data).length === 0, 15_000, 100);
+    await waitFor(() => !status(data).running && daemonPids(data).length === 0, 20_000, 100);
   });
 
   it("is neither used nor started with --no-daemon or ANIMAWORKS_NO_DAEMON=1", () => {

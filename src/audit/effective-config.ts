@@ -1,0 +1,45 @@
+import type { HostConfig } from "../config.js";
+import { CONFIG_SECTION, SETTINGS, type SettingSource, maskSecret } from "../operator-config.js";
+
+/** One operator setting as in force: its value (secrets masked; never an environment variable's value) and where it came from. */
+export interface EffectiveSetting {
+  key: string;
+  value: unknown;
+  source: SettingSource;
+}
+
+/** Every operator setting of `config`, in `SETTINGS` order, as `audit` shows it. */
+export function effectiveSettings(config: HostConfig): EffectiveSetting[] {
+  return SETTINGS.map((spec) => {
+    const value = valueOf(config, spec.field);
+    return {
+      key: spec.key,
+      value: spec.secret && typeof value === "string" ? maskSecret(value) : value,
+      source: config.operator.sources[spec.key] ?? "default",
+    };
+  });
+}
+
+function valueOf(config: HostConfig, field: (typeof SETTINGS)[number]["field"]): unknown {
+  switch (field) {
+    case "daemon":
+      return config.daemon.enabled;
+    case "daemonIdleSeconds":
+      return config.daemon.idleTimeoutMs / 1000;
+    case "fsLimits":
+      return Object.fromEntries(Object.entries(config.fsLimits).map(([name, limit]) => [name.replace(/[A-Z]/g, (c) => `_${c.toLowerCase()}`), limit]));
+    case "maxIdleIsolates":
+      return Number.isFinite(config.maxIdleIsolates) ? config.maxIdleIsolates : null;
+    default:
+      return (config as unknown as Record<string, unknown>)[field] ?? null;
+  }
+}
+
+export function formatSettings(config: HostConfig, settings: EffectiveSetting[]): string {
+  const shown = (value: unknown): string =>
+    value === null ? "(none)" : Array.isArray(value) ? (value.length ? value.join(", ") : "(none)") : typeof value === "object" ? Object.entries(value as object).map(([k, v]) => `${k} ${String(v)}`).join(", ") : String(value);
+  return [
+    `Configuration (flag > environment > "${CONFIG_SECTION}" in ${config.operator.file} > default):`,
+    ...settings.map((setting) => `  ${setting.key}: ${setting.key === "mcp_core_tools" && setting.value === null ? "(every core tool)" : shown(setting.value)}${setting.source === "default" ? "" : ` [${setting.source === "option" ? "flag" : setting.source}]`}`),
+  ].join("\n");
+}

@@ -1,0 +1,226 @@
+import { readFileSync } from "node:fs";
+import { join } from "node:path";
+import { ToolHostError } from "./errors.js";
+import { systemFileError } from "./system-errors.js";
+import { type ValidateFunction, getAjv } from "./validation/ajv.js";
+
+/**
+ * The operator's configuration of the host: the `animaworks_tool` section of the data dir's `config.json`
+ * (AnimaWorks' own file). Every setting a host takes from the operator is declared once in `SETTINGS`:
+ * its key in the file, the `HostOptions` field it sets, the environment variable that overrides it for
+ * one run, and its JSON Schema. Precedence: a flag or `createHost` option > the environment variable >
+ * the file > the default (src/config.ts resolves it).
+ *
+ * The section is validated with ajv when a host starts; an invalid file stops the start with an error
+ * naming each wrong key. Without the section nothing is validated (and ajv is not loaded).
+ * This module reads files, never `process.env`: config.ts hands the environment in.
+ */
+export const CONFIG_SECTION = "animaworks_tool";
+
+export type SettingSource = "option" | "environment" | "file" | "default";
+
+export interface SettingSpec {
+  /** Key in the `animaworks_tool` section. */
+  key: string;
+  /** Field of the resolved settings (`HostOptions` where the host has one). */
+  field: keyof FileSettings;
+  /** Variable that overrides the file for one run, if any. */
+  env?: string;
+  /** JSON Schema of the value in the file. */
+  schema: Record<string, unknown>;
+  /** One line for `audit` and the README. */
+  description: string;
+  /** The value may hold a password (shown masked). */
+  secret?: boolean;
+}
+
+/** The settings as read from the file, in the host's own names and units. */
+export interface FileSettings {
+  osSandbox?: "auto" | "required" | "off";
+  jobsUrl?: string;
+  allowInternalHosts?: string[];
+  allowedEnvironment?: string[];
+  logLevel?: "debug" | "info" | "warn" | "error";
+  timeoutMs?: number;
+  maxCallTimeoutMs?: number;
+  memoryLimitMb?: number;
+  loadTimeoutMs?: number;
+  maxOutputBytes?: number;
+  maxResultTransferBytes?: number;
+  sandboxProcesses?: number;
+  warmIsolatesMb?: number;
+  maxIdleIsolates?: number;
+  maxConcurrentCallsPerAnima?: number;
+  maxQueuedCallsPerAnima?: number;
+  maxLogLinesPerCall?: number;
+  maxLogLineChars?: number;
+  fsLimits?: { maxReadBytes?: number; maxWriteBytes?: number; quotaBytes?: number; maxFiles?: number; maxPathChars?: number; maxPathDepth?: number };
+  daemon?: boolean;
+  daemonIdleSeconds?: number;
+  mcpCoreTools?: string[];
+}
+
+const positiveNumber = { type: "number", exclusiveMinimum: 0 };
+const positiveInteger = { type: "integer", minimum: 1 };
+const names = { type: "array", items: { type: "string", minLength: 1 } };
+
+/** File keys of `fs_limits` → FsLimits fields. */
+const FS_LIMIT_KEYS: Readonly<Record<string, keyof NonNullable<FileSettings["fsLimits"]>>> = {
+  max_read_bytes: "maxReadBytes",
+  max_write_bytes: "maxWriteBytes",
+  quota_bytes: "quotaBytes",
+  max_files: "maxFiles",
+  max_path_chars: "maxPathChars",
+  max_path_depth: "maxPathDepth",
+};
+
+export const SETTINGS: readonly SettingSpec[] = [
+  { key: "allow_internal_hosts", field: "allowInternalHosts", env: "ANIMAWORKS_ALLOW_INTERNAL_HOSTS", schema: names, description: "private or loopback hosts (names, IPs, CIDRs) tools may reach, e.g. an internal API on 127.0.0.1" },
+  { key: "allowed_environment", field: "allowedEnvironment", env: "ANIMAWORKS_ALLOWED_ENVIRONMENT", schema: { type: "array", items: { type: "string", pattern: "^[A-Za-z_][A-Za-z0-9_]*$" } }, description: "environment variables getCredential may fall back to, by exact name" },
+  { key: "os_sandbox", field: "osSandbox", env: "ANIMAWORKS_OS_SANDBOX", schema: { enum: ["auto", "required", "off"] }, description: "bubblewrap around sandbox processes: auto, required or off" },
+  { key: "jobs_url", field: "jobsUrl", env: "ANIMAWORKS_JOBS_URL", schema: { type: "string", pattern: "^postgres(ql)?://" }, description: "PostgreSQL URL of the background job store (else the embedded SQLite file)", secret: true },
+  { key: "log_level", field: "logLevel", env: "ANIMAWORKS_LOG_LEVEL", schema: { enum: ["debug", "info", "warn", "error"] }, description: "least level of the host's log lines" },
+  { key: "timeout_ms", field: "timeoutMs", schema: positiveNumber, description: "default per-call timeout, ms" },
+  { key: "max_call_timeout_ms", field: "maxCallTimeoutMs", schema: positiveNumber, description: "upper bound of any call's timeout, ms" },
+  { key: "memory_limit_mb", field: "memoryLimitMb", schema: { type: "number", minimum: 8 }, description: "V8 heap limit per isolate, MB" },
+  { key: "load_timeout_ms", field: "loadTimeoutMs", schema: positiveNumber, description: "time to load a tool, ms" },
+  { key: "max_output_bytes", field: "maxOutputBytes", schema: positiveInteger, description: "result text kept before the truncation notice, bytes" },
+  { key: "max_result_transfer_bytes", field: "maxResultTransferBytes", schema: positiveInteger, description: "largest serialised result a tool hands back, bytes" },
+  { key: "sandbox_processes", field: "sandboxProcesses", schema: positiveInteger, description: "sandbox processes of a long-running host" },
+  { key: "warm_isolates_mb", field: "warmIsolatesMb", schema: positiveNumber, description: "memory all idle warm isolates may hold, MB" },
+  { key: "max_idle_isolates", field: "maxIdleIsolates", schema: positiveInteger, description: "idle warm isolates per sandbox process at most" },
+  { key: "max_concurrent_calls_per_anima", field: "maxConcurrentCallsPerAnima", schema: positiveInteger, description: "calls of one Anima at once while others have calls" },
+  { key: "max_queued_calls_per_anima", field: "maxQueuedCallsPerAnima", schema: positiveInteger, description: "calls of one Anima waiting before Busy" },
+  { key: "max_log_lines_per_call", field: "maxLogLinesPerCall", schema: positiveInteger, description: "log lines one call may emit" },
+  { key: "max_log_line_chars", field: "maxLogLineChars", schema: positiveInteger, description: "longest log line kept, characters" },
+  {
+    key: "fs_limits",
+    field: "fsLimits",
+    schema: { type: "object", additionalProperties: false, properties: Object.fromEntries(Object.keys(FS_LIMIT_KEYS).map((key) => [key, positiveInteger])) },
+    description: `file-capability limits: ${Object.keys(FS_LIMIT_KEYS).join(", ")} (bytes, counts)`,
+  },
+  { key: "daemon", field: "daemon", schema: { type: "boolean" }, description: "whether CLI calls start a background host (false: every call runs in its own process; ANIMAWORKS_NO_DAEMON=1 for one run)" },
+  { key: "daemon_idle_seconds", field: "daemonIdleSeconds", env: "ANIMAWORKS_DAEMON_IDLE_SECONDS", schema: { type: "number", exclusiveMinimum: 0, maximum: 2_147_483 }, description: "seconds a daemon waits without a call before it exits" },
+  { key: "mcp_core_tools", field: "mcpCoreTools", schema: names, description: "core tools the MCP server offers (default: all)" },
+];
+
+export interface OperatorFile {
+  /** The data dir's config.json. */
+  path: string;
+  /** The section's settings (empty without a file or a section). */
+  settings: FileSettings;
+  /** The section's text as parsed, canonical; "" without one. A running host compares it per call. */
+  fingerprint: string;
+}
+
+let cached: { path: string; text: string; file: OperatorFile } | undefined;
+
+/** Reads and validates the operator's section of `{dataDir}/config.json`; throws `InvalidArguments` naming each wrong key. */
+export function readOperatorFile(dataDir: string): OperatorFile {
+  const path = join(dataDir, "config.json");
+  let text: string;
+  try {
+    text = readFileSync(path, "utf8");
+  } catch (error) {
+    const code = (error as NodeJS.ErrnoException).code;
+    if (code === "ENOENT" || code === "ENOTDIR") return { path, settings: {}, fingerprint: "" };
+    throw systemFileError(error, path) ?? new ToolHostError("InvalidArguments", `cannot read ${path} (${code ?? String(error)})`, "the host's operator settings live there; make it readable by this user");
+  }
+  if (cached?.path === path && cached.text === text) return cached.file;
+  const file = parseOperatorFile(path, text);
+  cached = { path, text, file };
+  return file;
+}
+
+export function parseOperatorFile(path: string, text: string): OperatorFile {
+  let config: unknown;
+  try {
+    config = JSON.parse(text);
+  } catch (error) {
+    throw new ToolHostError("InvalidArguments", `${path} is not valid JSON: ${(error as Error).message}`, "fix the file (AnimaWorks refuses it too)");
+  }
+  const section = typeof config === "object" && config !== null ? (config as Record<string, unknown>)[CONFIG_SECTION] : undefined;
+  if (section === undefined) return { path, settings: {}, fingerprint: "" };
+  checkSection(path, section);
+  const values = section as Record<string, unknown>;
+  const settings: Record<string, unknown> = {};
+  for (const spec of SETTINGS) {
+    const value = values[spec.key];
+    if (value === undefined) continue;
+    settings[spec.field] = spec.key === "fs_limits" ? fsLimitsOf(value as Record<string, number>) : value;
+  }
+  return { path, settings: settings as FileSettings, fingerprint: JSON.stringify(section) };
+}
+
+function fsLimitsOf(value: Record<string, number>): FileSettings["fsLimits"] {
+  return Object.fromEntries(Object.entries(value).map(([key, limit]) => [FS_LIMIT_KEYS[key], limit]));
+}
+
+let validator: ValidateFunction | undefined;
+
+function checkSection(path: string, section: unknown): void {
+  if (validator === undefined) {
+    // Compiled only for a file that has the section: a plain CLI call never loads ajv (getAjv is lazy).
+    const schema = { type: "object", additionalProperties: false, properties: Object.fromEntries(SETTINGS.map((spec) => [spec.key, spec.schema])) };
+    validator = getAjv().compile(schema);
+  }
+  if (validator(section)) return;
+  const problems = (validator.errors ?? []).map((error) => {
+    const where = `${CONFIG_SECTION}${error.instancePath.replaceAll("/", ".")}`;
+    if (error.keyword === "additionalProperties") {
+      const key = String((error.params as Record<string, unknown>)["additionalProperty"]);
+      const known = error.instancePath === "" ? SETTINGS.map((s) => s.key) : Object.keys(FS_LIMIT_KEYS);
+      return `${where}.${key} is not a setting (settings: ${known.join(", ")})`;
+    }
+    if (error.keyword === "enum") return `${where} must be one of ${((error.params as Record<string, unknown>)["allowedValues"] as unknown[]).map((v) => JSON.stringify(v)).join(", ")}`;
+    return `${where} ${error.message ?? "is invalid"}`;
+  });
+  throw new ToolHostError("InvalidArguments", `${path}: ${[...new Set(problems)].join("; ")}`, `fix the "${CONFIG_SECTION}" section (README: "Operator configuration" lists every setting)`);
+}
+
+/** `postgres://user:secret@host/db` → `postgres://user:***@host/db`; anything else unchanged. */
+export function maskSecret(value: string): string {
+  try {
+    const url = new URL(value);
+    if (url.password === "") return value;
+    url.password = "***";
+    return url.toString();
+  } catch {
+    return value;
+  }
+}
+
+/** The settings an environment sets (variables named in `SETTINGS`; empty means unset), checked. */
+export function environmentSettings(env: Readonly<Record<string, string | undefined>>): FileSettings {
+  const settings: Record<string, unknown> = {};
+  for (const spec of SETTINGS) {
+    const text = spec.env === undefined ? undefined : env[spec.env]?.trim();
+    if (text === undefined || text === "") continue;
+    settings[spec.field] = environmentValue(spec, text);
+  }
+  if (/^(1|true|yes)$/i.test(env["ANIMAWORKS_NO_DAEMON"]?.trim() ?? "")) settings["daemon"] = false;
+  return settings as FileSettings;
+}
+
+function environmentValue(spec: SettingSpec, text: string): unknown {
+  const variable = spec.env as string;
+  if (spec.schema["type"] === "array") {
+    const items = text.split(",").map((item) => item.trim()).filter(Boolean);
+    const pattern = (spec.schema["items"] as { pattern?: string }).pattern;
+    const bad = pattern === undefined ? undefined : items.find((item) => !new RegExp(pattern).test(item));
+    if (bad !== undefined) throw new ToolHostError("InvalidArguments", `$${variable} lists ${JSON.stringify(bad)}, which is not a variable name`, "a comma-separated list of names, e.g. WEATHER_API_KEY,GITHUB_TOKEN");
+    return items;
+  }
+  const allowed = spec.schema["enum"] as string[] | undefined;
+  if (allowed !== undefined) {
+    const value = spec.key === "log_level" ? text.toLowerCase() : text;
+    if (!allowed.includes(value)) throw new ToolHostError("InvalidArguments", `$${variable} must be ${allowed.join(", ")}, not ${JSON.stringify(text)}`);
+    return value;
+  }
+  if (spec.schema["type"] === "number") {
+    const value = Number(text);
+    if (!Number.isFinite(value) || value <= 0 || value > 2_147_483) throw new ToolHostError("InvalidArguments", `$${variable} must be a number of seconds from 1 to 2,147,483, got "${text}"`);
+    return value;
+  }
+  return text;
+}

@@ -1,0 +1,111 @@
+import { readFileSync, writeFileSync } from "node:fs";
+import { join } from "node:path";
+import { afterEach, describe, expect, it } from "vitest";
+import { resolveConfig, settingDifference } from "../src/config.js";
+import { ToolHostError } from "../src/errors.js";
+import { SETTINGS, maskSecret } from "../src/operator-config.js";
+import { effectiveSettings } from "../src/audit/effective-config.js";
+import { type TempDataDir, makeDataDir } from "./helpers/data-dir.js";
+import { REPO_ROOT } from "./helpers/tools.js";
+
+let data: TempDataDir | undefined;
+afterEach(() => {
+  data?.cleanup();
+  data = undefined;
+});
+
+function withConfig(section: unknown, rest: Record<string, unknown> = {}): TempDataDir {
+  data = makeDataDir({ "config.json": JSON.stringify({ ...rest, animaworks_tool: section }) });
+  return data;
+}
+
+function configError(run: () => unknown): ToolHostError {
+  try {
+    run();
+  } catch (error) {
+    expect(error).toBeInstanceOf(ToolHostError);
+    return error as ToolHostError;
+  }
+  throw new Error("expected an error");
+}
+
+describe("operator configuration (config.json animaworks_tool)", () => {
+  it("takes each setting from the option, else its variable, else the file, else the default, and says which", () => {
+    const { dir } = withConfig({ timeout_ms: 5_000, allow_internal_hosts: ["10.0.0.1"], os_sandbox: "off", log_level: "warn", fs_limits: { max_files: 10 }, daemon_idle_seconds: 60 });
+    const config = resolveConfig({ dataDir: dir, osSandbox: "required" }, { ANIMAWORKS_ALLOW_INTERNAL_HOSTS: "127.0.0.1, ::1", ANIMAWORKS_LOG_LEVEL: "" });
+    expect(config.timeoutMs).toBe(5_000);
+    expect(config.allowInternalHosts).toEqual(["127.0.0.1", "::1"]);
+    expect(config.osSandbox).toBe("required");
+    expect(config.logLevel).toBe("warn"); // an empty variable counts as unset
+    expect(config.fsLimits.maxFiles).toBe(10);
+    expect(config.fsLimits.maxReadBytes).toBe(10 * 1024 * 1024);
+    expect(config.daemon.idleTimeoutMs).toBe(60_000);
+    expect(config.memoryLimitMb).toBe(128);
+    expect(config.operator.sources).toMatchObject({ timeout_ms: "file", allow_internal_hosts: "environment", os_sandbox: "option", log_level: "file", memory_limit_mb: "default", fs_limits: "file" });
+    expect(config.operator.file).toBe(join(dir, "config.json"));
+  });
+
+  it("without the section (or the file) changes nothing", () => {
+    data = makeDataDir({ "config.json": JSON.stringify({ credentials: {} }) });
+    const config = resolveConfig({ dataDir: data.dir }, {});
+    expect(config.operator.fingerprint).toBe("");
+    expect(config.timeoutMs).toBe(30_000);
+    expect(Object.values(config.operator.sources).every((source) => source === "default")).toBe(true);
+    expect(resolveConfig({ dataDir: join(data.dir, "missing") }, {}).timeoutMs).toBe(30_000);
+  });
+
+  it("refuses a wrong section at start, naming every wrong key", () => {
+    const { dir } = withConfig({ timeout: 5, os_sandbox: "maybe", jobs_url: 3, fs_limits: { max: 1 }, memory_limit_mb: 4, allowed_environment: ["OK_NAME", "not a name"] });
+    const error = configError(() => resolveConfig({ dataDir: dir }, {}));
+    expect(error.type).toBe("InvalidArguments");
+    expect(error.exitCode).toBe(2);
+    for (const key of ["animaworks_tool.timeout is not a setting", 'animaworks_tool.os_sandbox must be one of "auto", "required", "off"', "animaworks_tool.jobs_url must be string", "animaworks_tool.fs_limits.max is not a setting", "animaworks_tool.memory_limit_mb must be >= 8", "animaworks_tool.allowed_environment.1 must match pattern"]) {
+      expect(error.message).toContain(key);
+    }
+    expect(error.message).toContain(join(dir, "config.json"));
+  });
+
+  it("refuses a config.json that is not JSON, and wrong variables by name", () => {
+    data = makeDataDir({ "config.json": "{ not json" });
+    expect(configError(() => resolveConfig({ dataDir: data!.dir }, {})).message).toMatch(/config\.json is not valid JSON/);
+    writeFileSync(join(data.dir, "config.json"), "{}");
+    expect(configError(() => resolveConfig({ dataDir: data!.dir }, { ANIMAWORKS_ALLOWED_ENVIRONMENT: "GOOD,BAD-NAME" })).message).toContain("$ANIMAWORKS_ALLOWED_ENVIRONMENT lists \"BAD-NAME\"");
+    expect(configError(() => resolveConfig({ dataDir: data!.dir }, { ANIMAWORKS_OS_SANDBOX: "sometimes" })).message).toContain("$ANIMAWORKS_OS_SANDBOX must be auto, required, off");
+  });
+
+  it("snapshots only the allowed variables, from the environment it is given", () => {
+    const { dir } = withConfig({ allowed_environment: ["WEATHER_API_KEY"] });
+    const config = resolveConfig({ dataDir: dir }, { WEATHER_API_KEY: "k-1", AWS_SECRET_ACCESS_KEY: "never" });
+    expect(config.environment).toEqual({ WEATHER_API_KEY: "k-1" });
+    expect(resolveConfig({ dataDir: dir }, { ANIMAWORKS_ALLOWED_ENVIRONMENT: "OTHER", OTHER: "o" }).environment).toEqual({ OTHER: "o" });
+  });
+
+  it("names the first setting two configurations differ in, never a value", () => {
+    const { dir } = withConfig({ allowed_environment: ["WEATHER_API_KEY"], timeout_ms: 1_000 });
+    const a = resolveConfig({ dataDir: dir }, { WEATHER_API_KEY: "secret-a" });
+    expect(settingDifference(a, resolveConfig({ dataDir: dir }, { WEATHER_API_KEY: "secret-a", ANIMAWORKS_LOG_LEVEL: "error" }))).toBeUndefined();
+    const b = resolveConfig({ dataDir: dir }, { WEATHER_API_KEY: "secret-b" });
+    const difference = settingDifference(a, b);
+    expect(difference).toContain("WEATHER_API_KEY");
+    expect(difference).not.toContain("secret");
+    expect(settingDifference(a, resolveConfig({ dataDir: dir, osSandbox: "off" }, { WEATHER_API_KEY: "secret-a" }))).toBe("its os_sandbox differs");
+  });
+
+  it("shows the settings in force with passwords masked", () => {
+    const { dir } = withConfig({ jobs_url: "postgres://worker:hunter2@db.internal:5432/jobs" });
+    const shown = effectiveSettings(resolveConfig({ dataDir: dir }, {}));
+    expect(shown.map((setting) => setting.key)).toEqual(SETTINGS.map((spec) => spec.key));
+    expect(shown.find((setting) => setting.key === "jobs_url")).toEqual({ key: "jobs_url", value: "postgres://worker:***@db.internal:5432/jobs", source: "file" });
+    expect(JSON.stringify(shown)).not.toContain("hunter2");
+    expect(maskSecret("postgres://u@h/db")).toBe("postgres://u@h/db");
+  });
+
+  it("is documented: the README's table lists every setting and its variable", () => {
+    const readme = readFileSync(join(REPO_ROOT, "README.md"), "utf8");
+    const table = readme.slice(readme.indexOf("### Operator configuration"), readme.indexOf("### The library"));
+    for (const spec of SETTINGS) {
+      expect(table).toContain(`| \`${spec.key}\` |`);
+      if (spec.env) expect(table).toContain(spec.env);
+    }
+  });
+});
