@@ -1,5 +1,6 @@
 import { readFileSync } from "node:fs";
 import { join } from "node:path";
+import type { HostOptions } from "./config.js";
 import { ToolHostError } from "./errors.js";
 import { systemFileError } from "./system-errors.js";
 import { type ValidateFunction, getAjv } from "./validation/ajv.js";
@@ -35,37 +36,22 @@ export interface SettingSpec {
 }
 
 /** The settings as read from the file, in the host's own names and units. */
-export interface FileSettings {
-  osSandbox?: "auto" | "required" | "off";
-  jobsUrl?: string;
-  allowInternalHosts?: string[];
-  allowedEnvironment?: string[];
-  logLevel?: "debug" | "info" | "warn" | "error";
-  timeoutMs?: number;
-  maxCallTimeoutMs?: number;
-  memoryLimitMb?: number;
-  loadTimeoutMs?: number;
-  maxOutputBytes?: number;
-  maxResultTransferBytes?: number;
-  sandboxProcesses?: number;
-  warmIsolatesMb?: number;
-  maxIdleIsolates?: number;
-  maxConcurrentCallsPerAnima?: number;
-  maxQueuedCallsPerAnima?: number;
-  maxLogLinesPerCall?: number;
-  maxLogLineChars?: number;
-  fsLimits?: { maxReadBytes?: number; maxWriteBytes?: number; quotaBytes?: number; maxFiles?: number; maxPathChars?: number; maxPathDepth?: number };
+export type FileSettings = Pick<
+  HostOptions,
+  | "osSandbox" | "jobsUrl" | "allowInternalHosts" | "allowedEnvironment" | "logLevel" | "timeoutMs" | "maxCallTimeoutMs" | "memoryLimitMb"
+  | "loadTimeoutMs" | "maxOutputBytes" | "maxResultTransferBytes" | "sandboxProcesses" | "warmIsolatesMb" | "maxIdleIsolates"
+  | "maxConcurrentCallsPerAnima" | "maxQueuedCallsPerAnima" | "maxLogLinesPerCall" | "maxLogLineChars" | "fsLimits" | "mcpCoreTools"
+> & {
   daemon?: boolean;
   daemonIdleSeconds?: number;
-  mcpCoreTools?: string[];
-}
+};
 
 const positiveNumber = { type: "number", exclusiveMinimum: 0 };
 const positiveInteger = { type: "integer", minimum: 1 };
 const names = { type: "array", items: { type: "string", minLength: 1 } };
 
 /** File keys of `fs_limits` → FsLimits fields. */
-const FS_LIMIT_KEYS: Readonly<Record<string, keyof NonNullable<FileSettings["fsLimits"]>>> = {
+const FS_LIMIT_KEYS: Readonly<Record<string, keyof NonNullable<HostOptions["fsLimits"]>>> = {
   max_read_bytes: "maxReadBytes",
   max_write_bytes: "maxWriteBytes",
   quota_bytes: "quotaBytes",

@@ -2,10 +2,10 @@ import { readFileSync, writeFileSync } from "node:fs";
 import { join } from "node:path";
 import { afterEach, describe, expect, it } from "vitest";
 import { resolveConfig, settingDifference } from "../src/config.js";
-import { ToolHostError } from "../src/errors.js";
 import { SETTINGS, maskSecret } from "../src/operator-config.js";
 import { effectiveSettings } from "../src/audit/effective-config.js";
 import { type TempDataDir, makeDataDir } from "./helpers/data-dir.js";
+import { thrownToolError } from "./helpers/errors.js";
 import { REPO_ROOT } from "./helpers/tools.js";
 
 let data: TempDataDir | undefined;
@@ -17,16 +17,6 @@ afterEach(() => {
 function withConfig(section: unknown, rest: Record<string, unknown> = {}): TempDataDir {
   data = makeDataDir({ "config.json": JSON.stringify({ ...rest, animaworks_tool: section }) });
   return data;
-}
-
-function configError(run: () => unknown): ToolHostError {
-  try {
-    run();
-  } catch (error) {
-    expect(error).toBeInstanceOf(ToolHostError);
-    return error as ToolHostError;
-  }
-  throw new Error("expected an error");
 }
 
 describe("operator configuration (config.json animaworks_tool)", () => {
@@ -56,7 +46,7 @@ describe("operator configuration (config.json animaworks_tool)", () => {
 
   it("refuses a wrong section at start, naming every wrong key", () => {
     const { dir } = withConfig({ timeout: 5, os_sandbox: "maybe", jobs_url: 3, fs_limits: { max: 1 }, memory_limit_mb: 4, allowed_environment: ["OK_NAME", "not a name"] });
-    const error = configError(() => resolveConfig({ dataDir: dir }, {}));
+    const error = thrownToolError(() => resolveConfig({ dataDir: dir }, {}));
     expect(error.type).toBe("InvalidArguments");
     expect(error.exitCode).toBe(2);
     for (const key of ["animaworks_tool.timeout is not a setting", 'animaworks_tool.os_sandbox must be one of "auto", "required", "off"', "animaworks_tool.jobs_url must be string", "animaworks_tool.fs_limits.max is not a setting", "animaworks_tool.memory_limit_mb must be >= 8", "animaworks_tool.allowed_environment.1 must match pattern"]) {
@@ -67,10 +57,10 @@ describe("operator configuration (config.json animaworks_tool)", () => {
 
   it("refuses a config.json that is not JSON, and wrong variables by name", () => {
     data = makeDataDir({ "config.json": "{ not json" });
-    expect(configError(() => resolveConfig({ dataDir: data!.dir }, {})).message).toMatch(/config\.json is not valid JSON/);
+    expect(thrownToolError(() => resolveConfig({ dataDir: data!.dir }, {})).message).toMatch(/config\.json is not valid JSON/);
     writeFileSync(join(data.dir, "config.json"), "{}");
-    expect(configError(() => resolveConfig({ dataDir: data!.dir }, { ANIMAWORKS_ALLOWED_ENVIRONMENT: "GOOD,BAD-NAME" })).message).toContain("$ANIMAWORKS_ALLOWED_ENVIRONMENT lists \"BAD-NAME\"");
-    expect(configError(() => resolveConfig({ dataDir: data!.dir }, { ANIMAWORKS_OS_SANDBOX: "sometimes" })).message).toContain("$ANIMAWORKS_OS_SANDBOX must be auto, required, off");
+    expect(thrownToolError(() => resolveConfig({ dataDir: data!.dir }, { ANIMAWORKS_ALLOWED_ENVIRONMENT: "GOOD,BAD-NAME" })).message).toContain("$ANIMAWORKS_ALLOWED_ENVIRONMENT lists \"BAD-NAME\"");
+    expect(thrownToolError(() => resolveConfig({ dataDir: data!.dir }, { ANIMAWORKS_OS_SANDBOX: "sometimes" })).message).toContain("$ANIMAWORKS_OS_SANDBOX must be auto, required, off");
   });
 
   it("snapshots only the allowed variables, from the environment it is given", () => {

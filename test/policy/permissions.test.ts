@@ -1,17 +1,7 @@
 import { afterEach, describe, expect, it } from "vitest";
-import { ToolHostError } from "../../src/errors.js";
 import { loadPermissions, parsePermissionsJson, parsePermissionsMarkdown } from "../../src/policy/permissions.js";
 import { type TempDataDir, makeDataDir } from "../helpers/data-dir.js";
-
-function failure(fn: () => unknown): ToolHostError {
-  try {
-    fn();
-  } catch (error) {
-    expect(error).toBeInstanceOf(ToolHostError);
-    return error as ToolHostError;
-  }
-  throw new Error("expected a failure");
-}
+import { thrownToolError } from "../helpers/errors.js";
 
 describe("permissions.json", () => {
   it("defaults to personal tools allowed and shared tools denied", () => {
@@ -44,7 +34,7 @@ describe("permissions.json", () => {
 
   it("fails closed on broken files, naming the file and the problem", () => {
     for (const text of ["{", "[]", '{"tool_creation":{"personal":"yes"}}', '{"tool_creation":[]}', '{"sandbox":{"network":{"allow":["a b"]}}}']) {
-      const error = failure(() => parsePermissionsJson(text));
+      const error = thrownToolError(() => parsePermissionsJson(text));
       expect(error.type).toBe("PermissionDenied");
       expect(error.message).toMatch(/^permissions\.json is invalid: /);
     }
@@ -73,7 +63,7 @@ describe("legacy permissions.md", () => {
   });
 
   it("fails closed on an unknown value in the section", () => {
-    const error = failure(() => parsePermissionsMarkdown("## Tool creation\n- Shared tools: maybe"));
+    const error = thrownToolError(() => parsePermissionsMarkdown("## Tool creation\n- Shared tools: maybe"));
     expect(error.type).toBe("PermissionDenied");
     expect(error.message).toContain('permissions.md is invalid: line 2: "maybe"');
   });
