@@ -1,5 +1,5 @@
 /**
- * Types of `@animaworks/tool`, the virtual module the host provides to every tool (design.md §3).
+ * Types of `@animaworks/tool`, the virtual module the host provides to every tool (docs/design.md §3).
  *
  * The values are defined by the sandbox prelude (`sandbox/prelude.ts`); the list of importable names is
  * `src/build/tool-api.ts`. Keep all three in step: a name declared here but missing there would type-check

@@ -5,16 +5,14 @@
  *
  * Invariants:
  *  - A capability call leaves the isolate as (id, name, JSON text of plain arguments) through one host
- *    callback; the answer comes back as JSON text. No object crosses the boundary either way.
+ *    callback; the answer comes back as JSON text. No object crosses the boundary either way. The names,
+ *    their positional arguments and their answers are the contract's (`CapabilityCalls` in
+ *    src/contract/isolate.ts).
  *  - The host decides who the call acts for (the Anima of the call), never anything said here.
  *  - Errors the host reports become `CapabilityError`s whose `type` the host chose. Only errors created
  *    here carry that type out of the call (a tool cannot forge a `SandboxViolation`).
  *  - Calls are bounded in number in flight; answers arriving after the call ended are dropped.
  */
-
-interface CapabilityBridge {
-  capability(id: number, name: string, argsJson: string): void;
-}
 
 interface CapabilityApi {
   api: Record<string, unknown>;
@@ -26,7 +24,7 @@ interface CapabilityApi {
 }
 
 function installCapabilities(
-  bridge: CapabilityBridge,
+  bridge: Pick<GuestBridge, "capability">,
   toolErrorCtor: new (message?: string) => Error,
   toolConfigErrorCtor: new (message?: string) => Error,
 ): CapabilityApi {
@@ -42,7 +40,7 @@ function installCapabilities(
   const weakSetAdd = WeakSet.prototype.add;
   const isArray = Array.isArray;
   // Also enforced by the host, on its own count (call-ledger.ts); this early refusal only saves a round trip.
-  const MAX_IN_FLIGHT = 64;
+  const MAX_IN_FLIGHT = MAX_CAPABILITIES_IN_FLIGHT;
 
   type Pending = { resolve(value: unknown): void; reject(error: unknown): void; decode(value: unknown): unknown };
   const pending: Map<number, Pending> = new mapCtor();
@@ -58,7 +56,7 @@ function installCapabilities(
     }
   }
 
-  function call(name: string, args: unknown[], decode: (value: unknown) => unknown = (v) => v): Promise<unknown> {
+  function call<N extends CapabilityName>(name: N, args: CapabilityArgs<N>, decode: (value: CapabilityAnswerValue<N>) => unknown = (v) => v): Promise<unknown> {
     if (pending.size >= MAX_IN_FLIGHT) {
       return promiseCtor.reject(new CapabilityError("SandboxViolation", `too many capability calls in flight (limit ${MAX_IN_FLIGHT})`));
     }
@@ -70,11 +68,12 @@ function installCapabilities(
     }
     const id = nextId++;
     return new promiseCtor((resolve, reject) => {
-      pending.set(id, { resolve, reject, decode });
+      pending.set(id, { resolve, reject, decode: decode as (value: unknown) => unknown });
       bridge.capability(id, name, argsJson);
     });
   }
 
+  /** A `CapabilityAnswer` as JSON gives it: checked field by field before use. */
   type Reply = { ok: boolean; value?: unknown; error?: { type?: unknown; message?: unknown } };
 
   /** One host entry delivers every answer that was ready, so a flood of calls costs few entries. */
@@ -150,7 +149,7 @@ function installCapabilities(
     }
     return bytes;
   }
-  function payload(data: unknown): [string, string] {
+  function payload(data: unknown): [string, FileEncoding] {
     if (typeof data === "string") return [data, "utf8"];
     if (data instanceof uint8ArrayCtor) return [toBase64(data), "base64"];
     throw new CapabilityError("InvalidArguments", "data must be a string or a Uint8Array");
@@ -176,23 +175,23 @@ function installCapabilities(
   });
 
   // ---- fetch ----------------------------------------------------------------------------------------
-  interface FetchInit {
+  /** The options a tool passes (animaworks-tool.d.ts); what crosses is the contract's `FetchInit`. */
+  interface ToolFetchInit {
     method?: string;
     headers?: Record<string, string>;
     body?: string | Uint8Array;
     timeoutMs?: number;
     responseType?: "text" | "json" | "bytes";
   }
-  function fetch(url: unknown, init: FetchInit = {}): Promise<unknown> {
+  function fetch(url: unknown, init: ToolFetchInit = {}): Promise<unknown> {
     const responseType = init.responseType ?? "text";
-    const plainInit: Record<string, unknown> = { method: init.method, headers: init.headers, timeoutMs: init.timeoutMs, responseType };
+    const plainInit: FetchInit = { method: init.method, headers: init.headers, timeoutMs: init.timeoutMs, responseType };
     if (init.body !== undefined) {
       const [body, encoding] = payload(init.body);
-      plainInit["body"] = body;
-      plainInit["bodyEncoding"] = encoding;
+      plainInit.body = body;
+      plainInit.bodyEncoding = encoding;
     }
-    return call("fetch", [url, plainInit], (value) => {
-      const response = value as { status: number; body: string } & Record<string, unknown>;
+    return call("fetch", [url, plainInit], (response) => {
       const body = responseType === "bytes" ? fromBase64(response.body) : responseType === "json" ? jsonParse(response.body) : response.body;
       return freeze({ ...response, ok: response.status >= 200 && response.status < 300, body });
     });

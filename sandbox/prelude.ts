@@ -1,14 +1,15 @@
 /*
  * The prelude: runs inside every isolate before the tool bundle. It builds the `@animaworks/tool` module,
  * removes globals that would escape the memory limit or the timeout, and returns the entry points the
- * host calls.
+ * host calls. What crosses between it and the host (the bridge, the entry object, the envelopes, the
+ * capabilities) is declared once, in src/contract/isolate.ts.
  *
  * Invariants:
- *  - The prelude script (prelude-source.ts) puts `__awHost` (functions forwarding to the host's
- *    isolated-vm callbacks, bound later) on the global before this runs; the prelude captures them in
- *    closures and deletes the global, so tool code can never reach a host reference.
- *  - The entry points the host calls (`PreludeEntry`) go to the host once, as a reference, through
- *    `__awBind`, which deletes itself before any tool code runs: they are never left on the global or
+ *  - The host's bridge (isolated-vm callbacks) reaches the prelude only through `BIND_GLOBAL`, bound
+ *    once per context; until then the prelude holds functions forwarding to it (`exposeBinder`). They
+ *    live in closures and are never put on the global, so tool code can never reach a host reference.
+ *  - The entry points the host calls (`GuestEntry`) go to the host once, as a reference, through
+ *    `BIND_GLOBAL`, which deletes itself before any tool code runs: they are never left on the global or
  *    anywhere else tool code can reach, so a tool cannot re-enter its own call with other limits, fire
  *    timers or forge capability answers. The host enforces every limit again on its side in any case
  *    (call-ledger.ts).
@@ -21,31 +22,6 @@
  *  - Memory that isolated-vm's limit does not see is refused or budgeted here (see "memory outside the
  *    V8 heap" below); the host's process boundary and deadlines remain the backstop.
  */
-
-interface HostBridge {
-  log(level: string, message: string): void;
-  setTimer(id: number, delayMs: number): void;
-  clearTimer(id: number): void;
-  /** Asks the host to end the current call now, as `reason` (e.g. "MemoryLimit"). */
-  stop(reason: string): void;
-  /** Starts capability call `id` (capabilities.ts); the host answers through `PreludeEntry.settleCapabilities`. */
-  capability(id: number, name: string, argsJson: string): void;
-}
-
-type Envelope = (
-  | { ok: true; kind: "none" }
-  | { ok: true; kind: "text" | "json"; text: string; bytes: number; truncated: boolean }
-  | { ok: false; errorType: string; message: string }
-) & { recycle?: boolean };
-
-/** What the host holds (as isolated-vm references); see the invariant above. */
-interface PreludeEntry {
-  describe(): Promise<string>;
-  call(entry: string, schemaName: string, payloadJson: string, maxBytes: number, maxLogLines: number, maxLogChars: number): Promise<string>;
-  fireTimer(id: number): void;
-  /** Answers capability calls: JSON text of `[[id, reply], …]`, all answers ready when the host entered. */
-  settleCapabilities(batchJson: string): void;
-}
 
 /**
  * Removes what would let a tool allocate outside the V8 heap limit, block outside the timeout, or run
@@ -64,13 +40,10 @@ function removeUnguardedFeatures(global: Record<string, unknown>): void {
 }
 
 /**
- * Called once, at the end of the prelude script (prelude-source.ts), which hands its result to the host
- * through `__awBind`. A function declaration of the script's own wrapper scope, never a global.
+ * Called once, by `exposeBinder`, with the functions that forward to the host's bridge. A function
+ * declaration of the script's own wrapper scope, never a global.
  */
-// eslint-disable-next-line @typescript-eslint/no-unused-vars
-function installPrelude(global: Record<string, unknown>): PreludeEntry {
-  const host = global["__awHost"] as HostBridge;
-  delete global["__awHost"];
+function installPrelude(global: Record<string, unknown>, host: GuestBridge): GuestEntry {
 
   // Captured intrinsics (see invariants above).
   const jsonStringify = JSON.stringify;
@@ -156,7 +129,7 @@ function installPrelude(global: Record<string, unknown>): PreludeEntry {
   // Bounded here, inside the isolate, so that a logging loop cannot flood the host's event loop.
   let logLinesLeft = 0;
   let logMaxChars = 0;
-  function makeLogMethod(level: string) {
+  function makeLogMethod(level: LogLevel) {
     return function log(...args: unknown[]): void {
       if (logLinesLeft <= 0) return;
       logLinesLeft--;
@@ -189,13 +162,13 @@ function installPrelude(global: Record<string, unknown>): PreludeEntry {
   }
   const timers: Map<number, Timer> = new mapCtor();
   let nextTimerId = 1;
-  const MAX_PENDING_TIMERS = 1000;
+  const MAX_PENDING_TIMERS = MAX_TIMERS_PER_CALL;
   function setTimeout(callback: (...args: unknown[]) => unknown, delayMs?: number, ...args: unknown[]): number {
     if (typeof callback !== "function") throw new TypeError("setTimeout needs a function as its first argument");
     if (reflectApply(mapSize, timers, []) >= MAX_PENDING_TIMERS) throw new rangeErrorCtor(`too many pending timers (limit ${MAX_PENDING_TIMERS})`);
     // As in Node: a delay that is not a number in [1, 2^31-1] ms becomes 1 ms ("10" is 10 ms).
     let delay = (delayMs as number) * 1;
-    if (!(delay >= 1 && delay <= 2_147_483_647)) delay = 1;
+    if (!(delay >= 1 && delay <= MAX_TIMER_DELAY_MS)) delay = 1;
     const id = nextTimerId++;
     reflectApply(mapSet, timers, [id, { callback, args }]);
     host.setTimer(id, delay);
@@ -264,7 +237,7 @@ function installPrelude(global: Record<string, unknown>): PreludeEntry {
     return bytes;
   }
 
-  function textEnvelope(kind: "text" | "json", text: string, maxBytes: number): Envelope {
+  function textEnvelope(kind: "text" | "json", text: string, maxBytes: number): CallEnvelope {
     const bytes = utf8Length(text);
     if (bytes <= maxBytes) return { ok: true, kind, text, bytes, truncated: false };
     // Cut by characters first (each is ≥ 1 byte); the host makes the exact byte cut.
@@ -279,7 +252,7 @@ function installPrelude(global: Record<string, unknown>): PreludeEntry {
     return value;
   }
 
-  function frameResult(value: unknown, maxBytes: number): Envelope {
+  function frameResult(value: unknown, maxBytes: number): CallEnvelope {
     if (value === undefined || value === null) return { ok: true, kind: "none" };
     const type = typeof value;
     if (type === "string") return textEnvelope("text", value as string, maxBytes);
@@ -306,16 +279,15 @@ function installPrelude(global: Record<string, unknown>): PreludeEntry {
 
   // The host cuts messages the same way (envelope.ts boundToolMessage: the note included, the message
   // fits the limit, so the host's cut keeps this note); cutting here keeps the envelope small.
-  const MAX_MESSAGE_CHARS = 4000;
-  function failure(errorType: string, message: string): Envelope {
-    if (message.length > MAX_MESSAGE_CHARS) {
-      const kept = MAX_MESSAGE_CHARS - `… [cut: ${message.length} more characters]`.length;
+  function failure(errorType: string, message: string): FailureEnvelope {
+    if (message.length > MAX_TOOL_MESSAGE_CHARS) {
+      const kept = MAX_TOOL_MESSAGE_CHARS - `… [cut: ${message.length} more characters]`.length;
       message = `${reflectApply(stringSlice, message, [0, kept]) as string}… [cut: ${message.length - kept} more characters]`;
     }
     return { ok: false, errorType, message };
   }
 
-  function errorEnvelope(error: unknown): Envelope {
+  function errorEnvelope(error: unknown): CallEnvelope {
     try {
       // A host denial the tool did not catch keeps the type the host gave it (only genuine ones count).
       const hostType = capabilities.errorTypeOf(error);
@@ -336,8 +308,8 @@ function installPrelude(global: Record<string, unknown>): PreludeEntry {
   }
 
   /** The envelope as JSON. Copied onto a null-prototype object: an inherited toJSON must not apply. */
-  function encode(envelope: Envelope): string {
-    const plain = objectAssign(objectCreate(null), envelope) as Envelope;
+  function encode(envelope: CallEnvelope): string {
+    const plain = objectAssign(objectCreate(null), envelope) as CallEnvelope;
     if (memory.exceeded()) return jsonStringify(objectAssign(objectCreate(null), failure("MemoryLimit", "buffer allocation failed"), { recycle: true }));
     if (memory.retire()) plain.recycle = true;
     return jsonStringify(plain);
@@ -353,6 +325,9 @@ function installPrelude(global: Record<string, unknown>): PreludeEntry {
   }
 
   // ---- describe: what the module exports and which schemas it declares ----------------------------
+  function described(exports: Record<string, string>, schemas: unknown, profile: unknown): DescribeEnvelope {
+    return { ok: true, exports, schemas, profile };
+  }
   async function describeModule(): Promise<string> {
     const exportsInfo: Record<string, string> = objectCreate(null);
     try {
@@ -361,7 +336,7 @@ function installPrelude(global: Record<string, unknown>): PreludeEntry {
       return encode(failure("LoadError", `reading the module's exports failed: ${safeString(error)}`));
     }
     const getSchemas = exportOf("get_tool_schemas", "getToolSchemas");
-    if (typeof getSchemas !== "function") return jsonStringify({ ok: true, exports: exportsInfo, schemas: null, profile: null });
+    if (typeof getSchemas !== "function") return jsonStringify(described(exportsInfo, null, null));
     let schemas: unknown;
     try {
       schemas = await reflectApply(getSchemas, toolModule, []);
@@ -370,19 +345,20 @@ function installPrelude(global: Record<string, unknown>): PreludeEntry {
     }
     const profile = exportOf("EXECUTION_PROFILE");
     try {
-      return jsonStringify({
-        ok: true,
-        exports: exportsInfo,
-        schemas: jsonParse(jsonStringify(schemas, strictReplacer) ?? "null"),
-        profile: profile === undefined ? null : jsonParse(jsonStringify(profile, strictReplacer) ?? "null"),
-      });
+      return jsonStringify(
+        described(
+          exportsInfo,
+          jsonParse(jsonStringify(schemas, strictReplacer) ?? "null"),
+          profile === undefined ? null : jsonParse(jsonStringify(profile, strictReplacer) ?? "null"),
+        ),
+      );
     } catch (error) {
       return encode(failure("LoadError", `get_tool_schemas() returned something that is not plain JSON: ${describeJsonError(error)}`));
     }
   }
 
   // ---- call -----------------------------------------------------------------------------------------
-  function invoke(entry: string, schemaName: string, payloadJson: string): unknown {
+  function invoke(entry: CallEntryKind, schemaName: string, payloadJson: string): unknown {
     const payload = jsonParse(payloadJson) as unknown;
     if (entry === "cli") {
       const cliMain = exportOf("cli_main", "cliMain");
@@ -397,8 +373,8 @@ function installPrelude(global: Record<string, unknown>): PreludeEntry {
   }
 
   /** Runs the call and frames its outcome. `await` (unlike `.then`) never consults a patched species. */
-  async function settle(entry: string, schemaName: string, payloadJson: string, maxBytes: number): Promise<string> {
-    let envelope: Envelope;
+  async function settle(entry: CallEntryKind, schemaName: string, payloadJson: string, maxBytes: number): Promise<string> {
+    let envelope: CallEnvelope;
     try {
       envelope = frameResult(await invoke(entry, schemaName, payloadJson), maxBytes);
     } catch (error) {
@@ -411,7 +387,7 @@ function installPrelude(global: Record<string, unknown>): PreludeEntry {
   }
 
   function callTool(
-    entry: string,
+    entry: CallEntryKind,
     schemaName: string,
     payloadJson: string,
     maxBytes: number,
@@ -429,5 +405,42 @@ function installPrelude(global: Record<string, unknown>): PreludeEntry {
     logLinesLeft = 0;
   }
 
-  return freeze({ describe: () => sealed(describeModule()), call: callTool, fireTimer, settleCapabilities: capabilities.settleMany });
+  const entry: GuestEntry = { describe: () => sealed(describeModule()), call: callTool, fireTimer, settleCapabilities: capabilities.settleMany };
+  return freeze(entry);
+}
+
+/**
+ * Called once, at the end of the prelude script (prelude-source.ts): installs the prelude and leaves one
+ * global function, `BIND_GLOBAL(bridge)`, which the host calls once per context before any tool code
+ * runs. It deletes itself, removes again what V8 re-installs in a context made from a startup snapshot,
+ * connects the prelude to the host's bridge and returns the entry object. So the same script runs in each
+ * new context or is baked into a V8 startup snapshot (which cannot hold host callbacks), and a context
+ * made from the snapshot only binds.
+ *
+ * The forwarding functions take their arguments by name, never by spread: a spread would iterate
+ * through `Array.prototype[Symbol.iterator]`, which tool code may have replaced by then.
+ */
+// eslint-disable-next-line @typescript-eslint/no-unused-vars
+function exposeBinder(global: Record<string, unknown>): void {
+  const defineProperty = Object.defineProperty;
+  const errorCtor = Error;
+  const late: { bridge: GuestBridge | undefined } = { bridge: undefined };
+  const host: GuestBridge = {
+    log: (level, message) => late.bridge!.log(level, message),
+    setTimer: (id, delayMs) => late.bridge!.setTimer(id, delayMs),
+    clearTimer: (id) => late.bridge!.clearTimer(id),
+    stop: (reason) => late.bridge!.stop(reason),
+    capability: (id, name, argsJson) => late.bridge!.capability(id, name, argsJson),
+  };
+  const entry = installPrelude(global, host);
+  defineProperty(global, BIND_GLOBAL, {
+    configurable: true,
+    value: function (bridge: GuestBridge): GuestEntry {
+      delete global[BIND_GLOBAL];
+      if (late.bridge !== undefined) throw new errorCtor("already bound");
+      removeUnguardedFeatures(global);
+      late.bridge = bridge;
+      return entry;
+    },
+  });
 }

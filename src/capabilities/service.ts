@@ -3,6 +3,8 @@ import type { LogRecord } from "../config.js";
 import { type CredentialSources, CredentialDeniedError, getCredential } from "../credentials/index.js";
 import { type ErrorInfo, ToolHostError } from "../errors.js";
 import type { CallContext, CapabilityReply } from "../isolation/protocol.js";
+import type { UndecodedText } from "../isolation/bulk-channel.js";
+import { CAPABILITY_NAMES, type CapabilityAnswerValue, type CapabilityName, type UncheckedCapabilityRequest } from "../contract/isolate.js";
 import { loadPermissions } from "../policy/permissions.js";
 import { DEFAULT_FS_LIMITS, FsCapability, type FsLimits } from "./fs.js";
 import type { JobCalls } from "./job-calls.js";
@@ -10,11 +12,19 @@ import type { JobCalls } from "./job-calls.js";
 /**
  * The host side of every capability a tool can ask for. It runs in the host process (never in a
  * sandbox process), binds each request to the Anima of the call that made it, validates the untrusted
- * JSON arguments, applies the Anima's policy, and audits every use and every denial.
+ * JSON arguments, applies the Anima's policy, and audits every use and every denial. The capabilities,
+ * their positional arguments and their answers are the contract's (`CapabilityCalls` in
+ * src/contract/isolate.ts); a name it does not declare is refused.
  */
 export interface NetworkRequester {
   /** Performs one HTTP request for `context` under `policy`; throws ToolHostError on denial. Stops when `signal` aborts. */
-  fetch(context: CallContext, url: unknown, init: unknown, policy: Awaited<ReturnType<typeof loadPermissions>>["sandbox"], signal?: AbortSignal): Promise<unknown>;
+  fetch(
+    context: CallContext,
+    url: unknown,
+    init: unknown,
+    policy: Awaited<ReturnType<typeof loadPermissions>>["sandbox"],
+    signal?: AbortSignal,
+  ): Promise<CapabilityAnswerValue<"fetch">>;
 }
 
 export interface CapabilityServiceOptions {
@@ -27,7 +37,28 @@ export interface CapabilityServiceOptions {
   jobs?: JobCalls;
 }
 
-const FS_OPERATIONS = new Set(["readFile", "writeFile", "appendFile", "readdir", "stat", "exists", "mkdir", "rm", "rename"]);
+const CAPABILITIES: ReadonlySet<string> = new Set(CAPABILITY_NAMES);
+
+function isCapabilityName(name: string): name is CapabilityName {
+  return CAPABILITIES.has(name);
+}
+
+/**
+ * Capabilities that write their own audit records: fetch, once per hop and without query strings (a
+ * query may carry a secret), and credentials, with where the value came from. Job progress reaches only
+ * the calling job and is recorded on it, not in the audit trail.
+ */
+const SELF_AUDITED: ReadonlySet<string> = new Set<CapabilityName>(["credential.get", "fetch", "job.progress", "job.cancelled"]);
+
+/**
+ * What the host's side produces for capability `N`: the contract's answer, with `undefined` for a `null`
+ * answer (sent as null) and file text still as bytes (decoded where it is used: bulk-channel.ts).
+ */
+type HostAnswer<N extends CapabilityName> = N extends "fs.readFile"
+  ? UndecodedText
+  : null extends CapabilityAnswerValue<N>
+    ? CapabilityAnswerValue<N> | void
+    : CapabilityAnswerValue<N>;
 
 export class CapabilityService {
   private readonly fsByAnimaDir = new Map<string, FsCapability>();
@@ -52,11 +83,10 @@ export class CapabilityService {
     }
     if (!Array.isArray(args)) return this.deny(context, name, "", { type: "InvalidArguments", message: `${name}: malformed call` });
     const target = typeof args[0] === "string" ? args[0] : "";
-    // fetch audits itself, once per hop and without query strings (a query may carry a secret). Job
-    // progress reaches only the calling job and is recorded on it, not in the audit trail.
-    const selfAudited = name === "credential.get" || name === "fetch" || name.startsWith("job.");
+    const selfAudited = SELF_AUDITED.has(name);
     try {
-      const value = await this.run(context, name, args, signal);
+      if (!isCapabilityName(name)) throw new ToolHostError("InvalidArguments", `unknown capability ${name}`);
+      const value = await this.run(context, { name, args } as UncheckedCapabilityRequest, signal);
       if (!selfAudited) this.audit(context, name, target, "ok");
       return { ok: true, value: value === undefined ? null : value };
     } catch (error) {
@@ -70,31 +100,49 @@ export class CapabilityService {
     }
   };
 
-  private async run(context: CallContext, name: string, args: unknown[], signal: AbortSignal | undefined): Promise<unknown> {
-    if (name.startsWith("fs.")) {
-      const operation = name.slice(3);
-      if (!FS_OPERATIONS.has(operation)) throw new ToolHostError("InvalidArguments", `unknown capability ${name}`);
-      const fs = this.fsFor(context.animaDir);
+  /** Runs one request of the contract's union; its arguments are checked by the capability that takes them. */
+  private async run(context: CallContext, request: UncheckedCapabilityRequest, signal: AbortSignal | undefined): Promise<unknown> {
+    switch (request.name) {
       // Read as bytes: decoded where the text is used (bulk-channel.ts), not on the host's event loop.
-      if (operation === "readFile") return fs.readText(args[0], args[1]);
-      // Entries left out of a listing (names that are not valid UTF-8) are reported in the host's log.
-      if (operation === "readdir") return fs.readdir(args[0], (message) => this.options.log({ level: "warn", logger: "animaworks.host", message, anima: context.anima, tool: context.tool }));
-      const method = fs[operation as "readFile"] as (...a: unknown[]) => Promise<unknown>;
-      return method.apply(fs, args.slice(0, 3));
+      case "fs.readFile":
+        return this.fsFor(context.animaDir).readText(request.args[0], request.args[1]) satisfies Promise<HostAnswer<"fs.readFile">>;
+      case "fs.writeFile":
+        return this.fsFor(context.animaDir).writeFile(request.args[0], request.args[1], request.args[2]) satisfies Promise<HostAnswer<"fs.writeFile">>;
+      case "fs.appendFile":
+        return this.fsFor(context.animaDir).appendFile(request.args[0], request.args[1], request.args[2]) satisfies Promise<HostAnswer<"fs.appendFile">>;
+      case "fs.readdir": {
+        // Entries left out of a listing (names that are not valid UTF-8) are reported in the host's log.
+        const notice = (message: string) => this.options.log({ level: "warn", logger: "animaworks.host", message, anima: context.anima, tool: context.tool });
+        return this.fsFor(context.animaDir).readdir(request.args[0], notice) satisfies Promise<HostAnswer<"fs.readdir">>;
+      }
+      case "fs.stat":
+        return this.fsFor(context.animaDir).stat(request.args[0]) satisfies Promise<HostAnswer<"fs.stat">>;
+      case "fs.exists":
+        return this.fsFor(context.animaDir).exists(request.args[0]) satisfies Promise<HostAnswer<"fs.exists">>;
+      case "fs.mkdir":
+        return this.fsFor(context.animaDir).mkdir(request.args[0], request.args[1]) satisfies Promise<HostAnswer<"fs.mkdir">>;
+      case "fs.rm":
+        return this.fsFor(context.animaDir).rm(request.args[0], request.args[1]) satisfies Promise<HostAnswer<"fs.rm">>;
+      case "fs.rename":
+        return this.fsFor(context.animaDir).rename(request.args[0], request.args[1]) satisfies Promise<HostAnswer<"fs.rename">>;
+      case "credential.get":
+        return this.credential(context, request.args[0]) satisfies Promise<HostAnswer<"credential.get">>;
+      // Outside a background job (or in a host without jobs) progress does nothing and nothing is cancelled.
+      case "job.progress":
+        this.options.jobs?.invoke(context, "progress", request.args);
+        return null satisfies HostAnswer<"job.progress">;
+      case "job.cancelled":
+        return (this.options.jobs?.invoke(context, "cancelled", request.args) === true) satisfies HostAnswer<"job.cancelled">;
+      case "fetch": {
+        const permissions = await loadPermissions(context.animaDir);
+        if (!this.options.network) throw new ToolHostError("PermissionDenied", "fetch is not available in this host");
+        if (signal?.aborted) throw new ToolHostError("ExecutionError", "fetch: the call had already ended");
+        return this.options.network.fetch(context, request.args[0], request.args[1], permissions.sandbox, signal) satisfies Promise<HostAnswer<"fetch">>;
+      }
+      default:
+        request satisfies never;
+        throw new ToolHostError("InvalidArguments", `unknown capability ${(request as { name: string }).name}`);
     }
-    if (name === "credential.get") return this.credential(context, args[0]);
-    if (name.startsWith("job.")) {
-      const operation = name.slice(4);
-      if (!this.options.jobs) return operation === "cancelled" ? false : null;
-      return this.options.jobs.invoke(context, operation, args);
-    }
-    if (name === "fetch") {
-      const permissions = await loadPermissions(context.animaDir);
-      if (!this.options.network) throw new ToolHostError("PermissionDenied", "fetch is not available in this host");
-      if (signal?.aborted) throw new ToolHostError("ExecutionError", "fetch: the call had already ended");
-      return this.options.network.fetch(context, args[0], args[1], permissions.sandbox, signal);
-    }
-    throw new ToolHostError("InvalidArguments", `unknown capability ${name}`);
   }
 
   private async credential(context: CallContext, raw: unknown): Promise<string> {

@@ -1,17 +1,17 @@
 import type { ErrorInfo } from "../errors.js";
 import { ivmErrorInfo, stripStackFrames } from "./ivm-errors.js";
 import type { DescribeOutcome, ResultValue } from "./protocol.js";
+import { type CallEnvelope, type DescribeEnvelope, type FailureEnvelope, MAX_TOOL_MESSAGE_CHARS } from "../contract/isolate.js";
 
 /**
- * Parsing of the prelude's envelopes (sandbox/prelude.ts). The text comes from the isolate and is
- * untrusted: every field is checked, and nothing in it can claim more than the tool could do anyway.
+ * The decoder of the prelude's envelopes, as the contract declares them (`CallEnvelope`,
+ * `DescribeEnvelope` in src/contract/isolate.ts), and what the host makes of them. The text comes from
+ * the isolate and is untrusted: every field is checked, and nothing in it can claim more than the tool
+ * could do anyway.
  */
 
-/**
- * Longest error message a tool's failure or load error carries out of the sandbox, in characters. The
- * text is the tool's own, and goes on to the audit log, the terminal, MCP clients and other processes.
- */
-export const MAX_TOOL_MESSAGE_CHARS = 4_000;
+/** Longest error message a tool's failure or load error carries out of the sandbox (the contract's). */
+export { MAX_TOOL_MESSAGE_CHARS };
 
 /**
  * A tool's message, at most `MAX_TOOL_MESSAGE_CHARS` long with the note of how much was dropped. A cut
@@ -48,39 +48,80 @@ function parseObject(text: string): Record<string, unknown> | undefined {
   }
 }
 
-export function parseCallEnvelope(text: unknown, limits: { maxResultBytes: number; timeoutMs: number; memoryLimitMb: number }): ParsedCall {
-  const bad: ParsedCall = { ok: false, error: { type: "ExecutionError", message: "the tool's result could not be read" }, recycle: true };
-  const e = typeof text === "string" && text.length <= maxEnvelopeChars(limits.maxResultBytes) ? parseObject(text) : undefined;
-  if (!e) return bad;
+// ---- decoders of the contract's envelopes ----------------------------------------------------------
+
+/**
+ * A failure as the tool's isolate framed it. A failure keeps what it can say: a field that is not what
+ * the contract declares takes the value the host gives a failure that said nothing (the text came from
+ * code that may have corrupted its own prelude).
+ */
+function decodeFailure(e: Record<string, unknown>, defaultType: string, defaultMessage: string): FailureEnvelope & { recycle: boolean } {
+  return {
+    ok: false,
+    errorType: typeof e["errorType"] === "string" ? e["errorType"] : defaultType,
+    message: typeof e["message"] === "string" ? e["message"] : defaultMessage,
+    recycle: e["recycle"] === true,
+  };
+}
+
+/**
+ * `GuestEntry.call`'s answer decoded as the contract's `CallEnvelope`, or undefined when the text is not
+ * one (too long for `maxResultBytes`, not JSON, neither a result nor a failure). Only declared fields are
+ * kept; a result without a byte count is measured here.
+ */
+export function decodeCallEnvelope(text: unknown, maxResultBytes: number): CallEnvelope | undefined {
+  const e = typeof text === "string" && text.length <= maxEnvelopeChars(maxResultBytes) ? parseObject(text) : undefined;
+  if (!e) return undefined;
+  if (e["ok"] === false) return decodeFailure(e, "ExecutionError", "the tool failed");
+  if (e["ok"] !== true) return undefined;
   const recycle = e["recycle"] === true;
-  if (e["ok"] === false) {
-    if (e["errorType"] === "MemoryLimit") return { ok: false, error: ivmErrorInfo(undefined, limits, "MemoryLimit"), recycle: true };
-    // Types a tool's failure may carry out: its own config error, and host denials it did not catch.
-    const type = PASSED_THROUGH.has(e["errorType"] as string) ? (e["errorType"] as "ToolConfigError") : "ExecutionError";
-    const message = typeof e["message"] === "string" ? stripStackFrames(boundToolMessage(e["message"])) : "the tool failed";
-    return { ok: false, error: { type, message: message || "the tool failed without a message" }, recycle };
-  }
-  if (e["ok"] !== true) return bad;
-  if (e["kind"] === "none") return { ok: true, value: { kind: "none" }, recycle };
+  if (e["kind"] === "none") return { ok: true, kind: "none", recycle };
   if ((e["kind"] === "text" || e["kind"] === "json") && typeof e["text"] === "string") {
     const bytes = typeof e["bytes"] === "number" && Number.isFinite(e["bytes"]) ? e["bytes"] : Buffer.byteLength(e["text"]);
-    return { ok: true, value: { kind: e["kind"], text: e["text"], bytes, truncated: e["truncated"] === true }, recycle };
+    return { ok: true, kind: e["kind"], text: e["text"], bytes, truncated: e["truncated"] === true, recycle };
   }
-  return bad;
+  return undefined;
 }
 
-export function parseDescribeEnvelope(text: unknown): DescribeOutcome {
-  const bad: DescribeOutcome = { ok: false, error: { type: "LoadError", message: "the tool's description could not be read" } };
+/**
+ * `GuestEntry.describe`'s answer decoded as the contract's `DescribeEnvelope`, or undefined when the text
+ * is not one. Export types that are not strings are left out; schemas and profile stay untrusted JSON.
+ */
+export function decodeDescribeEnvelope(text: unknown): DescribeEnvelope | undefined {
   const e = typeof text === "string" ? parseObject(text) : undefined;
-  if (!e) return bad;
-  if (e["ok"] === false) {
-    return { ok: false, error: { type: "LoadError", message: typeof e["message"] === "string" ? stripStackFrames(boundToolMessage(e["message"])) : "loading failed" } };
-  }
+  if (!e) return undefined;
+  if (e["ok"] === false) return decodeFailure(e, "LoadError", "loading failed");
   const exportsInfo = e["exports"];
-  if (e["ok"] !== true || typeof exportsInfo !== "object" || exportsInfo === null) return bad;
+  if (e["ok"] !== true || typeof exportsInfo !== "object" || exportsInfo === null) return undefined;
   const exports: Record<string, string> = {};
   for (const [name, type] of Object.entries(exportsInfo)) if (typeof type === "string") exports[name] = type;
-  return { ok: true, module: { exports, schemas: e["schemas"] ?? null, profile: e["profile"] ?? null } };
+  return { ok: true, exports, schemas: e["schemas"] ?? null, profile: e["profile"] ?? null };
 }
 
-const PASSED_THROUGH = new Set(["ToolConfigError", "SandboxViolation", "PermissionDenied"]);
+// ---- what the host makes of them --------------------------------------------------------------------
+
+/** A call's envelope as the host's outcome: which failures keep their type, and the message as it may leave. */
+export function parseCallEnvelope(text: unknown, limits: { maxResultBytes: number; timeoutMs: number; memoryLimitMb: number }): ParsedCall {
+  const e = decodeCallEnvelope(text, limits.maxResultBytes);
+  if (!e) return { ok: false, error: { type: "ExecutionError", message: "the tool's result could not be read" }, recycle: true };
+  const recycle = e.recycle === true;
+  if (!e.ok) {
+    if (e.errorType === "MemoryLimit") return { ok: false, error: ivmErrorInfo(undefined, limits, "MemoryLimit"), recycle: true };
+    // Types a tool's failure may carry out: its own config error, and host denials it did not catch.
+    const type = PASSED_THROUGH.has(e.errorType) ? (e.errorType as "ToolConfigError") : "ExecutionError";
+    const message = stripStackFrames(boundToolMessage(e.message));
+    return { ok: false, error: { type, message: message || "the tool failed without a message" }, recycle };
+  }
+  if (e.kind === "none") return { ok: true, value: { kind: "none" }, recycle };
+  return { ok: true, value: { kind: e.kind, text: e.text, bytes: e.bytes, truncated: e.truncated }, recycle };
+}
+
+/** A describe envelope as the host's outcome: any failure is a `LoadError`. */
+export function parseDescribeEnvelope(text: unknown): DescribeOutcome {
+  const e = decodeDescribeEnvelope(text);
+  if (!e) return { ok: false, error: { type: "LoadError", message: "the tool's description could not be read" } };
+  if (!e.ok) return { ok: false, error: { type: "LoadError", message: stripStackFrames(boundToolMessage(e.message)) } };
+  return { ok: true, module: { exports: e.exports, schemas: e.schemas, profile: e.profile } };
+}
+
+const PASSED_THROUGH: ReadonlySet<string> = new Set(["ToolConfigError", "SandboxViolation", "PermissionDenied"]);

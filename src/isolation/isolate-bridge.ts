@@ -2,16 +2,15 @@ import type { EntryTracker } from "./call-guard.js";
 import { classifyIvmError } from "./ivm-errors.js";
 import type { ActiveCall, PooledIsolate } from "./pooled-isolate.js";
 import type { CapabilityInvoker, CapabilityReply, ToolLogLine } from "./protocol.js";
+import { type CapabilityAnswerBatch, type HostBridge, MAX_TIMERS_PER_CALL, MAX_TIMER_DELAY_MS } from "../contract/isolate.js";
 
 /**
- * The host's side of the bridge the prelude calls (`__awHost`): what each isolated-vm callback does. The
- * isolate is untrusted: each handler checks its plain arguments, acts only for the call the isolate is
- * serving now (`pooled.active`), and never throws into the isolate (an error would carry host stacks).
+ * The host's side of the bridge the prelude calls (`GuestBridge` in src/contract/isolate.ts): what each
+ * isolated-vm callback does. The isolate is untrusted: each handler checks its plain arguments, acts only
+ * for the call the isolate is serving now (`pooled.active`), and never throws into the isolate (an error
+ * would carry host stacks). Timers are counted here against the contract's `MAX_TIMERS_PER_CALL` (the
+ * prelude keeps the same limit).
  */
-
-const MAX_TIMER_DELAY_MS = 2_147_483_647;
-/** Timers one call may have pending, counted here (the prelude keeps the same limit). */
-const MAX_TIMERS_PER_CALL = 1000;
 
 /** What the handlers need of the runner. */
 export interface BridgeHost {
@@ -20,13 +19,8 @@ export interface BridgeHost {
   invokeCapability: CapabilityInvoker;
 }
 
-export interface BridgeHandlers {
-  log(level: unknown, message: unknown): void;
-  setTimer(id: unknown, delayMs: unknown): void;
-  clearTimer(id: unknown): void;
-  stop(reason: unknown): void;
-  capability(id: unknown, name: unknown, argsJson: unknown): void;
-}
+/** The bridge's functions as the host implements them: each argument unchecked (see `HostBridge`). */
+export type BridgeHandlers = HostBridge;
 
 export function bridgeHandlers(pooled: PooledIsolate, host: BridgeHost): BridgeHandlers {
   return {
@@ -86,7 +80,7 @@ function deliver(host: BridgeHost, pooled: PooledIsolate, active: ActiveCall, id
 }
 
 function settleBatch(host: BridgeHost, pooled: PooledIsolate, active: ActiveCall): void {
-  const batch = active.replies.splice(0);
+  const batch: CapabilityAnswerBatch = active.replies.splice(0);
   let batchJson: string;
   try {
     batchJson = JSON.stringify(batch);

@@ -36,7 +36,8 @@ import { monotonicMs } from "../clock.js";
  *    is disposed, never returned to the pool.
  *  - An isolate isolated-vm disposed by itself (not the host) was stopped by its memory limit.
  *  - Values cross into the isolate as copies of strings and numbers; out of it, only the envelope string.
- *    Host callbacks never throw into the isolate (their errors would carry host stacks).
+ *    Host callbacks never throw into the isolate (their errors would carry host stacks). The bridge, the
+ *    entry object, the envelopes and the capabilities are declared once, in src/contract/isolate.ts.
  *  - Limits are kept here, outside the isolate, on the runner's own counts (`CallLedger`): log lines,
  *    timers and capability calls per call. Only denials the host issued leave a call as denials.
  *  - Only a call's first entry carries an isolated-vm `timeout`. Re-entries (timer callbacks, capability
@@ -293,7 +294,7 @@ export class IsolateRunner implements Executor {
       const context = isolate.createContextSync();
       if (!snapshot) this.runPrelude(isolate, context);
       const noop = () => new ivm.Callback(() => {}, { ignored: true });
-      bindPrelude(context, { log: noop(), setTimer: noop(), clearTimer: noop(), stop: noop(), capability: noop() }).release();
+      bindPrelude(context, { log: noop(), setTimer: noop(), clearTimer: noop(), stop: noop(), capability: noop() } satisfies Bridge).release();
       return context.evalSync(SHAPE_PROBE, { timeout: 1_000 }) as string;
     } finally {
       isolate.dispose();

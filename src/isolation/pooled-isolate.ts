@@ -2,7 +2,7 @@ import type ivm from "isolated-vm";
 import type { CallLedger } from "./call-ledger.js";
 import type { CallGuard, Disposable } from "./call-guard.js";
 import type { CallContext, CapabilityReply } from "./protocol.js";
-import { BIND_GLOBAL } from "./prelude-source.js";
+import { BIND_GLOBAL, BRIDGE_METHODS, type BridgeMethod, type EntryMethod, type GuestEntry } from "../contract/isolate.js";
 
 /**
  * Pool bookkeeping of the isolate runner (isolate-runner.ts): one warm isolate and what it serves, the
@@ -21,12 +21,8 @@ export interface ActiveCall {
   settling: boolean;
 }
 
-export interface Entry {
-  call: ivm.Reference<(...args: unknown[]) => Promise<string>>;
-  describe: ivm.Reference<() => Promise<string>>;
-  fireTimer: ivm.Reference<(id: number) => void>;
-  settleCapabilities: ivm.Reference<(batchJson: string) => void>;
-}
+/** The prelude's entry object as the host holds it: a reference to each of its functions (src/contract/isolate.ts). */
+export type Entry = { [M in EntryMethod]: ivm.Reference<GuestEntry[M]> };
 
 export class PooledIsolate implements Disposable {
   /** The call being served (the bridge attributes logs and timers to it). */
@@ -66,16 +62,19 @@ export class PooledIsolate implements Disposable {
   }
 }
 
-type EntryShape = { [K in keyof Entry]: Entry[K] extends ivm.Reference<infer F> ? F : never };
-export type Bridge = Record<"log" | "setTimer" | "clearTimer" | "stop" | "capability", ivm.Callback>;
+/** The host's bridge as the prelude receives it: an isolated-vm callback for each function (isolate-bridge.ts). */
+export type Bridge = Record<BridgeMethod, ivm.Callback>;
+
+/** `return __awBind({ log: $0, setTimer: $1, … })`: the bridge's functions passed in `BRIDGE_METHODS` order. */
+const BIND_SOURCE = `return ${BIND_GLOBAL}({ ${BRIDGE_METHODS.map((method, index) => `${method}: $${index}`).join(", ")} });`;
 
 /** Hands the host's bridge to the prelude of `context` and takes its entry object (prelude-source.ts). */
-export function bindPrelude(context: ivm.Context, bridge: Bridge): ivm.Reference<EntryShape> {
+export function bindPrelude(context: ivm.Context, bridge: Bridge): ivm.Reference<GuestEntry> {
   return context.evalClosureSync(
-    `return ${BIND_GLOBAL}({ log: $0, setTimer: $1, clearTimer: $2, stop: $3, capability: $4 });`,
-    [bridge.log, bridge.setTimer, bridge.clearTimer, bridge.stop, bridge.capability],
+    BIND_SOURCE,
+    BRIDGE_METHODS.map((method) => bridge[method]),
     { timeout: 1_000, result: { reference: true } },
-  ) as ivm.Reference<EntryShape>;
+  ) as ivm.Reference<GuestEntry>;
 }
 
 /** What V8 holds for an isolate: its committed heap and the external memory it accounts for. */

@@ -7,48 +7,44 @@ let cached: string | undefined;
 /** Compiled prelude parts (`sandbox/*.ts` → `dist/sandbox/*.js`), in the order they run. */
 const PARTS = ["memory-guards.js", "capabilities.js", "prelude.js"];
 
-/** The global through which the host binds its bridge and receives the entry object (see `readPrelude`). */
-export const BIND_GLOBAL = "__awBind";
+/** The host ↔ isolate contract as compiled (src/contract/isolate.ts → dist/src/contract/isolate.js). */
+const CONTRACT = ["src", "contract", "isolate.js"];
 
 /**
  * The prelude script, read once per process. It installs the prelude and leaves one global function,
- * `__awBind(bridge)`, which the host calls once per context before any tool code runs: it deletes itself,
- * removes again what V8 re-installs in a context made from a startup snapshot, connects the prelude to
- * the host's bridge (isolated-vm callbacks) and returns the entry object, which the host keeps as a
- * reference. So the same script runs in each new context or is baked into a V8 startup snapshot (which
- * cannot hold host callbacks), and a context made from the snapshot only binds.
+ * `__awBind(bridge)` (`BIND_GLOBAL` of src/contract/isolate.ts), which the host calls once per context
+ * before any tool code runs: it deletes itself, removes again what V8 re-installs in a context made from
+ * a startup snapshot, connects the prelude to the host's bridge (isolated-vm callbacks) and returns the
+ * entry object, which the host keeps as a reference (sandbox/prelude.ts `exposeBinder`). So the same
+ * script runs in each new context or is baked into a V8 startup snapshot (which cannot hold host
+ * callbacks), and a context made from the snapshot only binds.
  *
- * Its parts are joined inside one function scope, so the helpers one part declares for the next (and
- * the late-bound bridge) never become globals a tool could reach; the first part's "use strict"
- * directive makes the whole scope strict (strict frames give `caller` and call sites nothing to hand
- * out). The forwarding functions take their arguments by name, never by spread: a spread would iterate
- * through `Array.prototype[Symbol.iterator]`, which tool code may have replaced by then.
+ * The contract's constants come first, then the parts, all inside one strict function scope, so the
+ * helpers one part declares for the next (and the late-bound bridge) never become globals a tool could
+ * reach (strict frames give `caller` and call sites nothing to hand out).
  */
 export function readPrelude(): string {
   cached ??= `(function () {
+"use strict";
+${inlineContract(readFileSync(join(PROJECT_ROOT, "dist", ...CONTRACT), "utf8"))}
 ${PARTS.map((part) => readFileSync(join(PROJECT_ROOT, "dist", "sandbox", part), "utf8")).join("\n")}
-const late = { bridge: undefined };
-globalThis.__awHost = {
-  log: (level, message) => late.bridge.log(level, message),
-  setTimer: (id, delayMs) => late.bridge.setTimer(id, delayMs),
-  clearTimer: (id) => late.bridge.clearTimer(id),
-  stop: (reason) => late.bridge.stop(reason),
-  capability: (id, name, argsJson) => late.bridge.capability(id, name, argsJson),
-};
-const entry = installPrelude(globalThis);
-Object.defineProperty(globalThis, "${BIND_GLOBAL}", {
-  configurable: true,
-  value: function (bridge) {
-    delete globalThis.${BIND_GLOBAL};
-    if (late.bridge !== undefined) throw new Error("already bound");
-    removeUnguardedFeatures(globalThis);
-    late.bridge = bridge;
-    return entry;
-  },
-});
+exposeBinder(globalThis);
 })();
 `;
   return cached;
+}
+
+/**
+ * The compiled contract as statements of the prelude's scope: each `export const` becomes a `const`. The
+ * contract holds types and plain constants only (its rules); anything else that survives compilation (an
+ * import, another kind of export) is refused here rather than inlined.
+ */
+export function inlineContract(compiled: string): string {
+  const body = compiled.replace(/^export (?=const [A-Za-z_$][\w$]* = )/gm, "");
+  if (/^\s*(?:import|export)\b/m.test(body)) {
+    throw new Error("src/contract/isolate.ts must hold only types and exported constants: it is inlined into the prelude");
+  }
+  return body;
 }
 
 /**

@@ -1,9 +1,12 @@
 import type { ErrorInfo } from "../errors.js";
+import type { CallEntryKind, LogLevel } from "../contract/isolate.js";
 
 /**
  * The host/sandbox boundary as typed messages carrying plain data only (strings, numbers, plain
  * objects). Nothing here may hold a function, a class instance or an isolated-vm reference: every value
- * is either structured-cloned to a sandbox process or copied into an isolate.
+ * is either structured-cloned to a sandbox process or copied into an isolate. Both directions are
+ * decoded on arrival (sandbox-wire.ts). What crosses into an isolate (the bridge, the entry object, the
+ * envelopes, the capabilities) is the contract's: src/contract/isolate.ts.
  */
 
 /** A built tool: its bundle text and the content hash that names it. */
@@ -40,7 +43,7 @@ export interface CallRequest {
   bundle: ToolBundle;
   context: CallContext;
   /** `dispatch`/named function with the schema name, or `cli` for `cli_main(argv)`. */
-  entry: "call" | "cli";
+  entry: CallEntryKind;
   schemaName: string;
   /** JSON text of the (already validated) arguments object, or of the argv array for `cli`. */
   payloadJson: string;
@@ -88,12 +91,13 @@ export type CapabilityReply = { ok: true; value: unknown } | { ok: false; error:
 
 /**
  * Runs capability `name` (e.g. `fs.readFile`) for the Anima of `context` with untrusted JSON arguments.
+ * `name` is as untrusted as they are: a name the contract does not declare (`CapabilityName`) is refused.
  * `signal` aborts when the call that asked ends (result, error, timeout or cancel): work it started stops.
  */
 export type CapabilityInvoker = (context: CallContext, name: string, argsJson: string, signal?: AbortSignal) => Promise<CapabilityReply>;
 
 export interface ToolLogLine {
-  level: "debug" | "info" | "warn" | "error";
+  level: LogLevel;
   message: string;
   context: CallContext;
 }

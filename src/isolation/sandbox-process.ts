@@ -10,6 +10,7 @@ import { Socket } from "node:net";
 import { BULK_FD, BulkReceiver } from "./bulk-channel.js";
 import { ReplyAssembler } from "./reply-chunks.js";
 import { ByteLru } from "./byte-lru.js";
+import { decodeToSandbox } from "./sandbox-wire.js";
 import type { CallContext, CallOutcome, CapabilityReply, DescribeOutcome, FromSandbox, ToSandbox } from "./protocol.js";
 
 // Arguments (sandbox-child.ts): warm pool bytes, idle isolates at most, nice value.
@@ -112,7 +113,36 @@ const runner = new IsolateRunner({
   },
 });
 
-process.on("message", (message: ToSandbox) => handle(message));
+process.on("message", (raw: unknown) => {
+  const message = decodeToSandbox(raw);
+  if (message) handle(message);
+  else refuse(raw);
+});
+
+/**
+ * A message from the host that is not part of the protocol: a bug of the host's, never acted on. It is
+ * reported (on stderr, which the host logs) by its type only, since it may carry a tool's data. A batch
+ * loses only its bad messages; a request that names its id is answered with an error at once, so that
+ * its caller does not wait for the deadline.
+ */
+function refuse(raw: unknown, nested = false): void {
+  const message = typeof raw === "object" && raw !== null ? (raw as Record<string, unknown>) : undefined;
+  if (!nested && message?.["type"] === "batch" && Array.isArray(message["messages"])) {
+    for (const inner of message["messages"] as unknown[]) {
+      const decoded = decodeToSandbox(inner, true);
+      if (decoded) handle(decoded);
+      else refuse(inner, true);
+    }
+    return;
+  }
+  const type = typeof message?.["type"] === "string" ? JSON.stringify((message["type"] as string).slice(0, 40)) : typeof raw;
+  process.stderr.write(`animaworks sandbox ${process.pid}: the host sent a message that is not part of the protocol (${type}); dropped\n`);
+  const id = message?.["id"];
+  if (message?.["type"] === "request" && typeof id === "number" && Number.isSafeInteger(id) && id > 0) {
+    const error = { type: "ExecutionError" as const, message: "the sandbox process could not read the host's request" };
+    send({ type: "response", id, outcome: { ok: false, error, durationMs: 0 } });
+  }
+}
 
 function handle(message: ToSandbox): void {
   if (message.type === "batch") {

@@ -1,18 +1,25 @@
 import { ERROR_TYPES, type ErrorInfo } from "../errors.js";
+import { LOG_LEVELS } from "../contract/isolate.js";
 import { boundToolMessage } from "./envelope.js";
-import type { CallOutcome, DescribeOutcome, FromSandbox, ModuleDescription, ResultValue } from "./protocol.js";
+import type { CallContext, CallOutcome, CapabilityReply, DescribeOutcome, FromSandbox, ModuleDescription, ResultValue, SandboxRequest, ToSandbox, ToolBundle } from "./protocol.js";
 
 /**
- * Decoding of what a sandbox process sends. A sandbox process runs untrusted code, and after an escape
- * from an isolate it is the adversary itself: every message is checked against the declared union,
- * field by field, before the host acts on it. `undefined` means a protocol violation (the pool retires
- * the process). Nothing decoded here names an Anima, a directory or a tool: the host attributes a message
- * to the request it sent, by id.
+ * Decoding of the messages between the host and a sandbox process, both ways, against the unions of
+ * protocol.ts. Hand-written field checks: they run for every message, on the warm call's path.
+ *
+ * What a sandbox process sends (`decodeFromSandbox`): a sandbox process runs untrusted code, and after
+ * an escape from an isolate it is the adversary itself: every message is checked against the declared
+ * union, field by field, before the host acts on it, and only declared fields are kept. `undefined`
+ * means a protocol violation (the pool retires the process). Nothing decoded here names an Anima, a
+ * directory or a tool: the host attributes a message to the request it sent, by id.
+ *
+ * What the host sends (`decodeToSandbox`): the host is trusted, and a message that does not decode is a
+ * bug of the host's; the sandbox process reports it and drops it (sandbox-process.ts).
  */
 
 /** Batches nest one level only, and a batch holds at most this many messages. */
 const MAX_BATCH = 100_000;
-const LOG_LEVELS = new Set(["debug", "info", "warn", "error"]);
+const LOG_LEVEL_SET: ReadonlySet<string> = new Set(LOG_LEVELS);
 const ERROR_TYPE_SET: ReadonlySet<string> = new Set(ERROR_TYPES);
 
 type Json = Record<string, unknown>;
@@ -52,7 +59,7 @@ export function decodeFromSandbox(raw: unknown, nested = false): FromSandbox | u
       return isId(raw["id"]) ? { type: "needBundle", id: raw["id"] } : undefined;
     case "log": {
       const { id, level, message } = raw;
-      if (!isId(id) || typeof level !== "string" || !LOG_LEVELS.has(level) || typeof message !== "string") return undefined;
+      if (!isId(id) || typeof level !== "string" || !LOG_LEVEL_SET.has(level) || typeof message !== "string") return undefined;
       return { type: "log", id, level: level as "info", message };
     }
     case "capability": {
@@ -122,4 +129,93 @@ export function decodeDescribeOutcome(raw: unknown): DescribeOutcome | undefined
   for (const [name, type] of Object.entries(module["exports"])) if (typeof type === "string") exports[name] = type;
   const description: ModuleDescription = { exports, schemas: module["schemas"] ?? null, profile: module["profile"] ?? null };
   return { ok: true, module: description };
+}
+
+// ---- what the host sends ---------------------------------------------------------------------------
+
+function isCount(value: unknown): value is number {
+  return typeof value === "number" && Number.isFinite(value) && value >= 0;
+}
+
+function isBundle(raw: unknown): raw is ToolBundle {
+  return isObject(raw) && typeof raw["hash"] === "string" && typeof raw["code"] === "string" && typeof raw["displayName"] === "string";
+}
+
+function isContext(raw: unknown): raw is CallContext {
+  return (
+    isObject(raw) &&
+    typeof raw["anima"] === "string" &&
+    typeof raw["animaDir"] === "string" &&
+    typeof raw["tool"] === "string" &&
+    (raw["jobId"] === undefined || typeof raw["jobId"] === "string")
+  );
+}
+
+function isRequest(raw: unknown): raw is SandboxRequest {
+  if (!isObject(raw) || !isBundle(raw["bundle"]) || !isCount(raw["timeoutMs"]) || !isCount(raw["memoryLimitMb"])) return false;
+  if (raw["op"] === "describe") return true;
+  return (
+    raw["op"] === "call" &&
+    isContext(raw["context"]) &&
+    (raw["entry"] === "call" || raw["entry"] === "cli") &&
+    typeof raw["schemaName"] === "string" &&
+    typeof raw["payloadJson"] === "string" &&
+    isCount(raw["maxResultBytes"]) &&
+    isCount(raw["maxLogLines"]) &&
+    isCount(raw["maxLogLineChars"])
+  );
+}
+
+function isReply(raw: unknown): raw is CapabilityReply {
+  if (!isObject(raw)) return false;
+  if (raw["ok"] === true) return true;
+  const error = raw["error"];
+  return (
+    raw["ok"] === false &&
+    isObject(error) &&
+    typeof error["type"] === "string" &&
+    ERROR_TYPE_SET.has(error["type"]) &&
+    typeof error["message"] === "string" &&
+    (error["hint"] === undefined || typeof error["hint"] === "string")
+  );
+}
+
+/**
+ * A message from the host as protocol.ts declares it (`ToSandbox`), or undefined. Checked in place, not
+ * copied: the host is trusted, so fields the union does not declare are ignored rather than refused,
+ * and the code of a bundle or the value of an answer (whatever JSON a capability gives) is not walked.
+ */
+export function decodeToSandbox(raw: unknown, nested = false): ToSandbox | undefined {
+  if (!isObject(raw)) return undefined;
+  switch (raw["type"]) {
+    case "request":
+      return isId(raw["id"]) && isRequest(raw["request"]) ? (raw as ToSandbox) : undefined;
+    case "capabilityReply": {
+      const { joinSlicesInto, bulkBytes } = raw;
+      const valid =
+        isId(raw["capabilityId"]) &&
+        isReply(raw["reply"]) &&
+        (joinSlicesInto === undefined || joinSlicesInto === "value" || joinSlicesInto === "body") &&
+        (bulkBytes === undefined || (isCount(bulkBytes) && Number.isSafeInteger(bulkBytes)));
+      return valid ? (raw as ToSandbox) : undefined;
+    }
+    case "capabilityReplyPart":
+      return isId(raw["capabilityId"]) && typeof raw["text"] === "string" ? (raw as ToSandbox) : undefined;
+    case "abort":
+      return isId(raw["id"]) ? (raw as ToSandbox) : undefined;
+    case "forget":
+      return typeof raw["anima"] === "string" ? (raw as ToSandbox) : undefined;
+    case "stats":
+      return isId(raw["statsId"]) ? (raw as ToSandbox) : undefined;
+    case "shutdown":
+      return raw as ToSandbox;
+    case "batch": {
+      const messages = raw["messages"];
+      if (nested || !Array.isArray(messages)) return undefined;
+      for (const message of messages) if (!decodeToSandbox(message, true)) return undefined;
+      return raw as ToSandbox;
+    }
+    default:
+      return undefined;
+  }
 }

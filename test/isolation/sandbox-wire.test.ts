@@ -1,5 +1,5 @@
 import { describe, expect, it } from "vitest";
-import { decodeCallOutcome, decodeDescribeOutcome, decodeFromSandbox } from "../../src/isolation/sandbox-wire.js";
+import { decodeCallOutcome, decodeDescribeOutcome, decodeFromSandbox, decodeToSandbox } from "../../src/isolation/sandbox-wire.js";
 
 describe("decodeFromSandbox", () => {
   it("accepts the protocol's messages", () => {
@@ -43,5 +43,62 @@ describe("decoding outcomes", () => {
       ok: true,
       module: { exports: { dispatch: "function" }, schemas: [], profile: null },
     });
+  });
+});
+
+describe("decodeToSandbox (what the host sends a sandbox process)", () => {
+  const bundle = { hash: "h", code: "", displayName: "personal/t.js" };
+  const call = {
+    op: "call",
+    bundle,
+    context: { anima: "alice", animaDir: "/data/animas/alice", tool: "t" },
+    entry: "call",
+    schemaName: "t_run",
+    payloadJson: "{}",
+    timeoutMs: 1_000,
+    memoryLimitMb: 32,
+    maxResultBytes: 1_000,
+    maxLogLines: 0,
+    maxLogLineChars: 100,
+  };
+
+  it.each([
+    ["a call request", { type: "request", id: 1, request: call }],
+    ["a call request of a job", { type: "request", id: 1, request: { ...call, context: { ...call.context, jobId: "j" } } }],
+    ["a describe request", { type: "request", id: 2, request: { op: "describe", bundle, timeoutMs: 1_000, memoryLimitMb: 32 } }],
+    ["an answer", { type: "capabilityReply", capabilityId: 3, reply: { ok: true, value: { any: ["json"] } } }],
+    ["a sliced answer", { type: "capabilityReply", capabilityId: 3, reply: { ok: true, value: "" }, joinSlicesInto: "value" }],
+    ["an answer on the bulk pipe", { type: "capabilityReply", capabilityId: 3, reply: { ok: true, value: "" }, bulkBytes: 70_000 }],
+    ["a denial", { type: "capabilityReply", capabilityId: 3, reply: { ok: false, error: { type: "SandboxViolation", message: "no", hint: "h" } } }],
+    ["a slice", { type: "capabilityReplyPart", capabilityId: 3, text: "abc" }],
+    ["an abort", { type: "abort", id: 1 }],
+    ["a forget", { type: "forget", anima: "alice" }],
+    ["a stats request", { type: "stats", statsId: 1 }],
+    ["a shutdown", { type: "shutdown" }],
+    ["a batch", { type: "batch", messages: [{ type: "abort", id: 1 }, { type: "stats", statsId: 2 }] }],
+  ])("accepts %s as it is", (_label, message) => {
+    expect(decodeToSandbox(message)).toBe(message);
+  });
+
+  it.each([
+    ["an unknown type", { type: "exec", command: "sh" }],
+    ["a request without an id", { type: "request", request: call }],
+    ["a request without a bundle", { type: "request", id: 1, request: { ...call, bundle: undefined } }],
+    ["a call without a context", { type: "request", id: 1, request: { ...call, context: undefined } }],
+    ["a context without a directory", { type: "request", id: 1, request: { ...call, context: { anima: "alice", tool: "t" } } }],
+    ["an unknown entry", { type: "request", id: 1, request: { ...call, entry: "eval" } }],
+    ["an unknown op", { type: "request", id: 1, request: { ...call, op: "run" } }],
+    ["a limit that is not a number", { type: "request", id: 1, request: { ...call, timeoutMs: "1000" } }],
+    ["a negative limit", { type: "request", id: 1, request: { ...call, maxResultBytes: -1 } }],
+    ["an answer without ok", { type: "capabilityReply", capabilityId: 3, reply: { value: 1 } }],
+    ["a denial of an unknown type", { type: "capabilityReply", capabilityId: 3, reply: { ok: false, error: { type: "Root", message: "x" } } }],
+    ["an unknown slice target", { type: "capabilityReply", capabilityId: 3, reply: { ok: true, value: "" }, joinSlicesInto: "headers" }],
+    ["a slice without text", { type: "capabilityReplyPart", capabilityId: 3 }],
+    ["a forget without an Anima", { type: "forget" }],
+    ["a nested batch", { type: "batch", messages: [{ type: "batch", messages: [] }] }],
+    ["a batch with one bad message", { type: "batch", messages: [{ type: "shutdown" }, { type: "nope" }] }],
+    ["a non-object", "shutdown"],
+  ])("refuses %s", (_label, message) => {
+    expect(decodeToSandbox(message)).toBeUndefined();
   });
 });

@@ -1,0 +1,26 @@
+/*
+ * The host ↔ isolate contract (src/contract/isolate.ts) as the prelude's parts see it. They are scripts
+ * joined into one function scope (src/isolation/prelude-source.ts), which also holds the contract's
+ * constants: the prelude script inlines the compiled contract ahead of them. Declarations only: nothing
+ * here is emitted, and each one refers to the contract itself, so the two cannot drift apart.
+ */
+
+type GuestBridge = import("../src/contract/isolate.js").GuestBridge;
+type GuestEntry = import("../src/contract/isolate.js").GuestEntry;
+type LogLevel = import("../src/contract/isolate.js").LogLevel;
+type CallEntryKind = import("../src/contract/isolate.js").CallEntryKind;
+type CallEnvelope = import("../src/contract/isolate.js").CallEnvelope;
+type DescribeEnvelope = import("../src/contract/isolate.js").DescribeEnvelope;
+type FailureEnvelope = import("../src/contract/isolate.js").FailureEnvelope;
+type CapabilityName = import("../src/contract/isolate.js").CapabilityName;
+type CapabilityArgs<N extends CapabilityName> = import("../src/contract/isolate.js").CapabilityArgs<N>;
+type CapabilityAnswerValue<N extends CapabilityName> = import("../src/contract/isolate.js").CapabilityAnswerValue<N>;
+type CapabilityAnswer = import("../src/contract/isolate.js").CapabilityAnswer;
+type FetchInit = import("../src/contract/isolate.js").FetchInit;
+type FileEncoding = import("../src/contract/isolate.js").FileEncoding;
+
+declare const BIND_GLOBAL: typeof import("../src/contract/isolate.js").BIND_GLOBAL;
+declare const MAX_TOOL_MESSAGE_CHARS: typeof import("../src/contract/isolate.js").MAX_TOOL_MESSAGE_CHARS;
+declare const MAX_TIMERS_PER_CALL: typeof import("../src/contract/isolate.js").MAX_TIMERS_PER_CALL;
+declare const MAX_TIMER_DELAY_MS: typeof import("../src/contract/isolate.js").MAX_TIMER_DELAY_MS;
+declare const MAX_CAPABILITIES_IN_FLIGHT: typeof import("../src/contract/isolate.js").MAX_CAPABILITIES_IN_FLIGHT;
