@@ -1,5 +1,5 @@
 // Background jobs on PostgreSQL against the embedded SQLite store, in the same run (store path: the store
-// and the scheduler with a trivial runner, no sandbox). Needs dist/ (`npm run build`) and PostgreSQL on
+// and the worker with a trivial runner, no sandbox). Needs dist/ (`npm run build`) and PostgreSQL on
 // 127.0.0.1:5432 (or $PG_ADMIN_URL). Run: `node benchmarks/jobs-postgres.mjs [--quick] [--json]`.
 // Figures, for each store:
 //   - durable submit p50/p99: one submit at a time, no worker running (floor: a bare INSERT into a
@@ -15,7 +15,7 @@ import { tmpdir } from "node:os";
 import { join } from "node:path";
 import pg from "pg";
 import { PostgresJobStore } from "../dist/src/jobs/postgres-store.js";
-import { JobScheduler } from "../dist/src/jobs/scheduler.js";
+import { JobWorker } from "../dist/src/jobs/worker.js";
 import { SqliteJobStore } from "../dist/src/jobs/sqlite-store.js";
 
 const quick = process.argv.includes("--quick");
@@ -66,9 +66,9 @@ async function timeEach(count, fn) {
   return { p50Ms: round(pct(samples, 50), 3), p99Ms: round(pct(samples, 99), 3) };
 }
 
-/** A scheduler on `store` whose runner calls `onRun(job)`; polling at 1 s, as a real worker. */
+/** A worker on `store` whose runner calls `onRun(job)`; polling at 1 s, as a real worker. */
 function worker(store, onRun) {
-  return new JobScheduler({
+  return new JobWorker({
     store,
     runJob: async (job) => {
       onRun(job);
@@ -85,8 +85,8 @@ function worker(store, onRun) {
 async function submitToClaim(makeStore) {
   const store = await makeStore();
   const started = new Map();
-  const scheduler = worker(store, (job) => started.get(job.id)?.(performance.now()));
-  scheduler.start();
+  const running = worker(store, (job) => started.get(job.id)?.(performance.now()));
+  running.start();
   await new Promise((resolve) => setTimeout(resolve, 300)); // listening
   const samples = [];
   const submitter = await makeStore();
@@ -100,7 +100,7 @@ async function submitToClaim(makeStore) {
     if (t1 === undefined) throw new Error("a job was not claimed within 5 s");
     samples.push(t1 - t0);
   }
-  await scheduler.stop();
+  await running.stop();
   await submitter.close();
   await store.close();
   return { p50Ms: round(pct(samples, 50), 2), p99Ms: round(pct(samples, 99), 2) };
@@ -111,20 +111,20 @@ async function endToEnd(makeStore, workers) {
   let done = 0;
   let allDone;
   const finished = new Promise((resolve) => (allDone = resolve));
-  const schedulers = [];
+  const running = [];
   for (let w = 0; w < workers; w++) {
     const store = await makeStore();
     stores.push(store);
-    schedulers.push(worker(store, () => ++done === JOBS && allDone()));
+    running.push(worker(store, () => ++done === JOBS && allDone()));
   }
   const submitter = await makeStore();
-  for (const scheduler of schedulers) scheduler.start();
+  for (const w of running) w.start();
   const t0 = performance.now();
   let next = 0;
   await Promise.all(Array.from({ length: SUBMITTERS }, async () => { while (next < JOBS) await submitter.submit(input(next++)); }));
   await Promise.race([finished, new Promise((_, reject) => setTimeout(() => reject(new Error(`only ${done} of ${JOBS} jobs ran`)), 120_000))]);
   const jobsPerS = JOBS / ((performance.now() - t0) / 1000);
-  for (const scheduler of schedulers) await scheduler.stop();
+  for (const w of running) await w.stop();
   for (const store of [...stores, submitter]) await store.close();
   return Math.round(jobsPerS);
 }

@@ -22,14 +22,14 @@ let jobsModule;
 try {
   jobsModule = {
     ...(await import("../dist/src/jobs/sqlite-store.js")),
-    ...(await import("../dist/src/jobs/scheduler.js")),
+    ...(await import("../dist/src/jobs/worker.js")),
     ...(await import("../dist/src/jobs/notices.js")),
   };
 } catch (error) {
   console.error(`benchmarks/jobs.mjs needs dist/: run \`npm run build\` first (${error.message})`);
   process.exit(1);
 }
-const { SqliteJobStore, JobScheduler, writeNotice } = jobsModule;
+const { SqliteJobStore, JobWorker, writeNotice } = jobsModule;
 
 const CODE = "export function dispatch() { return 'ok'; }";
 const HASH = createHash("sha256").update(CODE).digest("hex");
@@ -97,11 +97,11 @@ async function benchSubmit(work) {
   };
 }
 
-/** Runs `count` jobs through store + scheduler: submit all, then a drain worker runs them to the end. */
+/** Runs `count` jobs through store + worker: submit all, then a drain worker runs them to the end. */
 async function throughQueue(work, name, count, notices) {
   const store = new SqliteJobStore({ path: join(work, `${name}.db`) });
   await store.putBundle(HASH, CODE);
-  const scheduler = new JobScheduler({
+  const worker = new JobWorker({
     store,
     runJob: trivialRunner,
     animaDirOf: (anima) => animaDir(join(work, name, anima)),
@@ -113,7 +113,7 @@ async function throughQueue(work, name, count, notices) {
   const start = process.hrtime.bigint();
   await Promise.all(Array.from({ length: count }, (_, i) => store.submit(input(i))));
   const submittedMs = elapsedMs(start);
-  const stats = await scheduler.runUntilDrained();
+  const stats = await worker.run({ untilDrained: true });
   const totalMs = elapsedMs(start);
   await store.close();
   if (stats.succeeded !== count) throw new Error(`${name}: ${stats.succeeded} of ${count} jobs succeeded`);

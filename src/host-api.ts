@@ -1,11 +1,14 @@
 import type { AuditLog } from "./audit/audit-log.js";
-import type { AnimaReport } from "./audit/report.js";
 import type { JobCallHooks } from "./capabilities/job-calls.js";
 import type { HostConfig, LogRecord } from "./config.js";
 import type { ErrorInfo } from "./errors.js";
 import type { ToolBundle } from "./isolation/protocol.js";
+import type { Permissions } from "./policy/permissions.js";
 import type { DiscoveryProblem, ToolOrigin } from "./registry/discovery.js";
 import type { ProfileEntry } from "./registry/schemas.js";
+import type { ToolsChange } from "./registry/tool-watch.js";
+
+export type { ToolsChange } from "./registry/tool-watch.js";
 
 /** The host's public API: what `createHost` returns and the plain data it exchanges. */
 
@@ -58,7 +61,10 @@ export interface CallOptions {
    * `structuredContent`). Default: false; always given, and checked, for an action with `output_schema`.
    */
   structured?: boolean;
-  /** Aborting stops the call at once (its isolate is disposed); it then ends as `ExecutionError`. Default: none. */
+  /**
+   * Aborting stops the call at once (its isolate is disposed); it then ends as `ExecutionError`, or as the
+   * signal's reason when that is a `ToolHostError` (e.g. `Timeout` for a deadline the caller keeps). Default: none.
+   */
   signal?: AbortSignal;
   /**
    * Receives this call's tool log lines instead of the host's `onLog` (e.g. the stderr of the CLI client a
@@ -69,7 +75,11 @@ export interface CallOptions {
 
 /** How `runPrepared` runs a call: on behalf of a background job, and stoppable. */
 export interface RunOptions {
-  /** Aborting stops the call at once (its isolate is disposed); it then ends as `ExecutionError`. */
+  /**
+   * Aborting stops the call at once (its isolate is disposed); it then ends as `ExecutionError`, or as the
+   * signal's reason when that is a `ToolHostError`. A background job's run signal is its one deadline: it
+   * aborts with `Timeout` at the job's deadline, or names the cancel once its grace ran out.
+   */
   signal?: AbortSignal;
   /** The call runs background job `id`: the tool's `progress()` and `isCancelled()` reach these hooks. */
   job?: { id: string } & JobCallHooks;
@@ -92,6 +102,47 @@ export interface PreparedCall {
   timeoutMs: number;
   profile?: ProfileEntry;
 }
+
+/** What a tool did, per tool, in an Anima's audit report. */
+export interface ToolActivity {
+  tool: string;
+  calls: number;
+  ok: number;
+  /** Error type → count (Timeout, MemoryLimit, SandboxCrashed, ExecutionError…). */
+  errors: Record<string, number>;
+  /** Capability operation → count of uses (`fs.readFile`, `fetch`, `credential`). */
+  used: Record<string, number>;
+  denials: Array<{ ts: string; operation: string; target: string; reason: string }>;
+}
+
+/** One Anima's sandbox policy audit (`auditReport`; built by audit/report.ts): the policy in force and what its tools did. */
+export interface AnimaReport {
+  anima: string;
+  policy: {
+    source: Permissions["source"] | "invalid";
+    /** Set when the permissions file is broken: everything that depends on it is refused. */
+    problem?: string;
+    toolCreation?: Permissions["toolCreation"];
+    network?: Permissions["sandbox"]["network"];
+    allowInternalHosts: string[];
+    fsLimits: HostConfig["fsLimits"];
+    allowedEnvironment: string[];
+    timeoutMs: number;
+    memoryLimitMb: number;
+  };
+  tools: Array<{ name: string; origin: string; status: string; error?: string }>;
+  activity: ToolActivity[];
+  loadErrors: Array<{ ts: string; tool: string; message: string }>;
+  /** Tools of this Anima loaded new, changed, removed or failed by a refresh, a watcher or a share, oldest first. */
+  reloads: Array<{ ts: string; tool: string; origin: string; change: string; trigger?: string; message?: string }>;
+}
+
+/**
+ * Makes a host of a resolved configuration: `hostFromConfig`, handed by the program's entry (the CLI's
+ * main) to what needs a host of its own (a worker, the daemon, the validator's throwaway hosts), so that
+ * hosts are made by the composition root only.
+ */
+export type HostFactory = (config: HostConfig) => ToolHost;
 
 export interface ToolHost {
   readonly config: HostConfig;
@@ -122,15 +173,31 @@ export interface ToolHost {
   auditReport(anima?: string, options?: { sinceMs?: number }): Promise<AnimaReport[]>;
   /** Settles once the host is watching its tool folders (with `watch: true`); at once otherwise. */
   ready(): Promise<void>;
+
   /** Names of the Animas in the data dir. */
   animas(): Promise<string[]>;
   /** Stops watching, ends the sandbox processes (or disposes in-process isolates) and flushes the audit log. */
   close(): Promise<void>;
   /**
    * After `close`: false when, with in-process isolation, an isolate isolated-vm could not stop still holds
-   * a thread of this process (a hostile tool; see design.md §9). Such a process cannot exit normally
+   * a thread of this process (a hostile tool; see docs/design.md §9). Such a process cannot exit normally
    * (Node's exit waits for that thread, or crashes on it): write what is left, then end it with SIGKILL.
    * Always true with process isolation, whose sandbox processes deal with this themselves.
    */
   canExitCleanly(): boolean;
+}
+
+/**
+ * A host that tells of its tool reloads: every host the composition root makes (not part of the public
+ * `ToolHost`, so other implementations need not have it; the MCP server subscribes when it is there).
+ */
+export interface ToolChangeSource {
+  /**
+   * Tells `listener` each time the host reloaded tools because files in its tool folders changed: whose
+   * tools (`anima`; undefined for the shared ones, which every Anima sees) and the paths. A host that does
+   * not watch them (`watch: false`) starts watching with the first subscription: only `common_tools/` and
+   * the tools of `options.anima` when one is given; such a watcher stops with its last subscription.
+   * Resolves once watching, to the function that unsubscribes.
+   */
+  onToolsChanged(listener: (change: ToolsChange) => void, options?: { anima?: string }): Promise<() => Promise<void>>;
 }

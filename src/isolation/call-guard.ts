@@ -11,6 +11,11 @@
  *
  * An abandoned isolate's thread may be lost for good; isolated-vm reports that through its
  * catastrophic-error callback, which the runner turns into `onUnrecoverable`.
+ *
+ * This is where a call's deadline is kept, next to the isolate. It is not a second deadline: a caller
+ * with a deadline of its own (a background job's worker) passes the time left until it as the request's
+ * timeout, and its stop signal reaches the guard as `halt("Aborted")` (in a sandbox process, through the
+ * pool's `abort` message). The pool's kill timer is only the last resort for a process that does not answer.
  */
 /** Why the host stopped a call: its deadline, its memory limit, or its caller giving up (`Executor.call`'s signal). */
 export type StopReason = "Timeout" | "MemoryLimit" | "Aborted";

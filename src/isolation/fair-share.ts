@@ -1,4 +1,4 @@
-import type { ErrorInfo } from "../errors.js";
+import { type ErrorInfo, ToolHostError } from "../errors.js";
 import type { CallOutcome, CallRequest, DescribeOutcome, DescribeRequest, Executor } from "./protocol.js";
 
 /**
@@ -13,7 +13,10 @@ import type { CallOutcome, CallRequest, DescribeOutcome, DescribeRequest, Execut
  *  - Waiting calls are admitted round-robin over the Animas that have some, one at a time, so that one
  *    Anima's long queue does not delay another's turn.
  *  - A call's timeout starts when it is admitted; a caller that gives up (its signal) while the call
- *    waits removes it from the queue, and it ends as `ExecutionError` without having run.
+ *    waits removes it from the queue, and it ends without having run.
+ *  - A call whose signal aborted ends with the signal's reason when that is a `ToolHostError` (a job's
+ *    run signal says `Timeout` at the job's deadline, or names the cancel), else as `ExecutionError`:
+ *    the one signal carries both the stop and why.
  *  - Background jobs pass through the same gate (their own per-Anima limit is lower).
  */
 export interface FairShareLimits {
@@ -59,11 +62,12 @@ export class FairShareExecutor implements Executor {
       const admitted = await this.wait(share, signal);
       if (!admitted) {
         this.forgetIfIdle(anima, share);
-        return refused({ type: "ExecutionError", message: "the call was stopped by its caller before it started" });
+        return refused(stoppedBy(signal, { type: "ExecutionError", message: "the call was stopped by its caller before it started" }));
       }
     }
     try {
-      return await this.inner.call(request, signal);
+      const outcome = await this.inner.call(request, signal);
+      return outcome.ok || !signal?.aborted ? outcome : { ...outcome, error: stoppedBy(signal, outcome.error) };
     } finally {
       share.running--;
       this.running--;
@@ -150,6 +154,12 @@ function busy(anima: string, share: AnimaShare, limits: FairShareLimits): ErrorI
     message: `Anima "${anima}" already has ${share.running} calls running and ${share.queue.length} waiting, the most the host queues for one Anima`,
     hint: `retry when some have finished (limits: maxConcurrentCallsPerAnima ${limits.maxConcurrentPerAnima}, maxQueuedCallsPerAnima ${limits.maxQueuedPerAnima})`,
   };
+}
+
+/** Why a call whose signal aborted ended: the signal's reason when it is one of the host's errors. */
+function stoppedBy(signal: AbortSignal | undefined, otherwise: ErrorInfo): ErrorInfo {
+  const reason: unknown = signal?.reason;
+  return reason instanceof ToolHostError ? reason.toInfo() : otherwise;
 }
 
 function refused(error: ErrorInfo): CallOutcome {

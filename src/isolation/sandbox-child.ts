@@ -43,7 +43,9 @@ export interface Pending {
   /** The child the request was sent to (or will be sent to, once it is ready). */
   child: ChildProcess | undefined;
   resolve: (outcome: CallOutcome | DescribeOutcome) => void;
+  /** The last-resort hard stop (see SandboxPool's invariants), due at `killAt` (`monotonicMs()` time). */
   timer: NodeJS.Timeout;
+  killAt: number;
   startedAt: number;
   /** The host's account of a call (none for describe): limits, denials issued, its abort signal. */
   ledger: CallLedger | undefined;
@@ -363,24 +365,40 @@ export class SandboxProcess {
     }
   }
 
-  /** Asks the child to stop request `id`; one still waiting for a (re)start is answered here at once. */
-  abort(id: number): void {
+  /**
+   * Asks the child to stop request `id`, and kills it if it has not answered `killAfterMs` later (unless
+   * the request's own hard stop comes sooner); one still waiting for a (re)start is answered here at once.
+   */
+  abort(id: number, killAfterMs: number): void {
     const pending = this.pending.get(id);
     if (!pending) return;
     if (pending.child) {
       if (pending.child.connected) this.enqueue(pending.child, { type: "abort", id });
+      const killAt = monotonicMs() + killAfterMs;
+      if (killAt < pending.killAt) {
+        clearTimeout(pending.timer);
+        pending.killAt = killAt;
+        pending.timer = setTimeout(() => this.killUnanswered(id, "stopped"), killAfterMs);
+      }
       return;
     }
     this.backlog = this.backlog.filter((m) => !(m.type === "request" && m.id === id));
     this.settle(id, pending, failureFor(pending, { type: "ExecutionError", message: "the call was stopped by its caller before it finished" }));
   }
 
-  /** Kills the process because a request overran its deadline; that request fails as a timeout. */
-  killForDeadline(id: number): void {
+  /**
+   * The last-resort hard stop: kills the process because it did not answer request `id` in time after its
+   * deadline (that request fails as a timeout) or after its caller stopped it (it fails as stopped).
+   */
+  killUnanswered(id: number, after: "deadline" | "stopped"): void {
     const late = this.pending.get(id);
     if (!late) return;
     const timeoutMs = late.request.timeoutMs;
-    this.settle(id, late, failureFor(late, { type: "Timeout", message: `the tool did not finish within ${timeoutMs} ms and its sandbox was restarted` }));
+    const error: ErrorInfo =
+      after === "deadline"
+        ? { type: "Timeout", message: `the tool did not finish within ${timeoutMs} ms and its sandbox was restarted` }
+        : { type: "ExecutionError", message: "the call was stopped by its caller, and its sandbox did not answer and was restarted" };
+    this.settle(id, late, failureFor(late, error));
     // Kill the process that has the request; if it was still queued for a restart, just unqueue it.
     if (late.child) late.child.kill("SIGKILL");
     else this.backlog = this.backlog.filter((m) => !(m.type === "request" && m.id === id));

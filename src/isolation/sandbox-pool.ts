@@ -19,9 +19,14 @@ import { LOW_PRIORITY_NICE } from "./low-priority.js";
  *  - An Anima over its share (a long call in a process the host measured busy; placement.ts) has its
  *    calls run in a low-priority process (low-priority.ts: SCHED_IDLE, half the CPUs, nice 19), started
  *    on first use, so that it cannot take the cores from the quiet Animas' short calls.
- *  - Every request has a host-side deadline (its timeout plus a grace period). A process that misses it
- *    is killed; its calls fail with `SandboxCrashed` (the late call itself with `Timeout`), and a fresh
- *    process takes its place.
+ *  - A call's deadline is kept where the call runs (the isolate's own timeout, in the sandbox process)
+ *    and, when the caller has one, by the caller's signal: a background job's run signal aborts at the
+ *    job's deadline, or when its cancel's grace ran out, and the call is stopped then (the `abort`
+ *    message). The pool times nothing of its own for that deadline. Its one timer per request is the
+ *    last-resort hard stop for a process that does not answer: `deadlineGraceMs` after the request's
+ *    deadline (its `timeoutMs`), or after its signal aborted if that comes first. A process that misses
+ *    it is killed; its calls fail with `SandboxCrashed` (the late call itself with `Timeout`, or as
+ *    stopped by its caller), and a fresh process takes its place.
  *  - A process that lost an isolate's thread says it is `retiring`: it gets no new requests, a
  *    replacement starts at once, and the old one ends itself after answering what it has (its calls are
  *    tracked per child, so its exit fails only its own stragglers).
@@ -52,7 +57,10 @@ export interface SandboxPoolOptions {
   warmIsolatesMb?: number;
   /** Idle warm isolates kept per process at most. Default: no limit (the memory budget decides). */
   maxIdleIsolates?: number;
-  /** Extra time past a request's own timeout before the host kills its process, ms. Default: 2,000. */
+  /**
+   * Last-resort hard stop: how long a process has to answer a request past its deadline (its timeout), or
+   * past the moment its caller's signal aborted, before the host kills the process, ms. Default: 2,000.
+   */
   deadlineGraceMs?: number;
   onLog?: (line: ToolLogLine) => void;
   /** Runs capabilities for the sandboxes' tools, in this (the host) process. Default: all refused. */
@@ -230,13 +238,17 @@ export class SandboxPool implements Executor, ProcessOwner {
         ? new CallLedger(request.context, { maxLogLines: request.maxLogLines, maxLogLineChars: request.maxLogLineChars }, this.budget, this.onRefusal)
         : undefined;
     const outcome = new Promise<CallOutcome | DescribeOutcome>((resolve) => {
-      const timer = setTimeout(() => target.killForDeadline(id), request.timeoutMs + this.deadlineGraceMs);
-      target.pending.set(id, { request, child: undefined, resolve, timer, startedAt: monotonicMs(), ledger });
+      // The last-resort hard stop (see the invariants), derived from the request's deadline.
+      const killAfterMs = request.timeoutMs + this.deadlineGraceMs;
+      const timer = setTimeout(() => target.killUnanswered(id, "deadline"), killAfterMs);
+      const startedAt = monotonicMs();
+      target.pending.set(id, { request, child: undefined, resolve, timer, killAt: startedAt + killAfterMs, startedAt, ledger });
       target.send({ type: "request", id, request });
     });
     if (!signal) return outcome;
-    // The sandbox disposes the call's isolate and answers as usual; the deadline kill still backs it up.
-    const abort = () => target.abort(id);
+    // The sandbox disposes the call's isolate and answers as usual; a process that does not answer within
+    // `deadlineGraceMs` of the stop is killed (the hard stop moves earlier, never later).
+    const abort = () => target.abort(id, this.deadlineGraceMs);
     if (signal.aborted) abort();
     else signal.addEventListener("abort", abort, { once: true });
     return outcome.finally(() => signal.removeEventListener("abort", abort));

@@ -1,19 +1,21 @@
-import { ToolHostError } from "../errors.js";
+import { monotonicMs } from "../clock.js";
 import type { PreparedCall, ToolHost } from "../host.js";
-import type { JobRunner } from "./scheduler.js";
+import type { JobRunner } from "./worker.js";
 import type { Job } from "./store.js";
 
 /** Tool versions a worker keeps in memory (each is one bundle's code). */
 const MAX_CACHED_BUNDLES = 64;
 
 /**
- * The scheduler's `runJob` for real jobs: the stored bundle back into a `PreparedCall`, run by the host in
+ * The worker's `runJob` for real jobs: the stored bundle back into a `PreparedCall`, run by the host in
  * the sandbox with the job's hooks (progress, isCancelled).
  *
- * On abort (cancel, timeout, shutdown) the tool first sees it through `isCancelled()` and may wrap up for
- * `cancelGraceMs`; then its isolate is stopped by force. The scheduler records the abort's reason.
+ * It times nothing itself. The worker's run signal is the call's signal: the tool sees a stop request
+ * through `isCancelled()` at once, and its call is stopped when the signal aborts (the job's deadline, or
+ * the end of the grace after a cancel or a shutdown). The call's own timeout is the time left until that
+ * same deadline, so the isolate's limit and the signal name one instant. The worker records the reason.
  */
-export function hostJobRunner(host: ToolHost, getBundle: (hash: string) => Promise<string | undefined>, cancelGraceMs: number): JobRunner {
+export function hostJobRunner(host: ToolHost, getBundle: (hash: string) => Promise<string | undefined>): JobRunner {
   // Content-addressed: an entry is never stale. Most recently used last.
   const bundleCode = new Map<string, string>();
   const bundle = async (hash: string): Promise<string | undefined> => {
@@ -37,36 +39,19 @@ export function hostJobRunner(host: ToolHost, getBundle: (hash: string) => Promi
       schemaName: job.schemaName,
       argsJson: job.argsJson,
       bundle: { hash: job.bundleHash, code, displayName: `${job.tool} (job ${job.id})` },
-      // The job's own timeout, not the host's cap for direct calls (maxCallTimeoutMs): background jobs are
-      // the long-running ones. The scheduler enforces the same deadline from outside.
-      timeoutMs: job.timeoutMs,
+      // The job's own deadline, not the host's cap for direct calls (maxCallTimeoutMs): background jobs are
+      // the long-running ones.
+      timeoutMs: Math.max(1, Math.ceil(context.deadline - monotonicMs())),
     };
-    const force = new AbortController();
-    const onAbort = () => {
-      const timer = setTimeout(() => force.abort(), cancelGraceMs);
-      force.signal.addEventListener("abort", () => clearTimeout(timer), { once: true });
-    };
-    if (context.signal.aborted) onAbort();
-    else context.signal.addEventListener("abort", onAbort, { once: true });
-    const result = await host
-      .runPrepared(prepared, {
-        signal: force.signal,
-        job: { id: job.id, reportProgress: context.reportProgress, cancelled: () => context.signal.aborted },
-      })
-      .finally(() => {
-        context.signal.removeEventListener("abort", onAbort);
-        force.abort();
-      });
-    if (context.signal.aborted) return { ok: false, error: abortError(context.signal) };
+    const result = await host.runPrepared(prepared, {
+      signal: context.signal,
+      job: { id: job.id, reportProgress: context.reportProgress, cancelled: () => context.stopRequested() !== undefined },
+    });
+    // A run asked to stop ends that way, even when the tool wrapped up and returned within the grace.
+    const stopped = context.stopRequested();
+    if (stopped) return { ok: false, error: { type: stopped.type, message: stopped.message } };
     if (result.status === "ok") return { ok: true, result: result.output };
     const message = result.hint ? `${result.message} (${result.hint})` : result.message;
     return { ok: false, error: { type: result.error_type, message } };
   };
-}
-
-/** Why an aborted run ended, as the scheduler said when it aborted it. */
-function abortError(signal: AbortSignal): { type: ToolHostError["type"]; message: string } {
-  const reason: unknown = signal.reason;
-  if (reason instanceof ToolHostError) return { type: reason.type, message: reason.message };
-  return { type: "ExecutionError", message: reason instanceof Error ? reason.message : "job aborted" };
 }

@@ -5,7 +5,7 @@ import { ToolHostError } from "../errors.js";
 import type { Job, JobStore } from "./store.js";
 
 /**
- * Completion notices in AnimaWorks' format (reference §8.7): `{animaDir}/state/background_notifications/<id>.md`,
+ * Completion notices in AnimaWorks' format (docs/animaworks-reference.md §8.7): `{animaDir}/state/background_notifications/<id>.md`,
  * read and deleted by the Anima's next heartbeat. Unlike AnimaWorks, the file is named by the SAME id that
  * `submit` returned (the reference's defect 7), and it is written atomically.
  */
@@ -22,7 +22,7 @@ export function noticePath(animaDir: string, jobId: string): string {
 }
 
 /**
- * The AnimaWorks task name of a submitted job is `<tool>:<subcommand>` (reference §8.7), and its notices
+ * The AnimaWorks task name of a submitted job is `<tool>:<subcommand>` (docs/animaworks-reference.md §8.7), and its notices
  * name the task that way; we keep that so a notice says which action finished.
  */
 export function taskName(job: Job): string {

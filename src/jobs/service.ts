@@ -4,9 +4,10 @@ import { PROJECT_ROOT, workerEnvironment } from "../config.js";
 import { ToolHostError } from "../errors.js";
 import type { ToolHost } from "../host.js";
 import { resolveAnima } from "../registry/animas.js";
-import { type NoticeSink, deliverNotices, sweepNotices } from "./notices.js";
+import { type NoticeSink, deliverNotices } from "./notices.js";
+import { JOB_DEFAULTS, MAX_TIMER_MS } from "./defaults.js";
 import { hostJobRunner } from "./host-runner.js";
-import { JobScheduler, type JobSchedulerOptions, type SchedulerStats } from "./scheduler.js";
+import { JobWorker, type JobWorkerSettings, type WorkerStats } from "./worker.js";
 import { SqliteJobStore } from "./sqlite-store.js";
 import { PostgresJobStore } from "./postgres-store.js";
 import { type Job, type JobStatus, type JobStore, isTerminal } from "./store.js";
@@ -14,7 +15,7 @@ import { jobFailure } from "./view.js";
 import { liveWorkers, registerWorker, startWorkerProcess } from "./workers.js";
 
 /**
- * The library API of background jobs (design.md §8), used by the CLI's `submit`, `jobs` and `serve`.
+ * The library API of background jobs (docs/design.md §8), used by the CLI's `submit`, `jobs` and `serve`.
  *
  * Submit = `host.prepare` (validation, and the tool bundle current now) + the bundle stored by its hash
  * + the job stored durably; so a job always runs the tool version it was submitted with, whatever edits
@@ -24,24 +25,6 @@ import { liveWorkers, registerWorker, startWorkerProcess } from "./workers.js";
  * unknown one (`NotFound`, CLI exit 2), so ids of other Animas cannot even be probed.
  */
 
-export const JOB_SERVICE_DEFAULTS = {
-  /** Timeout of a job whose profile has no `timeout_seconds`, ms: AnimaWorks' 1,800 s for background subprocesses. */
-  timeoutMs: 1_800_000,
-  /** How often `wait` looks at the job, ms. */
-  waitPollIntervalMs: 250,
-  /** How often a worker renews its leases and so sees a cancel made elsewhere, ms (the scheduler's own default is 10 s). */
-  heartbeatIntervalMs: 2_000,
-  /** How often an `untilDrained` worker checks whether the queue is empty, ms. */
-  idleCheckIntervalMs: 1_000,
-  /** On a graceful stop, how long running jobs may go on before they are aborted, ms (AnimaWorks' shutdown drain). */
-  drainTimeoutMs: 600_000,
-  /** After a cancel (or timeout, or a forced stop), how long a running tool may wrap up before its isolate is stopped, ms. */
-  cancelGraceMs: 2_000,
-} as const;
-
-/** Longest job timeout, ms: what a Node timer can hold (the scheduler times jobs with setTimeout). */
-const MAX_TIMEOUT_MS = 2_147_483_647;
-
 export interface JobServiceOptions {
   /** The host whose tools jobs call: `prepare` at submit, `runPrepared` in the worker. A worker's host should use process isolation. */
   host: ToolHost;
@@ -50,13 +33,13 @@ export interface JobServiceOptions {
    * `SqliteJobStore` at `jobPaths(dataDir).store`; opened on first use and closed by `close()`.
    */
   store?: JobStore;
-  /** Timeout of a job whose profile has no `timeout_seconds`, ms. Default: 1,800,000 (30 min). */
+  /** Timeout of a job whose profile has no `timeout_seconds`, ms. Default: 1,800,000 (30 min; `JOB_DEFAULTS`). */
   defaultTimeoutMs?: number;
-  /** Scheduler settings for `runWorker` (concurrency 4, per Anima 2, …; see scheduler-options.ts). Heartbeat default here: 2,000 ms. */
-  worker?: Omit<JobSchedulerOptions, "store" | "runJob" | "animaDirOf">;
-  /** How often an `untilDrained` worker checks for an empty queue, ms. Default: 1,000. */
+  /** The worker's settings for `runWorker` (worker.ts `JobWorkerSettings`: concurrency 4, per Anima 2, …; defaults in defaults.ts). */
+  worker?: JobWorkerSettings;
+  /** How often an `untilDrained` worker checks for an empty queue while idle, ms (the same as `worker.idleCheckIntervalMs`). Default: 1,000. */
   idleCheckIntervalMs?: number;
-  /** After an abort, how long a running tool may wrap up (it sees `isCancelled()`) before it is stopped by force, ms. Default: 2,000. */
+  /** After a cancel (or a forced stop), how long a running tool may wrap up (it sees `isCancelled()`) before it is stopped, ms (the same as `worker.cancelGraceMs`). Default: 2,000. */
   cancelGraceMs?: number;
 }
 
@@ -94,7 +77,7 @@ export interface RunWorkerOptions {
   signal?: AbortSignal;
   /** Stop now: running jobs are aborted and their leases handed back (interrupted, or retried per their policy). */
   abortRunning?: AbortSignal;
-  /** Default: 600,000 ms. */
+  /** How long a graceful stop lets running jobs go on before they are stopped, ms. Default: 600,000 (`JOB_DEFAULTS`). */
   drainTimeoutMs?: number;
 }
 
@@ -106,7 +89,7 @@ export function jobPaths(dataDir: string): { store: string; workersDir: string; 
   return { store: join(root, "jobs.sqlite"), workersDir: join(root, "workers"), workerLog: join(dataDir, "logs", "animaworks-tool", "worker.log") };
 }
 
-/** AnimaWorks' warning for submitting an action not marked long-running (reference §8.6), or undefined. */
+/** AnimaWorks' warning for submitting an action not marked long-running (docs/animaworks-reference.md §8.6), or undefined. */
 export function eligibilityWarning(submitted: SubmittedJob): string | undefined {
   if (submitted.backgroundEligible) return undefined;
   const { tool, action } = submitted.job;
@@ -119,7 +102,6 @@ export class JobService {
   readonly paths: ReturnType<typeof jobPaths>;
   private readonly host: ToolHost;
   private readonly defaultTimeoutMs: number;
-  private readonly cancelGraceMs: number;
   private openedStore: JobStore | undefined;
   private readonly ownsStore: boolean;
 
@@ -128,11 +110,11 @@ export class JobService {
     this.paths = jobPaths(options.host.config.dataDir);
     this.openedStore = options.store;
     this.ownsStore = options.store === undefined;
-    const timeout = options.defaultTimeoutMs ?? JOB_SERVICE_DEFAULTS.timeoutMs;
-    if (!Number.isSafeInteger(timeout) || timeout < 1 || timeout > MAX_TIMEOUT_MS) throw new TypeError(`defaultTimeoutMs must be a whole number of ms from 1 to ${MAX_TIMEOUT_MS}`);
+    const timeout = options.defaultTimeoutMs ?? JOB_DEFAULTS.timeoutMs;
+    if (!Number.isSafeInteger(timeout) || timeout < 1 || timeout > MAX_TIMER_MS) throw new TypeError(`defaultTimeoutMs must be a whole number of ms from 1 to ${MAX_TIMER_MS}`);
     this.defaultTimeoutMs = timeout;
-    this.cancelGraceMs = options.cancelGraceMs ?? JOB_SERVICE_DEFAULTS.cancelGraceMs;
-    if (!Number.isSafeInteger(this.cancelGraceMs) || this.cancelGraceMs < 0) throw new TypeError("cancelGraceMs must be a whole number of ms, 0 or more");
+    const grace = options.cancelGraceMs;
+    if (grace !== undefined && (!Number.isSafeInteger(grace) || grace < 0)) throw new TypeError("cancelGraceMs must be a whole number of ms, 0 or more");
   }
 
   /** Validates the call (throwing `ToolHostError` before anything is stored), then records the job durably. */
@@ -140,7 +122,7 @@ export class JobService {
     const prepared = await this.host.prepare(anima, schemaName, args);
     const profile = prepared.profile;
     // The profile is part of the version pinned here: a later edit of timeout_seconds does not change this job.
-    const timeoutMs = profile?.timeout_seconds !== undefined ? Math.min(MAX_TIMEOUT_MS, Math.max(1, Math.round(profile.timeout_seconds * 1000))) : this.defaultTimeoutMs;
+    const timeoutMs = profile?.timeout_seconds !== undefined ? Math.min(MAX_TIMER_MS, Math.max(1, Math.round(profile.timeout_seconds * 1000))) : this.defaultTimeoutMs;
     const store = this.store();
     await store.putBundle(prepared.bundle.hash, prepared.bundle.code);
     const { job, created } = await store.submit({
@@ -207,7 +189,7 @@ export class JobService {
 
   /** Resolves with the job once it is finished. `Timeout` when `timeoutMs` passes first (the job itself goes on). */
   async wait(anima: string, id: string, options: WaitOptions = {}): Promise<Job> {
-    const pollMs = options.pollIntervalMs ?? JOB_SERVICE_DEFAULTS.waitPollIntervalMs;
+    const pollMs = options.pollIntervalMs ?? JOB_DEFAULTS.waitPollIntervalMs;
     const deadline = options.timeoutMs === undefined ? Number.POSITIVE_INFINITY : Date.now() + options.timeoutMs;
     let seen = "";
     for (;;) {
@@ -252,42 +234,34 @@ export class JobService {
    * Runs jobs in this process until `signal` (or, with `untilDrained`, until the store has nothing queued or
    * running), registered as a live worker meanwhile. Returns what this worker did.
    */
-  async runWorker(options: RunWorkerOptions = {}): Promise<SchedulerStats> {
-    const store = this.store();
-    const scheduler = new JobScheduler({
+  async runWorker(options: RunWorkerOptions = {}): Promise<WorkerStats> {
+    const worker = new JobWorker({
       onLog: this.host.config.onLog,
-      heartbeatIntervalMs: JOB_SERVICE_DEFAULTS.heartbeatIntervalMs,
       ...this.options.worker,
-      store,
-      runJob: hostJobRunner(this.host, (hash) => this.store().getBundle(hash), this.cancelGraceMs),
+      ...(this.options.idleCheckIntervalMs !== undefined ? { idleCheckIntervalMs: this.options.idleCheckIntervalMs } : {}),
+      ...(this.options.cancelGraceMs !== undefined ? { cancelGraceMs: this.options.cancelGraceMs } : {}),
+      store: this.store(),
+      runJob: hostJobRunner(this.host, (hash) => this.store().getBundle(hash)),
       animaDirOf: (anima) => this.animaDirOf(anima),
     });
     const mode = options.untilDrained ? "until-drained" : "serve";
     let registration = registerWorker(this.paths.workersDir, mode);
-    scheduler.start();
     try {
-      if (!options.untilDrained) await untilAborted(options.signal);
-      else {
-        const idleMs = this.options.idleCheckIntervalMs ?? JOB_SERVICE_DEFAULTS.idleCheckIntervalMs;
-        while (!options.signal?.aborted) {
-          if (scheduler.running === 0 && (await drained(store))) {
-            // Leave in this order: record gone first, then one last look. A submit commits its job before it
-            // looks for workers, so one that still saw our record committed before this look and is seen by it;
-            // one that did not see the record starts a worker of its own.
-            registration.remove();
-            if (await drained(store)) break;
-            registration = registerWorker(this.paths.workersDir, mode);
-          }
-          await delay(idleMs, undefined, options.signal ? { signal: options.signal } : undefined).catch(() => undefined);
-        }
-      }
+      return await worker.run({
+        ...options,
+        // Leave in this order: record gone first, then one last look. A submit commits its job before it
+        // looks for workers, so one that still saw our record committed before this look and is seen by it;
+        // one that did not see the record starts a worker of its own.
+        mayLeave: async (drained) => {
+          registration.remove();
+          if (await drained()) return true;
+          registration = registerWorker(this.paths.workersDir, mode);
+          return false;
+        },
+      });
     } finally {
-      await stopScheduler(scheduler, options);
       registration.remove();
     }
-    // Notices a canceller or a dead worker failed to write are delivered before a drained worker leaves.
-    if (options.untilDrained && !options.signal?.aborted) await sweepNotices(this.noticeSink(), 0);
-    return { ...scheduler.stats };
   }
 
   async close(): Promise<void> {
@@ -311,7 +285,7 @@ export class JobService {
     return {
       store: this.store(),
       animaDirOf: (anima) => this.animaDirOf(anima),
-      enabled: this.options.worker?.notices ?? true,
+      enabled: this.options.worker?.notices ?? JOB_DEFAULTS.notices,
       warn: (message, job) => onLog({ level: "warn", logger: "animaworks.host", message, ...(job ? { anima: job.anima, tool: job.tool } : {}) }),
     };
   }
@@ -330,36 +304,6 @@ export function resultOf(job: Job): JobResult {
 
 function notFound(anima: string, id: string): ToolHostError {
   return new ToolHostError("NotFound", `Anima "${anima}" has no job "${id}"`, "animaworks-tool jobs list shows this Anima's jobs");
-}
-
-async function drained(store: JobStore): Promise<boolean> {
-  const status = await store.queueStatus();
-  return status.queued === 0 && status.running === 0;
-}
-
-function untilAborted(signal: AbortSignal | undefined): Promise<void> {
-  return new Promise((resolve) => {
-    if (!signal) return; // runs until the process ends
-    if (signal.aborted) resolve();
-    else signal.addEventListener("abort", () => resolve(), { once: true });
-  });
-}
-
-/** Graceful stop bounded by `drainTimeoutMs`, or at once when `abortRunning` fires. */
-async function stopScheduler(scheduler: JobScheduler, options: RunWorkerOptions): Promise<void> {
-  const graceful = scheduler.stop();
-  if (options.abortRunning?.aborted) {
-    await Promise.all([graceful, scheduler.stop({ abortRunning: true })]);
-    return;
-  }
-  const drainMs = options.drainTimeoutMs ?? JOB_SERVICE_DEFAULTS.drainTimeoutMs;
-  const cutoff = new AbortController();
-  const forceReasons = [delay(drainMs, "timeout", { signal: cutoff.signal }).catch(() => "done")];
-  if (options.abortRunning) forceReasons.push(untilAborted(options.abortRunning).then(() => "abort"));
-  const first = await Promise.race([graceful.then(() => "done"), ...forceReasons]);
-  cutoff.abort();
-  if (first !== "done") await scheduler.stop({ abortRunning: true });
-  await graceful;
 }
 
 /** JSON text with object keys sorted at every level. */

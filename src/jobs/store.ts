@@ -1,8 +1,9 @@
 import { createHash, randomBytes } from "node:crypto";
 import { type ErrorType, ToolHostError, isErrorType } from "../errors.js";
+import { JOB_DEFAULTS } from "./defaults.js";
 
 /**
- * The seam between background-job callers (CLI `submit`/`jobs`, the scheduler) and where jobs are kept.
+ * The seam between background-job callers (CLI `submit`/`jobs`, the worker) and where jobs are kept.
  * Callers only ever see `JobStore`; the embedded SQLite store is one implementation, and a distributed
  * backend can be added beside it without touching them. Every implementation must pass the contract
  * suite in `test/jobs/contract.ts`, which is the executable form of the promises written here.
@@ -88,7 +89,7 @@ export interface SubmitJobInput {
   argsJson: string;
   /** Hash of a bundle already stored with `putBundle`. */
   bundleHash: string;
-  /** Default: 0. Integer; higher runs first. */
+  /** Integer; higher runs first. Default: 0 (`JOB_DEFAULTS`, defaults.ts, as the other defaults here). */
   priority?: number;
   /**
    * Per Anima: a second submit with the same key returns the first job instead of queueing another, for as
@@ -222,12 +223,6 @@ export interface JobStore {
   close(): Promise<void>;
 }
 
-export const SUBMIT_DEFAULTS = {
-  priority: 0,
-  maxAttempts: 1,
-  retryBackoffMs: 1_000,
-  timeoutMs: 1_800_000,
-} as const;
 
 /** 12 lowercase hex characters (48 random bits), the id format AnimaWorks users know. */
 export function newJobId(): string {
@@ -282,11 +277,11 @@ export function normaliseSubmit(input: SubmitJobInput): Required<Omit<SubmitJobI
     schemaName: input.schemaName,
     argsJson: input.argsJson,
     bundleHash: input.bundleHash,
-    priority: integer(input.priority, SUBMIT_DEFAULTS.priority, "priority", -1_000_000),
+    priority: integer(input.priority, JOB_DEFAULTS.priority, "priority", -1_000_000),
     idempotencyKey: key,
-    maxAttempts: integer(input.maxAttempts, SUBMIT_DEFAULTS.maxAttempts, "maxAttempts", 1),
-    retryBackoffMs: integer(input.retryBackoffMs, SUBMIT_DEFAULTS.retryBackoffMs, "retryBackoffMs", 0),
-    timeoutMs: integer(input.timeoutMs, SUBMIT_DEFAULTS.timeoutMs, "timeoutMs", 1),
+    maxAttempts: integer(input.maxAttempts, JOB_DEFAULTS.maxAttempts, "maxAttempts", 1),
+    retryBackoffMs: integer(input.retryBackoffMs, JOB_DEFAULTS.retryBackoffMs, "retryBackoffMs", 0),
+    timeoutMs: integer(input.timeoutMs, JOB_DEFAULTS.timeoutMs, "timeoutMs", 1),
   };
 }
 

@@ -1,4 +1,5 @@
 import { describe, expect, it } from "vitest";
+import { ToolHostError } from "../../src/errors.js";
 import { FairShareExecutor } from "../../src/isolation/fair-share.js";
 import type { CallOutcome, CallRequest, Executor } from "../../src/isolation/protocol.js";
 
@@ -89,5 +90,28 @@ describe("FairShareExecutor", () => {
     expect(await waiting).toMatchObject({ ok: false, error: { type: "ExecutionError", message: expect.stringMatching(/before it started/) } });
     expect(gate.countsOf("a")).toEqual({ running: 1, queued: 0 });
     expect(held.running.filter((r) => r.anima === "a")).toHaveLength(1);
+  });
+
+  it("ends a call whose signal aborts with the signal's reason when it is a host error, waiting or running", async () => {
+    const stopped: CallOutcome = { ok: false, error: { type: "ExecutionError", message: "the call was stopped by its caller before it finished" }, durationMs: 1 };
+    let stopRunning: (() => void) | undefined;
+    const executor: Executor = {
+      describe: async () => ({ ok: false, error: { type: "LoadError", message: "unused" } }),
+      call: (_request, signal) => new Promise<CallOutcome>((resolve) => (stopRunning = () => signal?.aborted && resolve(stopped))),
+      close: async () => {},
+      stuckEntries: () => 0,
+    };
+    const gate = new FairShareExecutor(executor, { maxConcurrentPerAnima: 1, maxQueuedPerAnima: 5 });
+    void gate.call(request("other"));
+    const running = new AbortController();
+    const first = gate.call(request("a"), running.signal);
+    const waiting = new AbortController();
+    const second = gate.call(request("a"), waiting.signal);
+    await settle();
+    waiting.abort(new ToolHostError("Timeout", "job exceeded its timeout of 10 ms"));
+    expect(await second).toMatchObject({ ok: false, error: { type: "Timeout", message: "job exceeded its timeout of 10 ms" } });
+    running.abort(new ToolHostError("ExecutionError", "job cancelled by request"));
+    stopRunning?.();
+    expect(await first).toMatchObject({ ok: false, error: { type: "ExecutionError", message: "job cancelled by request" } });
   });
 });

@@ -1,0 +1,618 @@
+import { randomBytes } from "node:crypto";
+import { hostname } from "node:os";
+import { setTimeout as delay } from "node:timers/promises";
+import PQueue from "p-queue";
+import type { LogRecord } from "../config.js";
+import type { ToolHostError } from "../errors.js";
+import { JOB_DEFAULTS, duration } from "./defaults.js";
+import { type NoticeSink, deliverNotices, sweepNotices } from "./notices.js";
+import { JobRun, saveProgress } from "./run-state.js";
+import { type Job, type JobError, type JobOutcome, type JobStore, jobErrorFromThrown, leaseOf } from "./store.js";
+
+export type JobRunResult = { ok: true; result: string } | { ok: false; error: JobError };
+
+/** What a runner gets besides its job. */
+export interface JobRunContext {
+  /**
+   * The run's one stop signal, with its reason (a `ToolHostError`): aborted at the job's deadline
+   * (`Timeout`), or once the grace after a cancel, a lost lease or a shutdown ran out (`ExecutionError`).
+   * Pass it down to the call; the layers below stop on it and time nothing of their own for this job.
+   */
+  signal: AbortSignal;
+  /** When `signal` aborts at the latest (the job's deadline), in `monotonicMs()` time (src/clock.ts). */
+  deadline: number;
+  /**
+   * Once the run was asked to stop (cancel, deadline, lost lease, shutdown): why, as the `ToolHostError` the
+   * signal will carry; undefined until then. The tool's `isCancelled()`; it may wrap up until `signal` aborts.
+   */
+  stopRequested(): ToolHostError | undefined;
+  /** Progress for `jobs show`; `fraction` is clamped to 0..1. Cheap to call often: writes are coalesced. */
+  reportProgress(fraction: number, message?: string): void;
+}
+
+/** Does the work of one job (e.g. calls the tool in an isolate). Must end once `signal` aborts. */
+export type JobRunner = (job: Job, context: JobRunContext) => Promise<JobRunResult>;
+
+/** A worker's tunable settings (`JobServiceOptions.worker`). Every default is in `JOB_DEFAULTS` (defaults.ts). */
+export interface JobWorkerSettings {
+  /** Jobs this worker runs at once; a whole number ≥ 1, or Infinity. @default 4 */
+  concurrency?: number;
+  /** Running jobs per Anima, counted across every worker sharing the store; ≥ 1. @default 2 */
+  perAnimaConcurrency?: number;
+  /** Lease length, ms. A job whose worker stops renewing for this long is recovered. @default 30,000 */
+  leaseMs?: number;
+  /** How often held leases are renewed (and cancels made elsewhere seen), ms; shorter than the lease. @default 2,000, or leaseMs / 3 if less */
+  heartbeatIntervalMs?: number;
+  /** How often the store is asked for work submitted elsewhere, ms. @default 1,000 */
+  pollIntervalMs?: number;
+  /** How often expired leases are recovered and missing notices re-written, ms. @default leaseMs / 2 */
+  maintenanceIntervalMs?: number;
+  /**
+   * After a cancel, a lost lease or a shutdown, how long the tool may wrap up (it sees `isCancelled()`)
+   * before the run's signal aborts; and how long after that a runner that has not ended is waited for
+   * before the job is recorded and its slot freed, ms (0 or more). @default 2,000
+   */
+  cancelGraceMs?: number;
+  /** A finished job without a notice for this long is taken to have lost its writer; its notice is re-written, ms. @default leaseMs */
+  noticeGraceMs?: number;
+  /** Finished jobs older than this are deleted, ms; `Infinity` keeps them. @default 604,800,000 (7 days) */
+  retentionMs?: number;
+  /** How often the retention purge runs, ms. @default 3,600,000 (1 hour) */
+  purgeIntervalMs?: number;
+  /** Write completion notices. @default true */
+  notices?: boolean;
+  /** How often a worker running until drained looks at the queue while it has nothing to do, ms. @default 1,000 */
+  idleCheckIntervalMs?: number;
+  /** Lease owner id; unique per worker. @default `<hostname>:<pid>:<random>` */
+  workerId?: string;
+  /** Receives the worker's log lines (one as each job starts and ends, and warnings). @default stderr */
+  onLog?: (record: LogRecord) => void;
+}
+
+export interface JobWorkerOptions extends JobWorkerSettings {
+  store: JobStore;
+  runJob: JobRunner;
+  /** The directory of an Anima, where its completion notices go. */
+  animaDirOf: (anima: string) => string;
+}
+
+export interface WorkerRunOptions {
+  /** Return once nothing is queued or running in the whole store. @default false */
+  untilDrained?: boolean;
+  /** Graceful stop: claim nothing more, let running jobs finish (up to `drainTimeoutMs`), then return. */
+  signal?: AbortSignal;
+  /** Stop now: running jobs are stopped (with the grace) and their leases handed back. */
+  abortRunning?: AbortSignal;
+  /** How long a graceful stop lets running jobs go on before they are stopped, ms. @default 600,000 */
+  drainTimeoutMs?: number;
+  /**
+   * Until drained: called when the store looks drained; the worker leaves only if it resolves true, else
+   * it goes on. `drained` looks again. (JobService removes its worker record here before a last look.)
+   * @default leave at once
+   */
+  mayLeave?: (drained: () => Promise<boolean>) => Promise<boolean>;
+}
+
+export interface WorkerStats {
+  /** Runs this worker started. */
+  started: number;
+  succeeded: number;
+  failed: number;
+  cancelled: number;
+  /** Runs whose outcome this worker did not record (lease lost, or given back at shutdown). */
+  released: number;
+}
+
+type ResolvedSettings = Required<Omit<JobWorkerSettings, "workerId">>;
+
+/** Fills in `JOB_DEFAULTS` and checks every setting; throws a TypeError naming the bad one. */
+export function resolveWorkerSettings(settings: JobWorkerSettings): ResolvedSettings {
+  const d = JOB_DEFAULTS;
+  const leaseMs = duration(settings.leaseMs, d.leaseMs, "leaseMs");
+  const resolved: ResolvedSettings = {
+    concurrency: count(settings.concurrency, d.concurrency, "concurrency"),
+    perAnimaConcurrency: count(settings.perAnimaConcurrency, d.perAnimaConcurrency, "perAnimaConcurrency"),
+    leaseMs,
+    heartbeatIntervalMs: duration(settings.heartbeatIntervalMs, d.heartbeatIntervalMs(leaseMs), "heartbeatIntervalMs"),
+    pollIntervalMs: duration(settings.pollIntervalMs, d.pollIntervalMs, "pollIntervalMs"),
+    maintenanceIntervalMs: duration(settings.maintenanceIntervalMs, d.maintenanceIntervalMs(leaseMs), "maintenanceIntervalMs"),
+    cancelGraceMs: duration(settings.cancelGraceMs, d.cancelGraceMs, "cancelGraceMs", true),
+    noticeGraceMs: duration(settings.noticeGraceMs, d.noticeGraceMs(leaseMs), "noticeGraceMs"),
+    retentionMs: retention(settings.retentionMs, d.retentionMs),
+    purgeIntervalMs: duration(settings.purgeIntervalMs, d.purgeIntervalMs, "purgeIntervalMs"),
+    notices: settings.notices ?? d.notices,
+    idleCheckIntervalMs: duration(settings.idleCheckIntervalMs, d.idleCheckIntervalMs, "idleCheckIntervalMs"),
+    onLog: settings.onLog ?? ((r) => process.stderr.write(`[${r.level}] ${r.logger}: ${r.message}\n`)),
+  };
+  if (resolved.heartbeatIntervalMs >= leaseMs) throw new TypeError("heartbeatIntervalMs must be shorter than leaseMs");
+  return resolved;
+}
+
+/** Waits before each new try of a failed outcome write, ms (≈ 4 s in all, well inside a lease). */
+const RECORD_RETRY_DELAYS_MS = [100, 250, 500, 1_000, 2_000];
+
+/** How long after a failed attempt to listen for store changes a worker tries again, ms. */
+const LISTEN_RETRY_MS = 1_000;
+
+/** How long a worker gathers submit notifications before it claims (see `pumpSoon`), ms. */
+const NOTIFY_COALESCE_MS = 5;
+
+/**
+ * The one job worker: claims jobs from a `JobStore`, runs them, records their outcomes. `JobService.runWorker`
+ * drives it with the host's runner (host-runner.ts); tests and benchmarks drive it with runners of their own.
+ *
+ * Which job runs next is decided by the store's `claim` (Animas in turn, each Anima's jobs by priority,
+ * per-Anima limits counted across all workers); this class keeps the global limit with p-queue, claims
+ * only as many jobs as it has free slots (so a job never waits in a local queue while another Anima's
+ * arrives), renews leases (and so sees cancels made anywhere), times each run (`JobRun`: the deadline and
+ * the grace after a stop, one timer per run, carried to the runner as one AbortSignal), writes completion
+ * notices, and recovers jobs whose worker died.
+ *
+ * A runner that does not end after its signal aborted is abandoned `cancelGraceMs` later: the job is
+ * recorded from the stop's reason and its slot freed; the runner's eventual result is ignored.
+ */
+export class JobWorker {
+  readonly workerId: string;
+  readonly stats: WorkerStats = { started: 0, succeeded: 0, failed: 0, cancelled: 0, released: 0 };
+  private readonly o: ResolvedSettings;
+  private readonly store: JobStore;
+  private readonly runJob: JobRunner;
+  private readonly sink: NoticeSink;
+  private readonly queue: PQueue;
+  private readonly active = new Map<string, JobRun>();
+  private readonly timers: NodeJS.Timeout[] = [];
+  private heartbeatTimer: NodeJS.Timeout | undefined;
+  private coalesceTimer: NodeJS.Timeout | undefined;
+  private listenRetry: NodeJS.Timeout | undefined;
+  /** The store's change feed while started (see `listen`): resolves to the function that ends it. */
+  private subscription: Promise<(() => Promise<void>) | undefined> | undefined;
+  private started = false;
+  private stopping = false;
+  /** The stop in progress (`stop`). */
+  private stopped: Promise<void> | undefined;
+  /** Running jobs are being stopped and handed back (`stop({ abortRunning })`). */
+  private handingBack = false;
+  private pumping = false;
+  private pumpAgain = false;
+  private pumpScheduled = false;
+  private lastPurgeAt = 0;
+  private maintaining = false;
+  /** Runs whose work is over but whose outcome is still being written. */
+  private recording = 0;
+  private changeWaiters: Array<() => void> = [];
+
+  constructor(options: JobWorkerOptions) {
+    this.o = resolveWorkerSettings(options);
+    this.store = options.store;
+    this.runJob = options.runJob;
+    this.sink = {
+      store: this.store,
+      animaDirOf: options.animaDirOf,
+      enabled: this.o.notices,
+      warn: (message, job) => this.log("warn", message, job),
+    };
+    this.workerId = options.workerId ?? `${hostname()}:${process.pid}:${randomBytes(4).toString("hex")}`;
+    this.queue = new PQueue({ concurrency: this.o.concurrency });
+  }
+
+  private get busy(): boolean {
+    return this.active.size > 0 || this.recording > 0 || this.pumping;
+  }
+
+  /** Jobs running here now. */
+  get running(): number {
+    return this.active.size;
+  }
+
+  /**
+   * Runs jobs until `signal` (or, with `untilDrained`, until the store has nothing queued or running), then
+   * stops gracefully within `drainTimeoutMs` (at once on `abortRunning`). A drained worker writes any notice
+   * still missing before it returns. Returns what this worker did.
+   */
+  async run(options: WorkerRunOptions = {}): Promise<WorkerStats> {
+    this.start();
+    try {
+      if (options.untilDrained) await this.untilDrained(options);
+      else await untilAborted(options.signal);
+    } finally {
+      await this.stopWithin(options);
+    }
+    // Notices a canceller or a dead worker failed to write are delivered before a drained worker leaves.
+    if (options.untilDrained && !options.signal?.aborted) await sweepNotices(this.sink, 0);
+    return { ...this.stats };
+  }
+
+  /** Starts claiming and running jobs until `stop()`. Idempotent. */
+  start(): void {
+    if (this.started) return;
+    this.started = true;
+    this.stopping = false;
+    this.handingBack = false;
+    this.timers.push(setInterval(() => this.schedulePump(), this.o.pollIntervalMs));
+    this.timers.push(setInterval(() => void this.maintain(), this.o.maintenanceIntervalMs));
+    this.heartbeatTimer = setInterval(() => void this.heartbeat(), this.o.heartbeatIntervalMs);
+    void this.maintain();
+    this.schedulePump();
+    this.listen();
+  }
+
+  /**
+   * Stops claiming. Waits for running jobs to finish (each is bounded by its deadline plus `cancelGraceMs`).
+   * With `abortRunning`, stops them (with the grace) and hands their leases back at once,
+   * so the store retries or marks them `interrupted` under their retry policy; a run that still finishes
+   * within the grace counts.
+   */
+  stop(options: { abortRunning?: boolean } = {}): Promise<void> {
+    if (!this.started) return Promise.resolve();
+    if (options.abortRunning) {
+      this.handingBack = true;
+      for (const run of this.active.values()) run.requestStop("shutdown");
+    }
+    this.stopped ??= this.shutdown().finally(() => (this.stopped = undefined));
+    return this.stopped;
+  }
+
+  private async shutdown(): Promise<void> {
+    this.stopping = true;
+    for (const timer of this.timers.splice(0)) clearInterval(timer);
+    // Maintenance in flight is waited for too: the caller may close the store as soon as this returns.
+    while (this.busy || this.maintaining) await this.nextChange(this.o.pollIntervalMs);
+    clearInterval(this.heartbeatTimer);
+    await this.queue.onIdle();
+    // Leases handed back are recovered now rather than by whoever next runs maintenance.
+    if (this.handingBack) await this.maintain();
+    clearTimeout(this.coalesceTimer);
+    this.coalesceTimer = undefined;
+    clearTimeout(this.listenRetry);
+    this.listenRetry = undefined;
+    const unsubscribe = await this.subscription;
+    this.subscription = undefined;
+    await unsubscribe?.();
+    this.started = false;
+  }
+
+  /** A graceful stop bounded by `drainTimeoutMs`, or a stop that hands running jobs back once `abortRunning` fires. */
+  private async stopWithin(options: WorkerRunOptions): Promise<void> {
+    const graceful = this.stop();
+    if (options.abortRunning?.aborted) {
+      await this.stop({ abortRunning: true });
+      return;
+    }
+    const drainMs = duration(options.drainTimeoutMs, JOB_DEFAULTS.drainTimeoutMs, "drainTimeoutMs");
+    const cutoff = new AbortController();
+    const forceReasons = [delay(drainMs, "timeout", { signal: cutoff.signal }).catch(() => "done")];
+    if (options.abortRunning) forceReasons.push(untilAborted(options.abortRunning, cutoff.signal).then(() => "abort"));
+    const first = await Promise.race([graceful.then(() => "done"), ...forceReasons]);
+    cutoff.abort();
+    if (first !== "done") await this.stop({ abortRunning: true });
+    await graceful;
+  }
+
+  /**
+   * Until nothing is queued or running anywhere in the store. Runs held by other workers keep it waiting,
+   * because a dead worker's jobs come back to the queue when their leases expire.
+   */
+  private async untilDrained(options: WorkerRunOptions): Promise<void> {
+    const { signal } = options;
+    const idleMs = this.o.idleCheckIntervalMs;
+    while (!signal?.aborted) {
+      if (this.busy || this.pumpScheduled) {
+        await this.nextChange(idleMs, signal);
+        continue;
+      }
+      if (await this.drained()) {
+        if (!options.mayLeave || (await options.mayLeave(() => this.drained()))) return;
+        continue;
+      }
+      const startedBefore = this.stats.started;
+      this.schedulePump();
+      await this.nextChange(idleMs, signal);
+      // Nothing claimable yet (a retry backoff, or other workers' runs): look again later rather than spin.
+      if (this.stats.started === startedBefore && this.active.size === 0) await delay(idleMs, undefined, signal ? { signal } : undefined).catch(() => undefined);
+    }
+  }
+
+  private async drained(): Promise<boolean> {
+    const status = await this.store.queueStatus();
+    return status.queued === 0 && status.running === 0 && this.active.size === 0;
+  }
+
+  /**
+   * Stores that push changes (PostgreSQL's LISTEN/NOTIFY) wake this worker on a submit anywhere, and carry
+   * a cancel to the worker running the job at once; it still checks the store before acting (a claim, a
+   * lease renewal). Without it, or while it is down, the polls and heartbeats do the same more slowly.
+   */
+  private listen(): void {
+    const subscribe = this.store.subscribe?.bind(this.store);
+    if (!subscribe) return;
+    this.subscription = subscribe((event) => {
+      if (event.type === "runnable") this.pumpSoon();
+      else if ([...this.active.values()].some((run) => run.job.id === event.id)) void this.heartbeat();
+    }).catch((error: unknown) => {
+      // Polling covers the gap; listening is tried again while this worker runs.
+      this.log("warn", `listening for job changes failed (polling until it works): ${describe(error)}`);
+      this.listenRetry = setTimeout(() => {
+        this.listenRetry = undefined;
+        if (this.started && !this.stopping) this.listen();
+      }, LISTEN_RETRY_MS);
+      return undefined;
+    });
+  }
+
+  /**
+   * A pump a few ms from now, for submits announced by the store: under load they arrive one per submit,
+   * and a claim per notification (each a transaction serialised with every other worker's) would cost
+   * more than the jobs. Waiting `NOTIFY_COALESCE_MS` lets one claim take them together.
+   */
+  private pumpSoon(): void {
+    if (this.coalesceTimer) return;
+    this.coalesceTimer = setTimeout(() => {
+      this.coalesceTimer = undefined;
+      this.schedulePump();
+    }, NOTIFY_COALESCE_MS);
+  }
+
+  private schedulePump(): void {
+    if (this.pumpScheduled || !this.started || this.stopping) return;
+    this.pumpScheduled = true;
+    setImmediate(() => {
+      this.pumpScheduled = false;
+      void this.pump();
+    });
+  }
+
+  private async pump(): Promise<void> {
+    if (this.pumping) {
+      this.pumpAgain = true;
+      return;
+    }
+    this.pumping = true;
+    try {
+      do {
+        this.pumpAgain = false;
+        const free = this.o.concurrency - this.active.size;
+        if (free <= 0 || this.stopping) break;
+        let jobs: Job[];
+        try {
+          jobs = await this.store.claim({
+            owner: this.workerId,
+            leaseMs: this.o.leaseMs,
+            limit: free,
+            perAnimaLimit: this.o.perAnimaConcurrency,
+          });
+        } catch (error) {
+          this.log("warn", `claiming jobs failed: ${describe(error)}`);
+          break;
+        }
+        for (const job of jobs) this.launch(job);
+      } while (this.pumpAgain);
+    } finally {
+      this.pumping = false;
+      this.changed();
+    }
+  }
+
+  private launch(job: Job): void {
+    let abandon!: () => void;
+    const abandoned = new Promise<"abandoned">((resolve) => (abandon = () => resolve("abandoned")));
+    const run = new JobRun(job, leaseOf(job), this.o.cancelGraceMs, abandon);
+    // Registered before p-queue starts it, so the free-slot count is right for the very next pump. Keyed
+    // by attempt too: a run that lost its lease may still be in its grace period when the job comes back.
+    const key = `${job.id}#${job.attempts}`;
+    this.active.set(key, run);
+    this.stats.started++;
+    if (this.handingBack) run.requestStop("shutdown"); // claimed while stopping: handed back like the rest
+    // One line per job start and end: what an operator reading a worker's log needs to follow it.
+    this.log("info", `job ${job.id} ${job.tool}:${job.action} started (attempt ${job.attempts} of ${job.maxAttempts})`, job);
+    this.queue
+      .add(() => this.execute(run, key, abandoned))
+      .then((outcome) => {
+        // The work is over: free the slot now rather than after the outcome is written, so the claim for
+        // the next job joins the outcome's write in one group commit (one fsync instead of two). The
+        // outcome is queued first (record() below runs synchronously up to the store call), so the claim
+        // already sees this job finished when it counts the Anima's running jobs.
+        this.active.delete(key);
+        this.recording++;
+        this.schedulePump();
+        return this.record(run, outcome).finally(() => {
+          this.recording--;
+          // A store that commits each write on its own may have run the claim above before this outcome,
+          // still counting the job against its Anima's limit: look again now rather than at the next poll.
+          this.schedulePump();
+        });
+      })
+      .catch((error: unknown) => this.log("error", `job ${job.id} crashed the worker: ${describe(error)}`, job))
+      .finally(() => {
+        this.active.delete(key);
+        this.changed();
+      });
+  }
+
+  private async execute(run: JobRun, key: string, abandoned: Promise<"abandoned">): Promise<JobRunResult | "abandoned"> {
+    const context: JobRunContext = {
+      signal: run.signal,
+      deadline: run.deadline,
+      stopRequested: () => run.stopError,
+      reportProgress: (fraction, message = "") => this.progress(run, key, fraction, message),
+    };
+    try {
+      const work = Promise.resolve()
+        .then(() => this.runJob(run.job, context))
+        .then(checkResult, (error: unknown): JobRunResult => ({ ok: false, error: jobErrorFromThrown(error) }));
+      return await Promise.race([work, abandoned]);
+    } finally {
+      run.end();
+    }
+  }
+
+  /** Turns a run's end into the job's outcome, and records it unless the run no longer owns the job. */
+  private async record(run: JobRun, outcome: JobRunResult | "abandoned"): Promise<void> {
+    const { job, reason } = run;
+    const succeeded = outcome !== "abandoned" && outcome.ok;
+    let result: JobOutcome;
+    if (reason === "lease-lost" || (reason === "shutdown" && !succeeded)) {
+      // Someone else owns the job now (or will, once the lease we give back is recovered).
+      this.stats.released++;
+      if (reason === "shutdown") await this.store.renewLeases([run.lease], 0).catch(() => undefined);
+      return;
+    }
+    if (reason === "timeout" && run.stopError) {
+      // A deadline is a deadline: a result that arrives after it does not count.
+      result = { status: "failed", error: { type: run.stopError.type, message: run.stopError.message } };
+    } else if (outcome !== "abandoned" && outcome.ok) {
+      // Cancelled too late to matter: the work finished, so report it as it is.
+      result = { status: "succeeded", result: outcome.result };
+    } else if (reason === "cancel") {
+      result = { status: "cancelled" };
+    } else {
+      result = { status: "failed", error: outcome === "abandoned" ? unreachable() : outcome.error };
+    }
+    let done: Job | undefined;
+    // A networked store may be briefly unreachable (a server restart): the write is fenced by the lease,
+    // so trying again is safe, and it keeps a finished job from ending `interrupted`.
+    for (let attempt = 0; ; attempt++) {
+      try {
+        done = await this.store.complete(run.lease, result);
+        break;
+      } catch (error) {
+        const retryInMs = RECORD_RETRY_DELAYS_MS[attempt];
+        if (retryInMs === undefined || this.stopping) {
+          // The lease will expire and recovery will decide (retry or interrupted).
+          this.log("error", `recording the outcome of job ${job.id} failed: ${describe(error)}`, job);
+          this.stats.released++;
+          return;
+        }
+        await delay(retryInMs);
+      }
+    }
+    if (!done) {
+      this.stats.released++;
+      this.log("warn", `job ${job.id} lost its lease before its outcome was recorded; outcome dropped`, job);
+      return;
+    }
+    if (done.status === "succeeded") this.stats.succeeded++;
+    else if (done.status === "cancelled") this.stats.cancelled++;
+    else this.stats.failed++;
+    const took = done.startedAt !== undefined && done.finishedAt !== undefined ? ` after ${done.finishedAt - done.startedAt} ms` : "";
+    this.log("info", `job ${job.id} ${job.tool}:${job.action} ${done.status}${took}${done.error ? ` (${done.error.type})` : ""}`, job);
+    await deliverNotices(this.sink, [done]);
+  }
+
+  private progress(run: JobRun, key: string, fraction: number, message: string): void {
+    if (run.stopRequested || !this.active.has(key)) return;
+    saveProgress(run, { fraction, message }, this.store, (error) => this.log("warn", `progress of job ${run.job.id} not saved: ${describe(error)}`, run.job));
+  }
+
+  private async heartbeat(): Promise<void> {
+    const runs = [...this.active.values()].filter((run) => run.reason !== "lease-lost");
+    if (runs.length === 0) return;
+    let states;
+    try {
+      states = await this.store.renewLeases(
+        runs.map((run) => run.lease),
+        this.o.leaseMs,
+      );
+    } catch (error) {
+      this.log("warn", `renewing leases failed: ${describe(error)}`);
+      return;
+    }
+    runs.forEach((run, i) => {
+      const state = states[i];
+      if (!state?.held) run.requestStop("lease-lost");
+      else if (state.cancelRequested) run.requestStop("cancel");
+    });
+  }
+
+  /** Recovers dead workers' jobs, re-writes lost notices and purges old jobs. Errors are logged, never thrown. */
+  private async maintain(): Promise<void> {
+    if (this.maintaining) return;
+    this.maintaining = true;
+    try {
+      const recovered = await this.store.recoverExpiredLeases();
+      if (recovered.requeued.length > 0) this.schedulePump();
+      await deliverNotices(this.sink, recovered.ended);
+      await sweepNotices(this.sink, this.o.noticeGraceMs);
+      const now = Date.now();
+      if (Number.isFinite(this.o.retentionMs) && now - this.lastPurgeAt >= this.o.purgeIntervalMs) {
+        this.lastPurgeAt = now;
+        await this.store.purgeFinished(this.o.retentionMs);
+      }
+    } catch (error) {
+      this.log("warn", `job store maintenance failed: ${describe(error)}`);
+    } finally {
+      this.maintaining = false;
+      this.changed();
+    }
+  }
+
+  /** Resolves at the next state change (a run ended, a pump or maintenance finished), after `ms`, or on `signal`. */
+  private nextChange(ms: number, signal?: AbortSignal): Promise<void> {
+    return new Promise((resolve) => {
+      const done = (): void => {
+        clearTimeout(timer);
+        signal?.removeEventListener("abort", done);
+        const index = this.changeWaiters.indexOf(done);
+        if (index >= 0) this.changeWaiters.splice(index, 1);
+        resolve();
+      };
+      const timer = setTimeout(done, ms);
+      this.changeWaiters.push(done);
+      if (signal?.aborted) done();
+      else signal?.addEventListener("abort", done, { once: true });
+    });
+  }
+
+  private changed(): void {
+    for (const waiter of this.changeWaiters.splice(0)) waiter();
+  }
+
+  private log(level: LogRecord["level"], message: string, job?: Job): void {
+    const record: LogRecord = { level, logger: "animaworks.host", message };
+    if (job) {
+      record.anima = job.anima;
+      record.tool = job.tool;
+    }
+    this.o.onLog(record);
+  }
+}
+
+function checkResult(value: JobRunResult): JobRunResult {
+  if (value && value.ok === true && typeof value.result === "string") return value;
+  if (value && value.ok === false && value.error) return value;
+  return { ok: false, error: { type: "ExecutionError", message: "the job runner returned an invalid result" } };
+}
+
+function unreachable(): never {
+  throw new Error("a run was abandoned without having been stopped");
+}
+
+function describe(error: unknown): string {
+  return error instanceof Error ? error.message : String(error);
+}
+
+/** Resolves when `signal` aborts (never without one, unless `cancel` aborts: then it stays pending). */
+function untilAborted(signal: AbortSignal | undefined, cancel?: AbortSignal): Promise<void> {
+  return new Promise((resolve) => {
+    if (!signal) return; // runs until the process ends
+    if (signal.aborted) return resolve();
+    const done = () => resolve();
+    signal.addEventListener("abort", done, { once: true });
+    cancel?.addEventListener("abort", () => signal.removeEventListener("abort", done), { once: true });
+  });
+}
+
+/** Not a timer, so any positive age works; Infinity keeps finished jobs forever. */
+function retention(value: number | undefined, fallback: number): number {
+  if (value === undefined) return fallback;
+  if (Number.isNaN(value) || value <= 0) throw new TypeError(`retentionMs must be a positive number of ms, got ${String(value)}`);
+  return value;
+}
+
+/** A whole number of jobs ≥ 1, or Infinity for "no limit". */
+function count(value: number | undefined, fallback: number, name: string): number {
+  if (value === undefined) return fallback;
+  if (!(Number.isSafeInteger(value) || value === Number.POSITIVE_INFINITY) || value < 1) {
+    throw new TypeError(`${name} must be a whole number ≥ 1 (or Infinity), got ${String(value)}`);
+  }
+  return value;
+}
