@@ -2,7 +2,7 @@ import { ToolHostError } from "./errors.js";
 import { basename, dirname, join, resolve } from "node:path";
 import { fileURLToPath } from "node:url";
 import { DEFAULT_FS_LIMITS, type FsLimits } from "./capabilities/fs.js";
-import { type Environment, dataDirIn, defaultDataDirIn } from "./environment.js";
+import { type Environment, defaultDataDirIn } from "./environment.js";
 import { type FileSettings, type SettingSource, SETTINGS, environmentSettings, readOperatorFile } from "./operator-config.js";
 
 /**
@@ -27,7 +27,7 @@ export interface HostOptions {
   memoryLimitMb?: number;
   /** Timeout for loading a tool (running its top level and `get_tool_schemas`), ms. Default: 5,000. */
   loadTimeoutMs?: number;
-  /** Result text cap in UTF-8 bytes before the truncation notice. Default: 50,000 (design.md §3). */
+  /** Result text cap in UTF-8 bytes before the truncation notice. Default: 50,000 (docs/design.md §3). */
   maxOutputBytes?: number;
   /** Hard cap on the serialised result a tool may hand back, in bytes; larger is cut inside the isolate. Default: 1 MiB. */
   maxResultTransferBytes?: number;
@@ -142,15 +142,6 @@ function findProjectRoot(): string {
 /** This process's environment (the CLI hands it to a running host along with a call). */
 export function processEnvironment(): Environment {
   return process.env;
-}
-
-/** `$ANIMAWORKS_DATA_DIR` if set and non-empty (reference 1.1). */
-export function dataDirFromEnv(): string | undefined {
-  return dataDirIn(process.env, process.cwd());
-}
-
-export function defaultDataDir(): string {
-  return defaultDataDirIn(process.env, process.cwd());
 }
 
 /** Options of the CLI's self-starting host (the daemon). */
@@ -316,11 +307,6 @@ function positive(value: number | undefined, fallback: number, name: string): nu
 }
 
 const LOG_LEVELS: ReadonlyArray<LogRecord["level"]> = ["debug", "info", "warn", "error"];
-
-/** `sink`, given only the lines at the level named by `value` (a `logLevel` or `$ANIMAWORKS_LOG_LEVEL`; default info) or above. */
-export function filteredLogSink(value: string | undefined, sink: (record: LogRecord) => void): (record: LogRecord) => void {
-  return atLeast(checkedLogLevel(value), sink);
-}
 
 function checkedLogLevel(value: string | undefined): LogRecord["level"] {
   const level = value?.trim().toLowerCase() || "info";

@@ -1,5 +1,5 @@
 /**
- * Stable error types of the host (design.md §4). Every failure a caller can see carries one of these
+ * Stable error types of the host (docs/design.md §4). Every failure a caller can see carries one of these
  * codes, a message that says what failed, and where useful a hint that says what to do next.
  * The codes are part of the public contract: never rename one, only add.
  */
@@ -21,7 +21,7 @@ export const ERROR_TYPES = [
 
 export type ErrorType = (typeof ERROR_TYPES)[number];
 
-/** CLI exit code per error type (design.md §4). */
+/** CLI exit code per error type (docs/design.md §4). */
 export const EXIT_CODES: Readonly<Record<ErrorType, number>> = {
   ExecutionError: 1,
   ToolConfigError: 1,
@@ -74,7 +74,23 @@ export function isErrorType(value: unknown): value is ErrorType {
   return typeof value === "string" && (ERROR_TYPES as readonly string[]).includes(value);
 }
 
-/** One line for humans: message, then the hint if any. */
-export function formatErrorLine(info: ErrorInfo): string {
-  return info.hint ? `${info.type}: ${info.message} (${info.hint})` : `${info.type}: ${info.message}`;
+/** Any thrown value as an `ErrorInfo`: a ToolHostError as it is, anything else as an `ExecutionError` with its message. */
+export function errorInfoOf(error: unknown): ErrorInfo {
+  return error instanceof ToolHostError ? error.toInfo() : { type: "ExecutionError", message: error instanceof Error ? error.message : String(error) };
+}
+
+/**
+ * The error as the JSON edges write it (the CLI's `-j` envelope, MCP error results, job results):
+ * `{"status": "error", "error_type", "message", "hint"?}`. The one builder of that snake_case form;
+ * `ErrorInfo` is the shape inside.
+ */
+export interface ErrorEnvelope {
+  status: "error";
+  error_type: ErrorType;
+  message: string;
+  hint?: string;
+}
+
+export function errorEnvelope(info: ErrorInfo): ErrorEnvelope {
+  return { status: "error", error_type: info.type, message: info.message, ...(info.hint ? { hint: info.hint } : {}) };
 }

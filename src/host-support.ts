@@ -1,5 +1,4 @@
-import type { ErrorInfo } from "./errors.js";
-import { ToolHostError } from "./errors.js";
+import { ToolHostError, errorInfoOf } from "./errors.js";
 import type { CallResult, ToolInfo } from "./host-api.js";
 import type { ToolEntry } from "./registry/registry.js";
 import { profileFor } from "./registry/schemas.js";
@@ -38,15 +37,11 @@ export function withAnimaDir(argsJson: string, animaDir: string): string {
   return argsJson === "{}" ? `{${entry}}` : `${argsJson.slice(0, -1)},${entry}}`;
 }
 
-export function escapeRegExp(text: string): string {
-  return text.replace(/[.*+?^${}()|[\]\\]/g, "\\$&");
-}
-
 export function unknownTool(name: string, known: string[]): ToolHostError {
   return new ToolHostError("ToolNotFound", `unknown tool "${name}"`, known.length > 0 ? `available tools: ${[...known].sort().join(", ")}` : "no tools are installed");
 }
 
 export function errorResult(error: unknown, durationMs: number): CallResult {
-  const info: ErrorInfo = error instanceof ToolHostError ? error.toInfo() : { type: "ExecutionError", message: error instanceof Error ? error.message : String(error) };
+  const info = errorInfoOf(error);
   return { status: "error", error_type: info.type, message: info.message, ...(info.hint ? { hint: info.hint } : {}), durationMs };
 }

@@ -1,100 +1,35 @@
 import type { AuditLog } from "./audit/audit-log.js";
-import { JsonlAuditLog } from "./audit/jsonl-audit-log.js";
+import type { HostStatusPublisher } from "./audit/host-status.js";
 import { recordLoadError } from "./audit/load-errors.js";
-import { type AnimaReport, buildAnimaReport } from "./audit/report.js";
-import { ToolBundler } from "./build/bundler.js";
-import type { FetchCapability } from "./capabilities/fetch.js";
-import { CapabilityService, type NetworkRequester } from "./capabilities/service.js";
-import { openCredentialSources, redactSecrets } from "./credentials/index.js";
-import { join } from "node:path";
+import { buildAnimaReport } from "./audit/report.js";
+import { composeHost } from "./composition.js";
 import { type HostConfig, type HostOptions, type LogRecord, resolveConfig } from "./config.js";
 import { type ErrorInfo, ToolHostError } from "./errors.js";
 import { checkArguments } from "./execution/arguments.js";
 import { formatOutput } from "./execution/output.js";
-import { createExecutor, warmPoolReport } from "./isolation/executor.js";
-import { HostStatusPublisher } from "./audit/host-status.js";
-import type { CallContext, CallOutcome, Executor, ToolLogLine } from "./isolation/protocol.js";
+import type { CallContext, CallOutcome, Executor } from "./isolation/protocol.js";
 import { listAnimas, resolveAnima } from "./registry/animas.js";
 import type { DiscoveryProblem } from "./registry/discovery.js";
-import { type AnimaRef, type LoadedTool, type ToolEntry, ToolRegistry, type ToolSources, ownerOf } from "./registry/registry.js";
+import { type AnimaRef, type LoadedTool, type ToolEntry, type ToolRegistry, type ToolSources, ownerOf } from "./registry/registry.js";
 import { type ProfileEntry, type ToolSchema, profileFor } from "./registry/schemas.js";
+import { schemaOf } from "./registry/actions.js";
 import { structuredResult } from "./execution/result-check.js";
-import { errorResult, escapeRegExp, toToolInfo, unknownTool, withAnimaDir } from "./host-support.js";
-import type { CallOptions, CallResult, PreparedCall, RunOptions, ToolHost, ToolInfo, ToolListing } from "./host-api.js";
-import { JobCalls } from "./capabilities/job-calls.js";
+import { errorResult, toToolInfo, unknownTool, withAnimaDir } from "./host-support.js";
+import type { AnimaReport, CallOptions, CallResult, PreparedCall, RunOptions, ToolChangeSource, ToolHost, ToolInfo, ToolListing, ToolsChange } from "./host-api.js";
+import type { JobCalls } from "./capabilities/job-calls.js";
+import { ToolWatch } from "./registry/tool-watch.js";
 import { monotonicMs } from "./clock.js";
-import { accessHint, systemFileError } from "./system-errors.js";
 
 export type { CallOptions, CallResult, PreparedCall, RunOptions, SchemaInfo, ToolHost, ToolInfo, ToolListing } from "./host-api.js";
 
-/** The composition root: wires the real bundler, executor and registry from one resolved config. */
+/** A host: `options` (else the operator configuration, else defaults; see HostOptions) wired by the composition root. */
 export function createHost(options: HostOptions = {}): ToolHost {
   return hostFromConfig(resolveConfig(options));
 }
 
 /** A host of a configuration already resolved (the CLI resolves it from the invocation's own environment). */
 export function hostFromConfig(config: HostConfig): ToolHost {
-  const audit = new JsonlAuditLog(config.auditFile, {
-    onWriteError: (error, file) => {
-      const known = systemFileError(error, file);
-      const reason = known?.message ?? `cannot write ${file}: ${error instanceof Error ? error.message : String(error)}`;
-      config.onLog({ level: "error", logger: "animaworks.host", message: `the audit log is not being written (${reason}); calls, denials and credential uses go unrecorded until it can be — ${known?.hint ?? accessHint()}` });
-    },
-  });
-  const jobCalls = new JobCalls();
-  const capabilities = new CapabilityService({
-    jobs: jobCalls,
-    fsLimits: config.fsLimits,
-    credentials: openCredentialSources(config.dataDir, { environment: config.environment, allowedEnvironment: config.allowedEnvironment, log: config.onLog }),
-    audit,
-    log: config.onLog,
-    network: lazyNetwork(config, audit),
-  });
-  // Sinks of calls that asked for their own log lines, keyed by the host's record of the call (never by
-  // anything the sandbox reports).
-  const callLogSinks = new WeakMap<CallContext, (record: LogRecord) => void>();
-  const executor = createExecutor(config, (line) => forwardToolLog(config, line, capabilities, callLogSinks.get(line.context)), capabilities.invoke, {
-    onRefusal: (context, name, error) =>
-      audit.append({ kind: "capability", anima: context.anima, tool: context.tool, operation: name, target: "", outcome: "denied", reason: `${error.type}: ${error.message}` }),
-    onViolation: (message) => {
-      audit.append({ kind: "sandbox_crash", message });
-      config.onLog({ level: "error", logger: "animaworks.host", message });
-    },
-  });
-  const bundler = new ToolBundler(config.cacheDir);
-  const registry = new ToolRegistry({
-    dataDir: config.dataDir,
-    coreToolsDir: config.coreToolsDir,
-    loadTimeoutMs: config.loadTimeoutMs,
-    memoryLimitMb: config.memoryLimitMb,
-    bundler,
-    executor,
-  });
-  // Long-running hosts say what their warm pools hold, for `audit` in another process.
-  const status = config.isolation === "process" ? new HostStatusPublisher(config.dataDir, () => warmPoolReport(config)) : undefined;
-  const host = new Host(config, executor, registry, audit, jobCalls, status, callLogSinks);
-  if (config.watch) host.startWatching();
-  return host;
-}
-
-/** The fetch capability, loaded on the first request (its network stack is not needed by most calls). */
-function lazyNetwork(config: HostConfig, audit: AuditLog): NetworkRequester {
-  let capability: Promise<FetchCapability> | undefined;
-  return {
-    fetch: async (context, url, init, policy, signal) => {
-      capability ??= import("./capabilities/fetch.js").then(
-        ({ FetchCapability }) =>
-          new FetchCapability({ allowInternalHosts: config.allowInternalHosts, onAudit: (event) => audit.append({ kind: "capability", ...event }) }),
-      );
-      return (await capability).fetch(context, url, init, policy, signal);
-    },
-  };
-}
-
-/** Tool log lines go to the call's or the operator's sink with any secret the Anima's tools obtained redacted. */
-function forwardToolLog(config: HostConfig, line: ToolLogLine, capabilities: CapabilityService, callSink: ((record: LogRecord) => void) | undefined): void {
-  const message = redactSecrets(line.message, capabilities.secretsOf(line.context.anima));
-  (callSink ?? config.onLog)({ level: line.level, logger: "animaworks.tools", message, anima: line.context.anima, tool: line.context.tool });
+  return composeHost(config, (parts) => new Host(parts.config, parts.executor, parts.registry, parts.audit, parts.jobCalls, parts.status, parts.callLogSinks));
 }
 
 /** What one Anima sees, discovered once and loaded tool by tool on first use. */
@@ -105,11 +40,17 @@ interface AnimaView {
   entries: Map<string, Promise<ToolEntry>>;
 }
 
-class Host implements ToolHost {
+class Host implements ToolHost, ToolChangeSource {
   private readonly warned = new Set<string>();
   /** Views by Anima name ("" for none). Cleared by `refresh()`. */
   private views = new Map<string, Promise<AnimaView>>();
-  private watching: Promise<{ close(): Promise<void> }> | undefined;
+  /** The folder watchers and their change event (registry/tool-watch.ts); made on first use. */
+  private watches: ToolWatch | undefined;
+  /**
+   * Which tools a burst reloaded goes to the audit log (audit/reloads.ts) in a chain of its own, so that
+   * listing the Animas concerned never delays the next reload; closing waits for it.
+   */
+  private recording: Promise<unknown> = Promise.resolve();
   private closed = false;
 
   constructor(
@@ -142,11 +83,8 @@ class Host implements ToolHost {
     const view = await this.view(anima);
     const ref = view.ref as AnimaRef;
     const tool = await this.toolForSchema(view, schemaName);
-    const schema = tool.schemas.find((s) => s.name === schemaName);
-    if (!schema) {
-      throw new ToolHostError("ToolNotFound", `tool "${tool.name}" has no action "${schemaName.slice(tool.name.length + 1)}"`, `actions: ${tool.schemas.map((s) => s.action).join(", ")}`);
-    }
-    const checked = checkArguments(tool.bundle.hash, schema, args);
+    const schema = schemaOf(tool, schemaName);
+    const checked = checkArguments(schema, args);
     const profile = profileFor(tool.profile, schema.action);
     const call: PreparedCall = {
       anima: ref.name,
@@ -271,38 +209,37 @@ class Host implements ToolHost {
 
   /** Reloads tools when their folders change (HostOptions.watch). `ready` settles once watching. */
   startWatching(): void {
-    const dataDir = this.config.dataDir;
-    const toolFile = new RegExp(`^${escapeRegExp(dataDir)}/(common_tools|animas/[^/]+/tools)/[^/]+$`);
-    // Which tools a burst reloaded goes to the audit log (audit/reloads.ts) in a chain of its own, so
-    // that listing the Animas concerned never delays the next reload; closing the watcher waits for it.
-    let recording: Promise<unknown> = Promise.resolve();
-    this.watching = Promise.all([import("./registry/watcher.js"), import("./audit/reloads.js")]).then(([{ watchToolFolders }, { recordWatchedReloads }]) =>
-      watchToolFolders(
-        [join(dataDir, "common_tools"), join(dataDir, "animas")],
-        (paths) => {
-          this.refresh();
-          recording = recording.then(() => recordWatchedReloads(this, paths)).catch(() => {});
-        },
-        { depth: 2, accept: (path) => toolFile.test(path) },
-      ).then((watcher) => ({
-        close: async () => {
-          await watcher.close();
-          await recording;
-        },
-      })),
-    );
+    void this.toolWatch.watchAll().catch(() => {});
   }
 
-  /** Settles when the folder watcher (if any) is watching. */
+  onToolsChanged(listener: (change: ToolsChange) => void, options: { anima?: string } = {}): Promise<() => Promise<void>> {
+    if (this.closed) return Promise.reject(new ToolHostError("SandboxCrashed", "the host is closed"));
+    return this.toolWatch.subscribe(listener, options.anima);
+  }
+
+  private get toolWatch(): ToolWatch {
+    return (this.watches ??= new ToolWatch({ dataDir: this.config.dataDir, onBurst: (paths, anima) => this.reloadWatched(paths, anima) }));
+  }
+
+  /** After a burst of edits in watched folders: reload, and record which tools changed (once per change: here). */
+  private reloadWatched(paths: string[], anima: string | undefined): void {
+    this.refresh();
+    this.recording = this.recording
+      .then(async () => (await import("./audit/reloads.js")).recordWatchedReloads(this, paths, anima))
+      .catch(() => {});
+  }
+
+  /** Settles when the folder watchers (if any) are watching. */
   async ready(): Promise<void> {
-    await this.watching;
+    await this.toolWatch.ready();
   }
 
   async close(): Promise<void> {
     if (this.closed) return;
     this.closed = true;
     await this.status?.close();
-    await (await this.watching)?.close();
+    await this.watches?.close();
+    await this.recording;
     await this.executor.close();
     await this.audit.close();
   }

@@ -10,6 +10,6 @@ export { JobService } from "./jobs/service.js";
 export type { JobResult, JobServiceOptions, RunWorkerOptions, SubmitOptions, SubmittedJob, WaitOptions } from "./jobs/service.js";
 export type { Job, JobProgress, JobStatus, JobStore } from "./jobs/store.js";
 export type { AuditEvent, AuditLog, AuditRecord } from "./audit/audit-log.js";
-export type { AnimaReport } from "./audit/report.js";
+export type { AnimaReport } from "./host-api.js";
 export { startMcpServer } from "./mcp/server.js";
 export type { McpServerHandle, McpServerOptions } from "./mcp/server.js";

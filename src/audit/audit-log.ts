@@ -1,7 +1,7 @@
 /**
- * The audit trail (design.md §1, §9): every call, capability use, denial, credential access, load
- * failure and sandbox crash. Records are plain data; secret values never appear in them (callers
- * redact before appending — see `AuditRecorder`).
+ * The audit trail (docs/design.md §1, §9): every call, capability use, denial, credential access, load
+ * failure and sandbox crash. Records are plain data; secret values never appear in them: callers record
+ * where a credential came from, never its value, and a record's free text is bounded (`boundEvent`).
  */
 export type AuditEvent =
   | {

@@ -1,22 +1,23 @@
 import { mkdir, readFile, rename, writeFile } from "node:fs/promises";
-import { dirname, join, relative, sep } from "node:path";
+import { dirname, join } from "node:path";
 import { sha256 } from "../build/sha256.js";
 import { withLock } from "../endpoint/lock.js";
 import type { ToolHost, ToolInfo, ToolListing } from "../host-api.js";
+import { changedTools } from "../registry/tool-watch.js";
 import type { AuditEvent, AuditLog, ReloadChange, ReloadTrigger } from "./audit-log.js";
 
 /**
- * Reload records (design.md §1: every reload is written to the audit log): which tool an Anima sees
+ * Reload records (docs/design.md §1: every reload is written to the audit log): which tool an Anima sees
  * was loaded new, changed, removed or failed, and what noticed it.
  *
  * Several parties notice changes: an explicit refresh (often a one-shot CLI process), the folder watcher
- * of a long-running host, the watcher of an MCP server. What the audit log last said about each tool of
- * an Anima is therefore kept on disk, `state/animaworks-tool/reloads/animas/<anima>.json` (`shared.json`
- * for no Anima), and each party records only the difference to it and updates it: a change is recorded
- * once, by whoever sees it first, and a refresh that changes nothing records nothing. The compare-and-
- * update runs under a lock file, so that a daemon and an MCP server woken by the same edit do not both
- * record it. This is separate from `refresh`'s own memory (cli/lifecycle.ts), which reports what changed
- * since the last refresh whoever recorded it.
+ * of each long-running host (a daemon, a worker, the host of an MCP server). What the audit log last said
+ * about each tool of an Anima is therefore kept on disk, `state/animaworks-tool/reloads/animas/<anima>.json`
+ * (`shared.json` for no Anima), and each party records only the difference to it and updates it: a change
+ * is recorded once, by whoever sees it first, and a refresh that changes nothing records nothing. The
+ * compare-and-update runs under a lock file, so that a daemon and an MCP server woken by the same edit do
+ * not both record it. This is separate from `refresh`'s own memory (lifecycle/management.ts), which
+ * reports what changed since the last refresh whoever recorded it.
  *
  * Core tools are not recorded: they ship with the product and change only with it.
  */
@@ -135,32 +136,14 @@ export function shareReloadEvent(anima: string, tool: string): ReloadEvent {
   return { kind: "reload", anima, tool, origin: "shared", change: "loaded", trigger: "share" };
 }
 
-// ---- the folder watchers ---------------------------------------------------------------------------
-
-/** Tool names a burst of file events touched: per Anima, `null` for common_tools/; "all" when a helper (`_x.ts`) changed. */
-export function changedTools(dataDir: string, paths: Iterable<string>): Map<string | null, Set<string> | "all"> {
-  const scope = new Map<string | null, Set<string> | "all">();
-  for (const path of paths) {
-    const parts = relative(dataDir, path).split(sep);
-    const owner = parts.length === 2 && parts[0] === "common_tools" ? null : parts.length === 4 && parts[0] === "animas" && parts[2] === "tools" ? (parts[1] as string) : undefined;
-    const file = parts[parts.length - 1] as string;
-    // Hidden files are the temporary files of atomic writers; the rename that follows names the tool.
-    if (owner === undefined || file.startsWith(".")) continue;
-    const names = scope.get(owner);
-    if (names === "all") continue;
-    // A helper may be imported by any tool of its folder.
-    if (file.startsWith("_")) scope.set(owner, "all");
-    else scope.set(owner, (names ?? new Set()).add(file.split(".")[0] as string));
-  }
-  return scope;
-}
+// ---- the folder watchers (registry/tool-watch.ts) -----------------------------------------------------
 
 /**
  * After a watcher saw `paths` change (and the host was refreshed): records the reloads of the Animas
  * they concern — the owner of a personal folder, every Anima for common_tools/ — or of `onlyAnima`
- * alone (an MCP server, which serves one). Only the touched tools are compared, so a first look at an
- * Anima does not record all its tools as new. An Anima that cannot be listed (removed meanwhile) is
- * skipped.
+ * alone (a watcher of one Anima's tools, e.g. for an MCP server, which serves one). Only the touched
+ * tools are compared, so a first look at an Anima does not record all its tools as new. An Anima that
+ * cannot be listed (removed meanwhile) is skipped.
  */
 export async function recordWatchedReloads(host: Pick<ToolHost, "config" | "audit" | "list" | "animas">, paths: Iterable<string>, onlyAnima?: string): Promise<ReloadEvent[]> {
   const scope = changedTools(host.config.dataDir, paths);

@@ -13,7 +13,7 @@ export type { HostLookup } from "./net-target.js";
 export { nonPublicReason } from "./net-address.js";
 
 /**
- * The `fetch` capability, host side (design.md §3, §9): one HTTP(S) request on behalf of a tool.
+ * The `fetch` capability, host side (docs/design.md §3, §9): one HTTP(S) request on behalf of a tool.
  *
  * `fetch(context, url, init, sandbox)` fits `NetworkRequester` in service.ts. `init` is
  * `{ method, headers, body, bodyEncoding, timeoutMs, responseType }`, all untrusted (net-args.ts);

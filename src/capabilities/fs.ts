@@ -52,7 +52,7 @@ const PROTECTED_ENTRIES = new Set([
 ]);
 
 /**
- * Files whose presence grants a capability in AnimaWorks (reference §1.2): `skills/newstaff/SKILL.md`
+ * Files whose presence grants a capability in AnimaWorks (docs/animaworks-reference.md §1.2): `skills/newstaff/SKILL.md`
  * or `skills/newstaff.md` enables `create_anima`. Tools can neither create, change, rename into nor
  * remove them, nor anything that would (the `newstaff` folder; removing or renaming `skills/` itself).
  * Ordinary skill files stay writable. Paths arrive normalised (paths.ts), so `./skills//newstaff/..`

@@ -3,7 +3,7 @@ import ipaddr from "ipaddr.js";
 import { ToolHostError } from "../errors.js";
 
 /**
- * Address and host-name rules of the fetch capability (design.md §9: a tool cannot reach private,
+ * Address and host-name rules of the fetch capability (docs/design.md §9: a tool cannot reach private,
  * loopback or metadata addresses unless policy allows). Parsing and ranges come from ipaddr.js; this
  * file only decides which ranges count as "public". The input is always canonical: a WHATWG URL host
  * (which already turned `2130706433`, `0177.0.0.1`, `0x7f.1`, `127.1` into `127.0.0.1`) or a resolver

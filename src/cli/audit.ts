@@ -3,10 +3,11 @@ import { formatAnimaReport } from "../audit/report.js";
 import { type HostStatus, readHostStatuses } from "../audit/host-status.js";
 import { ToolHostError } from "../errors.js";
 import type { HostConfig } from "../config.js";
-import type { ToolHost } from "../host.js";
+import type { ToolHost } from "../host-api.js";
 import { describeLowPriority } from "../isolation/low-priority.js";
 import { type OsSandboxStatus, describeOsSandbox, osSandboxStatus } from "../isolation/os-sandbox.js";
 import { checkSharedIntegrity } from "../lifecycle/index.js";
+import { scanArgs } from "./options.js";
 import type { Output } from "./output.js";
 
 export const AUDIT_USAGE = "Usage: animaworks-tool audit [--anima NAME] [--since 2026-12-01T00:00Z|30m|12h|7d] [--json]";
@@ -14,14 +15,9 @@ export const AUDIT_USAGE = "Usage: animaworks-tool audit [--anima NAME] [--since
 /** `animaworks-tool audit`: each Anima's effective sandbox policy and what its tools attempted. */
 export async function runAudit(host: ToolHost, argv: string[], anima: string | undefined, json: boolean, out: Output): Promise<number> {
   let sinceMs: number | undefined;
-  for (let i = 0; i < argv.length; i++) {
-    const token = argv[i] as string;
-    if (token === "--since" || token.startsWith("--since=")) {
-      const value = token.includes("=") ? token.slice(token.indexOf("=") + 1) : argv[++i];
-      sinceMs = parseSince(value);
-    } else {
-      throw new ToolHostError("InvalidArguments", `audit: unexpected argument "${token}"`, AUDIT_USAGE);
-    }
+  for (const token of scanArgs(argv, { "--since": "value" })) {
+    if (token.kind !== "option") throw new ToolHostError("InvalidArguments", `audit: unexpected argument "${argv[token.index]}"`, AUDIT_USAGE);
+    sinceMs = parseSince(token.value);
   }
   const reports = await host.auditReport(anima, sinceMs === undefined ? {} : { sinceMs });
   // Shared tools whose file no longer matches what was shared (edited in place, or never shared properly).

@@ -8,7 +8,8 @@ import type { EndpointStatus } from "../endpoint/protocol.js";
 import { Endpoint } from "../endpoint/server.js";
 import type { Environment } from "../environment.js";
 import { ToolHostError } from "../errors.js";
-import { type ToolHost, hostFromConfig } from "../host.js";
+import type { HostFactory, ToolHost } from "../host-api.js";
+import { scanArgs } from "./options.js";
 import type { Output } from "./output.js";
 
 export const DAEMON_USAGE = `Usage: animaworks-tool daemon start|stop|status|run [--idle-timeout S] [--json]
@@ -28,6 +29,8 @@ export interface DaemonCliContext {
   json: boolean;
   out: Output;
   env: Environment;
+  /** Makes `daemon run`'s own host (the composition root's `hostFromConfig`, handed down by the CLI's entry). */
+  hostFactory: HostFactory;
 }
 
 const START_WAIT_MS = 30_000;
@@ -37,11 +40,11 @@ const POLL_MS = 50;
 export async function runDaemonCommand(argv: string[], ctx: DaemonCliContext): Promise<number> {
   const [sub, ...rest] = argv;
   let idleTimeoutMs = ctx.host.config.daemon.idleTimeoutMs;
-  for (let i = 0; i < rest.length; i++) {
-    const token = rest[i] as string;
-    const value = token.startsWith("--idle-timeout=") ? token.slice("--idle-timeout=".length) : token === "--idle-timeout" ? rest[++i] : undefined;
-    if (value === undefined) throw new ToolHostError("InvalidArguments", `unexpected argument "${token}"`, DAEMON_USAGE.split("\n")[0]);
-    idleTimeoutMs = idleTimeoutMsOf(value, "--idle-timeout");
+  for (const token of scanArgs(rest, { "--idle-timeout": "value" })) {
+    if (token.kind !== "option" || token.value === undefined) {
+      throw new ToolHostError("InvalidArguments", `unexpected argument "${rest[token.index]}"`, DAEMON_USAGE.split("\n")[0]);
+    }
+    idleTimeoutMs = idleTimeoutMsOf(token.value, "--idle-timeout");
   }
   const paths = endpointPaths(ctx.host.config.dataDir, hostname());
   const build = readBuildInfo(PROJECT_ROOT);
@@ -113,7 +116,7 @@ async function run(ctx: DaemonCliContext, idleTimeoutMs: number): Promise<number
   const paths = endpointPaths(config.dataDir, hostname());
   const log = (message: string): void => ctx.out.stderr(`${new Date().toISOString()} animaworks-tool daemon: ${message}`);
   // The invocation's own configuration (flags, environment, config.json), with processes and a watcher.
-  const host = hostFromConfig({ ...config, isolation: "process", watch: true });
+  const host = ctx.hostFactory({ ...config, isolation: "process", watch: true });
   let stop: (reason: string) => void = () => {};
   const stopped = new Promise<string>((resolve) => (stop = resolve));
   const onSignal = (): void => stop("signal");

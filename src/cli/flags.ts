@@ -2,13 +2,23 @@ import { ToolHostError } from "../errors.js";
 
 /**
  * Turns `animaworks-tool <tool> <action> …` argv into an arguments object, typed by the action's JSON
- * Schema (design.md §4): `--limit 10` / `--limit=10`, snake_case or kebab-case names, booleans as
+ * Schema (docs/design.md §4): `--limit 10` / `--limit=10`, snake_case or kebab-case names, booleans as
  * `--flag` / `--no-flag`, arrays by repeating a flag or as JSON, objects as JSON, required scalar
  * parameters positionally in `required` order.
  */
 export interface ParameterSchema {
   properties?: Record<string, Record<string, unknown>>;
   required?: string[];
+}
+
+/**
+ * `<action> [flags…]` after a tool's name: the action is the first token that is not an option, its flags
+ * are the other tokens, in order (`--limit 5 search q` is action `search` with `--limit 5 q`).
+ */
+export function splitAction(argv: readonly string[]): { action: string | undefined; flags: string[] } {
+  const index = argv.findIndex((token) => !token.startsWith("-"));
+  if (index < 0) return { action: undefined, flags: [...argv] };
+  return { action: argv[index] as string, flags: [...argv.slice(0, index), ...argv.slice(index + 1)] };
 }
 
 export function flagName(param: string): string {

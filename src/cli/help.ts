@@ -1,4 +1,4 @@
-import type { SchemaInfo, ToolInfo, ToolListing } from "../host.js";
+import type { SchemaInfo, ToolInfo, ToolListing } from "../host-api.js";
 import { flagName, positionalParameters, typesOf } from "./flags.js";
 
 /** Help text generated from schemas, at three levels: all tools, one tool, one action. */

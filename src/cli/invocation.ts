@@ -1,12 +1,13 @@
 import { join, resolve } from "node:path";
 import { type Environment, animaDirIn, dataDirIn, defaultDataDirIn } from "../environment.js";
 import { ToolHostError } from "../errors.js";
+import { type OptionSpec, scanArgs } from "./options.js";
 
 /**
  * How a command line is read before anything runs: the CLI's own options, the data dir and the Anima.
  * Shared by the CLI (`main.ts`) and its thin client (`src/endpoint/client.ts`), which must find the same
  * data dir to reach the host running for it; so this module imports nothing but node:path, the
- * environment readers and the error type.
+ * environment readers, the error type and the option scanner (options.ts).
  */
 
 /** Options the CLI itself understands, wherever they appear before the action's own flags. */
@@ -37,6 +38,21 @@ const VALUE_OPTIONS: Record<string, keyof GlobalOptions> = {
   "--jobs-url": "jobsUrl",
 };
 
+const FLAGS: Record<string, "json" | "help" | "demo" | "noDaemon" | "version"> = {
+  "-j": "json",
+  "--json": "json",
+  "-h": "help",
+  "--help": "help",
+  "--demo": "demo",
+  "--no-daemon": "noDaemon",
+  "--version": "version",
+};
+
+const GLOBAL_SPEC: OptionSpec = {
+  ...Object.fromEntries(Object.keys(VALUE_OPTIONS).map((name) => [name, "value" as const])),
+  ...Object.fromEntries(Object.keys(FLAGS).map((name) => [name, "flag" as const])),
+};
+
 /** Commands that always run in the calling process: they hold a terminal or stdio, or manage the host. */
 export const LOCAL_COMMANDS: ReadonlySet<string> = new Set(["mcp", "serve", "daemon"]);
 
@@ -47,28 +63,24 @@ export function emptyOptions(): GlobalOptions {
 /** Removes the CLI's own options from argv (all of them when `leadingOnly` is false). */
 export function takeGlobalOptions(argv: readonly string[], options: GlobalOptions, leadingOnly: boolean): string[] {
   const rest: string[] = [];
-  for (let i = 0; i < argv.length; i++) {
-    const token = argv[i] as string;
-    if (token === "--") {
-      rest.push(...argv.slice(i));
+  for (const token of scanArgs(argv, GLOBAL_SPEC)) {
+    if (token.kind === "end") {
+      rest.push(...argv.slice(token.index));
       break;
     }
-    const eq = token.indexOf("=");
-    const name = eq >= 0 ? token.slice(0, eq) : token;
-    const key = VALUE_OPTIONS[name];
-    if (key) {
-      const value = eq >= 0 ? token.slice(eq + 1) : argv[++i];
-      if (value === undefined) throw new ToolHostError("InvalidArguments", `option ${name} needs a value`);
-      (options as unknown as Record<string, unknown>)[key] = value;
-    } else if (token === "-j" || token === "--json") options.json = true;
-    else if (token === "-h" || token === "--help") options.help = true;
-    else if (token === "--demo") options.demo = true;
-    else if (token === "--no-daemon") options.noDaemon = true;
-    else if (token === "--version") options.version = true;
-    else if (leadingOnly) {
-      rest.push(...argv.slice(i));
+    if (token.kind === "option") {
+      const key = VALUE_OPTIONS[token.name];
+      if (key) {
+        if (token.value === undefined) throw new ToolHostError("InvalidArguments", `option ${token.name} needs a value`);
+        (options as unknown as Record<string, unknown>)[key] = token.value;
+      } else options[FLAGS[token.name] as (typeof FLAGS)[string]] = true;
+      continue;
+    }
+    if (leadingOnly) {
+      rest.push(...argv.slice(token.index));
       break;
-    } else rest.push(token);
+    }
+    rest.push(token.text);
   }
   return rest;
 }

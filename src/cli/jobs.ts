@@ -1,13 +1,15 @@
-import { EXIT_CODES, type ErrorInfo, ToolHostError } from "../errors.js";
-import { type ToolHost, hostFromConfig } from "../host.js";
+import { EXIT_CODES, type ErrorInfo, ToolHostError, errorEnvelope } from "../errors.js";
+import type { HostFactory, ToolHost } from "../host-api.js";
 import { JobService, eligibilityWarning, resultOf } from "../jobs/service.js";
 import { type Job, describeServer, isTerminal } from "../jobs/store.js";
 import { jobText, jobView, jobsTable, parseStatuses, progressBar, progressLine } from "../jobs/view.js";
-import { parseToolFlags } from "./flags.js";
+import { actionOf, actionsHint } from "../registry/actions.js";
+import { parseToolFlags, splitAction } from "./flags.js";
+import { type OptionSpec, scanArgs } from "./options.js";
 import { actionHelp } from "./help.js";
 import { type Output, printError } from "./output.js";
 
-/** The CLI's background-job commands: `submit`, `jobs list|show|wait|cancel|result`, `serve` (design.md §4, §8). */
+/** The CLI's background-job commands: `submit`, `jobs list|show|wait|cancel|result`, `serve` (docs/design.md §4, §8). */
 export interface JobsCliContext {
   /** The CLI's host: validates and pins calls at submit. `serve` starts its own host with process isolation. */
   host: ToolHost;
@@ -17,6 +19,8 @@ export interface JobsCliContext {
   out: Output;
   /** The arguments object from --args-json / --args-file, exactly as for a normal call. */
   argumentsFromJson: () => Promise<Record<string, unknown>>;
+  /** Makes `serve`'s own host (the composition root's `hostFromConfig`, handed down by the CLI's entry). */
+  hostFactory: HostFactory;
   /** While waiting, draw a bar (true) or print plain lines (false). Default: whether stderr is a terminal. */
   terminal?: boolean;
   /** Aborted when the caller is gone (a CLI client of a running host disconnected): `wait` ends. */
@@ -84,14 +88,11 @@ async function submit(argv: string[], ctx: JobsCliContext): Promise<number> {
   if (!ctx.help) requireAnima(ctx);
   const tool = await ctx.host.describe(ctx.anima, toolName);
   if (tool.status === "error") throw ToolHostError.fromInfo(tool.error ?? { type: "LoadError", message: "the tool failed to load" });
-  const actions = `actions: ${tool.schemas.map((s) => s.action).join(", ")}`;
-  const actionIndex = toolArgv.findIndex((token) => !token.startsWith("-"));
-  if (actionIndex < 0) throw new ToolHostError("InvalidArguments", `no action given for tool "${toolName}"`, actions);
-  const schema = tool.schemas.find((s) => s.action === toolArgv[actionIndex]);
-  if (!schema) throw new ToolHostError("ToolNotFound", `tool "${tool.name}" has no action "${toolArgv[actionIndex]}"`, actions);
+  const { action, flags: flagArgv } = splitAction(toolArgv);
+  if (action === undefined) throw new ToolHostError("InvalidArguments", `no action given for tool "${toolName}"`, actionsHint(tool));
+  const schema = actionOf(tool, action);
   if (ctx.help) return ctx.out.stdout(`${SUBMIT_USAGE}\n\n${actionHelp(tool, schema)}`), 0;
   const anima = requireAnima(ctx);
-  const flagArgv = [...toolArgv.slice(0, actionIndex), ...toolArgv.slice(actionIndex + 1)];
   const args = { ...(await ctx.argumentsFromJson()), ...parseToolFlags(schema.parameters, flagArgv) };
   const priority = values.get("--priority");
   const key = values.get("--idempotency-key");
@@ -164,7 +165,7 @@ async function serve(argv: string[], ctx: JobsCliContext): Promise<number> {
   const untilDrained = values.has("--until-drained");
   const { jobsUrl } = ctx.host.config;
   // The invocation's own configuration (flags, environment, config.json), with processes and a watcher.
-  const host = hostFromConfig({ ...ctx.host.config, isolation: "process", watch: true });
+  const host = ctx.hostFactory({ ...ctx.host.config, isolation: "process", watch: true });
   const service = new JobService({ host, worker });
   // A standing worker also serves CLI calls for its data dir (unless a daemon does already).
   const endpoint = untilDrained ? undefined : await openEndpoint(host, ctx.out);
@@ -219,7 +220,7 @@ function printOutcome(job: Job, ctx: JobsCliContext): number {
 
 function printJobError(ctx: JobsCliContext, error: ErrorInfo, job: Job): number {
   if (!ctx.json) return printError(ctx.out, error, false);
-  ctx.out.stdout(JSON.stringify({ status: "error", error_type: error.type, message: error.message, ...(error.hint ? { hint: error.hint } : {}), job_id: job.id, job_status: job.status }));
+  ctx.out.stdout(JSON.stringify({ ...errorEnvelope(error), job_id: job.id, job_status: job.status }));
   return EXIT_CODES[error.type];
 }
 
@@ -268,33 +269,30 @@ function requireAnima(ctx: JobsCliContext): string {
  * Splits a command's own options (`--name value`, `--name=value`, flags) from positionals. Unknown options
  * are errors. With `leadingOnly`, parsing stops at the first positional (submit: the tool name).
  */
-function takeOptions(argv: string[], spec: Record<string, "value" | "flag">, leadingOnly = false) {
+function takeOptions(argv: string[], spec: OptionSpec, leadingOnly = false) {
   const values = new Map<string, string | true>();
   const repeated = new Map<string, string[]>();
   const positionals: string[] = [];
-  for (let i = 0; i < argv.length; i++) {
-    const token = argv[i] as string;
-    if (!token.startsWith("--") || token === "--") {
+  for (const token of scanArgs(argv, spec, { longOnly: true })) {
+    if (token.kind === "end" || token.kind === "positional") {
       if (leadingOnly) {
-        positionals.push(...argv.slice(token === "--" ? i + 1 : i));
+        positionals.push(...argv.slice(token.kind === "end" ? token.index + 1 : token.index));
         break;
       }
-      if (token !== "--") positionals.push(token);
+      if (token.kind === "positional") positionals.push(token.text);
       continue;
     }
-    const eq = token.indexOf("=");
-    const name = eq >= 0 ? token.slice(0, eq) : token;
-    const kind = spec[name];
-    if (!kind) throw new ToolHostError("InvalidArguments", `unknown option ${name}`, Object.keys(spec).length > 0 ? `options: ${Object.keys(spec).join(", ")}` : "this command takes no options");
-    if (kind === "flag") {
-      if (eq >= 0) throw new ToolHostError("InvalidArguments", `option ${name} takes no value`);
-      values.set(name, true);
+    if (token.kind === "unknown") {
+      if (spec[token.name] === "flag") throw new ToolHostError("InvalidArguments", `option ${token.name} takes no value`);
+      throw new ToolHostError("InvalidArguments", `unknown option ${token.name}`, Object.keys(spec).length > 0 ? `options: ${Object.keys(spec).join(", ")}` : "this command takes no options");
+    }
+    if (spec[token.name] === "flag") {
+      values.set(token.name, true);
       continue;
     }
-    const value = eq >= 0 ? token.slice(eq + 1) : argv[++i];
-    if (value === undefined) throw new ToolHostError("InvalidArguments", `option ${name} needs a value`);
-    values.set(name, value);
-    repeated.set(name, [...(repeated.get(name) ?? []), value]);
+    if (token.value === undefined) throw new ToolHostError("InvalidArguments", `option ${token.name} needs a value`);
+    values.set(token.name, token.value);
+    repeated.set(token.name, [...(repeated.get(token.name) ?? []), token.value]);
   }
   return { values, positionals, repeated };
 }

@@ -3,11 +3,13 @@ import { readFile } from "node:fs/promises";
 import { resolve } from "node:path";
 import { type HostConfig, type LogRecord, PROJECT_ROOT, formatLogRecord, processEnvironment, resolveConfig } from "../config.js";
 import type { Environment } from "../environment.js";
-import { ToolHostError } from "../errors.js";
+import { ToolHostError, errorInfoOf } from "../errors.js";
 import { systemFileError } from "../system-errors.js";
-import { type CallResult, type ToolHost, type ToolInfo, hostFromConfig } from "../host.js";
+import type { CallResult, ToolHost } from "../host-api.js";
+import { hostFromConfig } from "../host.js";
 import { RESERVED_NAMES } from "../registry/discovery.js";
-import { parseToolFlags } from "./flags.js";
+import { actionOf, actionsHint } from "../registry/actions.js";
+import { parseToolFlags, splitAction } from "./flags.js";
 import { actionHelp, describeText, listText, toolHelp, topLevelHelp } from "./help.js";
 import { type GlobalOptions, LOCAL_COMMANDS, emptyOptions, resolveIdentity, takeGlobalOptions } from "./invocation.js";
 import { type Output, printError, printResult, terminalSafeOutput } from "./output.js";
@@ -52,7 +54,7 @@ export class Declined extends Error {
 }
 
 /**
- * Runs the CLI; returns the exit code (design.md §4). Never throws, except `Declined` from
+ * Runs the CLI; returns the exit code (docs/design.md §4). Never throws, except `Declined` from
  * `context.hostFor` (before anything ran).
  */
 export async function main(argv: string[], out: Output = defaultOutput(), context: Partial<CliContext> = {}): Promise<number> {
@@ -100,9 +102,7 @@ export async function main(argv: string[], out: Output = defaultOutput(), contex
     return await run(host, rest, options, anima, out, ctx);
   } catch (error) {
     if (error instanceof Declined) throw error;
-    const known = error instanceof ToolHostError ? error : systemFileError(error);
-    const info = known ? known.toInfo() : { type: "ExecutionError" as const, message: String(error instanceof Error ? error.message : error) };
-    return printError(out, info, options.json);
+    return printError(out, errorInfoOf(error instanceof ToolHostError ? error : (systemFileError(error) ?? error)), options.json);
   } finally {
     await host?.close();
     if (host && !host.canExitCleanly()) hostHoldsStuckThread = true;
@@ -155,8 +155,8 @@ async function run(host: ToolHost, argv: string[], options: GlobalOptions, anima
     return printResult(out, await host.callCli(anima, tool.name, rest, ctx.signal ? { signal: ctx.signal } : {}), options.json);
   }
   const toolArgv = takeGlobalOptions(rest, options, false);
-  const actionIndex = toolArgv.findIndex((token) => !token.startsWith("-"));
-  if (actionIndex < 0) {
+  const { action: actionName, flags: flagArgv } = splitAction(toolArgv);
+  if (actionName === undefined) {
     if (options.help || toolArgv.length === 0) {
       const text = toolHelp(tool);
       if (options.help) return safe.stdout(text), 0;
@@ -165,11 +165,8 @@ async function run(host: ToolHost, argv: string[], options: GlobalOptions, anima
     }
     throw new ToolHostError("InvalidArguments", `no action given for tool "${word}"`, actionsHint(tool));
   }
-  const actionName = toolArgv[actionIndex] as string;
-  const flagArgv = [...toolArgv.slice(0, actionIndex), ...toolArgv.slice(actionIndex + 1)];
   if (tool.status === "error") throw ToolHostError.fromInfo(tool.error ?? { type: "LoadError", message: "the tool failed to load" });
-  const schema = tool.schemas.find((s) => s.action === actionName);
-  if (!schema) throw new ToolHostError("ToolNotFound", `tool "${tool.name}" has no action "${actionName}"`, actionsHint(tool));
+  const schema = actionOf(tool, actionName);
   if (options.help) return safe.stdout(actionHelp(tool, schema)), 0;
 
   const base = await argumentsFromJson(options, ctx);
@@ -213,7 +210,7 @@ async function runCommand(host: ToolHost, command: string, argv: string[], optio
       // Commands load their modules on use: a plain tool call must not pay for SQLite, MCP or the lifecycle.
       const { LIFECYCLE_USAGE, runLifecycleCommand } = await import("./lifecycle.js");
       if (options.help) return out.stdout(LIFECYCLE_USAGE[command]), 0;
-      return runLifecycleCommand(host, command, argv, anima, options.json, out, ctx.cwd);
+      return runLifecycleCommand(host, command, argv, anima, options.json, out, ctx.cwd, hostFromConfig);
     }
     case "mcp":
     {
@@ -237,6 +234,7 @@ async function runCommand(host: ToolHost, command: string, argv: string[], optio
         help: options.help,
         out,
         argumentsFromJson: () => argumentsFromJson(options, ctx),
+        hostFactory: hostFromConfig,
         ...(ctx.stderrIsTerminal !== undefined ? { terminal: ctx.stderrIsTerminal } : {}),
         ...(ctx.signal ? { signal: ctx.signal } : {}),
       });
@@ -244,7 +242,7 @@ async function runCommand(host: ToolHost, command: string, argv: string[], optio
     {
       const { DAEMON_USAGE, runDaemonCommand } = await import("./daemon.js");
       if (options.help) return out.stdout(DAEMON_USAGE), 0;
-      return runDaemonCommand(argv, { host, json: options.json, out, env: ctx.env });
+      return runDaemonCommand(argv, { host, json: options.json, out, env: ctx.env, hostFactory: hostFromConfig });
     }
     default:
       throw new ToolHostError(
@@ -291,10 +289,6 @@ async function readStdin(): Promise<string> {
   const chunks: Buffer[] = [];
   for await (const chunk of process.stdin) chunks.push(chunk as Buffer);
   return Buffer.concat(chunks).toString("utf8");
-}
-
-function actionsHint(tool: ToolInfo): string {
-  return tool.schemas.length > 0 ? `actions: ${tool.schemas.map((s) => s.action).join(", ")}` : "this tool has no actions";
 }
 
 function noAnima(): ToolHostError {

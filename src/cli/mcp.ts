@@ -1,6 +1,6 @@
 import { StdioServerTransport } from "@modelcontextprotocol/sdk/server/stdio.js";
 import { ToolHostError } from "../errors.js";
-import type { ToolHost } from "../host.js";
+import type { ToolHost } from "../host-api.js";
 import { startMcpServer } from "../mcp/server.js";
 
 export const MCP_USAGE = "Usage: animaworks-tool mcp --anima NAME\nServes the Anima's tools and the management tools over MCP on stdio (the Anima is fixed at launch).";

@@ -1,5 +1,5 @@
-import { EXIT_CODES, type ErrorInfo } from "../errors.js";
-import type { CallResult } from "../host.js";
+import { EXIT_CODES, type ErrorInfo, errorEnvelope } from "../errors.js";
+import type { CallResult } from "../host-api.js";
 
 export interface Output {
   stdout(text: string): void;
@@ -40,7 +40,7 @@ export function terminalSafeOutput(out: Output): Output {
 
 export function printError(out: Output, error: ErrorInfo, json: boolean): number {
   if (json) {
-    out.stdout(JSON.stringify({ status: "error", error_type: error.type, message: error.message, ...(error.hint ? { hint: error.hint } : {}) }));
+    out.stdout(JSON.stringify(errorEnvelope(error)));
   } else {
     const oneLine = (text: string) => terminalSafe(text.replace(/\s*\n\s*/g, " "));
     out.stderr(`Error (${error.type}): ${oneLine(error.message)}${error.hint ? ` — ${oneLine(error.hint)}` : ""}`);

@@ -1,5 +1,5 @@
 /**
- * Secret masking for logs and the audit trail (design.md §7, reference §6 and checklist 107).
+ * Secret masking for logs and the audit trail (docs/design.md §7, docs/animaworks-reference.md §6 and checklist 107).
  */
 
 export const MASK = "****";

@@ -14,10 +14,10 @@ import {
 import { SHARED_SECTION } from "./vault.js";
 
 /**
- * `getCredential` (design.md §7, reference §6): config.json → the vault (the caller's own section, then
+ * `getCredential` (docs/design.md §7, docs/animaworks-reference.md §6): config.json → the vault (the caller's own section, then
  * `shared`) → shared/credentials.json → the allowed environment → `ToolConfigError`.
  *
- * Scoping (design.md §9): the calling Anima comes from the host-side context, never from anything the
+ * Scoping (docs/design.md §9): the calling Anima comes from the host-side context, never from anything the
  * tool passes. Per-Anima secrets use AnimaWorks' env-style spelling `<BASE>__<anima>`; a name is read as
  * base = text before the FIRST `__`, owner = everything after it. That parse is unambiguous even for
  * Anima names containing `_` or `__`, and a name is served only when it has no owner (shared) or its
@@ -142,7 +142,7 @@ function lookupSteps(sources: CredentialSources, anima: string, credentialName: 
   const steps: LookupStep[] = [
     { store: sources.config, scope: SHARED_SCOPE, key: configCredentialKey(credentialName, keyName), location: `config.json credentials.${credentialName}.${keyName}` },
   ];
-  // Without an env-style name AnimaWorks consults config.json only (checklist 69).
+  // Without an env-style name AnimaWorks consults config.json only (docs/animaworks-reference.md checklist 69).
   if (envVar === undefined) return steps;
   if (anima !== SHARED_SECTION) {
     steps.push({ store: sources.vault, scope: animaScope(anima), key: envVar, location: `vault.json [${anima}] ${envVar}` });

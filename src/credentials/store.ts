@@ -1,7 +1,7 @@
 import type { LogRecord } from "../config.js";
 
 /**
- * The seam between credential resolution and the places credentials live (design.md §7). One contract
+ * The seam between credential resolution and the places credentials live (docs/design.md §7). One contract
  * test suite (test/credentials/contract.ts) holds every implementation to the promises below.
  *
  * A scope is where a value is filed, never something a tool chooses: `shared` holds host-wide values
@@ -84,7 +84,7 @@ export function ownNonEmptyString(record: Record<string, unknown>, key: string):
   return typeof value === "string" && value !== "" ? value : undefined;
 }
 
-/** The four places `getCredential` consults, in the order of design.md §7. */
+/** The four places `getCredential` consults, in the order of docs/design.md §7. */
 export interface CredentialSources {
   readonly config: CredentialStore;
   readonly vault: CredentialStore;

@@ -16,7 +16,7 @@ import {
 import { SHARED_SECTION, Vault } from "./vault.js";
 
 /**
- * `config.json` → `credentials.<name>.api_key` or `credentials.<name>.keys[<keyName>]` (reference §1.5).
+ * `config.json` → `credentials.<name>.api_key` or `credentials.<name>.keys[<keyName>]` (docs/animaworks-reference.md §1.5).
  * Shared scope only; keys are `configCredentialKey(name, keyName)`. Read on every lookup, so an operator's
  * edit takes effect without a restart (AnimaWorks reloads on mtime change). A `{"$vault": "KEY"}` value
  * is resolved from the vault's `shared` section; a reference to a missing key is a configuration error,
@@ -95,7 +95,7 @@ function presentObject(value: unknown, path: string): Record<string, unknown> | 
 /**
  * The vault as a credential store: the shared scope is the `shared` section, an Anima's scope is the
  * section named after it. An Anima called "shared" has no section of its own (its name would alias the
- * shared section). Any vault failure counts as absent (reference §6); the Vault has already warned.
+ * shared section). Any vault failure counts as absent (docs/animaworks-reference.md §6); the Vault has already warned.
  */
 export class VaultCredentialStore implements CredentialStore {
   readonly source = "vault.json" as const;
@@ -119,7 +119,7 @@ export class VaultCredentialStore implements CredentialStore {
 }
 
 /**
- * Legacy `shared/credentials.json`: a flat `{ "ENV_NAME": "value" }` (reference §1.7). Shared scope only.
+ * Legacy `shared/credentials.json`: a flat `{ "ENV_NAME": "value" }` (docs/animaworks-reference.md §1.7). Shared scope only.
  * A blank file is an empty store without a word; invalid JSON or a non-object is warned about (once per
  * problem, since it is read on every lookup) and treated as empty.
  */
@@ -208,7 +208,7 @@ export interface CredentialSourceOptions {
   log?: CredentialLog;
 }
 
-/** The standard sources of a data dir (design.md §2), plus the Vault for callers that also write to it. */
+/** The standard sources of a data dir (docs/design.md §2), plus the Vault for callers that also write to it. */
 export function openCredentialSources(dataDir: string, options: CredentialSourceOptions = {}): CredentialSources & { vaultFile: Vault } {
   const log = options.log ?? SILENT_LOG;
   const vaultFile = new Vault(dataDir, { log });

@@ -19,7 +19,7 @@ import { ToolHostError } from "../errors.js";
 import { type CredentialLog, SILENT_LOG, hostLog, isJsonObject, ownValue } from "./store.js";
 
 /**
- * AnimaWorks' credential vault, byte-compatible with `core/config/vault.py` (reference §1.6):
+ * AnimaWorks' credential vault, byte-compatible with `core/config/vault.py` (docs/animaworks-reference.md §1.6):
  * - `vault.key`: base64 of a 32-byte Curve25519 private key, then a newline; mode 0600.
  * - `vault.json`: `{ "<section>": { "<key>": "<base64 sealed box>" } }`, 2-space indented, mode 0600.
  * - a value is `base64(crypto_box_seal(utf8(plaintext), publicKeyOf(privateKey)))` — the libsodium

@@ -14,12 +14,10 @@ const MAX_QUOTED_NAME_CHARS = 64;
 
 /**
  * Checks call arguments against the action's schema before any tool code runs. Returns a copy without
- * `anima_dir` (the host injects that itself; callers can never choose it).
- *
- * `_bundleHash` is accepted for callers written against the earlier cache keyed by it; validators are
- * now cached per schema object (see `validators`).
+ * `anima_dir` (the host injects that itself; callers can never choose it). Validators are cached per
+ * schema object (see `validators`).
  */
-export function checkArguments(_bundleHash: string, schema: ToolSchema, args: unknown): Record<string, unknown> {
+export function checkArguments(schema: ToolSchema, args: unknown): Record<string, unknown> {
   if (typeof args !== "object" || args === null || Array.isArray(args)) {
     throw new ToolHostError("InvalidArguments", `arguments for ${schema.name} must be a JSON object`);
   }

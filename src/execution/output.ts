@@ -10,7 +10,7 @@ export interface FormattedOutput {
 }
 
 /**
- * Turns a tool's result into the text callers see (design.md §3): JSON for objects, `(no output)` for
+ * Turns a tool's result into the text callers see (docs/design.md §3): JSON for objects, `(no output)` for
  * null/undefined, text otherwise; over `maxOutputBytes` UTF-8 bytes it is cut on a character boundary
  * and a notice with the original size is appended.
  */

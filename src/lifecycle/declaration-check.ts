@@ -2,7 +2,7 @@ import { type SchemaIssue, checkToolSchemas, schemaIssues } from "../registry/sc
 import type { Token } from "./lexer.js";
 import { type LiteralLocations, locate } from "./literal.js";
 import { SCHEMA_FUNCTIONS, type SourceScan } from "./source-scan.js";
-import type { Finding } from "./validate.js";
+import type { Finding } from "./findings.js";
 
 /**
  * What a tool declares (its schema list, EXECUTION_PROFILE and handlers), checked from the source when

@@ -1,5 +1,5 @@
 /**
- * Tool lifecycle (design.md §5): writing tool files through write_memory_file, validating them, sharing
+ * Tool lifecycle (docs/design.md §5): writing tool files through write_memory_file, validating them, sharing
  * them to common_tools/, and auditing what was shared.
  */
 export { DEFAULT_MAX_MEMORY_FILE_BYTES, WRITE_PROTECTED_ENTRIES, type WriteMemoryOptions, writeMemoryFile } from "./write-memory.js";

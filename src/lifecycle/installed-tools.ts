@@ -1,6 +1,7 @@
 import { ToolHostError } from "../errors.js";
 import type { ToolHost, ToolInfo } from "../host-api.js";
-import type { Finding, InstalledToolsCheck } from "./validate.js";
+import type { Finding } from "./findings.js";
+import type { InstalledToolsCheck } from "./validate.js";
 
 /**
  * How a draft, installed as tool `tool`, would meet the tools already installed for the calling Anima

@@ -1,9 +1,9 @@
 import { copyFile, mkdir, mkdtemp, readFile, realpath, rm, stat } from "node:fs/promises";
 import { tmpdir } from "node:os";
 import { basename, dirname, join, relative, resolve, sep } from "node:path";
-import type { HostOptions } from "../config.js";
+import { type HostOptions, resolveConfig } from "../config.js";
 import { ToolHostError } from "../errors.js";
-import { type ToolHost, createHost } from "../host.js";
+import type { HostFactory, ToolHost } from "../host-api.js";
 import { TOOL_EXTENSIONS } from "../registry/discovery.js";
 import { isRelativeSpecifier, scanSource } from "./source-scan.js";
 import { type LoadCheck, MAX_TOOL_SOURCE_BYTES, type ToolLoader } from "./validate.js";
@@ -14,7 +14,8 @@ import { type LoadCheck, MAX_TOOL_SOURCE_BYTES, type ToolLoader } from "./valida
  * shadowing by a core tool). Two ways:
  *  - hostLoader(host): for files in a tools folder of the host's data dir (`animas/<a>/tools/`,
  *    `common_tools/`; see toolsFolderOf), checked as installed, beside the other tools;
- *  - scratchLoader(): for any other file (a draft, anywhere): a throwaway data dir whose Anima's
+ *  - scratchLoader(): for any other file (a draft, anywhere): a throwaway host (made by the factory its
+ *    caller hands it: only the composition root makes hosts) on a throwaway data dir whose Anima's
  *    `tools` folder receives a copy of the file (named as the tool it is checked as) and of the
  *    relative files it imports (its import closure, kept at the same relative places), so helpers
  *    resolve as they will for real. A copy, not a link to the folder: esbuild reads the nearest
@@ -41,6 +42,8 @@ export function hostLoader(host: ToolHost): ToolLoader {
 }
 
 export interface ScratchLoaderOptions {
+  /** Makes the throwaway host (`hostFromConfig`, as the program's entry hands it down). */
+  hostFactory: HostFactory;
   /**
    * Core tools a tool must not shadow. Default: the product's `tools/`. `null`: none, so that a draft
    * named like a core tool is still loaded and checked itself (the caller then reports the clash, as
@@ -61,7 +64,7 @@ const SCRATCH_ANIMA = "validator";
  * Loads any tool file in a throwaway host, as tool `tool` (default: the file's name without its
  * extension); nothing is written next to the file.
  */
-export function scratchLoader(options: ScratchLoaderOptions = {}): ToolLoader {
+export function scratchLoader(options: ScratchLoaderOptions): ToolLoader {
   return async (path, name) => {
     const file = basename(path);
     const extension = toolExtension(file);
@@ -73,15 +76,17 @@ export function scratchLoader(options: ScratchLoaderOptions = {}): ToolLoader {
       const animaDir = join(dataDir, "animas", SCRATCH_ANIMA);
       await copyImportClosure(entry, join(animaDir, "tools"), `${tool}${extension}`);
       const coreToolsDir = options.coreToolsDir === null ? join(dataDir, "no-core-tools") : options.coreToolsDir;
-      const host = createHost({
-        dataDir,
-        cacheDir: join(dataDir, "cache"),
-        isolation: options.isolation ?? "in-process",
-        ...(coreToolsDir !== undefined ? { coreToolsDir } : {}),
-        ...(options.loadTimeoutMs !== undefined ? { loadTimeoutMs: options.loadTimeoutMs } : {}),
-        // Warnings about the other files in the folder are not this file's findings.
-        onLog: () => {},
-      });
+      const host = options.hostFactory(
+        resolveConfig({
+          dataDir,
+          cacheDir: join(dataDir, "cache"),
+          isolation: options.isolation ?? "in-process",
+          ...(coreToolsDir !== undefined ? { coreToolsDir } : {}),
+          ...(options.loadTimeoutMs !== undefined ? { loadTimeoutMs: options.loadTimeoutMs } : {}),
+          // Warnings about the other files in the folder are not this file's findings.
+          onLog: () => {},
+        }),
+      );
       try {
         return await describeFile(host, SCRATCH_ANIMA, tool, join(animaDir, "tools", `${tool}${extension}`));
       } finally {

@@ -113,7 +113,7 @@ export function entropyBitsPerChar(value: string): number {
   return bits;
 }
 
-/** First four characters then `****`, as AnimaWorks masks credentials (reference 6). */
+/** First four characters then `****`, as AnimaWorks masks credentials (docs/animaworks-reference.md §6). */
 export function mask(value: string): string {
   return value.length <= 4 ? "****" : `${value.slice(0, 4)}****`;
 }

@@ -11,7 +11,7 @@ import { MAX_TOOL_SOURCE_BYTES } from "./validate.js";
 import { permissionHint } from "./write-memory.js";
 
 /**
- * The host's `share_tool` (reference 5.2, design.md §5): copies a personal tool to `common_tools/`.
+ * The host's `share_tool` (docs/animaworks-reference.md §5.2, docs/design.md §5): copies a personal tool to `common_tools/`.
  * Checks, in this order (the first failure is reported):
  *   1. the name: `^[A-Za-z_][A-Za-z0-9_]*$` (InvalidArguments), and not one that could never be a
  *      tool: a leading `_` (a helper), longer than 64 characters, or a CLI command name;

@@ -5,6 +5,7 @@ import { ToolHostError } from "../errors.js";
 import { RESERVED_NAMES, TOOL_EXTENSIONS, TOOL_NAME_PATTERN } from "../registry/discovery.js";
 import { findUnawaitedCredentials } from "./credential-await.js";
 import { type DeclarationCheck, checkDeclaration, unusedHandlers } from "./declaration-check.js";
+import type { CheckName, Finding } from "./findings.js";
 import { findSecrets } from "./secrets.js";
 import { type ImportUse, type SourceScan, isRelativeSpecifier, scanSource } from "./source-scan.js";
 
@@ -23,20 +24,7 @@ import { type ImportUse, type SourceScan, isRelativeSpecifier, scanSource } from
  * Levels: `error` = the tool will not work, is unsafe, or breaks the checklist (share refuses it);
  * `warning` = it works, but something the checklist asks for is missing.
  */
-export type FindingLevel = "error" | "warning";
-export type CheckName =
-  | "file" | "file-name" | "source" | "exports" | "schemas" | "profile" | "description" | "input-schema" | "handlers"
-  | "secrets" | "credentials" | "imports" | "network-timeout" | "load" | "shadowing" | "collisions";
-
-export interface Finding {
-  level: FindingLevel;
-  check: CheckName;
-  message: string;
-  /** 1-based source line, when the finding has one (left out rather than guessed). */
-  line?: number;
-  /** 1-based column on that line, when known. */
-  column?: number;
-}
+export type { CheckName, Finding, FindingLevel } from "./findings.js";
 
 /** What a real load says: `ok`, or the problems that made it fail (each one line). */
 export interface LoadCheck {
@@ -82,7 +70,7 @@ export interface ValidationReport {
 /** Tool sources larger than this are refused by validate and share: no hand-written tool is near it. */
 export const MAX_TOOL_SOURCE_BYTES = 1024 * 1024;
 
-/** Exit codes of `validate` (design.md §4): 0 no errors (warnings allowed), 2 no such file, 6 errors found (like a tool that fails to load). */
+/** Exit codes of `validate` (docs/design.md §4): 0 no errors (warnings allowed), 2 no such file, 6 errors found (like a tool that fails to load). */
 export const VALIDATE_EXIT_CODES = { ok: 0, missingFile: 2, errors: 6 } as const;
 
 const TOOL_API = "@animaworks/tool";

@@ -6,7 +6,7 @@ import { type Permissions, loadPermissions } from "../policy/permissions.js";
 import { KeyedMutex, nameOf, parentOf, readRegularFile, syncDir, withExactDir, writeTempFile } from "./safe-dir.js";
 
 /**
- * The host's `write_memory_file` (tool-creator.md Step 3, reference 7.1): writes a file in the Anima's
+ * The host's `write_memory_file` (docs/tool-creator.md Step 3, docs/animaworks-reference.md §7.1): writes a file in the Anima's
  * own directory on the Anima's behalf.
  *
  * - Paths follow the fs capability's confinement (`..`, absolute paths outside, sibling prefixes, NUL

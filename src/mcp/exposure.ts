@@ -1,5 +1,6 @@
 import { ToolHostError } from "../errors.js";
 import type { ToolHost, ToolInfo } from "../host-api.js";
+import { findSchema } from "../registry/actions.js";
 
 /** The key of the data dir's config.json that lists the core tools the MCP server offers. */
 export const MCP_CORE_TOOLS_KEY = "animaworks_tool.mcp_core_tools";
@@ -34,7 +35,7 @@ export async function coreToolExposure(host: ToolHost): Promise<CoreToolExposure
     exposes,
     async hiddenCoreTool(anima, schemaName) {
       if (listed === undefined) return undefined;
-      const tool = (await host.list(anima)).tools.find((t) => t.schemas.some((s) => s.name === schemaName));
+      const tool = findSchema((await host.list(anima)).tools, schemaName)?.tool;
       return tool && !exposes(tool) ? tool.name : undefined;
     },
   };

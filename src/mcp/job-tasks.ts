@@ -1,6 +1,6 @@
 import type { CreateTaskOptions, TaskStore } from "@modelcontextprotocol/sdk/experimental/tasks/interfaces.js";
 import type { Request, RequestId, Result, Task } from "@modelcontextprotocol/sdk/types.js";
-import { ToolHostError } from "../errors.js";
+import { ToolHostError, errorEnvelope } from "../errors.js";
 import { objectFromJson } from "../execution/result-check.js";
 import { type JobService, resultOf } from "../jobs/service.js";
 import { type Job, isTerminal } from "../jobs/store.js";
@@ -97,5 +97,5 @@ export function callResultOf(job: Job): Result {
     const structured = objectFromJson(result.output);
     return { content: [{ type: "text", text: result.output }], ...(structured ? { structuredContent: structured } : {}) };
   }
-  return { content: [{ type: "text", text: JSON.stringify({ status: "error", error_type: result.error_type, message: result.message }) }], isError: true };
+  return { content: [{ type: "text", text: JSON.stringify(errorEnvelope({ type: result.error_type, message: result.message })) }], isError: true };
 }

@@ -2,7 +2,14 @@ import { Server } from "@modelcontextprotocol/sdk/server/index.js";
 import type { Transport } from "@modelcontextprotocol/sdk/shared/transport.js";
 import { CallToolRequestSchema, ErrorCode, ListToolsRequestSchema, McpError } from "@modelcontextprotocol/sdk/types.js";
 import type { ToolHostError } from "../errors.js";
-import type { McpServerHandle } from "./server.js";
+
+/** A running MCP server (startMcpServer). */
+export interface McpServerHandle {
+  server: Server;
+  close(): Promise<void>;
+  /** Set when the server could only refuse (an unknown Anima): the exit code for `animaworks-tool mcp`. */
+  exitCode?: number;
+}
 
 /**
  * The server for an Anima that cannot be served (unknown, or its folder unreadable): it initializes, so

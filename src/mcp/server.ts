@@ -1,19 +1,15 @@
-import { join } from "node:path";
 import { Server } from "@modelcontextprotocol/sdk/server/index.js";
 import type { Transport } from "@modelcontextprotocol/sdk/shared/transport.js";
 import type { RequestHandlerExtra } from "@modelcontextprotocol/sdk/shared/protocol.js";
 import { type CallToolRequest, CallToolRequestSchema, ErrorCode, ListToolsRequestSchema, McpError, type ServerNotification, type ServerRequest } from "@modelcontextprotocol/sdk/types.js";
-import { FsCapability } from "../capabilities/fs.js";
-import { ToolHostError } from "../errors.js";
-import type { ToolHost } from "../host.js";
-import { refreshTools, formatRefresh } from "../cli/lifecycle.js";
-import { errorsForShare, hostLoader, shareTool, writeMemoryFile } from "../lifecycle/index.js";
+import { type ErrorInfo, ToolHostError, errorEnvelope, errorInfoOf } from "../errors.js";
+import type { ToolChangeSource, ToolHost } from "../host-api.js";
+import { READ_MEMORY_FILE, WRITE_MEMORY_FILE, formatRefresh, managementOf } from "../lifecycle/management.js";
 import { JobService } from "../jobs/service.js";
-import { watchToolFolders } from "../registry/watcher.js";
-import { recordWatchedReloads, shareReloadEvent } from "../audit/reloads.js";
+import { findSchema } from "../registry/actions.js";
 import { coreToolExposure } from "./exposure.js";
 import { JobTaskStore, TASK_POLL_INTERVAL_MS } from "./job-tasks.js";
-import { InFlight, refusingServer } from "./refusing-server.js";
+import { InFlight, type McpServerHandle, refusingServer } from "./refusing-server.js";
 import { TaskStatusWatch, startWorker } from "./task-watch.js";
 import { jobTools } from "./job-tools.js";
 import type { ManagementTool } from "./management-tool.js";
@@ -25,17 +21,16 @@ import type { ManagementTool } from "./management-tool.js";
  * Invariants:
  *  - The Anima is fixed when the server starts (its launch arguments); no request can change it.
  *  - Tool failures are results with `isError`, never protocol errors (as the MCP SDK intends).
- *  - When the set of tools changes (a reload), clients get `notifications/tools/list_changed`.
+ *  - When the set of tools changes (a reload), clients get `notifications/tools/list_changed`: the server
+ *    subscribes to the host's tool change event (registry/tool-watch.ts), which starts a watcher of the
+ *    Anima's folders on a host that does not watch them; the host records the reloads.
+ *  - The management tools are the host's management service (lifecycle/management.ts): file reads go
+ *    through the host's capability path, and every operation is audited.
  */
-export interface McpServerHandle {
-  server: Server;
-  close(): Promise<void>;
-  /** Set when the server could only refuse (an unknown Anima): the exit code for `animaworks-tool mcp`. */
-  exitCode?: number;
-}
+export type { McpServerHandle } from "./refusing-server.js";
 
 export interface McpServerOptions {
-  /** Reload tools when their files change, and tell the client. Default: true. */
+  /** Reload tools when their files change, and tell the client (hosts made by createHost). Default: true. */
   watch?: boolean;
   /** The background jobs behind the job tools. Default: a JobService on the host's data dir, closed with the server. */
   jobs?: JobService;
@@ -44,11 +39,10 @@ export interface McpServerOptions {
 }
 
 export async function startMcpServer(host: ToolHost, anima: string, transport: Transport, options: McpServerOptions = {}): Promise<McpServerHandle> {
-  const animaDir = join(host.config.dataDir, "animas", anima);
   // An unknown Anima is told to the client, in answer to its requests, not only as a closed connection.
   const animaProblem = await host.list(anima).then(
     () => undefined,
-    (error: unknown) => (error instanceof ToolHostError ? error : new ToolHostError("ExecutionError", String(error instanceof Error ? error.message : error))),
+    (error: unknown) => (error instanceof ToolHostError ? error : ToolHostError.fromInfo(errorInfoOf(error))),
   );
   if (animaProblem) return refusingServer(transport, animaProblem);
   const jobs = options.jobs ?? new JobService({ host });
@@ -67,18 +61,21 @@ export async function startMcpServer(host: ToolHost, anima: string, transport: T
     },
   );
   let knownNames = await toolNames(host, anima);
+  // One look at a time, so that the last one always compares with what the client was last told.
+  let looking: Promise<void> = Promise.resolve();
+  const notifyIfChanged = (): Promise<void> =>
+    (looking = looking.then(async () => {
+      const names = await toolNames(host, anima);
+      if (names.join("\n") !== knownNames.join("\n")) {
+        knownNames = names;
+        await server.sendToolListChanged().catch(() => {});
+      }
+    }).catch(() => {}));
+  const management = managementOf(host);
 
-  const notifyIfChanged = async (): Promise<void> => {
-    const names = await toolNames(host, anima);
-    if (names.join("\n") !== knownNames.join("\n")) {
-      knownNames = names;
-      await server.sendToolListChanged().catch(() => {});
-    }
-  };
-
-  const management: ManagementTool[] = [
+  const managementTools: ManagementTool[] = [
     {
-      name: "write_memory_file",
+      name: WRITE_MEMORY_FILE,
       description: "Write a file in your own directory (tools/<name>.ts creates a personal tool; needs the personal-tool permission).",
       inputSchema: {
         type: "object",
@@ -89,20 +86,20 @@ export async function startMcpServer(host: ToolHost, anima: string, transport: T
         },
         required: ["path", "content"],
       },
-      run: async (args) => writeMemoryFile({ animaDir, path: args["path"], content: args["content"], mode: args["mode"] === "append" ? "append" : "overwrite" }),
+      run: async (args) => management.writeMemory(anima, { path: args["path"], content: args["content"], mode: args["mode"] === "append" ? "append" : "overwrite" }),
     },
     {
-      name: "read_memory_file",
+      name: READ_MEMORY_FILE,
       description: "Read a text file in your own directory.",
       inputSchema: { type: "object", properties: { path: { type: "string", description: "a path relative to your own directory" } }, required: ["path"] },
-      run: async (args) => new FsCapability(animaDir, host.config.fsLimits).readFile(args["path"]),
+      run: async (args) => management.readMemory(anima, args["path"]),
     },
     {
       name: "refresh_tools",
       description: "Rescan, rebuild and revalidate your tools; reports what was loaded, changed, removed or failed.",
       inputSchema: { type: "object", properties: {} },
       run: async () => {
-        const report = await refreshTools(host, anima);
+        const report = await management.refresh(anima);
         await notifyIfChanged();
         // A tool that failed to load makes the refresh an error, as the CLI's exit 6 does.
         return report.failed.length > 0 ? { text: formatRefresh(report), isError: true as const } : formatRefresh(report);
@@ -112,15 +109,7 @@ export async function startMcpServer(host: ToolHost, anima: string, transport: T
       name: "share_tool",
       description: "Share one of your personal tools with every Anima (needs the shared-tool permission).",
       inputSchema: { type: "object", properties: { tool_name: { type: "string", description: "the name of one of your personal tools" } }, required: ["tool_name"] },
-      run: async (args) =>
-        shareTool({
-          dataDir: host.config.dataDir,
-          animaDir,
-          anima,
-          toolName: args["tool_name"],
-          validate: errorsForShare({ load: hostLoader(host) }),
-          onShared: (tool) => host.audit.append(shareReloadEvent(anima, tool)),
-        }),
+      run: async (args) => management.share(anima, args["tool_name"]),
     },
     {
       name: "list_tools",
@@ -135,8 +124,8 @@ export async function startMcpServer(host: ToolHost, anima: string, transport: T
       },
     },
   ];
-  management.push(...jobTools(jobs, anima, { startWorkers }));
-  const managementByName = new Map(management.map((tool) => [tool.name, tool]));
+  managementTools.push(...jobTools(jobs, anima, { startWorkers }));
+  const managementByName = new Map(managementTools.map((tool) => [tool.name, tool]));
 
   const exposure = await coreToolExposure(host);
   const listedTools = async () => {
@@ -153,7 +142,7 @@ export async function startMcpServer(host: ToolHost, anima: string, transport: T
         // Background-eligible actions may run as tasks (background jobs); a plain call runs as before.
         ...(schema.profile?.background_eligible ? { execution: { taskSupport: "optional" as const } } : {}),
       }));
-    return [...management.map(({ name, description, inputSchema }) => ({ name, description, inputSchema })), ...toolSchemas];
+    return [...managementTools.map(({ name, description, inputSchema }) => ({ name, description, inputSchema })), ...toolSchemas];
   };
   server.setRequestHandler(ListToolsRequestSchema, async () => ({ tools: await listedTools() }));
 
@@ -164,14 +153,14 @@ export async function startMcpServer(host: ToolHost, anima: string, transport: T
     const args = (request.params.arguments ?? {}) as Record<string, unknown>;
     if (request.params.task !== undefined) {
       // A task is a background job: only for actions marked background_eligible (their taskSupport).
-      const schema = (await host.list(anima)).tools.filter((tool) => exposure.exposes(tool)).flatMap((tool) => tool.schemas).find((s) => s.name === name);
+      const schema = findSchema((await host.list(anima)).tools.filter((tool) => exposure.exposes(tool)), name)?.schema;
       if (!schema?.profile?.background_eligible || !extra.taskStore) {
         throw new McpError(ErrorCode.InvalidParams, `${name} does not run as a task: only actions marked background_eligible in EXECUTION_PROFILE do`);
       }
       try {
         return { task: await extra.taskStore.createTask({ ttl: request.params.task.ttl ?? null }) };
       } catch (error) {
-        const info = error instanceof ToolHostError ? error.toInfo() : { type: "ExecutionError", message: String(error instanceof Error ? error.message : error) };
+        const info = errorInfoOf(error);
         throw new McpError(ErrorCode.InvalidParams, `${info.type}: ${info.message}`);
       }
     }
@@ -181,8 +170,9 @@ export async function startMcpServer(host: ToolHost, anima: string, transport: T
         const result = await managementTool.run(args);
         return typeof result === "string" ? { content: [{ type: "text" as const, text: result }] } : { content: [{ type: "text" as const, text: result.text }], isError: true };
       } catch (error) {
-        const info = error instanceof ToolHostError ? error.toInfo() : { type: "ExecutionError", message: String(error instanceof Error ? error.message : error) };
-        return { content: [{ type: "text" as const, text: JSON.stringify({ status: "error", error_type: info.type, message: info.message }) }], isError: true };
+        // Without the hint, as management tools have always answered.
+        const { type, message } = errorInfoOf(error);
+        return errorContent({ type, message });
       }
     }
     const hidden = await exposure.hiddenCoreTool(anima, name);
@@ -196,14 +186,9 @@ export async function startMcpServer(host: ToolHost, anima: string, transport: T
     return errorContent({ type: result.error_type, message: result.message, ...(hint ? { hint } : {}) });
   }
 
-  const watcher = options.watch === false
-    ? undefined
-    : await watchToolFolders([join(host.config.dataDir, "common_tools"), join(animaDir, "tools")], async (paths) => {
-        host.refresh();
-        await notifyIfChanged();
-        // The tools are listed now (above), so recording which of them changed costs no reload.
-        await recordWatchedReloads(host, paths, anima);
-      });
+  // The host reloads (and records the reloads) before it tells; this only tells the client.
+  const changes = options.watch === false ? undefined : changeSource(host);
+  const unsubscribe = await changes?.onToolsChanged(() => void notifyIfChanged(), { anima });
 
   await server.connect(transport);
   return {
@@ -212,7 +197,8 @@ export async function startMcpServer(host: ToolHost, anima: string, transport: T
       // Calls in flight when the client closed stdin are answered first (stdout is still open).
       await inFlight.settled(host.config.maxCallTimeoutMs);
       taskWatch.stop();
-      await watcher?.close();
+      await unsubscribe?.();
+      await looking;
       await server.close();
       if (!options.jobs) await jobs.close();
     },
@@ -224,6 +210,12 @@ async function toolNames(host: ToolHost, anima: string): Promise<string[]> {
   return listing.tools.filter((t) => t.status === "ok").flatMap((t) => t.schemas.map((s) => `${s.name}\0${t.bundleHash ?? ""}`)).sort();
 }
 
-function errorContent(info: { type: string; message: string; hint?: string }) {
-  return { content: [{ type: "text" as const, text: JSON.stringify({ status: "error", error_type: info.type, message: info.message, ...(info.hint ? { hint: info.hint } : {}) }) }], isError: true };
+function errorContent(info: ErrorInfo) {
+  return { content: [{ type: "text" as const, text: JSON.stringify(errorEnvelope(info)) }], isError: true };
+}
+
+/** The host's tool change event, if it has one (every host createHost makes). */
+function changeSource(host: ToolHost): ToolChangeSource | undefined {
+  const source = host as ToolHost & Partial<ToolChangeSource>;
+  return typeof source.onToolsChanged === "function" ? (source as ToolHost & ToolChangeSource) : undefined;
 }

@@ -3,7 +3,7 @@ import { join } from "node:path";
 import { ToolHostError } from "../errors.js";
 
 /**
- * Per-Anima permissions (design.md §6, reference 1.3-1.4): `permissions.json`, else the legacy
+ * Per-Anima permissions (docs/design.md §6, docs/animaworks-reference.md §1.3-1.4): `permissions.json`, else the legacy
  * `permissions.md`, else defaults. A file that exists but cannot be understood fails closed: every
  * permission-dependent operation is refused with an error naming the file and the problem.
  *
@@ -124,7 +124,7 @@ const TOOL_HEADING = new RegExp(`^#{1,6}\\s.*(tool[\\s_-]*creation|${TOOL_CREATI
 /**
  * Reads the tool-creation section of a legacy `permissions.md`. Only lines under a "Tool creation" /
  * "ツール作成" heading (any case, any level) count, so entries of other sections are not mistaken for
- * tool permissions (an AnimaWorks defect, reference 1.4). An unrecognised value there fails closed.
+ * tool permissions (an AnimaWorks defect, docs/animaworks-reference.md §1.4). An unrecognised value there fails closed.
  */
 export function parsePermissionsMarkdown(text: string): Permissions {
   const toolCreation = { ...DEFAULT_PERMISSIONS.toolCreation };

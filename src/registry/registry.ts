@@ -209,7 +209,7 @@ function findSchemaCollision(tool: LoadedTool, visibleNames: Iterable<string>): 
   return undefined;
 }
 
-/** Splits a schema name into (tool, action) using the longest visible tool name (reference 3.3). */
+/** Splits a schema name into (tool, action) using the longest visible tool name (docs/animaworks-reference.md §3.3). */
 export function ownerOf(schemaName: string, visibleNames: Iterable<string>): string | undefined {
   let best: string | undefined;
   for (const name of visibleNames) {

@@ -1,6 +1,6 @@
 import { isKnownKeyword, schemaProblems, schemaProblemsAt, unknownKeywordProblem } from "../validation/ajv.js";
 
-/** A schema after normalisation (reference 3.1): `parameters` holds `input_schema` if given. */
+/** A schema after normalisation (docs/animaworks-reference.md §3.1): `parameters` holds `input_schema` if given. */
 export interface ToolSchema {
   name: string;
   /** The part after `{tool}_`. */
@@ -155,7 +155,7 @@ function inspectSchema(toolName: string, entry: unknown, index: number, seen: Se
 }
 
 /**
- * Missing parameters mean "no arguments" (reference 3.1 normalises them to `{}`). Arguments are always an
+ * Missing parameters mean "no arguments" (docs/animaworks-reference.md §3.1 normalises them to `{}`). Arguments are always an
  * object, so an object schema that leaves out `type` (`{}` or `{ properties: … }`, as hand-written and
  * Python-ported schemas often do) gets `"type": "object"`; any other `type` is refused below.
  */

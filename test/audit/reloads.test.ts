@@ -6,8 +6,8 @@ import { afterEach, describe, expect, it } from "vitest";
 import type { AuditLog, AuditRecord } from "../../src/audit/audit-log.js";
 import { JsonlAuditLog } from "../../src/audit/jsonl-audit-log.js";
 import { formatAnimaReport } from "../../src/audit/report.js";
-import { refreshTools } from "../../src/cli/lifecycle.js";
 import { type ToolHost, createHost } from "../../src/host.js";
+import { managementOf } from "../../src/lifecycle/management.js";
 import { startMcpServer } from "../../src/mcp/server.js";
 import { cliRunner } from "../helpers/cli-modes.js";
 import { type TempDataDir, makeDataDir, waitFor } from "../helpers/data-dir.js";
@@ -17,6 +17,8 @@ const BROKEN = `export function get_tool_schemas() { return [{ name: "wrong", de
 const ALLOW_SHARING = JSON.stringify({ tool_creation: { personal: true, shared: true } });
 
 type Reload = Extract<AuditRecord, { kind: "reload" }>;
+
+const refreshTools = (host: ToolHost, anima: string) => managementOf(host).refresh(anima);
 
 async function reloads(audit: AuditLog): Promise<Reload[]> {
   return (await audit.read()).filter((record): record is Reload => record.kind === "reload");

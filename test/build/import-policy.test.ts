@@ -7,7 +7,7 @@ import { type TempDataDir, makeDataDir } from "../helpers/data-dir.js";
 import { type TestHost, installFixtures, okOutput, useTestHost } from "../helpers/tools.js";
 
 /**
- * The import policy (design.md §3): relative files inside the tool's own folder and `@animaworks/tool`,
+ * The import policy (docs/design.md §3): relative files inside the tool's own folder and `@animaworks/tool`,
  * nothing else, and every refusal names the import and why.
  */
 describe("import policy", () => {

@@ -1,7 +1,7 @@
 import { describe, expect, it } from "vitest";
 import { maskSecret, redactSecrets } from "../../src/credentials/mask.js";
 
-describe("maskSecret (checklist 107)", () => {
+describe("maskSecret (docs/animaworks-reference.md checklist 107)", () => {
   it("keeps the first four characters of longer values", () => {
     expect(maskSecret("sk-abcdef123456")).toBe("sk-a****");
     expect(maskSecret("12345")).toBe("1234****");

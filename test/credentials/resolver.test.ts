@@ -69,7 +69,7 @@ function recording(from: CredentialSources): { sources: CredentialSources; looku
   return { sources: { config: wrap(from.config), vault: wrap(from.vault), legacy: wrap(from.legacy), environment: wrap(from.environment) }, lookups };
 }
 
-describe("resolution order (checklist 66-70)", () => {
+describe("resolution order (docs/animaworks-reference.md checklist 66-70)", () => {
   it("walks config.json → own vault section → shared vault section → shared/credentials.json → environment", async () => {
     writeConfig({ chatwork: { api_key: "from-config" } });
     await vault.store("alice", "CHATWORK_API_TOKEN", "from-vault-alice");
@@ -126,7 +126,7 @@ describe("resolution order (checklist 66-70)", () => {
   });
 });
 
-describe("ToolConfigError message (checklist 71)", () => {
+describe("ToolConfigError message (docs/animaworks-reference.md checklist 71)", () => {
   it("names the credential, the key and every place to set it, exactly as AnimaWorks", async () => {
     const error = await failure(resolve("alice", CHATWORK));
     expect(error.type).toBe("ToolConfigError");
@@ -139,7 +139,7 @@ describe("ToolConfigError message (checklist 71)", () => {
   });
 });
 
-describe("per-Anima scoping (design.md §9)", () => {
+describe("per-Anima scoping (docs/design.md §9)", () => {
   beforeEach(async () => {
     writeConfig({ slack__bob: { api_key: "bob-config" }, slack: { api_key: "", keys: { token__bob: "bob-key" } } });
     await vault.store("shared", "SLACK_BOT_TOKEN__bob", "bob-vault");

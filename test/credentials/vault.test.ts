@@ -203,7 +203,7 @@ describe("AnimaWorks interop", () => {
   });
 });
 
-describe("degradation (reference §1.6)", () => {
+describe("degradation (docs/animaworks-reference.md §1.6)", () => {
   it("returns a value that does not decrypt unchanged: plaintext, base64 noise, another key's box, non-UTF-8", async () => {
     data = makeDataDir();
     const key = await writeRawKey(data.dir);

@@ -13,7 +13,7 @@ function schemaOf(parameters: Record<string, unknown>, name = "t_run"): ToolSche
 
 function refusal(schema: ToolSchema, args: unknown): ToolHostError {
   try {
-    checkArguments("bundle-hash", schema, args);
+    checkArguments(schema, args);
   } catch (error) {
     if (error instanceof ToolHostError) return error;
     throw error;
@@ -72,11 +72,11 @@ describe("argument validation", () => {
 
   it("returns a copy without anima_dir: the host sets that itself", () => {
     const args = { query: "weather", anima_dir: "/somewhere/else" };
-    const checked = checkArguments("bundle-hash", SEARCH, args);
+    const checked = checkArguments(SEARCH, args);
     expect(checked).toEqual({ query: "weather" });
     expect(args.anima_dir).toBe("/somewhere/else"); // the caller's object is untouched
     // Even with additionalProperties: false, a caller's anima_dir is dropped rather than refused.
-    expect(() => checkArguments("bundle-hash", SEARCH, { query: "ok", anima_dir: 1 })).not.toThrow();
+    expect(() => checkArguments(SEARCH, { query: "ok", anima_dir: 1 })).not.toThrow();
   });
 
   it("checks a catastrophic-backtracking pattern in linear time (RE2)", () => {
@@ -86,7 +86,7 @@ describe("argument validation", () => {
     expect(refusal(schema, { s: hostile }).message).toBe('invalid arguments for t_run: "s" must match pattern "^(a+)+$"');
     // A backtracking engine needs ~2^50000 steps here; RE2 needs milliseconds.
     expect(performance.now() - started).toBeLessThan(2_000);
-    expect(checkArguments("bundle-hash", schema, { s: "aaaa" })).toEqual({ s: "aaaa" });
+    expect(checkArguments(schema, { s: "aaaa" })).toEqual({ s: "aaaa" });
   });
 
   it("checks each schema against its own patterns, however many schemas share the validator", () => {
@@ -94,18 +94,18 @@ describe("argument validation", () => {
     const digits = schemaOf({ type: "object", properties: { v: { type: "string", pattern: "^[0-9]+$" } } });
     const letters = schemaOf({ type: "object", properties: { v: { type: "string", pattern: "^[a-z]+$" } } });
     const caseless = schemaOf({ type: "object", properties: { v: { type: "string", pattern: "^(?i)[a-z]+$" } } });
-    expect(checkArguments("h", digits, { v: "123" })).toEqual({ v: "123" });
+    expect(checkArguments(digits, { v: "123" })).toEqual({ v: "123" });
     expect(refusal(digits, { v: "abc" }).message).toMatch(/must match pattern "\^\[0-9\]\+\$"/);
-    expect(checkArguments("h", letters, { v: "abc" })).toEqual({ v: "abc" });
+    expect(checkArguments(letters, { v: "abc" })).toEqual({ v: "abc" });
     expect(refusal(letters, { v: "123" }).message).toMatch(/must match pattern "\^\[a-z\]\+\$"/);
-    expect(checkArguments("h", caseless, { v: "ABC" })).toEqual({ v: "ABC" });
+    expect(checkArguments(caseless, { v: "ABC" })).toEqual({ v: "ABC" });
     expect(refusal(caseless, { v: "123" }).type).toBe("InvalidArguments");
   });
 
   it("runs patternProperties on RE2 as well", () => {
     const schema = schemaOf({ type: "object", patternProperties: { "^(x+x+)+y$": { type: "number" } } });
     const started = performance.now();
-    expect(checkArguments("bundle-hash", schema, { [`${"x".repeat(30_000)}`]: "not a number" })).toBeDefined();
+    expect(checkArguments(schema, { [`${"x".repeat(30_000)}`]: "not a number" })).toBeDefined();
     expect(performance.now() - started).toBeLessThan(2_000);
     expect(refusal(schema, { xxy: "text" }).message).toMatch(/"xxy" must be number/);
   });

@@ -39,7 +39,7 @@ describe("formatOutput", () => {
   });
 });
 
-/** What callers see for each kind of return value, through the host (reference 4.5, checklist 24, 25). */
+/** What callers see for each kind of return value, through the host (docs/animaworks-reference.md §4.5, checklist 24, 25). */
 describe("results through the host", () => {
   let t: TestHost;
   beforeAll(() => {

@@ -1,7 +1,7 @@
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { runJobsCommand } from "../../src/cli/jobs.js";
 import { ToolHostError } from "../../src/errors.js";
-import { type ToolHost, createHost } from "../../src/host.js";
+import { type ToolHost, createHost, hostFromConfig } from "../../src/host.js";
 import { JobService, eligibilityWarning } from "../../src/jobs/service.js";
 import { SqliteJobStore } from "../../src/jobs/sqlite-store.js";
 import type { Job } from "../../src/jobs/store.js";
@@ -106,6 +106,7 @@ describe("job display", () => {
       terminal: true,
       out: { stdout: (t) => stdout.push(t), stderr: (t) => stderr.push(t) },
       argumentsFromJson: async () => ({}),
+      hostFactory: hostFromConfig,
     });
     await waitFor("the first bar", () => stderr.length > 0);
     await service.runWorker({ untilDrained: true });

@@ -1,6 +1,7 @@
 import { copyFileSync, mkdirSync, readdirSync } from "node:fs";
 import { join } from "node:path";
 import { afterEach, beforeEach, describe, expect, it } from "vitest";
+import { hostFromConfig } from "../../src/host.js";
 import { hostLoader, scratchLoader } from "../../src/lifecycle/load-check.js";
 import { shareTool } from "../../src/lifecycle/share.js";
 import { errorsForShare, formatValidation, validateToolFile } from "../../src/lifecycle/validate.js";
@@ -20,7 +21,7 @@ describe("scratchLoader: any file, loaded in a throwaway host", () => {
 
   it("loads good tools, resolving helpers beside them, and writes nothing next to the file", async () => {
     const before = readdirSync(FIXTURES).sort();
-    const load = scratchLoader({ coreToolsDir: t.coreDir, tempDir: t.data.dir });
+    const load = scratchLoader({ hostFactory: hostFromConfig, coreToolsDir: t.coreDir, tempDir: t.data.dir });
     for (const file of ["good_tool.ts", "named_handlers.mjs", "cjs_tool.js", "uses_helper.ts"]) {
       const report = await validateToolFile(fixture(file), { load });
       expect(report.loaded, file).toBe(true);
@@ -32,7 +33,7 @@ describe("scratchLoader: any file, loaded in a throwaway host", () => {
   });
 
   it("reports what only a real load finds: a throwing top level, a missing handler behind computed schemas", async () => {
-    const load = scratchLoader({ coreToolsDir: t.coreDir, tempDir: t.data.dir });
+    const load = scratchLoader({ hostFactory: hostFromConfig, coreToolsDir: t.coreDir, tempDir: t.data.dir });
     const throwing = await validateToolFile(fixture("throws_at_load.ts"), { load });
     expect(throwing.loaded).toBe(false);
     expect(throwing.findings).toMatchObject([{ level: "error", check: "load", message: expect.stringContaining("configuration missing at load time") }]);
@@ -43,12 +44,12 @@ describe("scratchLoader: any file, loaded in a throwaway host", () => {
 
   it("reports a tool shadowed by a core tool of the same name", async () => {
     t.core("good_tool.ts", simpleTool("good_tool"));
-    const report = await validateToolFile(fixture("good_tool.ts"), { load: scratchLoader({ coreToolsDir: t.coreDir, tempDir: t.data.dir }) });
+    const report = await validateToolFile(fixture("good_tool.ts"), { load: scratchLoader({ hostFactory: hostFromConfig, coreToolsDir: t.coreDir, tempDir: t.data.dir }) });
     expect(report.findings).toMatchObject([{ check: "load", message: 'a core tool named "good_tool" takes precedence, so this file would never be used; rename it' }]);
   });
 
   it("loads a file under another tool name (its helpers still resolve), and without core tools when asked", async () => {
-    const load = scratchLoader({ coreToolsDir: t.coreDir, tempDir: t.data.dir });
+    const load = scratchLoader({ hostFactory: hostFromConfig, coreToolsDir: t.coreDir, tempDir: t.data.dir });
     // uses_helper.ts declares uses_helper_run: as tool "shouter" that schema no longer fits the name.
     expect(await load(fixture("uses_helper.ts"), "uses_helper")).toEqual({ ok: true, problems: [], schemas: ["uses_helper_run"] });
     expect((await load(fixture("uses_helper.ts"), "shouter")).problems).toEqual([
@@ -56,7 +57,7 @@ describe("scratchLoader: any file, loaded in a throwaway host", () => {
     ]);
     // coreToolsDir null: a core tool of the same name does not hide the file, which is loaded itself.
     t.core("good_tool.ts", simpleTool("good_tool"));
-    expect(await scratchLoader({ coreToolsDir: null, tempDir: t.data.dir })(fixture("good_tool.ts"))).toEqual({ ok: true, problems: [], schemas: ["good_tool_action"] });
+    expect(await scratchLoader({ hostFactory: hostFromConfig, coreToolsDir: null, tempDir: t.data.dir })(fixture("good_tool.ts"))).toEqual({ ok: true, problems: [], schemas: ["good_tool_action"] });
   });
 });
 

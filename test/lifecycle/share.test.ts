@@ -114,7 +114,7 @@ describe("share_tool: checks, in order", () => {
     expect(existsSync(common())).toBe(false);
   });
 
-  it("reports a missing source before the missing permission (reference checklist 41)", async () => {
+  it("reports a missing source before the missing permission (docs/animaworks-reference.md checklist 41)", async () => {
     const error = await refused(share("ghost"), "NotFound", /^Tool file not found: tools\/ghost\.ts/);
     expect(error.hint).toBe("Check tool name with refresh_tools first");
     rmSync(join(alice, "tools"), { recursive: true });

@@ -3,6 +3,7 @@ import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { afterAll, afterEach, beforeEach, describe, expect, it } from "vitest";
 import { runLifecycleCommand } from "../../src/cli/lifecycle.js";
+import { hostFromConfig } from "../../src/host.js";
 import { type TestHost, simpleTool, useTestHost } from "../helpers/tools.js";
 
 // `validate <file>` for drafts (files outside the tools folders): loaded for real in a scratch host and
@@ -24,7 +25,7 @@ afterEach(() => t.close());
 /** Runs `validate` as the CLI does, from `cwd` (default: the data dir), for `anima`. */
 async function validate(argv: string[], anima: string | undefined, cwd = t.data.dir): Promise<{ code: number; lines: string[] }> {
   const stdout: string[] = [];
-  const code = await runLifecycleCommand(t.host, "validate", argv, anima, false, { stdout: (text) => stdout.push(text), stderr: () => {} }, cwd);
+  const code = await runLifecycleCommand(t.host, "validate", argv, anima, false, { stdout: (text) => stdout.push(text), stderr: () => {} }, cwd, hostFromConfig);
   return { code, lines: stdout.join("\n").split("\n") };
 }
 

@@ -1,5 +1,6 @@
 import { afterEach, beforeEach, describe, expect, it } from "vitest";
 import { runLifecycleCommand } from "../../src/cli/lifecycle.js";
+import { hostFromConfig } from "../../src/host.js";
 import { type Finding, validateSource, validateToolFile } from "../../src/lifecycle/validate.js";
 import { checkToolSchemas, schemaIssues } from "../../src/registry/schemas.js";
 import { type TestHost, useTestHost } from "../helpers/tools.js";
@@ -82,7 +83,7 @@ describe("validate: every finding of a draft, each at its line", () => {
 
     async function validate(path: string, json: boolean): Promise<{ code: number; stdout: string }> {
       const stdout: string[] = [];
-      const code = await runLifecycleCommand(t.host, "validate", [path], undefined, json, { stdout: (text) => stdout.push(text), stderr: () => {} }, t.data.dir);
+      const code = await runLifecycleCommand(t.host, "validate", [path], undefined, json, { stdout: (text) => stdout.push(text), stderr: () => {} }, t.data.dir, hostFromConfig);
       return { code, stdout: stdout.join("\n") };
     }
 

@@ -71,7 +71,7 @@ describe("discoverFolder (one tools folder)", () => {
       expect(problems.map((p) => p.name).sort()).toEqual(["audit", "list", "submit"]);
       for (const problem of problems) expect(problem.message).toMatch(/animaworks-tool command and cannot be a tool name/);
     }
-    // The set is the CLI's management commands (design.md §4).
+    // The set is the CLI's management commands (docs/design.md §4).
     for (const name of ["list", "describe", "refresh", "share", "validate", "submit", "jobs", "serve", "mcp", "audit"]) {
       expect(RESERVED_NAMES.has(name)).toBe(true);
     }

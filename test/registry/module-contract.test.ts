@@ -2,7 +2,7 @@ import { join } from "node:path";
 import { afterEach, describe, expect, it } from "vitest";
 import { type TestHost, installFixtures, okOutput, useTestHost } from "../helpers/tools.js";
 
-/** The module interface of design.md §3 / reference §3, exercised through a host on real isolates. */
+/** The module interface of docs/design.md §3 / docs/animaworks-reference.md §3, exercised through a host on real isolates. */
 describe("the tool module contract", () => {
   let t: TestHost;
   afterEach(async () => t?.close());

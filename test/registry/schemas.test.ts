@@ -13,7 +13,7 @@ function problems(check: SchemaCheck): string[] {
 
 const QUERY_PARAMS = { type: "object", properties: { q: { type: "string" } }, required: ["q"] };
 
-describe("normalising schemas (ref 3.1, checklist 15, 16)", () => {
+describe("normalising schemas (docs/animaworks-reference.md §3.1, docs/animaworks-reference.md checklist 15, 16)", () => {
   it("uses input_schema as parameters, and input_schema wins over parameters", () => {
     const { schemas } = ok(
       checkToolSchemas("t", [

@@ -2,7 +2,7 @@ import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { type Harness, MODES, assertNoLeak, expectError, expectHealthy, expectOk, startHost } from "./harness.js";
 
 /**
- * design.md §9: a tool cannot reach the host realm (`process`, `require`, host objects or references).
+ * docs/design.md §9: a tool cannot reach the host realm (`process`, `require`, host objects or references).
  * Each fixture hunts for the host from inside the isolate and reports what it reached; the report must
  * show the hunt ran (so the test can fail) and found nothing.
  */

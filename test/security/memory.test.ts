@@ -12,7 +12,7 @@ import {
 } from "./harness.js";
 
 /**
- * design.md §9: a tool cannot exhaust host memory. Heap and ArrayBuffer bombs end as `MemoryLimit`
+ * docs/design.md §9: a tool cannot exhaust host memory. Heap and ArrayBuffer bombs end as `MemoryLimit`
  * (never a crashed host, never an error the tool can swallow and keep allocating after), the host keeps
  * serving, and another Anima's calls made while a bomb grows stay fast. Huge results are cut, never
  * rejected or copied whole.
@@ -140,7 +140,7 @@ for (const mode of MODES) {
     });
 
     describe("huge results are cut inside the sandbox, with the original size reported", () => {
-      // maxOutputBytes is 50,000 (design.md §3); the transfer cap is 1 MiB.
+      // maxOutputBytes is 50,000 (docs/design.md §3); the transfer cap is 1 MiB.
       it.each([
         ["string_bomb_result_big_text", 5_000_000, "x"],
         ["string_bomb_result_escaped", 3_000_000, "\u0001"],

@@ -10,7 +10,7 @@ import { HOSTILE_DIR, type Harness, PROJECT_ROOT, assertNoLeak, expectError, exp
 const BIN = join(PROJECT_ROOT, "bin", "animaworks-tool.cjs");
 
 /**
- * design.md §9: a tool cannot crash the host. Sandbox processes are supervised: when one dies (killed,
+ * docs/design.md §9: a tool cannot crash the host. Sandbox processes are supervised: when one dies (killed,
  * a native crash, a V8 fatal error) the calls in flight there fail with `SandboxCrashed`, a fresh
  * process takes over, and the next call succeeds. Calls of Animas served by another process never
  * notice. A process that lost an isolate's thread for good retires itself and is replaced.

@@ -11,7 +11,7 @@ import {
 } from "./harness.js";
 
 /**
- * design.md §9: a tool cannot run past its timeout, and tenant A's misbehaving tool does not stall
+ * docs/design.md §9: a tool cannot run past its timeout, and tenant A's misbehaving tool does not stall
  * tenant B's calls. Every way of keeping an isolate busy (or idle forever) ends as `Timeout` close to the
  * deadline, while another Anima's calls stay fast and the attacker's own next call works.
  */

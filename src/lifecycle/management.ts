@@ -1,0 +1,178 @@
+import { mkdir, readFile, rename, writeFile } from "node:fs/promises";
+import { dirname, join } from "node:path";
+import { recordReloads, shareReloadEvent } from "../audit/reloads.js";
+import { truncateForAudit } from "../audit/audit-log.js";
+import { ToolHostError, errorInfoOf } from "../errors.js";
+import type { ToolHost, ToolInfo } from "../host-api.js";
+import { resolveAnima } from "../registry/animas.js";
+import { type CapabilityPath, capabilityPathOf } from "./capability-path.js";
+import { hostLoader } from "./load-check.js";
+import { shareTool } from "./share.js";
+import { errorsForShare } from "./validate.js";
+import { writeMemoryFile } from "./write-memory.js";
+
+/**
+ * The management operations an Anima (over MCP) or an operator (the CLI) asks of a host: refresh its
+ * tools, share one, write and read files of its own directory. One service for both front ends, on the
+ * host's public API plus its capability path; every operation leaves its audit record:
+ *  - refresh: the reloads it found (audit/reloads.ts), once per change whoever notices it;
+ *  - share: the shared tool's reload record;
+ *  - write_memory_file: a `capability` record (`write_memory_file`, the path, ok / denied / error);
+ *  - read_memory_file: an `fs.readFile` through the capability service, as a tool of the Anima would
+ *    read the file: the same policy checks and the same audit record (its tool: `read_memory_file`).
+ *
+ * `managementOf(host)` gives a host's service, with the capability path the composition root
+ * (src/composition.ts) registered for it (capability-path.ts).
+ */
+
+export interface ManagementOptions {
+  /** How `readMemory` reads. Absent: reading is refused (no host capability path to go through). */
+  capabilities?: CapabilityPath;
+}
+
+export interface RefreshReport {
+  anima: string | undefined;
+  loaded: string[];
+  changed: string[];
+  removed: string[];
+  failed: Array<{ name: string; error: string; hint?: string }>;
+  /** Files not loaded as tools (named like a core tool, a reserved name…), with the reason. */
+  skipped: Array<{ name: string; reason: string }>;
+  tools: string[];
+}
+
+/** The operations' names, as the audit log records them (and as MCP offers them). */
+export const WRITE_MEMORY_FILE = "write_memory_file";
+export const READ_MEMORY_FILE = "read_memory_file";
+
+export class ManagementService {
+  constructor(
+    private readonly host: ToolHost,
+    private readonly options: ManagementOptions = {},
+  ) {}
+
+  /**
+   * Rescans, rebuilds and revalidates: what the Anima (or none: core and shared tools) sees now, against
+   * what the last refresh saw (`loaded`, `changed`, `removed`, `failed`, `skipped`). The audit log gets
+   * the reloads it has not recorded yet; a failure to record never fails the refresh.
+   */
+  async refresh(anima: string | undefined): Promise<RefreshReport> {
+    this.host.refresh();
+    const listing = await this.host.list(anima);
+    const file = this.snapshotPath(anima);
+    const before = (await readFile(file, "utf8").then((t) => JSON.parse(t) as Record<string, string>).catch(() => ({}))) as Record<string, string>;
+    const now: Record<string, string> = {};
+    const report: RefreshReport = { anima, loaded: [], changed: [], removed: [], failed: [], skipped: listing.problems.map((p) => ({ name: p.name, reason: p.message })), tools: [] };
+    for (const tool of listing.tools) {
+      const version = versionOf(tool);
+      now[tool.name] = version;
+      if (tool.status === "error") {
+        report.failed.push({ name: tool.name, error: tool.error?.message ?? "load error", ...(tool.error?.hint ? { hint: tool.error.hint } : {}) });
+        continue;
+      }
+      report.tools.push(tool.name);
+      if (!(tool.name in before)) report.loaded.push(tool.name);
+      else if (before[tool.name] !== version) report.changed.push(tool.name);
+    }
+    for (const name of Object.keys(before)) if (!(name in now)) report.removed.push(name);
+    await mkdir(dirname(file), { recursive: true });
+    await writeFile(`${file}.tmp`, JSON.stringify(now));
+    await rename(`${file}.tmp`, file);
+    // The audit log's record of the reload, against what it last recorded (not this report's memory: a
+    // watcher may have recorded the change already).
+    await recordReloads({ dataDir: this.host.config.dataDir, audit: this.host.audit, listing, trigger: "refresh" }).catch(() => {});
+    return report;
+  }
+
+  /** Copies the Anima's personal tool `toolName` to common_tools/ (lifecycle/share.ts); returns what was done. */
+  share(anima: string, toolName: unknown): Promise<string> {
+    return shareTool({
+      dataDir: this.host.config.dataDir,
+      animaDir: this.animaDir(anima),
+      anima,
+      toolName,
+      validate: errorsForShare({ load: hostLoader(this.host) }),
+      onShared: (tool) => this.host.audit.append(shareReloadEvent(anima, tool)),
+    });
+  }
+
+  /** `write_memory_file` (lifecycle/write-memory.ts) for the Anima; returns what was written. */
+  async writeMemory(anima: string, request: { path: unknown; content: unknown; mode?: unknown }): Promise<string> {
+    const target = typeof request.path === "string" ? request.path : "";
+    try {
+      const text = await writeMemoryFile({ animaDir: this.animaDir(anima), path: request.path, content: request.content, mode: request.mode });
+      this.record(anima, target, "ok");
+      return text;
+    } catch (error) {
+      const info = errorInfoOf(error);
+      const denied = info.type === "PermissionDenied" || info.type === "SandboxViolation";
+      this.record(anima, target, denied ? "denied" : "error", `${info.type}: ${info.message}`);
+      throw error;
+    }
+  }
+
+  /** A text file of the Anima's own directory, read through the host's capability path (see above). */
+  async readMemory(anima: string, path: unknown): Promise<string> {
+    if (!this.options.capabilities) {
+      throw new ToolHostError("PermissionDenied", `${READ_MEMORY_FILE}: this host has no capability path to read through`, "use a host made by createHost");
+    }
+    const ref = await resolveAnima(this.host.config.dataDir, anima);
+    const reply = await this.options.capabilities({ anima: ref.name, animaDir: ref.dir, tool: READ_MEMORY_FILE }, "fs.readFile", JSON.stringify([path ?? null]));
+    if (!reply.ok) throw ToolHostError.fromInfo(reply.error);
+    // A file's text may arrive undecoded; it serialises as its text (isolation/protocol.ts CapabilityReply).
+    return typeof reply.value === "string" ? reply.value : (JSON.parse(JSON.stringify(reply.value)) as string);
+  }
+
+  private animaDir(anima: string): string {
+    return join(this.host.config.dataDir, "animas", anima);
+  }
+
+  /** Each refresh remembers the version of every tool it saw, so the next one can say what changed. */
+  private snapshotPath(anima: string | undefined): string {
+    return join(this.host.config.dataDir, "cache", "animaworks-tool", `refresh-${anima === undefined ? "_" : encodeURIComponent(anima)}.json`);
+  }
+
+  private record(anima: string, target: string, outcome: "ok" | "denied" | "error", reason?: string): void {
+    this.host.audit.append({
+      kind: "capability",
+      anima,
+      tool: WRITE_MEMORY_FILE,
+      operation: WRITE_MEMORY_FILE,
+      target: truncateForAudit(target),
+      outcome,
+      ...(reason ? { reason: truncateForAudit(reason) } : {}),
+    });
+  }
+}
+
+function versionOf(tool: ToolInfo): string {
+  return tool.status === "error" ? `error:${tool.error?.message ?? ""}` : `${tool.origin}:${JSON.stringify(tool.schemas)}:${tool.bundleHash ?? ""}`;
+}
+
+export function formatRefresh(report: RefreshReport): string {
+  const lines: string[] = [];
+  for (const name of report.loaded) lines.push(`loaded   ${name}`);
+  for (const name of report.changed) lines.push(`changed  ${name}`);
+  for (const name of report.removed) lines.push(`removed  ${name}`);
+  for (const failure of report.failed) lines.push(`failed   ${failure.name}: ${failure.error}${failure.hint ? ` (fix: ${failure.hint})` : ""}`);
+  for (const skip of report.skipped) lines.push(`skipped  ${skip.name}: ${skip.reason}`);
+  if (report.tools.length === 0) lines.push("No personal or common tools found.");
+  else lines.push(`Refreshed tools (${report.tools.length} discovered): ${report.tools.join(", ")}`, "These tools are now available for use.");
+  return lines.join("\n");
+}
+
+const services = new WeakMap<ToolHost, ManagementService>();
+
+/**
+ * The management service of `host`, with the capability path the composition root gave the host; any
+ * other ToolHost (a CLI invocation's view of a running host, a test double) gets one without, which cannot
+ * read files.
+ */
+export function managementOf(host: ToolHost): ManagementService {
+  let service = services.get(host);
+  if (!service) {
+    const capabilities = capabilityPathOf(host);
+    services.set(host, (service = new ManagementService(host, capabilities ? { capabilities } : {})));
+  }
+  return service;
+}

@@ -1,0 +1,89 @@
+import { readFileSync } from "node:fs";
+import { join } from "node:path";
+import { afterEach, beforeEach, describe, expect, it } from "vitest";
+import type { AuditRecord } from "../../src/audit/audit-log.js";
+import { ManagementService, formatRefresh, managementOf } from "../../src/lifecycle/management.js";
+import { ToolHostError } from "../../src/errors.js";
+import { type TestHost, simpleTool, useTestHost } from "../helpers/tools.js";
+
+// The management service: what MCP's management tools and the CLI's refresh/share run, on the host's
+// capability path and audit log.
+
+type CapabilityRecord = Extract<AuditRecord, { kind: "capability" }>;
+
+let t: TestHost;
+beforeEach(() => {
+  t = useTestHost();
+});
+afterEach(() => t.close());
+
+async function rejectsWith(work: Promise<unknown>, type: ToolHostError["type"]): Promise<void> {
+  const error = await work.then(() => undefined, (thrown: unknown) => thrown);
+  expect(error).toBeInstanceOf(ToolHostError);
+  expect((error as ToolHostError).type).toBe(type);
+}
+
+async function capabilityRecords(): Promise<CapabilityRecord[]> {
+  await t.host.audit.flush();
+  return (await t.host.audit.read({ anima: "alice" })).filter((record): record is CapabilityRecord => record.kind === "capability");
+}
+
+describe("read_memory_file", () => {
+  it("reads through the host's capability path, audited as an fs.readFile of the Anima", async () => {
+    t.data.write("animas/alice/notes/today.md", "remember the milk");
+    expect(await managementOf(t.host).readMemory("alice", "notes/today.md")).toBe("remember the milk");
+    expect(await capabilityRecords()).toMatchObject([{ anima: "alice", tool: "read_memory_file", operation: "fs.readFile", target: "notes/today.md", outcome: "ok" }]);
+  });
+
+  it("is held to the same policy as a tool: a path out of the Anima's directory is denied, and the denial recorded", async () => {
+    t.data.anima("bob");
+    t.data.write("animas/bob/secret.md", "bob's");
+    await rejectsWith(managementOf(t.host).readMemory("alice", "../bob/secret.md"), "SandboxViolation");
+    expect(await capabilityRecords()).toMatchObject([{ tool: "read_memory_file", operation: "fs.readFile", outcome: "denied", reason: expect.stringMatching(/^SandboxViolation: /) }]);
+    expect(t.logs.some((line) => line.level === "warn" && line.message.startsWith("denied fs.readFile"))).toBe(true);
+  });
+
+  it("names an unknown Anima", async () => {
+    await rejectsWith(managementOf(t.host).readMemory("nobody", "x.md"), "NotFound");
+  });
+
+  it("is refused by a service without the host's capability path (a host not made by the composition root)", async () => {
+    t.data.write("animas/alice/notes.md", "x");
+    await rejectsWith(new ManagementService(t.host).readMemory("alice", "notes.md"), "PermissionDenied");
+    expect(await capabilityRecords()).toEqual([]);
+  });
+});
+
+describe("write_memory_file", () => {
+  it("writes in the Anima's directory and records it", async () => {
+    expect(await managementOf(t.host).writeMemory("alice", { path: "notes/a.md", content: "hello" })).toBe("Wrote notes/a.md (5 bytes).");
+    expect(readFileSync(join(t.data.dir, "animas", "alice", "notes", "a.md"), "utf8")).toBe("hello");
+    expect(await capabilityRecords()).toMatchObject([{ tool: "write_memory_file", operation: "write_memory_file", target: "notes/a.md", outcome: "ok" }]);
+  });
+
+  it("records a refusal as denied, and bad arguments as errors", async () => {
+    const service = managementOf(t.host);
+    await rejectsWith(service.writeMemory("alice", { path: "permissions.json", content: "{}" }), "PermissionDenied");
+    await rejectsWith(service.writeMemory("alice", { path: "a.md", content: 5 }), "InvalidArguments");
+    expect(await capabilityRecords()).toMatchObject([
+      { operation: "write_memory_file", target: "permissions.json", outcome: "denied", reason: expect.stringMatching(/^PermissionDenied: /) },
+      { operation: "write_memory_file", target: "a.md", outcome: "error", reason: expect.stringMatching(/^InvalidArguments: /) },
+    ]);
+  });
+});
+
+describe("refresh", () => {
+  it("reports what changed since the last refresh, for the CLI and MCP alike", async () => {
+    t.personal("alpha.ts", simpleTool("alpha"));
+    const service = managementOf(t.host);
+    expect(await service.refresh("alice")).toMatchObject({ anima: "alice", loaded: ["alpha"], changed: [], tools: ["alpha"] });
+    t.personal("alpha.ts", simpleTool("alpha", ["run", "stop"]));
+    const report = await service.refresh("alice");
+    expect(report).toMatchObject({ loaded: [], changed: ["alpha"] });
+    expect(formatRefresh(report)).toBe("changed  alpha\nRefreshed tools (1 discovered): alpha\nThese tools are now available for use.");
+  });
+
+  it("is one service per host", () => {
+    expect(managementOf(t.host)).toBe(managementOf(t.host));
+  });
+});
