@@ -11,7 +11,7 @@ import type { CallContext, CallOutcome, Executor } from "./isolation/protocol.js
 import { listAnimas, resolveAnima } from "./registry/animas.js";
 import type { DiscoveryProblem } from "./registry/discovery.js";
 import { type AnimaRef, type LoadedTool, type ToolEntry, type ToolRegistry, type ToolSources, ownerOf } from "./registry/registry.js";
-import { type ProfileEntry, type ToolSchema, profileFor } from "./registry/schemas.js";
+import { type ProfileEntry, type ToolSchema, profileFor, profileTimeoutMs } from "./registry/schemas.js";
 import { schemaOf } from "./registry/actions.js";
 import { structuredResult } from "./execution/result-check.js";
 import { errorResult, toToolInfo, unknownTool, withAnimaDir } from "./host-support.js";
@@ -322,7 +322,7 @@ class Host implements ToolHost, ToolChangeSource {
   }
 
   private timeoutFor(profile: ProfileEntry | undefined, override: number | undefined): number {
-    const wanted = override ?? (profile?.timeout_seconds !== undefined ? profile.timeout_seconds * 1000 : this.config.timeoutMs);
+    const wanted = override ?? profileTimeoutMs(profile) ?? this.config.timeoutMs;
     return Math.min(wanted, this.config.maxCallTimeoutMs);
   }
 

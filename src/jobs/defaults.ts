@@ -1,3 +1,4 @@
+import { MAX_TIMER_MS } from "../registry/schemas.js";
 /**
  * Every default of background jobs, in one place: the worker's settings (`JobWorkerSettings`, which
  * `JobServiceOptions.worker` takes), the service's, and a submit's. Durations are in ms. A setting that is
@@ -52,8 +53,9 @@ export const JOB_DEFAULTS = {
   waitPollIntervalMs: 250,
 } as const;
 
-/** Longest duration a Node timer can hold, ms (it treats anything longer as 1 ms): the cap on every timed setting. */
-export const MAX_TIMER_MS = 2_147_483_647;
+// The longest duration a Node timer can hold (2^31 − 1 ms; it treats anything longer as 1 ms): the cap on
+// every timed setting, the same as for an action's timeout_seconds.
+export { MAX_TIMER_MS };
 
 /** A duration in ms that Node timers can hold, > 0 (≥ 0 with `allowZero`); throws a TypeError naming the option. */
 export function duration(value: number | undefined, fallback: number, name: string, allowZero = false): number {

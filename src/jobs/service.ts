@@ -6,6 +6,7 @@ import type { ToolHost } from "../host.js";
 import { resolveAnima } from "../registry/animas.js";
 import { type NoticeSink, deliverNotices } from "./notices.js";
 import { JOB_DEFAULTS, MAX_TIMER_MS } from "./defaults.js";
+import { profileTimeoutMs } from "../registry/schemas.js";
 import { hostJobRunner } from "./host-runner.js";
 import { JobWorker, type JobWorkerSettings, type WorkerStats } from "./worker.js";
 import { SqliteJobStore } from "./sqlite-store.js";
@@ -122,7 +123,7 @@ export class JobService {
     const prepared = await this.host.prepare(anima, schemaName, args);
     const profile = prepared.profile;
     // The profile is part of the version pinned here: a later edit of timeout_seconds does not change this job.
-    const timeoutMs = profile?.timeout_seconds !== undefined ? Math.min(MAX_TIMER_MS, Math.max(1, Math.round(profile.timeout_seconds * 1000))) : this.defaultTimeoutMs;
+    const timeoutMs = profileTimeoutMs(profile) ?? this.defaultTimeoutMs;
     const store = this.store();
     await store.putBundle(prepared.bundle.hash, prepared.bundle.code);
     const { job, created } = await store.submit({

@@ -369,6 +369,15 @@ function checkRetry(raw: unknown, where: string, problem: ProblemSink): ProfileE
 }
 
 /** The profile entry for an action; keys may spell the action with hyphens (`draft-update`). */
+/** Longest duration a Node timer can hold, ms (2^31 − 1; it treats anything longer as 1 ms). */
+export const MAX_TIMER_MS = 2_147_483_647;
+
+/** An action's `timeout_seconds` in whole ms (1 to the longest timer), or undefined when the profile gives none. */
+export function profileTimeoutMs(profile: ProfileEntry | undefined): number | undefined {
+  const seconds = profile?.timeout_seconds;
+  return seconds === undefined ? undefined : Math.min(MAX_TIMER_MS, Math.max(1, Math.round(seconds * 1000)));
+}
+
 export function profileFor(profile: Record<string, ProfileEntry>, action: string): ProfileEntry | undefined {
   return profile[action] ?? profile[action.replaceAll("_", "-")] ?? profile[action.replaceAll("-", "_")];
 }
