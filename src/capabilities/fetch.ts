@@ -1,4 +1,5 @@
 import { TextDecoder } from "node:util";
+import type { FetchAnswer } from "../contract/isolate.js";
 import { truncateForAudit } from "../audit/audit-log.js";
 import { ToolHostError } from "../errors.js";
 import type { CallContext } from "../isolation/protocol.js";
@@ -88,17 +89,8 @@ export interface FetchHostOptions {
   onAudit?: (event: FetchAuditEvent) => void;
 }
 
-export interface FetchResult {
-  status: number;
-  statusText: string;
-  /** Lower-case names; repeated headers joined with ", " (as WHATWG `Headers.get` does). */
-  headers: Record<string, string>;
-  /** The final URL, after redirects. */
-  url: string;
-  redirected: boolean;
-  /** text: the decoded text; json: the JSON text, verified to parse (`null` for an empty body); bytes: base64. */
-  body: string;
-}
+/** What a fetch answers: the contract's `FetchAnswer` (text: the decoded text; json: the JSON text, verified to parse). */
+export type FetchResult = FetchAnswer;
 
 type Context = Pick<CallContext, "anima" | "tool">;
 
