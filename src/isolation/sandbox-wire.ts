@@ -1,5 +1,5 @@
 import { ERROR_TYPES, type ErrorInfo } from "../errors.js";
-import { LOG_LEVELS } from "../contract/isolate.js";
+import { CAPABILITY_NAMES, LOG_LEVELS } from "../contract/isolate.js";
 import { boundToolMessage } from "./envelope.js";
 import type { CallContext, CallOutcome, CapabilityReply, DescribeOutcome, FromSandbox, ModuleDescription, ResultValue, SandboxRequest, ToSandbox, ToolBundle } from "./protocol.js";
 
@@ -20,6 +20,7 @@ import type { CallContext, CallOutcome, CapabilityReply, DescribeOutcome, FromSa
 /** Batches nest one level only, and a batch holds at most this many messages. */
 const MAX_BATCH = 100_000;
 const LOG_LEVEL_SET: ReadonlySet<string> = new Set(LOG_LEVELS);
+const CAPABILITY_NAME_SET: ReadonlySet<string> = new Set(CAPABILITY_NAMES);
 const ERROR_TYPE_SET: ReadonlySet<string> = new Set(ERROR_TYPES);
 
 type Json = Record<string, unknown>;
@@ -64,7 +65,8 @@ export function decodeFromSandbox(raw: unknown, nested = false): FromSandbox | u
     }
     case "capability": {
       const { capabilityId, id, name, argsJson } = raw;
-      if (!isId(capabilityId) || !isId(id) || typeof name !== "string" || name.length > 64 || typeof argsJson !== "string") return undefined;
+      // A name outside the contract is something the prelude never sends: the process is not running it any more.
+      if (!isId(capabilityId) || !isId(id) || typeof name !== "string" || !CAPABILITY_NAME_SET.has(name) || typeof argsJson !== "string") return undefined;
       return { type: "capability", capabilityId, id, name, argsJson };
     }
     case "response":

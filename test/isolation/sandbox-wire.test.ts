@@ -20,6 +20,7 @@ describe("decodeFromSandbox", () => {
     ["an anima field on a log line", { type: "log", id: 1, level: "info", message: "m", anima: "alice" }],
     ["the old log shape", { type: "log", line: { level: "info", message: "m", context: { anima: "alice" } } }],
     ["an unknown type", { type: "exec", command: "sh" }],
+    ["a capability the contract does not name", { type: "capability", capabilityId: 1, id: 2, name: "job.kill", argsJson: "[]" }],
     ["a non-integer id", { type: "log", id: 1.5, level: "info", message: "m" }],
     ["an unknown log level", { type: "log", id: 1, level: "fatal", message: "m" }],
     ["a nested batch", { type: "batch", messages: [{ type: "batch", messages: [] }] }],
@@ -82,6 +83,7 @@ describe("decodeToSandbox (what the host sends a sandbox process)", () => {
 
   it.each([
     ["an unknown type", { type: "exec", command: "sh" }],
+    ["a capability the contract does not name", { type: "capability", capabilityId: 1, id: 2, name: "job.kill", argsJson: "[]" }],
     ["a request without an id", { type: "request", request: call }],
     ["a request without a bundle", { type: "request", id: 1, request: { ...call, bundle: undefined } }],
     ["a call without a context", { type: "request", id: 1, request: { ...call, context: undefined } }],
