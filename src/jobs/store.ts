@@ -1,5 +1,5 @@
 import { createHash, randomBytes } from "node:crypto";
-import { type ErrorType, ToolHostError, isErrorType } from "../errors.js";
+import { type ErrorInfo, type ErrorType, ToolHostError, isErrorType } from "../errors.js";
 import { JOB_DEFAULTS } from "./defaults.js";
 
 /**
@@ -22,11 +22,11 @@ export function isTerminal(status: JobStatus): boolean {
   return TERMINAL_STATUSES.includes(status);
 }
 
-/** Why a job did not succeed, in the host's stable error vocabulary (src/errors.ts). */
-export interface JobError {
-  type: ErrorType;
-  message: string;
-}
+/**
+ * Why a job did not succeed: the host's one error shape (src/errors.ts). Stores keep its type and message
+ * (a hint is folded into the message when the job's run is recorded).
+ */
+export type JobError = ErrorInfo;
 
 export interface JobProgress {
   /** 0 to 1 inclusive. */
