@@ -2,8 +2,9 @@ import { ToolHostError } from "./errors.js";
 import { basename, dirname, join, resolve } from "node:path";
 import { fileURLToPath } from "node:url";
 import { DEFAULT_FS_LIMITS, type FsLimits } from "./capabilities/fs.js";
+import { LOG_LEVELS, type LogLevel } from "./contract/isolate.js";
 import { type Environment, defaultDataDirIn } from "./environment.js";
-import { type FileSettings, type SettingSource, SETTINGS, environmentSettings, readOperatorFile } from "./operator-config.js";
+import { type FileSettings, type SettingSource, SETTINGS, checkedSeconds, environmentSettings, readOperatorFile } from "./operator-config.js";
 
 /**
  * The only module that reads `process.env`. Everything else receives a resolved `HostConfig`.
@@ -101,7 +102,7 @@ export interface HostOptions {
 }
 
 export interface LogRecord {
-  level: "debug" | "info" | "warn" | "error";
+  level: LogLevel;
   /** Logger name: `animaworks.tools` for tool lines, `animaworks.host` for the host's own. */
   logger: string;
   message: string;
@@ -154,11 +155,7 @@ export interface DaemonSettings {
 
 /** A daemon's idle time given in seconds (by `source`, named in the error), in ms. */
 export function idleTimeoutMs(text: string, source: string): number {
-  const seconds = Number(text);
-  if (text.trim() === "" || !Number.isFinite(seconds) || seconds <= 0 || seconds > 2_147_483) {
-    throw new ToolHostError("InvalidArguments", `${source} must be a number of seconds from 1 to 2,147,483, got "${text}"`);
-  }
-  return Math.round(seconds * 1000);
+  return Math.round(checkedSeconds(text, source) * 1000);
 }
 
 /**
@@ -188,7 +185,7 @@ export function resolveConfig(options: HostOptions = {}, env: Environment = proc
   const sources: Record<string, SettingSource> = {};
   /** The value of one operator setting by precedence, noting where it came from. */
   const pick = <K extends keyof FileSettings>(field: K, option: FileSettings[K] | undefined): FileSettings[K] | undefined => {
-    const key = SETTINGS.find((spec) => spec.field === field)?.key ?? field;
+    const key = settingName(field);
     const [source, value] =
       option !== undefined ? (["option", option] as const)
       : fromEnv[field] !== undefined ? (["environment", fromEnv[field]] as const)
@@ -306,11 +303,9 @@ function positive(value: number | undefined, fallback: number, name: string): nu
   return value;
 }
 
-const LOG_LEVELS: ReadonlyArray<LogRecord["level"]> = ["debug", "info", "warn", "error"];
-
 function checkedLogLevel(value: string | undefined): LogRecord["level"] {
   const level = value?.trim().toLowerCase() || "info";
-  if (!(LOG_LEVELS as string[]).includes(level)) {
+  if (!(LOG_LEVELS as readonly string[]).includes(level)) {
     throw new ToolHostError("InvalidArguments", `the log level (log_level in config.json or $ANIMAWORKS_LOG_LEVEL) must be debug, info, warn or error, not ${JSON.stringify(value)}`);
   }
   return level as LogRecord["level"];

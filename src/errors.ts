@@ -76,7 +76,9 @@ export function isErrorType(value: unknown): value is ErrorType {
 
 /** Any thrown value as an `ErrorInfo`: a ToolHostError as it is, anything else as an `ExecutionError` with its message. */
 export function errorInfoOf(error: unknown): ErrorInfo {
-  return error instanceof ToolHostError ? error.toInfo() : { type: "ExecutionError", message: error instanceof Error ? error.message : String(error) };
+  if (error instanceof ToolHostError) return error.toInfo();
+  // A message is never empty: an Error without one is named by its class.
+  return { type: "ExecutionError", message: error instanceof Error ? error.message || error.name : String(error) };
 }
 
 /**

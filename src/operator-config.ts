@@ -1,6 +1,7 @@
 import { readFileSync } from "node:fs";
 import { join } from "node:path";
 import type { HostOptions } from "./config.js";
+import { LOG_LEVELS } from "./contract/isolate.js";
 import { ToolHostError } from "./errors.js";
 import { systemFileError } from "./system-errors.js";
 import { type ValidateFunction, getAjv } from "./validation/ajv.js";
@@ -65,7 +66,7 @@ export const SETTINGS: readonly SettingSpec[] = [
   { key: "allowed_environment", field: "allowedEnvironment", env: "ANIMAWORKS_ALLOWED_ENVIRONMENT", schema: { type: "array", items: { type: "string", pattern: "^[A-Za-z_][A-Za-z0-9_]*$" } }, description: "environment variables getCredential may fall back to, by exact name" },
   { key: "os_sandbox", field: "osSandbox", env: "ANIMAWORKS_OS_SANDBOX", schema: { enum: ["auto", "required", "off"] }, description: "bubblewrap around sandbox processes: auto, required or off" },
   { key: "jobs_url", field: "jobsUrl", env: "ANIMAWORKS_JOBS_URL", schema: { type: "string", pattern: "^postgres(ql)?://" }, description: "PostgreSQL URL of the background job store (else the embedded SQLite file)", secret: true },
-  { key: "log_level", field: "logLevel", env: "ANIMAWORKS_LOG_LEVEL", schema: { enum: ["debug", "info", "warn", "error"] }, description: "least level of the host's log lines" },
+  { key: "log_level", field: "logLevel", env: "ANIMAWORKS_LOG_LEVEL", schema: { enum: [...LOG_LEVELS] }, description: "least level of the host's log lines" },
   { key: "timeout_ms", field: "timeoutMs", schema: positiveNumber, description: "default per-call timeout, ms" },
   { key: "max_call_timeout_ms", field: "maxCallTimeoutMs", schema: positiveNumber, description: "upper bound of any call's timeout, ms" },
   { key: "memory_limit_mb", field: "memoryLimitMb", schema: { type: "number", minimum: 8 }, description: "V8 heap limit per isolate, MB" },
@@ -165,7 +166,7 @@ function checkSection(path: string, section: unknown): void {
 }
 
 /** `postgres://user:secret@host/db` → `postgres://user:***@host/db`; anything else unchanged. */
-export function maskSecret(value: string): string {
+export function maskUrlPassword(value: string): string {
   try {
     const url = new URL(value);
     if (url.password === "") return value;
@@ -203,10 +204,15 @@ function environmentValue(spec: SettingSpec, text: string): unknown {
     if (!allowed.includes(value)) throw new ToolHostError("InvalidArguments", `$${variable} must be ${allowed.join(", ")}, not ${JSON.stringify(text)}`);
     return value;
   }
-  if (spec.schema["type"] === "number") {
-    const value = Number(text);
-    if (!Number.isFinite(value) || value <= 0 || value > 2_147_483) throw new ToolHostError("InvalidArguments", `$${variable} must be a number of seconds from 1 to 2,147,483, got "${text}"`);
-    return value;
-  }
+  if (spec.schema["type"] === "number") return checkedSeconds(text, `$${variable}`);
   return text;
+}
+
+/** A number of seconds (a daemon's idle time) given as text by `source` (named in the error). */
+export function checkedSeconds(text: string, source: string): number {
+  const seconds = Number(text);
+  if (text.trim() === "" || !Number.isFinite(seconds) || seconds <= 0 || seconds > 2_147_483) {
+    throw new ToolHostError("InvalidArguments", `${source} must be a number of seconds from 1 to 2,147,483, got "${text}"`);
+  }
+  return seconds;
 }

@@ -2,7 +2,7 @@ import { readFileSync, writeFileSync } from "node:fs";
 import { join } from "node:path";
 import { afterEach, describe, expect, it } from "vitest";
 import { resolveConfig, settingDifference } from "../src/config.js";
-import { SETTINGS, maskSecret } from "../src/operator-config.js";
+import { SETTINGS, maskUrlPassword } from "../src/operator-config.js";
 import { effectiveSettings } from "../src/audit/effective-config.js";
 import { type TempDataDir, makeDataDir } from "./helpers/data-dir.js";
 import { thrownToolError } from "./helpers/errors.js";
@@ -87,7 +87,7 @@ describe("operator configuration (config.json animaworks_tool)", () => {
     expect(shown.map((setting) => setting.key)).toEqual(SETTINGS.map((spec) => spec.key));
     expect(shown.find((setting) => setting.key === "jobs_url")).toEqual({ key: "jobs_url", value: "postgres://worker:***@db.internal:5432/jobs", source: "file" });
     expect(JSON.stringify(shown)).not.toContain("hunter2");
-    expect(maskSecret("postgres://u@h/db")).toBe("postgres://u@h/db");
+    expect(maskUrlPassword("postgres://u@h/db")).toBe("postgres://u@h/db");
   });
 
   it("is documented: the README's table lists every setting and its variable", () => {

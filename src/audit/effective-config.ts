@@ -1,5 +1,5 @@
 import type { HostConfig } from "../config.js";
-import { CONFIG_SECTION, SETTINGS, type SettingSource, maskSecret } from "../operator-config.js";
+import { CONFIG_SECTION, SETTINGS, type SettingSource, maskUrlPassword } from "../operator-config.js";
 
 /** One operator setting as in force: its value (secrets masked; never an environment variable's value) and where it came from. */
 export interface EffectiveSetting {
@@ -14,7 +14,7 @@ export function effectiveSettings(config: HostConfig): EffectiveSetting[] {
     const value = valueOf(config, spec.field);
     return {
       key: spec.key,
-      value: spec.secret && typeof value === "string" ? maskSecret(value) : value,
+      value: spec.secret && typeof value === "string" ? maskUrlPassword(value) : value,
       source: config.operator.sources[spec.key] ?? "default",
     };
   });

@@ -102,7 +102,7 @@ export async function main(argv: string[], out: Output = defaultOutput(), contex
     return await run(host, rest, options, anima, out, ctx);
   } catch (error) {
     if (error instanceof Declined) throw error;
-    return printError(out, errorInfoOf(error instanceof ToolHostError ? error : (systemFileError(error) ?? error)), options.json);
+    return printError(out, errorInfoOf(systemFileError(error) ?? error), options.json);
   } finally {
     await host?.close();
     if (host && !host.canExitCleanly()) hostHoldsStuckThread = true;

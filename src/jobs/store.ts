@@ -335,12 +335,6 @@ export function toJobError(type: unknown, message: unknown): JobError {
   return { type: isErrorType(type) ? type : "ExecutionError", message: typeof message === "string" ? message : "" };
 }
 
-/** A thrown value as a JobError: the host's own errors keep their type, anything else is an ExecutionError. */
-export function jobErrorFromThrown(error: unknown): JobError {
-  if (error instanceof ToolHostError) return { type: error.type, message: error.message };
-  if (error instanceof Error) return { type: "ExecutionError", message: error.message || error.name };
-  return { type: "ExecutionError", message: String(error) };
-}
 
 /** The PostgreSQL server a job store URL names, without its password: for messages. */
 export function describeServer(url: string): string {

@@ -3,11 +3,11 @@ import { hostname } from "node:os";
 import { setTimeout as delay } from "node:timers/promises";
 import PQueue from "p-queue";
 import type { LogRecord } from "../config.js";
-import type { ToolHostError } from "../errors.js";
+import { type ToolHostError, errorInfoOf } from "../errors.js";
 import { JOB_DEFAULTS, duration } from "./defaults.js";
 import { type NoticeSink, deliverNotices, sweepNotices } from "./notices.js";
 import { JobRun, saveProgress } from "./run-state.js";
-import { type Job, type JobError, type JobOutcome, type JobStore, jobErrorFromThrown, leaseOf } from "./store.js";
+import { type Job, type JobError, type JobOutcome, type JobStore, leaseOf } from "./store.js";
 
 export type JobRunResult = { ok: true; result: string } | { ok: false; error: JobError };
 
@@ -438,7 +438,7 @@ export class JobWorker {
     try {
       const work = Promise.resolve()
         .then(() => this.runJob(run.job, context))
-        .then(checkResult, (error: unknown): JobRunResult => ({ ok: false, error: jobErrorFromThrown(error) }));
+        .then(checkResult, (error: unknown): JobRunResult => ({ ok: false, error: errorInfoOf(error) }));
       return await Promise.race([work, abandoned]);
     } finally {
       run.end();
