@@ -182,6 +182,16 @@ describe("the self-starting daemon", () => {
     expect(existsSync(endpointDir)).toBe(false);
   });
 
+  it('is not started when the operator configuration says "daemon": false', () => {
+    const data = dataDir();
+    data.write("config.json", JSON.stringify({ animaworks_tool: { daemon: false } }));
+    const run = cli(data, ["--anima", "alice", "echo", "say", "x"]);
+    expect(run.status).toBe(0);
+    expect(JSON.parse(run.stdout)).toEqual({ said: "x" });
+    expect(existsSync(endpointPaths(data.dir, hostname()).dir)).toBe(false);
+    expect(daemonPids(data)).toEqual([]);
+  });
+
   it("of another build is not used: the call runs in-process, and an outdated daemon of this install is told to stop", async () => {
     const data = dataDir();
     const host = createHost({ dataDir: data.dir, isolation: "process", onLog: () => {} });
