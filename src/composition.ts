@@ -12,7 +12,7 @@ import { createExecutor, warmPoolReport } from "./isolation/executor.js";
 import type { CallContext, Executor, ToolLogLine } from "./isolation/protocol.js";
 import { provideCapabilityPath } from "./lifecycle/capability-path.js";
 import { ToolRegistry } from "./registry/registry.js";
-import { accessHint, systemFileError } from "./system-errors.js";
+import { accessHint, systemFileError } from "./errors.js";
 
 /**
  * The composition root: the one module that wires a host from one resolved configuration (its audit

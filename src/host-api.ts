@@ -1,7 +1,7 @@
 import type { AuditLog } from "./audit/audit-log.js";
 import type { JobCallHooks } from "./capabilities/job-calls.js";
 import type { HostConfig, LogRecord } from "./config.js";
-import type { ErrorInfo } from "./errors.js";
+import type { ErrorInfo, WireError } from "./errors.js";
 import type { ToolBundle } from "./isolation/protocol.js";
 import type { Permissions } from "./policy/permissions.js";
 import type { DiscoveryProblem, ToolOrigin } from "./registry/discovery.js";
@@ -12,7 +12,10 @@ export type { ToolsChange } from "./registry/tool-watch.js";
 
 /** The host's public API: what `createHost` returns and the plain data it exchanges. */
 
-/** What a call returns. Tool failures are results, not exceptions (as in MCP). */
+/**
+ * What a call returns. Tool failures are results, not exceptions (as in MCP); a failure is spelled as the
+ * CLI's `-j` envelope spells it (`error_type`, `message`, `fault`, `hint`), made by `callFailure` only.
+ */
 export type CallResult =
   | {
       status: "ok";
@@ -23,7 +26,7 @@ export type CallResult =
       /** The object the tool returned (with `CallOptions.structured`, or when the action declares `output_schema`). */
       structured?: Record<string, unknown>;
     }
-  | { status: "error"; error_type: ErrorInfo["type"]; message: string; hint?: string; durationMs: number };
+  | ({ status: "error"; durationMs: number } & WireError);
 
 export interface SchemaInfo {
   name: string;

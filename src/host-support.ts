@@ -1,4 +1,4 @@
-import { ToolHostError, errorInfoOf } from "./errors.js";
+import { type ErrorInfo, ToolHostError, errorInfoOf, wireError } from "./errors.js";
 import type { CallResult, ToolInfo } from "./host-api.js";
 import type { ToolEntry } from "./registry/registry.js";
 import { profileFor } from "./registry/schemas.js";
@@ -41,7 +41,11 @@ export function unknownTool(name: string, known: string[]): ToolHostError {
   return new ToolHostError("ToolNotFound", `unknown tool "${name}"`, known.length > 0 ? `available tools: ${[...known].sort().join(", ")}` : "no tools are installed");
 }
 
+/** A failed call's result: the one conversion of a call's `ErrorInfo` to the public `CallResult`. */
+export function callFailure(info: ErrorInfo, durationMs: number): CallResult {
+  return { status: "error", ...wireError(info), durationMs };
+}
+
 export function errorResult(error: unknown, durationMs: number): CallResult {
-  const info = errorInfoOf(error);
-  return { status: "error", error_type: info.type, message: info.message, ...(info.hint ? { hint: info.hint } : {}), durationMs };
+  return callFailure(errorInfoOf(error), durationMs);
 }

@@ -14,7 +14,7 @@ import { type AnimaRef, type LoadedTool, type ToolEntry, type ToolRegistry, type
 import { type ProfileEntry, type ToolSchema, profileFor, profileTimeoutMs } from "./registry/schemas.js";
 import { schemaOf } from "./registry/actions.js";
 import { structuredResult } from "./execution/result-check.js";
-import { errorResult, toToolInfo, unknownTool, withAnimaDir } from "./host-support.js";
+import { callFailure, errorResult, toToolInfo, unknownTool, withAnimaDir } from "./host-support.js";
 import type { AnimaReport, CallOptions, CallResult, PreparedCall, RunOptions, ToolChangeSource, ToolHost, ToolInfo, ToolListing, ToolsChange } from "./host-api.js";
 import type { JobCalls } from "./capabilities/job-calls.js";
 import { ToolWatch } from "./registry/tool-watch.js";
@@ -256,7 +256,7 @@ class Host implements ToolHost, ToolChangeSource {
       schema,
       durationMs: Math.round(result.durationMs * 1000) / 1000,
       outcome: result.status,
-      ...(result.status === "error" ? { errorType: result.error_type } : {}),
+      ...(result.status === "error" ? { errorType: result.error_type, errorFault: result.fault } : {}),
     });
     if (result.status === "error" && result.error_type === "SandboxCrashed") this.audit.append({ kind: "sandbox_crash", anima, tool, message: result.message });
     return result;
@@ -327,7 +327,7 @@ class Host implements ToolHost, ToolChangeSource {
   }
 
   private toResult(outcome: CallOutcome, structured?: { schema: ToolSchema; always: boolean }): CallResult {
-    if (!outcome.ok) return { status: "error", error_type: outcome.error.type, message: outcome.error.message, ...(outcome.error.hint ? { hint: outcome.error.hint } : {}), durationMs: outcome.durationMs };
+    if (!outcome.ok) return callFailure(outcome.error, outcome.durationMs);
     // Throws (an ExecutionError result) when the value breaks the action's output_schema.
     const object = structured && (structured.always || structured.schema.outputSchema) ? structuredResult(structured.schema, outcome.value) : undefined;
     const formatted = formatOutput(outcome.value, this.config.maxOutputBytes);

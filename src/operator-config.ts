@@ -2,8 +2,7 @@ import { readFileSync } from "node:fs";
 import { join } from "node:path";
 import type { HostOptions } from "./config.js";
 import { LOG_LEVELS } from "./contract/isolate.js";
-import { ToolHostError } from "./errors.js";
-import { systemFileError } from "./system-errors.js";
+import { ToolHostError, systemFileError } from "./errors.js";
 import { type ValidateFunction, getAjv } from "./validation/ajv.js";
 
 /**

@@ -12,6 +12,8 @@ export type AuditEvent =
       durationMs: number;
       outcome: "ok" | "error";
       errorType?: string;
+      /** Who must act on the failure (`Fault`): "host" marks the failures an operator should look at. */
+      errorFault?: string;
       /** Background job id, when the call ran as a job. */
       jobId?: string;
     }

@@ -70,7 +70,7 @@ export class ToolBundler {
     try {
       await access(source.path, constants.R_OK);
     } catch {
-      return { ok: false, error: { type: "LoadError", message: `${source.displayName} could not be read` } };
+      return { ok: false, error: { type: "LoadError", fault: "tool", message: `${source.displayName} could not be read` } };
     }
     const built = await bundleWithEsbuild(source);
     if (!built.ok) return built;
@@ -89,13 +89,13 @@ async function bundleWithEsbuild(
   try {
     folderReal = await realpath(source.folder);
   } catch {
-    return { ok: false, error: { type: "LoadError", message: `the tools folder of ${source.displayName} is missing` } };
+    return { ok: false, error: { type: "LoadError", fault: "tool", message: `the tools folder of ${source.displayName} is missing` } };
   }
   const entryReal = await realpath(source.path).catch(() => source.path);
   if (!isInside(entryReal, folderReal)) {
     return {
       ok: false,
-      error: { type: "LoadError", message: `${source.displayName} is a link to a file outside its tools folder`, hint: "replace the link with the file itself" },
+      error: { type: "LoadError", fault: "tool", message: `${source.displayName} is a link to a file outside its tools folder`, hint: "replace the link with the file itself" },
     };
   }
   const inputs = new Map<string, BundleInput>();
@@ -129,10 +129,10 @@ async function bundleWithEsbuild(
     if (result === "timeout") {
       building.catch(() => undefined);
       await context.cancel();
-      return { ok: false, error: { type: "LoadError", message: `${source.displayName} could not be built within ${BUILD_TIMEOUT_MS / 1000} s`, hint: "make the tool and its helpers smaller" } };
+      return { ok: false, error: { type: "LoadError", fault: "tool", message: `${source.displayName} could not be built within ${BUILD_TIMEOUT_MS / 1000} s`, hint: "make the tool and its helpers smaller" } };
     }
     const output = result.outputFiles?.[0];
-    if (!output) return { ok: false, error: { type: "LoadError", message: `${source.displayName} produced no output` } };
+    if (!output) return { ok: false, error: { type: "LoadError", fault: "tool", message: `${source.displayName} produced no output` } };
     return { ok: true, code: output.text, inputs: [...inputs.values()] };
   } catch (error) {
     return { ok: false, error: describeBuildFailure(error, folderReal, source.displayName) };
@@ -281,7 +281,7 @@ function explainMissingApiExport(text: string): string {
 function describeBuildFailure(error: unknown, folderReal: string, displayName: string): ErrorInfo {
   const failure = error as { errors?: Array<{ id?: string; text: string; location?: { file: string; line: number; column: number } | null }> };
   if (!Array.isArray(failure.errors) || failure.errors.length === 0) {
-    return { type: "LoadError", message: `${displayName} could not be built` };
+    return { type: "LoadError", fault: "tool", message: `${displayName} could not be built` };
   }
   const lines = failure.errors.slice(0, 5).map((entry) => {
     const where = entry.location
@@ -293,6 +293,6 @@ function describeBuildFailure(error: unknown, folderReal: string, displayName: s
     return `${where}${explainMissingApiExport(entry.text)}${why}`;
   });
   const more = failure.errors.length > 5 ? ` (and ${failure.errors.length - 5} more)` : "";
-  return { type: "LoadError", message: `${displayName} could not be built: ${lines.join("; ")}${more}` };
+  return { type: "LoadError", fault: "tool", message: `${displayName} could not be built: ${lines.join("; ")}${more}` };
 }
 

@@ -74,14 +74,14 @@ export class CapabilityService {
 
   /** `signal` aborts when the call that asked ends: nothing it asked for starts after that, and a fetch stops. */
   invoke = async (context: CallContext, name: string, argsJson: string, signal?: AbortSignal): Promise<CapabilityReply> => {
-    if (signal?.aborted) return { ok: false, error: { type: "ExecutionError", message: `${name}: the call had already ended` } };
+    if (signal?.aborted) return { ok: false, error: { type: "ExecutionError", fault: "tool", message: `${name}: the call had already ended` } };
     let args: unknown;
     try {
       args = JSON.parse(argsJson);
     } catch {
-      return this.deny(context, name, "", { type: "InvalidArguments", message: `${name}: the arguments are not valid JSON` });
+      return this.deny(context, name, "", { type: "InvalidArguments", fault: "tool", message: `${name}: the arguments are not valid JSON` });
     }
-    if (!Array.isArray(args)) return this.deny(context, name, "", { type: "InvalidArguments", message: `${name}: malformed call` });
+    if (!Array.isArray(args)) return this.deny(context, name, "", { type: "InvalidArguments", fault: "tool", message: `${name}: malformed call` });
     const target = typeof args[0] === "string" ? args[0] : "";
     const selfAudited = SELF_AUDITED.has(name);
     try {
@@ -90,8 +90,7 @@ export class CapabilityService {
       if (!selfAudited) this.audit(context, name, target, "ok");
       return { ok: true, value: value === undefined ? null : value };
     } catch (error) {
-      const info: ErrorInfo =
-        error instanceof ToolHostError ? error.toInfo() : { type: "ExecutionError", message: `${name} failed` };
+      const info = toolFacing(error instanceof ToolHostError ? error.toInfo() : { type: "ExecutionError", fault: "host", message: `${name} failed` });
       if (name === "credential.get") return { ok: false, error: info };
       const denied = info.type === "SandboxViolation" || info.type === "PermissionDenied";
       if (!selfAudited) this.audit(context, name, target, denied ? "denied" : "error", `${info.type}: ${info.message}`);
@@ -135,7 +134,7 @@ export class CapabilityService {
         return (this.options.jobs?.invoke(context, "cancelled", request.args) === true) satisfies HostAnswer<"job.cancelled">;
       case "fetch": {
         const permissions = await loadPermissions(context.animaDir);
-        if (!this.options.network) throw new ToolHostError("PermissionDenied", "fetch is not available in this host");
+        if (!this.options.network) throw new ToolHostError("PermissionDenied", "fetch is not available in this host", undefined, "host");
         if (signal?.aborted) throw new ToolHostError("ExecutionError", "fetch: the call had already ended");
         return this.options.network.fetch(context, request.args[0], request.args[1], permissions.sandbox, signal) satisfies Promise<HostAnswer<"fetch">>;
       }
@@ -197,4 +196,12 @@ export class CapabilityService {
       ...(reason ? { reason: truncateForAudit(reason) } : {}),
     });
   }
+}
+
+/**
+ * A capability's failure as its caller, the tool, gets it: what a capability blames on its caller
+ * (bad arguments, a path or host it may not reach) is the tool's fault; the host's own failures stay the host's.
+ */
+function toolFacing(info: ErrorInfo): ErrorInfo {
+  return info.fault === "caller" ? { ...info, fault: "tool" } : info;
 }

@@ -1,8 +1,8 @@
 import { EXIT_CODES, type ErrorInfo, ToolHostError, errorEnvelope } from "../errors.js";
 import type { HostFactory, ToolHost } from "../host-api.js";
-import { JobService, eligibilityWarning, resultOf } from "../jobs/service.js";
+import { JobService, eligibilityWarning } from "../jobs/service.js";
 import { type Job, describeServer, isTerminal } from "../jobs/store.js";
-import { jobText, jobView, jobsTable, parseStatuses, progressBar, progressLine } from "../jobs/view.js";
+import { jobFailure, jobText, jobView, jobsTable, parseStatuses, progressBar, progressLine } from "../jobs/view.js";
 import { actionOf, actionsHint } from "../registry/actions.js";
 import { parseToolFlags, splitAction } from "./flags.js";
 import { type OptionSpec, scanArgs } from "./options.js";
@@ -87,7 +87,7 @@ async function submit(argv: string[], ctx: JobsCliContext): Promise<number> {
   // Without an Anima only core and shared tools are visible: say what is missing rather than "unknown tool".
   if (!ctx.help) requireAnima(ctx);
   const tool = await ctx.host.describe(ctx.anima, toolName);
-  if (tool.status === "error") throw ToolHostError.fromInfo(tool.error ?? { type: "LoadError", message: "the tool failed to load" });
+  if (tool.status === "error") throw ToolHostError.fromInfo(tool.error ?? { type: "LoadError", fault: "tool", message: "the tool failed to load" });
   const { action, flags: flagArgv } = splitAction(toolArgv);
   if (action === undefined) throw new ToolHostError("InvalidArguments", `no action given for tool "${toolName}"`, actionsHint(tool));
   const schema = actionOf(tool, action);
@@ -212,9 +212,9 @@ async function openEndpoint(host: ToolHost, out: Output): Promise<{ close(): Pro
 
 /** A finished job as a call's result: output and exit 0, or its error with the error's exit code. */
 function printOutcome(job: Job, ctx: JobsCliContext): number {
-  const result = resultOf(job);
-  if (result.status === "error") return printJobError(ctx, { type: result.error_type, message: result.message }, job);
-  ctx.out.stdout(ctx.json ? JSON.stringify({ status: "ok", job_id: job.id, job_status: job.status, output: result.output }) : result.output);
+  if (job.status !== "succeeded") return printJobError(ctx, jobFailure(job), job);
+  const output = job.result ?? "";
+  ctx.out.stdout(ctx.json ? JSON.stringify({ status: "ok", job_id: job.id, job_status: job.status, output }) : output);
   return 0;
 }
 

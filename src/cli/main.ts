@@ -4,7 +4,6 @@ import { resolve } from "node:path";
 import { type HostConfig, type LogRecord, PROJECT_ROOT, formatLogRecord, processEnvironment, resolveConfig } from "../config.js";
 import type { Environment } from "../environment.js";
 import { ToolHostError, errorInfoOf } from "../errors.js";
-import { systemFileError } from "../system-errors.js";
 import type { CallResult, ToolHost } from "../host-api.js";
 import { hostFromConfig } from "../host.js";
 import { RESERVED_NAMES } from "../registry/discovery.js";
@@ -102,7 +101,7 @@ export async function main(argv: string[], out: Output = defaultOutput(), contex
     return await run(host, rest, options, anima, out, ctx);
   } catch (error) {
     if (error instanceof Declined) throw error;
-    return printError(out, errorInfoOf(systemFileError(error) ?? error), options.json);
+    return printError(out, errorInfoOf(error), options.json);
   } finally {
     await host?.close();
     if (host && !host.canExitCleanly()) hostHoldsStuckThread = true;
@@ -165,7 +164,7 @@ async function run(host: ToolHost, argv: string[], options: GlobalOptions, anima
     }
     throw new ToolHostError("InvalidArguments", `no action given for tool "${word}"`, actionsHint(tool));
   }
-  if (tool.status === "error") throw ToolHostError.fromInfo(tool.error ?? { type: "LoadError", message: "the tool failed to load" });
+  if (tool.status === "error") throw ToolHostError.fromInfo(tool.error ?? { type: "LoadError", fault: "tool", message: "the tool failed to load" });
   const schema = actionOf(tool, actionName);
   if (options.help) return safe.stdout(actionHelp(tool, schema)), 0;
 

@@ -1,4 +1,4 @@
-import { EXIT_CODES, type ErrorInfo, errorEnvelope } from "../errors.js";
+import { EXIT_CODES, type ErrorInfo, errorEnvelope, infoOfWire } from "../errors.js";
 import type { CallResult } from "../host-api.js";
 
 export interface Output {
@@ -9,7 +9,7 @@ export interface Output {
 /** Prints a call's result; returns the exit code. Errors are one line on stderr, or a JSON envelope on stdout. */
 export function printResult(out: Output, result: CallResult, json: boolean): number {
   if (result.status === "error") {
-    return printError(out, { type: result.error_type, message: result.message, ...(result.hint ? { hint: result.hint } : {}) }, json);
+    return printError(out, infoOfWire(result), json);
   }
   if (json) {
     // An object result is JSON in the envelope (as `describe -j` shows data); other results are their text.

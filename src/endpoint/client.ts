@@ -146,7 +146,7 @@ function converse(socket: Socket, io: ClientIo, json: boolean, daemon: () => { d
     // Past this point the call may have run: a failure is reported, never retried in-process.
     const failed = (message: string): void => {
       if (settled) return;
-      finish({ served: true, code: printError(lineOutput(io), { type: "SandboxCrashed", message, hint: "run the command again (the next call starts a new host, or runs in-process)" }, json) });
+      finish({ served: true, code: printError(lineOutput(io), { type: "SandboxCrashed", fault: "host", message, hint: "run the command again (the next call starts a new host, or runs in-process)" }, json) });
     };
     socket.on("data", (chunk: Buffer) => {
       let messages: HostMessage[];

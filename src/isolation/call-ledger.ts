@@ -163,8 +163,8 @@ export class CallLedger {
   private logLines = 0;
   private ended = false;
   private endReason = "";
-  /** `type\0message` of every error the host issued to this call → the host's hint for it, if any. */
-  private readonly denials = new Map<string, string | undefined>();
+  /** `type\0message` of every error the host issued to this call → that error as the host issued it. */
+  private readonly denials = new Map<string, ErrorInfo>();
 
   constructor(
     readonly context: CallContext,
@@ -190,8 +190,8 @@ export class CallLedger {
 
   /** Runs one capability request of this call within the limits; never rejects. */
   async run(name: string, argsJson: string, invoke: (signal: AbortSignal) => Promise<CapabilityReply>): Promise<CapabilityReply> {
-    if (this.ended) return { ok: false, error: { type: "ExecutionError", message: `${name}: the call had already ended` } };
-    if (argsJson.length > MAX_CAPABILITY_ARGS_CHARS) return { ok: false, error: { type: "InvalidArguments", message: `${name}: the arguments are too large` } };
+    if (this.ended) return { ok: false, error: { type: "ExecutionError", fault: "tool", message: `${name}: the call had already ended` } };
+    if (argsJson.length > MAX_CAPABILITY_ARGS_CHARS) return { ok: false, error: { type: "InvalidArguments", fault: "tool", message: `${name}: the arguments are too large` } };
     const { maxInFlightPerCall, maxInFlightPerAnima } = this.budget.limits;
     if (this.inFlight >= maxInFlightPerCall) return this.refuse(name, `too many capability calls in flight (limit ${maxInFlightPerCall} per call)`);
     if (this.account.inFlight >= maxInFlightPerAnima) return this.refuse(name, `too many capability calls in flight for this Anima (limit ${maxInFlightPerAnima})`);
@@ -205,10 +205,10 @@ export class CallLedger {
         held.push(budget);
       }
       const reply = await invoke(this.signal);
-      if (!reply.ok) this.denials.set(`${reply.error.type}\0${reply.error.message}`, reply.error.hint);
+      if (!reply.ok) this.denials.set(`${reply.error.type}\0${reply.error.message}`, reply.error);
       return reply;
     } catch {
-      return { ok: false, error: { type: "ExecutionError", message: `${name}: the call ended before the host could answer` } };
+      return { ok: false, error: { type: "ExecutionError", fault: "tool", message: `${name}: the call ended before the host could answer` } };
     } finally {
       for (const budget of held) budget.release(bytes);
       this.inFlight--;
@@ -232,13 +232,13 @@ export class CallLedger {
    */
   judge(error: ErrorInfo): ErrorInfo {
     const key = `${error.type}\0${error.message}`;
-    if (this.denials.has(key)) {
-      // An error the host issued and the tool let through keeps the host's own hint (never one the sandbox sent).
-      const hint = this.denials.get(key);
-      return hint === undefined ? { type: error.type, message: error.message } : { type: error.type, message: error.message, hint };
+    const issued = this.denials.get(key);
+    if (issued) {
+      // An error the host issued and the tool let through keeps the host's own hint and fault (never what the sandbox sent).
+      return issued;
     }
     if (error.type !== "SandboxViolation" && error.type !== "PermissionDenied") return error;
-    return { type: "ExecutionError", message: `the tool threw an error named ${error.type} that the host did not issue: ${error.message}` };
+    return { type: "ExecutionError", fault: "tool", message: `the tool threw an error named ${error.type} that the host did not issue: ${error.message}` };
   }
 
   /** Ends the call: its signal aborts, later requests and log lines are refused. Idempotent. */
@@ -251,8 +251,8 @@ export class CallLedger {
   }
 
   private refuse(name: string, message: string): CapabilityReply {
-    const error: ErrorInfo = { type: "SandboxViolation", message: `${name}: ${message}` };
-    this.denials.set(`${error.type}\0${error.message}`, undefined);
+    const error: ErrorInfo = { type: "SandboxViolation", fault: "tool", message: `${name}: ${message}` };
+    this.denials.set(`${error.type}\0${error.message}`, error);
     try {
       this.onRefusal?.(this.context, name, error);
     } catch {

@@ -1,4 +1,4 @@
-import type { ErrorInfo } from "../errors.js";
+import { DEFAULT_FAULT, type ErrorInfo } from "../errors.js";
 import { ivmErrorInfo, stripStackFrames } from "./ivm-errors.js";
 import type { DescribeOutcome, ResultValue } from "./protocol.js";
 import { type CallEnvelope, type DescribeEnvelope, type FailureEnvelope, MAX_TOOL_MESSAGE_CHARS } from "../contract/isolate.js";
@@ -103,14 +103,14 @@ export function decodeDescribeEnvelope(text: unknown): DescribeEnvelope | undefi
 /** A call's envelope as the host's outcome: which failures keep their type, and the message as it may leave. */
 export function parseCallEnvelope(text: unknown, limits: { maxResultBytes: number; timeoutMs: number; memoryLimitMb: number }): ParsedCall {
   const e = decodeCallEnvelope(text, limits.maxResultBytes);
-  if (!e) return { ok: false, error: { type: "ExecutionError", message: "the tool's result could not be read" }, recycle: true };
+  if (!e) return { ok: false, error: { type: "ExecutionError", fault: "tool", message: "the tool's result could not be read" }, recycle: true };
   const recycle = e.recycle === true;
   if (!e.ok) {
     if (e.errorType === "MemoryLimit") return { ok: false, error: ivmErrorInfo(undefined, limits, "MemoryLimit"), recycle: true };
     // Types a tool's failure may carry out: its own config error, and host denials it did not catch.
     const type = PASSED_THROUGH.has(e.errorType) ? (e.errorType as "ToolConfigError") : "ExecutionError";
     const message = stripStackFrames(boundToolMessage(e.message));
-    return { ok: false, error: { type, message: message || "the tool failed without a message" }, recycle };
+    return { ok: false, error: { type, fault: DEFAULT_FAULT[type], message: message || "the tool failed without a message" }, recycle };
   }
   if (e.kind === "none") return { ok: true, value: { kind: "none" }, recycle };
   return { ok: true, value: { kind: e.kind, text: e.text, bytes: e.bytes, truncated: e.truncated }, recycle };
@@ -119,8 +119,8 @@ export function parseCallEnvelope(text: unknown, limits: { maxResultBytes: numbe
 /** A describe envelope as the host's outcome: any failure is a `LoadError`. */
 export function parseDescribeEnvelope(text: unknown): DescribeOutcome {
   const e = decodeDescribeEnvelope(text);
-  if (!e) return { ok: false, error: { type: "LoadError", message: "the tool's description could not be read" } };
-  if (!e.ok) return { ok: false, error: { type: "LoadError", message: stripStackFrames(boundToolMessage(e.message)) } };
+  if (!e) return { ok: false, error: { type: "LoadError", fault: "tool", message: "the tool's description could not be read" } };
+  if (!e.ok) return { ok: false, error: { type: "LoadError", fault: "tool", message: stripStackFrames(boundToolMessage(e.message)) } };
   return { ok: true, module: { exports: e.exports, schemas: e.schemas, profile: e.profile } };
 }
 

@@ -62,7 +62,7 @@ export class FairShareExecutor implements Executor {
       const admitted = await this.wait(share, signal);
       if (!admitted) {
         this.forgetIfIdle(anima, share);
-        return refused(stoppedBy(signal, { type: "ExecutionError", message: "the call was stopped by its caller before it started" }));
+        return refused(stoppedBy(signal, { type: "ExecutionError", fault: "caller", message: "the call was stopped by its caller before it started" }));
       }
     }
     try {
@@ -151,6 +151,7 @@ export class FairShareExecutor implements Executor {
 function busy(anima: string, share: AnimaShare, limits: FairShareLimits): ErrorInfo {
   return {
     type: "Busy",
+    fault: "host",
     message: `Anima "${anima}" already has ${share.running} calls running and ${share.queue.length} waiting, the most the host queues for one Anima`,
     hint: `retry when some have finished (limits: maxConcurrentCallsPerAnima ${limits.maxConcurrentPerAnima}, maxQueuedCallsPerAnima ${limits.maxQueuedPerAnima})`,
   };

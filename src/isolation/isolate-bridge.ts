@@ -63,7 +63,7 @@ export function bridgeHandlers(pooled: PooledIsolate, host: BridgeHost): BridgeH
       if (!active || typeof id !== "number" || typeof name !== "string" || typeof argsJson !== "string") return;
       void active.ledger
         .run(name, argsJson, (signal) => host.invokeCapability(active.context, name, argsJson, signal))
-        .catch((): CapabilityReply => ({ ok: false, error: { type: "ExecutionError", message: `${name} failed on the host` } }))
+        .catch((): CapabilityReply => ({ ok: false, error: { type: "ExecutionError", fault: "host", message: `${name} failed on the host` } }))
         .then((reply) => deliver(host, pooled, active, id, reply));
     },
   };

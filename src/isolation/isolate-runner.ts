@@ -119,7 +119,7 @@ export class IsolateRunner implements Executor {
     this.onUnrecoverable = options.onUnrecoverable ?? (() => {});
     this.invokeCapability =
       options.invokeCapability ??
-      (async (): Promise<CapabilityReply> => ({ ok: false, error: { type: "PermissionDenied", message: "capabilities are not available in this host" } }));
+      (async (): Promise<CapabilityReply> => ({ ok: false, error: { type: "PermissionDenied", fault: "host", message: "capabilities are not available in this host" } }));
     this.budget = new CapabilityBudget(options.capabilityLimits);
     this.onRefusal = options.onRefusal;
   }
@@ -175,7 +175,7 @@ export class IsolateRunner implements Executor {
     const deadline = startedAt + request.timeoutMs;
     const limits = { timeoutMs: request.timeoutMs, memoryLimitMb: request.memoryLimitMb, maxResultBytes: request.maxResultBytes };
     const key = `${request.context.anima}\0${request.bundle.hash}\0${request.memoryLimitMb}`;
-    if (this.closed) return { ok: false, error: { type: "SandboxCrashed", message: "the host is shutting down" }, durationMs: 0 };
+    if (this.closed) return { ok: false, error: { type: "SandboxCrashed", fault: "host", message: "the host is shutting down" }, durationMs: 0 };
     const ledger = new CallLedger(request.context, { maxLogLines: request.maxLogLines, maxLogLineChars: request.maxLogLineChars }, this.budget, this.onRefusal);
     const done = (outcome: { ok: true; value: ResultValue } | { ok: false; error: ErrorInfo }): CallOutcome => ({
       ...(outcome.ok ? { ok: true, value: outcome.value } : { ok: false, error: ledger.judge(outcome.error) }),
@@ -357,7 +357,7 @@ export class IsolateRunner implements Executor {
         if (compiled.cachedDataRejected) this.toolCodeCache.delete(bundle.hash);
         else if (!cachedData && compiled.cachedData) this.toolCodeCache.set(bundle.hash, compiled.cachedData, compiled.cachedData.copy().byteLength);
       } catch (error) {
-        throw new SetupError({ type: "LoadError", message: `the tool does not compile: ${boundToolMessage(stripHostDetails(boundToolMessage(errorMessage(error))))}` });
+        throw new SetupError({ type: "LoadError", fault: "tool", message: `the tool does not compile: ${boundToolMessage(stripHostDetails(boundToolMessage(errorMessage(error))))}` });
       }
       try {
         await toolScript.run(context, { timeout: remaining(deadline) });
@@ -367,7 +367,7 @@ export class IsolateRunner implements Executor {
           const info = ivmErrorInfo(error, limits, guard.stopReason ?? (pooled.hitMemoryLimit ? "MemoryLimit" : undefined));
           throw new SetupError({ ...info, message: `while loading: ${info.message}` });
         }
-        throw new SetupError({ type: "LoadError", message: `the tool's top-level code threw: ${boundToolMessage(stripHostDetails(boundToolMessage(errorMessage(error))))}` });
+        throw new SetupError({ type: "LoadError", fault: "tool", message: `the tool's top-level code threw: ${boundToolMessage(stripHostDetails(boundToolMessage(errorMessage(error))))}` });
       }
       return pooled;
     } catch (error) {
@@ -406,5 +406,5 @@ function errorMessage(error: unknown): string {
 
 function asLoadError(info: ErrorInfo): ErrorInfo {
   if (info.type === "LoadError") return info;
-  return { type: "LoadError", message: `loading the tool failed: ${info.message}`, ...(info.hint ? { hint: info.hint } : {}) };
+  return { type: "LoadError", fault: "tool", message: `loading the tool failed: ${info.message}`, ...(info.hint ? { hint: info.hint } : {}) };
 }

@@ -31,23 +31,25 @@ export function ivmErrorInfo(
   const kind = why ?? classifyIvmError(error);
   switch (kind) {
     case "Aborted":
-      return { type: "ExecutionError", message: "the call was stopped by its caller before it finished" };
+      return { type: "ExecutionError", fault: "caller", message: "the call was stopped by its caller before it finished" };
     case "Timeout":
       return {
         type: "Timeout",
+        fault: "tool",
         message: `the tool did not finish within ${limits.timeoutMs} ms and was stopped`,
         hint: "make the work smaller, add timeouts to waits, or set EXECUTION_PROFILE.<action>.timeout_seconds",
       };
     case "MemoryLimit":
       return {
         type: "MemoryLimit",
+        fault: "tool",
         message: `the tool exceeded its memory limit of ${limits.memoryLimitMb} MB and was stopped`,
         hint: "process data in smaller pieces",
       };
     case "Disposed":
-      return { type: "ExecutionError", message: "the tool's isolate was stopped before the call finished" };
+      return { type: "ExecutionError", fault: "host", message: "the tool's isolate was stopped before the call finished" };
     default:
-      return { type: "ExecutionError", message: stripHostDetails(error instanceof Error ? error.message : String(error)) };
+      return { type: "ExecutionError", fault: "tool", message: stripHostDetails(error instanceof Error ? error.message : String(error)) };
   }
 }
 

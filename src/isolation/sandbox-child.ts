@@ -270,14 +270,14 @@ export class SandboxProcess {
           bulkPipeOf(child),
         );
       };
-      if (!pending) return void answer({ ok: false, error: { type: "ExecutionError", message: `${name}: the call has ended` } });
+      if (!pending) return void answer({ ok: false, error: { type: "ExecutionError", fault: "tool", message: `${name}: the call has ended` } });
       const { ledger, request } = pending;
       if (!ledger || request.op !== "call") return this.violation(child, "asked for a capability outside a call");
       void ledger
         .run(name, argsJson, async (signal) => {
           const reply = await this.pool
             .invokeCapability(request.context, name, argsJson, signal)
-            .catch((): CapabilityReply => ({ ok: false, error: { type: "ExecutionError", message: `${name} failed on the host` } }));
+            .catch((): CapabilityReply => ({ ok: false, error: { type: "ExecutionError", fault: "host", message: `${name} failed on the host` } }));
           await answer(reply);
           return reply;
         })
@@ -341,7 +341,7 @@ export class SandboxProcess {
 
   private onExit(child: ChildProcess, code: number | null, signal: NodeJS.Signals | null): void {
     const reason = signal ? `signal ${signal}` : `exit code ${code}`;
-    const crashed: ErrorInfo = { type: "SandboxCrashed", message: `the sandbox process stopped (${reason}) while the call was running`, hint: "retry the call; if it keeps failing, the tool is crashing its sandbox" };
+    const crashed: ErrorInfo = { type: "SandboxCrashed", fault: "host", message: `the sandbox process stopped (${reason}) while the call was running`, hint: "retry the call; if it keeps failing, the tool is crashing its sandbox" };
     this.failAll(crashed, child);
     if (child !== this.child) return; // a retired child: its replacement is already running
     this.child = undefined;
@@ -383,7 +383,7 @@ export class SandboxProcess {
       return;
     }
     this.backlog = this.backlog.filter((m) => !(m.type === "request" && m.id === id));
-    this.settle(id, pending, failureFor(pending, { type: "ExecutionError", message: "the call was stopped by its caller before it finished" }));
+    this.settle(id, pending, failureFor(pending, { type: "ExecutionError", fault: "caller", message: "the call was stopped by its caller before it finished" }));
   }
 
   /**
@@ -396,8 +396,8 @@ export class SandboxProcess {
     const timeoutMs = late.request.timeoutMs;
     const error: ErrorInfo =
       after === "deadline"
-        ? { type: "Timeout", message: `the tool did not finish within ${timeoutMs} ms and its sandbox was restarted` }
-        : { type: "ExecutionError", message: "the call was stopped by its caller, and its sandbox did not answer and was restarted" };
+        ? { type: "Timeout", fault: "tool", message: `the tool did not finish within ${timeoutMs} ms and its sandbox was restarted` }
+        : { type: "ExecutionError", fault: "caller", message: "the call was stopped by its caller, and its sandbox did not answer and was restarted" };
     this.settle(id, late, failureFor(late, error));
     // Kill the process that has the request; if it was still queued for a restart, just unqueue it.
     if (late.child) late.child.kill("SIGKILL");

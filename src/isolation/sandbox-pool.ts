@@ -111,7 +111,7 @@ export class SandboxPool implements Executor, ProcessOwner {
     this.maxIdleIsolates = options.maxIdleIsolates ?? Number.POSITIVE_INFINITY;
     this.onLog = options.onLog ?? (() => {});
     this.invokeCapability =
-      options.invokeCapability ?? (async () => ({ ok: false, error: { type: "PermissionDenied", message: "capabilities are not available in this host" } }));
+      options.invokeCapability ?? (async () => ({ ok: false, error: { type: "PermissionDenied", fault: "host", message: "capabilities are not available in this host" } }));
     this.deadlineGraceMs = options.deadlineGraceMs ?? 2_000;
     this.budget = new CapabilityBudget(options.capabilityLimits);
     this.onRefusal = options.onRefusal;
@@ -189,7 +189,7 @@ export class SandboxPool implements Executor, ProcessOwner {
   async close(): Promise<void> {
     this.closing = true;
     clearInterval(this.cpuTimer);
-    for (const process of this.all()) process.failAll({ type: "SandboxCrashed", message: "the host is shutting down" });
+    for (const process of this.all()) process.failAll({ type: "SandboxCrashed", fault: "host", message: "the host is shutting down" });
     await Promise.all(this.all().map((p) => p.stop()));
   }
 
@@ -227,7 +227,7 @@ export class SandboxPool implements Executor, ProcessOwner {
 
   private dispatch(target: SandboxProcess, request: SandboxRequest, signal?: AbortSignal, onId?: (id: number) => void): Promise<CallOutcome | DescribeOutcome> {
     if (this.closing) {
-      const error: ErrorInfo = { type: "SandboxCrashed", message: "the host is shutting down" };
+      const error: ErrorInfo = { type: "SandboxCrashed", fault: "host", message: "the host is shutting down" };
       return Promise.resolve(request.op === "describe" ? { ok: false, error: { ...error, type: "LoadError" } } : { ok: false, error, durationMs: 0 });
     }
     const id = this.nextId++;

@@ -96,7 +96,7 @@ const runner = new IsolateRunner({
   invokeCapability: (context, name, argsJson) =>
     new Promise<CapabilityReply>((resolve) => {
       const id = requestIdOf.get(context);
-      if (id === undefined) return resolve({ ok: false, error: { type: "ExecutionError", message: `${name}: the call has ended` } });
+      if (id === undefined) return resolve({ ok: false, error: { type: "ExecutionError", fault: "tool", message: `${name}: the call has ended` } });
       const capabilityId = nextCapabilityId++;
       capabilityWaiters.set(capabilityId, resolve);
       send({ type: "capability", capabilityId, id, name, argsJson });
@@ -139,7 +139,7 @@ function refuse(raw: unknown, nested = false): void {
   process.stderr.write(`animaworks sandbox ${process.pid}: the host sent a message that is not part of the protocol (${type}); dropped\n`);
   const id = message?.["id"];
   if (message?.["type"] === "request" && typeof id === "number" && Number.isSafeInteger(id) && id > 0) {
-    const error = { type: "ExecutionError" as const, message: "the sandbox process could not read the host's request" };
+    const error = { type: "ExecutionError" as const, fault: "host" as const, message: "the sandbox process could not read the host's request" };
     send({ type: "response", id, outcome: { ok: false, error, durationMs: 0 } });
   }
 }
@@ -205,7 +205,7 @@ function handle(message: ToSandbox): void {
       (outcome) => outcome,
       (error: unknown) => ({
         ok: false as const,
-        error: { type: "ExecutionError" as const, message: `sandbox failure: ${stripHostDetails(error instanceof Error ? error.message : String(error))}` },
+        error: { type: "ExecutionError" as const, fault: "host" as const, message: `sandbox failure: ${stripHostDetails(error instanceof Error ? error.message : String(error))}` },
         durationMs: 0,
       }),
     )

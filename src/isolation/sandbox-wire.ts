@@ -1,4 +1,4 @@
-import { ERROR_TYPES, type ErrorInfo } from "../errors.js";
+import { ERROR_TYPES, type ErrorInfo, isFault } from "../errors.js";
 import { CAPABILITY_NAMES, LOG_LEVELS } from "../contract/isolate.js";
 import { boundToolMessage } from "./envelope.js";
 import type { CallContext, CallOutcome, CapabilityReply, DescribeOutcome, FromSandbox, ModuleDescription, ResultValue, SandboxRequest, ToSandbox, ToolBundle } from "./protocol.js";
@@ -93,8 +93,8 @@ export function decodeFromSandbox(raw: unknown, nested = false): FromSandbox | u
 }
 
 function decodeError(raw: unknown): ErrorInfo | undefined {
-  if (!isObject(raw) || typeof raw["type"] !== "string" || !ERROR_TYPE_SET.has(raw["type"]) || typeof raw["message"] !== "string") return undefined;
-  const info: ErrorInfo = { type: raw["type"] as ErrorInfo["type"], message: boundToolMessage(raw["message"]) };
+  if (!isObject(raw) || typeof raw["type"] !== "string" || !ERROR_TYPE_SET.has(raw["type"]) || typeof raw["message"] !== "string" || !isFault(raw["fault"])) return undefined;
+  const info: ErrorInfo = { type: raw["type"] as ErrorInfo["type"], message: boundToolMessage(raw["message"]), fault: raw["fault"] };
   if (typeof raw["hint"] === "string") info.hint = boundToolMessage(raw["hint"]);
   return info;
 }

@@ -1,4 +1,5 @@
 import { monotonicMs } from "../clock.js";
+import { infoOfWire } from "../errors.js";
 import type { PreparedCall, ToolHost } from "../host.js";
 import type { JobRunner } from "./worker.js";
 import type { Job } from "./store.js";
@@ -30,7 +31,7 @@ export function hostJobRunner(host: ToolHost, getBundle: (hash: string) => Promi
   return async (job: Job, context) => {
     const code = await bundle(job.bundleHash);
     if (code === undefined) {
-      return { ok: false, error: { type: "LoadError", message: `the tool version job ${job.id} was submitted with (bundle ${job.bundleHash.slice(0, 12)}) is no longer stored` } };
+      return { ok: false, error: { type: "LoadError", fault: "host", message: `the tool version job ${job.id} was submitted with (bundle ${job.bundleHash.slice(0, 12)}) is no longer stored` } };
     }
     const prepared: PreparedCall = {
       anima: job.anima,
@@ -49,9 +50,8 @@ export function hostJobRunner(host: ToolHost, getBundle: (hash: string) => Promi
     });
     // A run asked to stop ends that way, even when the tool wrapped up and returned within the grace.
     const stopped = context.stopRequested();
-    if (stopped) return { ok: false, error: { type: stopped.type, message: stopped.message } };
+    if (stopped) return { ok: false, error: stopped.toInfo() };
     if (result.status === "ok") return { ok: true, result: result.output };
-    const message = result.hint ? `${result.message} (${result.hint})` : result.message;
-    return { ok: false, error: { type: result.error_type, message } };
+    return { ok: false, error: infoOfWire(result) };
   };
 }

@@ -14,6 +14,64 @@ import { ToolHostError } from "../errors.js";
 export const MIGRATION_LOCK = 0x61770001;
 export const CLAIM_LOCK = 0x61770002;
 
+/**
+ * Claims in one round trip (see PostgresJobStore.claim): the lock is taken on the server and held only
+ * while this runs, never across the network. Round-robin as the SQLite store does it step by step: the
+ * k-th job of every Anima comes before the (k+1)-th of any; within a round, the Anima served longest ago
+ * (lowest turn) first, ties by its oldest runnable job; each Anima's jobs by priority, then age; an
+ * Anima's running jobs count against its limit. Each served Anima's turn becomes the last turn handed
+ * out plus the position of its last job in this claim.
+ * `columns` lists the table's columns, in order, as the table had them when the migration ran.
+ */
+function claimJobsFunction(create: "CREATE FUNCTION" | "CREATE OR REPLACE FUNCTION", columns: string): string {
+  return `
+  ${create} claim_jobs(p_owner text, p_now bigint, p_expires bigint, p_limit integer, p_per_anima integer)
+  RETURNS SETOF jobs LANGUAGE plpgsql VOLATILE SET search_path FROM CURRENT AS $claim$
+  DECLARE
+    last_turn bigint;
+  BEGIN
+    PERFORM pg_advisory_xact_lock(${CLAIM_LOCK}, hashtext(current_schema()));
+    SELECT COALESCE(MAX(turn), 0) INTO last_turn FROM anima_turns;
+    -- Work proportional to the Animas with queued jobs and the jobs claimed, not to the backlog: the
+    -- Animas by a skip scan of the queued index, then each Anima's first jobs through the same index.
+    RETURN QUERY
+    WITH RECURSIVE animas AS (
+      (SELECT j.anima FROM jobs j WHERE j.status = 'queued' ORDER BY j.anima LIMIT 1)
+      UNION ALL
+      SELECT (SELECT j.anima FROM jobs j WHERE j.status = 'queued' AND j.anima > a.anima ORDER BY j.anima LIMIT 1)
+        FROM animas a WHERE a.anima IS NOT NULL),
+    running AS (
+      SELECT anima, COUNT(*)::integer AS n FROM jobs WHERE status = 'running' GROUP BY anima),
+    queued AS (
+      SELECT q.seq, a.anima, q.rank FROM animas a CROSS JOIN LATERAL (
+        SELECT j.seq, row_number() OVER (ORDER BY j.priority DESC, j.seq) AS rank FROM jobs j
+         WHERE j.status = 'queued' AND j.anima = a.anima AND j.not_before <= p_now
+         ORDER BY j.priority DESC, j.seq LIMIT p_limit) q
+      WHERE a.anima IS NOT NULL),
+    eligible AS (
+      SELECT q.seq, q.anima, q.rank, COALESCE(t.turn, 0) AS turn,
+             min(q.seq) FILTER (WHERE q.rank = 1) OVER (PARTITION BY q.anima) AS head
+        FROM queued q LEFT JOIN anima_turns t ON t.anima = q.anima LEFT JOIN running r ON r.anima = q.anima
+       WHERE q.rank <= LEAST(p_limit, p_per_anima - COALESCE(r.n, 0))),
+    chosen AS (
+      SELECT seq, anima, row_number() OVER (ORDER BY rank, turn, head) AS pos FROM eligible
+       ORDER BY rank, turn, head LIMIT p_limit),
+    turns AS (
+      INSERT INTO anima_turns (anima, turn)
+      SELECT anima, last_turn + MAX(pos) FROM chosen GROUP BY anima
+      ON CONFLICT (anima) DO UPDATE SET turn = EXCLUDED.turn),
+    claimed AS (
+      UPDATE jobs j SET status = 'running', attempts = j.attempts + 1, started_at = p_now, lease_owner = p_owner,
+             lease_expires_at = p_expires, progress_fraction = NULL, progress_message = NULL
+        FROM chosen c WHERE j.seq = c.seq AND j.status = 'queued'
+      RETURNING j.*, c.pos)
+    SELECT ${columns}
+      FROM claimed ORDER BY pos;
+  END
+  $claim$;
+  `;
+}
+
 const MIGRATIONS: readonly string[] = [
   `
   CREATE TABLE bundles (
@@ -64,61 +122,25 @@ const MIGRATIONS: readonly string[] = [
     turn bigint NOT NULL
   );
   `,
-  // Claims in one round trip (see PostgresJobStore.claim): the lock is taken on the server and held only
-  // while this runs, never across the network. Round-robin as the SQLite store does it step by step: the
-  // k-th job of every Anima comes before the (k+1)-th of any; within a round, the Anima served longest ago
-  // (lowest turn) first, ties by its oldest runnable job; each Anima's jobs by priority, then age; an
-  // Anima's running jobs count against its limit. Each served Anima's turn becomes the last turn handed
-  // out plus the position of its last job in this claim.
-  `
-  CREATE FUNCTION claim_jobs(p_owner text, p_now bigint, p_expires bigint, p_limit integer, p_per_anima integer)
-  RETURNS SETOF jobs LANGUAGE plpgsql VOLATILE SET search_path FROM CURRENT AS $claim$
-  DECLARE
-    last_turn bigint;
-  BEGIN
-    PERFORM pg_advisory_xact_lock(${CLAIM_LOCK}, hashtext(current_schema()));
-    SELECT COALESCE(MAX(turn), 0) INTO last_turn FROM anima_turns;
-    -- Work proportional to the Animas with queued jobs and the jobs claimed, not to the backlog: the
-    -- Animas by a skip scan of the queued index, then each Anima's first jobs through the same index.
-    RETURN QUERY
-    WITH RECURSIVE animas AS (
-      (SELECT j.anima FROM jobs j WHERE j.status = 'queued' ORDER BY j.anima LIMIT 1)
-      UNION ALL
-      SELECT (SELECT j.anima FROM jobs j WHERE j.status = 'queued' AND j.anima > a.anima ORDER BY j.anima LIMIT 1)
-        FROM animas a WHERE a.anima IS NOT NULL),
-    running AS (
-      SELECT anima, COUNT(*)::integer AS n FROM jobs WHERE status = 'running' GROUP BY anima),
-    queued AS (
-      SELECT q.seq, a.anima, q.rank FROM animas a CROSS JOIN LATERAL (
-        SELECT j.seq, row_number() OVER (ORDER BY j.priority DESC, j.seq) AS rank FROM jobs j
-         WHERE j.status = 'queued' AND j.anima = a.anima AND j.not_before <= p_now
-         ORDER BY j.priority DESC, j.seq LIMIT p_limit) q
-      WHERE a.anima IS NOT NULL),
-    eligible AS (
-      SELECT q.seq, q.anima, q.rank, COALESCE(t.turn, 0) AS turn,
-             min(q.seq) FILTER (WHERE q.rank = 1) OVER (PARTITION BY q.anima) AS head
-        FROM queued q LEFT JOIN anima_turns t ON t.anima = q.anima LEFT JOIN running r ON r.anima = q.anima
-       WHERE q.rank <= LEAST(p_limit, p_per_anima - COALESCE(r.n, 0))),
-    chosen AS (
-      SELECT seq, anima, row_number() OVER (ORDER BY rank, turn, head) AS pos FROM eligible
-       ORDER BY rank, turn, head LIMIT p_limit),
-    turns AS (
-      INSERT INTO anima_turns (anima, turn)
-      SELECT anima, last_turn + MAX(pos) FROM chosen GROUP BY anima
-      ON CONFLICT (anima) DO UPDATE SET turn = EXCLUDED.turn),
-    claimed AS (
-      UPDATE jobs j SET status = 'running', attempts = j.attempts + 1, started_at = p_now, lease_owner = p_owner,
-             lease_expires_at = p_expires, progress_fraction = NULL, progress_message = NULL
-        FROM chosen c WHERE j.seq = c.seq AND j.status = 'queued'
-      RETURNING j.*, c.pos)
-    SELECT seq, id, anima, tool, action, schema_name, args_json, bundle_hash, priority, idempotency_key, status,
+  claimJobsFunction(
+    "CREATE FUNCTION",
+    `seq, id, anima, tool, action, schema_name, args_json, bundle_hash, priority, idempotency_key, status,
            attempts, max_attempts, retry_backoff_ms, timeout_ms, submitted_at, started_at, finished_at, not_before,
            result, error_type, error_message, progress_fraction, progress_message, lease_owner, lease_expires_at,
-           cancel_requested, notified_at
-      FROM claimed ORDER BY pos;
-  END
-  $claim$;
-  `,
+           cancel_requested, notified_at`,
+  ),
+  // An error's fault and hint, so a job keeps its ErrorInfo whole (errors.ts). claim_jobs returns the
+  // table's row type, so it is redefined with the new columns.
+  `
+  ALTER TABLE jobs ADD COLUMN error_fault text, ADD COLUMN error_hint text;
+  ` +
+    claimJobsFunction(
+      "CREATE OR REPLACE FUNCTION",
+      `seq, id, anima, tool, action, schema_name, args_json, bundle_hash, priority, idempotency_key, status,
+           attempts, max_attempts, retry_backoff_ms, timeout_ms, submitted_at, started_at, finished_at, not_before,
+           result, error_type, error_message, progress_fraction, progress_message, lease_owner, lease_expires_at,
+           cancel_requested, notified_at, error_fault, error_hint`,
+    ),
 ];
 
 export const PG_SCHEMA_VERSION = MIGRATIONS.length;

@@ -6,6 +6,7 @@ import {
   type ClaimRequest,
   type Job,
   type JobLease,
+  type JobError,
   type JobOutcome,
   type JobProgress,
   type JobStore,
@@ -189,9 +190,9 @@ export class PostgresJobStore implements JobStore {
     const error = outcome.status === "succeeded" ? undefined : outcome.error;
     const row = await this.queryOne(
       `UPDATE jobs SET status = $4, finished_at = $5, result = $6, error_type = $7, error_message = $8,
-         lease_owner = NULL, lease_expires_at = NULL
+         error_fault = $9, error_hint = $10, lease_owner = NULL, lease_expires_at = NULL
        WHERE ${LEASE_MATCH} RETURNING *`,
-      [lease.id, lease.owner, lease.attempt, outcome.status, this.clock(), outcome.status === "succeeded" ? outcome.result : null, error?.type ?? null, error?.message ?? null],
+      [lease.id, lease.owner, lease.attempt, outcome.status, this.clock(), outcome.status === "succeeded" ? outcome.result : null, error?.type ?? null, error?.message ?? null, error?.fault ?? null, error?.hint ?? null],
     );
     return row ? rowToJob(row) : undefined;
   }
@@ -217,25 +218,25 @@ export class PostgresJobStore implements JobStore {
       const result: RecoveryResult = { requeued: [], ended: [] };
       // SKIP LOCKED: a job another worker is recovering (or completing) right now is left to it.
       const expired = await client.query<JobRow>("SELECT * FROM jobs WHERE status = 'running' AND lease_expires_at <= $1 ORDER BY seq FOR UPDATE SKIP LOCKED", [now]);
-      const endLost = async (row: JobRow, status: "cancelled" | "interrupted", type: string | null, message: string | null) =>
+      const endLost = async (row: JobRow, status: "cancelled" | "interrupted", error: JobError | null) =>
         rowToJob(
           (await one(
             client,
-            `UPDATE jobs SET status = $2, finished_at = $3, error_type = $4, error_message = $5, lease_owner = NULL, lease_expires_at = NULL
-             WHERE seq = $1 RETURNING *`,
-            [row.seq, status, now, type, message],
+            `UPDATE jobs SET status = $2, finished_at = $3, error_type = $4, error_message = $5, error_fault = $6, lease_owner = NULL,
+               lease_expires_at = NULL WHERE seq = $1 RETURNING *`,
+            [row.seq, status, now, error?.type ?? null, error?.message ?? null, error?.fault ?? null],
           )) as JobRow,
         );
       if (expired.rows.some((row) => row.cancel_requested === 0 && row.attempts < row.max_attempts)) await this.notify(client, "runnable");
       for (const row of expired.rows) {
         if (row.cancel_requested !== 0) {
-          result.ended.push(await endLost(row, "cancelled", null, null));
+          result.ended.push(await endLost(row, "cancelled", null));
         } else if (row.attempts < row.max_attempts) {
           const notBefore = now + retryDelayMs(row.retry_backoff_ms, row.attempts);
           const requeued = await one(client, "UPDATE jobs SET status = 'queued', not_before = $1, lease_owner = NULL, lease_expires_at = NULL WHERE seq = $2 RETURNING *", [notBefore, row.seq]);
           result.requeued.push(rowToJob(requeued as JobRow));
         } else {
-          result.ended.push(await endLost(row, "interrupted", "ExecutionError", interruptedMessage(row.attempts, row.max_attempts)));
+          result.ended.push(await endLost(row, "interrupted", { type: "ExecutionError", message: interruptedMessage(row.attempts, row.max_attempts), fault: "host" }));
         }
       }
       return result;

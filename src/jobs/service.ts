@@ -1,7 +1,7 @@
 import { join } from "node:path";
 import { setTimeout as delay } from "node:timers/promises";
 import { PROJECT_ROOT, workerEnvironment } from "../config.js";
-import { ToolHostError } from "../errors.js";
+import { type ErrorEnvelope, ToolHostError, errorEnvelope } from "../errors.js";
 import type { ToolHost } from "../host.js";
 import { resolveAnima } from "../registry/animas.js";
 import { type NoticeSink, deliverNotices } from "./notices.js";
@@ -82,7 +82,8 @@ export interface RunWorkerOptions {
   drainTimeoutMs?: number;
 }
 
-export type JobResult = { status: "ok"; output: string } | { status: "error"; error_type: ToolHostError["type"]; message: string };
+/** A finished job's result (`JobService.result`): its output, or its error as the JSON edges spell it. */
+export type JobResult = { status: "ok"; output: string } | ErrorEnvelope;
 
 /** Where the embedded backend keeps its files under a data dir. */
 export function jobPaths(dataDir: string): { store: string; workersDir: string; workerLog: string } {
@@ -299,8 +300,7 @@ export class JobService {
 
 export function resultOf(job: Job): JobResult {
   if (job.status === "succeeded") return { status: "ok", output: job.result ?? "" };
-  const failure = jobFailure(job);
-  return { status: "error", error_type: failure.type, message: failure.message };
+  return errorEnvelope(jobFailure(job));
 }
 
 function notFound(anima: string, id: string): ToolHostError {

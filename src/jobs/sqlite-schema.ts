@@ -59,6 +59,11 @@ const MIGRATIONS: readonly string[] = [
     turn INTEGER NOT NULL
   );
   `,
+  // An error's fault and hint, so a job keeps its ErrorInfo whole (errors.ts).
+  `
+  ALTER TABLE jobs ADD COLUMN error_fault TEXT;
+  ALTER TABLE jobs ADD COLUMN error_hint TEXT;
+  `,
 ];
 
 export const SCHEMA_VERSION = MIGRATIONS.length;
@@ -101,6 +106,8 @@ export interface JobRow {
   result: string | null;
   error_type: string | null;
   error_message: string | null;
+  error_fault: string | null;
+  error_hint: string | null;
   progress_fraction: number | null;
   progress_message: string | null;
   lease_owner: string | null;
@@ -132,7 +139,7 @@ export function rowToJob(row: JobRow): Job {
   if (row.finished_at !== null) job.finishedAt = row.finished_at;
   if (row.not_before > 0) job.notBefore = row.not_before;
   if (row.result !== null) job.result = row.result;
-  if (row.error_type !== null) job.error = toJobError(row.error_type, row.error_message);
+  if (row.error_type !== null) job.error = toJobError(row);
   if (row.progress_fraction !== null) {
     job.progress = { fraction: row.progress_fraction, message: row.progress_message ?? "" };
   }

@@ -178,6 +178,8 @@ export class SqliteJobStore implements JobStore {
         result: outcome.status === "succeeded" ? outcome.result : null,
         errorType: error?.type ?? null,
         errorMessage: error?.message ?? null,
+        errorFault: error?.fault ?? null,
+        errorHint: error?.hint ?? null,
       }) as JobRow | undefined;
       return row ? rowToJob(row) : undefined;
     });
@@ -199,13 +201,13 @@ export class SqliteJobStore implements JobStore {
       const result: RecoveryResult = { requeued: [], ended: [] };
       for (const row of this.sql.expiredLeases.all(now) as JobRow[]) {
         if (row.cancel_requested !== 0) {
-          result.ended.push(rowToJob(this.sql.endLost.get({ seq: row.seq, status: "cancelled", now, type: null, message: null }) as JobRow));
+          result.ended.push(rowToJob(this.sql.endLost.get({ seq: row.seq, status: "cancelled", now, type: null, message: null, fault: null }) as JobRow));
         } else if (row.attempts < row.max_attempts) {
           const notBefore = now + retryDelayMs(row.retry_backoff_ms, row.attempts);
           result.requeued.push(rowToJob(this.sql.requeue.get(notBefore, row.seq) as JobRow));
         } else {
           const message = interruptedMessage(row.attempts, row.max_attempts);
-          const ended = this.sql.endLost.get({ seq: row.seq, status: "interrupted", now, type: "ExecutionError", message });
+          const ended = this.sql.endLost.get({ seq: row.seq, status: "interrupted", now, type: "ExecutionError", message, fault: "host" });
           result.ended.push(rowToJob(ended as JobRow));
         }
       }
@@ -327,14 +329,14 @@ function prepare(db: Database.Database) {
     renew: s(`UPDATE jobs SET lease_expires_at = @expires WHERE ${LEASE_MATCH} RETURNING cancel_requested`),
     progress: s(`UPDATE jobs SET progress_fraction = @fraction, progress_message = @message WHERE ${LEASE_MATCH}`),
     complete: s(`UPDATE jobs SET status = @status, finished_at = @now, result = @result, error_type = @errorType,
-        error_message = @errorMessage, lease_owner = NULL, lease_expires_at = NULL
+        error_message = @errorMessage, error_fault = @errorFault, error_hint = @errorHint, lease_owner = NULL, lease_expires_at = NULL
       WHERE ${LEASE_MATCH} RETURNING *`),
     cancelQueued: s("UPDATE jobs SET status = 'cancelled', finished_at = ?, not_before = 0 WHERE seq = ? RETURNING *"),
     flagCancel: s("UPDATE jobs SET cancel_requested = 1 WHERE seq = ? RETURNING *"),
     expiredLeases: s("SELECT * FROM jobs WHERE status = 'running' AND lease_expires_at <= ? ORDER BY seq"),
     requeue: s(`UPDATE jobs SET status = 'queued', not_before = ?, lease_owner = NULL, lease_expires_at = NULL
       WHERE seq = ? RETURNING *`),
-    endLost: s(`UPDATE jobs SET status = @status, finished_at = @now, error_type = @type, error_message = @message,
+    endLost: s(`UPDATE jobs SET status = @status, finished_at = @now, error_type = @type, error_message = @message, error_fault = @fault,
         lease_owner = NULL, lease_expires_at = NULL WHERE seq = @seq RETURNING *`),
     unnotified: s(`SELECT * FROM jobs WHERE finished_at IS NOT NULL AND notified_at IS NULL AND finished_at <= ?
       ORDER BY finished_at, seq LIMIT ?`),

@@ -1,5 +1,5 @@
 import { createHash, randomBytes } from "node:crypto";
-import { type ErrorInfo, type ErrorType, ToolHostError, isErrorType } from "../errors.js";
+import { DEFAULT_FAULT, type ErrorInfo, type ErrorType, ToolHostError, isErrorType, isFault } from "../errors.js";
 import { JOB_DEFAULTS } from "./defaults.js";
 
 /**
@@ -330,9 +330,15 @@ export function checkBundleHash(hash: string, code: string): void {
   }
 }
 
-/** Error types read back from storage are checked: an unknown one (e.g. from a newer host) reads as ExecutionError. */
-export function toJobError(type: unknown, message: unknown): JobError {
-  return { type: isErrorType(type) ? type : "ExecutionError", message: typeof message === "string" ? message : "" };
+/**
+ * A job's error as read back from storage, checked: an unknown type (e.g. from a newer host) reads as
+ * ExecutionError, a missing or unknown fault (a row written before faults were stored) as the type's usual one.
+ */
+export function toJobError(row: { error_type: unknown; error_message: unknown; error_fault: unknown; error_hint: unknown }): JobError {
+  const type = isErrorType(row.error_type) ? row.error_type : "ExecutionError";
+  const error: JobError = { type, message: typeof row.error_message === "string" ? row.error_message : "", fault: isFault(row.error_fault) ? row.error_fault : DEFAULT_FAULT[type] };
+  if (typeof row.error_hint === "string" && row.error_hint !== "") error.hint = row.error_hint;
+  return error;
 }
 
 

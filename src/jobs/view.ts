@@ -1,4 +1,4 @@
-import { type ErrorInfo, ToolHostError } from "../errors.js";
+import { type ErrorInfo, ToolHostError, type WireError, wireError } from "../errors.js";
 import { JOB_STATUSES, type Job, type JobStatus } from "./store.js";
 
 /**
@@ -23,7 +23,7 @@ export interface JobView {
   started_at?: string;
   finished_at?: string;
   progress?: { fraction: number; message: string };
-  error?: { error_type: string; message: string };
+  error?: WireError;
   cancel_requested: boolean;
   idempotency_key?: string;
   /** True once the completion notice `state/background_notifications/<job_id>.md` was written. */
@@ -50,7 +50,7 @@ export function jobView(job: Job): JobView {
   if (job.startedAt !== undefined) view.started_at = iso(job.startedAt);
   if (job.finishedAt !== undefined) view.finished_at = iso(job.finishedAt);
   if (job.progress) view.progress = { fraction: job.progress.fraction, message: job.progress.message };
-  if (job.error) view.error = { error_type: job.error.type, message: job.error.message };
+  if (job.error) view.error = wireError(job.error);
   if (job.idempotencyKey !== undefined) view.idempotency_key = job.idempotencyKey;
   return view;
 }
@@ -60,9 +60,9 @@ export function jobView(job: Job): JobView {
  * (exit 1) for a cancelled or interrupted job, which did not raise but did not finish either.
  */
 export function jobFailure(job: Job): ErrorInfo {
-  if (job.status === "cancelled") return { type: "ExecutionError", message: `job ${job.id} was cancelled before it finished` };
-  if (job.error) return { type: job.error.type, message: job.error.message };
-  return { type: "ExecutionError", message: `job ${job.id} ended ${job.status}` };
+  if (job.status === "cancelled") return { type: "ExecutionError", fault: "caller", message: `job ${job.id} was cancelled before it finished` };
+  if (job.error) return job.error;
+  return { type: "ExecutionError", fault: "host", message: `job ${job.id} ended ${job.status}` };
 }
 
 /** AnimaWorks' words for statuses (`list_background_tasks`), accepted by `--status` beside ours. */

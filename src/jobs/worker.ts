@@ -352,7 +352,7 @@ export class JobWorker {
     }
     if (reason === "timeout" && run.stopError) {
       // A deadline is a deadline: a result that arrives after it does not count.
-      result = { status: "failed", error: { type: run.stopError.type, message: run.stopError.message } };
+      result = { status: "failed", error: run.stopError.toInfo() };
     } else if (outcome !== "abandoned" && outcome.ok) {
       // Cancelled too late to matter: the work finished, so report it as it is.
       result = { status: "succeeded", result: outcome.result };
@@ -473,7 +473,7 @@ export class JobWorker {
 function checkResult(value: JobRunResult): JobRunResult {
   if (value && value.ok === true && typeof value.result === "string") return value;
   if (value && value.ok === false && value.error) return value;
-  return { ok: false, error: { type: "ExecutionError", message: "the job runner returned an invalid result" } };
+  return { ok: false, error: { type: "ExecutionError", fault: "host", message: "the job runner returned an invalid result" } };
 }
 
 function unreachable(): never {

@@ -2,7 +2,8 @@ import type { CreateTaskOptions, TaskStore } from "@modelcontextprotocol/sdk/exp
 import type { Request, RequestId, Result, Task } from "@modelcontextprotocol/sdk/types.js";
 import { ToolHostError, errorEnvelope } from "../errors.js";
 import { objectFromJson } from "../execution/result-check.js";
-import { type JobService, resultOf } from "../jobs/service.js";
+import type { JobService } from "../jobs/service.js";
+import { jobFailure } from "../jobs/view.js";
 import { type Job, isTerminal } from "../jobs/store.js";
 
 /** How often clients are asked to poll a task, ms (a job's progress is seen at least this often). */
@@ -86,16 +87,17 @@ export function taskOf(job: Job, ttl: number | null = null): Task {
 }
 
 function resultOfMessage(job: Job): string {
-  const result = resultOf(job);
-  return result.status === "error" ? `${result.error_type}: ${result.message}` : "";
+  if (job.status === "succeeded") return "";
+  const failure = jobFailure(job);
+  return `${failure.type}: ${failure.message}`;
 }
 
 /** A finished job as the `tools/call` result it stands for (a failed or cancelled one is `isError`). */
 export function callResultOf(job: Job): Result {
-  const result = resultOf(job);
-  if (result.status === "ok") {
-    const structured = objectFromJson(result.output);
-    return { content: [{ type: "text", text: result.output }], ...(structured ? { structuredContent: structured } : {}) };
+  if (job.status === "succeeded") {
+    const output = job.result ?? "";
+    const structured = objectFromJson(output);
+    return { content: [{ type: "text", text: output }], ...(structured ? { structuredContent: structured } : {}) };
   }
-  return { content: [{ type: "text", text: JSON.stringify(errorEnvelope({ type: result.error_type, message: result.message })) }], isError: true };
+  return { content: [{ type: "text", text: JSON.stringify(errorEnvelope(jobFailure(job))) }], isError: true };
 }

@@ -2,7 +2,7 @@ import { Server } from "@modelcontextprotocol/sdk/server/index.js";
 import type { Transport } from "@modelcontextprotocol/sdk/shared/transport.js";
 import type { RequestHandlerExtra } from "@modelcontextprotocol/sdk/shared/protocol.js";
 import { type CallToolRequest, CallToolRequestSchema, ErrorCode, ListToolsRequestSchema, McpError, type ServerNotification, type ServerRequest } from "@modelcontextprotocol/sdk/types.js";
-import { type ErrorInfo, ToolHostError, errorEnvelope, errorInfoOf } from "../errors.js";
+import { type ErrorInfo, ToolHostError, errorEnvelope, errorInfoOf, infoOfWire } from "../errors.js";
 import type { ToolChangeSource, ToolHost } from "../host-api.js";
 import { READ_MEMORY_FILE, WRITE_MEMORY_FILE, formatRefresh, managementOf } from "../lifecycle/management.js";
 import { JobService } from "../jobs/service.js";
@@ -171,19 +171,20 @@ export async function startMcpServer(host: ToolHost, anima: string, transport: T
         return typeof result === "string" ? { content: [{ type: "text" as const, text: result }] } : { content: [{ type: "text" as const, text: result.text }], isError: true };
       } catch (error) {
         // Without the hint, as management tools have always answered.
-        const { type, message } = errorInfoOf(error);
-        return errorContent({ type, message });
+        const { hint: _hint, ...info } = errorInfoOf(error);
+        return errorContent(info);
       }
     }
     const hidden = await exposure.hiddenCoreTool(anima, name);
-    if (hidden) return errorContent({ type: "ToolNotFound", message: `the core tool "${hidden}" is not offered over MCP on this host`, hint: `call it through Bash: animaworks-tool ${hidden} <action> …` });
+    if (hidden) return errorContent({ type: "ToolNotFound", fault: "caller", message: `the core tool "${hidden}" is not offered over MCP on this host`, hint: `call it through Bash: animaworks-tool ${hidden} <action> …` });
     const result = await host.call(anima, name, args, { structured: true });
     if (result.status === "ok") {
       return { content: [{ type: "text" as const, text: result.output }], ...(result.structured ? { structuredContent: result.structured } : {}) };
     }
     // An unknown name is answered with the names this client can call (the CLI's hint lists tools).
     const hint = result.error_type === "ToolNotFound" && result.message.startsWith("unknown tool") ? `MCP tools: ${(await listedTools()).map((tool) => tool.name).join(", ")}` : result.hint;
-    return errorContent({ type: result.error_type, message: result.message, ...(hint ? { hint } : {}) });
+    const { hint: _hint, ...info } = infoOfWire(result);
+    return errorContent({ ...info, ...(hint ? { hint } : {}) });
   }
 
   // The host reloads (and records the reloads) before it tells; this only tells the client.

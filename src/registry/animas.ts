@@ -1,7 +1,6 @@
 import { readdir, stat } from "node:fs/promises";
 import { join } from "node:path";
-import { ToolHostError } from "../errors.js";
-import { systemFileError } from "../system-errors.js";
+import { ToolHostError, systemFileError } from "../errors.js";
 import type { AnimaRef } from "./registry.js";
 
 /**

@@ -1,7 +1,7 @@
 import type { Dirent } from "node:fs";
 import { readdir, stat } from "node:fs/promises";
 import { basename, extname, join } from "node:path";
-import { systemFileError } from "../system-errors.js";
+import { systemFileError } from "../errors.js";
 
 export type ToolOrigin = "core" | "shared" | "personal";
 

@@ -122,7 +122,7 @@ export class ToolRegistry {
     }
     if (entry.state === "ok") {
       const collision = findSchemaCollision(entry.tool, visibleNames);
-      if (collision) return { ...base, state: "error", error: { type: "LoadError", message: collision }, bundleHash: bundle.hash };
+      if (collision) return { ...base, state: "error", error: { type: "LoadError", fault: "tool", message: collision }, bundleHash: bundle.hash };
       return entry;
     }
     return { ...entry, bundleHash: bundle.hash };
@@ -168,7 +168,7 @@ export class ToolRegistry {
       if (!outcome.ok) return { entry: { ...base, state: "error", error: { ...outcome.error, type: "LoadError" } }, transient: true };
       const check = checkToolSchemas(source.name, outcome.module.schemas, outcome.module.profile);
       if (!check.ok) {
-        return { entry: { ...base, state: "error", error: { type: "LoadError", message: `${source.name}: ${check.problems.join("; ")}` } }, transient: false };
+        return { entry: { ...base, state: "error", error: { type: "LoadError", fault: "tool", message: `${source.name}: ${check.problems.join("; ")}` } }, transient: false };
       }
       const exportsInfo = outcome.module.exports;
       const hasDispatch = exportsInfo["dispatch"] === "function";
@@ -176,6 +176,7 @@ export class ToolRegistry {
       if (missing.length > 0) {
         const error = {
           type: "LoadError" as const,
+          fault: "tool" as const,
           message: `${source.name}: no handler for ${missing.map((s) => s.name).join(", ")}`,
           hint: "export dispatch(name, args), or a function named like each schema",
         };

@@ -39,7 +39,7 @@ describe("capability service: dispatch over the contract's capabilities", () => 
     ["an empty name", ""],
   ])("refuses %s as InvalidArguments, audited as an error", async (_label, name) => {
     const reply = await invoke(name, ["notes.txt"]);
-    expect(reply).toEqual({ ok: false, error: { type: "InvalidArguments", message: `unknown capability ${name}` } });
+    expect(reply).toEqual({ ok: false, error: { type: "InvalidArguments", fault: "tool", message: `unknown capability ${name}` } });
     const records = await audit.read();
     expect(records).toEqual([
       expect.objectContaining({ kind: "capability", anima: "alice", tool: "probe", operation: name, outcome: "error", reason: `InvalidArguments: unknown capability ${name}` }),
@@ -47,8 +47,8 @@ describe("capability service: dispatch over the contract's capabilities", () => 
   });
 
   it("refuses arguments that are not a JSON array, before looking at the name", async () => {
-    expect(await service.invoke(context, "fs.stat", "{")).toEqual({ ok: false, error: { type: "InvalidArguments", message: "fs.stat: the arguments are not valid JSON" } });
-    expect(await service.invoke(context, "fs.stat", '{"0":"."}')).toEqual({ ok: false, error: { type: "InvalidArguments", message: "fs.stat: malformed call" } });
+    expect(await service.invoke(context, "fs.stat", "{")).toEqual({ ok: false, error: { type: "InvalidArguments", fault: "tool", message: "fs.stat: the arguments are not valid JSON" } });
+    expect(await service.invoke(context, "fs.stat", '{"0":"."}')).toEqual({ ok: false, error: { type: "InvalidArguments", fault: "tool", message: "fs.stat: malformed call" } });
   });
 
   it("runs each fs capability with its positional arguments, in the calling Anima's directory", async () => {
@@ -96,7 +96,7 @@ describe("capability service: dispatch over the contract's capabilities", () => 
   it("refuses fetch in a host without a network", async () => {
     expect(await invoke("fetch", ["https://example.com/", { responseType: "text" }])).toEqual({
       ok: false,
-      error: { type: "PermissionDenied", message: "fetch is not available in this host" },
+      error: { type: "PermissionDenied", fault: "host", message: "fetch is not available in this host" },
     });
   });
 

@@ -102,7 +102,7 @@ describe.each(CLI_MODES)("animaworks-tool CLI (%s)", (mode) => {
     expect(missing.stderr).toContain('missing required parameter "body"');
     const raised = await cli("--anima", "alice", "-j", "notes", "fail");
     expect(raised.code).toBe(1);
-    expect(JSON.parse(raised.stdout)).toEqual({ status: "error", error_type: "ExecutionError", message: "disk is full" });
+    expect(JSON.parse(raised.stdout)).toEqual({ status: "error", error_type: "ExecutionError", fault: "tool", message: "disk is full" });
   });
 
   it("exits 5 for an unknown tool or action, listing what exists", async () => {

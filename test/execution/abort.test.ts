@@ -53,7 +53,7 @@ for (const isolation of ["process", "in-process"] as const) {
       const abortedAt = performance.now();
       controller.abort();
       const result = await call;
-      expect(result).toMatchObject({ status: "error", error_type: "ExecutionError", message: "the call was stopped by its caller before it finished" });
+      expect(result).toMatchObject({ status: "error", error_type: "ExecutionError", fault: "caller", message: "the call was stopped by its caller before it finished" });
       expect(performance.now() - abortedAt).toBeLessThan(1_500);
       // A fresh isolate serves the next call (the stopped one was disposed, never reused).
       expect(await host.call("alice", "halt_count")).toMatchObject({ status: "ok", output: "1" });
@@ -64,7 +64,7 @@ for (const isolation of ["process", "in-process"] as const) {
       const controller = new AbortController();
       controller.abort();
       const result = await host.runPrepared(prepared, { signal: controller.signal });
-      expect(result).toMatchObject({ status: "error", error_type: "ExecutionError" });
+      expect(result).toMatchObject({ status: "error", error_type: "ExecutionError", fault: "caller" });
       expect(result.durationMs).toBeLessThan(1_500);
     });
   });

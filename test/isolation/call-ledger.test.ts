@@ -74,7 +74,7 @@ describe("CallLedger", () => {
     let seen: AbortSignal | undefined;
     const run = ledger.run("fetch", "[]", (signal) => {
       seen = signal;
-      return new Promise<CapabilityReply>((resolve) => signal.addEventListener("abort", () => resolve({ ok: false, error: { type: "ExecutionError", message: "aborted" } })));
+      return new Promise<CapabilityReply>((resolve) => signal.addEventListener("abort", () => resolve({ ok: false, error: { type: "ExecutionError", fault: "tool", message: "aborted" } })));
     });
     await new Promise((resolve) => setImmediate(resolve));
     expect(seen?.aborted).toBe(false);
@@ -95,10 +95,11 @@ describe("CallLedger", () => {
 
   it("lets only denials the host issued to this call leave it as denials", async () => {
     const ledger = new CallLedger(context(), limits, new CapabilityBudget());
-    await ledger.run("fs.readFile", "[]", async () => ({ ok: false, error: { type: "PermissionDenied", message: "state/ is the host's" } }));
-    expect(ledger.judge({ type: "PermissionDenied", message: "state/ is the host's" })).toEqual({ type: "PermissionDenied", message: "state/ is the host's" });
-    expect(ledger.judge({ type: "SandboxViolation", message: "state/ is the host's" }).type).toBe("ExecutionError");
-    expect(ledger.judge({ type: "PermissionDenied", message: "access to /etc/shadow denied" }).type).toBe("ExecutionError");
-    expect(ledger.judge({ type: "ToolConfigError", message: "set API_KEY" }).type).toBe("ToolConfigError");
+    await ledger.run("fs.readFile", "[]", async () => ({ ok: false, error: { type: "PermissionDenied", fault: "tool", message: "state/ is the host's" } }));
+    // The fault is the host's record too, whatever the sandbox claims.
+    expect(ledger.judge({ type: "PermissionDenied", fault: "host", message: "state/ is the host's" })).toEqual({ type: "PermissionDenied", fault: "tool", message: "state/ is the host's" });
+    expect(ledger.judge({ type: "SandboxViolation", fault: "tool", message: "state/ is the host's" }).type).toBe("ExecutionError");
+    expect(ledger.judge({ type: "PermissionDenied", fault: "tool", message: "access to /etc/shadow denied" }).type).toBe("ExecutionError");
+    expect(ledger.judge({ type: "ToolConfigError", fault: "host", message: "set API_KEY" }).type).toBe("ToolConfigError");
   });
 });

@@ -109,12 +109,12 @@ describe("envelopes: the decoder of the contract's types", () => {
     ["not text", 42],
   ])("refuses %s", (_label, text) => {
     expect(decodeCallEnvelope(text, 100)).toBeUndefined();
-    expect(parseCallEnvelope(text, limits)).toEqual({ ok: false, error: { type: "ExecutionError", message: "the tool's result could not be read" }, recycle: true });
+    expect(parseCallEnvelope(text, limits)).toEqual({ ok: false, error: { type: "ExecutionError", fault: "tool", message: "the tool's result could not be read" }, recycle: true });
   });
 
   it("passes through only the failure types a tool may carry out", () => {
-    expect(parseCallEnvelope('{"ok":false,"errorType":"PermissionDenied","message":"no"}', limits)).toEqual({ ok: false, error: { type: "PermissionDenied", message: "no" }, recycle: false });
-    expect(parseCallEnvelope('{"ok":false,"errorType":"Timeout","message":"fake"}', limits)).toEqual({ ok: false, error: { type: "ExecutionError", message: "fake" }, recycle: false });
+    expect(parseCallEnvelope('{"ok":false,"errorType":"PermissionDenied","message":"no"}', limits)).toEqual({ ok: false, error: { type: "PermissionDenied", fault: "tool", message: "no" }, recycle: false });
+    expect(parseCallEnvelope('{"ok":false,"errorType":"Timeout","message":"fake"}', limits)).toEqual({ ok: false, error: { type: "ExecutionError", fault: "tool", message: "fake" }, recycle: false });
     expect(parseCallEnvelope('{"ok":false,"errorType":"MemoryLimit","message":"x"}', limits)).toMatchObject({ ok: false, error: { type: "MemoryLimit" }, recycle: true });
     expect(parseCallEnvelope('{"ok":false,"errorType":"ExecutionError","message":""}', limits)).toMatchObject({ error: { message: "the tool failed without a message" } });
   });
@@ -126,8 +126,8 @@ describe("envelopes: the decoder of the contract's types", () => {
       schemas: [],
       profile: null,
     });
-    expect(parseDescribeEnvelope('{"ok":false,"errorType":"MemoryLimit","message":"boom\\n    at x (y:1:2)"}')).toEqual({ ok: false, error: { type: "LoadError", message: "boom" } });
-    expect(parseDescribeEnvelope('{"ok":true}')).toEqual({ ok: false, error: { type: "LoadError", message: "the tool's description could not be read" } });
+    expect(parseDescribeEnvelope('{"ok":false,"errorType":"MemoryLimit","message":"boom\\n    at x (y:1:2)"}')).toEqual({ ok: false, error: { type: "LoadError", fault: "tool", message: "boom" } });
+    expect(parseDescribeEnvelope('{"ok":true}')).toEqual({ ok: false, error: { type: "LoadError", fault: "tool", message: "the tool's description could not be read" } });
   });
 });
 
@@ -165,7 +165,7 @@ describe("a sandbox process and messages from the host that are not part of the 
     expect(received.find((m) => m.type === "response")).toEqual({
       type: "response",
       id: 7,
-      outcome: { ok: false, error: { type: "ExecutionError", message: "the sandbox process could not read the host's request" }, durationMs: 0 },
+      outcome: { ok: false, error: { type: "ExecutionError", fault: "host", message: "the sandbox process could not read the host's request" }, durationMs: 0 },
     });
     expect(received.find((m) => m.type === "warmPool")).toMatchObject({ type: "warmPool", statsId: 4 });
     expect(stderr).toContain('the host sent a message that is not part of the protocol ("request"); dropped');

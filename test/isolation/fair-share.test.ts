@@ -7,7 +7,7 @@ import type { CallOutcome, CallRequest, Executor } from "../../src/isolation/pro
 function heldExecutor() {
   const running: Array<{ anima: string; finish: () => void }> = [];
   const executor: Executor = {
-    describe: async () => ({ ok: false, error: { type: "LoadError", message: "unused" } }),
+    describe: async () => ({ ok: false, error: { type: "LoadError", fault: "tool", message: "unused" } }),
     call: (request) =>
       new Promise<CallOutcome>((resolve) => {
         running.push({ anima: request.context.anima, finish: () => resolve({ ok: true, value: { kind: "none" }, durationMs: 0 }) });
@@ -93,10 +93,10 @@ describe("FairShareExecutor", () => {
   });
 
   it("ends a call whose signal aborts with the signal's reason when it is a host error, waiting or running", async () => {
-    const stopped: CallOutcome = { ok: false, error: { type: "ExecutionError", message: "the call was stopped by its caller before it finished" }, durationMs: 1 };
+    const stopped: CallOutcome = { ok: false, error: { type: "ExecutionError", fault: "tool", message: "the call was stopped by its caller before it finished" }, durationMs: 1 };
     let stopRunning: (() => void) | undefined;
     const executor: Executor = {
-      describe: async () => ({ ok: false, error: { type: "LoadError", message: "unused" } }),
+      describe: async () => ({ ok: false, error: { type: "LoadError", fault: "tool", message: "unused" } }),
       call: (_request, signal) => new Promise<CallOutcome>((resolve) => (stopRunning = () => signal?.aborted && resolve(stopped))),
       close: async () => {},
       stuckEntries: () => 0,

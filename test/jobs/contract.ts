@@ -224,10 +224,22 @@ export function runJobStoreContract(name: string, makeStore: MakeStore): void {
       const done = await store.complete(leaseOf(ok!), { status: "succeeded", result: "42 lines" });
       expect(done).toMatchObject({ status: "succeeded", result: "42 lines", finishedAt: clock.now() });
       expect(done?.leaseOwner).toBeUndefined();
-      expect(await store.complete(leaseOf(ok!), { status: "failed", error: { type: "Timeout", message: "late" } })).toBeUndefined();
-      const failed = await store.complete(leaseOf(bad!), { status: "failed", error: { type: "Timeout", message: "too slow" } });
-      expect(failed).toMatchObject({ status: "failed", error: { type: "Timeout", message: "too slow" } });
+      expect(await store.complete(leaseOf(ok!), { status: "failed", error: { type: "Timeout", fault: "tool", message: "late" } })).toBeUndefined();
+      const failed = await store.complete(leaseOf(bad!), { status: "failed", error: { type: "Timeout", fault: "tool", message: "too slow" } });
+      expect(failed).toMatchObject({ status: "failed", error: { type: "Timeout", fault: "tool", message: "too slow" } });
       expect(await store.renewLeases([leaseOf(ok!)], 1_000)).toEqual([{ held: false, cancelRequested: false }]);
+    });
+
+    it("keeps a job's error whole: type, message, fault and hint, as the worker recorded it", async () => {
+      const { store } = await setup();
+      await store.submit(jobInput("alice"));
+      await store.submit(jobInput("alice"));
+      const [first, second] = await store.claim({ owner: "w1", leaseMs: 1_000, limit: 2 });
+      const crashed = { type: "SandboxCrashed" as const, fault: "host" as const, message: "the sandbox died", hint: "see the host's log" };
+      await store.complete(leaseOf(first!), { status: "failed", error: crashed });
+      await store.complete(leaseOf(second!), { status: "failed", error: { type: "ExecutionError", fault: "caller", message: "stopped" } });
+      expect((await store.get("alice", first!.id))?.error).toEqual(crashed);
+      expect((await store.get("alice", second!.id))?.error).toEqual({ type: "ExecutionError", fault: "caller", message: "stopped" });
     });
 
     it("cancels a queued job at once and never hands it out; flags a running one", async () => {
@@ -253,7 +265,7 @@ export function runJobStoreContract(name: string, makeStore: MakeStore): void {
       clock.advance(1);
       const first = await store.recoverExpiredLeases();
       expect(first.requeued.map((j) => [j.id, j.status, j.attempts, j.notBefore])).toEqual([[job.id, "queued", 1, clock.now() + 100]]);
-      expect(first.ended).toMatchObject([{ id: once.id, status: "interrupted", attempts: 1, error: { type: "ExecutionError" } }]);
+      expect(first.ended).toMatchObject([{ id: once.id, status: "interrupted", attempts: 1, error: { type: "ExecutionError", fault: "host" } }]);
       expect(await store.claim({ owner: "w2", leaseMs: 1_000, limit: 1 })).toEqual([]); // backoff not over
       clock.advance(100);
       const [second] = await store.claim({ owner: "w2", leaseMs: 1_000, limit: 1 });

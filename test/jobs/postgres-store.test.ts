@@ -1,8 +1,11 @@
 import { createHash } from "node:crypto";
+import pg from "pg";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { PostgresJobStore, describeServer } from "../../src/jobs/postgres-store.js";
 import { type TestDatabase, createTestDatabase } from "../helpers/postgres.js";
+import { leaseOf } from "../../src/jobs/store.js";
 import { runJobStoreContract } from "./contract.js";
+import { jobInput, withBundle } from "./helpers.js";
 
 let database: TestDatabase;
 beforeAll(async () => {
@@ -40,6 +43,31 @@ describe("PostgresJobStore specifics", () => {
     expect(String((failure as Error).message)).not.toContain("hunter2");
     await store.close();
     expect(describeServer("not a url")).toMatch(/does not parse/);
+  });
+
+  it("migrates a version 2 schema in place: failed jobs read with their type's usual fault, claims and new errors work", async () => {
+    const schema = "migrates_v2";
+    const old = new PostgresJobStore({ url: database.url, schema });
+    await old.open();
+    await withBundle(old);
+    const { job } = await old.submit(jobInput("alice"));
+    const [claimed] = await old.claim({ owner: "w1", leaseMs: 60_000, limit: 1 });
+    await old.complete(leaseOf(claimed!), { status: "failed", error: { type: "Timeout", fault: "tool", message: "slow" } });
+    await old.close();
+    // What a host before faults were stored left behind: no fault or hint columns, schema version 2.
+    const admin = new pg.Client({ connectionString: database.url });
+    await admin.connect();
+    await admin.query(`ALTER TABLE ${schema}.jobs DROP COLUMN error_fault, DROP COLUMN error_hint; UPDATE ${schema}.schema_version SET version = 2`);
+    await admin.end();
+    const store = new PostgresJobStore({ url: database.url, schema });
+    await store.open();
+    expect((await store.get("alice", job.id))?.error).toEqual({ type: "Timeout", fault: "tool", message: "slow" });
+    const { job: next } = await store.submit(jobInput("alice"));
+    const [running] = await store.claim({ owner: "w2", leaseMs: 60_000, limit: 1 });
+    expect(running?.id).toBe(next.id);
+    await store.complete(leaseOf(running!), { status: "failed", error: { type: "ExecutionError", fault: "host", message: "bug", hint: "report it" } });
+    expect((await store.get("alice", next.id))?.error).toEqual({ type: "ExecutionError", fault: "host", message: "bug", hint: "report it" });
+    await store.close();
   });
 
   it("refuses a schema name that is not a plain identifier", () => {

@@ -45,6 +45,27 @@ describe("SqliteJobStore specifics", () => {
     expect(() => new SqliteJobStore({ path })).toThrow(/newer than this host understands/);
   });
 
+  it("migrates a version 1 database in place: its failed jobs read with their type's usual fault, new ones store theirs", async () => {
+    const path = dbPath();
+    const old = await withBundle(new SqliteJobStore({ path }));
+    const { job } = await old.submit(jobInput("alice"));
+    const [claimed] = await old.claim({ owner: "w1", leaseMs: 1_000, limit: 1 });
+    await old.complete({ id: claimed!.id, owner: "w1", attempt: 1 }, { status: "failed", error: { type: "SandboxCrashed", fault: "host", message: "gone" } });
+    await old.close();
+    // What a host before faults were stored left behind: no fault or hint columns, schema version 1.
+    const raw = new Database(path);
+    raw.exec("ALTER TABLE jobs DROP COLUMN error_fault; ALTER TABLE jobs DROP COLUMN error_hint");
+    raw.pragma("user_version = 1");
+    raw.close();
+    const store = new SqliteJobStore({ path });
+    expect((await store.get("alice", job.id))?.error).toEqual({ type: "SandboxCrashed", fault: "host", message: "gone" });
+    const { job: next } = await store.submit(jobInput("alice"));
+    const [running] = await store.claim({ owner: "w2", leaseMs: 1_000, limit: 1 });
+    await store.complete({ id: running!.id, owner: "w2", attempt: 1 }, { status: "failed", error: { type: "ExecutionError", fault: "host", message: "bug", hint: "report it" } });
+    expect((await store.get("alice", next.id))?.error).toEqual({ type: "ExecutionError", fault: "host", message: "bug", hint: "report it" });
+    await store.close();
+  });
+
   it("rejects calls after close", async () => {
     const store = new SqliteJobStore({ path: dbPath() });
     await store.close();

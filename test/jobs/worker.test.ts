@@ -105,7 +105,7 @@ describe("JobWorker", () => {
   it("records failures from returned errors, thrown errors and invalid results", async () => {
     const { store, runs, animaDir, jobOf } = await setup();
     const results: Array<() => Promise<JobRunResult>> = [
-      async () => ({ ok: false, error: { type: "ExecutionError", message: "boom" } }),
+      async () => ({ ok: false, error: { type: "ExecutionError", fault: "tool", message: "boom" } }),
       async () => {
         throw new ToolHostError("PermissionDenied", "no network");
       },
@@ -121,8 +121,9 @@ describe("JobWorker", () => {
     const jobs = [];
     for (let i = 0; i < 3; i++) jobs.push((await store.submit(jobInput("alice"))).job);
     expect(await worker.run({ untilDrained: true })).toMatchObject({ failed: 3 });
-    expect((await jobOf(jobs[0]!)).error).toEqual({ type: "ExecutionError", message: "boom" });
-    expect((await jobOf(jobs[1]!)).error).toEqual({ type: "PermissionDenied", message: "no network" });
+    expect((await jobOf(jobs[0]!)).error).toEqual({ type: "ExecutionError", fault: "tool", message: "boom" });
+    expect((await jobOf(jobs[1]!)).error).toEqual({ type: "PermissionDenied", fault: "tool", message: "no network" });
+    expect((await jobOf(jobs[2]!)).error?.fault).toBe("host");
     expect((await jobOf(jobs[2]!)).error?.message).toMatch(/invalid result/);
     const notice = readFileSync(noticePath(animaDir("alice"), jobs[0]!.id), "utf8");
     expect(notice).toContain("# Background task failed: web:fetch\n");
@@ -218,7 +219,7 @@ describe("JobWorker", () => {
     await waitFor("the job running", () => runs.live.has(job.id));
     const { ctx } = runs.live.get(job.id)!;
     expect(ctx.stopRequested()).toBeUndefined();
-    void aborted(ctx.signal).then(() => runs.release(job.id, { ok: false, error: { type: "ExecutionError", message: "stopped" } }));
+    void aborted(ctx.signal).then(() => runs.release(job.id, { ok: false, error: { type: "ExecutionError", fault: "tool", message: "stopped" } }));
     // The real path of a cancel: through the store (JobService.cancel), seen at the next heartbeat.
     expect(await store.requestCancel("alice", job.id)).toMatchObject({ status: "running", cancelRequested: true });
     await waitFor("the stop request", () => ctx.stopRequested() !== undefined);
@@ -241,7 +242,7 @@ describe("JobWorker", () => {
     await store.requestCancel("alice", job.id);
     await waitFor("the stop request", () => ctx.stopRequested() !== undefined);
     // A runner that wraps up with an error ends cancelled; well before the grace runs out.
-    runs.release(job.id, { ok: false, error: { type: "ExecutionError", message: "wrapped up" } });
+    runs.release(job.id, { ok: false, error: { type: "ExecutionError", fault: "tool", message: "wrapped up" } });
     await waitFor("the job cancelled", async () => (await jobOf(job)).status === "cancelled", 2_000);
     expect(ctx.signal.aborted).toBe(false);
   });
@@ -277,7 +278,7 @@ describe("JobWorker", () => {
     worker.start();
     await waitFor("the job running", () => runs.live.has(job.id));
     void aborted(runs.live.get(job.id)!.ctx.signal).then(() =>
-      runs.release(job.id, { ok: false, error: { type: "ExecutionError", message: "stopped" } }),
+      runs.release(job.id, { ok: false, error: { type: "ExecutionError", fault: "tool", message: "stopped" } }),
     );
     await openOther().requestCancel("alice", job.id);
     await waitFor("the job cancelled", async () => (await jobOf(job)).status === "cancelled");
@@ -320,7 +321,7 @@ describe("JobWorker", () => {
     expect(ctx.stopRequested()).toBe(ctx.signal.reason);
     runs.release(job.id);
     await waitFor("the job failed", async () => (await jobOf(job)).status === "failed");
-    expect((await jobOf(job)).error).toEqual({ type: "Timeout", message: "job exceeded its timeout of 150 ms" });
+    expect((await jobOf(job)).error).toEqual({ type: "Timeout", fault: "tool", message: "job exceeded its timeout of 150 ms" });
   });
 
   it("cuts a cancel's grace short at the deadline, the cancel still deciding the outcome", async () => {
@@ -329,7 +330,7 @@ describe("JobWorker", () => {
     worker.start();
     await waitFor("the job running", () => runs.live.has(job.id));
     const { ctx } = runs.live.get(job.id)!;
-    void aborted(ctx.signal).then(() => runs.release(job.id, { ok: false, error: { type: "ExecutionError", message: "stopped" } }));
+    void aborted(ctx.signal).then(() => runs.release(job.id, { ok: false, error: { type: "ExecutionError", fault: "tool", message: "stopped" } }));
     await store.requestCancel("alice", job.id);
     await waitFor("the job cancelled", async () => (await jobOf(job)).status === "cancelled", 3_000);
     expect(ctx.signal.reason).toMatchObject({ message: "job cancelled by request" });
@@ -402,7 +403,7 @@ describe("JobWorker", () => {
     worker.start();
     await waitFor("both running", () => runs.live.size === 2);
     for (const { ctx, job } of runs.live.values()) {
-      void aborted(ctx.signal).then(() => runs.release(job.id, { ok: false, error: { type: "ExecutionError", message: "aborted" } }));
+      void aborted(ctx.signal).then(() => runs.release(job.id, { ok: false, error: { type: "ExecutionError", fault: "tool", message: "aborted" } }));
     }
     await worker.stop({ abortRunning: true });
     expect(await jobOf(retryable)).toMatchObject({ status: "queued", attempts: 1 });
@@ -436,7 +437,7 @@ describe("JobWorker", () => {
     const running = worker.run({ signal: stop.signal, drainTimeoutMs: 100 });
     await waitFor("both running", () => runs.live.size === 2);
     for (const { ctx, job } of runs.live.values()) {
-      void aborted(ctx.signal).then(() => runs.release(job.id, { ok: false, error: { type: "ExecutionError", message: "aborted" } }));
+      void aborted(ctx.signal).then(() => runs.release(job.id, { ok: false, error: { type: "ExecutionError", fault: "tool", message: "aborted" } }));
     }
     stop.abort();
     expect(await running).toMatchObject({ started: 2, released: 2 });

@@ -101,7 +101,7 @@ describe("supervision (in-process isolation: the one-shot CLI)", () => {
     expect(run.stderr).toMatch(/could not be stopped; ending this process with SIGKILL/);
     // Deadline (1 s) + the stop grace + the CLI's own start; never the 5 s isolated-vm takes to give up.
     expect(elapsedMs).toBeLessThan(4_500);
-    assertNoLeak({ status: "error", error_type: "Timeout", message: run.stdout + run.stderr, durationMs: 0 }, data);
+    assertNoLeak({ status: "error", error_type: "Timeout", fault: "tool", message: run.stdout + run.stderr, durationMs: 0 }, data);
     data.cleanup();
   });
 });
