@@ -7,7 +7,7 @@ import { classifyIvmError, ivmErrorInfo, stripHostDetails } from "./ivm-errors.j
 import { type ActiveCall, type Bridge, IsolatePool, PooledIsolate, type WarmPoolStats, bindPrelude, heldBytes } from "./pooled-isolate.js";
 import { bridgeHandlers } from "./isolate-bridge.js";
 import { SHAPE_PROBE, readPrelude } from "./prelude-source.js";
-import { ByteLru } from "./byte-lru.js";
+import { ByteLru } from "../byte-lru.js";
 import type {
   CallContext,
   CapabilityInvoker,

@@ -9,7 +9,7 @@ import { stripHostDetails } from "./ivm-errors.js";
 import { Socket } from "node:net";
 import { BULK_FD, BulkReceiver } from "./bulk-channel.js";
 import { ReplyAssembler } from "./reply-chunks.js";
-import { ByteLru } from "./byte-lru.js";
+import { ByteLru } from "../byte-lru.js";
 import { decodeToSandbox } from "./sandbox-wire.js";
 import type { CallContext, CallOutcome, CapabilityReply, DescribeOutcome, FromSandbox, ToSandbox } from "./protocol.js";
 
@@ -51,7 +51,7 @@ function flushOutbox(): void {
  * Bundle code by hash; the host sends each bundle's code once (and again after `needBundle`). Bounded by
  * characters, not count: a host serving a thousand small tools keeps them all.
  */
-const bundleCode = new ByteLru<string>(64 * 2 ** 20);
+const bundleCode = new ByteLru<string>(64 * 2 ** 20); // characters of code
 
 let inFlight = 0;
 let nextCapabilityId = 1;

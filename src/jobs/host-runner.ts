@@ -1,11 +1,12 @@
+import { ByteLru } from "../byte-lru.js";
 import { monotonicMs } from "../clock.js";
 import { infoOfWire } from "../errors.js";
 import type { PreparedCall, ToolHost } from "../host.js";
 import type { JobRunner } from "./worker.js";
 import type { Job } from "./store.js";
 
-/** Tool versions a worker keeps in memory (each is one bundle's code). */
-const MAX_CACHED_BUNDLES = 64;
+/** Characters of tool code a worker keeps in memory, most recently used kept (the sandbox process's bound too). */
+const MAX_CACHED_BUNDLE_CHARS = 64 * 2 ** 20;
 
 /**
  * The worker's `runJob` for real jobs: the stored bundle back into a `PreparedCall`, run by the host in
@@ -17,14 +18,13 @@ const MAX_CACHED_BUNDLES = 64;
  * same deadline, so the isolate's limit and the signal name one instant. The worker records the reason.
  */
 export function hostJobRunner(host: ToolHost, getBundle: (hash: string) => Promise<string | undefined>): JobRunner {
-  // Content-addressed: an entry is never stale. Most recently used last.
-  const bundleCode = new Map<string, string>();
+  // Content-addressed: an entry is never stale.
+  const bundleCode = new ByteLru<string>(MAX_CACHED_BUNDLE_CHARS);
   const bundle = async (hash: string): Promise<string | undefined> => {
-    const code = bundleCode.get(hash) ?? (await getBundle(hash));
-    if (code === undefined) return undefined;
-    bundleCode.delete(hash);
-    bundleCode.set(hash, code);
-    if (bundleCode.size > MAX_CACHED_BUNDLES) bundleCode.delete(bundleCode.keys().next().value as string);
+    const cached = bundleCode.get(hash);
+    if (cached !== undefined) return cached;
+    const code = await getBundle(hash);
+    if (code !== undefined) bundleCode.set(hash, code, code.length);
     return code;
   };
 

@@ -84,7 +84,7 @@ const MAY_IMPORT: Record<string, string[]> = {
   mcp: ["host-api.ts", "lifecycle", "jobs", "registry", "execution", "errors.ts"],
   "host.ts": ["composition.ts", "host-api.ts", "host-support.ts", "audit", "capabilities", "execution", "isolation", "registry", "config.ts", "errors.ts", "clock.ts"],
   "composition.ts": ["host-api.ts", "audit", "build", "capabilities", "credentials", "isolation", "lifecycle", "registry", "config.ts", "errors.ts"],
-  jobs: ["host.ts", "host-api.ts", "registry", "config.ts", "errors.ts", "clock.ts", "process-alive.ts"],
+  jobs: ["host.ts", "host-api.ts", "registry", "config.ts", "errors.ts", "clock.ts", "byte-lru.ts", "process-alive.ts"],
   lifecycle: ["host-api.ts", "audit", "capabilities", "policy", "registry", "config.ts", "errors.ts"],
   "host-support.ts": ["host-api.ts", "registry", "errors.ts"],
   "host-api.ts": ["audit", "capabilities", "isolation", "policy", "registry", "config.ts", "errors.ts"],
@@ -93,7 +93,7 @@ const MAY_IMPORT: Record<string, string[]> = {
   capabilities: ["audit", "credentials", "policy", "isolation", "config.ts", "errors.ts"],
   registry: ["build", "isolation", "validation", "errors.ts", "clock.ts"],
   build: ["isolation", "errors.ts"],
-  isolation: ["config.ts", "errors.ts", "clock.ts"],
+  isolation: ["config.ts", "errors.ts", "clock.ts", "byte-lru.ts"],
   credentials: ["config.ts", "errors.ts"],
   policy: ["errors.ts"],
   validation: [],
@@ -102,6 +102,7 @@ const MAY_IMPORT: Record<string, string[]> = {
   "environment.ts": [],
   "errors.ts": [],
   "clock.ts": [],
+  "byte-lru.ts": [],
   "process-alive.ts": [],
 };
 

@@ -1,5 +1,5 @@
 import { describe, expect, it } from "vitest";
-import { ByteLru } from "../../src/isolation/byte-lru.js";
+import { ByteLru } from "../src/byte-lru.js";
 
 describe("ByteLru", () => {
   it("drops the least recently used entries beyond its byte bound, and never keeps one larger than the bound", () => {

@@ -1,6 +1,7 @@
 /**
- * A map bounded by the bytes of its values, least recently used dropped first. For caches a sandbox
- * process keeps per bundle (bundle text, V8 code cache): their size is what costs memory, not their count.
+ * A map bounded by the size of its values (in a unit the caller picks: bytes, characters), least recently
+ * used dropped first. For caches kept per bundle (bundle text in sandbox processes and job workers, V8 code
+ * cache): their size is what costs memory, not their count.
  * `get` makes an entry the most recent; an entry larger than the whole bound is not kept.
  */
 export class ByteLru<V> {
