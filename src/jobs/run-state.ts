@@ -1,6 +1,8 @@
+import { setTimeout as delay } from "node:timers/promises";
 import { monotonicMs } from "../clock.js";
 import { ToolHostError } from "../errors.js";
-import type { Job, JobLease, JobProgress, JobStore } from "./store.js";
+import type { Job, JobLease, JobOutcome, JobProgress, JobStore } from "./store.js";
+import type { JobRunResult } from "./worker-settings.js";
 
 /** Why the worker stopped a run before its runner finished. The first reason decides the outcome. */
 export type StopReason = "cancel" | "timeout" | "lease-lost" | "shutdown";
@@ -94,7 +96,55 @@ export function stopErrorFor(reason: StopReason, job: Job): ToolHostError {
         : reason === "lease-lost"
           ? "job lease lost to another worker"
           : "worker shutting down";
-  return new ToolHostError(reason === "timeout" ? "Timeout" : "ExecutionError", message);
+  // A deadline is the tool's to meet; a cancel is its caller's doing; a lost lease or a shutdown is the host's.
+  return reason === "timeout"
+    ? new ToolHostError("Timeout", message)
+    : new ToolHostError("ExecutionError", message, undefined, reason === "cancel" ? "caller" : "host");
+}
+
+/**
+ * What a run's end means for its job: the outcome to record, or `undefined` when the run no longer owns
+ * the job (its lease was lost, or it is handed back at a shutdown: someone else records it).
+ */
+export function outcomeOf(run: JobRun, ended: JobRunResult | "abandoned"): JobOutcome | undefined {
+  const { reason } = run;
+  const succeeded = ended !== "abandoned" && ended.ok;
+  if (reason === "lease-lost" || (reason === "shutdown" && !succeeded)) return undefined;
+  // A deadline is a deadline: a result that arrives after it does not count.
+  if (reason === "timeout" && run.stopError) return { status: "failed", error: run.stopError.toInfo() };
+  // Cancelled too late to matter: the work finished, so report it as it is.
+  if (ended !== "abandoned" && ended.ok) return { status: "succeeded", result: ended.result };
+  if (reason === "cancel") return { status: "cancelled" };
+  if (ended === "abandoned") throw new Error("a run was abandoned without having been stopped");
+  return { status: "failed", error: ended.error };
+}
+
+/** A runner's result as the worker trusts it: anything but the two declared shapes is the host's failure. */
+export function checkedRunResult(value: JobRunResult): JobRunResult {
+  if (value && value.ok === true && typeof value.result === "string") return value;
+  if (value && value.ok === false && value.error) return value;
+  return { ok: false, error: { type: "ExecutionError", fault: "host", message: "the job runner returned an invalid result" } };
+}
+
+/** Waits before each new try of a failed outcome write, ms (≈ 4 s in all, well inside a lease). */
+const RECORD_RETRY_DELAYS_MS = [100, 250, 500, 1_000, 2_000];
+
+/**
+ * Writes a run's outcome, trying again while a networked store is briefly unreachable (a server restart):
+ * the write is fenced by the lease, so trying again is safe, and it keeps a finished job from ending
+ * `interrupted`. Resolves to the recorded job, `undefined` when the lease was lost, or the last error when
+ * it gave up (the lease then expires and recovery decides: retry or interrupted).
+ */
+export async function completeRun(store: JobStore, run: JobRun, outcome: JobOutcome, giveUp: () => boolean): Promise<Job | undefined | { failed: unknown }> {
+  for (let attempt = 0; ; attempt++) {
+    try {
+      return await store.complete(run.lease, outcome);
+    } catch (error) {
+      const retryInMs = RECORD_RETRY_DELAYS_MS[attempt];
+      if (retryInMs === undefined || giveUp()) return { failed: error };
+      await delay(retryInMs);
+    }
+  }
 }
 
 /**

@@ -6,8 +6,9 @@ import type { LogRecord } from "../config.js";
 import { type ToolHostError, errorInfoOf } from "../errors.js";
 import { JOB_DEFAULTS, duration } from "./defaults.js";
 import { type NoticeSink, deliverNotices, sweepNotices } from "./notices.js";
-import { JobRun, saveProgress } from "./run-state.js";
-import { type Job, type JobOutcome, type JobStore, leaseOf } from "./store.js";
+import { ChangeWaiters, untilAborted } from "./waits.js";
+import { JobRun, checkedRunResult, completeRun, outcomeOf, saveProgress } from "./run-state.js";
+import { type Job, type JobStore, leaseOf } from "./store.js";
 import {
   type JobRunContext,
   type JobRunResult,
@@ -21,9 +22,6 @@ import {
 
 export type { JobRunContext, JobRunResult, JobRunner, JobWorkerOptions, JobWorkerSettings, WorkerRunOptions, WorkerStats } from "./worker-settings.js";
 export { resolveWorkerSettings } from "./worker-settings.js";
-
-/** Waits before each new try of a failed outcome write, ms (≈ 4 s in all, well inside a lease). */
-const RECORD_RETRY_DELAYS_MS = [100, 250, 500, 1_000, 2_000];
 
 /** How long after a failed attempt to listen for store changes a worker tries again, ms. */
 const LISTEN_RETRY_MS = 1_000;
@@ -73,7 +71,7 @@ export class JobWorker {
   private maintaining = false;
   /** Runs whose work is over but whose outcome is still being written. */
   private recording = 0;
-  private changeWaiters: Array<() => void> = [];
+  private readonly changes = new ChangeWaiters();
 
   constructor(options: JobWorkerOptions) {
     this.o = resolveWorkerSettings(options);
@@ -150,7 +148,7 @@ export class JobWorker {
     this.stopping = true;
     for (const timer of this.timers.splice(0)) clearInterval(timer);
     // Maintenance in flight is waited for too: the caller may close the store as soon as this returns.
-    while (this.busy || this.maintaining) await this.nextChange(this.o.pollIntervalMs);
+    while (this.busy || this.maintaining) await this.changes.next(this.o.pollIntervalMs);
     clearInterval(this.heartbeatTimer);
     await this.queue.onIdle();
     // Leases handed back are recovered now rather than by whoever next runs maintenance.
@@ -191,7 +189,7 @@ export class JobWorker {
     const idleMs = this.o.idleCheckIntervalMs;
     while (!signal?.aborted) {
       if (this.busy || this.pumpScheduled) {
-        await this.nextChange(idleMs, signal);
+        await this.changes.next(idleMs, signal);
         continue;
       }
       if (await this.drained()) {
@@ -200,7 +198,7 @@ export class JobWorker {
       }
       const startedBefore = this.stats.started;
       this.schedulePump();
-      await this.nextChange(idleMs, signal);
+      await this.changes.next(idleMs, signal);
       // Nothing claimable yet (a retry backoff, or other workers' runs): look again later rather than spin.
       if (this.stats.started === startedBefore && this.active.size === 0) await delay(idleMs, undefined, signal ? { signal } : undefined).catch(() => undefined);
     }
@@ -282,7 +280,7 @@ export class JobWorker {
       } while (this.pumpAgain);
     } finally {
       this.pumping = false;
-      this.changed();
+      this.changes.notify();
     }
   }
 
@@ -318,7 +316,7 @@ export class JobWorker {
       .catch((error: unknown) => this.log("error", `job ${job.id} crashed the worker: ${describe(error)}`, job))
       .finally(() => {
         this.active.delete(key);
-        this.changed();
+        this.changes.notify();
       });
   }
 
@@ -332,7 +330,7 @@ export class JobWorker {
     try {
       const work = Promise.resolve()
         .then(() => this.runJob(run.job, context))
-        .then(checkResult, (error: unknown): JobRunResult => ({ ok: false, error: errorInfoOf(error) }));
+        .then(checkedRunResult, (error: unknown): JobRunResult => ({ ok: false, error: errorInfoOf(error) }));
       return await Promise.race([work, abandoned]);
     } finally {
       run.end();
@@ -340,44 +338,20 @@ export class JobWorker {
   }
 
   /** Turns a run's end into the job's outcome, and records it unless the run no longer owns the job. */
-  private async record(run: JobRun, outcome: JobRunResult | "abandoned"): Promise<void> {
-    const { job, reason } = run;
-    const succeeded = outcome !== "abandoned" && outcome.ok;
-    let result: JobOutcome;
-    if (reason === "lease-lost" || (reason === "shutdown" && !succeeded)) {
+  private async record(run: JobRun, ended: JobRunResult | "abandoned"): Promise<void> {
+    const { job } = run;
+    const outcome = outcomeOf(run, ended);
+    if (!outcome) {
       // Someone else owns the job now (or will, once the lease we give back is recovered).
       this.stats.released++;
-      if (reason === "shutdown") await this.store.renewLeases([run.lease], 0).catch(() => undefined);
+      if (run.reason === "shutdown") await this.store.renewLeases([run.lease], 0).catch(() => undefined);
       return;
     }
-    if (reason === "timeout" && run.stopError) {
-      // A deadline is a deadline: a result that arrives after it does not count.
-      result = { status: "failed", error: run.stopError.toInfo() };
-    } else if (outcome !== "abandoned" && outcome.ok) {
-      // Cancelled too late to matter: the work finished, so report it as it is.
-      result = { status: "succeeded", result: outcome.result };
-    } else if (reason === "cancel") {
-      result = { status: "cancelled" };
-    } else {
-      result = { status: "failed", error: outcome === "abandoned" ? unreachable() : outcome.error };
-    }
-    let done: Job | undefined;
-    // A networked store may be briefly unreachable (a server restart): the write is fenced by the lease,
-    // so trying again is safe, and it keeps a finished job from ending `interrupted`.
-    for (let attempt = 0; ; attempt++) {
-      try {
-        done = await this.store.complete(run.lease, result);
-        break;
-      } catch (error) {
-        const retryInMs = RECORD_RETRY_DELAYS_MS[attempt];
-        if (retryInMs === undefined || this.stopping) {
-          // The lease will expire and recovery will decide (retry or interrupted).
-          this.log("error", `recording the outcome of job ${job.id} failed: ${describe(error)}`, job);
-          this.stats.released++;
-          return;
-        }
-        await delay(retryInMs);
-      }
+    const done = await completeRun(this.store, run, outcome, () => this.stopping);
+    if (done && "failed" in done) {
+      this.log("error", `recording the outcome of job ${job.id} failed: ${describe(done.failed)}`, job);
+      this.stats.released++;
+      return;
     }
     if (!done) {
       this.stats.released++;
@@ -435,29 +409,8 @@ export class JobWorker {
       this.log("warn", `job store maintenance failed: ${describe(error)}`);
     } finally {
       this.maintaining = false;
-      this.changed();
+      this.changes.notify();
     }
-  }
-
-  /** Resolves at the next state change (a run ended, a pump or maintenance finished), after `ms`, or on `signal`. */
-  private nextChange(ms: number, signal?: AbortSignal): Promise<void> {
-    return new Promise((resolve) => {
-      const done = (): void => {
-        clearTimeout(timer);
-        signal?.removeEventListener("abort", done);
-        const index = this.changeWaiters.indexOf(done);
-        if (index >= 0) this.changeWaiters.splice(index, 1);
-        resolve();
-      };
-      const timer = setTimeout(done, ms);
-      this.changeWaiters.push(done);
-      if (signal?.aborted) done();
-      else signal?.addEventListener("abort", done, { once: true });
-    });
-  }
-
-  private changed(): void {
-    for (const waiter of this.changeWaiters.splice(0)) waiter();
   }
 
   private log(level: LogRecord["level"], message: string, job?: Job): void {
@@ -470,27 +423,6 @@ export class JobWorker {
   }
 }
 
-function checkResult(value: JobRunResult): JobRunResult {
-  if (value && value.ok === true && typeof value.result === "string") return value;
-  if (value && value.ok === false && value.error) return value;
-  return { ok: false, error: { type: "ExecutionError", fault: "host", message: "the job runner returned an invalid result" } };
-}
-
-function unreachable(): never {
-  throw new Error("a run was abandoned without having been stopped");
-}
-
 function describe(error: unknown): string {
   return error instanceof Error ? error.message : String(error);
-}
-
-/** Resolves when `signal` aborts (never without one, unless `cancel` aborts: then it stays pending). */
-function untilAborted(signal: AbortSignal | undefined, cancel?: AbortSignal): Promise<void> {
-  return new Promise((resolve) => {
-    if (!signal) return; // runs until the process ends
-    if (signal.aborted) return resolve();
-    const done = () => resolve();
-    signal.addEventListener("abort", done, { once: true });
-    cancel?.addEventListener("abort", () => signal.removeEventListener("abort", done), { once: true });
-  });
 }

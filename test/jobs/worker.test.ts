@@ -4,6 +4,7 @@ import { afterEach, describe, expect, it } from "vitest";
 import { ToolHostError } from "../../src/errors.js";
 import { noticeDir, noticePath } from "../../src/jobs/notices.js";
 import { JOB_DEFAULTS } from "../../src/jobs/defaults.js";
+import { stopErrorFor } from "../../src/jobs/run-state.js";
 import { type JobRunContext, type JobRunResult, JobWorker, type JobWorkerOptions, resolveWorkerSettings } from "../../src/jobs/worker.js";
 import { SqliteJobStore } from "../../src/jobs/sqlite-store.js";
 import { type Job, leaseOf } from "../../src/jobs/store.js";
@@ -322,6 +323,15 @@ describe("JobWorker", () => {
     runs.release(job.id);
     await waitFor("the job failed", async () => (await jobOf(job)).status === "failed");
     expect((await jobOf(job)).error).toEqual({ type: "Timeout", fault: "tool", message: "job exceeded its timeout of 150 ms" });
+  });
+
+  it("blames each stop on whoever caused it: a deadline on the tool, a cancel on its caller, a lost lease or a shutdown on the host", async () => {
+    const { store } = await setup();
+    const { job } = await store.submit(jobInput("alice"));
+    expect(stopErrorFor("timeout", job).toInfo()).toMatchObject({ type: "Timeout", fault: "tool" });
+    expect(stopErrorFor("cancel", job).toInfo()).toMatchObject({ type: "ExecutionError", fault: "caller" });
+    expect(stopErrorFor("lease-lost", job).toInfo()).toMatchObject({ type: "ExecutionError", fault: "host" });
+    expect(stopErrorFor("shutdown", job).toInfo()).toMatchObject({ type: "ExecutionError", fault: "host" });
   });
 
   it("cuts a cancel's grace short at the deadline, the cancel still deciding the outcome", async () => {
