@@ -5,7 +5,7 @@ export { createHost } from "./host.js";
 export type { CallOptions, CallResult, PreparedCall, RunOptions, SchemaInfo, ToolHost, ToolInfo, ToolListing } from "./host.js";
 export type { HostOptions, LogRecord } from "./config.js";
 export { ERROR_TYPES, EXIT_CODES, ToolHostError } from "./errors.js";
-export type { ErrorInfo, ErrorType } from "./errors.js";
+export type { ErrorInfo, ErrorType, Fault, WireError } from "./errors.js";
 export { JobService } from "./jobs/service.js";
 export type { JobResult, JobServiceOptions, RunWorkerOptions, SubmitOptions, SubmittedJob, WaitOptions } from "./jobs/service.js";
 export type { Job, JobProgress, JobStatus, JobStore } from "./jobs/store.js";

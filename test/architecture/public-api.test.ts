@@ -27,6 +27,7 @@ const EXPECTED = {
   CallResult: "type",
   ErrorInfo: "type",
   ErrorType: "type",
+  Fault: "type",
   HostOptions: "type",
   Job: "type",
   JobProgress: "type",
@@ -47,6 +48,7 @@ const EXPECTED = {
   ToolInfo: "type",
   ToolListing: "type",
   WaitOptions: "type",
+  WireError: "type",
 };
 
 /** Every name src/index.ts exports, as "type" (type-only) or "value", read from its syntax. */
