@@ -2,7 +2,7 @@ import { constants } from "node:fs";
 import { lstat, mkdir, open, readdir, rename, rmdir, unlink } from "node:fs/promises";
 import { sep } from "node:path";
 import { ToolHostError } from "../errors.js";
-import { UndecodedText } from "../isolation/bulk-channel.js";
+import { READ_BUFFERS, UndecodedText } from "../isolation/bulk-channel.js";
 import {
   type ConfinedPath,
   DEFAULT_PATH_LIMITS,
@@ -42,9 +42,6 @@ export const DEFAULT_FS_LIMITS: FsLimits = {
   quotaBytes: 1024 * 1024 * 1024,
   maxFiles: 100_000,
 };
-
-/** Bytes per read(2) of `readFile`. */
-const READ_CHUNK_BYTES = 256 * 1024;
 
 /** First path segments (relative to the Anima's directory) that tools may read but never change. */
 const PROTECTED_ENTRIES = new Set([
@@ -87,7 +84,10 @@ export class FsCapability {
   }
 
   async readFile(path: unknown, encoding: unknown = "utf8"): Promise<string> {
-    return (await this.readText(path, encoding)).decode();
+    const text = await this.readText(path, encoding);
+    const decoded = text.decode();
+    text.recycle(READ_BUFFERS);
+    return decoded;
   }
 
   /**
@@ -103,17 +103,33 @@ export class FsCapability {
       // Counted on bytes actually read, not on the size stat reports (files grow; /proc lies).
       const limit = this.limits.maxReadBytes;
       const chunks: Buffer[] = [];
+      const owned: Buffer[] = [];
       let total = 0;
-      for (;;) {
-        const chunk = Buffer.allocUnsafe(READ_CHUNK_BYTES);
-        const { bytesRead } = await handle.read(chunk, 0, chunk.length, null);
-        if (bytesRead === 0) break;
-        total += bytesRead;
-        if (total > limit) throw tooLarge(op, target, limit);
-        // A short read keeps a copy of its bytes, not the whole chunk's memory.
-        chunks.push(bytesRead < READ_CHUNK_BYTES / 2 ? Buffer.from(chunk.subarray(0, bytesRead)) : chunk.subarray(0, bytesRead));
+      try {
+        for (;;) {
+          const buffer = READ_BUFFERS.take();
+          const { bytesRead } = await handle.read(buffer, 0, buffer.length, null).catch((error: unknown) => {
+            READ_BUFFERS.give(buffer);
+            throw error;
+          });
+          total += bytesRead;
+          // A short read keeps a copy of its bytes, and its buffer goes back at once.
+          if (bytesRead < buffer.length / 2) {
+            if (bytesRead > 0) chunks.push(Buffer.from(buffer.subarray(0, bytesRead)));
+            READ_BUFFERS.give(buffer);
+          } else {
+            chunks.push(buffer.subarray(0, bytesRead));
+            owned.push(buffer);
+          }
+          if (bytesRead === 0) break;
+          if (total > limit) throw tooLarge(op, target, limit);
+        }
+      } catch (error) {
+        // Nothing but this read saw these buffers.
+        new UndecodedText(chunks, encoding, owned).recycle(READ_BUFFERS);
+        throw error;
       }
-      return new UndecodedText(chunks, encoding);
+      return new UndecodedText(chunks, encoding, owned);
     } finally {
       await handle.close();
     }

@@ -30,15 +30,91 @@ const ENCODINGS = ["utf8", "base64"] as const;
 export type TextEncoding = (typeof ENCODINGS)[number];
 
 /**
+ * The buffers file reads go into, reused: a flood of 10 MiB reads would otherwise allocate 40 fresh
+ * 256 KiB buffers per read, and their external memory makes V8 run a full mark-compact every few hundred
+ * milliseconds, which every other Anima's call waits for.
+ *
+ * Invariant (what keeps one Anima's bytes from another's read): a buffer is in the free list only when
+ * nothing else references it. The only way back is `UndecodedText.recycle()`, called once the text's bytes
+ * were copied out of it (written to a pipe, whose write callback means the kernel has them, or decoded
+ * into a string); it empties the text, so a later use of it fails loudly instead of reading a reused
+ * buffer. A reader sees only the bytes its own read(2) wrote (views of `[0, bytesRead)`).
+ */
+export class ReadBufferPool {
+  private readonly free: Buffer[] = [];
+  /** The same buffers as `free`: a buffer given back twice would be handed to two reads at once. */
+  private readonly freeSet = new Set<Buffer>();
+  private trimTimer: NodeJS.Timeout | undefined;
+  private takenSinceTrim = false;
+
+  /**
+   * `bufferBytes`: the size of each buffer; `maxFreeBuffers`: how many idle ones are kept (the rest are
+   * left to the GC); `trimAfterMs`: idle buffers are dropped once no read took one for this long, ms.
+   */
+  constructor(
+    readonly bufferBytes: number,
+    private readonly maxFreeBuffers: number,
+    private readonly trimAfterMs = 30_000,
+  ) {}
+
+  take(): Buffer {
+    this.takenSinceTrim = true;
+    const buffer = this.free.pop();
+    if (!buffer) return Buffer.allocUnsafeSlow(this.bufferBytes);
+    this.freeSet.delete(buffer);
+    return buffer;
+  }
+
+  give(buffer: Buffer): void {
+    if (buffer.length !== this.bufferBytes || this.free.length >= this.maxFreeBuffers || this.freeSet.has(buffer)) return;
+    this.free.push(buffer);
+    this.freeSet.add(buffer);
+    this.trimTimer ??= setTimeout(() => this.trim(), this.trimAfterMs).unref();
+  }
+
+  /** After a flood, the memory goes back: idle buffers stay only while reads keep taking them. */
+  private trim(): void {
+    this.trimTimer = undefined;
+    if (this.takenSinceTrim) {
+      this.takenSinceTrim = false;
+      this.trimTimer = setTimeout(() => this.trim(), this.trimAfterMs).unref();
+      return;
+    }
+    this.free.length = 0;
+    this.freeSet.clear();
+  }
+
+  get idle(): number {
+    return this.free.length;
+  }
+}
+
+/** The process's read buffers: 256 KiB each, up to 64 MiB of them idle, for 30 s after the last read (benchmarks/README.md: 32 MiB was too few under a read flood). */
+export const READ_BUFFERS = new ReadBufferPool(256 * 1024, 256);
+
+/**
  * File contents read on the host and not decoded there. In a sandbox process's answer it crosses as
  * bytes (above); anywhere else it is serialised as its text (`toJSON`), so an in-process isolate gets the
  * same string it always did.
  */
 export class UndecodedText {
+  private parts: readonly Buffer[];
+  private owned: Buffer[];
+
+  /** `chunks`: the bytes, in order; `owned`: the pool's buffers they are views of, handed back by `recycle`. */
   constructor(
-    readonly chunks: readonly Buffer[],
+    chunks: readonly Buffer[],
     readonly encoding: TextEncoding,
-  ) {}
+    owned: Buffer[] = [],
+  ) {
+    this.parts = chunks;
+    this.owned = owned;
+  }
+
+  get chunks(): readonly Buffer[] {
+    if (this.recycled) throw new Error("file text used after its buffers were recycled");
+    return this.parts;
+  }
 
   get byteLength(): number {
     return this.chunks.reduce((sum, chunk) => sum + chunk.length, 0);
@@ -53,6 +129,17 @@ export class UndecodedText {
   toJSON(): string {
     return this.decode();
   }
+
+  /** Hands the buffers back to `pool` once their bytes were copied out (see `ReadBufferPool`); the text is then empty for good. */
+  recycle(pool: ReadBufferPool): void {
+    const owned = this.owned;
+    this.parts = [];
+    this.owned = [];
+    this.recycled = true;
+    for (const buffer of owned) pool.give(buffer);
+  }
+
+  private recycled = false;
 }
 
 /** Writes the frames of one answer; resolves with false if the pipe failed or closed on the way. */

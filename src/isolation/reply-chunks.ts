@@ -1,5 +1,5 @@
 import type { Writable } from "node:stream";
-import { UndecodedText, writeBulk } from "./bulk-channel.js";
+import { READ_BUFFERS, UndecodedText, writeBulk } from "./bulk-channel.js";
 import type { CapabilityReply, ToSandbox } from "./protocol.js";
 
 /**
@@ -46,10 +46,15 @@ export async function sendReply(
     // A small file costs less decoded here and sent inline than as a second channel's write and wake-up.
     if (bulk && bytes >= BULK_MIN_BYTES) {
       // When the pipe broke, the process is going away: nothing is sent.
-      if (await writeBulk(bulk, capabilityId, text)) await send({ type: "capabilityReply", capabilityId, reply: { ok: true, value: "" }, bulkBytes: bytes });
+      // Every frame written means the kernel holds the bytes: the buffers may serve another read.
+      if (await writeBulk(bulk, capabilityId, text)) {
+        text.recycle(READ_BUFFERS);
+        await send({ type: "capabilityReply", capabilityId, reply: { ok: true, value: "" }, bulkBytes: bytes });
+      }
       return;
     }
     reply = { ok: true, value: text.decode() };
+    text.recycle(READ_BUFFERS);
   }
   const large = largeString(reply);
   if (!large) {
