@@ -40,16 +40,26 @@ function percentile(sorted, p) {
   return sorted[Math.min(sorted.length - 1, Math.floor((p / 100) * sorted.length))];
 }
 
+// Per hop: each call's wall time, and the part of it from the host's dispatch to a sandbox process until
+// its answer arrived (`durationMs`, host-measured); the rest is the host before and after (its queue and
+// event loop). `hops` keeps both for the slowest 1 % of calls.
+const hops = new WeakMap();
 async function quietCalls(host, count, pauseMs) {
   const samples = [];
+  const split = [];
   for (let i = 0; i < count; i++) {
     const start = process.hrtime.bigint();
     const result = await host.call("quiet", "quiet_ping", {});
-    samples.push(Number(process.hrtime.bigint() - start) / 1e6);
+    const wall = Number(process.hrtime.bigint() - start) / 1e6;
+    samples.push(wall);
+    split.push({ wall, sandbox: result.durationMs });
     if (result.status !== "ok") throw new Error(`quiet call failed: ${JSON.stringify(result)}`);
     if (pauseMs) await new Promise((resolve) => setTimeout(resolve, pauseMs));
   }
-  return samples.sort((a, b) => a - b);
+  samples.sort((a, b) => a - b);
+  const slowest = split.sort((a, b) => b.wall - a.wall).slice(0, Math.max(1, Math.floor(count / 100)));
+  hops.set(samples, slowest.map(({ wall, sandbox }) => `${wall.toFixed(1)} = host ${(wall - sandbox).toFixed(1)} + sandbox ${sandbox.toFixed(1)}`));
+  return samples;
 }
 
 const dir = mkdtempSync(join(tmpdir(), "awt-bench-flood-"));
@@ -98,6 +108,7 @@ try {
     quietP50Ms: { unloaded: +percentile(unloaded, 50).toFixed(2), floorSpin: +percentile(spin.samples, 50).toFixed(2), readFlood: +percentile(loaded, 50).toFixed(2) },
     quietP99Ms: { unloaded: +p99(unloaded).toFixed(2), floorSpin: +p99(spin.samples).toFixed(2), readFlood: +p99(loaded).toFixed(2) },
     quietP99Ratio: { floorSpin: +(p99(spin.samples) / p99(unloaded)).toFixed(2), readFlood: +(p99(loaded) / p99(unloaded)).toFixed(2) },
+    slowestQuietCallsMs: { unloaded: hops.get(unloaded), floorSpin: hops.get(spin.samples), readFlood: hops.get(loaded) },
   };
   console.log(JSON.stringify(report, null, 2));
 } finally {
