@@ -108,25 +108,22 @@ export class FsCapability {
       try {
         for (;;) {
           const buffer = READ_BUFFERS.take();
-          const { bytesRead } = await handle.read(buffer, 0, buffer.length, null).catch((error: unknown) => {
-            READ_BUFFERS.give(buffer);
-            throw error;
-          });
+          owned.push(buffer);
+          const { bytesRead } = await handle.read(buffer, 0, buffer.length, null);
           total += bytesRead;
           // A short read keeps a copy of its bytes, and its buffer goes back at once.
           if (bytesRead < buffer.length / 2) {
             if (bytesRead > 0) chunks.push(Buffer.from(buffer.subarray(0, bytesRead)));
-            READ_BUFFERS.give(buffer);
+            READ_BUFFERS.give(owned.pop() as Buffer);
           } else {
             chunks.push(buffer.subarray(0, bytesRead));
-            owned.push(buffer);
           }
           if (bytesRead === 0) break;
           if (total > limit) throw tooLarge(op, target, limit);
         }
       } catch (error) {
         // Nothing but this read saw these buffers.
-        new UndecodedText(chunks, encoding, owned).recycle(READ_BUFFERS);
+        for (const buffer of owned) READ_BUFFERS.give(buffer);
         throw error;
       }
       return new UndecodedText(chunks, encoding, owned);

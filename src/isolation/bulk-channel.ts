@@ -41,9 +41,8 @@ export type TextEncoding = (typeof ENCODINGS)[number];
  * buffer. A reader sees only the bytes its own read(2) wrote (views of `[0, bytesRead)`).
  */
 export class ReadBufferPool {
+  /** Last given back, first taken (its memory is the most likely in cache). */
   private readonly free: Buffer[] = [];
-  /** The same buffers as `free`: a buffer given back twice would be handed to two reads at once. */
-  private readonly freeSet = new Set<Buffer>();
   private trimTimer: NodeJS.Timeout | undefined;
   private takenSinceTrim = false;
 
@@ -59,16 +58,13 @@ export class ReadBufferPool {
 
   take(): Buffer {
     this.takenSinceTrim = true;
-    const buffer = this.free.pop();
-    if (!buffer) return Buffer.allocUnsafeSlow(this.bufferBytes);
-    this.freeSet.delete(buffer);
-    return buffer;
+    return this.free.pop() ?? Buffer.allocUnsafeSlow(this.bufferBytes);
   }
 
+  /** Takes `buffer` back unless it is not one of this pool's size, the pool is full, or it is already here (it would go to two reads at once). */
   give(buffer: Buffer): void {
-    if (buffer.length !== this.bufferBytes || this.free.length >= this.maxFreeBuffers || this.freeSet.has(buffer)) return;
+    if (buffer.length !== this.bufferBytes || this.free.length >= this.maxFreeBuffers || this.free.includes(buffer)) return;
     this.free.push(buffer);
-    this.freeSet.add(buffer);
     this.trimTimer ??= setTimeout(() => this.trim(), this.trimAfterMs).unref();
   }
 
@@ -81,7 +77,6 @@ export class ReadBufferPool {
       return;
     }
     this.free.length = 0;
-    this.freeSet.clear();
   }
 
   get idle(): number {
@@ -100,6 +95,7 @@ export const READ_BUFFERS = new ReadBufferPool(256 * 1024, 256);
 export class UndecodedText {
   private parts: readonly Buffer[];
   private owned: Buffer[];
+  private recycled = false;
 
   /** `chunks`: the bytes, in order; `owned`: the pool's buffers they are views of, handed back by `recycle`. */
   constructor(
@@ -138,8 +134,6 @@ export class UndecodedText {
     this.recycled = true;
     for (const buffer of owned) pool.give(buffer);
   }
-
-  private recycled = false;
 }
 
 /** Writes the frames of one answer; resolves with false if the pipe failed or closed on the way. */

@@ -182,9 +182,9 @@ export async function startMcpServer(host: ToolHost, anima: string, transport: T
       return { content: [{ type: "text" as const, text: result.output }], ...(result.structured ? { structuredContent: result.structured } : {}) };
     }
     // An unknown name is answered with the names this client can call (the CLI's hint lists tools).
-    const hint = result.error_type === "ToolNotFound" && result.message.startsWith("unknown tool") ? `MCP tools: ${(await listedTools()).map((tool) => tool.name).join(", ")}` : result.hint;
-    const { hint: _hint, ...info } = infoOfWire(result);
-    return errorContent({ ...info, ...(hint ? { hint } : {}) });
+    const info = infoOfWire(result);
+    if (info.type === "ToolNotFound" && info.message.startsWith("unknown tool")) info.hint = `MCP tools: ${(await listedTools()).map((tool) => tool.name).join(", ")}`;
+    return errorContent(info);
   }
 
   // The host reloads (and records the reloads) before it tells; this only tells the client.
