@@ -1,4 +1,7 @@
+import { execFile } from "node:child_process";
 import { existsSync, readFileSync } from "node:fs";
+import { setPriority } from "node:os";
+import { SCHED_IDLE, processTree, taskScheduling, tasksOf } from "./process-cpu.js";
 
 /**
  * How the low-priority sandbox process is started (see SandboxPool): the host, not the process, sets
@@ -15,6 +18,11 @@ import { existsSync, readFileSync } from "node:fs";
  *  - A nice value (`LOW_PRIORITY_NICE`), which the process also sets on itself (sandbox-process.ts), for
  *    machines without chrt.
  * Where util-linux's tools are missing, the prefix is shorter; the process always starts.
+ *
+ * A process that is already running can be given the same scheduling (`lowerRunning`: a normal sandbox
+ * process the host demotes in place, see SandboxPool). Every thread of its tree is changed from here;
+ * threads it starts later inherit the scheduling of the thread that starts them, and `isLowered` tells
+ * the host whether one slipped through (to lower the tree again). An unprivileged process cannot undo it.
  */
 
 /** Nice value of the low-priority process. */
@@ -29,10 +37,54 @@ export function lowPriorityPrefix(): string[] {
 }
 
 function confineToUpperHalf(): string[] {
+  const upper = upperHalfOfCpus();
+  return upper === undefined ? [] : findTool("taskset").flatMap((taskset) => [taskset, "--cpu-list", upper]);
+}
+
+/** The upper half of this host's allowed CPUs as a CPU list, or undefined with fewer than two. */
+function upperHalfOfCpus(): string | undefined {
   const cpus = allowedCpus();
-  if (cpus.length < 2) return [];
-  const upper = cpus.slice(Math.floor(cpus.length / 2));
-  return findTool("taskset").flatMap((taskset) => [taskset, "--cpu-list", upper.join(",")]);
+  return cpus.length < 2 ? undefined : cpus.slice(Math.floor(cpus.length / 2)).join(",");
+}
+
+/** How long the host waits for chrt or taskset to change a running process, ms. */
+const RESCHEDULE_TIMEOUT_MS = 2_000;
+
+/**
+ * Gives the running process `pid` and its descendants the low-priority process's scheduling, every
+ * thread: the nice value at once, SCHED_IDLE and the upper half of the CPUs through chrt and taskset
+ * (`--all-tasks`). Resolves once those have run; never rejects (a process that ended meanwhile is fine).
+ */
+export async function lowerRunning(pid: number): Promise<void> {
+  const tree = processTree(pid);
+  for (const process of tree) {
+    for (const tid of tasksOf(process)) {
+      try {
+        setPriority(tid, LOW_PRIORITY_NICE);
+      } catch {
+        // the thread ended meanwhile
+      }
+    }
+  }
+  const upper = upperHalfOfCpus();
+  const commands = tree.flatMap((process) => [
+    ...findTool("chrt").map((chrt): [string, string[]] => [chrt, ["--all-tasks", "--idle", "-p", "0", String(process)]]),
+    ...(upper === undefined ? [] : findTool("taskset").map((taskset): [string, string[]] => [taskset, ["--all-tasks", "-p", "--cpu-list", upper, String(process)]])),
+  ]);
+  await Promise.all(
+    commands.map(([command, args]) => new Promise<void>((resolve) => execFile(command, args, { timeout: RESCHEDULE_TIMEOUT_MS }, () => resolve()))),
+  );
+}
+
+/** True when every thread of `pid`'s tree runs as `lowerRunning` leaves it (SCHED_IDLE where chrt exists, else the nice value). */
+export function isLowered(pid: number): boolean {
+  const idle = findTool("chrt").length > 0;
+  return processTree(pid).every((process) =>
+    tasksOf(process).every((tid) => {
+      const now = taskScheduling(process, tid);
+      return now === undefined || (idle ? now.policy === SCHED_IDLE : now.nice >= LOW_PRIORITY_NICE);
+    }),
+  );
 }
 
 /** This process's allowed CPUs (`Cpus_allowed_list` of /proc/self/status), or [] where unknown. */

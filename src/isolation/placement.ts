@@ -17,6 +17,9 @@
  *    process until `DEMOTED_FOR_MS` after that. A spinning tool competes for the cores at a lower
  *    priority, and quiet Animas' short calls are served first. A long call that waits (on the network,
  *    a timer) leaves its process idle and demotes nobody.
+ *  - A call that was running when its process was demoted in place (`movedOff`; SandboxPool) no longer
+ *    counts for that process, whose slot now holds a fresh one. The Anima of a long one stays demoted
+ *    while it runs and `DEMOTED_FOR_MS` after it ends; a short one's Anima is not demoted.
  */
 
 /** What placement needs of a process. */
@@ -36,8 +39,11 @@ const MOVE_AFTER_EXTRA_ANIMAS = 8;
 
 interface Tenant<P> {
   home: P | undefined;
-  /** Its calls in flight, by request id: where each runs and since when. */
-  inFlight: Map<number, { process: P; startedAt: number }>;
+  /**
+   * Its calls in flight, by request id: where each runs and since when. `movedOff`: its process was
+   * demoted in place while it ran, `"long"` when it was one of the long calls that made the process busy.
+   */
+  inFlight: Map<number, { process: P; startedAt: number; movedOff?: "long" | "short" }>;
   demotedUntil: number;
 }
 
@@ -52,6 +58,8 @@ export interface Route<P> {
 export class Placement<P extends Slot> {
   private readonly tenants = new Map<string, Tenant<P>>();
   private readonly animaCount = new Map<P, number>();
+  /** Per process: wall time of the calls that ended there since `since`, counted from `since` on (see `shortCallTimeOn`). */
+  private readonly endedCallTime = new Map<P, { since: number; ms: number }>();
 
   constructor(
     private readonly processes: readonly P[],
@@ -68,7 +76,7 @@ export class Placement<P extends Slot> {
       tenant = { home: undefined, inFlight: new Map(), demotedUntil: 0 };
       this.tenants.set(anima, tenant);
     }
-    if (tenant.demotedUntil > now) return { target: this.lowPriority(), demoted: true };
+    if (this.demoted(tenant, now)) return { target: this.lowPriority(), demoted: true };
     const home = tenant.home;
     // A process that crashed or retired fails only what was in flight there: while it restarts, its
     // Animas' calls go to a process that is up (their warm isolates are lost with it anyway).
@@ -86,10 +94,38 @@ export class Placement<P extends Slot> {
 
   /** True when a call has been running on `process` for `LONG_CALL_MS` or more. */
   hasLongCallOn(process: P, now: number): boolean {
+    return this.callsOn(process).some((call) => now - call.startedAt >= LONG_CALL_MS);
+  }
+
+  /**
+   * Wall time the calls on `process` other than its long ones in flight spent there since the last time
+   * this was asked for it (calls that ended meanwhile, and short calls in flight), and starts a new
+   * window. The most of the process's CPU time over the window that those calls can account for.
+   */
+  shortCallTimeOn(process: P, now: number): number {
+    const window = this.endedCallTime.get(process);
+    const since = window?.since ?? now;
+    let ms = window?.ms ?? 0;
+    for (const call of this.callsOn(process)) if (now - call.startedAt < LONG_CALL_MS) ms += now - Math.max(call.startedAt, since);
+    this.endedCallTime.set(process, { since: now, ms: 0 });
+    return ms;
+  }
+
+  /** `process` was demoted in place: the calls in flight there no longer count for it (see the invariants). */
+  movedOff(process: P, now: number): void {
     for (const tenant of this.tenants.values()) {
-      for (const call of tenant.inFlight.values()) if (call.process === process && now - call.startedAt >= LONG_CALL_MS) return true;
+      for (const call of tenant.inFlight.values()) {
+        if (call.process === process && !call.movedOff) call.movedOff = now - call.startedAt >= LONG_CALL_MS ? "long" : "short";
+      }
     }
-    return false;
+  }
+
+  private callsOn(process: P): Array<{ startedAt: number }> {
+    const calls: Array<{ startedAt: number }> = [];
+    for (const tenant of this.tenants.values()) {
+      for (const call of tenant.inFlight.values()) if (call.process === process && !call.movedOff) calls.push(call);
+    }
+    return calls;
   }
 
   /** `process` was measured busy: every Anima with a long call running there is over its share. */
@@ -97,7 +133,7 @@ export class Placement<P extends Slot> {
     let demoted = false;
     for (const tenant of this.tenants.values()) {
       for (const call of tenant.inFlight.values()) {
-        if (call.process !== process || now - call.startedAt < LONG_CALL_MS) continue;
+        if (call.process !== process || call.movedOff || now - call.startedAt < LONG_CALL_MS) continue;
         tenant.demotedUntil = now + DEMOTED_FOR_MS;
         demoted = true;
       }
@@ -107,8 +143,14 @@ export class Placement<P extends Slot> {
   }
 
   /** Call `id` of `anima` has ended. */
-  finished(anima: string, id: number): void {
-    this.tenants.get(anima)?.inFlight.delete(id);
+  finished(anima: string, id: number, now: number): void {
+    const tenant = this.tenants.get(anima);
+    const call = tenant?.inFlight.get(id);
+    if (!tenant || !call) return;
+    tenant.inFlight.delete(id);
+    if (call.movedOff === "long") tenant.demotedUntil = Math.max(tenant.demotedUntil, now + DEMOTED_FOR_MS);
+    const window = this.endedCallTime.get(call.process);
+    if (window && !call.movedOff) window.ms += now - Math.max(call.startedAt, window.since);
   }
 
   /** The process `anima`'s calls go to (not counting a demotion), if it has made any. */
@@ -117,7 +159,14 @@ export class Placement<P extends Slot> {
   }
 
   isDemoted(anima: string, now: number): boolean {
-    return (this.tenants.get(anima)?.demotedUntil ?? 0) > now;
+    const tenant = this.tenants.get(anima);
+    return tenant !== undefined && this.demoted(tenant, now);
+  }
+
+  private demoted(tenant: Tenant<P>, now: number): boolean {
+    if (tenant.demotedUntil > now) return true;
+    for (const call of tenant.inFlight.values()) if (call.movedOff === "long") return true;
+    return false;
   }
 
   /** Animas whose calls go to each process (not counting demotions). */

@@ -8,6 +8,9 @@ import { readdirSync, readFileSync } from "node:fs";
  * `offMainMs` leaves out each process's main thread: in a sandbox process that thread relays messages
  * (a tool that makes many capability calls keeps it busy while its isolate waits); tool code runs on
  * isolated-vm's threads, which is what `offMainMs` counts (with V8's helper threads).
+ *
+ * The same tree walk and stat parsing give each thread's scheduling (`taskScheduling`), which the host
+ * checks after lowering a running process (low-priority.ts).
  */
 export interface TreeCpu {
   totalMs: number;
@@ -20,12 +23,10 @@ const TICKS_PER_SECOND = 100;
 const MAX_PROCESSES = 16;
 
 export function processTreeCpu(pid: number): TreeCpu | undefined {
-  const pending = [pid];
   let ticks = 0;
   let mainTicks = 0;
-  let seen = 0;
-  while (pending.length > 0 && seen < MAX_PROCESSES) {
-    const next = pending.pop() as number;
+  const tree = processTree(pid);
+  for (const next of tree) {
     const own = ticksOf(`/proc/${next}/stat`);
     if (own === undefined) {
       if (next === pid) return undefined;
@@ -33,13 +34,45 @@ export function processTreeCpu(pid: number): TreeCpu | undefined {
     }
     ticks += own;
     mainTicks += Math.min(own, ticksOf(`/proc/${next}/task/${next}/stat`) ?? own);
-    seen++;
-    pending.push(...childrenOf(next));
   }
   return { totalMs: (ticks * 1000) / TICKS_PER_SECOND, offMainMs: ((ticks - mainTicks) * 1000) / TICKS_PER_SECOND };
 }
 
-function ticksOf(path: string): number | undefined {
+/** `pid` and the descendants /proc shows it has now (at most `MAX_PROCESSES` in all). */
+export function processTree(pid: number): number[] {
+  const pending = [pid];
+  const tree: number[] = [];
+  while (pending.length > 0 && tree.length < MAX_PROCESSES) {
+    const next = pending.pop() as number;
+    tree.push(next);
+    pending.push(...childrenOf(next));
+  }
+  return tree;
+}
+
+/** Thread ids of process `pid` ([] when it is gone). */
+export function tasksOf(pid: number): number[] {
+  try {
+    return readdirSync(`/proc/${pid}/task`).map(Number).filter(Number.isInteger);
+  } catch {
+    return [];
+  }
+}
+
+/** SCHED_IDLE, as /proc's `policy` field shows it. */
+export const SCHED_IDLE = 5;
+
+/** Nice value and scheduling policy of thread `tid` of process `pid`, or undefined when it is gone. */
+export function taskScheduling(pid: number, tid: number): { nice: number; policy: number } | undefined {
+  const fields = statFields(`/proc/${pid}/task/${tid}/stat`);
+  if (!fields) return undefined;
+  const nice = Number(fields[16]);
+  const policy = Number(fields[38]);
+  return Number.isInteger(nice) && Number.isInteger(policy) ? { nice, policy } : undefined;
+}
+
+/** The fields of a /proc stat file after the command name, from field 3 (state) on. */
+function statFields(path: string): string[] | undefined {
   let stat: string;
   try {
     stat = readFileSync(path, "utf8");
@@ -47,7 +80,12 @@ function ticksOf(path: string): number | undefined {
     return undefined;
   }
   // The command name (field 2) may hold spaces and parentheses: fields are counted after its last ")".
-  const fields = stat.slice(stat.lastIndexOf(")") + 2).split(" ");
+  return stat.slice(stat.lastIndexOf(")") + 2).split(" ");
+}
+
+function ticksOf(path: string): number | undefined {
+  const fields = statFields(path);
+  if (!fields) return undefined;
   const utime = Number(fields[11]);
   const stime = Number(fields[12]);
   return Number.isFinite(utime) && Number.isFinite(stime) ? utime + stime : undefined;

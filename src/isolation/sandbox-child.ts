@@ -6,7 +6,8 @@ import { PROJECT_ROOT } from "../config.js";
 import type { ErrorInfo } from "../errors.js";
 import type { CallLedger } from "./call-ledger.js";
 import { type OsSandboxStatus, bwrapCommand } from "./os-sandbox.js";
-import { bulkPipeOf } from "./bulk-channel.js";
+import { UndecodedText, bulkPipeOf } from "./bulk-channel.js";
+import { DemotedChildren } from "./demoted-children.js";
 import { lowPriorityPrefix } from "./low-priority.js";
 import { sendReply } from "./reply-chunks.js";
 import { decodeCallOutcome, decodeDescribeOutcome, decodeFromSandbox } from "./sandbox-wire.js";
@@ -49,6 +50,8 @@ export interface Pending {
   startedAt: number;
   /** The host's account of a call (none for describe): limits, denials issued, its abort signal. */
   ledger: CallLedger | undefined;
+  /** Bytes of capability traffic this request's process relayed for it so far (arguments and answers). */
+  relayedBytes: number;
 }
 
 
@@ -73,6 +76,9 @@ export class SandboxProcess {
   private backlog: ToSandbox[] = [];
   private crashes: number[] = [];
   private restartTimer: NodeJS.Timeout | undefined;
+  /** Earlier children of this slot demoted in place, finishing their calls (see `demoteRunning`). */
+  private readonly demoted = new DemotedChildren();
+  private replacingDemoted = false;
 
   constructor(
     readonly index: number,
@@ -108,13 +114,43 @@ export class SandboxProcess {
     return this.pending.size;
   }
 
-  /** Running or starting; false between a crash (or retirement) and the start of its replacement. */
+  /**
+   * Running or starting; false between a crash (or retirement) and the start of its replacement, and
+   * while the replacement of a child demoted in place starts (its Animas' calls go where one is up
+   * rather than wait for it).
+   */
   get available(): boolean {
-    return this.child !== undefined;
+    return this.child !== undefined && !this.replacingDemoted;
   }
 
   get pid(): number | undefined {
     return this.child?.pid;
+  }
+
+  /**
+   * Demotes the running child in place: it finishes its calls in flight at low priority and then ends
+   * (demoted-children.ts), and a fresh child at this slot's priority takes the calls that come next.
+   * False when there is no running child to demote, or this slot is the low-priority one already.
+   */
+  demoteRunning(): boolean {
+    const child = this.child;
+    if (!child || !this.ready || this.nice > 0) return false;
+    this.child = undefined;
+    this.ready = false;
+    this.demoted.add(child, this.hasCallsOn(child));
+    this.replacingDemoted = true;
+    if (!this.pool.closing) this.start();
+    return true;
+  }
+
+  /** Checks the demoted children's scheduling again (see DemotedChildren.recheck). */
+  recheckDemoted(): void {
+    this.demoted.recheck();
+  }
+
+  private hasCallsOn(child: ChildProcess): boolean {
+    for (const pending of this.pending.values()) if (pending.child === child) return true;
+    return false;
   }
 
   /** Bundle hashes this incarnation of the child has been sent (it caches their code). */
@@ -232,6 +268,7 @@ export class SandboxProcess {
     if (message.type === "ready") {
       if (child !== this.child) return;
       this.ready = true;
+      this.replacingDemoted = false;
       const backlog = this.backlog;
       this.backlog = [];
       for (const queued of backlog) this.send(queued);
@@ -259,6 +296,7 @@ export class SandboxProcess {
       let answered = false;
       const answer = (reply: CapabilityReply): Promise<void> => {
         answered = true;
+        if (pending) pending.relayedBytes += argsJson.length + replyBytes(reply);
         return sendReply(
           (message) =>
             new Promise<boolean>((resolve) => {
@@ -309,6 +347,7 @@ export class SandboxProcess {
   private settle(id: number, pending: Pending, outcome: CallOutcome | DescribeOutcome): void {
     this.pending.delete(id);
     clearTimeout(pending.timer);
+    if (pending.child && this.demoted.has(pending.child) && !this.hasCallsOn(pending.child)) this.demoted.drained(pending.child);
     if (pending.request.op === "call") this.pool.ended(pending.request.context.anima, id);
     const ledger = pending.ledger;
     if (ledger) {
@@ -406,14 +445,23 @@ export class SandboxProcess {
 
   async stop(): Promise<void> {
     if (this.restartTimer) clearTimeout(this.restartTimer);
+    const demoted = this.demoted.stop();
     const child = this.child;
-    if (!child) return;
+    if (!child) return demoted;
     const exited = new Promise<void>((resolve) => child.once("exit", () => resolve()));
     if (child.connected) child.send({ type: "shutdown" } satisfies ToSandbox);
     const timer = setTimeout(() => child.kill("SIGKILL"), 2_000);
-    await exited;
+    await Promise.all([exited, demoted]);
     clearTimeout(timer);
   }
+}
+
+/** About how many bytes an answer makes its sandbox process handle (a small fixed cost for one not measured). */
+function replyBytes(reply: CapabilityReply): number {
+  if (!reply.ok) return 256;
+  const value = reply.value;
+  if (value instanceof UndecodedText) return value.byteLength;
+  return typeof value === "string" ? value.length : 1_024;
 }
 
 function failureFor(pending: Pending, error: ErrorInfo): CallOutcome | DescribeOutcome {

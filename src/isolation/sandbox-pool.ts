@@ -1,10 +1,10 @@
 import type { ErrorInfo } from "../errors.js";
 import { type CapabilityLimits, CallLedger, CapabilityBudget } from "./call-ledger.js";
 import type { CallContext, CapabilityInvoker, CallOutcome, CallRequest, DescribeOutcome, DescribeRequest, Executor, SandboxRequest, ToolLogLine } from "./protocol.js";
-import { type ProcessOwner, SandboxProcess } from "./sandbox-child.js";
+import { type Pending, type ProcessOwner, SandboxProcess } from "./sandbox-child.js";
 import { type OsSandboxMode, type OsSandboxStatus, osSandboxStatus } from "./os-sandbox.js";
 import { monotonicMs } from "../clock.js";
-import { Placement } from "./placement.js";
+import { LONG_CALL_MS, Placement } from "./placement.js";
 import { processTreeCpu } from "./process-cpu.js";
 import { LOW_PRIORITY_NICE } from "./low-priority.js";
 
@@ -18,7 +18,11 @@ import { LOW_PRIORITY_NICE } from "./low-priority.js";
  *    which, and when an idle Anima moves (its warm isolates in the process it left are dropped).
  *  - An Anima over its share (a long call in a process the host measured busy; placement.ts) has its
  *    calls run in a low-priority process (low-priority.ts: SCHED_IDLE, half the CPUs, nice 19), started
- *    on first use, so that it cannot take the cores from the quiet Animas' short calls.
+ *    on first use, so that it cannot take the cores from the quiet Animas' short calls. When a busy
+ *    normal process's other calls cannot account for its CPU time, that process is demoted in place
+ *    (its calls keep running, now at low priority, and it ends after them; a fresh process takes its
+ *    slot): the call that made its Anima over its share does not hold a normal process's core until its
+ *    deadline. At most one such demotion every `DEMOTE_IN_PLACE_EVERY_MS` (each starts a process).
  *  - A call's deadline is kept where the call runs (the isolate's own timeout, in the sandbox process)
  *    and, when the caller has one, by the caller's signal: a background job's run signal aborts at the
  *    job's deadline, or when its cancel's grace ran out, and the call is stopped then (the `abort`
@@ -79,8 +83,17 @@ export interface SandboxPoolOptions {
 
 /** How often the host reads the CPU time of processes with a long call in flight, ms. */
 const CPU_SAMPLE_MS = 250;
-/** A process whose isolate threads used this many cores over a sample is busy (see Placement.demoteLongCallsOn). */
+/**
+ * A process is busy over a sample when its isolate threads used this many cores (tool code running), or
+ * its whole tree `BUSY_TREE_CORES` (a tool keeping the process's main thread busy with the answers to a
+ * flood of capability calls). A long call that mostly waits on the host's answers uses far less.
+ */
 const BUSY_CORES = 0.5;
+const BUSY_TREE_CORES = 0.75;
+/** A busy process whose long calls relayed this share of its capability bytes is theirs to demote in place. */
+const LONG_CALLS_RELAY_SHARE = 0.9;
+/** Demotions in place are this far apart at least, ms: each one starts a fresh process. */
+const DEMOTE_IN_PLACE_EVERY_MS = 2_000;
 
 /** Request ids whose process is remembered, to tell a late answer from a forged one. */
 const SENT_TO_REMEMBERED = 65_536;
@@ -105,7 +118,10 @@ export class SandboxPool implements Executor, ProcessOwner {
   private readonly placement: Placement<SandboxProcess>;
   private nextId = 1;
   private cpuTimer: NodeJS.Timeout | undefined;
-  private readonly cpuSamples = new Map<SandboxProcess, { at: number; cpuMs: number }>();
+  private readonly cpuSamples = new Map<SandboxProcess, { at: number; offMainMs: number; totalMs: number }>();
+  private lastDemotedInPlaceAt = Number.NEGATIVE_INFINITY;
+  /** Each request's `relayedBytes` at the last sample. */
+  private readonly relayedSeen = new WeakMap<Pending, number>();
 
   constructor(options: SandboxPoolOptions = {}) {
     this.maxIdleIsolates = options.maxIdleIsolates ?? Number.POSITIVE_INFINITY;
@@ -141,8 +157,9 @@ export class SandboxPool implements Executor, ProcessOwner {
 
   /**
    * Reads the CPU time of each process; one that was busy since the last reading has the Animas of its
-   * long calls (`LONG_CALL_MS`) demoted (again, for those already demoted). Stops when nothing is in
-   * flight.
+   * long calls (`LONG_CALL_MS`) demoted (again, for those already demoted), and, when its other calls
+   * cannot account for it being busy, is itself demoted in place (see the invariants). Stops when
+   * nothing is in flight.
    */
   private sampleCpu(): void {
     const now = monotonicMs();
@@ -155,18 +172,49 @@ export class SandboxPool implements Executor, ProcessOwner {
     // Every process, every time (a call is "long" for only part of a sample when calls restart at their
     // timeout), the low-priority one too: an Anima that keeps its calls there busy stays there.
     for (const process of this.all()) {
+      process.recheckDemoted();
       const pid = process.pid;
-      // Time on isolate threads only: a process relaying many capability calls is not running tool code.
-      const cpuMs = pid === undefined ? undefined : processTreeCpu(pid)?.offMainMs;
-      if (cpuMs === undefined) {
+      const cpu = pid === undefined ? undefined : processTreeCpu(pid);
+      // Both read every sample: each covers the time since the previous one.
+      const shortCallMs = this.placement.shortCallTimeOn(process, now);
+      const relayed = this.relayedSince(process, now);
+      if (cpu === undefined) {
         this.cpuSamples.delete(process);
         continue;
       }
       const last = this.cpuSamples.get(process);
-      this.cpuSamples.set(process, { at: now, cpuMs });
-      const busy = last !== undefined && now - last.at <= 2 * CPU_SAMPLE_MS && (cpuMs - last.cpuMs) / (now - last.at) >= BUSY_CORES;
-      if (busy && this.placement.hasLongCallOn(process, now)) this.placement.demoteLongCallsOn(process, now);
+      this.cpuSamples.set(process, { at: now, offMainMs: cpu.offMainMs, totalMs: cpu.totalMs });
+      if (last === undefined || now - last.at > 2 * CPU_SAMPLE_MS) continue;
+      const cores = (ms: number) => ms / (now - last.at);
+      const treeCores = cores(cpu.totalMs - last.totalMs);
+      const busy = cores(cpu.offMainMs - last.offMainMs) >= BUSY_CORES || treeCores >= BUSY_TREE_CORES;
+      if (!busy || !this.placement.hasLongCallOn(process, now)) continue;
+      this.placement.demoteLongCallsOn(process, now);
+      if (process === this.lowPriority || now - this.lastDemotedInPlaceAt < DEMOTE_IN_PLACE_EVERY_MS) continue;
+      // In place only when the long calls are what keeps the process busy: its isolate threads busy
+      // beyond what the other calls could account for (each uses at most a core while it runs), or its
+      // capability traffic almost all theirs.
+      const spinning = cores(cpu.offMainMs - last.offMainMs) - cores(shortCallMs) >= BUSY_CORES;
+      const relaying = treeCores >= BUSY_TREE_CORES && relayed.long > 0 && relayed.long >= LONG_CALLS_RELAY_SHARE * relayed.all;
+      if ((spinning || relaying) && process.demoteRunning()) {
+        this.placement.movedOff(process, now);
+        this.cpuSamples.delete(process);
+        this.lastDemotedInPlaceAt = now;
+      }
     }
+  }
+
+  /** Bytes of capability traffic relayed on `process`'s running child since the last sample: for its long calls, and for all. */
+  private relayedSince(process: SandboxProcess, now: number): { long: number; all: number } {
+    const relayed = { long: 0, all: 0 };
+    for (const pending of process.pending.values()) {
+      if (pending.child === undefined || pending.child !== process.child) continue;
+      const bytes = pending.relayedBytes - (this.relayedSeen.get(pending) ?? 0);
+      this.relayedSeen.set(pending, pending.relayedBytes);
+      relayed.all += bytes;
+      if (now - pending.startedAt >= LONG_CALL_MS) relayed.long += bytes;
+    }
+    return relayed;
   }
 
   /** Process ids of the sandbox processes, the low-priority one last once started (for supervision tests and operators). */
@@ -195,7 +243,7 @@ export class SandboxPool implements Executor, ProcessOwner {
 
   /** Told by a process when a call it ran has ended (for placement's busy figures). */
   ended(anima: string, id: number): void {
-    this.placement.finished(anima, id);
+    this.placement.finished(anima, id, monotonicMs());
   }
 
   private all(): SandboxProcess[] {
@@ -242,7 +290,7 @@ export class SandboxPool implements Executor, ProcessOwner {
       const killAfterMs = request.timeoutMs + this.deadlineGraceMs;
       const timer = setTimeout(() => target.killUnanswered(id, "deadline"), killAfterMs);
       const startedAt = monotonicMs();
-      target.pending.set(id, { request, child: undefined, resolve, timer, killAt: startedAt + killAfterMs, startedAt, ledger });
+      target.pending.set(id, { request, child: undefined, resolve, timer, killAt: startedAt + killAfterMs, startedAt, ledger, relayedBytes: 0 });
       target.send({ type: "request", id, request });
     });
     if (!signal) return outcome;

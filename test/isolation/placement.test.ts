@@ -67,9 +67,46 @@ describe("Placement", () => {
     expect(placement.route("noisy", LONG_CALL_MS + 1)).toMatchObject({ target: low, demoted: true });
     // Quiet's call was short: it stays home.
     expect(placement.route("quiet", LONG_CALL_MS + 1).target).not.toBe(low);
-    placement.finished("noisy", 1);
+    placement.finished("noisy", 1, 0);
     expect(placement.route("noisy", LONG_CALL_MS + DEMOTED_FOR_MS + 1)).toMatchObject({ target: home, demoted: false });
     expect(processes).toContain(home);
+  });
+
+  it("after a demotion in place: the long call's Anima stays demoted while it runs and for a while after; a short call's Anima does not", () => {
+    const { processes, low, placement } = setup();
+    (processes[1] as FakeProcess).available = false; // both Animas share the first process
+    const home = placement.route("noisy", 0).target;
+    expect(placement.route("quiet", 0).target).toBe(home);
+    (processes[1] as FakeProcess).available = true;
+    placement.started("noisy", 1, home, 0);
+    placement.started("quiet", 2, home, LONG_CALL_MS - 10);
+    placement.demoteLongCallsOn(home, LONG_CALL_MS);
+    placement.movedOff(home, LONG_CALL_MS);
+    // The moved calls no longer count for the slot, which now holds a fresh process.
+    expect(placement.hasLongCallOn(home, 10 * LONG_CALL_MS)).toBe(false);
+    placement.finished("quiet", 2, LONG_CALL_MS + 5);
+    expect(placement.route("quiet", LONG_CALL_MS + 6)).toMatchObject({ target: home, demoted: false });
+    // Still running long after the demotion would have run out: still demoted.
+    const later = LONG_CALL_MS + DEMOTED_FOR_MS + 1_000;
+    expect(placement.isDemoted("noisy", later)).toBe(true);
+    expect(placement.route("noisy", later)).toMatchObject({ target: low, demoted: true });
+    placement.finished("noisy", 1, later);
+    expect(placement.isDemoted("noisy", later + DEMOTED_FOR_MS - 1)).toBe(true);
+    expect(placement.route("noisy", later + DEMOTED_FOR_MS + 1)).toMatchObject({ target: home, demoted: false });
+  });
+
+  it("counts the time the other calls of a process spent there since it last asked, long calls aside", () => {
+    const { placement } = setup();
+    const home = placement.route("a", 0).target;
+    placement.route("b", 0);
+    expect(placement.shortCallTimeOn(home, 1_000)).toBe(0); // opens the window at 1,000
+    placement.started("a", 1, home, 900); // long by 1,250, counted from the window's start
+    placement.started("b", 2, home, 1_100);
+    placement.finished("b", 2, 1_150); // 50 ms
+    placement.started("b", 3, home, 1_200); // in flight: 50 ms so far
+    expect(placement.shortCallTimeOn(home, 1_250)).toBe(100);
+    // A new window: only what happened since.
+    expect(placement.shortCallTimeOn(home, 1_300)).toBe(50);
   });
 
   it("sends calls of a process that is down to one that is up", () => {

@@ -1,5 +1,7 @@
 import { existsSync, readFileSync } from "node:fs";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
+import type { CallResult } from "../../src/index.js";
+import { waitFor } from "../helpers/data-dir.js";
 import { sandboxPidFor, sandboxPids, warmPoolReport } from "../../src/isolation/executor.js";
 import { processTreeCpu } from "../../src/isolation/process-cpu.js";
 import { LOW_PRIORITY_NICE } from "../../src/isolation/low-priority.js";
@@ -49,6 +51,11 @@ describe("noisy neighbour", () => {
     const pids = sandboxPids(config);
     expect(pids).toHaveLength(3);
     const lowPriority = pids[2] as number;
+    // Mallory's first spinning calls were all its process ran: that process was demoted in place and
+    // ended after them, and a fresh one took its slot.
+    const malloryFirst = normal.find((pid) => pid !== aliceHome) as number;
+    expect(pids.slice(0, 2)).not.toContain(malloryFirst);
+    await waitFor(() => !existsSync(`/proc/${malloryFirst}`), 5_000);
     expect(sandboxPidFor(config, "mallory")).toBe(lowPriority);
     // Mallory's next call runs there (a fresh isolate); alice's warm isolate is where it was.
     expect(await expectHealthy(h, "mallory")).toBe(1);
@@ -56,7 +63,7 @@ describe("noisy neighbour", () => {
     const low = schedulingOfTree(lowPriority);
     if (existsSync("/usr/bin/chrt")) expect(low.every((p) => p.policy === SCHED_IDLE)).toBe(true);
     expect(low.at(-1)?.nice).toBe(LOW_PRIORITY_NICE);
-    for (const pid of normal) expect(schedulingOfTree(pid as number).every((p) => p.nice === 0 && p.policy === SCHED_OTHER)).toBe(true);
+    for (const pid of pids.slice(0, 2)) expect(schedulingOfTree(pid as number).every((p) => p.nice === 0 && p.policy === SCHED_OTHER)).toBe(true);
     expect(sandboxPidFor(config, "alice")).toBe(aliceHome);
     expect(await expectHealthy(h, "alice")).toBe(3);
     // The host reads the process's CPU itself (its Node start alone takes tens of ms).
@@ -67,6 +74,91 @@ describe("noisy neighbour", () => {
     expect(report.map((r) => r.lowPriority)).toEqual([false, false, true]);
     expect(report.reduce((sum, r) => sum + (r.idleIsolates ?? 0), 0)).toBeGreaterThanOrEqual(2);
     expect(report.every((r) => (r.maxIdleBytes ?? 0) > 0)).toBe(true);
+  });
+});
+
+/**
+ * An attacker's first call: nothing is demoted yet, and the call runs in a normal process beside the quiet
+ * Animas' calls (one sandbox process here, so that they share it). The host measures the process busy
+ * with that long call, lowers the whole process to the low-priority scheduling where it runs (the call
+ * keeps running there until it ends), and starts a fresh process for the calls that come next.
+ */
+describe("noisy neighbour: an attacker's first call", () => {
+  let h: Harness;
+  beforeAll(() => {
+    h = startHost({ mode: "process", timeoutMs: 4_000, sandboxProcesses: 1, animas: ["mallory", "trudy", "alice"] });
+    h.install("mallory", "read_flood");
+    h.data.write("animas/mallory/flood.txt", "x".repeat(4 * 1024 * 1024));
+  });
+  afterAll(() => h.close());
+
+  /** Alice calls every 5 ms until `done`; every call must succeed. */
+  async function aliceMeanwhile(done: () => boolean): Promise<CallResult[]> {
+    const results: CallResult[] = [];
+    while (!done()) {
+      results.push(await h.call("alice", "counter_count"));
+      await new Promise((resolve) => setTimeout(resolve, 5));
+    }
+    return results;
+  }
+
+  /** Runs `attacker`'s first call beside alice's calls, checks its demotion in place, stops it; its result. */
+  async function attackDemotedInPlace(attacker: string, schema: string): Promise<CallResult> {
+    const config = h.host!.config;
+    expect(await expectHealthy(h, "alice")).toBeGreaterThanOrEqual(1);
+    const shared = sandboxPidFor(config, "alice") as number;
+    const stop = new AbortController();
+    const attack = h.call(attacker, schema, {}, { signal: stop.signal });
+    let replaced = false;
+    const aliceCalls = aliceMeanwhile(() => replaced);
+    try {
+      // Measured over two samples of 250 ms once the call is long (250 ms): well within 3 s.
+      await waitFor(() => !sandboxPids(config).includes(shared), 3_000);
+    } finally {
+      replaced = true;
+    }
+    expect((await aliceCalls).every((r) => r.status === "ok")).toBe(true);
+    // The demoted process still runs the attack, now at low priority, every thread of it.
+    expect(existsSync(`/proc/${shared}`)).toBe(true);
+    const lowered = (p: { nice: number; policy: number }) => (existsSync("/usr/bin/chrt") ? p.policy === SCHED_IDLE : p.nice === LOW_PRIORITY_NICE);
+    await waitFor(() => schedulingOfTree(shared).every(lowered), 2_000);
+    // Alice's calls go to the fresh process, at normal priority; the attacker's next ones are demoted.
+    const fresh = sandboxPids(config)[0] as number;
+    expect(await expectHealthy(h, "alice")).toBeGreaterThanOrEqual(1);
+    expect(sandboxPidFor(config, "alice")).toBe(fresh);
+    expect(schedulingOfTree(fresh).every((p) => p.nice === 0 && p.policy === SCHED_OTHER)).toBe(true);
+    expect(sandboxPidFor(config, attacker)).toBe(sandboxPids(config)[1]);
+    // The attack ran on until stopped; then its process ends.
+    expect(existsSync(`/proc/${shared}`)).toBe(true);
+    stop.abort();
+    const result = await attack;
+    await waitFor(() => !existsSync(`/proc/${shared}`), 5_000);
+    expect(await expectHealthy(h, "alice")).toBeGreaterThanOrEqual(2);
+    return result;
+  }
+
+  it("a read flood (its process's main thread busy relaying): lowered where it runs, replaced for everyone else", async () => {
+    expectError(await attackDemotedInPlace("mallory", "read_flood_run"), "ExecutionError", /stopped by its caller/);
+  });
+
+  it("a spinning tool (its isolate thread busy): the same", async () => {
+    expectError(await attackDemotedInPlace("trudy", "counter_hang"), "ExecutionError", /stopped by its caller/);
+  });
+
+  it("a long call that waits while another Anima's short calls keep the process busy: nothing is demoted in place", async () => {
+    const config = h.host!.config;
+    expect(await expectHealthy(h, "alice")).toBeGreaterThanOrEqual(1);
+    const before = sandboxPids(config)[0];
+    const waiting = h.call("alice", "counter_wait", {}, { timeoutMs: 1_500 });
+    // Eight of alice's calls in flight at all times for as long as the wait lasts.
+    const end = Date.now() + 1_400;
+    await Promise.all(
+      Array.from({ length: 8 }, async () => {
+        while (Date.now() < end) expectOk(await h.call("alice", "counter_count"));
+      }),
+    );
+    expectError(await waiting, "Timeout");
+    expect(sandboxPids(config)[0]).toBe(before);
   });
 });
 

@@ -1,0 +1,55 @@
+import type { ChildProcess } from "node:child_process";
+import type { ToSandbox } from "./protocol.js";
+import { isLowered, lowerRunning } from "./low-priority.js";
+
+/** A demoted child that has not ended by then after its shutdown request is killed, ms. */
+const SHUTDOWN_KILL_AFTER_MS = 2_000;
+
+/**
+ * Sandbox processes demoted in place (see SandboxPool): the host measured one busy with long calls only,
+ * so it keeps answering the calls it has, at the low-priority process's scheduling for good, takes no
+ * new request (its slot holds a fresh process), and is shut down once its last call has ended.
+ *
+ * Invariants:
+ *  - The scheduling is set by the host from outside (low-priority.ts), never asked of the process, and
+ *    checked again from /proc by `recheck` until the process ends.
+ *  - A demoted process never gets a new request: its owner has already replaced it when it comes here.
+ */
+export class DemotedChildren {
+  private readonly children = new Set<ChildProcess>();
+
+  /** Takes `child` over; `hasCalls`: it still has requests in flight (else it is shut down at once). */
+  add(child: ChildProcess, hasCalls: boolean): void {
+    this.children.add(child);
+    child.once("exit", () => this.children.delete(child));
+    if (child.pid !== undefined) void lowerRunning(child.pid);
+    if (!hasCalls) this.end(child);
+  }
+
+  has(child: ChildProcess): boolean {
+    return this.children.has(child);
+  }
+
+  /** `child`'s last request in flight has ended. */
+  drained(child: ChildProcess): void {
+    if (this.children.has(child)) this.end(child);
+  }
+
+  /** Lowers again each process with a thread not at low priority (one started while it was being lowered). */
+  recheck(): void {
+    for (const child of this.children) if (child.pid !== undefined && !isLowered(child.pid)) void lowerRunning(child.pid);
+  }
+
+  /** Shuts every demoted process down; resolves once all have exited. */
+  async stop(): Promise<void> {
+    await Promise.all([...this.children].map((child) => this.end(child)));
+  }
+
+  private end(child: ChildProcess): Promise<void> {
+    if (child.exitCode !== null || child.signalCode !== null) return Promise.resolve();
+    const exited = new Promise<void>((resolve) => child.once("exit", () => resolve()));
+    if (child.connected) child.send({ type: "shutdown" } satisfies ToSandbox);
+    const timer = setTimeout(() => child.kill("SIGKILL"), SHUTDOWN_KILL_AFTER_MS);
+    return exited.finally(() => clearTimeout(timer));
+  }
+}
