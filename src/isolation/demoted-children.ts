@@ -4,6 +4,8 @@ import { isLowered, lowerRunning } from "./low-priority.js";
 
 /** A demoted child that has not ended by then after its shutdown request is killed, ms. */
 const SHUTDOWN_KILL_AFTER_MS = 2_000;
+/** Times a process is lowered at most (where chrt or taskset keeps failing, the host stops trying). */
+const MAX_LOWERINGS = 3;
 
 /**
  * Sandbox processes demoted in place (see SandboxPool): the host measured one busy with long calls only,
@@ -16,14 +18,16 @@ const SHUTDOWN_KILL_AFTER_MS = 2_000;
  *  - A demoted process never gets a new request: its owner has already replaced it when it comes here.
  */
 export class DemotedChildren {
-  private readonly children = new Set<ChildProcess>();
+  /** Each demoted child: how many times it was lowered, and its end once asked for. */
+  private readonly children = new Map<ChildProcess, { lowerings: number; ended?: Promise<void> }>();
 
   /** Takes `child` over; `hasCalls`: it still has requests in flight (else it is shut down at once). */
   add(child: ChildProcess, hasCalls: boolean): void {
-    this.children.add(child);
+    const entry = { lowerings: 1 };
+    this.children.set(child, entry);
     child.once("exit", () => this.children.delete(child));
     if (child.pid !== undefined) void lowerRunning(child.pid);
-    if (!hasCalls) this.end(child);
+    if (!hasCalls) void this.end(child);
   }
 
   has(child: ChildProcess): boolean {
@@ -32,24 +36,35 @@ export class DemotedChildren {
 
   /** `child`'s last request in flight has ended. */
   drained(child: ChildProcess): void {
-    if (this.children.has(child)) this.end(child);
+    if (this.children.has(child)) void this.end(child);
   }
 
   /** Lowers again each process with a thread not at low priority (one started while it was being lowered). */
   recheck(): void {
-    for (const child of this.children) if (child.pid !== undefined && !isLowered(child.pid)) void lowerRunning(child.pid);
+    for (const [child, entry] of this.children) {
+      if (child.pid === undefined || entry.lowerings >= MAX_LOWERINGS || isLowered(child.pid)) continue;
+      entry.lowerings++;
+      void lowerRunning(child.pid);
+    }
   }
 
   /** Shuts every demoted process down; resolves once all have exited. */
   async stop(): Promise<void> {
-    await Promise.all([...this.children].map((child) => this.end(child)));
+    await Promise.all([...this.children.keys()].map((child) => this.end(child)));
   }
 
+  /** Asks `child` to shut down (once), and kills it if it has not ended `SHUTDOWN_KILL_AFTER_MS` later. */
   private end(child: ChildProcess): Promise<void> {
-    if (child.exitCode !== null || child.signalCode !== null) return Promise.resolve();
-    const exited = new Promise<void>((resolve) => child.once("exit", () => resolve()));
-    if (child.connected) child.send({ type: "shutdown" } satisfies ToSandbox);
-    const timer = setTimeout(() => child.kill("SIGKILL"), SHUTDOWN_KILL_AFTER_MS);
-    return exited.finally(() => clearTimeout(timer));
+    const entry = this.children.get(child);
+    if (!entry) return Promise.resolve();
+    entry.ended ??= new Promise<void>((resolve) => {
+      const timer = setTimeout(() => child.kill("SIGKILL"), SHUTDOWN_KILL_AFTER_MS);
+      child.once("exit", () => {
+        clearTimeout(timer);
+        resolve();
+      });
+      if (child.connected) child.send({ type: "shutdown" } satisfies ToSandbox);
+    });
+    return entry.ended;
   }
 }

@@ -19,7 +19,8 @@
  *    a timer) leaves its process idle and demotes nobody.
  *  - A call that was running when its process was demoted in place (`movedOff`; SandboxPool) no longer
  *    counts for that process, whose slot now holds a fresh one. The Anima of a long one stays demoted
- *    while it runs and `DEMOTED_FOR_MS` after it ends; a short one's Anima is not demoted.
+ *    while it runs and `DEMOTED_FOR_MS` after it ends, doubled for each earlier time
+ *    (`MAX_DEMOTION_DOUBLINGS`); a short one's Anima is not demoted.
  */
 
 /** What placement needs of a process. */
@@ -35,6 +36,12 @@ export interface Slot {
 export const LONG_CALL_MS = 250;
 /** How long an Anima stays on the low-priority process after its last long call, ms. */
 export const DEMOTED_FOR_MS = 10_000;
+/**
+ * After the call that got its process demoted in place ends, its Anima stays demoted `DEMOTED_FOR_MS`
+ * doubled for each earlier such demotion of its, up to this many doublings (10 s, 20 s, … 640 s): one
+ * Anima cannot make a process of other Animas restart every few seconds.
+ */
+export const MAX_DEMOTION_DOUBLINGS = 6;
 const MOVE_AFTER_EXTRA_ANIMAS = 8;
 
 interface Tenant<P> {
@@ -45,6 +52,8 @@ interface Tenant<P> {
    */
   inFlight: Map<number, { process: P; startedAt: number; movedOff?: "long" | "short" }>;
   demotedUntil: number;
+  /** How many times a long call of its made its process be demoted in place. */
+  demotedInPlace: number;
 }
 
 export interface Route<P> {
@@ -73,7 +82,7 @@ export class Placement<P extends Slot> {
   route(anima: string, now: number): Route<P> {
     let tenant = this.tenants.get(anima);
     if (!tenant) {
-      tenant = { home: undefined, inFlight: new Map(), demotedUntil: 0 };
+      tenant = { home: undefined, inFlight: new Map(), demotedUntil: 0, demotedInPlace: 0 };
       this.tenants.set(anima, tenant);
     }
     if (this.demoted(tenant, now)) return { target: this.lowPriority(), demoted: true };
@@ -114,9 +123,13 @@ export class Placement<P extends Slot> {
   /** `process` was demoted in place: the calls in flight there no longer count for it (see the invariants). */
   movedOff(process: P, now: number): void {
     for (const tenant of this.tenants.values()) {
+      let long = false;
       for (const call of tenant.inFlight.values()) {
-        if (call.process === process && !call.movedOff) call.movedOff = now - call.startedAt >= LONG_CALL_MS ? "long" : "short";
+        if (call.process !== process || call.movedOff) continue;
+        call.movedOff = now - call.startedAt >= LONG_CALL_MS ? "long" : "short";
+        long ||= call.movedOff === "long";
       }
+      if (long) tenant.demotedInPlace++;
     }
   }
 
@@ -134,7 +147,7 @@ export class Placement<P extends Slot> {
     for (const tenant of this.tenants.values()) {
       for (const call of tenant.inFlight.values()) {
         if (call.process !== process || call.movedOff || now - call.startedAt < LONG_CALL_MS) continue;
-        tenant.demotedUntil = now + DEMOTED_FOR_MS;
+        tenant.demotedUntil = Math.max(tenant.demotedUntil, now + DEMOTED_FOR_MS);
         demoted = true;
       }
     }
@@ -148,7 +161,10 @@ export class Placement<P extends Slot> {
     const call = tenant?.inFlight.get(id);
     if (!tenant || !call) return;
     tenant.inFlight.delete(id);
-    if (call.movedOff === "long") tenant.demotedUntil = Math.max(tenant.demotedUntil, now + DEMOTED_FOR_MS);
+    if (call.movedOff === "long") {
+      const doublings = Math.min(tenant.demotedInPlace - 1, MAX_DEMOTION_DOUBLINGS);
+      tenant.demotedUntil = Math.max(tenant.demotedUntil, now + DEMOTED_FOR_MS * 2 ** doublings);
+    }
     const window = this.endedCallTime.get(call.process);
     if (window && !call.movedOff) window.ms += now - Math.max(call.startedAt, window.since);
   }

@@ -1,5 +1,5 @@
 import { describe, expect, it } from "vitest";
-import { DEMOTED_FOR_MS, LONG_CALL_MS, Placement, type Slot } from "../../src/isolation/placement.js";
+import { DEMOTED_FOR_MS, LONG_CALL_MS, MAX_DEMOTION_DOUBLINGS, Placement, type Slot } from "../../src/isolation/placement.js";
 
 class FakeProcess implements Slot {
   available = true;
@@ -93,6 +93,27 @@ describe("Placement", () => {
     placement.finished("noisy", 1, later);
     expect(placement.isDemoted("noisy", later + DEMOTED_FOR_MS - 1)).toBe(true);
     expect(placement.route("noisy", later + DEMOTED_FOR_MS + 1)).toMatchObject({ target: home, demoted: false });
+  });
+
+  it("keeps an Anima demoted twice as long each time its long call gets a process demoted in place, up to a cap", () => {
+    const { placement } = setup();
+    const periods: number[] = [];
+    let now = 0;
+    for (let time = 1; time <= MAX_DEMOTION_DOUBLINGS + 2; time++) {
+      const home = placement.route("noisy", now).target;
+      placement.started("noisy", time, home, now);
+      now += LONG_CALL_MS;
+      placement.demoteLongCallsOn(home, now);
+      placement.movedOff(home, now);
+      now += 1_000;
+      placement.finished("noisy", time, now);
+      const ended = now;
+      while (placement.isDemoted("noisy", now)) now += 1_000;
+      periods.push(now - ended);
+    }
+    expect(periods.slice(0, 3)).toEqual([DEMOTED_FOR_MS, 2 * DEMOTED_FOR_MS, 4 * DEMOTED_FOR_MS]);
+    expect(periods.at(-1)).toBe(DEMOTED_FOR_MS * 2 ** MAX_DEMOTION_DOUBLINGS);
+    expect(periods.at(-2)).toBe(DEMOTED_FOR_MS * 2 ** MAX_DEMOTION_DOUBLINGS);
   });
 
   it("counts the time the other calls of a process spent there since it last asked, long calls aside", () => {
