@@ -81,8 +81,10 @@ export interface SandboxPoolOptions {
   osSandbox?: OsSandboxMode;
 }
 
-/** How often the host reads the CPU time of processes with a long call in flight, ms. */
+/** How often the host reads the CPU time of the sandbox processes while calls come, ms. */
 const CPU_SAMPLE_MS = 250;
+/** How long after the last call (with none in flight) the readings go on, ms. */
+const CPU_SAMPLE_KEPT_MS = 2_000;
 /**
  * A process is busy over a sample when its isolate threads used this many cores (tool code running), or
  * its whole tree `BUSY_TREE_CORES` (a tool keeping the process's main thread busy with the answers to a
@@ -118,6 +120,7 @@ export class SandboxPool implements Executor, ProcessOwner {
   private readonly placement: Placement<SandboxProcess>;
   private nextId = 1;
   private cpuTimer: NodeJS.Timeout | undefined;
+  private lastCallAt = Number.NEGATIVE_INFINITY;
   private readonly cpuSamples = new Map<SandboxProcess, { at: number; offMainMs: number; totalMs: number }>();
   private lastDemotedInPlaceAt = Number.NEGATIVE_INFINITY;
   /** Each request's `relayedBytes` at the last sample. */
@@ -151,6 +154,7 @@ export class SandboxPool implements Executor, ProcessOwner {
     const route = this.placement.route(anima, now);
     route.left?.forgetAnima(anima);
     const outcome = this.dispatch(route.target, request, signal, (id) => this.placement.started(anima, id, route.target, now)) as Promise<CallOutcome>;
+    this.lastCallAt = now;
     this.cpuTimer ??= setInterval(() => this.sampleCpu(), CPU_SAMPLE_MS).unref();
     return outcome;
   }
@@ -159,11 +163,13 @@ export class SandboxPool implements Executor, ProcessOwner {
    * Reads the CPU time of each process; one that was busy since the last reading has the Animas of its
    * long calls (`LONG_CALL_MS`) demoted (again, for those already demoted), and, when its other calls
    * cannot account for it being busy, is itself demoted in place (see the invariants). Stops when
-   * nothing is in flight.
+   * nothing has been in flight for `CPU_SAMPLE_KEPT_MS`.
    */
   private sampleCpu(): void {
     const now = monotonicMs();
-    if (this.all().every((p) => p.load === 0)) {
+    // Kept going a while after the last call, so that a call that turns long has a reading from before it
+    // (then it is judged one sample after it turns long, not two).
+    if (this.all().every((p) => p.load === 0) && now - this.lastCallAt > CPU_SAMPLE_KEPT_MS) {
       clearInterval(this.cpuTimer);
       this.cpuTimer = undefined;
       this.cpuSamples.clear();
