@@ -121,5 +121,5 @@ export function describeLowPriority(): string {
     words.includes("--idle") ? "SCHED_IDLE" : `nice ${LOW_PRIORITY_NICE} (chrt not found: no SCHED_IDLE)`,
     cpus >= 0 ? `CPUs ${words[cpus + 1]} only` : "on every CPU (taskset not found, or one CPU)",
   ];
-  return `${parts[0]} (${parts.slice(1).join(", ")})`;
+  return `${parts[0]} (${parts.slice(1).join(", ")}); a process its long calls keep busy is lowered the same way where it runs and replaced`;
 }

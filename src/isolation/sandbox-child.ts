@@ -6,12 +6,12 @@ import { PROJECT_ROOT } from "../config.js";
 import type { ErrorInfo } from "../errors.js";
 import type { CallLedger } from "./call-ledger.js";
 import { type OsSandboxStatus, bwrapCommand } from "./os-sandbox.js";
-import { UndecodedText, bulkPipeOf } from "./bulk-channel.js";
+import { bulkPipeOf } from "./bulk-channel.js";
+import { relayCapability } from "./capability-relay.js";
 import { DemotedChildren } from "./demoted-children.js";
 import { lowPriorityPrefix } from "./low-priority.js";
-import { sendReply } from "./reply-chunks.js";
 import { decodeCallOutcome, decodeDescribeOutcome, decodeFromSandbox } from "./sandbox-wire.js";
-import type { CallOutcome, CapabilityInvoker, CapabilityReply, DescribeOutcome, FromSandbox, SandboxRequest, ToSandbox, ToolLogLine } from "./protocol.js";
+import type { CallOutcome, CapabilityInvoker, DescribeOutcome, FromSandbox, SandboxRequest, ToSandbox, ToolLogLine } from "./protocol.js";
 import { monotonicMs } from "../clock.js";
 import type { WarmPoolStats } from "./pooled-isolate.js";
 
@@ -289,37 +289,9 @@ export class SandboxProcess {
       if (!outcome) return this.violation(child, "answered a request with an outcome that is not part of the protocol");
       this.settle(message.id, pending, outcome);
     } else if (message.type === "capability") {
-      const { capabilityId, name, argsJson } = message;
       const pending = this.inFlightOf(child, message.id);
-      // The answer is handed over inside the ledger's reservation: a large one is sliced (reply-chunks.ts)
-      // and each slice waits for the channel, so its bytes count until they have left the host.
-      let answered = false;
-      const answer = (reply: CapabilityReply): Promise<void> => {
-        answered = true;
-        if (pending) pending.relayedBytes += argsJson.length + replyBytes(reply);
-        return sendReply(
-          (message) =>
-            new Promise<boolean>((resolve) => {
-              if (!child.connected) return resolve(false);
-              child.send(message, undefined, undefined, (error) => resolve(!error));
-            }),
-          capabilityId,
-          reply,
-          bulkPipeOf(child),
-        );
-      };
-      if (!pending) return void answer({ ok: false, error: { type: "ExecutionError", fault: "tool", message: `${name}: the call has ended` } });
-      const { ledger, request } = pending;
-      if (!ledger || request.op !== "call") return this.violation(child, "asked for a capability outside a call");
-      void ledger
-        .run(name, argsJson, async (signal) => {
-          const reply = await this.pool
-            .invokeCapability(request.context, name, argsJson, signal)
-            .catch((): CapabilityReply => ({ ok: false, error: { type: "ExecutionError", fault: "host", message: `${name} failed on the host` } }));
-          await answer(reply);
-          return reply;
-        })
-        .then((reply) => (answered ? undefined : answer(reply)));
+      if (pending && (!pending.ledger || pending.request.op !== "call")) return this.violation(child, "asked for a capability outside a call");
+      relayCapability(child, pending, message, this.pool.invokeCapability);
     } else if (message.type === "log") {
       const ledger = this.inFlightOf(child, message.id)?.ledger;
       for (const line of ledger?.log(message.level, message.message) ?? []) {
@@ -454,14 +426,6 @@ export class SandboxProcess {
     await Promise.all([exited, demoted]);
     clearTimeout(timer);
   }
-}
-
-/** About how many bytes an answer makes its sandbox process handle (a small fixed cost for one not measured). */
-function replyBytes(reply: CapabilityReply): number {
-  if (!reply.ok) return 256;
-  const value = reply.value;
-  if (value instanceof UndecodedText) return value.byteLength;
-  return typeof value === "string" ? value.length : 1_024;
 }
 
 function failureFor(pending: Pending, error: ErrorInfo): CallOutcome | DescribeOutcome {
