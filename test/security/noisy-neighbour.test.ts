@@ -162,6 +162,25 @@ describe("noisy neighbour: an attacker's first call", () => {
   });
 });
 
+describe("noisy neighbour: closing the host while a demoted process still runs its call", () => {
+  it("stops the demoted process too; the call fails as the host shutting down", async () => {
+    const h = startHost({ mode: "process", timeoutMs: 5_000, sandboxProcesses: 1, animas: ["trudy", "alice"] });
+    try {
+      const config = h.host!.config;
+      expect(await expectHealthy(h, "alice")).toBe(1);
+      const shared = sandboxPidFor(config, "alice") as number;
+      const attack = h.call("trudy", "counter_hang");
+      await waitFor(() => !sandboxPids(config).includes(shared), 3_000);
+      expect(existsSync(`/proc/${shared}`)).toBe(true);
+      await h.host!.close();
+      expectError(await attack, "SandboxCrashed", /shutting down/);
+      expect(existsSync(`/proc/${shared}`)).toBe(false);
+    } finally {
+      await h.close();
+    }
+  });
+});
+
 /** A long call that mostly waits on capabilities: it keeps the host busy, not its isolate thread. */
 const READER = `
 import { fs } from "@animaworks/tool";
