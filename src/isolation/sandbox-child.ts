@@ -273,9 +273,10 @@ export class SandboxProcess {
       this.backlog = [];
       for (const queued of backlog) this.send(queued);
     } else if (message.type === "needBundle") {
-      // The child dropped that bundle from its cache: send the request again, code included.
+      // The child dropped that bundle from its cache: send the request again, code included, to the very
+      // child it was sent to (a retired or demoted one too), never to another.
       const pending = this.pending.get(message.id);
-      if (pending && child === this.child && child.connected) child.send({ type: "request", id: message.id, request: pending.request } satisfies ToSandbox);
+      if (pending && pending.child === child && child.connected) child.send({ type: "request", id: message.id, request: pending.request } satisfies ToSandbox);
     } else if (message.type === "warmPool") {
       const { statsId, type: _type, ...stats } = message;
       if (child === this.child) this.statsWaiters.get(statsId)?.(stats);

@@ -98,6 +98,24 @@ describe("forged messages from a sandbox process", () => {
     expect(p.pids()).not.toContain(alicePid);
   });
 
+  it("a bundle request naming a call of the slot's earlier (demoted) process is not answered with that call", async () => {
+    const { pool: p, children } = start();
+    const eve = await inFlight(p, "eve");
+    type Slot = { pid: number | undefined; child: ChildProcess | undefined; available: boolean; demoteRunning(): boolean };
+    const slot = (p as unknown as { processes: Slot[] }).processes.find((x) => x.pid === eve.pid) as Slot;
+    expect(slot.demoteRunning()).toBe(true); // eve's call stays on the demoted process
+    await waitFor(() => slot.available, 5_000);
+    const fresh = slot.child as ChildProcess;
+    expect(children()).toContain(fresh);
+    const sent: unknown[] = [];
+    const send = fresh.send.bind(fresh);
+    fresh.send = ((message: unknown, ...rest: never[]) => (sent.push(message), send(message as never, ...rest))) as typeof fresh.send;
+    fresh.emit("message", { type: "needBundle", id: eve.id });
+    // Were it answered, eve's request (her arguments, her tool's code) would go to the fresh process.
+    await p.call(request("bob", "waiting_quick"));
+    expect(JSON.stringify(sent)).not.toContain(`"id":${eve.id}`);
+  });
+
   it("a genuine request runs for the Anima of the host's own record", async () => {
     const { pool: p, served, violations, children } = start();
     const eve = await inFlight(p, "eve");
