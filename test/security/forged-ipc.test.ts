@@ -106,7 +106,7 @@ describe("forged messages from a sandbox process", () => {
     expect(slot.demoteRunning()).toBe(true); // eve's call stays on the demoted process
     await waitFor(() => slot.available, 5_000);
     const fresh = slot.child as ChildProcess;
-    expect(children()).toContain(fresh);
+    expect(children().includes(fresh)).toBe(true);
     const sent: unknown[] = [];
     const send = fresh.send.bind(fresh);
     fresh.send = ((message: unknown, ...rest: never[]) => (sent.push(message), send(message as never, ...rest))) as typeof fresh.send;
