@@ -67,9 +67,11 @@ export async function lowerRunning(pid: number): Promise<void> {
     }
   }
   const upper = upperHalfOfCpus();
-  const commands = tree.flatMap((process) => [
-    ...findTool("chrt").map((chrt): [string, string[]] => [chrt, ["--all-tasks", "--idle", "-p", "0", String(process)]]),
-    ...(upper === undefined ? [] : findTool("taskset").map((taskset): [string, string[]] => [taskset, ["--all-tasks", "-p", "--cpu-list", upper, String(process)]])),
+  const chrt = findTool("chrt");
+  const taskset = upper === undefined ? [] : findTool("taskset");
+  const commands = tree.flatMap((process): Array<[string, string[]]> => [
+    ...chrt.map((tool): [string, string[]] => [tool, ["--all-tasks", "--idle", "-p", "0", String(process)]]),
+    ...taskset.map((tool): [string, string[]] => [tool, ["--all-tasks", "-p", "--cpu-list", upper as string, String(process)]]),
   ]);
   await Promise.all(
     commands.map(([command, args]) => new Promise<void>((resolve) => execFile(command, args, { timeout: RESCHEDULE_TIMEOUT_MS }, () => resolve()))),

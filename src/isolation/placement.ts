@@ -34,6 +34,11 @@ export interface Slot {
 
 /** A call this long makes its Anima "over its share", ms. */
 export const LONG_CALL_MS = 250;
+
+/** True for a call that started at `startedAt` and is still running at `now` after `LONG_CALL_MS` or more. */
+export function isLongCall(startedAt: number, now: number): boolean {
+  return now - startedAt >= LONG_CALL_MS;
+}
 /** How long an Anima stays on the low-priority process after its last long call, ms. */
 export const DEMOTED_FOR_MS = 10_000;
 /**
@@ -103,7 +108,7 @@ export class Placement<P extends Slot> {
 
   /** True when a call has been running on `process` for `LONG_CALL_MS` or more. */
   hasLongCallOn(process: P, now: number): boolean {
-    return this.callsOn(process).some((call) => now - call.startedAt >= LONG_CALL_MS);
+    return this.callsOn(process).some((call) => isLongCall(call.startedAt, now));
   }
 
   /**
@@ -115,7 +120,7 @@ export class Placement<P extends Slot> {
     const window = this.endedCallTime.get(process);
     const since = window?.since ?? now;
     let ms = window?.ms ?? 0;
-    for (const call of this.callsOn(process)) if (now - call.startedAt < LONG_CALL_MS) ms += now - Math.max(call.startedAt, since);
+    for (const call of this.callsOn(process)) if (!isLongCall(call.startedAt, now)) ms += now - Math.max(call.startedAt, since);
     this.endedCallTime.set(process, { since: now, ms: 0 });
     return ms;
   }
@@ -126,7 +131,7 @@ export class Placement<P extends Slot> {
       let long = false;
       for (const call of tenant.inFlight.values()) {
         if (call.process !== process || call.movedOff) continue;
-        call.movedOff = now - call.startedAt >= LONG_CALL_MS ? "long" : "short";
+        call.movedOff = isLongCall(call.startedAt, now) ? "long" : "short";
         long ||= call.movedOff === "long";
       }
       if (long) tenant.demotedInPlace++;
@@ -146,7 +151,7 @@ export class Placement<P extends Slot> {
     let demoted = false;
     for (const tenant of this.tenants.values()) {
       for (const call of tenant.inFlight.values()) {
-        if (call.process !== process || call.movedOff || now - call.startedAt < LONG_CALL_MS) continue;
+        if (call.process !== process || call.movedOff || !isLongCall(call.startedAt, now)) continue;
         tenant.demotedUntil = Math.max(tenant.demotedUntil, now + DEMOTED_FOR_MS);
         demoted = true;
       }

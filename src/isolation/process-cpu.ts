@@ -93,13 +93,7 @@ function ticksOf(path: string): number | undefined {
 
 function childrenOf(pid: number): number[] {
   const children: number[] = [];
-  let tasks: string[];
-  try {
-    tasks = readdirSync(`/proc/${pid}/task`);
-  } catch {
-    return children;
-  }
-  for (const task of tasks) {
+  for (const task of tasksOf(pid)) {
     try {
       for (const child of readFileSync(`/proc/${pid}/task/${task}/children`, "utf8").split(" ")) if (child) children.push(Number(child));
     } catch {

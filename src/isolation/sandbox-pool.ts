@@ -4,7 +4,7 @@ import type { CallContext, CapabilityInvoker, CallOutcome, CallRequest, Describe
 import { type Pending, type ProcessOwner, SandboxProcess } from "./sandbox-child.js";
 import { type OsSandboxMode, type OsSandboxStatus, osSandboxStatus } from "./os-sandbox.js";
 import { monotonicMs } from "../clock.js";
-import { LONG_CALL_MS, Placement } from "./placement.js";
+import { Placement, isLongCall } from "./placement.js";
 import { processTreeCpu } from "./process-cpu.js";
 import { LOW_PRIORITY_NICE } from "./low-priority.js";
 
@@ -218,7 +218,7 @@ export class SandboxPool implements Executor, ProcessOwner {
       const bytes = pending.relayedBytes - (this.relayedSeen.get(pending) ?? 0);
       this.relayedSeen.set(pending, pending.relayedBytes);
       relayed.all += bytes;
-      if (now - pending.startedAt >= LONG_CALL_MS) relayed.long += bytes;
+      if (isLongCall(pending.startedAt, now)) relayed.long += bytes;
     }
     return relayed;
   }

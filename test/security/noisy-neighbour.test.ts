@@ -1,4 +1,4 @@
-import { existsSync, readFileSync } from "node:fs";
+import { existsSync, readFileSync, readdirSync } from "node:fs";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import type { CallResult } from "../../src/index.js";
 import { waitFor } from "../helpers/data-dir.js";
@@ -21,6 +21,20 @@ function schedulingOfTree(pid: number): Array<{ nice: number; policy: number }> 
     const stat = readFileSync(`/proc/${p}/stat`, "utf8");
     const fields = stat.slice(stat.lastIndexOf(")") + 2).split(" ");
     found.push({ nice: Number(fields[16]), policy: Number(fields[38]) });
+    for (const child of readFileSync(`/proc/${p}/task/${p}/children`, "utf8").split(" ").filter(Boolean)) visit(Number(child));
+  };
+  visit(pid);
+  return found;
+}
+/** The same for every thread of every process in the tree (a process demoted in place is lowered thread by thread). */
+function schedulingOfThreads(pid: number): Array<{ nice: number; policy: number }> {
+  const found: Array<{ nice: number; policy: number }> = [];
+  const visit = (p: number) => {
+    for (const task of readdirSync(`/proc/${p}/task`)) {
+      const stat = readFileSync(`/proc/${p}/task/${task}/stat`, "utf8");
+      const fields = stat.slice(stat.lastIndexOf(")") + 2).split(" ");
+      found.push({ nice: Number(fields[16]), policy: Number(fields[38]) });
+    }
     for (const child of readFileSync(`/proc/${p}/task/${p}/children`, "utf8").split(" ").filter(Boolean)) visit(Number(child));
   };
   visit(pid);
@@ -121,12 +135,13 @@ describe("noisy neighbour: an attacker's first call", () => {
     // The demoted process still runs the attack, now at low priority, every thread of it.
     expect(existsSync(`/proc/${shared}`)).toBe(true);
     const lowered = (p: { nice: number; policy: number }) => (existsSync("/usr/bin/chrt") ? p.policy === SCHED_IDLE : p.nice === LOW_PRIORITY_NICE);
-    await waitFor(() => schedulingOfTree(shared).every(lowered), 2_000);
+    await waitFor(() => schedulingOfThreads(shared).every(lowered), 2_000);
+    expect(schedulingOfThreads(shared).length).toBeGreaterThan(4); // bwrap's processes and node's threads
     // Alice's calls go to the fresh process, at normal priority; the attacker's next ones are demoted.
     const fresh = sandboxPids(config)[0] as number;
     expect(await expectHealthy(h, "alice")).toBeGreaterThanOrEqual(1);
     expect(sandboxPidFor(config, "alice")).toBe(fresh);
-    expect(schedulingOfTree(fresh).every((p) => p.nice === 0 && p.policy === SCHED_OTHER)).toBe(true);
+    expect(schedulingOfThreads(fresh).every((p) => p.nice === 0 && p.policy === SCHED_OTHER)).toBe(true);
     expect(sandboxPidFor(config, attacker)).toBe(sandboxPids(config)[1]);
     // The attack ran on until stopped; then its process ends.
     expect(existsSync(`/proc/${shared}`)).toBe(true);
