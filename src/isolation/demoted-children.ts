@@ -1,6 +1,7 @@
 import type { ChildProcess } from "node:child_process";
 import type { ToSandbox } from "./protocol.js";
 import { isLowered, lowerRunning } from "./low-priority.js";
+import type { Rescheduler } from "./rescheduler.js";
 
 /** A demoted child that has not ended by then after its shutdown request is killed, ms. */
 const SHUTDOWN_KILL_AFTER_MS = 2_000;
@@ -21,12 +22,15 @@ export class DemotedChildren {
   /** Each demoted child: how many times it was lowered, and its end once asked for. */
   private readonly children = new Map<ChildProcess, { lowerings: number; ended?: Promise<void> }>();
 
+  /** @param rescheduler runs chrt and taskset for the lowering (the pool's one shell) */
+  constructor(private readonly rescheduler: Rescheduler) {}
+
   /** Takes `child` over; `hasCalls`: it still has requests in flight (else it is shut down at once). */
   add(child: ChildProcess, hasCalls: boolean): void {
     const entry = { lowerings: 1 };
     this.children.set(child, entry);
     child.once("exit", () => this.children.delete(child));
-    if (child.pid !== undefined) void lowerRunning(child.pid);
+    if (child.pid !== undefined) void lowerRunning(child.pid, this.rescheduler);
     if (!hasCalls) void this.end(child);
   }
 
@@ -44,7 +48,7 @@ export class DemotedChildren {
     for (const [child, entry] of this.children) {
       if (child.pid === undefined || entry.lowerings >= MAX_LOWERINGS || isLowered(child.pid)) continue;
       entry.lowerings++;
-      void lowerRunning(child.pid);
+      void lowerRunning(child.pid, this.rescheduler);
     }
   }
 

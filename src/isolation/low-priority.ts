@@ -1,7 +1,7 @@
-import { execFile } from "node:child_process";
 import { existsSync, readFileSync } from "node:fs";
 import { setPriority } from "node:os";
 import { SCHED_IDLE, processTree, taskScheduling, tasksOf } from "./process-cpu.js";
+import { Rescheduler } from "./rescheduler.js";
 
 /**
  * How the low-priority sandbox process is started (see SandboxPool): the host, not the process, sets
@@ -23,6 +23,8 @@ import { SCHED_IDLE, processTree, taskScheduling, tasksOf } from "./process-cpu.
  * process the host demotes in place, see SandboxPool). Every thread of its tree is changed from here;
  * threads it starts later inherit the scheduling of the thread that starts them, and `isLowered` tells
  * the host whether one slipped through (to lower the tree again). An unprivileged process cannot undo it.
+ * chrt and taskset run in a long-lived shell for that (rescheduler.ts): spawning them from the host
+ * held its event loop 75–128 ms for each process lowered.
  */
 
 /** Nice value of the low-priority process. */
@@ -47,15 +49,18 @@ function upperHalfOfCpus(): string | undefined {
   return cpus.length < 2 ? undefined : cpus.slice(Math.floor(cpus.length / 2)).join(",");
 }
 
-/** How long the host waits for chrt or taskset to change a running process, ms. */
-const RESCHEDULE_TIMEOUT_MS = 2_000;
+/** The rescheduler `lowerRunning` uses: chrt and taskset where they exist (taskset only with two CPUs or more). */
+export function createRescheduler(): Rescheduler {
+  return new Rescheduler(findTool("chrt")[0], upperHalfOfCpus() === undefined ? undefined : findTool("taskset")[0]);
+}
 
 /**
  * Gives the running process `pid` and its descendants the low-priority process's scheduling, every
- * thread: the nice value at once, SCHED_IDLE and the upper half of the CPUs through chrt and taskset
- * (`--all-tasks`). Resolves once those have run; never rejects (a process that ended meanwhile is fine).
+ * thread: the nice value at once, from here; SCHED_IDLE and the upper half of the CPUs through
+ * `rescheduler` (chrt and taskset, `--all-tasks`), which runs them off the host's event loop. Resolves
+ * once those have run; never rejects (a process that ended meanwhile is fine).
  */
-export async function lowerRunning(pid: number): Promise<void> {
+export async function lowerRunning(pid: number, rescheduler: Rescheduler): Promise<void> {
   const tree = processTree(pid);
   for (const process of tree) {
     for (const tid of tasksOf(process)) {
@@ -67,15 +72,7 @@ export async function lowerRunning(pid: number): Promise<void> {
     }
   }
   const upper = upperHalfOfCpus();
-  const chrt = findTool("chrt");
-  const taskset = upper === undefined ? [] : findTool("taskset");
-  const commands = tree.flatMap((process): Array<[string, string[]]> => [
-    ...chrt.map((tool): [string, string[]] => [tool, ["--all-tasks", "--idle", "-p", "0", String(process)]]),
-    ...taskset.map((tool): [string, string[]] => [tool, ["--all-tasks", "-p", "--cpu-list", upper as string, String(process)]]),
-  ]);
-  await Promise.all(
-    commands.map(([command, args]) => new Promise<void>((resolve) => execFile(command, args, { timeout: RESCHEDULE_TIMEOUT_MS }, () => resolve()))),
-  );
+  await Promise.all(tree.map((process) => rescheduler.lower(process, upper)));
 }
 
 /** True when every thread of `pid`'s tree runs as `lowerRunning` leaves it (SCHED_IDLE where chrt exists, else the nice value). */

@@ -9,6 +9,7 @@ import { type OsSandboxStatus, bwrapCommand } from "./os-sandbox.js";
 import { bulkPipeOf } from "./bulk-channel.js";
 import { relayCapability } from "./capability-relay.js";
 import { DemotedChildren } from "./demoted-children.js";
+import type { Rescheduler } from "./rescheduler.js";
 import { lowPriorityPrefix } from "./low-priority.js";
 import { decodeCallOutcome, decodeDescribeOutcome, decodeFromSandbox } from "./sandbox-wire.js";
 import type { CallOutcome, CapabilityInvoker, DescribeOutcome, FromSandbox, SandboxRequest, ToSandbox, ToolLogLine } from "./protocol.js";
@@ -33,6 +34,8 @@ export interface ProcessOwner {
   readonly onStderr: (message: string) => void;
   /** Whether children start inside bubblewrap. */
   readonly osSandbox: OsSandboxStatus;
+  /** Runs chrt and taskset for processes demoted in place (one shell for the pool). */
+  readonly rescheduler: Rescheduler;
   /** True when request `id` was sent to process `index` (see SandboxPool.wasSentTo). */
   wasSentTo(id: number, index: number): boolean;
   /** Call `id` of `anima` has ended (whatever its outcome). */
@@ -77,7 +80,7 @@ export class SandboxProcess {
   private crashes: number[] = [];
   private restartTimer: NodeJS.Timeout | undefined;
   /** Earlier children of this slot demoted in place, finishing their calls (see `demoteRunning`). */
-  private readonly demoted = new DemotedChildren();
+  private readonly demoted: DemotedChildren;
   private replacingDemoted = false;
 
   constructor(
@@ -86,6 +89,7 @@ export class SandboxProcess {
     /** Nice value the process runs at (0: normal; see SandboxPool's low-priority process). */
     readonly nice = 0,
   ) {
+    this.demoted = new DemotedChildren(pool.rescheduler);
     this.start();
   }
 

@@ -6,7 +6,7 @@ import { type OsSandboxMode, type OsSandboxStatus, osSandboxStatus } from "./os-
 import { monotonicMs } from "../clock.js";
 import { Placement, isLongCall } from "./placement.js";
 import { processTreeCpu } from "./process-cpu.js";
-import { LOW_PRIORITY_NICE } from "./low-priority.js";
+import { LOW_PRIORITY_NICE, createRescheduler } from "./low-priority.js";
 
 /**
  * Runs isolates in supervised sandbox processes, so that a V8 fatal error or a native crash in one
@@ -109,6 +109,7 @@ export class SandboxPool implements Executor, ProcessOwner {
   readonly onViolation: (message: string) => void;
   readonly onStderr: (message: string) => void;
   readonly osSandbox: OsSandboxStatus;
+  readonly rescheduler = createRescheduler();
   closing = false;
   private readonly budget: CapabilityBudget;
   private readonly onRefusal: SandboxPoolOptions["onRefusal"];
@@ -138,6 +139,8 @@ export class SandboxPool implements Executor, ProcessOwner {
     this.onStderr = options.onStderr ?? ((message) => process.stderr.write(`${message}\n`));
     // Throws for "required" without a working bwrap: before any process starts.
     this.osSandbox = osSandboxStatus(options.osSandbox ?? "auto");
+    // Its spawn here, with the processes', rather than in the middle of the first demotion in place.
+    this.rescheduler.prepare();
     const count = Math.max(1, Math.floor(options.processes ?? 2));
     this.warmPoolBytes = Math.floor(((options.warmIsolatesMb ?? 1_024) * 2 ** 20) / count);
     this.processes = Array.from({ length: count }, (_, index) => new SandboxProcess(index, this));
@@ -245,6 +248,7 @@ export class SandboxPool implements Executor, ProcessOwner {
     clearInterval(this.cpuTimer);
     for (const process of this.all()) process.failAll({ type: "SandboxCrashed", fault: "host", message: "the host is shutting down" });
     await Promise.all(this.all().map((p) => p.stop()));
+    this.rescheduler.stop();
   }
 
   /** Told by a process when a call it ran has ended (for placement's busy figures). */
