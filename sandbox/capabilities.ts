@@ -7,7 +7,7 @@
  *  - A capability call leaves the isolate as (id, name, JSON text of plain arguments) through one host
  *    callback; the answer comes back as JSON text. No object crosses the boundary either way. The names,
  *    their positional arguments and their answers are the contract's (`CapabilityCalls` in
- *    src/contract/isolate.ts).
+ *    src/contract/isolate.ts). A long text answer comes as plain string pieces first (`receiveText`).
  *  - The host decides who the call acts for (the Anima of the call), never anything said here.
  *  - Errors the host reports become `CapabilityError`s whose `type` the host chose. Only errors created
  *    here carry that type out of the call (a tool cannot forge a `SandboxViolation`).
@@ -18,6 +18,8 @@ interface CapabilityApi {
   api: Record<string, unknown>;
   /** The host's answers to capability calls: JSON text of `[[id, reply], …]`. */
   settleMany(batchJson: string): void;
+  /** The next piece of call `id`'s text, ahead of its `pieced` answer. */
+  receiveText(id: number, piece: string): void;
   /** The host-chosen error type of an error this module created, else undefined. */
   errorTypeOf(error: unknown): string | undefined;
   endCall(): void;
@@ -44,6 +46,8 @@ function installCapabilities(
 
   type Pending = { resolve(value: unknown): void; reject(error: unknown): void; decode(value: unknown): unknown };
   const pending: Map<number, Pending> = new mapCtor();
+  /** Pieces of texts received ahead of their answers, joined as they come (V8 makes that a rope, not a copy). */
+  const texts: Map<number, string> = new mapCtor();
   let nextId = 1;
   const created = new weakSetCtor<object>();
 
@@ -74,7 +78,7 @@ function installCapabilities(
   }
 
   /** A `CapabilityAnswer` as JSON gives it: checked field by field before use. */
-  type Reply = { ok: boolean; value?: unknown; error?: { type?: unknown; message?: unknown } };
+  type Reply = { ok: boolean; value?: unknown; pieced?: unknown; error?: { type?: unknown; message?: unknown } };
 
   /** One host entry delivers every answer that was ready, so a flood of calls costs few entries. */
   function settleMany(batchJson: string): void {
@@ -91,13 +95,20 @@ function installCapabilities(
     }
   }
 
+  function receiveText(id: number, piece: string): void {
+    if (typeof id !== "number" || typeof piece !== "string" || !pending.has(id)) return;
+    texts.set(id, (texts.get(id) ?? "") + piece);
+  }
+
   function settle(id: number, reply: Reply): void {
     const waiting = pending.get(id);
+    const text = texts.get(id) ?? "";
+    texts.delete(id);
     if (!waiting) return;
     pending.delete(id);
     if (reply.ok) {
       try {
-        waiting.resolve(waiting.decode(reply.value));
+        waiting.resolve(waiting.decode(reply.pieced === true ? text : reply.value));
       } catch (error) {
         waiting.reject(error);
       }
@@ -224,7 +235,8 @@ function installCapabilities(
 
   function endCall(): void {
     pending.clear();
+    texts.clear();
   }
 
-  return { api: { fs, fetch, getCredential, get_credential: getCredential, progress, isCancelled, CapabilityError }, settleMany, errorTypeOf, endCall };
+  return { api: { fs, fetch, getCredential, get_credential: getCredential, progress, isCancelled, CapabilityError }, settleMany, receiveText, errorTypeOf, endCall };
 }

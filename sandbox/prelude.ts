@@ -405,7 +405,7 @@ function installPrelude(global: Record<string, unknown>, host: GuestBridge): Gue
     logLinesLeft = 0;
   }
 
-  const entry: GuestEntry = { describe: () => sealed(describeModule()), call: callTool, fireTimer, settleCapabilities: capabilities.settleMany };
+  const entry: GuestEntry = { describe: () => sealed(describeModule()), call: callTool, fireTimer, settleCapabilities: capabilities.settleMany, receiveText: capabilities.receiveText };
   return freeze(entry);
 }
 

@@ -78,6 +78,11 @@ export interface GuestEntry {
   fireTimer: (id: number) => void;
   /** Answers capability calls: JSON text of a `CapabilityAnswerBatch` (all answers ready when the host entered). */
   settleCapabilities: (batchJson: string) => void;
+  /**
+   * Hands over the next piece of capability call `id`'s text, ahead of its answer (`{ ok: true, pieced:
+   * true }`: the value is the pieces joined, in order). Long texts come this way, a piece per entry.
+   */
+  receiveText: (id: number, piece: string) => void;
 }
 
 export type EntryMethod = keyof GuestEntry;
@@ -225,7 +230,11 @@ export type CapabilityRequest = { [N in CapabilityName]: { name: N; args: Capabi
 export type UncheckedCapabilityRequest = { [N in CapabilityName]: { name: N; args: Unchecked<CapabilityArgs<N>> } }[CapabilityName];
 
 /** The host's answer to one capability call: the capability's value, or a typed error. */
-export type CapabilityAnswer = { ok: true; value: unknown } | { ok: false; error: { type: string; message: string; hint?: string } };
+export type CapabilityAnswer =
+  | { ok: true; value: unknown }
+  /** The value is the text handed over by `GuestEntry.receiveText` for this call, joined. */
+  | { ok: true; pieced: true }
+  | { ok: false; error: { type: string; message: string; hint?: string } };
 
 /** What `GuestEntry.settleCapabilities` receives, as JSON text: `[[id, answer], …]`. */
 export type CapabilityAnswerBatch = Array<[capabilityId: number, answer: CapabilityAnswer]>;

@@ -1,4 +1,5 @@
 import type { ChildProcess } from "node:child_process";
+import { TextPieces } from "./text-pieces.js";
 import { StringDecoder } from "node:string_decoder";
 import type { Readable, Writable } from "node:stream";
 
@@ -126,6 +127,21 @@ export class UndecodedText {
     return this.decode();
   }
 
+  /**
+   * The text decoded a chunk at a time, as it is taken (the in-process bridge hands it to the isolate in
+   * pieces: isolate-bridge.ts); the buffers go back to `pool` once the last chunk is decoded or the
+   * taking stops.
+   */
+  *decodeInPieces(pool: ReadBufferPool): Generator<string> {
+    const decoder = new ChunkDecoder(this.encoding);
+    try {
+      for (const chunk of this.chunks) yield decoder.decodeNext(chunk);
+      yield decoder.finish();
+    } finally {
+      this.recycle(pool);
+    }
+  }
+
   /** Hands the buffers back to `pool` once their bytes were copied out (see `ReadBufferPool`); the text is then empty for good. */
   recycle(pool: ReadBufferPool): void {
     const owned = this.owned;
@@ -158,14 +174,14 @@ export class BulkReceiver {
   private received: Buffer[] = [];
   private receivedBytes = 0;
   private readonly incoming = new Map<number, { decoder: ChunkDecoder; bytes: number }>();
-  private readonly waiting = new Map<number, { bytes: number; complete: (text: string) => void }>();
+  private readonly waiting = new Map<number, { bytes: number; complete: (text: TextPieces) => void }>();
 
   constructor(pipe: Readable | undefined) {
     pipe?.on("data", (data: Buffer) => this.take(data));
   }
 
-  /** Calls `complete` with the decoded text once `bytes` bytes of answer `capabilityId` have arrived. */
-  expect(capabilityId: number, bytes: number, complete: (text: string) => void): void {
+  /** Calls `complete` with the decoded text, in the pieces it arrived in, once `bytes` bytes of answer `capabilityId` have arrived. */
+  expect(capabilityId: number, bytes: number, complete: (text: TextPieces) => void): void {
     this.waiting.set(capabilityId, { bytes, complete });
     this.completeIfWhole(capabilityId);
   }
@@ -199,7 +215,7 @@ export class BulkReceiver {
     if (!waiting || (waiting.bytes > 0 && (entry?.bytes ?? 0) < waiting.bytes)) return;
     this.waiting.delete(capabilityId);
     this.incoming.delete(capabilityId);
-    waiting.complete(entry ? entry.decoder.end() : "");
+    waiting.complete(new TextPieces(entry ? entry.decoder.endPieces() : []));
   }
 }
 
@@ -215,18 +231,31 @@ export class ChunkDecoder {
   }
 
   write(bytes: Buffer): void {
-    if (this.utf8) {
-      this.parts.push(this.utf8.write(bytes));
-      return;
-    }
+    this.parts.push(this.decodeNext(bytes));
+  }
+
+  /** The text of `bytes`, as far as it can be decoded yet (the rest waits for the next chunk or `finish`). */
+  decodeNext(bytes: Buffer): string {
+    if (this.utf8) return this.utf8.write(bytes);
     const all = this.carry.length > 0 ? Buffer.concat([this.carry, bytes]) : bytes;
     const whole = all.length - (all.length % 3);
-    this.parts.push(all.subarray(0, whole).toString("base64"));
     this.carry = Buffer.from(all.subarray(whole));
+    return all.subarray(0, whole).toString("base64");
+  }
+
+  /** The text of what `decodeNext` held back. */
+  finish(): string {
+    return this.utf8 ? this.utf8.end() : this.carry.toString("base64");
   }
 
   end(): string {
-    this.parts.push(this.utf8 ? this.utf8.end() : this.carry.toString("base64"));
-    return this.parts.join("");
+    return this.endPieces().join("");
+  }
+
+  /** The text as decoded chunk by chunk (not joined). */
+  endPieces(): string[] {
+    const last = this.finish();
+    if (last) this.parts.push(last);
+    return this.parts.filter((part) => part.length > 0);
   }
 }

@@ -2,6 +2,8 @@ import type { EntryTracker } from "./call-guard.js";
 import { classifyIvmError } from "./ivm-errors.js";
 import type { ActiveCall, PooledIsolate } from "./pooled-isolate.js";
 import type { CapabilityInvoker, CapabilityReply, ToolLogLine } from "./protocol.js";
+import { TEXT_PIECE_CHARS, TextPieces, textGroups } from "./text-pieces.js";
+import { READ_BUFFERS, UndecodedText } from "./bulk-channel.js";
 import { type CapabilityAnswerBatch, type HostBridge, MAX_TIMERS_PER_CALL, MAX_TIMER_DELAY_MS } from "../contract/isolate.js";
 
 /**
@@ -76,27 +78,55 @@ export function bridgeHandlers(pooled: PooledIsolate, host: BridgeHost): BridgeH
 function deliver(host: BridgeHost, pooled: PooledIsolate, active: ActiveCall, id: number, reply: CapabilityReply): void {
   if (pooled.active !== active || !pooled.healthy) return;
   active.replies.push([id, reply]);
-  if (!active.settling) settleBatch(host, pooled, active);
+  if (!active.settling) void settleBatch(host, pooled, active);
 }
 
-function settleBatch(host: BridgeHost, pooled: PooledIsolate, active: ActiveCall): void {
-  const batch: CapabilityAnswerBatch = active.replies.splice(0);
-  let batchJson: string;
-  try {
-    batchJson = JSON.stringify(batch);
-  } catch {
-    batchJson = JSON.stringify(batch.map(([id]) => [id, { ok: false, error: { type: "ExecutionError", message: "the host's answer could not be sent" } }]));
-  }
+/**
+ * Enters the answers waiting. A long text goes first, in pieces (text-pieces.ts), each its own entry, so
+ * that this thread never copies more than `TEXT_PIECE_CHARS` at once and the process's other calls are
+ * served in between; its answer then says `pieced`.
+ */
+async function settleBatch(host: BridgeHost, pooled: PooledIsolate, active: ActiveCall): Promise<void> {
   active.settling = true;
-  host.entries
-    .track(pooled.entry!.settleCapabilities.apply(undefined, [batchJson]))
-    .catch((error: unknown) => {
-      if (pooled.active === active) haltAfterFailedEntry(pooled, active, error);
-    })
-    .finally(() => {
-      active.settling = false;
-      if (active.replies.length > 0 && pooled.active === active && pooled.healthy) settleBatch(host, pooled, active);
-    });
+  try {
+    const batch: CapabilityAnswerBatch = [];
+    for (const [id, reply] of active.replies.splice(0)) {
+      const pieces = reply.ok ? longTextPieces(reply.value) : undefined;
+      if (!pieces) {
+        batch.push([id, reply]);
+        continue;
+      }
+      for (const piece of pieces) {
+        if (pooled.active !== active || !pooled.healthy) return;
+        await host.entries.track(pooled.entry!.receiveText.apply(undefined, [id, piece]));
+      }
+      batch.push([id, { ok: true, pieced: true }]);
+    }
+    if (pooled.active !== active || !pooled.healthy) return;
+    let batchJson: string;
+    try {
+      batchJson = JSON.stringify(batch);
+    } catch {
+      batchJson = JSON.stringify(batch.map(([id]) => [id, { ok: false, error: { type: "ExecutionError", message: "the host's answer could not be sent" } }]));
+    }
+    await host.entries.track(pooled.entry!.settleCapabilities.apply(undefined, [batchJson]));
+  } catch (error) {
+    if (pooled.active === active) haltAfterFailedEntry(pooled, active, error);
+  } finally {
+    active.settling = false;
+    if (active.replies.length > 0 && pooled.active === active && pooled.healthy) void settleBatch(host, pooled, active);
+  }
+}
+
+/**
+ * `value` in pieces for the isolate when it is a text too long for one entry (see `settleBatch`): as it
+ * arrived in a sandbox process, or decoded a chunk at a time in an in-process host (whose event loop
+ * would otherwise decode, escape and copy the whole file in one block).
+ */
+function longTextPieces(value: unknown): Iterable<string> | undefined {
+  if (value instanceof TextPieces) return value.length > TEXT_PIECE_CHARS ? value.groups(TEXT_PIECE_CHARS) : undefined;
+  if (value instanceof UndecodedText) return value.byteLength > TEXT_PIECE_CHARS ? textGroups(value.decodeInPieces(READ_BUFFERS), TEXT_PIECE_CHARS) : undefined;
+  return typeof value === "string" && value.length > TEXT_PIECE_CHARS ? textGroups([value], TEXT_PIECE_CHARS) : undefined;
 }
 
 /**

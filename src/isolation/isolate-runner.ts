@@ -346,6 +346,7 @@ export class IsolateRunner implements Executor {
         describe: entryRef.getSync("describe", { reference: true }),
         fireTimer: entryRef.getSync("fireTimer", { reference: true }),
         settleCapabilities: entryRef.getSync("settleCapabilities", { reference: true }),
+        receiveText: entryRef.getSync("receiveText", { reference: true }),
       };
       entryRef.release();
       let toolScript: ivm.Script;

@@ -37,8 +37,8 @@ describe("bulk channel frames", () => {
       pieceBytes,
     );
     const got: Record<number, string> = {};
-    receiver.expect(1, BYTES.length, (text) => (got[1] = text));
-    receiver.expect(2, BYTES.length, (text) => (got[2] = text));
+    receiver.expect(1, BYTES.length, (text) => (got[1] = text.join()));
+    receiver.expect(2, BYTES.length, (text) => (got[2] = text.join()));
     expect(got[1]).toBe(TEXT);
     expect(got[2]).toBe(BYTES.toString("base64"));
   });
@@ -47,9 +47,9 @@ describe("bulk channel frames", () => {
     const input = new PassThrough();
     const receiver = new BulkReceiver(input);
     let text: string | undefined;
-    receiver.expect(5, BYTES.length, (t) => (text = t));
+    receiver.expect(5, BYTES.length, (t) => (text = t.join()));
     let empty: string | undefined;
-    receiver.expect(6, 0, (t) => (empty = t));
+    receiver.expect(6, 0, (t) => (empty = t.join()));
     expect(empty).toBe("");
     expect(text).toBeUndefined();
     const pipe = new PassThrough();

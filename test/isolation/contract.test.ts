@@ -68,7 +68,7 @@ describe("the isolate contract", () => {
       const keys = JSON.parse(
         context.evalClosureSync("return JSON.stringify(Object.keys($0).sort())", [entry.derefInto()], { result: { copy: true } }) as string,
       ) as string[];
-      expect(keys).toEqual(["call", "describe", "fireTimer", "settleCapabilities"]);
+      expect(keys).toEqual(["call", "describe", "fireTimer", "receiveText", "settleCapabilities"]);
       // A tool's log line and a capability request reach the host's bridge with the contract's arguments.
       isolate.compileScriptSync(`__awRegister({ dispatch: () => { __animaworksTool.logger.info("hello"); __animaworksTool.fs.stat("x"); return "ok"; } })`).runSync(context);
       const text = await entry.getSync("call", { reference: true }).apply(undefined, ["call", "t_run", "{}", 1_000, 10, 100], { result: { promise: true, copy: true } });
