@@ -1,16 +1,13 @@
 import { forwardStderr } from "./child-stderr.js";
-import { type ChildProcess, fork, spawn } from "node:child_process";
-import type { Writable } from "node:stream";
-import { join } from "node:path";
-import { PROJECT_ROOT } from "../config.js";
+import type { ChildProcess } from "node:child_process";
 import type { ErrorInfo } from "../errors.js";
 import type { CallLedger } from "./call-ledger.js";
-import { type OsSandboxStatus, bwrapCommand } from "./os-sandbox.js";
+import type { OsSandboxStatus } from "./os-sandbox.js";
+import { spawnSandboxChild } from "./child-spawn.js";
 import { bulkPipeOf } from "./bulk-channel.js";
 import { relayCapability } from "./capability-relay.js";
 import { DemotedChildren } from "./demoted-children.js";
 import type { Rescheduler } from "./rescheduler.js";
-import { lowPriorityPrefix } from "./low-priority.js";
 import { decodeCallOutcome, decodeDescribeOutcome, decodeFromSandbox } from "./sandbox-wire.js";
 import type { CallOutcome, CapabilityInvoker, DescribeOutcome, FromSandbox, SandboxRequest, ToSandbox, ToolLogLine } from "./protocol.js";
 import { monotonicMs } from "../clock.js";
@@ -58,10 +55,7 @@ export interface Pending {
 }
 
 
-const CHILD_ENTRY = join(PROJECT_ROOT, "dist", "src", "isolation", "sandbox-process.js");
 const CRASH_WINDOW_MS = 10_000;
-/** The child's fd on which bwrap reads the seccomp program (0–2 stdio, 3 the IPC channel). */
-const SECCOMP_FD = 4;
 const MAX_CRASHES_IN_WINDOW = 5;
 const RESTART_BACKOFF_MS = 1_000;
 /** A retiring child that has not ended itself by then is killed, ms. */
@@ -206,21 +200,7 @@ export class SandboxProcess {
   private start(): void {
     this.ready = false;
     this.sentBundles = new Set();
-    const idle = this.nice > 0 ? lowPriorityPrefix() : [];
-    const child = this.pool.osSandbox.enabled
-      ? this.spawnInBwrap(idle)
-      : idle.length > 0
-        ? spawn(idle[0] as string, [...idle.slice(1), process.execPath, "--no-node-snapshot", CHILD_ENTRY, ...this.childArgs()], {
-            env: {},
-            stdio: ["ignore", "ignore", "pipe", "ipc", "ignore", "pipe"],
-            serialization: "json",
-          })
-        : fork(CHILD_ENTRY, this.childArgs(), {
-            execArgv: ["--no-node-snapshot"],
-            env: {},
-            stdio: ["ignore", "ignore", "pipe", "ipc", "ignore", "pipe"],
-            serialization: "json",
-          });
+    const child = spawnSandboxChild({ osSandbox: this.pool.osSandbox, nice: this.nice, warmPoolBytes: this.pool.warmPoolBytes, maxIdleIsolates: this.pool.maxIdleIsolates });
     this.child = child;
     forwardStderr(child.stderr, child.pid, (message) => this.pool.onStderr(message));
     bulkPipeOf(child)?.on("error", () => {
@@ -231,31 +211,6 @@ export class SandboxProcess {
     child.on("error", () => {
       // 'exit' follows and handles the failure
     });
-  }
-
-  /** sandbox-process.ts's arguments: warm pool bytes, idle isolates at most, nice value. */
-  private childArgs(): string[] {
-    return [String(this.pool.warmPoolBytes), String(this.pool.maxIdleIsolates), String(this.nice)];
-  }
-
-  /** The child inside bubblewrap (os-sandbox.ts); the seccomp program goes to bwrap on fd 4. */
-  private spawnInBwrap(prefix: string[]): ChildProcess {
-    const bwrap = bwrapCommand(["--no-node-snapshot", CHILD_ENTRY, ...this.childArgs()], SECCOMP_FD);
-    const { seccomp } = bwrap;
-    const [command, ...args] = [...prefix, bwrap.command, ...bwrap.args] as [string, ...string[]];
-    const child = spawn(command, args, {
-      env: {},
-      stdio: ["ignore", "ignore", "pipe", "ipc", seccomp ? "pipe" : "ignore", "pipe"],
-      serialization: "json",
-    });
-    const seccompPipe = child.stdio[SECCOMP_FD] as Writable | null | undefined;
-    if (seccomp && seccompPipe) {
-      seccompPipe.on("error", () => {
-        // bwrap failed before reading it: its 'exit' reports the failure
-      });
-      seccompPipe.end(seccomp);
-    }
-    return child;
   }
 
   private onMessage(child: ChildProcess, raw: unknown): void {
