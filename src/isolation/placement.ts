@@ -16,7 +16,10 @@
  *    the host measured busy (`demoteLongCallsOn`, from /proc): its calls then go to the low-priority
  *    process until `DEMOTED_FOR_MS` after that. A spinning tool competes for the cores at a lower
  *    priority, and quiet Animas' short calls are served first. A long call that waits (on the network,
- *    a timer) leaves its process idle and demotes nobody.
+ *    a timer) leaves its process idle and demotes nobody. So is an Anima whose calls, however short, were
+ *    in flight on a busy process `BACK_TO_BACK_SHARE` of the time since the last reading on average
+ *    (`demoteBackToBack`: one call after another, as good as one long call), while another Anima had
+ *    calls in the pool: alone it keeps its normal process.
  *  - A call that was running when its process was demoted in place (`movedOff`; SandboxPool) no longer
  *    counts for that process, whose slot now holds a fresh one. The Anima of a long one stays demoted
  *    while it runs and `DEMOTED_FOR_MS` after it ends, doubled for each earlier time
@@ -39,6 +42,11 @@ export const LONG_CALL_MS = 250;
 export function isLongCall(startedAt: number, now: number): boolean {
   return now - startedAt >= LONG_CALL_MS;
 }
+/**
+ * An Anima whose calls were in flight on a busy process this share of a reading's window on average
+ * (their wall times summed: concurrent calls count each) is over its share, as with a long call.
+ */
+export const BACK_TO_BACK_SHARE = 0.9;
 /** How long an Anima stays on the low-priority process after its last long call, ms. */
 export const DEMOTED_FOR_MS = 10_000;
 /**
@@ -72,8 +80,8 @@ export interface Route<P> {
 export class Placement<P extends Slot> {
   private readonly tenants = new Map<string, Tenant<P>>();
   private readonly animaCount = new Map<P, number>();
-  /** Per process: wall time of the calls that ended there since `since`, counted from `since` on (see `shortCallTimeOn`). */
-  private readonly endedCallTime = new Map<P, { since: number; ms: number }>();
+  /** Per process: wall time of the calls that ended there since `since`, counted from `since` on, per Anima (see `callTimeOn`). */
+  private readonly endedCallTime = new Map<P, { since: number; byAnima: Map<string, number> }>();
 
   constructor(
     private readonly processes: readonly P[],
@@ -112,17 +120,43 @@ export class Placement<P extends Slot> {
   }
 
   /**
-   * Wall time the calls on `process` other than its long ones in flight spent there since the last time
-   * this was asked for it (calls that ended meanwhile, and short calls in flight), and starts a new
-   * window. The most of the process's CPU time over the window that those calls can account for.
+   * The wall time of the calls on `process` since the last time this was asked for it (calls that ended
+   * meanwhile, and the part of those in flight), and starts a new window of `windowMs`: `shortMs` leaves
+   * out its long calls in flight (the most of the process's CPU time over the window that the others
+   * can account for); `byAnima` is each Anima's, long calls included.
    */
-  shortCallTimeOn(process: P, now: number): number {
+  callTimeOn(process: P, now: number): { windowMs: number; shortMs: number; byAnima: Map<string, number> } {
     const window = this.endedCallTime.get(process);
     const since = window?.since ?? now;
-    let ms = window?.ms ?? 0;
-    for (const call of this.callsOn(process)) if (!isLongCall(call.startedAt, now)) ms += now - Math.max(call.startedAt, since);
-    this.endedCallTime.set(process, { since: now, ms: 0 });
-    return ms;
+    const byAnima = window?.byAnima ?? new Map<string, number>();
+    let shortMs = [...byAnima.values()].reduce((sum, ms) => sum + ms, 0);
+    for (const [anima, tenant] of this.tenants) {
+      for (const call of tenant.inFlight.values()) {
+        if (call.process !== process || call.movedOff) continue;
+        const ms = now - Math.max(call.startedAt, since);
+        byAnima.set(anima, (byAnima.get(anima) ?? 0) + ms);
+        if (!isLongCall(call.startedAt, now)) shortMs += ms;
+      }
+    }
+    this.endedCallTime.set(process, { since: now, byAnima: new Map() });
+    return { windowMs: now - since, shortMs, byAnima };
+  }
+
+  /**
+   * A process was measured busy over a window of `windowMs` in which `byAnima` were its Animas' call times
+   * (`callTimeOn`): each whose calls were in flight there `BACK_TO_BACK_SHARE` of it on average is over
+   * its share, when an Anima other than itself is in `calling` (Animas with calls anywhere meanwhile).
+   */
+  demoteBackToBack(byAnima: ReadonlyMap<string, number>, windowMs: number, calling: ReadonlySet<string>, now: number): void {
+    if (windowMs <= 0) return;
+    let demoted = false;
+    for (const [anima, ms] of byAnima) {
+      const tenant = this.tenants.get(anima);
+      if (!tenant || ms < BACK_TO_BACK_SHARE * windowMs || ![...calling].some((other) => other !== anima)) continue;
+      tenant.demotedUntil = Math.max(tenant.demotedUntil, now + DEMOTED_FOR_MS);
+      demoted = true;
+    }
+    if (demoted) this.lowPriority();
   }
 
   /** `process` was demoted in place: the calls in flight there no longer count for it (see the invariants). */
@@ -171,7 +205,7 @@ export class Placement<P extends Slot> {
       tenant.demotedUntil = Math.max(tenant.demotedUntil, now + DEMOTED_FOR_MS * 2 ** doublings);
     }
     const window = this.endedCallTime.get(call.process);
-    if (window && !call.movedOff) window.ms += now - Math.max(call.startedAt, window.since);
+    if (window && !call.movedOff) window.byAnima.set(anima, (window.byAnima.get(anima) ?? 0) + now - Math.max(call.startedAt, window.since));
   }
 
   /** The process `anima`'s calls go to (not counting a demotion), if it has made any. */

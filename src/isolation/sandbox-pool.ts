@@ -16,9 +16,9 @@ import { LOW_PRIORITY_NICE, createRescheduler } from "./low-priority.js";
  *  - Sandbox processes get an empty environment: nothing of the host's environment is there to leak.
  *  - Each Anima's calls go to one process at a time, where its warm isolates live; placement.ts says
  *    which, and when an idle Anima moves (its warm isolates in the process it left are dropped).
- *  - An Anima over its share (a long call in a process the host measured busy; placement.ts) has its
- *    calls run in a low-priority process (low-priority.ts: SCHED_IDLE, half the CPUs, nice 19), started
- *    on first use, so that it cannot take the cores from the quiet Animas' short calls. When a busy
+ *  - An Anima over its share (a long call, or calls back to back, in a process the host measured busy;
+ *    placement.ts) has its calls run in a low-priority process (low-priority.ts: SCHED_IDLE, half the
+ *    CPUs, nice 19), started on first use, so that it cannot take the cores from the quiet Animas' short calls. When a busy
  *    normal process's other calls cannot account for its CPU time, that process is demoted in place
  *    (its calls keep running, now at low priority, and it ends after them; a fresh process takes its
  *    slot): the call that made its Anima over its share does not hold a normal process's core until its
@@ -164,7 +164,8 @@ export class SandboxPool implements Executor, ProcessOwner {
 
   /**
    * Reads the CPU time of each process; one that was busy since the last reading has the Animas of its
-   * long calls (`LONG_CALL_MS`) demoted (again, for those already demoted), and, when its other calls
+   * long calls (`LONG_CALL_MS`), and of calls back to back (`demoteBackToBack`), demoted (again, for
+   * those already demoted), and, when its other calls
    * cannot account for it being busy, is itself demoted in place (see the invariants). Stops when
    * nothing has been in flight for `CPU_SAMPLE_KEPT_MS`.
    */
@@ -179,14 +180,20 @@ export class SandboxPool implements Executor, ProcessOwner {
       return;
     }
     // Every process, every time (a call is "long" for only part of a sample when calls restart at their
-    // timeout), the low-priority one too: an Anima that keeps its calls there busy stays there.
-    for (const process of this.all()) {
+    // timeout), the low-priority one too: an Anima that keeps its calls there busy stays there. Each
+    // reading covers the time since the previous one.
+    const readings = this.all().map((process) => {
       process.recheckDemoted();
       const pid = process.pid;
-      const cpu = pid === undefined ? undefined : processTreeCpu(pid);
-      // Both read every sample: each covers the time since the previous one.
-      const shortCallMs = this.placement.shortCallTimeOn(process, now);
-      const relayed = this.relayedSince(process, now);
+      return {
+        process,
+        cpu: pid === undefined ? undefined : processTreeCpu(pid),
+        callTime: this.placement.callTimeOn(process, now),
+        relayed: this.relayedSince(process, now),
+      };
+    });
+    const calling = new Set(readings.flatMap(({ callTime }) => [...callTime.byAnima.keys()]));
+    for (const { process, cpu, callTime, relayed } of readings) {
       if (cpu === undefined) {
         this.cpuSamples.delete(process);
         continue;
@@ -197,13 +204,15 @@ export class SandboxPool implements Executor, ProcessOwner {
       const cores = (ms: number) => ms / (now - last.at);
       const treeCores = cores(cpu.totalMs - last.totalMs);
       const busy = cores(cpu.offMainMs - last.offMainMs) >= BUSY_CORES || treeCores >= BUSY_TREE_CORES;
-      if (!busy || !this.placement.hasLongCallOn(process, now)) continue;
+      if (!busy) continue;
+      this.placement.demoteBackToBack(callTime.byAnima, callTime.windowMs, calling, now);
+      if (!this.placement.hasLongCallOn(process, now)) continue;
       this.placement.demoteLongCallsOn(process, now);
       if (process === this.lowPriority || now - this.lastDemotedInPlaceAt < DEMOTE_IN_PLACE_EVERY_MS) continue;
       // In place only when the long calls are what keeps the process busy: its isolate threads busy
       // beyond what the other calls could account for (each uses at most a core while it runs), or its
       // capability traffic almost all theirs.
-      const spinning = cores(cpu.offMainMs - last.offMainMs) - cores(shortCallMs) >= BUSY_CORES;
+      const spinning = cores(cpu.offMainMs - last.offMainMs) - cores(callTime.shortMs) >= BUSY_CORES;
       const relaying = treeCores >= BUSY_TREE_CORES && relayed.long > 0 && relayed.long >= LONG_CALLS_RELAY_SHARE * relayed.all;
       if ((spinning || relaying) && process.demoteRunning()) {
         this.placement.movedOff(process, now);

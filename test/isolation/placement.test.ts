@@ -120,14 +120,59 @@ describe("Placement", () => {
     const { placement } = setup();
     const home = placement.route("a", 0).target;
     placement.route("b", 0);
-    expect(placement.shortCallTimeOn(home, 1_000)).toBe(0); // opens the window at 1,000
+    expect(placement.callTimeOn(home, 1_000).shortMs).toBe(0); // opens the window at 1,000
     placement.started("a", 1, home, 900); // long by 1,250, counted from the window's start
     placement.started("b", 2, home, 1_100);
     placement.finished("b", 2, 1_150); // 50 ms
     placement.started("b", 3, home, 1_200); // in flight: 50 ms so far
-    expect(placement.shortCallTimeOn(home, 1_250)).toBe(100);
+    const first = placement.callTimeOn(home, 1_250);
+    expect(first.shortMs).toBe(100);
+    expect(first.windowMs).toBe(250);
+    // Per Anima, long calls included: a's call from the window's start, b's two calls.
+    expect(Object.fromEntries(first.byAnima)).toEqual({ a: 250, b: 100 });
     // A new window: only what happened since.
-    expect(placement.shortCallTimeOn(home, 1_300)).toBe(50);
+    const second = placement.callTimeOn(home, 1_300);
+    expect(second.shortMs).toBe(50);
+    expect(Object.fromEntries(second.byAnima)).toEqual({ a: 50, b: 50 });
+  });
+
+  it("demotes an Anima whose short calls kept a busy process occupied back to back, while another Anima has calls", () => {
+    const { low, placement } = setup();
+    const home = placement.route("reader", 0).target;
+    const quietHome = placement.route("quiet", 0).target;
+    placement.callTimeOn(home, 1_000); // opens the window
+    // Back to back: 100 ms calls, one after the other, 240 of the window's 250 ms.
+    for (const [id, start] of [[1, 1_000], [2, 1_100], [3, 1_200]] as const) {
+      placement.started("reader", id, home, start);
+      if (start < 1_200) placement.finished("reader", id, start + 95);
+    }
+    placement.started("quiet", 9, quietHome, 1_100);
+    placement.finished("quiet", 9, 1_101);
+    const window = placement.callTimeOn(home, 1_250);
+    expect(window.byAnima.get("reader")).toBe(240);
+    // Alone in the pool: nobody to make room for.
+    placement.demoteBackToBack(window.byAnima, window.windowMs, new Set(["reader"]), 1_250);
+    expect(placement.route("reader", 1_260).target).toBe(home);
+    placement.demoteBackToBack(window.byAnima, window.windowMs, new Set(["reader", "quiet"]), 1_250);
+    expect(placement.route("reader", 1_260)).toMatchObject({ target: low, demoted: true });
+    expect(placement.route("quiet", 1_260)).toMatchObject({ target: quietHome, demoted: false });
+    placement.finished("reader", 3, 1_300);
+    expect(placement.route("reader", 1_250 + DEMOTED_FOR_MS + 1)).toMatchObject({ target: home, demoted: false });
+  });
+
+  it("does not count calls that only come often: below the share of the window, nobody is demoted", () => {
+    const { placement } = setup();
+    const home = placement.route("often", 0).target;
+    placement.route("quiet", 0);
+    placement.callTimeOn(home, 0);
+    for (let id = 1; id <= 10; id++) {
+      placement.started("often", id, home, id * 25);
+      placement.finished("often", id, id * 25 + 20); // 20 of every 25 ms: 80 %
+    }
+    const window = placement.callTimeOn(home, 250);
+    expect(window.byAnima.get("often")).toBe(200);
+    placement.demoteBackToBack(window.byAnima, window.windowMs, new Set(["often", "quiet"]), 250);
+    expect(placement.route("often", 260).demoted).toBe(false);
   });
 
   it("sends calls of a process that is down to one that is up", () => {

@@ -177,6 +177,56 @@ describe("noisy neighbour: an attacker's first call", () => {
   });
 });
 
+describe("noisy neighbour: short calls back to back", () => {
+  let h: Harness;
+  beforeAll(() => {
+    h = startHost({ mode: "process", timeoutMs: 3_000, sandboxProcesses: 1, animas: ["mallory", "alice"] });
+    h.install("mallory", "back_to_back_spins");
+  });
+  afterAll(() => h.close());
+
+  /** Mallory's 100 ms calls, one after the other, until `done`; every call must succeed. */
+  async function spinsUntil(done: () => boolean): Promise<void> {
+    while (!done()) expectOk(await h.call("mallory", "back_to_back_spins_run"));
+  }
+
+  it("alone on the host, they keep their normal process", async () => {
+    const config = h.host!.config;
+    const end = Date.now() + 1_500;
+    await spinsUntil(() => Date.now() > end);
+    expect(sandboxPids(config)).toHaveLength(1); // no low-priority process was needed
+    expect(sandboxPidFor(config, "mallory")).toBe(sandboxPids(config)[0]);
+  });
+
+  it("beside another Anima's calls, their Anima is over its share: its next calls run in the low-priority process, the other's stay", async () => {
+    const config = h.host!.config;
+    expect(await expectHealthy(h, "alice")).toBeGreaterThanOrEqual(1);
+    const normal = sandboxPids(config)[0];
+    let demoted = false;
+    const alice: CallResult[] = [];
+    const aliceCalls = (async () => {
+      while (!demoted) {
+        alice.push(await h.call("alice", "counter_count"));
+        await new Promise((resolve) => setTimeout(resolve, 5));
+      }
+    })();
+    const spins = spinsUntil(() => demoted);
+    try {
+      // Judged on the next reading of the process's CPU time (every 250 ms) once the calls are back to back.
+      await waitFor(() => sandboxPids(config).length === 2 && sandboxPidFor(config, "mallory") === sandboxPids(config)[1], 3_000);
+    } finally {
+      demoted = true;
+    }
+    await Promise.all([aliceCalls, spins]);
+    expect(alice.every((r) => r.status === "ok")).toBe(true);
+    expect(sandboxPidFor(config, "alice")).toBe(normal);
+    const low = sandboxPids(config)[1] as number;
+    const lowered = (p: { nice: number; policy: number }) => (existsSync("/usr/bin/chrt") ? p.policy === SCHED_IDLE : p.nice === LOW_PRIORITY_NICE);
+    expect(schedulingOfTree(low).every(lowered)).toBe(true);
+    expect(await expectHealthy(h, "alice")).toBeGreaterThan(1); // its warm isolate, still in the normal process
+  });
+});
+
 describe("noisy neighbour: closing the host while a demoted process still runs its call", () => {
   it("stops the demoted process too; the call fails as the host shutting down", async () => {
     const h = startHost({ mode: "process", timeoutMs: 5_000, sandboxProcesses: 1, animas: ["trudy", "alice"] });
