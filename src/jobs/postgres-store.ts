@@ -1,6 +1,7 @@
 import pg from "pg";
 import { ToolHostError } from "../errors.js";
 import { checkSchemaName, migratePostgres } from "./postgres-schema.js";
+import { listen, withPooledClient } from "./postgres-connection.js";
 import { type JobRow, rowToJob } from "./sqlite-schema.js";
 import {
   type ClaimRequest,
@@ -296,61 +297,11 @@ export class PostgresJobStore implements JobStore {
     return status;
   }
 
-  /**
-   * LISTEN on the store's channel through a connection of its own (outside the pool, which it would
-   * otherwise hold for good). Notifications are sent inside the writing transaction, so they arrive once
-   * it committed. A lost connection (a server restart, a dropped link) is opened again after
-   * `RELISTEN_AFTER_MS`, and the listener is told `runnable` then, since it may have missed submits
-   * meanwhile (polling covered the gap). Resolves once the first LISTEN is in place, or once it failed
-   * and was scheduled again.
-   */
+  /** Wakes `listener` on submits and cancels (postgres-connection.ts `listen`). */
   async subscribe(listener: (event: StoreEvent) => void): Promise<() => Promise<void>> {
     if (this.closed) throw closedError();
     await this.open();
-    let stopped = false;
-    let current: pg.Client | undefined;
-    let retry: NodeJS.Timeout | undefined;
-    const connect = async (): Promise<void> => {
-      const client = new pg.Client({ connectionString: this.options.url, connectionTimeoutMillis: this.options.connectTimeoutMs ?? 5_000 });
-      client.on("error", () => {});
-      client.on("notification", (message) => {
-        const payload = message.payload ?? "";
-        if (payload === "runnable") listener({ type: "runnable" });
-        else if (payload.startsWith("cancel:")) listener({ type: "cancel", id: payload.slice("cancel:".length) });
-      });
-      try {
-        await client.connect();
-        await client.query(`LISTEN ${this.channel()}`);
-      } catch (error) {
-        await client.end().catch(() => {});
-        throw unreachable(this.options.url, error);
-      }
-      client.once("end", () => {
-        if (stopped || this.closed) return;
-        retry = setTimeout(reconnect, RELISTEN_AFTER_MS);
-      });
-      current = client;
-    };
-    const reconnect = (): void => {
-      retry = undefined;
-      if (stopped || this.closed) return;
-      connect().then(
-        () => listener({ type: "runnable" }),
-        () => {
-          if (!stopped && !this.closed) retry = setTimeout(reconnect, RELISTEN_AFTER_MS);
-        },
-      );
-    };
-    // The first LISTEN is in place when this resolves, unless the server cannot be reached now: then it
-    // is tried again in the background (the worker polls meanwhile) instead of never.
-    await connect().catch(() => {
-      retry = setTimeout(reconnect, RELISTEN_AFTER_MS);
-    });
-    return async () => {
-      stopped = true;
-      clearTimeout(retry);
-      await current?.end().catch(() => {});
-    };
+    return listen({ url: this.options.url, connectTimeoutMs: this.options.connectTimeoutMs ?? 5_000, channel: this.channel(), closed: () => this.closed }, listener);
   }
 
   async close(): Promise<void> {
@@ -397,28 +348,8 @@ export class PostgresJobStore implements JobStore {
     return this.connect(work);
   }
 
-  private async connect<T>(work: (client: pg.PoolClient) => Promise<T>): Promise<T> {
-    let client: pg.PoolClient;
-    try {
-      client = await this.pool.connect();
-    } catch (error) {
-      throw unreachable(this.options.url, error);
-    }
-    // While checked out, a client whose connection the server ends (a restart, a terminated backend)
-    // reports it as an 'error' event: without a listener that would end this process.
-    const onError = (): void => {};
-    client.on("error", onError);
-    let broken = false;
-    try {
-      return await work(client);
-    } catch (error) {
-      broken = isConnectionError(error);
-      throw error;
-    } finally {
-      client.off("error", onError);
-      // A client whose connection failed is closed, not handed to the next caller.
-      client.release(broken);
-    }
+  private connect<T>(work: (client: pg.PoolClient) => Promise<T>): Promise<T> {
+    return withPooledClient(this.pool, this.options.url, work);
   }
 
   private transaction<T>(work: (client: pg.PoolClient) => Promise<T>): Promise<T> {
@@ -444,8 +375,6 @@ export class PostgresJobStore implements JobStore {
   }
 }
 
-/** How long a lost LISTEN connection waits before it is opened again, ms. */
-const RELISTEN_AFTER_MS = 1_000;
 /** Submits of one store instance notify at most this often; the rest are covered by a trailing one, ms. */
 const NOTIFY_EVERY_MS = 2;
 
@@ -455,28 +384,12 @@ async function one(client: pg.PoolClient, sql: string, values: unknown[]): Promi
   return (await client.query<JobRow>(sql, values)).rows[0];
 }
 
-/** A failure of the connection rather than of the statement (classes 08 and 57P, or none at all). */
-function isConnectionError(error: unknown): boolean {
-  if (error instanceof ToolHostError) return false;
-  const code = (error as { code?: unknown } | undefined)?.code;
-  return typeof code !== "string" || code.startsWith("08") || code.startsWith("57P");
-}
-
 function isUniqueViolation(error: unknown): boolean {
   return (error as { code?: string } | undefined)?.code === "23505";
 }
 
 function closedError(): ToolHostError {
   return new ToolHostError("ExecutionError", "the job store is closed");
-}
-
-function unreachable(url: string, error: unknown): ToolHostError {
-  const reason = error instanceof Error ? error.message : String(error);
-  return new ToolHostError(
-    "ExecutionError",
-    `cannot reach the job database ${describeServer(url)}: ${reason.replaceAll(url, describeServer(url))}`,
-    "check that PostgreSQL runs and the URL (ANIMAWORKS_JOBS_URL or --jobs-url) names it",
-  );
 }
 
 export { describeServer };
