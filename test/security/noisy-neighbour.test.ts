@@ -220,7 +220,10 @@ describe("noisy neighbour: short calls back to back", () => {
     await Promise.all([aliceCalls, spins]);
     expect(alice.every((r) => r.status === "ok")).toBe(true);
     expect(sandboxPidFor(config, "alice")).toBe(normal);
+    // Mallory's next call runs there (the process may have been started only now: one call has it up).
+    expectOk(await h.call("mallory", "back_to_back_spins_run"));
     const low = sandboxPids(config)[1] as number;
+    expect(sandboxPidFor(config, "mallory")).toBe(low);
     const lowered = (p: { nice: number; policy: number }) => (existsSync("/usr/bin/chrt") ? p.policy === SCHED_IDLE : p.nice === LOW_PRIORITY_NICE);
     expect(schedulingOfTree(low).every(lowered)).toBe(true);
     expect(await expectHealthy(h, "alice")).toBeGreaterThan(1); // its warm isolate, still in the normal process
