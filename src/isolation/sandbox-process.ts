@@ -13,7 +13,7 @@ import { ByteLru } from "../byte-lru.js";
 import { decodeToSandbox } from "./sandbox-wire.js";
 import type { CallContext, CallOutcome, CapabilityReply, DescribeOutcome, FromSandbox, ToSandbox } from "./protocol.js";
 
-// Arguments (sandbox-child.ts): warm pool bytes, idle isolates at most, nice value.
+// Arguments (child-spawn.ts): warm pool bytes, idle isolates at most, nice value.
 const warmPoolBytes = Number(process.argv[2]) || 256 * 2 ** 20;
 const maxIdleIsolates = Number(process.argv[3]) || Number.POSITIVE_INFINITY;
 const nice = Number(process.argv[4]) || 0;
