@@ -116,7 +116,8 @@ export class Placement<P extends Slot> {
 
   /** True when a call has been running on `process` for `LONG_CALL_MS` or more. */
   hasLongCallOn(process: P, now: number): boolean {
-    return this.callsOn(process).some((call) => isLongCall(call.startedAt, now));
+    for (const { call } of this.callsOn(process)) if (isLongCall(call.startedAt, now)) return true;
+    return false;
   }
 
   /**
@@ -130,13 +131,10 @@ export class Placement<P extends Slot> {
     const since = window?.since ?? now;
     const byAnima = window?.byAnima ?? new Map<string, number>();
     let shortMs = [...byAnima.values()].reduce((sum, ms) => sum + ms, 0);
-    for (const [anima, tenant] of this.tenants) {
-      for (const call of tenant.inFlight.values()) {
-        if (call.process !== process || call.movedOff) continue;
-        const ms = now - Math.max(call.startedAt, since);
-        byAnima.set(anima, (byAnima.get(anima) ?? 0) + ms);
-        if (!isLongCall(call.startedAt, now)) shortMs += ms;
-      }
+    for (const { anima, call } of this.callsOn(process)) {
+      const ms = now - Math.max(call.startedAt, since);
+      byAnima.set(anima, (byAnima.get(anima) ?? 0) + ms);
+      if (!isLongCall(call.startedAt, now)) shortMs += ms;
     }
     this.endedCallTime.set(process, { since: now, byAnima: new Map() });
     return { windowMs: now - since, shortMs, byAnima };
@@ -149,14 +147,11 @@ export class Placement<P extends Slot> {
    */
   demoteBackToBack(byAnima: ReadonlyMap<string, number>, windowMs: number, calling: ReadonlySet<string>, now: number): void {
     if (windowMs <= 0) return;
-    let demoted = false;
     for (const [anima, ms] of byAnima) {
       const tenant = this.tenants.get(anima);
-      if (!tenant || ms < BACK_TO_BACK_SHARE * windowMs || ![...calling].some((other) => other !== anima)) continue;
-      tenant.demotedUntil = Math.max(tenant.demotedUntil, now + DEMOTED_FOR_MS);
-      demoted = true;
+      const othersCalling = calling.size > (calling.has(anima) ? 1 : 0);
+      if (tenant && ms >= BACK_TO_BACK_SHARE * windowMs && othersCalling) this.demote(tenant, now);
     }
-    if (demoted) this.lowPriority();
   }
 
   /** `process` was demoted in place: the calls in flight there no longer count for it (see the invariants). */
@@ -172,26 +167,22 @@ export class Placement<P extends Slot> {
     }
   }
 
-  private callsOn(process: P): Array<{ startedAt: number }> {
-    const calls: Array<{ startedAt: number }> = [];
-    for (const tenant of this.tenants.values()) {
-      for (const call of tenant.inFlight.values()) if (call.process === process && !call.movedOff) calls.push(call);
+  /** The calls in flight that count for `process` (not those moved off it), with their Animas. */
+  private *callsOn(process: P): Generator<{ anima: string; tenant: Tenant<P>; call: { startedAt: number } }> {
+    for (const [anima, tenant] of this.tenants) {
+      for (const call of tenant.inFlight.values()) if (call.process === process && !call.movedOff) yield { anima, tenant, call };
     }
-    return calls;
+  }
+
+  /** `tenant` is over its share: its calls go to the low-priority process (started now, to be up by its next call). */
+  private demote(tenant: Tenant<P>, now: number): void {
+    tenant.demotedUntil = Math.max(tenant.demotedUntil, now + DEMOTED_FOR_MS);
+    this.lowPriority();
   }
 
   /** `process` was measured busy: every Anima with a long call running there is over its share. */
   demoteLongCallsOn(process: P, now: number): void {
-    let demoted = false;
-    for (const tenant of this.tenants.values()) {
-      for (const call of tenant.inFlight.values()) {
-        if (call.process !== process || call.movedOff || !isLongCall(call.startedAt, now)) continue;
-        tenant.demotedUntil = Math.max(tenant.demotedUntil, now + DEMOTED_FOR_MS);
-        demoted = true;
-      }
-    }
-    // Started now, so that it is up by the demoted Anima's next call.
-    if (demoted) this.lowPriority();
+    for (const { tenant, call } of this.callsOn(process)) if (isLongCall(call.startedAt, now)) this.demote(tenant, now);
   }
 
   /** Call `id` of `anima` has ended. */

@@ -18,11 +18,11 @@ import { LOW_PRIORITY_NICE, createRescheduler } from "./low-priority.js";
  *    which, and when an idle Anima moves (its warm isolates in the process it left are dropped).
  *  - An Anima over its share (a long call, or calls back to back, in a process the host measured busy;
  *    placement.ts) has its calls run in a low-priority process (low-priority.ts: SCHED_IDLE, half the
- *    CPUs, nice 19), started on first use, so that it cannot take the cores from the quiet Animas' short calls. When a busy
- *    normal process's other calls cannot account for its CPU time, that process is demoted in place
- *    (its calls keep running, now at low priority, and it ends after them; a fresh process takes its
- *    slot): the call that made its Anima over its share does not hold a normal process's core until its
- *    deadline. At most one such demotion every `DEMOTE_IN_PLACE_EVERY_MS` (each starts a process).
+ *    CPUs, nice 19), started on first use, so that it cannot take the cores from the quiet Animas' short
+ *    calls. When a busy normal process's other calls cannot account for its CPU time, that process is
+ *    demoted in place (its calls keep running, now at low priority, and it ends after them; a fresh
+ *    process takes its slot): the call that made its Anima over its share does not hold a normal
+ *    process's core until its deadline. At most one such demotion every `DEMOTE_IN_PLACE_EVERY_MS` (each starts a process).
  *  - A call's deadline is kept where the call runs (the isolate's own timeout, in the sandbox process)
  *    and, when the caller has one, by the caller's signal: a background job's run signal aborts at the
  *    job's deadline, or when its cancel's grace ran out, and the call is stopped then (the `abort`
@@ -165,9 +165,8 @@ export class SandboxPool implements Executor, ProcessOwner {
   /**
    * Reads the CPU time of each process; one that was busy since the last reading has the Animas of its
    * long calls (`LONG_CALL_MS`), and of calls back to back (`demoteBackToBack`), demoted (again, for
-   * those already demoted), and, when its other calls
-   * cannot account for it being busy, is itself demoted in place (see the invariants). Stops when
-   * nothing has been in flight for `CPU_SAMPLE_KEPT_MS`.
+   * those already demoted), and, when its other calls cannot account for it being busy, is itself
+   * demoted in place (see the invariants). Stops when nothing has been in flight for `CPU_SAMPLE_KEPT_MS`.
    */
   private sampleCpu(): void {
     const now = monotonicMs();
