@@ -17,9 +17,13 @@
  *    process until `DEMOTED_FOR_MS` after that. A spinning tool competes for the cores at a lower
  *    priority, and quiet Animas' short calls are served first. A long call that waits (on the network,
  *    a timer) leaves its process idle and demotes nobody. So is an Anima whose calls, however short, were
- *    in flight on a busy process `BACK_TO_BACK_SHARE` of the time since the last reading on average
+ *    in flight on a busy process `BACK_TO_BACK_SHARE` of the time on average in two readings in a row
  *    (`demoteBackToBack`: one call after another, as good as one long call), while another Anima had
- *    calls in the pool: alone it keeps its normal process.
+ *    calls in the pool: alone it keeps its normal process. A reading in which a call on that process was
+ *    long judges nobody back to back, and breaks the row: short calls that wait behind a long call stay
+ *    in flight longer, and their time then tells nothing of their own use (a quiet Anima calling often
+ *    beside a spinning tool would otherwise be demoted with it). The row of two covers the reading in
+ *    which a call that turns long only later had already started.
  *  - A call that was running when its process was demoted in place (`movedOff`; SandboxPool) no longer
  *    counts for that process, whose slot now holds a fresh one. The Anima of a long one stays demoted
  *    while it runs and `DEMOTED_FOR_MS` after it ends, doubled for each earlier time
@@ -69,6 +73,19 @@ interface Tenant<P> {
   demotedInPlace: number;
 }
 
+/** What `callTimeOn` found of a process's calls over a window. */
+export interface CallTime {
+  /** When the window began (the previous reading), ms on the caller's clock. */
+  since: number;
+  windowMs: number;
+  /** Wall time of the calls that were not long by the window's end, summed, ms. */
+  shortMs: number;
+  /** Wall time of each Anima's calls within the window, long ones included, ms. */
+  byAnima: Map<string, number>;
+  /** A call there was long by the window's end, or was when it ended within the window. */
+  hadLongCall: boolean;
+}
+
 export interface Route<P> {
   target: P;
   /** The process the Anima left (its warm isolates there should go). */
@@ -80,8 +97,13 @@ export interface Route<P> {
 export class Placement<P extends Slot> {
   private readonly tenants = new Map<string, Tenant<P>>();
   private readonly animaCount = new Map<P, number>();
-  /** Per process: wall time of the calls that ended there since `since`, counted from `since` on, per Anima (see `callTimeOn`). */
-  private readonly endedCallTime = new Map<P, { since: number; byAnima: Map<string, number> }>();
+  /**
+   * Per process: wall time of the calls that ended there since `since`, counted from `since` on, per
+   * Anima, and whether one of them was long when it ended (see `callTimeOn`).
+   */
+  private readonly endedCallTime = new Map<P, { since: number; byAnima: Map<string, number>; longEnded: boolean }>();
+  /** Per process: the Animas found back to back in its last window judged, and when that window ended. */
+  private readonly backToBackRow = new Map<P, { windowEnd: number; animas: Set<string> }>();
 
   constructor(
     private readonly processes: readonly P[],
@@ -122,35 +144,45 @@ export class Placement<P extends Slot> {
 
   /**
    * The wall time of the calls on `process` since the last time this was asked for it (calls that ended
-   * meanwhile, and the part of those in flight), and starts a new window of `windowMs`: `shortMs` leaves
-   * out its long calls in flight (the most of the process's CPU time over the window that the others
-   * can account for); `byAnima` is each Anima's, long calls included.
+   * meanwhile, and the part of those in flight), and starts a new window: it began at `since` and lasted
+   * `windowMs`; `shortMs` leaves out its long calls in flight (the most of the process's CPU time over
+   * the window that the others can account for); `byAnima` is each Anima's, long calls included;
+   * `hadLongCall` says whether a call there was long by the window's end or when it ended within it.
    */
-  callTimeOn(process: P, now: number): { windowMs: number; shortMs: number; byAnima: Map<string, number> } {
+  callTimeOn(process: P, now: number): CallTime {
     const window = this.endedCallTime.get(process);
     const since = window?.since ?? now;
     const byAnima = window?.byAnima ?? new Map<string, number>();
     let shortMs = [...byAnima.values()].reduce((sum, ms) => sum + ms, 0);
+    let hadLongCall = window?.longEnded ?? false;
     for (const { anima, call } of this.callsOn(process)) {
       const ms = now - Math.max(call.startedAt, since);
       byAnima.set(anima, (byAnima.get(anima) ?? 0) + ms);
-      if (!isLongCall(call.startedAt, now)) shortMs += ms;
+      if (isLongCall(call.startedAt, now)) hadLongCall = true;
+      else shortMs += ms;
     }
-    this.endedCallTime.set(process, { since: now, byAnima: new Map() });
-    return { windowMs: now - since, shortMs, byAnima };
+    this.endedCallTime.set(process, { since: now, byAnima: new Map(), longEnded: false });
+    return { since, windowMs: now - since, shortMs, byAnima, hadLongCall };
   }
 
   /**
-   * A process was measured busy over a window of `windowMs` in which `byAnima` were its Animas' call times
-   * (`callTimeOn`): each whose calls were in flight there `BACK_TO_BACK_SHARE` of it on average is over
-   * its share, when an Anima other than itself is in `calling` (Animas with calls anywhere meanwhile).
+   * `process` was measured busy over `window` (`callTimeOn`): each Anima whose calls were in flight there
+   * `BACK_TO_BACK_SHARE` of it on average, in this window and in the one just before it (judged too), is
+   * over its share, when an Anima other than itself is in `calling` (Animas with calls anywhere
+   * meanwhile). A window with a long call judges nobody and breaks the row (see the invariants).
    */
-  demoteBackToBack(byAnima: ReadonlyMap<string, number>, windowMs: number, calling: ReadonlySet<string>, now: number): void {
-    if (windowMs <= 0) return;
-    for (const [anima, ms] of byAnima) {
+  demoteBackToBack(process: P, window: CallTime, calling: ReadonlySet<string>, now: number): void {
+    const previous = this.backToBackRow.get(process);
+    const row = previous !== undefined && previous.windowEnd === window.since ? previous.animas : new Set<string>();
+    const found = new Set<string>();
+    this.backToBackRow.set(process, { windowEnd: window.since + window.windowMs, animas: found });
+    if (window.windowMs <= 0 || window.hadLongCall) return;
+    for (const [anima, ms] of window.byAnima) {
       const tenant = this.tenants.get(anima);
       const othersCalling = calling.size > (calling.has(anima) ? 1 : 0);
-      if (tenant && ms >= BACK_TO_BACK_SHARE * windowMs && othersCalling) this.demote(tenant, now);
+      if (!tenant || ms < BACK_TO_BACK_SHARE * window.windowMs || !othersCalling) continue;
+      found.add(anima);
+      if (row.has(anima)) this.demote(tenant, now);
     }
   }
 
@@ -196,7 +228,10 @@ export class Placement<P extends Slot> {
       tenant.demotedUntil = Math.max(tenant.demotedUntil, now + DEMOTED_FOR_MS * 2 ** doublings);
     }
     const window = this.endedCallTime.get(call.process);
-    if (window && !call.movedOff) window.byAnima.set(anima, (window.byAnima.get(anima) ?? 0) + now - Math.max(call.startedAt, window.since));
+    if (window && !call.movedOff) {
+      window.byAnima.set(anima, (window.byAnima.get(anima) ?? 0) + now - Math.max(call.startedAt, window.since));
+      window.longEnded ||= isLongCall(call.startedAt, now);
+    }
   }
 
   /** The process `anima`'s calls go to (not counting a demotion), if it has made any. */

@@ -204,7 +204,7 @@ export class SandboxPool implements Executor, ProcessOwner {
       const treeCores = cores(cpu.totalMs - last.totalMs);
       const busy = cores(cpu.offMainMs - last.offMainMs) >= BUSY_CORES || treeCores >= BUSY_TREE_CORES;
       if (!busy) continue;
-      this.placement.demoteBackToBack(callTime.byAnima, callTime.windowMs, calling, now);
+      this.placement.demoteBackToBack(process, callTime, calling, now);
       if (!this.placement.hasLongCallOn(process, now)) continue;
       this.placement.demoteLongCallsOn(process, now);
       if (process === this.lowPriority || now - this.lastDemotedInPlaceAt < DEMOTE_IN_PLACE_EVERY_MS) continue;

@@ -136,28 +136,78 @@ describe("Placement", () => {
     expect(Object.fromEntries(second.byAnima)).toEqual({ a: 50, b: 50 });
   });
 
-  it("demotes an Anima whose short calls kept a busy process occupied back to back, while another Anima has calls", () => {
+  /** `anima`'s calls on `process` back to back over [from, to): 24 ms each, 1 ms apart (96 % of the time). */
+  function backToBack(placement: Placement<FakeProcess>, anima: string, process: FakeProcess, from: number, to: number): void {
+    for (let start = from; start + 24 <= to; start += 25) {
+      const id = nextId++;
+      placement.started(anima, id, process, start);
+      placement.finished(anima, id, start + 24);
+    }
+  }
+  let nextId = 1;
+
+  it("demotes an Anima whose short calls kept a busy process occupied back to back two readings in a row, while another Anima has calls", () => {
     const { low, placement } = setup();
     const home = placement.route("reader", 0).target;
     const quietHome = placement.route("quiet", 0).target;
     placement.callTimeOn(home, 1_000); // opens the window
-    // Back to back: 100 ms calls, one after the other, 240 of the window's 250 ms.
-    for (const [id, start] of [[1, 1_000], [2, 1_100], [3, 1_200]] as const) {
-      placement.started("reader", id, home, start);
-      if (start < 1_200) placement.finished("reader", id, start + 95);
-    }
+    backToBack(placement, "reader", home, 1_000, 1_250);
     placement.started("quiet", 9, quietHome, 1_100);
     placement.finished("quiet", 9, 1_101);
-    const window = placement.callTimeOn(home, 1_250);
-    expect(window.byAnima.get("reader")).toBe(240);
+    const first = placement.callTimeOn(home, 1_250);
+    expect(first.byAnima.get("reader")).toBe(240);
+    expect(first.hadLongCall).toBe(false);
+    // One reading is not a row: the first may be one in which a call that turns long later had started.
+    placement.demoteBackToBack(home, first, new Set(["reader", "quiet"]), 1_250);
+    expect(placement.route("reader", 1_260)).toMatchObject({ target: home, demoted: false });
+    backToBack(placement, "reader", home, 1_250, 1_500);
+    const second = placement.callTimeOn(home, 1_500);
     // Alone in the pool: nobody to make room for.
-    placement.demoteBackToBack(window.byAnima, window.windowMs, new Set(["reader"]), 1_250);
-    expect(placement.route("reader", 1_260).target).toBe(home);
-    placement.demoteBackToBack(window.byAnima, window.windowMs, new Set(["reader", "quiet"]), 1_250);
-    expect(placement.route("reader", 1_260)).toMatchObject({ target: low, demoted: true });
-    expect(placement.route("quiet", 1_260)).toMatchObject({ target: quietHome, demoted: false });
-    placement.finished("reader", 3, 1_300);
-    expect(placement.route("reader", 1_250 + DEMOTED_FOR_MS + 1)).toMatchObject({ target: home, demoted: false });
+    placement.demoteBackToBack(home, second, new Set(["reader"]), 1_500);
+    expect(placement.route("reader", 1_510).target).toBe(home);
+    // A window that was not judged (the process was not busy) breaks the row.
+    backToBack(placement, "reader", home, 1_500, 1_750);
+    placement.callTimeOn(home, 1_750);
+    backToBack(placement, "reader", home, 1_750, 2_000);
+    const fourth = placement.callTimeOn(home, 2_000);
+    placement.demoteBackToBack(home, fourth, new Set(["reader", "quiet"]), 2_000);
+    expect(placement.route("reader", 2_010).target).toBe(home);
+    backToBack(placement, "reader", home, 2_000, 2_250);
+    const fifth = placement.callTimeOn(home, 2_250);
+    placement.demoteBackToBack(home, fifth, new Set(["reader", "quiet"]), 2_250);
+    expect(placement.route("reader", 2_260)).toMatchObject({ target: low, demoted: true });
+    expect(placement.route("quiet", 2_260)).toMatchObject({ target: quietHome, demoted: false });
+    expect(placement.route("reader", 2_250 + DEMOTED_FOR_MS + 1)).toMatchObject({ target: home, demoted: false });
+  });
+
+  it("judges nobody back to back in a window with a long call there: the others' calls waited behind it", () => {
+    const { low, placement } = setup(1);
+    const home = placement.route("quiet", 0).target;
+    placement.route("spinner", 0);
+    placement.callTimeOn(home, 1_000);
+    // The quiet Anima's calls, slowed by the spinner's, are in flight almost all the time.
+    backToBack(placement, "quiet", home, 1_000, 1_250);
+    placement.started("spinner", 100, home, 1_100); // not long yet by 1,250
+    const first = placement.callTimeOn(home, 1_250);
+    placement.demoteBackToBack(home, first, new Set(["quiet", "spinner"]), 1_250);
+    backToBack(placement, "quiet", home, 1_250, 1_500);
+    const second = placement.callTimeOn(home, 1_500);
+    expect(second.hadLongCall).toBe(true); // the spinner's call, 400 ms old
+    placement.demoteBackToBack(home, second, new Set(["quiet", "spinner"]), 1_500);
+    expect(placement.route("quiet", 1_510)).toMatchObject({ target: home, demoted: false });
+    // A long call that ended within a window counts for it, and breaks the row: the next window alone does not demote.
+    placement.finished("spinner", 100, 1_600);
+    backToBack(placement, "quiet", home, 1_500, 1_750);
+    const third = placement.callTimeOn(home, 1_750);
+    expect(third.hadLongCall).toBe(true);
+    placement.demoteBackToBack(home, third, new Set(["quiet", "spinner"]), 1_750);
+    backToBack(placement, "quiet", home, 1_750, 2_000);
+    const fourth = placement.callTimeOn(home, 2_000);
+    expect(fourth.hadLongCall).toBe(false);
+    placement.demoteBackToBack(home, fourth, new Set(["quiet", "spinner"]), 2_000);
+    expect(placement.route("quiet", 2_010)).toMatchObject({ target: home, demoted: false });
+    // The spinner itself is the long-call rule's to judge (not called here).
+    expect(placement.route("spinner", 2_010).target).not.toBe(low);
   });
 
   it("does not count calls that only come often: below the share of the window, nobody is demoted", () => {
@@ -165,14 +215,17 @@ describe("Placement", () => {
     const home = placement.route("often", 0).target;
     placement.route("quiet", 0);
     placement.callTimeOn(home, 0);
-    for (let id = 1; id <= 10; id++) {
-      placement.started("often", id, home, id * 25);
-      placement.finished("often", id, id * 25 + 20); // 20 of every 25 ms: 80 %
+    for (let window = 0; window < 3; window++) {
+      for (let id = 1; id <= 10; id++) {
+        const start = window * 250 + id * 25 - 25;
+        placement.started("often", window * 10 + id, home, start);
+        placement.finished("often", window * 10 + id, start + 20); // 20 of every 25 ms: 80 %
+      }
+      const reading = placement.callTimeOn(home, (window + 1) * 250);
+      expect(reading.byAnima.get("often")).toBe(200);
+      placement.demoteBackToBack(home, reading, new Set(["often", "quiet"]), (window + 1) * 250);
     }
-    const window = placement.callTimeOn(home, 250);
-    expect(window.byAnima.get("often")).toBe(200);
-    placement.demoteBackToBack(window.byAnima, window.windowMs, new Set(["often", "quiet"]), 250);
-    expect(placement.route("often", 260).demoted).toBe(false);
+    expect(placement.route("often", 760).demoted).toBe(false);
   });
 
   it("sends calls of a process that is down to one that is up", () => {

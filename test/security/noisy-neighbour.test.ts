@@ -177,6 +177,37 @@ describe("noisy neighbour: an attacker's first call", () => {
   });
 });
 
+describe("noisy neighbour: calls slowed by another Anima's long call", () => {
+  it("are not judged back to back: the quiet Anima keeps its process and warm isolate, the spinner's Anima is demoted", async () => {
+    const h = startHost({ mode: "process", timeoutMs: 1_500, sandboxProcesses: 1, animas: ["trudy", "alice"] });
+    try {
+      const config = h.host!.config;
+      expect(await expectHealthy(h, "alice")).toBe(1);
+      const home = sandboxPidFor(config, "alice");
+      let spinning = true;
+      const attack = h.call("trudy", "counter_hang").finally(() => {
+        spinning = false;
+      });
+      // Four of alice's calls in flight at all times while trudy's spins: her time in flight there is four
+      // times every window's, and trudy calls meanwhile.
+      const alice = await Promise.all(
+        Array.from({ length: 4 }, async () => {
+          const results: CallResult[] = [];
+          while (spinning) results.push(await h.call("alice", "counter_count"));
+          return results;
+        }),
+      );
+      expectError(await attack, "Timeout");
+      expect(alice.flat().every((r) => r.status === "ok")).toBe(true);
+      expect(sandboxPidFor(config, "trudy")).toBe(sandboxPids(config)[1]);
+      expect(sandboxPidFor(config, "alice")).toBe(home);
+      expect(await expectHealthy(h, "alice")).toBeGreaterThan(1); // its warm isolate, where it was
+    } finally {
+      await h.close();
+    }
+  });
+});
+
 describe("noisy neighbour: short calls back to back", () => {
   let h: Harness;
   beforeAll(() => {
