@@ -17,13 +17,14 @@
  *    process until `DEMOTED_FOR_MS` after that. A spinning tool competes for the cores at a lower
  *    priority, and quiet Animas' short calls are served first. A long call that waits (on the network,
  *    a timer) leaves its process idle and demotes nobody. So is an Anima whose calls, however short, were
- *    in flight on a busy process `BACK_TO_BACK_SHARE` of the time on average in two readings in a row
- *    (`demoteBackToBack`: one call after another, as good as one long call), while another Anima had
+ *    in flight on a busy process `BACK_TO_BACK_SHARE` of the time since the last reading on average
+ *    (`judgeBackToBack`: one call after another, as good as one long call), while another Anima had
  *    calls in the pool: alone it keeps its normal process. A reading in which a call on that process was
- *    long judges nobody back to back, and breaks the row: short calls that wait behind a long call stay
- *    in flight longer, and their time then tells nothing of their own use (a quiet Anima calling often
- *    beside a spinning tool would otherwise be demoted with it). The row of two covers the reading in
- *    which a call that turns long only later had already started.
+ *    long judges nobody back to back: short calls that wait behind a long call stay in flight longer,
+ *    and their time then tells nothing of their own use (a quiet Anima calling often beside a spinning
+ *    tool would otherwise be demoted with it). For the same reason, when another Anima has a call in
+ *    flight there that is not long yet, the judgment waits for the next reading, and stands unless a
+ *    call there was long by then.
  *  - A call that was running when its process was demoted in place (`movedOff`; SandboxPool) no longer
  *    counts for that process, whose slot now holds a fresh one. The Anima of a long one stays demoted
  *    while it runs and `DEMOTED_FOR_MS` after it ends, doubled for each earlier time
@@ -102,8 +103,8 @@ export class Placement<P extends Slot> {
    * Anima, and whether one of them was long when it ended (see `callTimeOn`).
    */
   private readonly endedCallTime = new Map<P, { since: number; byAnima: Map<string, number>; longEnded: boolean }>();
-  /** Per process: the Animas found back to back in its last window judged, and when that window ended. */
-  private readonly backToBackRow = new Map<P, { windowEnd: number; animas: Set<string> }>();
+  /** Per process: Animas found back to back whose judgment waits for the next reading, and when their window ended. */
+  private readonly backToBackHeld = new Map<P, { windowEnd: number; animas: string[] }>();
 
   constructor(
     private readonly processes: readonly P[],
@@ -166,24 +167,27 @@ export class Placement<P extends Slot> {
   }
 
   /**
-   * `process` was measured busy over `window` (`callTimeOn`): each Anima whose calls were in flight there
-   * `BACK_TO_BACK_SHARE` of it on average, in this window and in the one just before it (judged too), is
-   * over its share, when an Anima other than itself is in `calling` (Animas with calls anywhere
-   * meanwhile). A window with a long call judges nobody and breaks the row (see the invariants).
+   * `process` was read over `window` (`callTimeOn`), and measured `busy` or not. When busy, each Anima
+   * whose calls were in flight there `BACK_TO_BACK_SHARE` of it on average is over its share, if an Anima
+   * other than itself is in `calling` (Animas with calls anywhere meanwhile); nobody is, in a window with
+   * a long call. One that another Anima's call in flight, not long yet, may have slowed is judged at the
+   * next reading: over its share unless that window had a long call (see the invariants).
    */
-  demoteBackToBack(process: P, window: CallTime, calling: ReadonlySet<string>, now: number): void {
-    const previous = this.backToBackRow.get(process);
-    const row = previous !== undefined && previous.windowEnd === window.since ? previous.animas : new Set<string>();
-    const found = new Set<string>();
-    this.backToBackRow.set(process, { windowEnd: window.since + window.windowMs, animas: found });
-    if (window.windowMs <= 0 || window.hadLongCall) return;
-    for (const [anima, ms] of window.byAnima) {
-      const tenant = this.tenants.get(anima);
-      const othersCalling = calling.size > (calling.has(anima) ? 1 : 0);
-      if (!tenant || ms < BACK_TO_BACK_SHARE * window.windowMs || !othersCalling) continue;
-      found.add(anima);
-      if (row.has(anima)) this.demote(tenant, now);
+  judgeBackToBack(process: P, window: CallTime, busy: boolean, calling: ReadonlySet<string>, now: number): void {
+    const held = this.backToBackHeld.get(process);
+    this.backToBackHeld.delete(process);
+    if (held !== undefined && held.windowEnd === window.since && !window.hadLongCall) {
+      for (const anima of held.animas) this.demoteAnima(anima, now);
     }
+    if (!busy || window.windowMs <= 0 || window.hadLongCall) return;
+    const found = [...window.byAnima].filter(([anima, ms]) => ms >= BACK_TO_BACK_SHARE * window.windowMs && calling.size > (calling.has(anima) ? 1 : 0));
+    const shortCallers = new Set([...this.callsOn(process)].map(({ anima }) => anima)); // none is long (no long call in the window)
+    const waiting: string[] = [];
+    for (const [anima] of found) {
+      if (shortCallers.size > (shortCallers.has(anima) ? 1 : 0)) waiting.push(anima);
+      else this.demoteAnima(anima, now);
+    }
+    if (waiting.length > 0) this.backToBackHeld.set(process, { windowEnd: window.since + window.windowMs, animas: waiting });
   }
 
   /** `process` was demoted in place: the calls in flight there no longer count for it (see the invariants). */
@@ -204,6 +208,11 @@ export class Placement<P extends Slot> {
     for (const [anima, tenant] of this.tenants) {
       for (const call of tenant.inFlight.values()) if (call.process === process && !call.movedOff) yield { anima, tenant, call };
     }
+  }
+
+  private demoteAnima(anima: string, now: number): void {
+    const tenant = this.tenants.get(anima);
+    if (tenant) this.demote(tenant, now);
   }
 
   /** `tenant` is over its share: its calls go to the low-priority process (started now, to be up by its next call). */

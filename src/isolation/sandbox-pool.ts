@@ -164,7 +164,7 @@ export class SandboxPool implements Executor, ProcessOwner {
 
   /**
    * Reads the CPU time of each process; one that was busy since the last reading has the Animas of its
-   * long calls (`LONG_CALL_MS`), and of calls back to back (`demoteBackToBack`), demoted (again, for
+   * long calls (`LONG_CALL_MS`), and of calls back to back (`judgeBackToBack`), demoted (again, for
    * those already demoted), and, when its other calls cannot account for it being busy, is itself
    * demoted in place (see the invariants). Stops when nothing has been in flight for `CPU_SAMPLE_KEPT_MS`.
    */
@@ -203,8 +203,8 @@ export class SandboxPool implements Executor, ProcessOwner {
       const cores = (ms: number) => ms / (now - last.at);
       const treeCores = cores(cpu.totalMs - last.totalMs);
       const busy = cores(cpu.offMainMs - last.offMainMs) >= BUSY_CORES || treeCores >= BUSY_TREE_CORES;
+      this.placement.judgeBackToBack(process, callTime, busy, calling, now);
       if (!busy) continue;
-      this.placement.demoteBackToBack(process, callTime, calling, now);
       if (!this.placement.hasLongCallOn(process, now)) continue;
       this.placement.demoteLongCallsOn(process, now);
       if (process === this.lowPriority || now - this.lastDemotedInPlaceAt < DEMOTE_IN_PLACE_EVERY_MS) continue;

@@ -146,38 +146,45 @@ describe("Placement", () => {
   }
   let nextId = 1;
 
-  it("demotes an Anima whose short calls kept a busy process occupied back to back two readings in a row, while another Anima has calls", () => {
+  it("demotes an Anima whose short calls kept a busy process occupied back to back, while another Anima has calls", () => {
     const { low, placement } = setup();
     const home = placement.route("reader", 0).target;
     const quietHome = placement.route("quiet", 0).target;
     placement.callTimeOn(home, 1_000); // opens the window
     backToBack(placement, "reader", home, 1_000, 1_250);
-    placement.started("quiet", 9, quietHome, 1_100);
-    placement.finished("quiet", 9, 1_101);
     const first = placement.callTimeOn(home, 1_250);
     expect(first.byAnima.get("reader")).toBe(240);
     expect(first.hadLongCall).toBe(false);
-    // One reading is not a row: the first may be one in which a call that turns long later had started.
-    placement.demoteBackToBack(home, first, new Set(["reader", "quiet"]), 1_250);
-    expect(placement.route("reader", 1_260)).toMatchObject({ target: home, demoted: false });
-    backToBack(placement, "reader", home, 1_250, 1_500);
-    const second = placement.callTimeOn(home, 1_500);
     // Alone in the pool: nobody to make room for.
-    placement.demoteBackToBack(home, second, new Set(["reader"]), 1_500);
+    placement.judgeBackToBack(home, first, true, new Set(["reader"]), 1_250);
+    expect(placement.route("reader", 1_260).target).toBe(home);
+    // Not measured busy: nothing to judge.
+    backToBack(placement, "reader", home, 1_250, 1_500);
+    placement.judgeBackToBack(home, placement.callTimeOn(home, 1_500), false, new Set(["reader", "quiet"]), 1_500);
     expect(placement.route("reader", 1_510).target).toBe(home);
-    // A window that was not judged (the process was not busy) breaks the row.
     backToBack(placement, "reader", home, 1_500, 1_750);
-    placement.callTimeOn(home, 1_750);
-    backToBack(placement, "reader", home, 1_750, 2_000);
-    const fourth = placement.callTimeOn(home, 2_000);
-    placement.demoteBackToBack(home, fourth, new Set(["reader", "quiet"]), 2_000);
-    expect(placement.route("reader", 2_010).target).toBe(home);
-    backToBack(placement, "reader", home, 2_000, 2_250);
-    const fifth = placement.callTimeOn(home, 2_250);
-    placement.demoteBackToBack(home, fifth, new Set(["reader", "quiet"]), 2_250);
-    expect(placement.route("reader", 2_260)).toMatchObject({ target: low, demoted: true });
-    expect(placement.route("quiet", 2_260)).toMatchObject({ target: quietHome, demoted: false });
-    expect(placement.route("reader", 2_250 + DEMOTED_FOR_MS + 1)).toMatchObject({ target: home, demoted: false });
+    placement.started("quiet", 9, quietHome, 1_600);
+    placement.finished("quiet", 9, 1_601);
+    placement.judgeBackToBack(home, placement.callTimeOn(home, 1_750), true, new Set(["reader", "quiet"]), 1_750);
+    expect(placement.route("reader", 1_760)).toMatchObject({ target: low, demoted: true });
+    expect(placement.route("quiet", 1_760)).toMatchObject({ target: quietHome, demoted: false });
+    expect(placement.route("reader", 1_750 + DEMOTED_FOR_MS + 1)).toMatchObject({ target: home, demoted: false });
+  });
+
+  it("judges back to back one reading later when another Anima's call in flight there may turn long, and only if none did", () => {
+    const { low, placement } = setup(1);
+    const home = placement.route("often", 0).target;
+    placement.route("other", 0);
+    placement.callTimeOn(home, 1_000);
+    backToBack(placement, "often", home, 1_000, 1_250);
+    placement.started("other", 100, home, 1_200); // in flight at the reading, 50 ms old
+    placement.judgeBackToBack(home, placement.callTimeOn(home, 1_250), true, new Set(["often", "other"]), 1_250);
+    expect(placement.route("often", 1_260).demoted).toBe(false);
+    // It ended short: the judgment stands at the next reading, busy or not.
+    placement.finished("other", 100, 1_300);
+    placement.judgeBackToBack(home, placement.callTimeOn(home, 1_500), false, new Set(["other"]), 1_500);
+    expect(placement.route("often", 1_510)).toMatchObject({ target: low, demoted: true });
+    expect(placement.route("other", 1_510).demoted).toBe(false);
   });
 
   it("judges nobody back to back in a window with a long call there: the others' calls waited behind it", () => {
@@ -187,27 +194,23 @@ describe("Placement", () => {
     placement.callTimeOn(home, 1_000);
     // The quiet Anima's calls, slowed by the spinner's, are in flight almost all the time.
     backToBack(placement, "quiet", home, 1_000, 1_250);
-    placement.started("spinner", 100, home, 1_100); // not long yet by 1,250
-    const first = placement.callTimeOn(home, 1_250);
-    placement.demoteBackToBack(home, first, new Set(["quiet", "spinner"]), 1_250);
+    placement.started("spinner", 100, home, 1_100); // not long yet by 1,250: the judgment waits
+    placement.judgeBackToBack(home, placement.callTimeOn(home, 1_250), true, new Set(["quiet", "spinner"]), 1_250);
+    expect(placement.route("quiet", 1_260).demoted).toBe(false);
     backToBack(placement, "quiet", home, 1_250, 1_500);
     const second = placement.callTimeOn(home, 1_500);
-    expect(second.hadLongCall).toBe(true); // the spinner's call, 400 ms old
-    placement.demoteBackToBack(home, second, new Set(["quiet", "spinner"]), 1_500);
+    expect(second.hadLongCall).toBe(true); // the spinner's call, 400 ms old: the held judgment falls
+    placement.judgeBackToBack(home, second, true, new Set(["quiet", "spinner"]), 1_500);
     expect(placement.route("quiet", 1_510)).toMatchObject({ target: home, demoted: false });
-    // A long call that ended within a window counts for it, and breaks the row: the next window alone does not demote.
+    // A long call that ended within a window counts for it.
     placement.finished("spinner", 100, 1_600);
     backToBack(placement, "quiet", home, 1_500, 1_750);
     const third = placement.callTimeOn(home, 1_750);
     expect(third.hadLongCall).toBe(true);
-    placement.demoteBackToBack(home, third, new Set(["quiet", "spinner"]), 1_750);
-    backToBack(placement, "quiet", home, 1_750, 2_000);
-    const fourth = placement.callTimeOn(home, 2_000);
-    expect(fourth.hadLongCall).toBe(false);
-    placement.demoteBackToBack(home, fourth, new Set(["quiet", "spinner"]), 2_000);
-    expect(placement.route("quiet", 2_010)).toMatchObject({ target: home, demoted: false });
+    placement.judgeBackToBack(home, third, true, new Set(["quiet", "spinner"]), 1_750);
+    expect(placement.route("quiet", 1_760)).toMatchObject({ target: home, demoted: false });
     // The spinner itself is the long-call rule's to judge (not called here).
-    expect(placement.route("spinner", 2_010).target).not.toBe(low);
+    expect(placement.route("spinner", 1_760).target).not.toBe(low);
   });
 
   it("does not count calls that only come often: below the share of the window, nobody is demoted", () => {
@@ -223,7 +226,7 @@ describe("Placement", () => {
       }
       const reading = placement.callTimeOn(home, (window + 1) * 250);
       expect(reading.byAnima.get("often")).toBe(200);
-      placement.demoteBackToBack(home, reading, new Set(["often", "quiet"]), (window + 1) * 250);
+      placement.judgeBackToBack(home, reading, true, new Set(["often", "quiet"]), (window + 1) * 250);
     }
     expect(placement.route("often", 760).demoted).toBe(false);
   });

@@ -200,7 +200,7 @@ describe("noisy neighbour: calls slowed by another Anima's long call", () => {
       expectError(await attack, "Timeout");
       expect(alice.flat().every((r) => r.status === "ok")).toBe(true);
       expect(sandboxPidFor(config, "trudy")).toBe(sandboxPids(config)[1]);
-      expect(sandboxPidFor(config, "alice")).toBe(home);
+      expect(sandboxPidFor(config, "alice"), `pids ${sandboxPids(config).join(",")}`).toBe(home);
       expect(await expectHealthy(h, "alice")).toBeGreaterThan(1); // its warm isolate, where it was
     } finally {
       await h.close();
