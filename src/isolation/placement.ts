@@ -16,7 +16,10 @@
  *    the host measured busy (`demoteLongCallsOn`, from /proc): its calls then go to the low-priority
  *    process until `DEMOTED_FOR_MS` after that. A spinning tool competes for the cores at a lower
  *    priority, and quiet Animas' short calls are served first. A long call that waits (on the network,
- *    a timer) leaves its process idle and demotes nobody. So is an Anima whose calls, however short, were
+ *    a timer) leaves its process idle and demotes nobody. When more than one Anima has a long call
+ *    there, one may be long only because it waited behind another's (a quiet Anima's call slowed to
+ *    `LONG_CALL_MS` beside a spinning tool): they are judged at the next reading, each over its share if
+ *    its long call still runs then. So is an Anima whose calls, however short, were
  *    in flight on a busy process `BACK_TO_BACK_SHARE` of the time since the last reading on average
  *    (`judgeBackToBack`: one call after another, as good as one long call), while another Anima had
  *    calls in the pool: alone it keeps its normal process. A reading in which a call on that process was
@@ -26,9 +29,9 @@
  *    flight there that is not long yet, the judgment waits for the next reading, and stands unless a
  *    call there was long by then.
  *  - A call that was running when its process was demoted in place (`movedOff`; SandboxPool) no longer
- *    counts for that process, whose slot now holds a fresh one. The Anima of a long one stays demoted
- *    while it runs and `DEMOTED_FOR_MS` after it ends, doubled for each earlier time
- *    (`MAX_DEMOTION_DOUBLINGS`); a short one's Anima is not demoted.
+ *    counts for that process, whose slot now holds a fresh one. The Anima of a long one judged over its
+ *    share stays demoted while it runs and `DEMOTED_FOR_MS` after it ends, doubled for each earlier time
+ *    (`MAX_DEMOTION_DOUBLINGS`); the Animas of the others are not demoted for them.
  */
 
 /** What placement needs of a process. */
@@ -103,6 +106,8 @@ export class Placement<P extends Slot> {
    * Anima, and whether one of them was long when it ended (see `callTimeOn`).
    */
   private readonly endedCallTime = new Map<P, { since: number; byAnima: Map<string, number>; longEnded: boolean }>();
+  /** Per process: long calls of more than one Anima found at the last reading, whose judgment waits for the next. */
+  private readonly longCallsHeld = new Map<P, Set<object>>();
   /** Per process: Animas found back to back whose judgment waits for the next reading, and when their window ended. */
   private readonly backToBackHeld = new Map<P, { windowEnd: number; animas: string[] }>();
 
@@ -135,6 +140,16 @@ export class Placement<P extends Slot> {
 
   started(anima: string, id: number, process: P, now: number): void {
     this.tenants.get(anima)?.inFlight.set(id, { process, startedAt: now });
+  }
+
+  /**
+   * Call `id` of `anima` waited for its process to start and was sent to it now: its time runs from now.
+   * A call is what runs in the process; the wait for a fresh one (after a crash or a demotion in place,
+   * slower on a loaded machine) is not a call of that Anima's running long.
+   */
+  sent(anima: string, id: number, now: number): void {
+    const call = this.tenants.get(anima)?.inFlight.get(id);
+    if (call && !call.movedOff) call.startedAt = now;
   }
 
   /** True when a call has been running on `process` for `LONG_CALL_MS` or more. */
@@ -190,13 +205,16 @@ export class Placement<P extends Slot> {
     if (waiting.length > 0) this.backToBackHeld.set(process, { windowEnd: window.since + window.windowMs, animas: waiting });
   }
 
-  /** `process` was demoted in place: the calls in flight there no longer count for it (see the invariants). */
-  movedOff(process: P, now: number): void {
-    for (const tenant of this.tenants.values()) {
+  /**
+   * `process` was demoted in place: the calls in flight there no longer count for it (see the
+   * invariants); `judged` are the Animas `demoteLongCallsOn` found over their share at this reading.
+   */
+  movedOff(process: P, now: number, judged: ReadonlySet<string>): void {
+    for (const [anima, tenant] of this.tenants) {
       let long = false;
       for (const call of tenant.inFlight.values()) {
         if (call.process !== process || call.movedOff) continue;
-        call.movedOff = isLongCall(call.startedAt, now) ? "long" : "short";
+        call.movedOff = judged.has(anima) && isLongCall(call.startedAt, now) ? "long" : "short";
         long ||= call.movedOff === "long";
       }
       if (long) tenant.demotedInPlace++;
@@ -221,9 +239,22 @@ export class Placement<P extends Slot> {
     this.lowPriority();
   }
 
-  /** `process` was measured busy: every Anima with a long call running there is over its share. */
-  demoteLongCallsOn(process: P, now: number): void {
-    for (const { tenant, call } of this.callsOn(process)) if (isLongCall(call.startedAt, now)) this.demote(tenant, now);
+  /**
+   * `process` was measured busy: the Animas with a long call running there are over their share, and
+   * are returned. When more than one Anima has one, they are held for the next reading instead: then
+   * each whose long call held still runs there is over its share (see the invariants).
+   */
+  demoteLongCallsOn(process: P, now: number): Set<string> {
+    const held = this.longCallsHeld.get(process);
+    this.longCallsHeld.delete(process);
+    const long = [...this.callsOn(process)].filter(({ call }) => isLongCall(call.startedAt, now));
+    const animas = new Set(long.map(({ anima }) => anima));
+    const judged = new Set(animas.size <= 1 ? animas : []);
+    for (const { anima, call } of long) if (held?.has(call)) judged.add(anima);
+    const waiting = long.filter(({ anima }) => !judged.has(anima)).map(({ call }) => call);
+    if (animas.size > 1 && waiting.length > 0) this.longCallsHeld.set(process, new Set(waiting));
+    for (const anima of judged) this.demoteAnima(anima, now);
+    return judged;
   }
 
   /** Call `id` of `anima` has ended. */

@@ -37,6 +37,8 @@ export interface ProcessOwner {
   wasSentTo(id: number, index: number): boolean;
   /** Call `id` of `anima` has ended (whatever its outcome). */
   ended(anima: string, id: number): void;
+  /** Call `id` of `anima`, which waited for this process to start, has been sent to it now. */
+  sentAfterStart(anima: string, id: number): void;
 }
 
 export interface Pending {
@@ -63,11 +65,12 @@ const RETIRE_KILL_AFTER_MS = 5_000;
 /** A process that has not answered a `stats` request by then is reported without figures, ms. */
 const STATS_TIMEOUT_MS = 1_000;
 
-
 export class SandboxProcess {
   child: ChildProcess | undefined;
   readonly pending = new Map<number, Pending>();
   private ready = false;
+  /** When the running child said it was ready, monotonic ms (undefined while it starts). */
+  readyAt: number | undefined;
   private nextStatsId = 1;
   private readonly statsWaiters = new Map<number, (stats: WarmPoolStats | undefined) => void>();
   private backlog: ToSandbox[] = [];
@@ -199,6 +202,7 @@ export class SandboxProcess {
 
   private start(): void {
     this.ready = false;
+    this.readyAt = undefined;
     this.sentBundles = new Set();
     const child = spawnSandboxChild({ osSandbox: this.pool.osSandbox, nice: this.nice, warmPoolBytes: this.pool.warmPoolBytes, maxIdleIsolates: this.pool.maxIdleIsolates });
     this.child = child;
@@ -227,10 +231,14 @@ export class SandboxProcess {
     if (message.type === "ready") {
       if (child !== this.child) return;
       this.ready = true;
+      this.readyAt = monotonicMs();
       this.replacingDemoted = false;
       const backlog = this.backlog;
       this.backlog = [];
-      for (const queued of backlog) this.send(queued);
+      for (const queued of backlog) {
+        this.send(queued);
+        if (queued.type === "request" && queued.request.op === "call") this.pool.sentAfterStart(queued.request.context.anima, queued.id);
+      }
     } else if (message.type === "needBundle") {
       // The child dropped that bundle from its cache: send the request again, code included, to the very
       // child it was sent to (a retired or demoted one too), never to another.

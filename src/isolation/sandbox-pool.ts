@@ -86,6 +86,12 @@ const CPU_SAMPLE_MS = 250;
 /** How long after the last call (with none in flight) the readings go on, ms. */
 const CPU_SAMPLE_KEPT_MS = 2_000;
 /**
+ * A process is judged from this long after it said it was ready on, ms: its own start (the runner, the
+ * first isolate of each Anima there, its code compiled) is no Anima's use, and on a loaded machine the
+ * first calls there run long with it.
+ */
+const JUDGED_AFTER_READY_MS = 2 * CPU_SAMPLE_MS;
+/**
  * A process is busy over a sample when its isolate threads used this many cores (tool code running), or
  * its whole tree `BUSY_TREE_CORES` (a tool keeping the process's main thread busy with the answers to a
  * flood of capability calls). A long call that mostly waits on the host's answers uses far less.
@@ -164,7 +170,7 @@ export class SandboxPool implements Executor, ProcessOwner {
 
   /**
    * Reads the CPU time of each process; one that was busy since the last reading has the Animas of its
-   * long calls (`LONG_CALL_MS`), and of calls back to back (`judgeBackToBack`), demoted (again, for
+   * long calls (`LONG_CALL_MS`, `demoteLongCallsOn`), and of calls back to back (`judgeBackToBack`), demoted (again, for
    * those already demoted), and, when its other calls cannot account for it being busy, is itself
    * demoted in place (see the invariants). Stops when nothing has been in flight for `CPU_SAMPLE_KEPT_MS`.
    */
@@ -200,21 +206,23 @@ export class SandboxPool implements Executor, ProcessOwner {
       const last = this.cpuSamples.get(process);
       this.cpuSamples.set(process, { at: now, offMainMs: cpu.offMainMs, totalMs: cpu.totalMs });
       if (last === undefined || now - last.at > 2 * CPU_SAMPLE_MS) continue;
+      if (process.readyAt === undefined || now - process.readyAt < JUDGED_AFTER_READY_MS) continue;
       const cores = (ms: number) => ms / (now - last.at);
       const treeCores = cores(cpu.totalMs - last.totalMs);
       const busy = cores(cpu.offMainMs - last.offMainMs) >= BUSY_CORES || treeCores >= BUSY_TREE_CORES;
       this.placement.judgeBackToBack(process, callTime, busy, calling, now);
       if (!busy) continue;
       if (!this.placement.hasLongCallOn(process, now)) continue;
-      this.placement.demoteLongCallsOn(process, now);
-      if (process === this.lowPriority || now - this.lastDemotedInPlaceAt < DEMOTE_IN_PLACE_EVERY_MS) continue;
+      const judged = this.placement.demoteLongCallsOn(process, now);
+      // Not while the long calls' Animas are held for the next reading (more than one had one).
+      if (judged.size === 0 || process === this.lowPriority || now - this.lastDemotedInPlaceAt < DEMOTE_IN_PLACE_EVERY_MS) continue;
       // In place only when the long calls are what keeps the process busy: its isolate threads busy
       // beyond what the other calls could account for (each uses at most a core while it runs), or its
       // capability traffic almost all theirs.
       const spinning = cores(cpu.offMainMs - last.offMainMs) - cores(callTime.shortMs) >= BUSY_CORES;
       const relaying = treeCores >= BUSY_TREE_CORES && relayed.long > 0 && relayed.long >= LONG_CALLS_RELAY_SHARE * relayed.all;
       if ((spinning || relaying) && process.demoteRunning()) {
-        this.placement.movedOff(process, now);
+        this.placement.movedOff(process, now, judged);
         this.cpuSamples.delete(process);
         this.lastDemotedInPlaceAt = now;
       }
@@ -262,6 +270,11 @@ export class SandboxPool implements Executor, ProcessOwner {
   /** Told by a process when a call it ran has ended (for placement's busy figures). */
   ended(anima: string, id: number): void {
     this.placement.finished(anima, id, monotonicMs());
+  }
+
+  /** Told by a process when a call that waited for it to start was sent to it (see `Placement.sent`). */
+  sentAfterStart(anima: string, id: number): void {
+    this.placement.sent(anima, id, monotonicMs());
   }
 
   private all(): SandboxProcess[] {

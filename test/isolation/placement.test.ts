@@ -80,8 +80,8 @@ describe("Placement", () => {
     (processes[1] as FakeProcess).available = true;
     placement.started("noisy", 1, home, 0);
     placement.started("quiet", 2, home, LONG_CALL_MS - 10);
-    placement.demoteLongCallsOn(home, LONG_CALL_MS);
-    placement.movedOff(home, LONG_CALL_MS);
+    expect([...placement.demoteLongCallsOn(home, LONG_CALL_MS)]).toEqual(["noisy"]);
+    placement.movedOff(home, LONG_CALL_MS, new Set(["noisy"]));
     // The moved calls no longer count for the slot, which now holds a fresh process.
     expect(placement.hasLongCallOn(home, 10 * LONG_CALL_MS)).toBe(false);
     placement.finished("quiet", 2, LONG_CALL_MS + 5);
@@ -95,6 +95,45 @@ describe("Placement", () => {
     expect(placement.route("noisy", later + DEMOTED_FOR_MS + 1)).toMatchObject({ target: home, demoted: false });
   });
 
+  it("when several Animas have long calls there, judges at the next reading those whose long call still runs", () => {
+    const { processes, low, placement } = setup();
+    (processes[1] as FakeProcess).available = false; // the three Animas share the first process
+    const home = placement.route("spinner", 0).target;
+    expect(placement.route("quiet", 0).target).toBe(home);
+    expect(placement.route("other", 0).target).toBe(home);
+    placement.started("spinner", 1, home, 100);
+    placement.started("quiet", 2, home, 0); // started first, then slowed: long too by the reading
+    // A call may be long only because it waited behind another's: nobody is judged yet.
+    expect(placement.demoteLongCallsOn(home, 400).size).toBe(0);
+    expect(placement.route("spinner", 401).demoted).toBe(false);
+    expect(placement.route("quiet", 401).demoted).toBe(false);
+    // The quiet call has ended by the next reading; the spinner's still runs: it is over its share.
+    placement.finished("quiet", 2, 450);
+    placement.started("other", 3, home, 500);
+    expect([...placement.demoteLongCallsOn(home, 650)]).toEqual(["spinner"]);
+    expect(placement.route("spinner", 651)).toMatchObject({ target: low, demoted: true });
+    expect(placement.route("quiet", 651)).toMatchObject({ target: home, demoted: false });
+    // Two long calls again (other's is long now): held, then both judged if both still run.
+    expect([...placement.demoteLongCallsOn(home, 800)]).toEqual([]);
+    const judged = placement.demoteLongCallsOn(home, 1_050);
+    expect([...judged].sort()).toEqual(["other", "spinner"]);
+    // Moved off with the process: only the Animas judged are held for their calls.
+    placement.movedOff(home, 1_050, new Set(["spinner"]));
+    placement.finished("other", 3, 1_100);
+    expect(placement.isDemoted("other", 1_050 + DEMOTED_FOR_MS + 1)).toBe(false);
+    expect(placement.isDemoted("spinner", 1_050 + DEMOTED_FOR_MS + 1)).toBe(true); // its call still runs
+  });
+
+  it("counts a call's time from when it was sent, when it waited for its process to start", () => {
+    const { placement } = setup();
+    const home = placement.route("quiet", 0).target;
+    placement.started("quiet", 1, home, 0);
+    placement.sent("quiet", 1, 300); // the process took 300 ms to start
+    expect(placement.hasLongCallOn(home, 400)).toBe(false);
+    expect(placement.demoteLongCallsOn(home, 400).size).toBe(0);
+    expect(placement.hasLongCallOn(home, 300 + LONG_CALL_MS)).toBe(true);
+  });
+
   it("keeps an Anima demoted twice as long each time its long call gets a process demoted in place, up to a cap", () => {
     const { placement } = setup();
     const periods: number[] = [];
@@ -103,8 +142,7 @@ describe("Placement", () => {
       const home = placement.route("noisy", now).target;
       placement.started("noisy", time, home, now);
       now += LONG_CALL_MS;
-      placement.demoteLongCallsOn(home, now);
-      placement.movedOff(home, now);
+      placement.movedOff(home, now, placement.demoteLongCallsOn(home, now));
       now += 1_000;
       placement.finished("noisy", time, now);
       const ended = now;

@@ -216,9 +216,15 @@ describe("noisy neighbour: short calls back to back", () => {
   });
   afterAll(() => h.close());
 
-  /** Mallory's 100 ms calls, one after the other, until `done`; every call must succeed. */
+  /**
+   * Mallory's 100 ms calls, one after the other, until `done` or until they are routed to the
+   * low-priority process (where a 100 ms spin gets only the CPU nothing else wants, and may time out on
+   * a busy machine); every call must succeed.
+   */
   async function spinsUntil(done: () => boolean): Promise<void> {
-    while (!done()) expectOk(await h.call("mallory", "back_to_back_spins_run"));
+    const config = h.host!.config;
+    const routedLow = () => sandboxPids(config).length === 2 && sandboxPidFor(config, "mallory") === sandboxPids(config)[1];
+    while (!done() && !routedLow()) expectOk(await h.call("mallory", "back_to_back_spins_run"));
   }
 
   it("alone on the host, they keep their normal process", async () => {
@@ -252,7 +258,9 @@ describe("noisy neighbour: short calls back to back", () => {
     expect(alice.every((r) => r.status === "ok")).toBe(true);
     expect(sandboxPidFor(config, "alice")).toBe(normal);
     // Mallory's next call runs there (the process may have been started only now: one call has it up).
-    expectOk(await h.call("mallory", "back_to_back_spins_run"));
+    // At idle priority it gets only the CPU nothing else wants: on a busy machine it may time out.
+    const next = await h.call("mallory", "back_to_back_spins_run");
+    if (next.status === "error") expectError(next, "Timeout");
     const low = sandboxPids(config)[1] as number;
     expect(sandboxPidFor(config, "mallory")).toBe(low);
     const lowered = (p: { nice: number; policy: number }) => (existsSync("/usr/bin/chrt") ? p.policy === SCHED_IDLE : p.nice === LOW_PRIORITY_NICE);
