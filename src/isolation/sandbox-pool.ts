@@ -22,7 +22,8 @@ import { LOW_PRIORITY_NICE, createRescheduler } from "./low-priority.js";
  *    calls. When a busy normal process's other calls cannot account for its CPU time, that process is
  *    demoted in place (its calls keep running, now at low priority, and it ends after them; a fresh
  *    process takes its slot): the call that made its Anima over its share does not hold a normal
- *    process's core until its deadline. At most one such demotion every `DEMOTE_IN_PLACE_EVERY_MS` (each starts a process).
+ *    process's core until its deadline. At most one such demotion every `DEMOTE_IN_PLACE_EVERY_MS`
+ *    (each starts a process). A process is judged only from `JUDGED_AFTER_READY_MS` after it started.
  *  - A call's deadline is kept where the call runs (the isolate's own timeout, in the sandbox process)
  *    and, when the caller has one, by the caller's signal: a background job's run signal aborts at the
  *    job's deadline, or when its cancel's grace ran out, and the call is stopped then (the `abort`
