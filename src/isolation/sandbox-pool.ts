@@ -171,9 +171,10 @@ export class SandboxPool implements Executor, ProcessOwner {
 
   /**
    * Reads the CPU time of each process; one that was busy since the last reading has the Animas of its
-   * long calls (`LONG_CALL_MS`, `demoteLongCallsOn`), and of calls back to back (`judgeBackToBack`), demoted (again, for
-   * those already demoted), and, when its other calls cannot account for it being busy, is itself
-   * demoted in place (see the invariants). Stops when nothing has been in flight for `CPU_SAMPLE_KEPT_MS`.
+   * long calls (`LONG_CALL_MS`, `demoteLongCallsOn`), and of calls back to back (`judgeBackToBack`),
+   * demoted (again, for those already demoted), and, when its other calls cannot account for it being
+   * busy, is itself demoted in place (see the invariants). Stops when nothing has been in flight for
+   * `CPU_SAMPLE_KEPT_MS`.
    */
   private sampleCpu(): void {
     const now = monotonicMs();
