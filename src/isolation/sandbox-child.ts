@@ -230,6 +230,8 @@ export class SandboxProcess {
     }
     if (message.type === "ready") {
       if (child !== this.child) return;
+      // Once per child: a second one would restart the wait before its process is judged (readyAt).
+      if (this.ready) return this.violation(child, "said it was ready twice");
       this.ready = true;
       this.readyAt = monotonicMs();
       this.replacingDemoted = false;

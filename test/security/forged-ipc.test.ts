@@ -73,6 +73,8 @@ describe("forged messages from a sandbox process", () => {
     ],
     ["the old log shape with a context", (eve: number) => ({ type: "log", line: { level: "info", message: "x", context: { anima: "alice", animaDir: "/", tool: "t" } }, id: eve })],
     ["a response with an error type outside the protocol", (eve: number) => ({ type: "response", id: eve, outcome: { ok: false, error: { type: "Root", message: "x" } } })],
+    // It would restart the wait before its process is judged for its share, again and again.
+    ["a second ready", () => ({ type: "ready" })],
   ])("%s: refused, reported, the process replaced", async (_label, forge) => {
     const { pool: p, served, violations, children } = start();
     const eve = await inFlight(p, "eve");
