@@ -20,6 +20,8 @@ type FetchInit = import("../src/contract/isolate.js").FetchInit;
 type FileEncoding = import("../src/contract/isolate.js").FileEncoding;
 
 declare const BIND_GLOBAL: typeof import("../src/contract/isolate.js").BIND_GLOBAL;
+declare const TOOL_GLOBALS: typeof import("../src/contract/isolate.js").TOOL_GLOBALS;
+declare const TOOL_INTL_MEMBERS: typeof import("../src/contract/isolate.js").TOOL_INTL_MEMBERS;
 declare const MAX_TOOL_MESSAGE_CHARS: typeof import("../src/contract/isolate.js").MAX_TOOL_MESSAGE_CHARS;
 declare const MAX_TIMERS_PER_CALL: typeof import("../src/contract/isolate.js").MAX_TIMERS_PER_CALL;
 declare const MAX_TIMER_DELAY_MS: typeof import("../src/contract/isolate.js").MAX_TIMER_DELAY_MS;

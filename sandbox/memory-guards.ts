@@ -31,7 +31,7 @@ const SPLIT_TOO_BIG = "Invalid array length: the split would give too many piece
 const ALLOCATION_FAILED = "Array buffer allocation failed";
 const TYPED_ARRAYS = [
   "Int8Array", "Uint8Array", "Uint8ClampedArray", "Int16Array", "Uint16Array", "Int32Array", "Uint32Array",
-  "Float32Array", "Float64Array", "BigInt64Array", "BigUint64Array",
+  "Float16Array", "Float32Array", "Float64Array", "BigInt64Array", "BigUint64Array",
 ];
 const INTL_CONSTRUCTORS = [
   "Collator", "DateTimeFormat", "DisplayNames", "DurationFormat", "ListFormat", "Locale", "NumberFormat",
@@ -110,7 +110,7 @@ function installMemoryGuards(
     }
     return bufferGuard([args[0]]);
   });
-  // `ArrayBuffer.prototype.resize` is removed by the prelude (removeUnguardedFeatures), for every context.
+  // `ArrayBuffer.prototype.resize` is removed by the prelude (removeUnreviewedGlobals), for every context.
   for (const name of TYPED_ARRAYS) guardConstructor(global, name, bufferGuard);
 
   const intl = global["Intl"] as Record<string, unknown> | undefined;

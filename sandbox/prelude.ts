@@ -24,17 +24,30 @@
  */
 
 /**
- * Removes what would let a tool allocate outside the V8 heap limit, block outside the timeout, or run
- * code after the call ended (GC callbacks). Idempotent. V8 installs some of these again when it makes a
- * context from a startup snapshot (WebAssembly, SharedArrayBuffer, Atomics, `ArrayBuffer.prototype.resize`),
- * so the prelude script runs this once more when the host binds each context (prelude-source.ts).
+ * Leaves on the global only what `TOOL_GLOBALS` names (and in `Intl` only `TOOL_INTL_MEMBERS`): what
+ * would let a tool allocate outside the V8 heap limit, block outside the timeout or run code after the
+ * call ended is gone (src/contract/isolate.ts `REMOVED_GLOBALS` says why for each), and so is any global
+ * a newer V8 adds before it is reviewed. Also removes `ArrayBuffer.prototype.resize`, whose memory comes
+ * from V8's page allocator, outside the limit (memory-guards.ts).
+ *
+ * Runs only when the host binds a context (`exposeBinder`), never while the prelude script runs: V8 13+
+ * aborts the whole process (a failed CHECK, not an exception) when it makes a context from a startup
+ * snapshot whose global lost `Atomics`, and it re-installs some removed globals in such a context anyway.
+ * A key that cannot be deleted (non-configurable) throws, so the bind fails rather than leave it.
  */
 // eslint-disable-next-line @typescript-eslint/no-unused-vars
-function removeUnguardedFeatures(global: Record<string, unknown>): void {
-  for (const name of ["WebAssembly", "SharedArrayBuffer", "Atomics", "FinalizationRegistry", "WeakRef"]) {
-    delete global[name];
+function removeUnreviewedGlobals(global: Record<string, unknown>): void {
+  const allowed = new Set<PropertyKey>(TOOL_GLOBALS);
+  for (const key of Reflect.ownKeys(global)) {
+    if (!allowed.has(key) && !Reflect.deleteProperty(global, key)) throw new Error(`the global ${String(key)} cannot be removed`);
   }
-  // Resizable buffers take their memory from V8's page allocator, outside the limit (memory-guards.ts).
+  const intl = global["Intl"] as Record<PropertyKey, unknown> | undefined;
+  if (intl) {
+    const intlAllowed = new Set<PropertyKey>([...TOOL_INTL_MEMBERS, Symbol.toStringTag]);
+    for (const key of Reflect.ownKeys(intl)) {
+      if (!intlAllowed.has(key) && !Reflect.deleteProperty(intl, key)) throw new Error(`Intl.${String(key)} cannot be removed`);
+    }
+  }
   const arrayBuffer = global["ArrayBuffer"] as { prototype: Record<string, unknown> } | undefined;
   if (arrayBuffer) delete arrayBuffer.prototype["resize"];
 }
@@ -70,8 +83,6 @@ function installPrelude(global: Record<string, unknown>, host: GuestBridge): Gue
   const stringSlice = String.prototype.slice;
   const arrayJoin = Array.prototype.join;
   const arrayMap = Array.prototype.map;
-
-  removeUnguardedFeatures(global);
 
   function isInstance(value: unknown, ctor: unknown): boolean {
     try {
@@ -349,7 +360,7 @@ function installPrelude(global: Record<string, unknown>, host: GuestBridge): Gue
 /**
  * Called once, at the end of the prelude script (prelude-source.ts): installs the prelude and leaves one
  * global function, `BIND_GLOBAL(bridge)`, which the host calls once per context before any tool code
- * runs. It deletes itself, removes again what V8 re-installs in a context made from a startup snapshot,
+ * runs. It deletes itself, removes every global a tool may not hold (`removeUnreviewedGlobals`),
  * connects the prelude to the host's bridge and returns the entry object. So the same script runs in each
  * new context or is baked into a V8 startup snapshot (which cannot hold host callbacks), and a context
  * made from the snapshot only binds.
@@ -375,7 +386,7 @@ function exposeBinder(global: Record<string, unknown>): void {
     value: function (bridge: GuestBridge): GuestEntry {
       delete global[BIND_GLOBAL];
       if (late.bridge !== undefined) throw new errorCtor("already bound");
-      removeUnguardedFeatures(global);
+      removeUnreviewedGlobals(global);
       late.bridge = bridge;
       return entry;
     },

@@ -127,6 +127,58 @@ export type DescribeEnvelope =
  */
 export const MAX_TOOL_MESSAGE_CHARS = 4_000;
 
+// ---- the tool's global: an allow-list ------------------------------------------------------------
+
+/**
+ * Every name a tool's global may hold once its context is bound: the ECMAScript globals this host has
+ * reviewed, then what the prelude adds. When the host binds a context, the prelude deletes every other
+ * own key of the global (sandbox/prelude.ts `removeUnreviewedGlobals`), so a global that a newer V8 adds
+ * never reaches tools unreviewed; test/isolation/tool-globals.test.ts fails until each global of a fresh
+ * context is named here or in `REMOVED_GLOBALS`.
+ */
+export const TOOL_GLOBALS = [
+  // ECMAScript values and functions
+  "globalThis", "Infinity", "NaN", "undefined", "eval", "isFinite", "isNaN", "parseFloat", "parseInt",
+  "decodeURI", "decodeURIComponent", "encodeURI", "encodeURIComponent", "escape", "unescape",
+  // fundamental objects, numbers, text, collections (on the V8 heap, counted by its limit)
+  "Object", "Function", "Boolean", "Symbol", "Number", "BigInt", "Math", "Date", "String", "RegExp", "JSON",
+  "Array", "Map", "Set", "WeakMap", "WeakSet", "Promise", "Proxy", "Reflect",
+  // iterator helpers (V8 12+) and explicit resource management (V8 14): plain objects and functions
+  "Iterator", "DisposableStack", "AsyncDisposableStack",
+  "Error", "AggregateError", "EvalError", "RangeError", "ReferenceError", "SyntaxError", "TypeError", "URIError", "SuppressedError",
+  // buffers: isolated-vm's allocator counts them; each constructor is guarded (sandbox/memory-guards.ts)
+  "ArrayBuffer", "DataView", "Int8Array", "Uint8Array", "Uint8ClampedArray", "Int16Array", "Uint16Array", "Int32Array",
+  "Uint32Array", "Float16Array", "Float32Array", "Float64Array", "BigInt64Array", "BigUint64Array",
+  // ICU memory outside the heap limit, budgeted per isolate (sandbox/memory-guards.ts)
+  "Intl",
+  // the prelude's: the sandbox API (console replaced by the call's log) and the bundle's registration hooks
+  "console", "setTimeout", "clearTimeout", "__animaworksTool", "__awRegister",
+] as const;
+
+/**
+ * Globals V8 provides that a tool's global never holds, each with why. Reviewed on purpose: a name in
+ * neither list fails test/isolation/tool-globals.test.ts (and is deleted at bind all the same).
+ */
+export const REMOVED_GLOBALS = {
+  WebAssembly: "its memory is outside isolated-vm's limit, and its async compile never settles in an isolate",
+  SharedArrayBuffer: "shared memory outside the heap limit, and a clock for timing attacks",
+  Atomics: "Atomics.wait blocks the isolate's thread outside the call's timeout",
+  FinalizationRegistry: "its callbacks run after the call ended, as the GC decides",
+  WeakRef: "makes GC timing observable across calls",
+  Temporal: "its objects hold time-zone and calendar data outside the V8 heap, which no budget counts yet",
+} as const;
+
+/** Members of `Intl` a tool may use; the constructors among them are budgeted (sandbox/memory-guards.ts). Others are deleted at bind. */
+export const TOOL_INTL_MEMBERS = [
+  "getCanonicalLocales", "supportedValuesOf", "Collator", "DateTimeFormat", "DisplayNames", "DurationFormat", "ListFormat", "Locale",
+  "NumberFormat", "PluralRules", "RelativeTimeFormat", "Segmenter",
+] as const;
+
+/** Members of `Intl` V8 provides that tools never get, each with why. */
+export const REMOVED_INTL_MEMBERS = {
+  v8BreakIterator: "V8's non-standard ICU break iterator: ICU memory that the Intl budget did not count (use Intl.Segmenter)",
+} as const;
+
 // ---- limits both sides keep (the host on its own counts; the prelude only to fail early) -----------
 
 /** Timers one call may have pending. */

@@ -13,9 +13,10 @@ const CONTRACT = ["src", "contract", "isolate.js"];
 /**
  * The prelude script, read once per process. It installs the prelude and leaves one global function,
  * `__awBind(bridge)` (`BIND_GLOBAL` of src/contract/isolate.ts), which the host calls once per context
- * before any tool code runs: it deletes itself, removes again what V8 re-installs in a context made from
- * a startup snapshot, connects the prelude to the host's bridge (isolated-vm callbacks) and returns the
- * entry object, which the host keeps as a reference (sandbox/prelude.ts `exposeBinder`). So the same
+ * before any tool code runs: it deletes itself, removes every global a tool may not hold (the allow-list
+ * `TOOL_GLOBALS` of src/contract/isolate.ts), connects the prelude to the host's bridge (isolated-vm
+ * callbacks) and returns the entry object, which the host keeps as a reference (sandbox/prelude.ts
+ * `exposeBinder`). So the same
  * script runs in each new context or is baked into a V8 startup snapshot (which cannot hold host
  * callbacks), and a context made from the snapshot only binds.
  *
@@ -49,7 +50,7 @@ export function inlineContract(compiled: string): string {
 
 /**
  * A description of a bound context's shape: the own keys of the global, of every object it holds and of
- * their prototypes. A context made from the startup snapshot is used only if its shape, once bound,
+ * their prototypes, in name order. A context made from the startup snapshot is used only if its shape, once bound,
  * equals that of a context that ran the script (isolate-runner.ts): whatever V8 might re-install on
  * deserialisation that the prelude does not remove again shows up here, and the snapshot is not used.
  */
@@ -67,5 +68,7 @@ export const SHAPE_PROBE = `(() => {
     describe(String(key), value);
     if (typeof value === "function" && value.prototype) describe(String(key) + ".prototype", value.prototype);
   }
-  return JSON.stringify(shape);
+  // By name: V8 14 installs some globals (SuppressedError, DisposableStack, …) later in a context made
+  // from a snapshot, so the global's key order differs while its shape does not.
+  return JSON.stringify(Object.keys(shape).sort().map((name) => [name, shape[name]]));
 })()`;
