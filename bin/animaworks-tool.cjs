@@ -1,9 +1,13 @@
 #!/usr/bin/env node
 // Launcher for the animaworks-tool CLI.
 //
+// It runs on the Node.js that package.json pins (src/node-runtime.ts): started by an older Node (the
+// machine's own, through `#!/usr/bin/env node`), it re-executes once on the pinned build in
+// node_modules; without one it needs Node.js 24 or later, and says so.
+//
 // A call first goes to the host running for its data dir (a daemon or `serve`), through the thin client
 // dist/cli/client.cjs: on Node's start-up snapshot, without loading the host. When no host serves it,
-// the call runs in this process as before, which needs --no-node-snapshot (isolated-vm on Node 20): a
+// the call runs in this process as before, which needs --no-node-snapshot (isolated-vm's rule): a
 // launch without that flag re-executes Node once with it (and a daemon is started in the background, so
 // the next call is served). See README "The CLI and the daemon".
 //
@@ -16,6 +20,7 @@
 "use strict";
 const { join } = require("node:path");
 const ROOT = join(__dirname, "..");
+ensurePinnedRuntime();
 // Set only for the re-executed process of a call no host served: it runs in-process at once.
 const fallback = process.env.ANIMAWORKS_CLI_FALLBACK === "1";
 delete process.env.ANIMAWORKS_CLI_FALLBACK;
@@ -45,12 +50,57 @@ function runInProcess() {
   const { main, exitProcess } = loadBundle(join(ROOT, "dist", "cli", "main.cjs"));
   const write = rawWriter();
   const line = (fd) => (text) => write(fd, text.endsWith("\n") ? text : `${text}\n`);
-  main(argv, { stdout: line(1), stderr: line(2) }).then(exitProcess);
+  main(argv, { stdout: line(1), stderr: line(2) }).then((code) => {
+    if (!write.usedStream()) return exitProcess(code);
+    // Output a full pipe made us hand to Node's streams is written before the process ends.
+    let pending = 2;
+    const flushed = () => --pending === 0 && exitProcess(code);
+    process.stdout.write("", flushed);
+    process.stderr.write("", flushed);
+  });
+}
+
+/**
+ * Re-executes this launch on the pinned Node when the running one is older (or exits with what to do
+ * when there is none and the running one cannot load isolated-vm 7). On the pinned Node it costs one
+ * string comparison.
+ */
+function ensurePinnedRuntime() {
+  const pinnedPackage = join(ROOT, "node_modules", `node-${process.platform}-${process.arch}`);
+  const pinnedNode = join(pinnedPackage, "bin", "node");
+  if (process.execPath === pinnedNode) return;
+  const fs = require("node:fs");
+  let pinned;
+  try {
+    pinned = JSON.parse(fs.readFileSync(join(pinnedPackage, "package.json"), "utf8")).version;
+  } catch {
+    // not installed (another platform, or npm ci --omit=optional)
+  }
+  const running = process.versions.node;
+  if (pinned !== undefined && olderThan(running, pinned) && fs.existsSync(pinnedNode)) {
+    const { spawnSync } = require("node:child_process");
+    const child = spawnSync(pinnedNode, [...process.execArgv, __filename, ...process.argv.slice(2)], { stdio: "inherit" });
+    process.exit(child.status ?? 1);
+  }
+  if (Number(running.split(".")[0]) < 24) {
+    process.stderr.write(
+      `Error: animaworks-tool needs Node.js 24 or later (this is ${running}) — run npm ci in ${ROOT} to install the pinned Node.js (linux-x64), or install Node.js 24 or later\n`,
+    );
+    process.exit(1);
+  }
+}
+
+function olderThan(version, than) {
+  const a = version.split(".").map(Number);
+  const b = than.split(".").map(Number);
+  for (let i = 0; i < 3; i++) if ((a[i] ?? 0) !== (b[i] ?? 0)) return (a[i] ?? 0) < (b[i] ?? 0);
+  return false;
 }
 
 function reExecute() {
   const { spawnSync } = require("node:child_process");
-  const child = spawnSync(process.execPath, ["--no-node-snapshot", ...process.execArgv, __filename, ...argv], {
+  // --no-concurrent-osr: isolated-vm's memory limit holds only with it (src/isolation/isolate-runner.ts ISOLATE_V8_FLAGS).
+  const child = spawnSync(process.execPath, ["--no-node-snapshot", "--no-concurrent-osr", ...process.execArgv, __filename, ...argv], {
     stdio: "inherit",
     env: { ...process.env, ANIMAWORKS_CLI_FALLBACK: "1" },
   });

@@ -39,7 +39,7 @@ export interface SettingSpec {
 export type FileSettings = Pick<
   HostOptions,
   | "osSandbox" | "jobsUrl" | "allowInternalHosts" | "allowedEnvironment" | "logLevel" | "timeoutMs" | "maxCallTimeoutMs" | "memoryLimitMb"
-  | "loadTimeoutMs" | "maxOutputBytes" | "maxResultTransferBytes" | "sandboxProcesses" | "warmIsolatesMb" | "maxIdleIsolates"
+  | "loadTimeoutMs" | "maxOutputBytes" | "maxResultTransferBytes" | "sandboxProcesses" | "warmIsolatesMb" | "maxIdleIsolates" | "isolateSnapshot"
   | "maxConcurrentCallsPerAnima" | "maxQueuedCallsPerAnima" | "maxLogLinesPerCall" | "maxLogLineChars" | "fsLimits" | "mcpCoreTools"
 > & {
   daemon?: boolean;
@@ -75,6 +75,7 @@ export const SETTINGS: readonly SettingSpec[] = [
   { key: "sandbox_processes", field: "sandboxProcesses", schema: positiveInteger, description: "sandbox processes of a long-running host" },
   { key: "warm_isolates_mb", field: "warmIsolatesMb", schema: positiveNumber, description: "memory all idle warm isolates may hold, MB" },
   { key: "max_idle_isolates", field: "maxIdleIsolates", schema: positiveInteger, description: "idle warm isolates per sandbox process at most" },
+  { key: "isolate_snapshot", field: "isolateSnapshot", schema: { type: "boolean" }, description: "isolates made from a V8 startup snapshot of the prelude (false: the prelude runs in each new isolate)" },
   { key: "max_concurrent_calls_per_anima", field: "maxConcurrentCallsPerAnima", schema: positiveInteger, description: "calls of one Anima at once while others have calls" },
   { key: "max_queued_calls_per_anima", field: "maxQueuedCallsPerAnima", schema: positiveInteger, description: "calls of one Anima waiting before Busy" },
   { key: "max_log_lines_per_call", field: "maxLogLinesPerCall", schema: positiveInteger, description: "log lines one call may emit" },

@@ -7,6 +7,7 @@ import type { ToolHost } from "../host-api.js";
 import { describeLowPriority } from "../isolation/low-priority.js";
 import { type OsSandboxStatus, describeOsSandbox, osSandboxStatus } from "../isolation/os-sandbox.js";
 import { checkSharedIntegrity } from "../lifecycle/index.js";
+import { type RuntimeReport, runtimeReport } from "../node-runtime.js";
 import { scanArgs } from "./options.js";
 import type { Output } from "./output.js";
 
@@ -52,6 +53,8 @@ export function parseSince(value: string | undefined, now = Date.now()): number 
 }
 
 export interface IsolationLayers {
+  /** Under layer 1: the Node.js and V8 that run the isolates, isolated-vm's version, and what to act on. */
+  runtime: RuntimeReport;
   /** Layer 1: every call runs in an isolated-vm isolate with these limits. */
   isolate: { memoryLimitMb: number; timeoutMs: number };
   /** Layer 2: isolates run in sandbox processes (long-running hosts: `serve`, `mcp`, the library's default). */
@@ -82,6 +85,7 @@ export function isolationLayers(config: HostConfig): IsolationLayers {
     osSandbox = { enabled: false, mode: config.osSandbox, reason: error instanceof Error ? error.message : String(error), namespaces: [], seccomp: false };
   }
   return {
+    runtime: runtimeReport(),
     isolate: { memoryLimitMb: config.memoryLimitMb, timeoutMs: config.timeoutMs },
     sandboxProcesses: config.sandboxProcesses,
     osSandbox,
@@ -109,9 +113,21 @@ function formatHosts(hosts: HostStatus[]): string {
   return lines.join("\n");
 }
 
+function formatRuntime(runtime: RuntimeReport): string[] {
+  const node = (side: { node: string; v8: string }) => `Node.js ${side.node} (V8 ${side.v8})`;
+  const lines = [
+    runtime.sandbox.path === runtime.host.path
+      ? `  runtime: ${node(runtime.host)}, isolated-vm ${runtime.isolatedVm}${runtime.pinned ? `; pinned Node.js ${runtime.pinned}` : "; no Node.js pinned for this platform"}`
+      : `  runtime: sandbox processes on ${node(runtime.sandbox)}, this host on ${node(runtime.host)}, isolated-vm ${runtime.isolatedVm}${runtime.pinned ? `; pinned Node.js ${runtime.pinned}` : ""}`,
+  ];
+  for (const warning of runtime.warnings) lines.push(`  WARNING: ${warning}`);
+  return lines;
+}
+
 function formatIsolation(layers: IsolationLayers): string {
   return [
     "Isolation layers (long-running hosts: serve, mcp):",
+    ...formatRuntime(layers.runtime),
     `  isolate: isolated-vm, ${layers.isolate.memoryLimitMb} MB heap, ${layers.isolate.timeoutMs} ms per call`,
     `  sandbox processes: ${layers.sandboxProcesses}, each holding isolates and no secrets; capabilities answered by the host`,
     `  ${describeOsSandbox(layers.osSandbox)}`,

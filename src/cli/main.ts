@@ -112,16 +112,18 @@ export async function main(argv: string[], out: Output = defaultOutput(), contex
 let hostHoldsStuckThread = false;
 
 /**
- * Ends the CLI process with `code`. A one-shot call runs isolates in this process; if one of them could
- * not be stopped (a hostile tool isolated-vm cannot interrupt), Node's own exit would hang or crash on its
- * thread, so the process is ended with SIGKILL instead, after its output was written (stdout and stderr
- * are synchronous for files, pipes and terminals on Linux). The caller then sees exit status 137.
+ * Ends the CLI process with `code`, once its output is written (the launcher waits for any output it had
+ * to hand to Node's streams). A one-shot call runs isolates in this process:
+ *  - if one of them could not be stopped (a hostile tool isolated-vm cannot interrupt), Node's own exit
+ *    would hang or crash on its thread, so the process is ended with SIGKILL instead, after its output
+ *    was written (stdout and stderr are synchronous for files, pipes and terminals on Linux). The caller
+ *    then sees exit status 137;
+ *  - otherwise with `process.exit`, never by letting the event loop run dry: Node 26 collects garbage
+ *    once more as it tears its isolate down, and isolated-vm 7's weak callbacks then abort the process
+ *    (an assertion, exit status 134) after the result was printed. `process.exit` skips that teardown.
  */
 export function exitProcess(code: number): void {
-  if (!hostHoldsStuckThread) {
-    process.exitCode = code;
-    return;
-  }
+  if (!hostHoldsStuckThread) process.exit(code);
   process.stderr.write("animaworks-tool: a tool's isolate could not be stopped; ending this process with SIGKILL so that it cannot hang\n", () =>
     process.kill(process.pid, "SIGKILL"),
   );

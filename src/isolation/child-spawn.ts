@@ -2,13 +2,15 @@ import { type ChildProcess, type StdioOptions, fork, spawn } from "node:child_pr
 import type { Writable } from "node:stream";
 import { join } from "node:path";
 import { PROJECT_ROOT } from "../config.js";
+import { sandboxNodePath } from "../node-runtime.js";
 import { type OsSandboxStatus, bwrapCommand } from "./os-sandbox.js";
 import { lowPriorityPrefix } from "./low-priority.js";
+import { SANDBOX_NODE_FLAGS } from "./v8-flags.js";
 
 /**
  * How a sandbox process is started (sandbox-child.ts supervises it): inside bubblewrap where the OS
  * sandbox is on, under the low-priority prefix (chrt, taskset) for the low-priority process, and always
- * with an empty environment, the IPC channel on fd 3 and the bulk pipe on fd 5 (bulk-channel.ts).
+ * on the pinned Node (node-runtime.ts) with an empty environment, the IPC channel on fd 3 and the bulk pipe on fd 5 (bulk-channel.ts).
  */
 
 const CHILD_ENTRY = join(PROJECT_ROOT, "dist", "src", "isolation", "sandbox-process.js");
@@ -22,22 +24,24 @@ export interface SandboxChildSpec {
   /** Warm pool budget of the process, bytes. */
   warmPoolBytes: number;
   maxIdleIsolates: number;
+  /** Whether the process makes isolates from a startup snapshot. */
+  isolateSnapshot: boolean;
 }
 
 export function spawnSandboxChild(spec: SandboxChildSpec): ChildProcess {
-  // sandbox-process.ts's arguments: warm pool bytes, idle isolates at most, nice value.
-  const childArgs = [String(spec.warmPoolBytes), String(spec.maxIdleIsolates), String(spec.nice)];
+  // sandbox-process.ts's arguments: warm pool bytes, idle isolates at most, nice value, snapshot (1 or 0).
+  const childArgs = [String(spec.warmPoolBytes), String(spec.maxIdleIsolates), String(spec.nice), spec.isolateSnapshot ? "1" : "0"];
   const idle = spec.nice > 0 ? lowPriorityPrefix() : [];
   if (spec.osSandbox.enabled) return spawnInBwrap(idle, childArgs);
   const options = { env: {}, stdio: ["ignore", "ignore", "pipe", "ipc", "ignore", "pipe"] as StdioOptions, serialization: "json" as const };
   return idle.length > 0
-    ? spawn(idle[0] as string, [...idle.slice(1), process.execPath, "--no-node-snapshot", CHILD_ENTRY, ...childArgs], options)
-    : fork(CHILD_ENTRY, childArgs, { ...options, execArgv: ["--no-node-snapshot"] });
+    ? spawn(idle[0] as string, [...idle.slice(1), sandboxNodePath(), ...SANDBOX_NODE_FLAGS, CHILD_ENTRY, ...childArgs], options)
+    : fork(CHILD_ENTRY, childArgs, { ...options, execPath: sandboxNodePath(), execArgv: [...SANDBOX_NODE_FLAGS] });
 }
 
 /** The child inside bubblewrap (os-sandbox.ts); the seccomp program goes to bwrap on `SECCOMP_FD`. */
 function spawnInBwrap(prefix: string[], childArgs: string[]): ChildProcess {
-  const bwrap = bwrapCommand(["--no-node-snapshot", CHILD_ENTRY, ...childArgs], SECCOMP_FD);
+  const bwrap = bwrapCommand([...SANDBOX_NODE_FLAGS, CHILD_ENTRY, ...childArgs], SECCOMP_FD);
   const { seccomp } = bwrap;
   const [command, ...args] = [...prefix, bwrap.command, ...bwrap.args] as [string, ...string[]];
   const child = spawn(command, args, {

@@ -31,6 +31,7 @@ export function createExecutor(config: HostConfig, onLog: (line: ToolLogLine) =>
     processes: config.sandboxProcesses,
     warmIsolatesMb: config.warmIsolatesMb,
     maxIdleIsolates: config.maxIdleIsolates,
+    isolateSnapshot: config.isolateSnapshot,
     onLog,
     ...(invokeCapability ? { invokeCapability } : {}),
     onStderr: (message) => config.onLog({ level: "warn", logger: "animaworks.host", message }),
@@ -79,7 +80,7 @@ class InProcessExecutor implements Executor {
   private loaded: IsolateRunner | undefined;
 
   constructor(
-    private readonly config: Pick<HostConfig, "warmIsolatesMb" | "maxIdleIsolates">,
+    private readonly config: Pick<HostConfig, "warmIsolatesMb" | "maxIdleIsolates" | "isolateSnapshot">,
     private readonly onLog: (line: ToolLogLine) => void,
     private readonly onUnrecoverable: (reason: string) => void,
     private readonly invokeCapability: CapabilityInvoker | undefined,
@@ -91,6 +92,7 @@ class InProcessExecutor implements Executor {
       this.loaded = new IsolateRunner({
         warmPoolBytes: this.config.warmIsolatesMb * 2 ** 20,
         maxIdleIsolates: this.config.maxIdleIsolates,
+        startupSnapshot: this.config.isolateSnapshot,
         onLog: this.onLog,
         onUnrecoverable: this.onUnrecoverable,
         ...(this.invokeCapability ? { invokeCapability: this.invokeCapability } : {}),

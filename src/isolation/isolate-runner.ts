@@ -22,6 +22,14 @@ import type {
   ToolLogLine,
 } from "./protocol.js";
 import { monotonicMs } from "../clock.js";
+import { ISOLATE_V8_FLAGS } from "./v8-flags.js";
+
+// Before the first isolate: the flags isolates need, where this process's command line lacks them.
+const flagsMissing = ISOLATE_V8_FLAGS.filter((flag) => !process.execArgv.includes(flag));
+if (flagsMissing.length > 0) {
+  const v8 = process.getBuiltinModule("node:v8");
+  for (const flag of flagsMissing) v8.setFlagsFromString(flag);
+}
 
 /**
  * The only module that imports isolated-vm. Runs tool bundles in isolates in this process.
@@ -55,6 +63,8 @@ export interface IsolateRunnerOptions {
   warmPoolBytes?: number;
   /** Idle warm isolates kept at most, whatever their size. Default: no limit (the memory budget decides). */
   maxIdleIsolates?: number;
+  /** Whether isolates are made from a startup snapshot of the prelude (see `startupSnapshot`). Default: true. */
+  startupSnapshot?: boolean;
   /** Isolates per (anima, bundle) at once; further calls wait for one. Default: 4. */
   maxIsolatesPerKey?: number;
   /** Receives every tool log line. */
@@ -99,6 +109,7 @@ export class IsolateRunner implements Executor {
 
   constructor(options: IsolateRunnerOptions = {}) {
     this.prelude = readPrelude();
+    if (options.startupSnapshot === false) this.snapshot = false;
     this.pool = new IsolatePool(
       {
         maxIdleBytes: options.warmPoolBytes ?? 256 * 2 ** 20,

@@ -1,7 +1,9 @@
 import { spawnSync } from "node:child_process";
 import { existsSync } from "node:fs";
+import { createRequire } from "node:module";
 import { dirname, join } from "node:path";
 import { PROJECT_ROOT } from "../config.js";
+import { sandboxNodePath } from "../node-runtime.js";
 import { seccompProgram } from "./seccomp-filter.js";
 
 /**
@@ -14,9 +16,9 @@ import { seccompProgram } from "./seccomp-filter.js";
  *    anywhere else (tools reach the network only through the host's fetch capability, which applies
  *    policy);
  *  - pid, ipc, uts (and cgroup) namespaces: no signal to, trace of or shared memory with the host;
- *  - a file system of read-only binds of the system folders Node needs, the project's built code and
- *    isolated-vm's native module, a private `/proc`, `/dev` and an empty `/tmp`: nothing of the data
- *    dir, the home folder or the host's configuration exists in it;
+ *  - a file system of read-only binds of the system folders Node needs, the pinned Node, the project's
+ *    built code and isolated-vm's native module with its loader, a private `/proc`, `/dev` and an empty
+ *    `/tmp`: nothing of the data dir, the home folder or the host's configuration exists in it;
  *  - an empty environment, a new session (no terminal to inject into), death with the host;
  *  - a seccomp filter (seccomp-filter.ts).
  *
@@ -56,7 +58,7 @@ let probed: { ok: true } | { ok: false; reason: string } | undefined;
 /** Whether bwrap is installed and can create the namespaces (checked once per process, ≈ 5 ms). */
 function probe(): { ok: true } | { ok: false; reason: string } {
   if (probed) return probed;
-  const result = spawnSync(BWRAP, [...baseArgs([]), "--", process.execPath, "-e", ""], { env: {}, stdio: "pipe", timeout: 10_000 });
+  const result = spawnSync(BWRAP, [...baseArgs([]), "--", sandboxNodePath(), "-e", ""], { env: {}, stdio: "pipe", timeout: 10_000 });
   if (result.error) probed = { ok: false, reason: (result.error as NodeJS.ErrnoException).code === "ENOENT" ? "bwrap is not installed" : result.error.message };
   else if (result.status !== 0) probed = { ok: false, reason: `bwrap failed: ${String(result.stderr).trim().slice(0, 300) || `exit status ${result.status}`}` };
   else probed = { ok: true };
@@ -87,10 +89,25 @@ export function describeOsSandbox(status: OsSandboxStatus): string {
 
 /** Read-only binds: what Node and the sandbox code need, nothing else. */
 function readOnlyPaths(): string[] {
-  const paths = ["/usr", "/lib", "/lib64", "/lib32", "/bin", "/sbin", "/etc/ld.so.cache", "/etc/ld.so.conf", "/etc/ld.so.conf.d", dirname(process.execPath)];
+  const paths = ["/usr", "/lib", "/lib64", "/lib32", "/bin", "/sbin", "/etc/ld.so.cache", "/etc/ld.so.conf", "/etc/ld.so.conf.d", dirname(sandboxNodePath())];
   // The project's built code, its package.json (module type) and the one native module it loads.
-  paths.push(join(PROJECT_ROOT, "package.json"), join(PROJECT_ROOT, "dist"), join(PROJECT_ROOT, "node_modules", "isolated-vm"));
+  paths.push(join(PROJECT_ROOT, "package.json"), join(PROJECT_ROOT, "dist"), ...nativeModulePaths());
   return [...new Set(paths)].filter((path) => existsSync(path));
+}
+
+/**
+ * isolated-vm's folder and the loader it picks its prebuilt binary with (`node-gyp-build`, a package of
+ * its own since isolated-vm 6), found as Node resolves them, wherever npm placed them.
+ */
+function nativeModulePaths(): string[] {
+  const isolatedVm = dirname(createRequire(join(PROJECT_ROOT, "package.json")).resolve("isolated-vm/package.json"));
+  const paths = [isolatedVm];
+  try {
+    paths.push(dirname(createRequire(join(isolatedVm, "package.json")).resolve("node-gyp-build/package.json")));
+  } catch {
+    // an isolated-vm that loads its binary without it
+  }
+  return paths;
 }
 
 function baseArgs(extra: string[]): string[] {
@@ -111,5 +128,5 @@ export function bwrapCommand(nodeArgs: string[], seccompFd: number): { command: 
   const seccomp = seccompProgram();
   const extra = ["--setenv", "NODE_CHANNEL_FD", "3", "--setenv", "NODE_CHANNEL_SERIALIZATION_MODE", "json"];
   if (seccomp) extra.push("--seccomp", String(seccompFd));
-  return { command: BWRAP, args: [...baseArgs(extra), "--", process.execPath, ...nodeArgs], seccomp };
+  return { command: BWRAP, args: [...baseArgs(extra), "--", sandboxNodePath(), ...nodeArgs], seccomp };
 }

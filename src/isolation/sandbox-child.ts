@@ -21,6 +21,7 @@ import type { WarmPoolStats } from "./pooled-isolate.js";
 /** What a sandbox process needs from its pool. */
 export interface ProcessOwner {
   readonly maxIdleIsolates: number;
+  readonly isolateSnapshot: boolean;
   /** Warm pool budget of each process, bytes. */
   readonly warmPoolBytes: number;
   readonly closing: boolean;
@@ -204,7 +205,7 @@ export class SandboxProcess {
     this.ready = false;
     this.readyAt = undefined;
     this.sentBundles = new Set();
-    const child = spawnSandboxChild({ osSandbox: this.pool.osSandbox, nice: this.nice, warmPoolBytes: this.pool.warmPoolBytes, maxIdleIsolates: this.pool.maxIdleIsolates });
+    const child = spawnSandboxChild({ osSandbox: this.pool.osSandbox, nice: this.nice, warmPoolBytes: this.pool.warmPoolBytes, maxIdleIsolates: this.pool.maxIdleIsolates, isolateSnapshot: this.pool.isolateSnapshot });
     this.child = child;
     forwardStderr(child.stderr, child.pid, (message) => this.pool.onStderr(message));
     bulkPipeOf(child)?.on("error", () => {

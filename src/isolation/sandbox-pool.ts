@@ -62,6 +62,8 @@ export interface SandboxPoolOptions {
   warmIsolatesMb?: number;
   /** Idle warm isolates kept per process at most. Default: no limit (the memory budget decides). */
   maxIdleIsolates?: number;
+  /** Whether processes make isolates from a V8 startup snapshot of the prelude (`HostOptions.isolateSnapshot`). Default: true. */
+  isolateSnapshot?: boolean;
   /**
    * Last-resort hard stop: how long a process has to answer a request past its deadline (its timeout), or
    * past the moment its caller's signal aborted, before the host kills the process, ms. Default: 2,000.
@@ -109,6 +111,7 @@ const SENT_TO_REMEMBERED = 65_536;
 
 export class SandboxPool implements Executor, ProcessOwner {
   readonly maxIdleIsolates: number;
+  readonly isolateSnapshot: boolean;
   /** Warm pool budget of each process, bytes. */
   readonly warmPoolBytes: number;
   readonly onLog: (line: ToolLogLine) => void;
@@ -136,6 +139,7 @@ export class SandboxPool implements Executor, ProcessOwner {
 
   constructor(options: SandboxPoolOptions = {}) {
     this.maxIdleIsolates = options.maxIdleIsolates ?? Number.POSITIVE_INFINITY;
+    this.isolateSnapshot = options.isolateSnapshot ?? true;
     this.onLog = options.onLog ?? (() => {});
     this.invokeCapability =
       options.invokeCapability ?? (async () => ({ ok: false, error: { type: "PermissionDenied", fault: "host", message: "capabilities are not available in this host" } }));

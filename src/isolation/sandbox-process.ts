@@ -13,10 +13,11 @@ import { ByteLru } from "../byte-lru.js";
 import { decodeToSandbox } from "./sandbox-wire.js";
 import type { CallContext, CallOutcome, CapabilityReply, DescribeOutcome, FromSandbox, ToSandbox } from "./protocol.js";
 
-// Arguments (child-spawn.ts): warm pool bytes, idle isolates at most, nice value.
+// Arguments (child-spawn.ts): warm pool bytes, idle isolates at most, nice value, startup snapshot (1 or 0).
 const warmPoolBytes = Number(process.argv[2]) || 256 * 2 ** 20;
 const maxIdleIsolates = Number(process.argv[3]) || Number.POSITIVE_INFINITY;
 const nice = Number(process.argv[4]) || 0;
+const startupSnapshot = process.argv[5] !== "0";
 // Before isolated-vm starts a thread: Linux nice values are per thread, and threads inherit the value of
 // the thread that starts them. An unprivileged process (the OS sandbox's uid) cannot raise it back.
 if (nice > 0) setPriority(nice);
@@ -92,6 +93,7 @@ function endIfRetiredAndIdle(): void {
 const runner = new IsolateRunner({
   warmPoolBytes,
   maxIdleIsolates,
+  startupSnapshot,
   // Capabilities run in the host process, which holds the policy, the credentials and the audit log.
   invokeCapability: (context, name, argsJson) =>
     new Promise<CapabilityReply>((resolve) => {

@@ -25,6 +25,7 @@ const BOMBS: Array<[string, string]> = [
   ["heap_bomb", "heap_bomb_objects"],
   ["heap_bomb", "heap_bomb_strings"],
   ["heap_bomb", "heap_bomb_map"],
+  ["heap_bomb", "heap_bomb_osr_arrays"],
   ["array_buffer_bomb", "array_buffer_bomb_huge"],
   ["array_buffer_bomb", "array_buffer_bomb_many"],
   ["array_buffer_bomb", "array_buffer_bomb_caught"],

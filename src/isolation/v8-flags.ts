@@ -1,0 +1,15 @@
+/**
+ * V8 flags every process that runs isolates needs before its first isolate. Sandbox processes
+ * (child-spawn.ts) and the launcher's in-process calls get them on their command line; any other
+ * process (a library host, the daemon, a job worker) gets them from isolate-runner.ts as it loads
+ * (node:v8 costs ≈ 10 ms to load, which a one-shot call is spared).
+ *  - `--no-concurrent-osr`: on V8 13/14 a loop that allocates (`for (;;) h.push(new Array(100))`) and is
+ *    optimised on a background thread while it runs (on-stack replacement) ignores isolated-vm's memory
+ *    limit: its heap grew past 1 GB under a 32 MB limit, and the isolate then failed to terminate (its
+ *    thread lost). Optimised on the isolate's own thread, it stops at the limit. Hostile fixture
+ *    heap_bomb (`heap_bomb_osr_arrays`) in test/security/memory.test.ts.
+ */
+export const ISOLATE_V8_FLAGS = ["--no-concurrent-osr"] as const;
+
+/** The Node flags of a sandbox process: isolated-vm needs Node without its start-up snapshot. */
+export const SANDBOX_NODE_FLAGS = ["--no-node-snapshot", ...ISOLATE_V8_FLAGS] as const;
