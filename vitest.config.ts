@@ -1,8 +1,9 @@
 import { defineConfig } from "vitest/config";
 
 // Tests run against real isolates: each test file in its own forked process started with
-// --no-node-snapshot (isolated-vm needs it on Node 20). `npm test` builds dist/ first, because sandbox
-// processes and the prelude are loaded from there.
+// --no-node-snapshot (isolated-vm needs it), on the pinned Node (npm runs `npm test` with
+// node_modules/.bin first on the PATH). `npm test` builds dist/ first, because sandbox processes and the
+// prelude are loaded from there.
 export default defineConfig({
   test: {
     pool: "forks",

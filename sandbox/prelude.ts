@@ -94,6 +94,8 @@ function installPrelude(global: Record<string, unknown>, host: GuestBridge): Gue
 
   // Off-heap memory the isolate's limit does not see (memory-guards.ts).
   const memory = installMemoryGuards(global, isInstance, () => host.stop("MemoryLimit"));
+  // Indented JSON bounded (json-guard.ts); the result framing below captures the guarded stringify.
+  installJsonGuard(global);
 
   function safeString(value: unknown): string {
     try {

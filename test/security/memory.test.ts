@@ -42,7 +42,7 @@ for (const mode of MODES) {
     let h: Harness;
     beforeAll(() => {
       h = startHost({ mode, timeoutMs: TIMEOUT_MS, memoryLimitMb: MEMORY_LIMIT_MB, loadTimeoutMs: 2_000 });
-      for (const fixture of ["heap_bomb", "array_buffer_bomb", "string_bomb_result", "top_level_heap_bomb", "deep_recursion", "returns_cycle", "intl_hoard", "guarded_builtins_behave"]) {
+      for (const fixture of ["heap_bomb", "array_buffer_bomb", "string_bomb_result", "top_level_heap_bomb", "deep_recursion", "returns_cycle", "json_indent_bomb", "intl_hoard", "guarded_builtins_behave"]) {
         h.install("mallory", fixture);
       }
     });
@@ -75,17 +75,41 @@ for (const mode of MODES) {
       await expectHealthy(h, "mallory");
     });
 
-    it("deep_recursion: stack overflow is an ExecutionError; a serialiser driven deeper and deeper hits the memory limit", async () => {
+    it("deep_recursion: stack overflow is an ExecutionError, also in the host's serialiser, driven deeper and deeper", async () => {
       const overflow = await h.call("mallory", "deep_recursion_call");
       expectError(overflow, "ExecutionError", /^RangeError: Maximum call stack size exceeded$/);
       assertNoLeak(overflow, h.data);
-      // JSON of ever deeper (indented) nesting grows quadratically: the isolate's memory limit ends it.
+      // The result is framed as indented JSON (json-guard.ts): V8 14 would indent ever deeper outside
+      // the memory limit until the timeout; compact JSON first overflows the stack.
       for (const schema of ["deep_recursion_to_json", "returns_cycle_deep"]) {
         const result = await h.call("mallory", schema);
-        expectError(result, "MemoryLimit");
+        expectError(result, "ExecutionError", /could not be turned into JSON: RangeError: Maximum call stack size exceeded/);
         assertNoLeak(result, h.data);
       }
       await expectHealthy(h, "mallory");
+    });
+
+    it.each([
+      ["json_indent_bomb_to_json", /^RangeError: Maximum call stack size exceeded$/],
+      ["json_indent_bomb_deep", /^RangeError: Invalid string length: indented JSON longer than/],
+      ["json_indent_bomb_result", /could not be turned into JSON: RangeError: Invalid string length: indented JSON longer than/],
+    ])("json_indent_bomb: %s ends at once as an ExecutionError (indented JSON bounded), not at the timeout outside the memory limit", async (schema, message) => {
+      const result = await h.call("mallory", schema);
+      expectError(result, "ExecutionError", message);
+      assertNoLeak(result, h.data);
+      await expectHealthy(h, "mallory");
+      await expectHealthy(h, "bob");
+    });
+
+    it("json_indent_bomb_plain: indented JSON is the text V8 makes", async () => {
+      const texts = JSON.parse(expectOk(await h.call("mallory", "json_indent_bomb_plain"))) as string[];
+      const value = { a: [1, { b: 'x"y\\z', c: [] }, {}], "d:e": null, f: { g: [true, -0, 1e21] }, h: { toJSON: () => "later" } };
+      expect(texts).toEqual([
+        JSON.stringify(value, null, 2),
+        JSON.stringify(value, null, "\t-"),
+        JSON.stringify(value, ["a", "f", "g"], 3),
+        JSON.stringify(value, (k, v: unknown) => (k === "b" ? undefined : v), 20),
+      ]);
     });
 
     it.each(["intl_hoard_run", "intl_hoard_segments"])("%s: Intl objects (memory outside the heap limit) are budgeted per isolate", async (schema) => {

@@ -43,7 +43,8 @@ function nodeDescendants(pid: number): number[] {
   while (queue.length > 0) {
     const next = queue.shift() as number;
     try {
-      if (readFileSync(`/proc/${next}/comm`, "utf8").trim() === "node") found.push(next);
+      // By the program it runs (argv[0]): Node 26 names its main thread "node-MainThread", so `comm` no longer says "node".
+      if (/(^|\/)node$/.test(readFileSync(`/proc/${next}/cmdline`, "utf8").split("\0")[0] ?? "")) found.push(next);
     } catch {
       // ended
     }

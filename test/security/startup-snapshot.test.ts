@@ -1,8 +1,6 @@
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
-import { ToolBundler } from "../../src/build/bundler.js";
 import { IsolateRunner } from "../../src/isolation/isolate-runner.js";
-import type { CallRequest, ToolBundle } from "../../src/isolation/protocol.js";
-import { type TempDataDir, makeDataDir } from "../helpers/data-dir.js";
+import { type ProbeTool, buildProbeTool } from "../helpers/probe-tool.js";
 
 /**
  * Isolates made from the V8 startup snapshot must be what isolates that ran the prelude are. V8 installs
@@ -29,39 +27,20 @@ export function dispatch() {
 `;
 
 describe("startup snapshot", () => {
-  let data: TempDataDir;
-  let bundle: ToolBundle;
+  let probe: ProbeTool;
   const runner = new IsolateRunner({});
   beforeAll(async () => {
-    data = makeDataDir();
-    const path = data.write("tools/probe.ts", PROBE);
-    const built = await new ToolBundler(`${data.dir}/cache`).build({ path, folder: `${data.dir}/tools`, displayName: "probe.ts" });
-    if (!built.ok) throw new Error(built.error.message);
-    bundle = built.bundle;
+    probe = await buildProbeTool(PROBE);
   });
   afterAll(async () => {
     await runner.close();
-    data.cleanup();
-  });
-
-  const call = (anima: string): CallRequest => ({
-    op: "call",
-    bundle,
-    context: { anima, animaDir: `/nowhere/${anima}`, tool: "probe" },
-    entry: "call",
-    schemaName: "probe_run",
-    payloadJson: "{}",
-    timeoutMs: 2_000,
-    memoryLimitMb: 32,
-    maxResultBytes: 10_000,
-    maxLogLines: 10,
-    maxLogLineChars: 100,
+    probe.cleanup();
   });
 
   it("isolates made from it offer exactly what the prelude leaves, and their random numbers differ", async () => {
     const seen: Array<Record<string, unknown>> = [];
     for (let i = 0; i < 8; i++) {
-      const outcome = await runner.call(call(`anima${i}`));
+      const outcome = await runner.call(probe.request(`anima${i}`));
       if (!outcome.ok || outcome.value.kind === "none") throw new Error(JSON.stringify(outcome));
       seen.push(JSON.parse(outcome.value.text) as Record<string, unknown>);
     }
