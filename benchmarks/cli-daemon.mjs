@@ -47,7 +47,8 @@ const kinds = {
   socketFloor: { args: [floorClient], env: withDaemon },
   daemon: { args: call, env: withDaemon },
   coldAsLaunched: { args: call, env: noDaemon },
-  coldWithFlag: { args: ["--no-node-snapshot", ...call], env: noDaemon },
+  // The flags the launcher re-executes with (--no-concurrent-osr since Node 26; --base-flags: a build before it).
+  coldWithFlag: { args: [...(process.argv.includes("--base-flags") ? ["--no-node-snapshot"] : ["--no-node-snapshot", "--no-concurrent-osr"]), ...call], env: noDaemon },
 };
 
 function run(kind) {

@@ -19,6 +19,9 @@ const PIPELINED_CALLS = quick ? 5_000 : 30_000;
 const PIPELINE_DEPTH = 256;
 // Each cold run is a whole process; on a shared machine their spread is tens of ms, so take enough.
 const COLD_RUNS = quick ? 5 : 30;
+// --no-concurrent-osr since Node 26 (src/isolation/v8-flags.ts); a build before it, run on Node 20, takes
+// only the first (pass --base-flags to measure one).
+const IN_PROCESS_FLAGS = process.argv.includes("--base-flags") ? ["--no-node-snapshot"] : ["--no-node-snapshot", "--no-concurrent-osr"];
 
 const CAPABILITY_LOOPS = quick ? 200 : 1_000;
 const CAP_TOOL = `
@@ -192,8 +195,9 @@ async function main() {
 
     // Cold CLI: a whole process per call, bundle and description served from the on-disk cache. Two
     // tools: the trivial one above, and the demo's `greet` (a 1 KiB source that logs a line).
-    const cli = ["--no-node-snapshot", join(ROOT, "bin", "animaworks-tool.cjs"), "--data-dir", dataDir, "--anima", "bench", "bench", "echo", "--n", "1"];
-    const demo = ["--no-node-snapshot", join(ROOT, "bin", "animaworks-tool.cjs"), "--demo", "greet", "hello", "Bench"];
+    // The flags the launcher re-executes an in-process call with (and that `npm run demo` passes).
+    const cli = [...IN_PROCESS_FLAGS, join(ROOT, "bin", "animaworks-tool.cjs"), "--data-dir", dataDir, "--anima", "bench", "bench", "echo", "--n", "1"];
+    const demo = [...IN_PROCESS_FLAGS, join(ROOT, "bin", "animaworks-tool.cjs"), "--demo", "greet", "hello", "Bench"];
     const bareNode = ["--no-node-snapshot", "-e", ""];
     // The in-process path: no daemon is used or started (benchmarks/cli-daemon.mjs measures that path).
     const env = { ...process.env, ANIMAWORKS_NO_DAEMON: "1" };
