@@ -90,6 +90,7 @@ function ensurePinnedRuntime() {
   }
 }
 
+/** src/node-runtime.ts `compareVersions` < 0, which this launcher cannot load without the ES module loader. */
 function olderThan(version, than) {
   const a = version.split(".").map(Number);
   const b = than.split(".").map(Number);
@@ -99,7 +100,7 @@ function olderThan(version, than) {
 
 function reExecute() {
   const { spawnSync } = require("node:child_process");
-  // --no-concurrent-osr: isolated-vm's memory limit holds only with it (src/isolation/isolate-runner.ts ISOLATE_V8_FLAGS).
+  // --no-concurrent-osr: isolated-vm's memory limit holds only with it (ISOLATE_V8_FLAGS, src/isolation/v8-flags.ts).
   const child = spawnSync(process.execPath, ["--no-node-snapshot", "--no-concurrent-osr", ...process.execArgv, __filename, ...argv], {
     stdio: "inherit",
     env: { ...process.env, ANIMAWORKS_CLI_FALLBACK: "1" },

@@ -94,8 +94,8 @@ function installPrelude(global: Record<string, unknown>, host: GuestBridge): Gue
 
   // Off-heap memory the isolate's limit does not see (memory-guards.ts).
   const memory = installMemoryGuards(global, isInstance, () => host.stop("MemoryLimit"));
-  // Indented JSON bounded (json-guard.ts); the result framing below captures the guarded stringify.
-  installJsonGuard(global);
+  // Indented JSON bounded (json-guard.ts), for tools and for the result framing below.
+  const boundedStringify = installJsonGuard(global);
 
   function safeString(value: unknown): string {
     try {
@@ -235,7 +235,7 @@ function installPrelude(global: Record<string, unknown>, host: GuestBridge): Gue
   }
 
   // ---- result framing (result-framing.ts) -----------------------------------------------------------
-  const { frameResult, failure, strictReplacer, describeJsonError } = installResultFraming(safeString);
+  const { frameResult, failure, strictReplacer, describeJsonError } = installResultFraming(safeString, boundedStringify);
 
   function errorEnvelope(error: unknown): CallEnvelope {
     try {

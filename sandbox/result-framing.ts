@@ -6,6 +6,7 @@
  * Invariants:
  *  - The intrinsics used here are captured when the prelude installs (before any tool code runs), so a
  *    tool that patches `JSON`, `String.prototype` or `Reflect` cannot change how its own result is framed.
+ *    `JSON.stringify` is the bounded one of json-guard.ts, handed in by the prelude.
  *  - Only JSON-able values leave: a function, symbol or BigInt inside a result is an `ExecutionError`
  *    naming where it is, never silently dropped.
  */
@@ -22,8 +23,7 @@ interface ResultFraming {
 }
 
 // eslint-disable-next-line @typescript-eslint/no-unused-vars
-function installResultFraming(safeString: (value: unknown) => string): ResultFraming {
-  const jsonStringify = JSON.stringify;
+function installResultFraming(safeString: (value: unknown) => string, jsonStringify: Stringify): ResultFraming {
   const reflectApply = Reflect.apply;
   const stringCtor = String;
   const charCodeAt = String.prototype.charCodeAt;

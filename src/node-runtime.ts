@@ -1,6 +1,7 @@
 import { spawnSync } from "node:child_process";
 import { existsSync, readFileSync } from "node:fs";
-import { join } from "node:path";
+import { createRequire } from "node:module";
+import { dirname, join } from "node:path";
 import { PROJECT_ROOT } from "./config.js";
 
 /**
@@ -10,7 +11,7 @@ import { PROJECT_ROOT } from "./config.js";
  * package-lock.json), npm installs it into node_modules, and
  *  - every npm script runs on it (npm puts node_modules/.bin first on the PATH);
  *  - the launcher (bin/animaworks-tool.cjs) re-executes once on it when an older Node started it;
- *  - sandbox processes and job workers start with `sandboxNodePath()`: the pinned runtime when it is
+ *  - sandbox processes and job workers start with `runtimeNodePath()`: the pinned runtime when it is
  *    installed, whatever Node runs the host (a library host on the machine's own Node included).
  * Where no build is pinned for the platform, the running Node is used, and `runtimeWarnings` says so
  * when it is past its end of life or older than the pinned version.
@@ -65,8 +66,16 @@ export function pinnedRuntime(): PinnedRuntime | null {
 }
 
 /** The Node that sandbox processes and job workers run on: the pinned runtime when installed, else this one. */
-export function sandboxNodePath(): string {
+export function runtimeNodePath(): string {
   return pinnedRuntime()?.path ?? process.execPath;
+}
+
+let isolatedVm: string | undefined;
+
+/** isolated-vm's folder, found as Node resolves it from the project, wherever npm placed it. */
+export function isolatedVmDir(): string {
+  isolatedVm ??= dirname(createRequire(join(PROJECT_ROOT, "package.json")).resolve("isolated-vm/package.json"));
+  return isolatedVm;
 }
 
 export interface RuntimeReport {
@@ -101,11 +110,11 @@ function versionsOf(path: string): { node: string; v8: string } {
 /** What runs the host and its isolates, with what an operator should act on. */
 export function runtimeReport(now = new Date()): RuntimeReport {
   const found = pinnedRuntime();
-  const sandboxPath = sandboxNodePath();
+  const sandboxPath = runtimeNodePath();
   const sandbox = { ...versionsOf(sandboxPath), path: sandboxPath };
   const host = { node: process.versions.node, v8: process.versions.v8, path: process.execPath };
-  const isolatedVm = (JSON.parse(readFileSync(join(PROJECT_ROOT, "node_modules", "isolated-vm", "package.json"), "utf8")) as { version: string }).version;
-  return { host, sandbox, isolatedVm, pinned: found?.version ?? null, warnings: runtimeWarnings(host.node, sandbox.node, found, now) };
+  const { version } = JSON.parse(readFileSync(join(isolatedVmDir(), "package.json"), "utf8")) as { version: string };
+  return { host, sandbox, isolatedVm: version, pinned: found?.version ?? null, warnings: runtimeWarnings(host.node, sandbox.node, found, now) };
 }
 
 /** Compares dotted versions numerically: negative when `a` is older. */

@@ -2,7 +2,7 @@ import { type ChildProcess, type StdioOptions, fork, spawn } from "node:child_pr
 import type { Writable } from "node:stream";
 import { join } from "node:path";
 import { PROJECT_ROOT } from "../config.js";
-import { sandboxNodePath } from "../node-runtime.js";
+import { runtimeNodePath } from "../node-runtime.js";
 import { type OsSandboxStatus, bwrapCommand } from "./os-sandbox.js";
 import { lowPriorityPrefix } from "./low-priority.js";
 import { SANDBOX_NODE_FLAGS } from "./v8-flags.js";
@@ -10,7 +10,8 @@ import { SANDBOX_NODE_FLAGS } from "./v8-flags.js";
 /**
  * How a sandbox process is started (sandbox-child.ts supervises it): inside bubblewrap where the OS
  * sandbox is on, under the low-priority prefix (chrt, taskset) for the low-priority process, and always
- * on the pinned Node (node-runtime.ts) with an empty environment, the IPC channel on fd 3 and the bulk pipe on fd 5 (bulk-channel.ts).
+ * on the pinned Node (node-runtime.ts) with an empty environment, the IPC channel on fd 3 and the bulk
+ * pipe on fd 5 (bulk-channel.ts).
  */
 
 const CHILD_ENTRY = join(PROJECT_ROOT, "dist", "src", "isolation", "sandbox-process.js");
@@ -35,8 +36,8 @@ export function spawnSandboxChild(spec: SandboxChildSpec): ChildProcess {
   if (spec.osSandbox.enabled) return spawnInBwrap(idle, childArgs);
   const options = { env: {}, stdio: ["ignore", "ignore", "pipe", "ipc", "ignore", "pipe"] as StdioOptions, serialization: "json" as const };
   return idle.length > 0
-    ? spawn(idle[0] as string, [...idle.slice(1), sandboxNodePath(), ...SANDBOX_NODE_FLAGS, CHILD_ENTRY, ...childArgs], options)
-    : fork(CHILD_ENTRY, childArgs, { ...options, execPath: sandboxNodePath(), execArgv: [...SANDBOX_NODE_FLAGS] });
+    ? spawn(idle[0] as string, [...idle.slice(1), runtimeNodePath(), ...SANDBOX_NODE_FLAGS, CHILD_ENTRY, ...childArgs], options)
+    : fork(CHILD_ENTRY, childArgs, { ...options, execPath: runtimeNodePath(), execArgv: [...SANDBOX_NODE_FLAGS] });
 }
 
 /** The child inside bubblewrap (os-sandbox.ts); the seccomp program goes to bwrap on `SECCOMP_FD`. */

@@ -3,7 +3,7 @@ import { existsSync } from "node:fs";
 import { createRequire } from "node:module";
 import { dirname, join } from "node:path";
 import { PROJECT_ROOT } from "../config.js";
-import { sandboxNodePath } from "../node-runtime.js";
+import { isolatedVmDir, runtimeNodePath } from "../node-runtime.js";
 import { seccompProgram } from "./seccomp-filter.js";
 
 /**
@@ -58,7 +58,7 @@ let probed: { ok: true } | { ok: false; reason: string } | undefined;
 /** Whether bwrap is installed and can create the namespaces (checked once per process, ≈ 5 ms). */
 function probe(): { ok: true } | { ok: false; reason: string } {
   if (probed) return probed;
-  const result = spawnSync(BWRAP, [...baseArgs([]), "--", sandboxNodePath(), "-e", ""], { env: {}, stdio: "pipe", timeout: 10_000 });
+  const result = spawnSync(BWRAP, [...baseArgs([]), "--", runtimeNodePath(), "-e", ""], { env: {}, stdio: "pipe", timeout: 10_000 });
   if (result.error) probed = { ok: false, reason: (result.error as NodeJS.ErrnoException).code === "ENOENT" ? "bwrap is not installed" : result.error.message };
   else if (result.status !== 0) probed = { ok: false, reason: `bwrap failed: ${String(result.stderr).trim().slice(0, 300) || `exit status ${result.status}`}` };
   else probed = { ok: true };
@@ -87,23 +87,26 @@ export function describeOsSandbox(status: OsSandboxStatus): string {
   return `OS sandbox: bubblewrap (namespaces ${status.namespaces.join(", ")}; uid ${status.uid}; no capabilities; no_new_privs; seccomp ${status.seccomp ? "on" : "off"})`;
 }
 
-/** Read-only binds: what Node and the sandbox code need, nothing else. */
+let readOnly: string[] | undefined;
+
+/** Read-only binds: what Node and the sandbox code need, nothing else (found once per process). */
 function readOnlyPaths(): string[] {
-  const paths = ["/usr", "/lib", "/lib64", "/lib32", "/bin", "/sbin", "/etc/ld.so.cache", "/etc/ld.so.conf", "/etc/ld.so.conf.d", dirname(sandboxNodePath())];
+  if (readOnly) return readOnly;
+  const paths = ["/usr", "/lib", "/lib64", "/lib32", "/bin", "/sbin", "/etc/ld.so.cache", "/etc/ld.so.conf", "/etc/ld.so.conf.d", dirname(runtimeNodePath())];
   // The project's built code, its package.json (module type) and the one native module it loads.
   paths.push(join(PROJECT_ROOT, "package.json"), join(PROJECT_ROOT, "dist"), ...nativeModulePaths());
-  return [...new Set(paths)].filter((path) => existsSync(path));
+  readOnly = [...new Set(paths)].filter((path) => existsSync(path));
+  return readOnly;
 }
 
 /**
  * isolated-vm's folder and the loader it picks its prebuilt binary with (`node-gyp-build`, a package of
- * its own since isolated-vm 6), found as Node resolves them, wherever npm placed them.
+ * its own since isolated-vm 6), wherever npm placed it.
  */
 function nativeModulePaths(): string[] {
-  const isolatedVm = dirname(createRequire(join(PROJECT_ROOT, "package.json")).resolve("isolated-vm/package.json"));
-  const paths = [isolatedVm];
+  const paths = [isolatedVmDir()];
   try {
-    paths.push(dirname(createRequire(join(isolatedVm, "package.json")).resolve("node-gyp-build/package.json")));
+    paths.push(dirname(createRequire(join(isolatedVmDir(), "package.json")).resolve("node-gyp-build/package.json")));
   } catch {
     // an isolated-vm that loads its binary without it
   }
@@ -128,5 +131,5 @@ export function bwrapCommand(nodeArgs: string[], seccompFd: number): { command: 
   const seccomp = seccompProgram();
   const extra = ["--setenv", "NODE_CHANNEL_FD", "3", "--setenv", "NODE_CHANNEL_SERIALIZATION_MODE", "json"];
   if (seccomp) extra.push("--seccomp", String(seccompFd));
-  return { command: BWRAP, args: [...baseArgs(extra), "--", sandboxNodePath(), ...nodeArgs], seccomp };
+  return { command: BWRAP, args: [...baseArgs(extra), "--", runtimeNodePath(), ...nodeArgs], seccomp };
 }

@@ -4,7 +4,7 @@ import { hostname } from "node:os";
 import { dirname, join } from "node:path";
 import { randomBytes } from "node:crypto";
 import { isProcessAlive } from "../process-alive.js";
-import { sandboxNodePath } from "../node-runtime.js";
+import { runtimeNodePath } from "../node-runtime.js";
 
 /**
  * Which job workers are alive, so that `submit` starts a background worker only when none is running.
@@ -141,7 +141,7 @@ export function startWorkerProcess(options: StartWorkerOptions): number {
   mkdirSync(dirname(options.logFile), { recursive: true });
   const log = openSync(options.logFile, "a", 0o600);
   try {
-    const child = spawn(sandboxNodePath(), options.argv, {
+    const child = spawn(runtimeNodePath(), options.argv, {
       detached: true,
       stdio: ["ignore", log, log],
       env: options.env,
@@ -150,7 +150,7 @@ export function startWorkerProcess(options: StartWorkerOptions): number {
     // A failed spawn is reported through 'error' as well as by the missing pid; the pid check below handles it.
     child.on("error", () => undefined);
     child.unref();
-    if (child.pid === undefined) throw new Error(`could not start ${sandboxNodePath()}`);
+    if (child.pid === undefined) throw new Error(`could not start ${runtimeNodePath()}`);
     writeWorkerRecord(options.workersDir, { pid: child.pid, host: hostname(), mode: "until-drained", startedAt: Date.now() });
     return child.pid;
   } finally {
