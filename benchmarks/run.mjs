@@ -19,7 +19,7 @@ const PIPELINED_CALLS = quick ? 5_000 : 30_000;
 const PIPELINE_DEPTH = 256;
 // Each cold run is a whole process; on a shared machine their spread is tens of ms, so take enough.
 const COLD_RUNS = quick ? 5 : 30;
-// --no-concurrent-osr since Node 26 (src/isolation/v8-flags.ts); a build before it, run on Node 20, takes
+// --no-concurrent-osr since Node 26 (src/isolation/isolate/v8-flags.ts); a build before it, run on Node 20, takes
 // only the first (pass --base-flags to measure one).
 const IN_PROCESS_FLAGS = process.argv.includes("--base-flags") ? ["--no-node-snapshot"] : ["--no-node-snapshot", "--no-concurrent-osr"];
 

@@ -100,7 +100,7 @@ function olderThan(version, than) {
 
 function reExecute() {
   const { spawnSync } = require("node:child_process");
-  // --no-concurrent-osr: isolated-vm's memory limit holds only with it (ISOLATE_V8_FLAGS, src/isolation/v8-flags.ts).
+  // --no-concurrent-osr: isolated-vm's memory limit holds only with it (ISOLATE_V8_FLAGS, src/isolation/isolate/v8-flags.ts).
   const child = spawnSync(process.execPath, ["--no-node-snapshot", "--no-concurrent-osr", ...process.execArgv, __filename, ...argv], {
     stdio: "inherit",
     env: { ...process.env, ANIMAWORKS_CLI_FALLBACK: "1" },

@@ -1,7 +1,7 @@
 /*
  * Host capabilities as the tool sees them: `fs`, `fetch`, `getCredential`, and for background jobs
  * `progress` and `isCancelled`, from `@animaworks/tool`.
- * Part of the prelude (joined into its scope by src/isolation/prelude-source.ts; see prelude.ts).
+ * Part of the prelude (joined into its scope by src/isolation/isolate/prelude-source.ts; see prelude.ts).
  *
  * Invariants:
  *  - A capability call leaves the isolate as (id, name, JSON text of plain arguments) through one host

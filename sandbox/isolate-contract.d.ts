@@ -1,6 +1,6 @@
 /*
  * The host ↔ isolate contract (src/contract/isolate.ts) as the prelude's parts see it. They are scripts
- * joined into one function scope (src/isolation/prelude-source.ts), which also holds the contract's
+ * joined into one function scope (src/isolation/isolate/prelude-source.ts), which also holds the contract's
  * constants: the prelude script inlines the compiled contract ahead of them. Declarations only: nothing
  * here is emitted, and each one refers to the contract itself, so the two cannot drift apart.
  */

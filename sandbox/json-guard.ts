@@ -1,6 +1,6 @@
 /*
  * `JSON.stringify` with an indent, bounded. Part of the prelude (joined into its scope by
- * src/isolation/prelude-source.ts; see prelude.ts), installed with the memory guards.
+ * src/isolation/isolate/prelude-source.ts; see prelude.ts), installed with the memory guards.
  *
  * V8 14 builds indented JSON without overflowing its stack however deep the value is, and without
  * isolated-vm's memory limit stopping it: `JSON.stringify(node, null, 2)` of a value whose `toJSON`

@@ -1,6 +1,6 @@
 /*
  * Memory outside the V8 heap. Runs inside the isolate as part of the prelude: the host concatenates this
- * file and prelude.ts into one function scope (src/isolation/prelude-source.ts), so nothing declared
+ * file and prelude.ts into one function scope (src/isolation/isolate/prelude-source.ts), so nothing declared
  * here becomes a global the tool could see.
  *
  * isolated-vm limits the V8 heap and the ArrayBuffers its allocator hands out. Three things escape it

@@ -1,7 +1,7 @@
 /*
  * How a tool's result becomes the envelope the host receives: text or JSON, its size in UTF-8 bytes and
  * the cut at the call's limit, and failures framed with their message cut as the host cuts it.
- * Part of the prelude (joined into its scope by src/isolation/prelude-source.ts; see prelude.ts).
+ * Part of the prelude (joined into its scope by src/isolation/isolate/prelude-source.ts; see prelude.ts).
  *
  * Invariants:
  *  - The intrinsics used here are captured when the prelude installs (before any tool code runs), so a

@@ -9,7 +9,7 @@ import type { HostConfig, LogRecord } from "./config.js";
 import { openCredentialSources, redactSecrets } from "./credentials/index.js";
 import type { ToolHost } from "./host-api.js";
 import { createExecutor, warmPoolReport } from "./isolation/executor.js";
-import type { CallContext, Executor, ToolLogLine } from "./isolation/protocol.js";
+import type { CallContext, Executor, ToolLogLine } from "./isolation/wire/messages.js";
 import { provideCapabilityPath } from "./lifecycle/capability-path.js";
 import { ToolRegistry } from "./registry/registry.js";
 import { accessHint, systemFileError } from "./errors.js";

@@ -40,7 +40,7 @@ export interface HostOptions {
   /** Number of sandbox processes. Default: 2. */
   sandboxProcesses?: number;
   /**
-   * The OS sandbox around sandbox processes (bubblewrap; see src/isolation/os-sandbox.ts). `"auto"`: used
+   * The OS sandbox around sandbox processes (bubblewrap; see src/isolation/os/os-sandbox.ts). `"auto"`: used
    * when bwrap is installed and works, else the host runs without it and says so in its log and in
    * `audit`. `"required"`: the host refuses to start without it. `"off"`: never. Default:
    * `$ANIMAWORKS_OS_SANDBOX`, else "auto". Only for `isolation: "process"`.

@@ -2,7 +2,7 @@ import type { AuditLog } from "./audit/audit-log.js";
 import type { JobCallHooks } from "./capabilities/job-calls.js";
 import type { HostConfig, LogRecord } from "./config.js";
 import type { ErrorInfo, WireError } from "./errors.js";
-import type { ToolBundle } from "./isolation/protocol.js";
+import type { ToolBundle } from "./isolation/wire/messages.js";
 import type { Permissions } from "./policy/permissions.js";
 import type { DiscoveryProblem, ToolOrigin } from "./registry/discovery.js";
 import type { ProfileEntry } from "./registry/schemas.js";

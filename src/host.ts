@@ -7,7 +7,7 @@ import { type HostConfig, type HostOptions, type LogRecord, resolveConfig } from
 import { type ErrorInfo, ToolHostError } from "./errors.js";
 import { checkArguments } from "./execution/arguments.js";
 import { formatOutput } from "./execution/output.js";
-import type { CallContext, CallOutcome, Executor } from "./isolation/protocol.js";
+import type { CallContext, CallOutcome, Executor } from "./isolation/wire/messages.js";
 import { listAnimas, resolveAnima } from "./registry/animas.js";
 import type { DiscoveryProblem } from "./registry/discovery.js";
 import { type AnimaRef, type LoadedTool, type ToolEntry, type ToolRegistry, type ToolSources, ownerOf } from "./registry/registry.js";

@@ -17,7 +17,7 @@ import { PROJECT_ROOT } from "./config.js";
  * when it is past its end of life or older than the pinned version.
  *
  * Moving to a new Node patch is one step: bump the exact version in package.json (and isolated-vm when
- * it has a release for it), `npm install`, `npm test` — test/isolation/tool-globals.test.ts (the globals
+ * it has a release for it), `npm install`, `npm test` — test/isolation/isolate/tool-globals.test.ts (the globals
  * V8 offers), the startup-snapshot tests and the escape tests say what changed.
  */
 

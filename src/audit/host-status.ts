@@ -1,6 +1,6 @@
 import { mkdirSync, readFileSync, readdirSync, renameSync, rmSync, writeFileSync } from "node:fs";
 import { join } from "node:path";
-import type { WarmPoolReport } from "../isolation/sandbox-pool.js";
+import type { WarmPoolReport } from "../isolation/pool/sandbox-pool.js";
 import { isProcessAlive } from "../process-alive.js";
 
 /**

@@ -1,7 +1,7 @@
 import type { BigIntStats } from "node:fs";
 import { mkdir, readFile, rename, stat, writeFile } from "node:fs/promises";
 import { join } from "node:path";
-import type { ToolBundle } from "../isolation/protocol.js";
+import type { ToolBundle } from "../isolation/wire/messages.js";
 import { sha256 } from "./sha256.js";
 
 export { sha256 };

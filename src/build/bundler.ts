@@ -3,7 +3,7 @@ import { access, open, realpath, stat } from "node:fs/promises";
 import { dirname, extname, isAbsolute, relative, resolve, sep } from "node:path";
 import type { Plugin } from "esbuild";
 import type { ErrorInfo } from "../errors.js";
-import type { ToolBundle } from "../isolation/protocol.js";
+import type { ToolBundle } from "../isolation/wire/messages.js";
 import { BundleCache, type BundleCacheOptions, type BundleInput, sha256, signatureOf } from "./bundle-cache.js";
 import { TOOL_API_EXPORTS, TOOL_API_MODULE } from "./tool-api.js";
 

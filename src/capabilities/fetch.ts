@@ -2,7 +2,7 @@ import { TextDecoder } from "node:util";
 import type { FetchAnswer } from "../contract/isolate.js";
 import { truncateForAudit } from "../audit/audit-log.js";
 import { ToolHostError } from "../errors.js";
-import type { CallContext } from "../isolation/protocol.js";
+import type { CallContext } from "../isolation/wire/messages.js";
 import type { SandboxPolicy } from "../policy/permissions.js";
 import { InternalAllowList } from "./net-address.js";
 import { type FetchArgs, type ResponseType, parseFetchArgs } from "./net-args.js";

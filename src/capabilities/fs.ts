@@ -2,7 +2,7 @@ import { constants } from "node:fs";
 import { lstat, mkdir, open, readdir, rename, rmdir, unlink } from "node:fs/promises";
 import { sep } from "node:path";
 import { ToolHostError } from "../errors.js";
-import { READ_BUFFERS, UndecodedText } from "../isolation/bulk-channel.js";
+import { READ_BUFFERS, UndecodedText } from "../isolation/wire/bulk-channel.js";
 import {
   type ConfinedPath,
   DEFAULT_PATH_LIMITS,

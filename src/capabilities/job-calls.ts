@@ -1,5 +1,5 @@
 import { ToolHostError } from "../errors.js";
-import type { CallContext } from "../isolation/protocol.js";
+import type { CallContext } from "../isolation/wire/messages.js";
 
 /**
  * What a tool running as a background job can tell and ask its worker: `progress(fraction, message)` and

@@ -5,7 +5,7 @@
  * their answers. One declaration, type-checked under both tsconfigs: the host's (tsconfig.json, Node)
  * and the isolate's (sandbox/tsconfig.json, standard ECMAScript only).
  *
- * Rules of this module (the prelude script inlines it, see src/isolation/prelude-source.ts):
+ * Rules of this module (the prelude script inlines it, see src/isolation/isolate/prelude-source.ts):
  *  - Types and plain constants only: no functions, no classes, no imports of any kind. Its compiled text
  *    is copied into the prelude's scope with each `export const` made a `const`; anything else there is
  *    refused when the prelude is read.
@@ -97,7 +97,7 @@ export type EntryMethod = keyof GuestEntry;
 export interface FailureEnvelope {
   ok: false;
   errorType: string;
-  /** At most `MAX_TOOL_MESSAGE_CHARS`, cut as envelope.ts `boundToolMessage` cuts. */
+  /** At most `MAX_TOOL_MESSAGE_CHARS`, cut as src/isolation/wire/tool-text.ts `boundToolMessage` cuts. */
   message: string;
 }
 
@@ -133,7 +133,7 @@ export const MAX_TOOL_MESSAGE_CHARS = 4_000;
  * Every name a tool's global may hold once its context is bound: the ECMAScript globals this host has
  * reviewed, then what the prelude adds. When the host binds a context, the prelude deletes every other
  * own key of the global (sandbox/prelude.ts `removeUnreviewedGlobals`), so a global that a newer V8 adds
- * never reaches tools unreviewed; test/isolation/tool-globals.test.ts fails until each global of a fresh
+ * never reaches tools unreviewed; test/isolation/isolate/tool-globals.test.ts fails until each global of a fresh
  * context is named here or in `REMOVED_GLOBALS`.
  */
 export const TOOL_GLOBALS = [
@@ -157,7 +157,7 @@ export const TOOL_GLOBALS = [
 
 /**
  * Globals V8 provides that a tool's global never holds, each with why. Reviewed on purpose: a name in
- * neither list fails test/isolation/tool-globals.test.ts (and is deleted at bind all the same).
+ * neither list fails test/isolation/isolate/tool-globals.test.ts (and is deleted at bind all the same).
  */
 export const REMOVED_GLOBALS = {
   WebAssembly: "its memory is outside isolated-vm's limit, and its async compile never settles in an isolate",

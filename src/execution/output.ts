@@ -1,4 +1,4 @@
-import type { ResultValue } from "../isolation/protocol.js";
+import type { ResultValue } from "../isolation/wire/messages.js";
 
 export const NO_OUTPUT = "(no output)";
 

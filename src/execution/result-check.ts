@@ -1,5 +1,5 @@
 import { ToolHostError } from "../errors.js";
-import type { ResultValue } from "../isolation/protocol.js";
+import type { ResultValue } from "../isolation/wire/messages.js";
 import type { ToolSchema } from "../registry/schemas.js";
 import { type ValidateFunction, compileSchema, describeValidationErrors } from "../validation/ajv.js";
 

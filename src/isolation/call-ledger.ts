@@ -1,6 +1,6 @@
 import { setMaxListeners } from "node:events";
 import type { ErrorInfo } from "../errors.js";
-import type { CallContext, CapabilityReply, ToolLogLine } from "./protocol.js";
+import type { CallContext, CapabilityReply, ToolLogLine } from "./wire/messages.js";
 
 /**
  * The host's own account of one call: what its tool asked for and what the host answered. Code in an

@@ -1,10 +1,10 @@
 import type { HostConfig } from "../config.js";
 import type { ErrorInfo } from "../errors.js";
-import type { CallContext, CallOutcome, CallRequest, CapabilityInvoker, DescribeOutcome, DescribeRequest, Executor, ToolLogLine } from "./protocol.js";
-import type { IsolateRunner } from "./isolate-runner.js";
-import { SandboxPool, type WarmPoolReport } from "./sandbox-pool.js";
-import { FairShareExecutor } from "./fair-share.js";
-import { type OsSandboxStatus, describeOsSandbox } from "./os-sandbox.js";
+import type { CallContext, CallOutcome, CallRequest, CapabilityInvoker, DescribeOutcome, DescribeRequest, Executor, ToolLogLine } from "./wire/messages.js";
+import type { IsolateRunner } from "./isolate/isolate-runner.js";
+import { SandboxPool, type WarmPoolReport } from "./pool/sandbox-pool.js";
+import { AnimaQueues } from "./scheduling/anima-queues.js";
+import { type OsSandboxStatus, describeOsSandbox } from "./os/os-sandbox.js";
 
 /** The sandbox pool behind each host (keyed by the host's resolved config, which `host.config` exposes). */
 const pools = new WeakMap<HostConfig, SandboxPool>();
@@ -25,7 +25,7 @@ export function createExecutor(config: HostConfig, onLog: (line: ToolLogLine) =>
     }
   };
   const fairShare = { maxConcurrentPerAnima: config.maxConcurrentCallsPerAnima, maxQueuedPerAnima: config.maxQueuedCallsPerAnima };
-  if (config.isolation === "in-process") return new FairShareExecutor(new InProcessExecutor(config, onLog, reportLost, invokeCapability, reports), fairShare);
+  if (config.isolation === "in-process") return new AnimaQueues(new InProcessExecutor(config, onLog, reportLost, invokeCapability, reports), fairShare);
   const pool = new SandboxPool({
     osSandbox: config.osSandbox,
     processes: config.sandboxProcesses,
@@ -42,7 +42,7 @@ export function createExecutor(config: HostConfig, onLog: (line: ToolLogLine) =>
   if (!pool.osSandbox.enabled && config.osSandbox === "auto") {
     config.onLog({ level: "warn", logger: "animaworks.host", message: `${describeOsSandbox(pool.osSandbox)}. Install bubblewrap for a second isolation layer.` });
   }
-  return new FairShareExecutor(pool, fairShare);
+  return new AnimaQueues(pool, fairShare);
 }
 
 /**
@@ -88,7 +88,7 @@ class InProcessExecutor implements Executor {
   ) {}
 
   private get(): Promise<Executor> {
-    this.runner ??= import("./isolate-runner.js").then(({ IsolateRunner }) => {
+    this.runner ??= import("./isolate/isolate-runner.js").then(({ IsolateRunner }) => {
       this.loaded = new IsolateRunner({
         warmPoolBytes: this.config.warmIsolatesMb * 2 ** 20,
         maxIdleIsolates: this.config.maxIdleIsolates,

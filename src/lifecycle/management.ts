@@ -119,7 +119,7 @@ export class ManagementService {
     const ref = await resolveAnima(this.host.config.dataDir, anima);
     const reply = await this.options.capabilities({ anima: ref.name, animaDir: ref.dir, tool: READ_MEMORY_FILE }, "fs.readFile", JSON.stringify([path ?? null]));
     if (!reply.ok) throw ToolHostError.fromInfo(reply.error);
-    // A file's text may arrive undecoded; it serialises as its text (isolation/protocol.ts CapabilityReply).
+    // A file's text may arrive undecoded; it serialises as its text (isolation/wire/messages.ts CapabilityReply).
     return typeof reply.value === "string" ? reply.value : (JSON.parse(JSON.stringify(reply.value)) as string);
   }
 

@@ -1,7 +1,7 @@
 import { join } from "node:path";
 import type { ToolBundler } from "../build/bundler.js";
 import type { ErrorInfo } from "../errors.js";
-import type { Executor, ToolBundle } from "../isolation/protocol.js";
+import type { Executor, ToolBundle } from "../isolation/wire/messages.js";
 import { type DiscoveredTool, type DiscoveryProblem, type ToolOrigin, discoverFolder } from "./discovery.js";
 import { compileSchema, validatorSource } from "../validation/ajv.js";
 import { type ProfileEntry, type ToolSchema, checkToolSchemas } from "./schemas.js";

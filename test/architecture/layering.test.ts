@@ -107,6 +107,26 @@ const MAY_IMPORT: Record<string, string[]> = {
   "process-alive.ts": [],
 };
 
+/**
+ * The rooms of src/isolation/, by the process their code runs in and what it is, and what each may
+ * import of the others (besides itself). The sandbox process runs `child/` (its entry), `isolate/`
+ * (isolated-vm and the isolates) and the wire; the host runs `pool/` (its handles of sandbox
+ * processes), `os/` (bubblewrap, seccomp, priorities, /proc readings), `scheduling/` (placement, the
+ * per-Anima queues) and `executor.ts`. The child's code never imports the host's rooms: a sandbox
+ * process holds nothing of the pool's or the scheduler's state.
+ */
+const ISOLATION_ROOMS: Record<string, string[]> = {
+  "executor.ts": ["pool", "scheduling", "os", "isolate", "wire", "call-ledger.ts"],
+  pool: ["os", "scheduling", "isolate", "wire", "call-ledger.ts"],
+  scheduling: ["wire"],
+  os: [],
+  child: ["isolate", "wire"],
+  isolate: ["wire", "call-ledger.ts"],
+  "call-ledger.ts": ["wire"],
+  wire: [],
+};
+const roomOf = (file: string): string => file.split("/")[2] as string;
+
 describe("layering", () => {
   it("finds the imports it checks (the reader works)", () => {
     expect(IMPORTS.some((i) => i.from === "src/host.ts" && i.target === "src/composition.ts")).toBe(true);
@@ -131,6 +151,16 @@ describe("layering", () => {
     expect(show(broken)).toEqual([]);
   });
 
+  it("each room of src/isolation/ imports only the rooms it may (the child's never the host's)", () => {
+    const files = SRC.filter((file) => within(file, "src/isolation"));
+    expect([...new Set(files.map(roomOf))].filter((room) => !(room in ISOLATION_ROOMS)), "new rooms: say what they may import").toEqual([]);
+    const broken = IMPORTS.filter((i) => within(i.from, "src/isolation") && within(i.target, "src/isolation")).filter((i) => {
+      const [from, to] = [roomOf(i.from), roomOf(i.target as string)];
+      return from !== to && !(ISOLATION_ROOMS[from] ?? []).includes(to);
+    });
+    expect(show(broken)).toEqual([]);
+  });
+
   it("the contract imports nothing", () => {
     expect(show(IMPORTS.filter((i) => SHARED_CONTRACT.includes(i.from)))).toEqual([]);
   });
@@ -141,8 +171,8 @@ describe("layering", () => {
     expect(show(broken)).toEqual([]);
   });
 
-  it("only src/isolation/ imports isolated-vm, and only src/build/ imports esbuild", () => {
-    const isolatedVm = IMPORTS.filter((i) => i.specifier === "isolated-vm" && !within(i.from, "src/isolation"));
+  it("only the isolate runner imports isolated-vm (others its types), and only src/build/ imports esbuild", () => {
+    const isolatedVm = IMPORTS.filter((i) => i.specifier === "isolated-vm" && i.from !== "src/isolation/isolate/isolate-runner.ts" && !(i.typeOnly && within(i.from, "src/isolation/isolate")));
     const esbuild = IMPORTS.filter((i) => (i.specifier === "esbuild" || i.specifier.startsWith("esbuild/")) && !within(i.from, "src/build"));
     expect(show([...isolatedVm, ...esbuild])).toEqual([]);
   });

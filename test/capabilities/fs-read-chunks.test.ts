@@ -2,7 +2,7 @@ import { writeFileSync } from "node:fs";
 import { join } from "node:path";
 import { afterEach, describe, expect, it, vi } from "vitest";
 import { DEFAULT_FS_LIMITS, FsCapability } from "../../src/capabilities/fs.js";
-import { READ_BUFFERS, ReadBufferPool } from "../../src/isolation/bulk-channel.js";
+import { READ_BUFFERS, ReadBufferPool } from "../../src/isolation/wire/bulk-channel.js";
 import { type TempDataDir, makeDataDir } from "../helpers/data-dir.js";
 
 /** readFile decodes chunk by chunk: characters and base64 groups split across chunks come out whole. */

@@ -6,8 +6,8 @@ import { JobCalls } from "../../src/capabilities/job-calls.js";
 import { CapabilityService } from "../../src/capabilities/service.js";
 import { CAPABILITY_NAMES } from "../../src/contract/isolate.js";
 import type { CredentialSources } from "../../src/credentials/store.js";
-import { UndecodedText } from "../../src/isolation/bulk-channel.js";
-import type { CallContext } from "../../src/isolation/protocol.js";
+import { UndecodedText } from "../../src/isolation/wire/bulk-channel.js";
+import type { CallContext } from "../../src/isolation/wire/messages.js";
 import { type TempDataDir, makeDataDir } from "../helpers/data-dir.js";
 
 /**

@@ -1,5 +1,5 @@
 import { ToolBundler } from "../../src/build/bundler.js";
-import type { CallRequest, ToolBundle } from "../../src/isolation/protocol.js";
+import type { CallRequest, ToolBundle } from "../../src/isolation/wire/messages.js";
 import { makeDataDir } from "./data-dir.js";
 
 /** A tool `probe` (one action, `probe_run`) bundled as the host bundles it, for tests that drive an `IsolateRunner` directly. */

@@ -1,6 +1,6 @@
 import { describe, expect, it } from "vitest";
 import { CallLedger, CapabilityBudget, LOG_LIMIT_NOTICE, MAX_CAPABILITY_ARGS_CHARS } from "../../src/isolation/call-ledger.js";
-import type { CallContext, CapabilityReply } from "../../src/isolation/protocol.js";
+import type { CallContext, CapabilityReply } from "../../src/isolation/wire/messages.js";
 
 const context = (anima = "eve"): CallContext => ({ anima, animaDir: `/data/animas/${anima}`, tool: "t" });
 const limits = { maxLogLines: 3, maxLogLineChars: 10 };

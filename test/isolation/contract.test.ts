@@ -4,10 +4,10 @@ import { join } from "node:path";
 import ivm from "isolated-vm";
 import { afterEach, describe, expect, it } from "vitest";
 import { BIND_GLOBAL, BRIDGE_METHODS, CAPABILITY_NAMES, MAX_TOOL_MESSAGE_CHARS } from "../../src/contract/isolate.js";
-import { decodeCallEnvelope, decodeDescribeEnvelope, parseCallEnvelope, parseDescribeEnvelope } from "../../src/isolation/envelope.js";
-import { type Bridge, bindPrelude } from "../../src/isolation/pooled-isolate.js";
-import { inlineContract, readPrelude } from "../../src/isolation/prelude-source.js";
-import type { FromSandbox } from "../../src/isolation/protocol.js";
+import { decodeCallEnvelope, decodeDescribeEnvelope, parseCallEnvelope, parseDescribeEnvelope } from "../../src/isolation/isolate/envelope.js";
+import { type Bridge, bindPrelude } from "../../src/isolation/isolate/pooled-isolate.js";
+import { inlineContract, readPrelude } from "../../src/isolation/isolate/prelude-source.js";
+import type { FromSandbox } from "../../src/isolation/wire/messages.js";
 import { REPO_ROOT } from "../helpers/tools.js";
 
 /**
@@ -139,7 +139,7 @@ describe("a sandbox process and messages from the host that are not part of the 
   });
 
   it("reports and drops them, answers a request it could not read at once, and keeps serving", async () => {
-    child = fork(join(REPO_ROOT, "dist", "src", "isolation", "sandbox-process.js"), [], {
+    child = fork(join(REPO_ROOT, "dist", "src", "isolation", "child", "main.js"), [], {
       execArgv: ["--no-node-snapshot"],
       env: {},
       stdio: ["ignore", "ignore", "pipe", "ipc"],

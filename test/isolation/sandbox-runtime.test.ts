@@ -20,7 +20,7 @@ export function dispatch() {
 `;
 const ANIMAS = Array.from({ length: 12 }, (_, i) => `anima${i}`);
 
-/** Sandbox processes below this one: node processes running sandbox-process.js (inside bwrap or not). */
+/** Sandbox processes below this one: node processes running child/main.js (inside bwrap or not). */
 function sandboxProcesses(): Array<{ pid: number; exe: string }> {
   const parentOf = (pid: string): number => Number(/^\d+ \(.*\) \S+ (\d+)/s.exec(readFileSync(`/proc/${pid}/stat`, "utf8"))?.[1] ?? 0);
   const below = (pid: string): boolean => {
@@ -30,7 +30,7 @@ function sandboxProcesses(): Array<{ pid: number; exe: string }> {
   const found: Array<{ pid: number; exe: string }> = [];
   for (const pid of readdirSync("/proc").filter((name) => /^\d+$/.test(name))) {
     try {
-      if (!readFileSync(`/proc/${pid}/cmdline`, "utf8").includes("sandbox-process.js") || !below(pid)) continue;
+      if (!readFileSync(`/proc/${pid}/cmdline`, "utf8").includes("child/main.js") || !below(pid)) continue;
       const exe = readlinkSync(`/proc/${pid}/exe`);
       if (!exe.endsWith("/bwrap")) found.push({ pid: Number(pid), exe });
     } catch {

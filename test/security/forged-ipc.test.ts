@@ -1,7 +1,7 @@
 import { afterEach, describe, expect, it } from "vitest";
 import type { ChildProcess } from "node:child_process";
-import type { CallContext, CallRequest, CapabilityReply } from "../../src/isolation/protocol.js";
-import { SandboxPool } from "../../src/isolation/sandbox-pool.js";
+import type { CallContext, CallRequest, CapabilityReply } from "../../src/isolation/wire/messages.js";
+import { SandboxPool } from "../../src/isolation/pool/sandbox-pool.js";
 import { waitFor } from "../helpers/data-dir.js";
 
 /**

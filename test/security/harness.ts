@@ -61,7 +61,7 @@ export interface Harness {
    * Lines the in-process host's process wrote to its stderr other than V8's heap-limit reports (which are
    * expected there: see `isHeapLimitReport`). They are also passed on to the test's stderr. Always empty
    * with process isolation, where the host is the test's own process and sandbox processes' stderr
-   * reaches `logs` (src/isolation/child-stderr.ts).
+   * reaches `logs` (src/isolation/pool/child-stderr.ts).
    */
   strayStderr: string[];
   /** Installs hostile fixture `attack` as a personal tool of `anima`. */

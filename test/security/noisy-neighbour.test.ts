@@ -3,8 +3,8 @@ import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import type { CallResult } from "../../src/index.js";
 import { waitFor } from "../helpers/data-dir.js";
 import { sandboxPidFor, sandboxPids, warmPoolReport } from "../../src/isolation/executor.js";
-import { processTreeCpu } from "../../src/isolation/process-cpu.js";
-import { LOW_PRIORITY_NICE } from "../../src/isolation/low-priority.js";
+import { processTreeCpu } from "../../src/isolation/os/process-cpu.js";
+import { LOW_PRIORITY_NICE } from "../../src/isolation/os/low-priority.js";
 import { type Harness, expectError, expectHealthy, expectOk, startHost } from "./harness.js";
 
 /**

@@ -1,5 +1,5 @@
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
-import { IsolateRunner } from "../../src/isolation/isolate-runner.js";
+import { IsolateRunner } from "../../src/isolation/isolate/isolate-runner.js";
 import { type ProbeTool, buildProbeTool } from "../helpers/probe-tool.js";
 
 /**

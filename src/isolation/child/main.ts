@@ -1,0 +1,230 @@
+/**
+ * Entry point of a sandbox process (forked by `SandboxPool`). It owns an `IsolateRunner` and answers the
+ * host's requests over the IPC channel. It holds no secrets and has an empty environment; if it dies,
+ * the host restarts it.
+ */
+import { setPriority } from "node:os";
+import { IsolateRunner } from "../isolate/isolate-runner.js";
+import { stripHostDetails } from "../isolate/ivm-errors.js";
+import { Socket } from "node:net";
+import { BULK_FD, BulkReceiver } from "../wire/bulk-channel.js";
+import { ReplyAssembler } from "../wire/reply-chunks.js";
+import { ByteLru } from "../../byte-lru.js";
+import { decodeToSandbox } from "../wire/decode.js";
+import type { CallContext, CallOutcome, CapabilityReply, DescribeOutcome, FromSandbox, ToSandbox } from "../wire/messages.js";
+
+// Arguments (child-spawn.ts): warm pool bytes, idle isolates at most, nice value, startup snapshot (1 or 0).
+const warmPoolBytes = Number(process.argv[2]) || 256 * 2 ** 20;
+const maxIdleIsolates = Number(process.argv[3]) || Number.POSITIVE_INFINITY;
+const nice = Number(process.argv[4]) || 0;
+const startupSnapshot = process.argv[5] !== "0";
+// Before isolated-vm starts a thread: Linux nice values are per thread, and threads inherit the value of
+// the thread that starts them. An unprivileged process (the OS sandbox's uid) cannot raise it back.
+if (nice > 0) setPriority(nice);
+
+let outbox: FromSandbox[] = [];
+let outboxCallbacks: Array<() => void> = [];
+
+/**
+ * Answers ready in the same event-loop iteration share one IPC write (see the pool's outbox). The flush
+ * waits for `setImmediate`, not a microtask: isolated-vm delivers each finished call in its own task,
+ * so a microtask flush wrote one message per call under load.
+ */
+function send(message: FromSandbox, then?: () => void): void {
+  outbox.push(message);
+  if (then) outboxCallbacks.push(then);
+  if (outbox.length === 1) setImmediate(flushOutbox);
+}
+
+function flushOutbox(): void {
+  const messages = outbox;
+  const callbacks = outboxCallbacks;
+  outbox = [];
+  outboxCallbacks = [];
+  const done = () => {
+    for (const callback of callbacks) callback();
+  };
+  if (!process.connected || messages.length === 0) return done();
+  process.send?.(messages.length === 1 ? (messages[0] as FromSandbox) : { type: "batch", messages }, undefined, undefined, done);
+}
+
+/**
+ * Bundle code by hash; the host sends each bundle's code once (and again after `needBundle`). Bounded by
+ * characters, not count: a host serving a thousand small tools keeps them all.
+ */
+const bundleCode = new ByteLru<string>(64 * 2 ** 20); // characters of code
+
+let inFlight = 0;
+let nextCapabilityId = 1;
+/** Capability calls waiting for the host process's answer. */
+const capabilityWaiters = new Map<number, (reply: CapabilityReply) => void>();
+/** How to stop each call in flight, so that the host can (`abort`). */
+const stoppers = new Map<number, () => void>();
+let retiring = false;
+const replies = new ReplyAssembler();
+/** Large file contents arrive as bytes on their own pipe (bulk-channel.ts). */
+const bulk = new BulkReceiver(openBulkPipe());
+
+function openBulkPipe(): Socket | undefined {
+  try {
+    const pipe = new Socket({ fd: BULK_FD, readable: true, writable: false });
+    pipe.on("error", () => {
+      // the host went away: the IPC channel's 'disconnect' ends this process
+    });
+    return pipe;
+  } catch {
+    return undefined; // started without one (tests): answers then come as JSON only
+  }
+}
+/**
+ * The host's request id of each call's context object (the runner hands back the very object it was
+ * given). Messages about a call name only that id: the host attributes them from its own records.
+ */
+const requestIdOf = new WeakMap<CallContext, number>();
+
+/**
+ * Ends this process once its last answer is written. SIGKILL rather than `process.exit`: a lost
+ * isolate's thread is parked inside V8 and exit-time clean-up could wait on it forever.
+ */
+function endIfRetiredAndIdle(): void {
+  if (retiring && inFlight === 0) process.kill(process.pid, "SIGKILL");
+}
+
+const runner = new IsolateRunner({
+  warmPoolBytes,
+  maxIdleIsolates,
+  startupSnapshot,
+  // Capabilities run in the host process, which holds the policy, the credentials and the audit log.
+  invokeCapability: (context, name, argsJson) =>
+    new Promise<CapabilityReply>((resolve) => {
+      const id = requestIdOf.get(context);
+      if (id === undefined) return resolve({ ok: false, error: { type: "ExecutionError", fault: "tool", message: `${name}: the call has ended` } });
+      const capabilityId = nextCapabilityId++;
+      capabilityWaiters.set(capabilityId, resolve);
+      send({ type: "capability", capabilityId, id, name, argsJson });
+    }),
+  onLog: (line) => {
+    const id = requestIdOf.get(line.context);
+    if (id !== undefined) send({ type: "log", id, level: line.level, message: line.message });
+  },
+  onUnrecoverable: (reason) => {
+    if (retiring) return;
+    retiring = true;
+    process.stderr.write(`animaworks sandbox ${process.pid}: ${reason}; retiring this process\n`);
+    send({ type: "retiring", reason }, endIfRetiredAndIdle);
+  },
+});
+
+process.on("message", (raw: unknown) => {
+  const message = decodeToSandbox(raw);
+  if (message) handle(message);
+  else refuse(raw);
+});
+
+/**
+ * A message from the host that is not part of the protocol: a bug of the host's, never acted on. It is
+ * reported (on stderr, which the host logs) by its type only, since it may carry a tool's data. A batch
+ * loses only its bad messages; a request that names its id is answered with an error at once, so that
+ * its caller does not wait for the deadline.
+ */
+function refuse(raw: unknown, nested = false): void {
+  const message = typeof raw === "object" && raw !== null ? (raw as Record<string, unknown>) : undefined;
+  if (!nested && message?.["type"] === "batch" && Array.isArray(message["messages"])) {
+    for (const inner of message["messages"] as unknown[]) {
+      const decoded = decodeToSandbox(inner, true);
+      if (decoded) handle(decoded);
+      else refuse(inner, true);
+    }
+    return;
+  }
+  const type = typeof message?.["type"] === "string" ? JSON.stringify((message["type"] as string).slice(0, 40)) : typeof raw;
+  process.stderr.write(`animaworks sandbox ${process.pid}: the host sent a message that is not part of the protocol (${type}); dropped\n`);
+  const id = message?.["id"];
+  if (message?.["type"] === "request" && typeof id === "number" && Number.isSafeInteger(id) && id > 0) {
+    const error = { type: "ExecutionError" as const, fault: "host" as const, message: "the sandbox process could not read the host's request" };
+    send({ type: "response", id, outcome: { ok: false, error, durationMs: 0 } });
+  }
+}
+
+function handle(message: ToSandbox): void {
+  if (message.type === "batch") {
+    for (const inner of message.messages) handle(inner);
+    return;
+  }
+  if (message.type === "shutdown") {
+    if (retiring) {
+      process.kill(process.pid, "SIGKILL");
+      return;
+    }
+    void runner.close().finally(endProcess);
+    return;
+  }
+  if (message.type === "capabilityReplyPart") {
+    replies.addSlice(message.capabilityId, message.text);
+    return;
+  }
+  if (message.type === "capabilityReply") {
+    const { capabilityId, bulkBytes } = message;
+    const waiter = capabilityWaiters.get(capabilityId);
+    capabilityWaiters.delete(capabilityId);
+    if (bulkBytes !== undefined) bulk.expect(capabilityId, bulkBytes, (text) => waiter?.({ ok: true, value: text }));
+    else waiter?.(replies.complete(capabilityId, message.reply, message.joinSlicesInto));
+    return;
+  }
+  if (message.type === "forget") {
+    runner.forgetAnima(message.anima);
+    return;
+  }
+  if (message.type === "stats") {
+    send({ type: "warmPool", statsId: message.statsId, ...runner.warmPoolStats() });
+    return;
+  }
+  if (message.type === "abort") {
+    stoppers.get(message.id)?.();
+    return;
+  }
+  if (message.type !== "request") return;
+  const { id } = message;
+  let request = message.request;
+  if (request.bundle.code === "") {
+    const code = bundleCode.get(request.bundle.hash);
+    if (code === undefined) return send({ type: "needBundle", id });
+    request = { ...request, bundle: { ...request.bundle, code } };
+  } else {
+    bundleCode.set(request.bundle.hash, request.bundle.code, request.bundle.code.length);
+  }
+  inFlight++;
+  let work: Promise<CallOutcome | DescribeOutcome>;
+  if (request.op === "describe") work = runner.describe(request);
+  else {
+    requestIdOf.set(request.context, id);
+    const call = runner.stoppableCall(request);
+    stoppers.set(id, call.stop);
+    work = call.outcome.finally(() => stoppers.delete(id));
+  }
+  work
+    .then(
+      (outcome) => outcome,
+      (error: unknown) => ({
+        ok: false as const,
+        error: { type: "ExecutionError" as const, fault: "host" as const, message: `sandbox failure: ${stripHostDetails(error instanceof Error ? error.message : String(error))}` },
+        durationMs: 0,
+      }),
+    )
+    .then((outcome) =>
+      send({ type: "response", id, outcome }, () => {
+        inFlight--;
+        endIfRetiredAndIdle();
+      }),
+    );
+}
+
+// The host going away (IPC closed) ends this process: no orphaned sandboxes.
+process.on("disconnect", endProcess);
+
+/** A normal exit waits for (or crashes on) a thread an isolate still holds: then only SIGKILL ends the process. */
+function endProcess(): void {
+  if (retiring || runner.stuckEntries() > 0) process.kill(process.pid, "SIGKILL");
+  else process.exit(0);
+}
+send({ type: "ready" });

@@ -1,0 +1,117 @@
+import { DEFAULT_FAULT, type ErrorInfo } from "../../errors.js";
+import { ivmErrorInfo, stripStackFrames } from "./ivm-errors.js";
+import { boundToolMessage } from "../wire/tool-text.js";
+import type { DescribeOutcome, ResultValue } from "../wire/messages.js";
+import { type CallEnvelope, type DescribeEnvelope, type FailureEnvelope, MAX_TOOL_MESSAGE_CHARS } from "../../contract/isolate.js";
+
+/**
+ * The decoder of the prelude's envelopes, as the contract declares them (`CallEnvelope`,
+ * `DescribeEnvelope` in src/contract/isolate.ts), and what the host makes of them. The text comes from
+ * the isolate and is untrusted: every field is checked, and nothing in it can claim more than the tool
+ * could do anyway.
+ */
+
+/** Longest error message a tool's failure or load error carries out of the sandbox (the contract's). */
+export { MAX_TOOL_MESSAGE_CHARS };
+
+
+export type ParsedCall = ({ ok: true; value: ResultValue } | { ok: false; error: ErrorInfo }) & {
+  /** The prelude asks for its isolate not to serve another call (a budget was used up). */
+  recycle: boolean;
+};
+
+/**
+ * JSON escaping can make a string up to 6 times longer (`\u0001`), and the prelude has already cut the
+ * text to `maxResultBytes` characters, so a well-formed envelope is never longer than this.
+ */
+function maxEnvelopeChars(maxResultBytes: number): number {
+  return maxResultBytes * 6 + 4096;
+}
+
+/** The envelope as a JSON object, or undefined for anything else: the text comes from untrusted code. */
+function parseObject(text: string): Record<string, unknown> | undefined {
+  try {
+    const value: unknown = JSON.parse(text);
+    return typeof value === "object" && value !== null ? (value as Record<string, unknown>) : undefined;
+  } catch {
+    return undefined;
+  }
+}
+
+// ---- decoders of the contract's envelopes ----------------------------------------------------------
+
+/**
+ * A failure as the tool's isolate framed it. A failure keeps what it can say: a field that is not what
+ * the contract declares takes the value the host gives a failure that said nothing (the text came from
+ * code that may have corrupted its own prelude).
+ */
+function decodeFailure(e: Record<string, unknown>, defaultType: string, defaultMessage: string): FailureEnvelope & { recycle: boolean } {
+  return {
+    ok: false,
+    errorType: typeof e["errorType"] === "string" ? e["errorType"] : defaultType,
+    message: typeof e["message"] === "string" ? e["message"] : defaultMessage,
+    recycle: e["recycle"] === true,
+  };
+}
+
+/**
+ * `GuestEntry.call`'s answer decoded as the contract's `CallEnvelope`, or undefined when the text is not
+ * one (too long for `maxResultBytes`, not JSON, neither a result nor a failure). Only declared fields are
+ * kept; a result without a byte count is measured here.
+ */
+export function decodeCallEnvelope(text: unknown, maxResultBytes: number): CallEnvelope | undefined {
+  const e = typeof text === "string" && text.length <= maxEnvelopeChars(maxResultBytes) ? parseObject(text) : undefined;
+  if (!e) return undefined;
+  if (e["ok"] === false) return decodeFailure(e, "ExecutionError", "the tool failed");
+  if (e["ok"] !== true) return undefined;
+  const recycle = e["recycle"] === true;
+  if (e["kind"] === "none") return { ok: true, kind: "none", recycle };
+  if ((e["kind"] === "text" || e["kind"] === "json") && typeof e["text"] === "string") {
+    const bytes = typeof e["bytes"] === "number" && Number.isFinite(e["bytes"]) ? e["bytes"] : Buffer.byteLength(e["text"]);
+    return { ok: true, kind: e["kind"], text: e["text"], bytes, truncated: e["truncated"] === true, recycle };
+  }
+  return undefined;
+}
+
+/**
+ * `GuestEntry.describe`'s answer decoded as the contract's `DescribeEnvelope`, or undefined when the text
+ * is not one. Export types that are not strings are left out; schemas and profile stay untrusted JSON.
+ */
+export function decodeDescribeEnvelope(text: unknown): DescribeEnvelope | undefined {
+  const e = typeof text === "string" ? parseObject(text) : undefined;
+  if (!e) return undefined;
+  if (e["ok"] === false) return decodeFailure(e, "LoadError", "loading failed");
+  const exportsInfo = e["exports"];
+  if (e["ok"] !== true || typeof exportsInfo !== "object" || exportsInfo === null) return undefined;
+  const exports: Record<string, string> = {};
+  for (const [name, type] of Object.entries(exportsInfo)) if (typeof type === "string") exports[name] = type;
+  return { ok: true, exports, schemas: e["schemas"] ?? null, profile: e["profile"] ?? null };
+}
+
+// ---- what the host makes of them --------------------------------------------------------------------
+
+/** A call's envelope as the host's outcome: which failures keep their type, and the message as it may leave. */
+export function parseCallEnvelope(text: unknown, limits: { maxResultBytes: number; timeoutMs: number; memoryLimitMb: number }): ParsedCall {
+  const e = decodeCallEnvelope(text, limits.maxResultBytes);
+  if (!e) return { ok: false, error: { type: "ExecutionError", fault: "tool", message: "the tool's result could not be read" }, recycle: true };
+  const recycle = e.recycle === true;
+  if (!e.ok) {
+    if (e.errorType === "MemoryLimit") return { ok: false, error: ivmErrorInfo(undefined, limits, "MemoryLimit"), recycle: true };
+    // Types a tool's failure may carry out: its own config error, and host denials it did not catch.
+    const type = PASSED_THROUGH.has(e.errorType) ? (e.errorType as "ToolConfigError") : "ExecutionError";
+    const message = stripStackFrames(boundToolMessage(e.message));
+    return { ok: false, error: { type, fault: DEFAULT_FAULT[type], message: message || "the tool failed without a message" }, recycle };
+  }
+  if (e.kind === "none") return { ok: true, value: { kind: "none" }, recycle };
+  return { ok: true, value: { kind: e.kind, text: e.text, bytes: e.bytes, truncated: e.truncated }, recycle };
+}
+
+/** A describe envelope as the host's outcome: any failure is a `LoadError`. */
+export function parseDescribeEnvelope(text: unknown): DescribeOutcome {
+  const e = decodeDescribeEnvelope(text);
+  if (!e) return { ok: false, error: { type: "LoadError", fault: "tool", message: "the tool's description could not be read" } };
+  if (!e.ok) return { ok: false, error: { type: "LoadError", fault: "tool", message: stripStackFrames(boundToolMessage(e.message)) } };
+  return { ok: true, module: { exports: e.exports, schemas: e.schemas, profile: e.profile } };
+}
+
+const PASSED_THROUGH: ReadonlySet<string> = new Set(["ToolConfigError", "SandboxViolation", "PermissionDenied"]);

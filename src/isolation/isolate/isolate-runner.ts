@@ -1,0 +1,423 @@
+import ivm from "isolated-vm";
+import type { ErrorInfo } from "../../errors.js";
+import { type CapabilityLimits, CallLedger, CapabilityBudget } from "../call-ledger.js";
+import { Abandoned, CallGuard, EntryTracker, STOP_GRACE_MS, type StopReason, unlessAbandoned } from "./call-guard.js";
+import { parseCallEnvelope, parseDescribeEnvelope } from "./envelope.js";
+import { boundToolMessage } from "../wire/tool-text.js";
+import { classifyIvmError, ivmErrorInfo, stripHostDetails } from "./ivm-errors.js";
+import { type ActiveCall, type Bridge, IsolatePool, PooledIsolate, type WarmPoolStats, bindPrelude, heldBytes } from "./pooled-isolate.js";
+import { bridgeHandlers } from "./isolate-bridge.js";
+import { SHAPE_PROBE, readPrelude } from "./prelude-source.js";
+import { ByteLru } from "../../byte-lru.js";
+import type {
+  CallContext,
+  CapabilityInvoker,
+  CapabilityReply,
+  CallOutcome,
+  CallRequest,
+  DescribeOutcome,
+  DescribeRequest,
+  Executor,
+  ResultValue,
+  ToolBundle,
+  ToolLogLine,
+} from "../wire/messages.js";
+import { monotonicMs } from "../../clock.js";
+import { ISOLATE_V8_FLAGS } from "./v8-flags.js";
+
+// Before the first isolate: the flags isolates need, where this process's command line lacks them.
+const flagsMissing = ISOLATE_V8_FLAGS.filter((flag) => !process.execArgv.includes(flag));
+if (flagsMissing.length > 0) {
+  const v8 = process.getBuiltinModule("node:v8");
+  for (const flag of flagsMissing) v8.setFlagsFromString(flag);
+}
+
+/**
+ * The only module that imports isolated-vm. Runs tool bundles in isolates in this process.
+ *
+ * Invariants:
+ *  - An isolate serves one call at a time; concurrent calls for the same (anima, bundle) get their own.
+ *  - Isolates are pooled per (anima, bundle hash, memory limit): a tool's module state never crosses
+ *    Animas or tools.
+ *  - Every entry into an isolate carries the call's remaining time as its isolated-vm timeout, and a
+ *    `CallGuard` disposes the isolate at the deadline and ends the call even if isolated-vm never
+ *    returns. An isolate that timed out, hit its memory limit, failed to set up or asked to be recycled
+ *    is disposed, never returned to the pool.
+ *  - An isolate isolated-vm disposed by itself (not the host) was stopped by its memory limit.
+ *  - Values cross into the isolate as copies of strings and numbers; out of it, only the envelope string.
+ *    Host callbacks never throw into the isolate (their errors would carry host stacks). The bridge, the
+ *    entry object, the envelopes and the capabilities are declared once, in src/contract/isolate.ts.
+ *  - Limits are kept here, outside the isolate, on the runner's own counts (`CallLedger`): log lines,
+ *    timers and capability calls per call. Only denials the host issued leave a call as denials.
+ *  - Only a call's first entry carries an isolated-vm `timeout`. Re-entries (timer callbacks, capability
+ *    answers) carry none: each timeout arms a timer on isolated-vm's timer thread that stays queued until
+ *    its deadline even after the entry returned, and a flood of re-entries left hundreds of thousands of
+ *    them due at one instant, which that thread pops recursively until its stack overflows (SIGSEGV).
+ *    The `CallGuard` stops any entry at the deadline by disposing the isolate. Capability answers that
+ *    are ready together enter as one batch, and at most one such entry per isolate is outstanding.
+ */
+export interface IsolateRunnerOptions {
+  /**
+   * Memory the idle warm isolates may hold, bytes (V8's committed heap plus external memory of each, as
+   * V8 reports it); the least recently used beyond it are disposed. Default: 256 MiB.
+   */
+  warmPoolBytes?: number;
+  /** Idle warm isolates kept at most, whatever their size. Default: no limit (the memory budget decides). */
+  maxIdleIsolates?: number;
+  /** Whether isolates are made from a startup snapshot of the prelude (see `startupSnapshot`). Default: true. */
+  startupSnapshot?: boolean;
+  /** Isolates per (anima, bundle) at once; further calls wait for one. Default: 4. */
+  maxIsolatesPerKey?: number;
+  /** Receives every tool log line. */
+  onLog?: (line: ToolLogLine) => void;
+  /**
+   * isolated-vm lost control of an isolate (V8 out of memory, or a script that would not terminate), or
+   * an isolate did not return after it was stopped (`STOP_GRACE_MS`), which is how such a loss starts.
+   * Its thread may be gone for good, and it can take locks with it: the process should get no new calls,
+   * and be replaced once its other calls end. May be called more than once for one isolate.
+   */
+  onUnrecoverable?: (reason: string) => void;
+  /** Runs the capabilities tools ask for (fs, fetch, credentials). Default: every capability is refused. */
+  invokeCapability?: CapabilityInvoker;
+  /** Capability calls and bytes in flight (see `CapabilityLimits` for the defaults). */
+  capabilityLimits?: Partial<CapabilityLimits>;
+  /** Told of each capability request refused by a host-side limit (a bypassed prelude). */
+  onRefusal?: (context: CallContext, name: string, error: ErrorInfo) => void;
+}
+
+/** Isolates built from the prelude script before the runner makes a startup snapshot (see `startupSnapshot`). */
+const SNAPSHOT_AFTER_ISOLATES = 3;
+/** Bytes of V8 code cache kept for bundles. */
+const TOOL_CODE_CACHE_BYTES = 32 * 2 ** 20;
+
+export class IsolateRunner implements Executor {
+  private readonly prelude: string;
+  private readonly pool: IsolatePool;
+  private readonly onLog: (line: ToolLogLine) => void;
+  private readonly onUnrecoverable: (reason: string) => void;
+  private readonly invokeCapability: CapabilityInvoker;
+  private readonly budget: CapabilityBudget;
+  private readonly onRefusal: IsolateRunnerOptions["onRefusal"];
+  /** V8 code cache for the prelude, so later isolates skip parsing it. */
+  private preludeCache: ivm.ExternalCopy<ArrayBuffer> | undefined;
+  /** The startup snapshot: undefined until made, false when it could not be made or failed its check. */
+  private snapshot: ivm.ExternalCopy<ArrayBuffer> | false | undefined;
+  private isolatesBuilt = 0;
+  /** V8 code caches of bundles by hash. */
+  private readonly toolCodeCache = new ByteLru<ivm.ExternalCopy<ArrayBuffer>>(TOOL_CODE_CACHE_BYTES);
+  private closed = false;
+  private readonly entries = new EntryTracker();
+
+  constructor(options: IsolateRunnerOptions = {}) {
+    this.prelude = readPrelude();
+    if (options.startupSnapshot === false) this.snapshot = false;
+    this.pool = new IsolatePool(
+      {
+        maxIdleBytes: options.warmPoolBytes ?? 256 * 2 ** 20,
+        ...(options.maxIdleIsolates !== undefined ? { maxIdleCount: options.maxIdleIsolates } : {}),
+        maxPerKey: options.maxIsolatesPerKey ?? 4,
+      },
+      heldBytes,
+    );
+    const onLog = options.onLog ?? (() => {});
+    // A throwing log sink must cost neither the host (an uncaught error) nor the sandbox (a host stack).
+    this.onLog = (line) => {
+      try {
+        onLog(line);
+      } catch {
+        // dropped: there is nowhere safer to report a broken log sink
+      }
+    };
+    this.onUnrecoverable = options.onUnrecoverable ?? (() => {});
+    this.invokeCapability =
+      options.invokeCapability ??
+      (async (): Promise<CapabilityReply> => ({ ok: false, error: { type: "PermissionDenied", fault: "host", message: "capabilities are not available in this host" } }));
+    this.budget = new CapabilityBudget(options.capabilityLimits);
+    this.onRefusal = options.onRefusal;
+  }
+
+  async describe(request: DescribeRequest): Promise<DescribeOutcome> {
+    const limits = { timeoutMs: request.timeoutMs, memoryLimitMb: request.memoryLimitMb };
+    const guard = new CallGuard(request.timeoutMs);
+    const deadline = monotonicMs() + request.timeoutMs;
+    let pooled: PooledIsolate | undefined;
+    try {
+      pooled = await unlessAbandoned(this.entries.track(this.createIsolate("describe", request.bundle, limits, deadline, guard)), guard, (late) => late.disposeByHost());
+      const text = await unlessAbandoned(
+        this.entries.track(pooled.entry!.describe.apply(undefined, [], { timeout: remaining(deadline), result: { promise: true, copy: true } })),
+        guard,
+      );
+      return parseDescribeEnvelope(text);
+    } catch (error) {
+      return { ok: false, error: asLoadError(this.failureInfo(error, limits, guard, pooled)) };
+    } finally {
+      guard.finish();
+      pooled?.disposeByHost();
+    }
+  }
+
+  async call(request: CallRequest, signal?: AbortSignal): Promise<CallOutcome> {
+    if (!signal) return this.stoppableCall(request).outcome;
+    const call = this.stoppableCall(request);
+    if (signal.aborted) call.stop();
+    else signal.addEventListener("abort", call.stop, { once: true });
+    return call.outcome.finally(() => signal.removeEventListener("abort", call.stop));
+  }
+
+  /**
+   * `call`, with a function that stops it at once (its isolate is disposed; it ends as ExecutionError).
+   * What sandbox processes use: cheaper per call than an AbortSignal and its listeners.
+   */
+  stoppableCall(request: CallRequest): { outcome: Promise<CallOutcome>; stop: () => void } {
+    let guard: CallGuard | undefined;
+    let stopped = false;
+    const stop = () => {
+      stopped = true;
+      guard?.halt("Aborted");
+    };
+    const outcome = this.run(request, (created) => {
+      guard = created;
+      if (stopped) created.halt("Aborted");
+    });
+    return { outcome, stop };
+  }
+
+  private async run(request: CallRequest, onGuard: (guard: CallGuard) => void): Promise<CallOutcome> {
+    const startedAt = monotonicMs();
+    const deadline = startedAt + request.timeoutMs;
+    const limits = { timeoutMs: request.timeoutMs, memoryLimitMb: request.memoryLimitMb, maxResultBytes: request.maxResultBytes };
+    const key = `${request.context.anima}\0${request.bundle.hash}\0${request.memoryLimitMb}`;
+    if (this.closed) return { ok: false, error: { type: "SandboxCrashed", fault: "host", message: "the host is shutting down" }, durationMs: 0 };
+    const ledger = new CallLedger(request.context, { maxLogLines: request.maxLogLines, maxLogLineChars: request.maxLogLineChars }, this.budget, this.onRefusal);
+    const done = (outcome: { ok: true; value: ResultValue } | { ok: false; error: ErrorInfo }): CallOutcome => ({
+      ...(outcome.ok ? { ok: true, value: outcome.value } : { ok: false, error: ledger.judge(outcome.error) }),
+      durationMs: monotonicMs() - startedAt,
+    });
+
+    const guard = new CallGuard(request.timeoutMs);
+    const active: ActiveCall = { context: request.context, deadline, guard, timers: new Map(), ledger, replies: [], settling: false };
+    let pooled: PooledIsolate | undefined;
+    let reusable = false;
+    onGuard(guard);
+    try {
+      const acquired = this.pool.acquire(key, () => this.createIsolate(key, request.bundle, limits, deadline, guard));
+      pooled = await unlessAbandoned(this.entries.track(acquired), guard, (late) => this.pool.release(late, false));
+      if (guard.stopReason) throw new Error("stopped");
+      pooled.guard = guard;
+      guard.target = pooled;
+      pooled.active = active;
+      const text = await unlessAbandoned(
+        this.entries.track(
+          pooled.entry!.call.apply(
+            undefined,
+            [request.entry, request.schemaName, request.payloadJson, request.maxResultBytes, request.maxLogLines, request.maxLogLineChars],
+            { timeout: remaining(deadline), result: { promise: true, copy: true } },
+          ),
+        ),
+        guard,
+      );
+      if (guard.stopReason) throw new Error("stopped");
+      const parsed = parseCallEnvelope(text, limits);
+      reusable = !parsed.recycle;
+      return done(parsed);
+    } catch (error) {
+      return done({ ok: false, error: this.failureInfo(error, limits, guard, pooled) });
+    } finally {
+      guard.finish();
+      ledger.end(guard.stopReason ?? "returned");
+      for (const timer of active.timers.values()) clearTimeout(timer);
+      if (pooled) {
+        pooled.active = undefined;
+        pooled.guard = undefined;
+        // No host-side clean-up call: the prelude ends its own call state before it answers (settle),
+        // and a synchronous entry here would wait for the isolate's thread on every call.
+        this.pool.release(pooled, reusable && pooled.healthy && !this.closed, monotonicMs() - startedAt);
+      }
+    }
+  }
+
+  /** True once isolates are made from the startup snapshot (see `startupSnapshot`); for tests and benchmarks. */
+  get usesStartupSnapshot(): boolean {
+    return this.snapshot !== undefined && this.snapshot !== false;
+  }
+
+  /** What the warm pool holds now. */
+  warmPoolStats(): WarmPoolStats {
+    return this.pool.stats();
+  }
+
+  /** Drops the warm isolates of `anima` (its calls now go to another process). */
+  forgetAnima(anima: string): void {
+    this.pool.disposeIdleOf(`${anima}\0`);
+  }
+
+  /**
+   * Disposes the idle isolates and gives entries still running `STOP_GRACE_MS` to return. One that does
+   * not is an isolate isolated-vm cannot stop (see `stuckEntries`).
+   */
+  async close(): Promise<void> {
+    this.closed = true;
+    this.pool.disposeIdle();
+    await this.entries.settled(STOP_GRACE_MS);
+  }
+
+  /**
+   * Entries into isolates that have not returned. Once closed, a non-zero count means a thread of this
+   * process is held by an isolate that could not be stopped: the process cannot exit normally.
+   */
+  stuckEntries(): number {
+    return this.entries.pending;
+  }
+
+  /** Why a call or load failed: the host's own stop reason first, then what isolated-vm said. */
+  private failureInfo(error: unknown, limits: { timeoutMs: number; memoryLimitMb: number }, guard: CallGuard, pooled: PooledIsolate | undefined): ErrorInfo {
+    if (error instanceof SetupError) return error.info;
+    // Do not wait for isolated-vm to declare the thread lost (5 s later): by then it may hold locks the
+    // rest of the process needs. Say so now, so that no new call comes here.
+    if (error instanceof Abandoned) this.onUnrecoverable("an isolate did not return after it was stopped");
+    const why: StopReason | undefined = guard.stopReason ?? (pooled?.hitMemoryLimit ? "MemoryLimit" : undefined);
+    return ivmErrorInfo(error, limits, why ?? (error instanceof Abandoned ? "Timeout" : undefined));
+  }
+
+  // ---- isolate set-up -----------------------------------------------------------------------------
+
+  /**
+   * The startup snapshot holding the installed prelude, made on the `SNAPSHOT_AFTER_ISOLATES`-th isolate
+   * (making it costs ≈ 10 ms, more than a one-shot CLI call would save; later isolates save ≈ 0.4 ms
+   * each). It is used only if a context made from it, once bound, has the same shape as one that ran
+   * the script (`SHAPE_PROBE`); otherwise, or if V8 cannot make it, isolates run the script.
+   */
+  private startupSnapshot(): ivm.ExternalCopy<ArrayBuffer> | undefined {
+    if (this.snapshot !== undefined || ++this.isolatesBuilt < SNAPSHOT_AFTER_ISOLATES) return this.snapshot || undefined;
+    this.snapshot = false;
+    try {
+      const snapshot = ivm.Isolate.createSnapshot([{ code: this.prelude, filename: "animaworks:prelude.js" }]);
+      if (this.shapeOf(undefined) === this.shapeOf(snapshot)) this.snapshot = snapshot;
+    } catch {
+      // isolates run the script
+    }
+    return this.snapshot || undefined;
+  }
+
+  /** `SHAPE_PROBE` of a bound context made from `snapshot`, or by running the script without one. */
+  private shapeOf(snapshot: ivm.ExternalCopy<ArrayBuffer> | undefined): string {
+    const isolate = new ivm.Isolate({ memoryLimit: 16, ...(snapshot ? { snapshot } : {}) });
+    try {
+      const context = isolate.createContextSync();
+      if (!snapshot) this.runPrelude(isolate, context);
+      const noop = () => new ivm.Callback(() => {}, { ignored: true });
+      bindPrelude(context, { log: noop(), setTimer: noop(), clearTimer: noop(), stop: noop(), capability: noop() } satisfies Bridge).release();
+      return context.evalSync(SHAPE_PROBE, { timeout: 1_000 }) as string;
+    } finally {
+      isolate.dispose();
+    }
+  }
+
+  /** Runs the prelude script in a fresh context (isolates made without the snapshot). */
+  private runPrelude(isolate: ivm.Isolate, context: ivm.Context): void {
+    const script = isolate.compileScriptSync(this.prelude, {
+      filename: "animaworks:prelude.js",
+      ...(this.preludeCache ? { cachedData: this.preludeCache } : { produceCachedData: true }),
+    });
+    const produced = (script as ivm.Script & { cachedData?: ivm.ExternalCopy<ArrayBuffer> }).cachedData;
+    if (!this.preludeCache && produced) this.preludeCache = produced;
+    script.runSync(context, { timeout: 1_000 });
+  }
+
+  private async createIsolate(
+    key: string,
+    bundle: ToolBundle,
+    limits: { timeoutMs: number; memoryLimitMb: number },
+    deadline: number,
+    guard: CallGuard,
+  ): Promise<PooledIsolate> {
+    let pooled: PooledIsolate | undefined;
+    const snapshot = this.startupSnapshot();
+    const isolate = new ivm.Isolate({
+      memoryLimit: limits.memoryLimitMb,
+      ...(snapshot ? { snapshot } : {}),
+      // Called (on this thread, later) when V8 ran out of memory beyond isolated-vm's limit, or a script
+      // would not terminate: the isolate's thread is parked for good. End its call and report it.
+      onCatastrophicError: (message: string) => {
+        pooled?.guard?.abandon(/memory/i.test(message) ? "MemoryLimit" : "Timeout");
+        this.onUnrecoverable(`an isolate was lost: ${message}`);
+      },
+    });
+    pooled = new PooledIsolate(key, isolate);
+    pooled.guard = guard;
+    guard.target = pooled;
+    try {
+      // The prelude's set-up is synchronous: it is our own code, short and bounded (≈ 0.5 ms), and each
+      // asynchronous step would cost a round trip to the isolate's thread. Tool code below runs async.
+      const context = isolate.createContextSync();
+      pooled.context = context;
+      if (!snapshot) this.runPrelude(isolate, context);
+      const entryRef = bindPrelude(context, this.makeBridge(pooled));
+      pooled.entry = {
+        call: entryRef.getSync("call", { reference: true }),
+        describe: entryRef.getSync("describe", { reference: true }),
+        fireTimer: entryRef.getSync("fireTimer", { reference: true }),
+        settleCapabilities: entryRef.getSync("settleCapabilities", { reference: true }),
+        receiveText: entryRef.getSync("receiveText", { reference: true }),
+      };
+      entryRef.release();
+      let toolScript: ivm.Script;
+      try {
+        // V8's code cache of the bundle, so that its next isolates skip parsing it; one V8 rejected is made again.
+        const cachedData = this.toolCodeCache.get(bundle.hash);
+        toolScript = await isolate.compileScript(bundle.code, { filename: `tool:${bundle.displayName}`, ...(cachedData ? { cachedData } : { produceCachedData: true }) });
+        const compiled = toolScript as ivm.Script & { cachedData?: ivm.ExternalCopy<ArrayBuffer>; cachedDataRejected?: boolean };
+        if (compiled.cachedDataRejected) this.toolCodeCache.delete(bundle.hash);
+        else if (!cachedData && compiled.cachedData) this.toolCodeCache.set(bundle.hash, compiled.cachedData, compiled.cachedData.copy().byteLength);
+      } catch (error) {
+        throw new SetupError({ type: "LoadError", fault: "tool", message: `the tool does not compile: ${boundToolMessage(stripHostDetails(boundToolMessage(errorMessage(error))))}` });
+      }
+      try {
+        await toolScript.run(context, { timeout: remaining(deadline) });
+      } catch (error) {
+        const kind = classifyIvmError(error);
+        if (kind === "Timeout" || kind === "MemoryLimit" || guard.stopReason || pooled.hitMemoryLimit) {
+          const info = ivmErrorInfo(error, limits, guard.stopReason ?? (pooled.hitMemoryLimit ? "MemoryLimit" : undefined));
+          throw new SetupError({ ...info, message: `while loading: ${info.message}` });
+        }
+        throw new SetupError({ type: "LoadError", fault: "tool", message: `the tool's top-level code threw: ${boundToolMessage(stripHostDetails(boundToolMessage(errorMessage(error))))}` });
+      }
+      return pooled;
+    } catch (error) {
+      pooled.disposeByHost();
+      throw error;
+    }
+  }
+
+  /** Host functions the prelude may call (isolate-bridge.ts), as isolated-vm callbacks. */
+  private makeBridge(pooled: PooledIsolate): Bridge {
+    const handlers = bridgeHandlers(pooled, { onLog: this.onLog, entries: this.entries, invokeCapability: this.invokeCapability });
+    const callback = (fn: (...args: unknown[]) => void) => new ivm.Callback(fn, { ignored: true });
+    return {
+      log: callback(handlers.log),
+      setTimer: callback(handlers.setTimer),
+      clearTimer: callback(handlers.clearTimer),
+      stop: callback(handlers.stop),
+      capability: callback(handlers.capability),
+    };
+  }
+}
+
+class SetupError extends Error {
+  constructor(readonly info: ErrorInfo) {
+    super(info.message);
+  }
+}
+
+function remaining(deadline: number): number {
+  return Math.max(1, Math.ceil(deadline - monotonicMs()));
+}
+
+function errorMessage(error: unknown): string {
+  return error instanceof Error ? error.message : String(error);
+}
+
+function asLoadError(info: ErrorInfo): ErrorInfo {
+  if (info.type === "LoadError") return info;
+  return { type: "LoadError", fault: "tool", message: `loading the tool failed: ${info.message}`, ...(info.hint ? { hint: info.hint } : {}) };
+}

@@ -1,0 +1,235 @@
+import type ivm from "isolated-vm";
+import type { CallLedger } from "../call-ledger.js";
+import type { CallGuard, Disposable } from "./call-guard.js";
+import type { CallContext, CapabilityReply } from "../wire/messages.js";
+import { BIND_GLOBAL, BRIDGE_METHODS, type BridgeMethod, type EntryMethod, type GuestEntry } from "../../contract/isolate.js";
+
+/**
+ * Pool bookkeeping of the isolate runner (isolate-runner.ts): one warm isolate and what it serves, the
+ * warm pool, and the steps of an isolate's set-up that need no isolated-vm constructor (types only here).
+ */
+
+export interface ActiveCall {
+  context: CallContext;
+  deadline: number;
+  guard: CallGuard;
+  timers: Map<number, NodeJS.Timeout>;
+  /** The host's account of the call: limits, denials issued, the signal that ends its work. */
+  ledger: CallLedger;
+  /** Capability answers waiting for the batch entering now (see IsolateRunner.deliver). */
+  replies: Array<[number, CapabilityReply]>;
+  settling: boolean;
+}
+
+/** The prelude's entry object as the host holds it: a reference to each of its functions (src/contract/isolate.ts). */
+export type Entry = { [M in EntryMethod]: ivm.Reference<GuestEntry[M]> };
+
+export class PooledIsolate implements Disposable {
+  /** The call being served (the bridge attributes logs and timers to it). */
+  active: ActiveCall | undefined;
+  /** Whose deadline governs this isolate right now, from set-up on (also during describe). */
+  guard: CallGuard | undefined;
+  entry: Entry | undefined;
+  context: ivm.Context | undefined;
+  disposedByHost = false;
+  /** What V8 held for this isolate when the pool last measured it, bytes (0: not measured yet). */
+  heapBytes = 0;
+  releasesSinceMeasure = 0;
+
+  constructor(
+    readonly key: string,
+    readonly isolate: ivm.Isolate,
+  ) {}
+
+  get healthy(): boolean {
+    return !this.isolate.isDisposed;
+  }
+
+  /** True when isolated-vm disposed this isolate on its own, which it does only at the memory limit. */
+  get hitMemoryLimit(): boolean {
+    return this.isolate.isDisposed && !this.disposedByHost;
+  }
+
+  disposeByHost(): void {
+    this.disposedByHost = true;
+    if (!this.isolate.isDisposed) {
+      try {
+        this.isolate.dispose();
+      } catch {
+        // already disposing
+      }
+    }
+  }
+}
+
+/** The host's bridge as the prelude receives it: an isolated-vm callback for each function (isolate-bridge.ts). */
+export type Bridge = Record<BridgeMethod, ivm.Callback>;
+
+/** `return __awBind({ log: $0, setTimer: $1, … })`: the bridge's functions passed in `BRIDGE_METHODS` order. */
+const BIND_SOURCE = `return ${BIND_GLOBAL}({ ${BRIDGE_METHODS.map((method, index) => `${method}: $${index}`).join(", ")} });`;
+
+/** Hands the host's bridge to the prelude of `context` and takes its entry object (prelude-source.ts). */
+export function bindPrelude(context: ivm.Context, bridge: Bridge): ivm.Reference<GuestEntry> {
+  return context.evalClosureSync(
+    BIND_SOURCE,
+    BRIDGE_METHODS.map((method) => bridge[method]),
+    { timeout: 1_000, result: { reference: true } },
+  ) as ivm.Reference<GuestEntry>;
+}
+
+/** What V8 holds for an isolate: its committed heap and the external memory it accounts for. */
+export function heldBytes(pooled: PooledIsolate): number {
+  const heap = pooled.isolate.getHeapStatisticsSync();
+  return heap.total_heap_size + heap.externally_allocated_size;
+}
+
+
+interface KeyState {
+  idle: PooledIsolate[];
+  busy: number;
+  waiting: Array<() => void>;
+}
+
+/** Limits of the warm pool (see `IsolatePool`). */
+export interface WarmPoolLimits {
+  /** Memory the idle isolates may hold in all, bytes (as `heapBytesOf` measures it). */
+  maxIdleBytes: number;
+  /** Idle isolates kept at most, whatever their size. Default: no limit (the memory budget decides). */
+  maxIdleCount?: number;
+  /** Isolates per key busy at once; a further call for the key waits for one. */
+  maxPerKey: number;
+}
+
+/** What the warm pool holds now (for the audit report and benchmarks). */
+export interface WarmPoolStats {
+  idleIsolates: number;
+  idleBytes: number;
+  maxIdleBytes: number;
+  /** Idle isolates disposed to stay within the limits, since the pool started. */
+  evictions: number;
+}
+
+/**
+ * Releases between two measurements of an isolate's heap: measuring costs ≈ 15 µs (it takes the isolate's
+ * lock), a tenth of a warm call. A call that ran longer than `REMEASURE_AFTER_MS` is measured at once: a
+ * heap cannot grow much in a short call, so the figure the budget uses stays close to the truth.
+ */
+const RELEASES_PER_MEASURE = 16;
+const REMEASURE_AFTER_MS = 2;
+
+/**
+ * Warm isolates per key (Anima, bundle hash, memory limit): at most `maxPerKey` busy at once per key (a
+ * further call waits for one), and idle ones within a memory budget, the least recently used disposed
+ * first. An isolate serves one call at a time.
+ *
+ * The budget counts what V8 holds for each idle isolate (its committed heap plus external memory, read by
+ * the pool itself from V8's statistics, never from anything the tool reports). For a small tool that is
+ * ≈ 1.8 MB against ≈ 1.2 MB of resident memory: the budget errs on the safe side.
+ */
+export class IsolatePool {
+  private readonly keys = new Map<string, KeyState>();
+  /** Idle isolates in least-recently-used order (first = oldest). */
+  private readonly idleOrder = new Set<PooledIsolate>();
+  private idleBytes = 0;
+  private evictions = 0;
+  private readonly maxIdleCount: number;
+
+  constructor(
+    private readonly limits: WarmPoolLimits,
+    private readonly heapBytesOf: (pooled: PooledIsolate) => number,
+  ) {
+    this.maxIdleCount = limits.maxIdleCount ?? Number.POSITIVE_INFINITY;
+  }
+
+  /** An idle healthy isolate of `key`, else a new one from `create` once the key has room. */
+  async acquire(key: string, create: () => Promise<PooledIsolate>): Promise<PooledIsolate> {
+    let state = this.keys.get(key);
+    if (!state) {
+      state = { idle: [], busy: 0, waiting: [] };
+      this.keys.set(key, state);
+    }
+    for (;;) {
+      const pooled = state.idle.pop();
+      if (pooled) {
+        this.idleOrder.delete(pooled);
+        this.idleBytes -= pooled.heapBytes;
+        if (!pooled.healthy) continue;
+        state.busy++;
+        return pooled;
+      }
+      if (state.busy < this.limits.maxPerKey) break;
+      await new Promise<void>((resolve) => state.waiting.push(resolve));
+    }
+    state.busy++;
+    try {
+      return await create();
+    } catch (error) {
+      state.busy--;
+      state.waiting.shift()?.();
+      throw error;
+    }
+  }
+
+  /** Gives an isolate back after a call of `callMs`: kept warm when `reusable`, else disposed. */
+  release(pooled: PooledIsolate, reusable: boolean, callMs = 0): void {
+    const state = this.keys.get(pooled.key);
+    if (!state) return pooled.disposeByHost();
+    state.busy--;
+    if (reusable) this.measure(pooled, callMs);
+    if (reusable && pooled.healthy && pooled.heapBytes <= this.limits.maxIdleBytes) {
+      state.idle.push(pooled);
+      this.idleOrder.add(pooled);
+      this.idleBytes += pooled.heapBytes;
+      this.evictIdle();
+    } else {
+      pooled.disposeByHost();
+    }
+    state.waiting.shift()?.();
+    this.forgetIfUnused(pooled.key, state);
+  }
+
+  /** Disposes the idle isolates whose key starts with `prefix` (an Anima that moved to another process). */
+  disposeIdleOf(prefix: string): void {
+    for (const pooled of [...this.idleOrder]) if (pooled.key.startsWith(prefix)) this.evict(pooled);
+  }
+
+  disposeIdle(): void {
+    for (const pooled of [...this.idleOrder]) this.evict(pooled);
+  }
+
+  stats(): WarmPoolStats {
+    return { idleIsolates: this.idleOrder.size, idleBytes: this.idleBytes, maxIdleBytes: this.limits.maxIdleBytes, evictions: this.evictions };
+  }
+
+  private measure(pooled: PooledIsolate, callMs: number): void {
+    if (pooled.heapBytes > 0 && callMs < REMEASURE_AFTER_MS && ++pooled.releasesSinceMeasure < RELEASES_PER_MEASURE) return;
+    pooled.releasesSinceMeasure = 0;
+    try {
+      pooled.heapBytes = this.heapBytesOf(pooled);
+    } catch {
+      pooled.heapBytes = Number.POSITIVE_INFINITY; // cannot be measured (disposed meanwhile): never kept
+    }
+  }
+
+  private evictIdle(): void {
+    while (this.idleOrder.size > this.maxIdleCount || (this.idleBytes > this.limits.maxIdleBytes && this.idleOrder.size > 0)) {
+      this.evict(this.idleOrder.values().next().value as PooledIsolate);
+      this.evictions++;
+    }
+  }
+
+  private evict(pooled: PooledIsolate): void {
+    this.idleOrder.delete(pooled);
+    this.idleBytes -= pooled.heapBytes;
+    const state = this.keys.get(pooled.key);
+    if (state) {
+      state.idle.splice(state.idle.indexOf(pooled), 1);
+      this.forgetIfUnused(pooled.key, state);
+    }
+    pooled.disposeByHost();
+  }
+
+  private forgetIfUnused(key: string, state: KeyState): void {
+    if (state.busy === 0 && state.idle.length === 0 && state.waiting.length === 0) this.keys.delete(key);
+  }
+}

@@ -1,0 +1,70 @@
+import type { ChildProcess } from "node:child_process";
+import { UndecodedText, bulkPipeOf } from "../wire/bulk-channel.js";
+import { sendReply } from "../wire/reply-chunks.js";
+import type { CallLedger } from "../call-ledger.js";
+import type { CapabilityInvoker, CapabilityReply, FromSandbox, SandboxRequest } from "../wire/messages.js";
+
+/** What the relay needs of a request in flight (child-handle.ts's `Pending`). */
+export interface RelayedRequest {
+  request: SandboxRequest;
+  ledger: CallLedger | undefined;
+  /** Bytes of capability traffic relayed for it so far (arguments and answers). */
+  relayedBytes: number;
+}
+
+/**
+ * Relays one capability request of a call in a sandbox process: the host runs it inside the call's
+ * ledger (its limits), and answers on that very child's channel. The answer is handed over inside the
+ * ledger's reservation: a large one is sliced (reply-chunks.ts) or sent as bytes on the bulk pipe, and
+ * each part waits for the channel, so its bytes count until they have left the host. The bytes relayed
+ * are added to the request's `relayedBytes` (what the pool weighs when it demotes a busy process).
+ *
+ * `pending` is the request as the host recorded it (undefined for one that has ended: the answer says so);
+ * the caller has checked that it is a call, sent to `child`.
+ */
+export function relayCapability(
+  child: ChildProcess,
+  pending: RelayedRequest | undefined,
+  message: Extract<FromSandbox, { type: "capability" }>,
+  invoke: CapabilityInvoker,
+): void {
+  const { capabilityId, name, argsJson } = message;
+  let answered = false;
+  const answer = (reply: CapabilityReply): Promise<void> => {
+    answered = true;
+    if (pending) pending.relayedBytes += argsJson.length + replyBytes(reply);
+    return sendReply(
+      (part) =>
+        new Promise<boolean>((resolve) => {
+          if (!child.connected) return resolve(false);
+          child.send(part, undefined, undefined, (error) => resolve(!error));
+        }),
+      capabilityId,
+      reply,
+      bulkPipeOf(child),
+    );
+  };
+  const ledger = pending?.ledger;
+  if (!pending || !ledger || pending.request.op !== "call") {
+    void answer({ ok: false, error: { type: "ExecutionError", fault: "tool", message: `${name}: the call has ended` } });
+    return;
+  }
+  const context = pending.request.context;
+  void ledger
+    .run(name, argsJson, async (signal) => {
+      const reply = await invoke(context, name, argsJson, signal).catch(
+        (): CapabilityReply => ({ ok: false, error: { type: "ExecutionError", fault: "host", message: `${name} failed on the host` } }),
+      );
+      await answer(reply);
+      return reply;
+    })
+    .then((reply) => (answered ? undefined : answer(reply)));
+}
+
+/** About how many bytes an answer makes its sandbox process handle (a small fixed cost for one not measured). */
+function replyBytes(reply: CapabilityReply): number {
+  if (!reply.ok) return 256;
+  const value = reply.value;
+  if (value instanceof UndecodedText) return value.byteLength;
+  return typeof value === "string" ? value.length : 1_024;
+}

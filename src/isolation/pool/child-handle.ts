@@ -1,0 +1,406 @@
+import { forwardStderr } from "./child-stderr.js";
+import type { ChildProcess } from "node:child_process";
+import type { ErrorInfo } from "../../errors.js";
+import type { CallLedger } from "../call-ledger.js";
+import type { OsSandboxStatus } from "../os/os-sandbox.js";
+import { spawnSandboxChild } from "./child-spawn.js";
+import { bulkPipeOf } from "../wire/bulk-channel.js";
+import { relayCapability } from "./capability-relay.js";
+import { DemotedChildren } from "./demoted-children.js";
+import type { Rescheduler } from "../os/rescheduler.js";
+import { decodeCallOutcome, decodeDescribeOutcome, decodeFromSandbox } from "../wire/decode.js";
+import type { CallOutcome, CapabilityInvoker, DescribeOutcome, FromSandbox, SandboxRequest, ToSandbox, ToolLogLine } from "../wire/messages.js";
+import { monotonicMs } from "../../clock.js";
+import type { WarmPoolStats } from "../isolate/pooled-isolate.js";
+
+/**
+ * One supervised sandbox process, as its pool (sandbox-pool.ts) drives it: start and restart, the
+ * requests in flight on it, and the checks on everything it sends (see the pool's invariants).
+ */
+
+/** What a sandbox process needs from its pool. */
+export interface ProcessOwner {
+  readonly maxIdleIsolates: number;
+  readonly isolateSnapshot: boolean;
+  /** Warm pool budget of each process, bytes. */
+  readonly warmPoolBytes: number;
+  readonly closing: boolean;
+  readonly invokeCapability: CapabilityInvoker;
+  readonly onLog: (line: ToolLogLine) => void;
+  readonly onViolation: (message: string) => void;
+  /** A line a sandbox process wrote to its stderr (bounded; see child-stderr.ts). */
+  readonly onStderr: (message: string) => void;
+  /** Whether children start inside bubblewrap. */
+  readonly osSandbox: OsSandboxStatus;
+  /** Runs chrt and taskset for processes demoted in place (one shell for the pool). */
+  readonly rescheduler: Rescheduler;
+  /** True when request `id` was sent to process `index` (see SandboxPool.wasSentTo). */
+  wasSentTo(id: number, index: number): boolean;
+  /** Call `id` of `anima` has ended (whatever its outcome). */
+  ended(anima: string, id: number): void;
+  /** Call `id` of `anima`, which waited for this process to start, has been sent to it now. */
+  sentAfterStart(anima: string, id: number): void;
+}
+
+export interface Pending {
+  request: SandboxRequest;
+  /** The child the request was sent to (or will be sent to, once it is ready). */
+  child: ChildProcess | undefined;
+  resolve: (outcome: CallOutcome | DescribeOutcome) => void;
+  /** The last-resort hard stop (see SandboxPool's invariants), due at `killAt` (`monotonicMs()` time). */
+  timer: NodeJS.Timeout;
+  killAt: number;
+  startedAt: number;
+  /** The host's account of a call (none for describe): limits, denials issued, its abort signal. */
+  ledger: CallLedger | undefined;
+  /** Bytes of capability traffic this request's process relayed for it so far (arguments and answers). */
+  relayedBytes: number;
+}
+
+
+const CRASH_WINDOW_MS = 10_000;
+const MAX_CRASHES_IN_WINDOW = 5;
+const RESTART_BACKOFF_MS = 1_000;
+/** A retiring child that has not ended itself by then is killed, ms. */
+const RETIRE_KILL_AFTER_MS = 5_000;
+/** A process that has not answered a `stats` request by then is reported without figures, ms. */
+const STATS_TIMEOUT_MS = 1_000;
+
+export class SandboxProcess {
+  child: ChildProcess | undefined;
+  readonly pending = new Map<number, Pending>();
+  private ready = false;
+  /** When the running child said it was ready, monotonic ms (undefined while it starts). */
+  readyAt: number | undefined;
+  private nextStatsId = 1;
+  private readonly statsWaiters = new Map<number, (stats: WarmPoolStats | undefined) => void>();
+  private backlog: ToSandbox[] = [];
+  private crashes: number[] = [];
+  private restartTimer: NodeJS.Timeout | undefined;
+  /** Earlier children of this slot demoted in place, finishing their calls (see `demoteRunning`). */
+  private readonly demoted: DemotedChildren;
+  private replacingDemoted = false;
+
+  constructor(
+    readonly index: number,
+    private readonly pool: ProcessOwner,
+    /** Nice value the process runs at (0: normal; see SandboxPool's low-priority process). */
+    readonly nice = 0,
+  ) {
+    this.demoted = new DemotedChildren(pool.rescheduler);
+    this.start();
+  }
+
+  /** Drops `anima`'s warm isolates in this process (its calls now go elsewhere). */
+  forgetAnima(anima: string): void {
+    if (this.ready && this.child?.connected) this.enqueue(this.child, { type: "forget", anima });
+  }
+
+  /** The warm pool figures this process reports, or undefined when it does not answer in time. */
+  warmPoolStats(): Promise<WarmPoolStats | undefined> {
+    const child = this.child;
+    if (!this.ready || !child?.connected) return Promise.resolve(undefined);
+    const statsId = this.nextStatsId++;
+    return new Promise((resolve) => {
+      const timer = setTimeout(() => this.statsWaiters.get(statsId)?.(undefined), STATS_TIMEOUT_MS);
+      this.statsWaiters.set(statsId, (stats) => {
+        clearTimeout(timer);
+        this.statsWaiters.delete(statsId);
+        resolve(stats);
+      });
+      this.enqueue(child, { type: "stats", statsId });
+    });
+  }
+
+  get load(): number {
+    return this.pending.size;
+  }
+
+  /**
+   * Running or starting; false between a crash (or retirement) and the start of its replacement, and
+   * while the replacement of a child demoted in place starts (its Animas' calls go where one is up
+   * rather than wait for it).
+   */
+  get available(): boolean {
+    return this.child !== undefined && !this.replacingDemoted;
+  }
+
+  get pid(): number | undefined {
+    return this.child?.pid;
+  }
+
+  /**
+   * Demotes the running child in place: it finishes its calls in flight at low priority and then ends
+   * (demoted-children.ts), and a fresh child at this slot's priority takes the calls that come next.
+   * False when there is no running child to demote, or this slot is the low-priority one already.
+   */
+  demoteRunning(): boolean {
+    const child = this.child;
+    if (!child || !this.ready || this.nice > 0) return false;
+    this.child = undefined;
+    this.ready = false;
+    this.demoted.add(child, this.hasCallsOn(child));
+    this.replacingDemoted = true;
+    if (!this.pool.closing) this.start();
+    return true;
+  }
+
+  /** Checks the demoted children's scheduling again (see DemotedChildren.recheck). */
+  recheckDemoted(): void {
+    this.demoted.recheck();
+  }
+
+  private hasCallsOn(child: ChildProcess): boolean {
+    for (const pending of this.pending.values()) if (pending.child === child) return true;
+    return false;
+  }
+
+  /** Bundle hashes this incarnation of the child has been sent (it caches their code). */
+  private sentBundles = new Set<string>();
+
+  send(message: ToSandbox): void {
+    if (this.ready && this.child?.connected) {
+      if (message.type === "request") {
+        this.bind(message.id, this.child);
+        // A bundle's code crosses to a process once; later requests name it by hash only.
+        const bundle = message.request.bundle;
+        if (this.sentBundles.has(bundle.hash)) message = { ...message, request: { ...message.request, bundle: { ...bundle, code: "" } } };
+        else this.sentBundles.add(bundle.hash);
+      }
+      this.enqueue(this.child, message);
+    } else this.backlog.push(message);
+  }
+
+  private outbox: ToSandbox[] = [];
+  private outboxChild: ChildProcess | undefined;
+
+  /**
+   * Messages sent in the same event-loop iteration share one IPC write: pipelined calls cost one syscall,
+   * not many. (`setImmediate`, not a microtask: answers arrive one task each, and a call started from
+   * an answer would otherwise go out alone.)
+   */
+  private enqueue(child: ChildProcess, message: ToSandbox): void {
+    if (this.outboxChild !== child) {
+      this.flushOutbox();
+      this.outboxChild = child;
+    }
+    this.outbox.push(message);
+    if (this.outbox.length === 1) setImmediate(() => this.flushOutbox());
+  }
+
+  private flushOutbox(): void {
+    const child = this.outboxChild;
+    const messages = this.outbox;
+    this.outbox = [];
+    if (!child?.connected || messages.length === 0) return;
+    child.send(messages.length === 1 ? (messages[0] as ToSandbox) : ({ type: "batch", messages } satisfies ToSandbox));
+  }
+
+  private bind(id: number, child: ChildProcess): void {
+    const pending = this.pending.get(id);
+    if (pending) pending.child = child;
+  }
+
+  private start(): void {
+    this.ready = false;
+    this.readyAt = undefined;
+    this.sentBundles = new Set();
+    const child = spawnSandboxChild({ osSandbox: this.pool.osSandbox, nice: this.nice, warmPoolBytes: this.pool.warmPoolBytes, maxIdleIsolates: this.pool.maxIdleIsolates, isolateSnapshot: this.pool.isolateSnapshot });
+    this.child = child;
+    forwardStderr(child.stderr, child.pid, (message) => this.pool.onStderr(message));
+    bulkPipeOf(child)?.on("error", () => {
+      // the child went away: its 'exit' handles that
+    });
+    child.on("message", (message: unknown) => this.onMessage(child, message));
+    child.on("exit", (code, signal) => this.onExit(child, code, signal));
+    child.on("error", () => {
+      // 'exit' follows and handles the failure
+    });
+  }
+
+  private onMessage(child: ChildProcess, raw: unknown): void {
+    const message = decodeFromSandbox(raw);
+    if (!message) return this.violation(child, "sent a message that is not part of the protocol");
+    this.handle(child, message);
+  }
+
+  private handle(child: ChildProcess, message: FromSandbox): void {
+    if (message.type === "batch") {
+      for (const inner of message.messages) this.handle(child, inner);
+      return;
+    }
+    if (message.type === "ready") {
+      if (child !== this.child) return;
+      // Once per child: a second one would restart the wait before its process is judged (readyAt).
+      if (this.ready) return this.violation(child, "said it was ready twice");
+      this.ready = true;
+      this.readyAt = monotonicMs();
+      this.replacingDemoted = false;
+      const backlog = this.backlog;
+      this.backlog = [];
+      for (const queued of backlog) {
+        this.send(queued);
+        if (queued.type === "request" && queued.request.op === "call") this.pool.sentAfterStart(queued.request.context.anima, queued.id);
+      }
+    } else if (message.type === "needBundle") {
+      // The child dropped that bundle from its cache: send the request again, code included, to the very
+      // child it was sent to (a retired or demoted one too), never to another.
+      const pending = this.pending.get(message.id);
+      if (pending && pending.child === child && child.connected) child.send({ type: "request", id: message.id, request: pending.request } satisfies ToSandbox);
+    } else if (message.type === "warmPool") {
+      const { statsId, type: _type, ...stats } = message;
+      if (child === this.child) this.statsWaiters.get(statsId)?.(stats);
+    } else if (message.type === "retiring") {
+      this.retire(child);
+    } else if (message.type === "response") {
+      const pending = this.inFlightOf(child, message.id);
+      if (!pending) return;
+      const durationMs = monotonicMs() - pending.startedAt;
+      const outcome = pending.request.op === "describe" ? decodeDescribeOutcome(message.outcome) : decodeCallOutcome(message.outcome, durationMs);
+      if (!outcome) return this.violation(child, "answered a request with an outcome that is not part of the protocol");
+      this.settle(message.id, pending, outcome);
+    } else if (message.type === "capability") {
+      const pending = this.inFlightOf(child, message.id);
+      if (pending && (!pending.ledger || pending.request.op !== "call")) return this.violation(child, "asked for a capability outside a call");
+      relayCapability(child, pending, message, this.pool.invokeCapability);
+    } else if (message.type === "log") {
+      const ledger = this.inFlightOf(child, message.id)?.ledger;
+      for (const line of ledger?.log(message.level, message.message) ?? []) {
+        try {
+          this.pool.onLog(line);
+        } catch {
+          // a broken log sink must not take the host down
+        }
+      }
+    }
+  }
+
+  /**
+   * The request `id` in flight on `child`, or undefined for one that has ended (an answer racing its
+   * deadline). An id the host never sent to this very child is a violation (reported; the child goes).
+   */
+  private inFlightOf(child: ChildProcess, id: number): Pending | undefined {
+    const pending = this.pending.get(id);
+    if (pending && pending.child === child) return pending;
+    if (pending || !this.pool.wasSentTo(id, this.index)) this.violation(child, `named request ${id}, which the host never sent to it`);
+    return undefined;
+  }
+
+  /** Ends request `id` with `outcome` (a call's failure as the host attributes it). */
+  private settle(id: number, pending: Pending, outcome: CallOutcome | DescribeOutcome): void {
+    this.pending.delete(id);
+    clearTimeout(pending.timer);
+    if (pending.child && this.demoted.has(pending.child) && !this.hasCallsOn(pending.child)) this.demoted.drained(pending.child);
+    if (pending.request.op === "call") this.pool.ended(pending.request.context.anima, id);
+    const ledger = pending.ledger;
+    if (ledger) {
+      ledger.end(outcome.ok ? "returned" : outcome.error.type);
+      if (!outcome.ok) outcome = { ...outcome, error: ledger.judge(outcome.error) };
+    }
+    pending.resolve(outcome);
+  }
+
+  /** A protocol violation: reported, and the process is killed at once (it may be compromised). */
+  private violation(child: ChildProcess, what: string): void {
+    try {
+      this.pool.onViolation(`sandbox process ${child.pid ?? "?"} ${what}; it was stopped and replaced`);
+    } catch {
+      // reporting must not stop the kill
+    }
+    this.retire(child);
+    child.kill("SIGKILL");
+  }
+
+  /** Stops sending to `child` and starts its replacement; `child` ends itself once it has answered. */
+  private retire(child: ChildProcess): void {
+    if (child !== this.child) return;
+    this.child = undefined;
+    this.ready = false;
+    const killTimer = setTimeout(() => child.kill("SIGKILL"), RETIRE_KILL_AFTER_MS);
+    child.once("exit", () => clearTimeout(killTimer));
+    if (!this.pool.closing) this.start();
+  }
+
+  private onExit(child: ChildProcess, code: number | null, signal: NodeJS.Signals | null): void {
+    const reason = signal ? `signal ${signal}` : `exit code ${code}`;
+    const crashed: ErrorInfo = { type: "SandboxCrashed", fault: "host", message: `the sandbox process stopped (${reason}) while the call was running`, hint: "retry the call; if it keeps failing, the tool is crashing its sandbox" };
+    this.failAll(crashed, child);
+    if (child !== this.child) return; // a retired child: its replacement is already running
+    this.child = undefined;
+    this.ready = false;
+    // Requests queued for the restart are kept: they were never sent to the dead process.
+    if (this.pool.closing) return;
+    const now = Date.now();
+    this.crashes = [...this.crashes.filter((t) => now - t < CRASH_WINDOW_MS), now];
+    const delay = this.crashes.length > MAX_CRASHES_IN_WINDOW ? RESTART_BACKOFF_MS : 0;
+    this.restartTimer = setTimeout(() => {
+      this.restartTimer = undefined;
+      if (!this.pool.closing) this.start();
+    }, delay);
+  }
+
+  /** Fails the pending requests sent to `child` (all, when no child is named). */
+  failAll(error: ErrorInfo, child?: ChildProcess): void {
+    for (const [id, pending] of this.pending) {
+      if (child && pending.child !== child) continue;
+      this.settle(id, pending, failureFor(pending, error));
+    }
+  }
+
+  /**
+   * Asks the child to stop request `id`, and kills it if it has not answered `killAfterMs` later (unless
+   * the request's own hard stop comes sooner); one still waiting for a (re)start is answered here at once.
+   */
+  abort(id: number, killAfterMs: number): void {
+    const pending = this.pending.get(id);
+    if (!pending) return;
+    if (pending.child) {
+      if (pending.child.connected) this.enqueue(pending.child, { type: "abort", id });
+      const killAt = monotonicMs() + killAfterMs;
+      if (killAt < pending.killAt) {
+        clearTimeout(pending.timer);
+        pending.killAt = killAt;
+        pending.timer = setTimeout(() => this.killUnanswered(id, "stopped"), killAfterMs);
+      }
+      return;
+    }
+    this.backlog = this.backlog.filter((m) => !(m.type === "request" && m.id === id));
+    this.settle(id, pending, failureFor(pending, { type: "ExecutionError", fault: "caller", message: "the call was stopped by its caller before it finished" }));
+  }
+
+  /**
+   * The last-resort hard stop: kills the process because it did not answer request `id` in time after its
+   * deadline (that request fails as a timeout) or after its caller stopped it (it fails as stopped).
+   */
+  killUnanswered(id: number, after: "deadline" | "stopped"): void {
+    const late = this.pending.get(id);
+    if (!late) return;
+    const timeoutMs = late.request.timeoutMs;
+    const error: ErrorInfo =
+      after === "deadline"
+        ? { type: "Timeout", fault: "tool", message: `the tool did not finish within ${timeoutMs} ms and its sandbox was restarted` }
+        : { type: "ExecutionError", fault: "caller", message: "the call was stopped by its caller, and its sandbox did not answer and was restarted" };
+    this.settle(id, late, failureFor(late, error));
+    // Kill the process that has the request; if it was still queued for a restart, just unqueue it.
+    if (late.child) late.child.kill("SIGKILL");
+    else this.backlog = this.backlog.filter((m) => !(m.type === "request" && m.id === id));
+  }
+
+  async stop(): Promise<void> {
+    if (this.restartTimer) clearTimeout(this.restartTimer);
+    const demoted = this.demoted.stop();
+    const child = this.child;
+    if (!child) return demoted;
+    const exited = new Promise<void>((resolve) => child.once("exit", () => resolve()));
+    if (child.connected) child.send({ type: "shutdown" } satisfies ToSandbox);
+    const timer = setTimeout(() => child.kill("SIGKILL"), 2_000);
+    await Promise.all([exited, demoted]);
+    clearTimeout(timer);
+  }
+}
+
+function failureFor(pending: Pending, error: ErrorInfo): CallOutcome | DescribeOutcome {
+  if (pending.request.op === "describe") return { ok: false, error: { ...error, type: "LoadError" } };
+  return { ok: false, error, durationMs: monotonicMs() - pending.startedAt };
+}
+

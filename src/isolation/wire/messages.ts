@@ -1,0 +1,160 @@
+import type { ErrorInfo } from "../../errors.js";
+import type { CallEntryKind, LogLevel } from "../../contract/isolate.js";
+
+/**
+ * The host/sandbox boundary as typed messages carrying plain data only (strings, numbers, plain
+ * objects). Nothing here may hold a function, a class instance or an isolated-vm reference: every value
+ * is either structured-cloned to a sandbox process or copied into an isolate. Both directions are
+ * decoded on arrival (decode.ts). What crosses into an isolate (the bridge, the entry object, the
+ * envelopes, the capabilities) is the contract's: src/contract/isolate.ts.
+ */
+
+/** A built tool: its bundle text and the content hash that names it. */
+export interface ToolBundle {
+  /** sha256 of the bundle text, hex. Isolates are pooled per (anima, hash). */
+  hash: string;
+  /**
+   * Script text: the esbuild IIFE followed by the `__awRegister` call. Empty on the wire when the
+   * sandbox process already has this hash (it answers `needBundle` if it no longer does).
+   */
+  code: string;
+  /** File name shown in stack traces inside the isolate, e.g. `personal/my_tool.js`. */
+  displayName: string;
+}
+
+/** Who a call acts for. Capabilities are bound to this, never to anything the tool says. */
+export interface CallContext {
+  anima: string;
+  animaDir: string;
+  tool: string;
+  /** Set when the call runs a background job: `progress` and `isCancelled` reach that job (see JobCalls). */
+  jobId?: string;
+}
+
+export interface DescribeRequest {
+  op: "describe";
+  bundle: ToolBundle;
+  timeoutMs: number;
+  memoryLimitMb: number;
+}
+
+export interface CallRequest {
+  op: "call";
+  bundle: ToolBundle;
+  context: CallContext;
+  /** `dispatch`/named function with the schema name, or `cli` for `cli_main(argv)`. */
+  entry: CallEntryKind;
+  schemaName: string;
+  /** JSON text of the (already validated) arguments object, or of the argv array for `cli`. */
+  payloadJson: string;
+  timeoutMs: number;
+  memoryLimitMb: number;
+  /** Results longer than this many bytes are cut inside the isolate before they cross over. */
+  maxResultBytes: number;
+  /** Log lines beyond this count are dropped (one notice is logged). */
+  maxLogLines: number;
+  maxLogLineChars: number;
+}
+
+export type SandboxRequest = DescribeRequest | CallRequest;
+
+/** What a tool module declares, as read by `describe`. Schemas and profile are untrusted JSON. */
+export interface ModuleDescription {
+  /** Export name → `typeof` value. */
+  exports: Record<string, string>;
+  /** Raw value of `get_tool_schemas()`, or null when the module has none. */
+  schemas: unknown;
+  /** Raw `EXECUTION_PROFILE`, or null. */
+  profile: unknown;
+}
+
+export type ResultValue =
+  | { kind: "none" }
+  | {
+      kind: "text" | "json";
+      text: string;
+      /** UTF-8 size of the whole result as the tool produced it. */
+      bytes: number;
+      /** True when `text` was cut inside the isolate because it exceeded `maxResultBytes`. */
+      truncated: boolean;
+    };
+
+export type CallOutcome = { ok: true; value: ResultValue; durationMs: number } | { ok: false; error: ErrorInfo; durationMs: number };
+export type DescribeOutcome = { ok: true; module: ModuleDescription } | { ok: false; error: ErrorInfo };
+
+/**
+ * The host's answer to a capability call: plain JSON data or a typed error. On the host, `value` may be
+ * an `UndecodedText` (bulk-channel.ts): it crosses to a sandbox process as bytes, and serialises as its
+ * text anywhere else.
+ */
+export type CapabilityReply = { ok: true; value: unknown } | { ok: false; error: ErrorInfo };
+
+/**
+ * Runs capability `name` (e.g. `fs.readFile`) for the Anima of `context` with untrusted JSON arguments.
+ * `name` is as untrusted as they are: a name the contract does not declare (`CapabilityName`) is refused.
+ * `signal` aborts when the call that asked ends (result, error, timeout or cancel): work it started stops.
+ */
+export type CapabilityInvoker = (context: CallContext, name: string, argsJson: string, signal?: AbortSignal) => Promise<CapabilityReply>;
+
+export interface ToolLogLine {
+  level: LogLevel;
+  message: string;
+  context: CallContext;
+}
+
+/**
+ * Where isolates run. Implemented in-process by `IsolateRunner` and across processes by `SandboxPool`;
+ * the host does not care which.
+ */
+export interface Executor {
+  describe(request: DescribeRequest): Promise<DescribeOutcome>;
+  /** Runs a call. Aborting `signal` stops it at once (its isolate is disposed): it ends as `ExecutionError`. */
+  call(request: CallRequest, signal?: AbortSignal): Promise<CallOutcome>;
+  close(): Promise<void>;
+  /**
+   * After `close`: entries into isolates of this process that never returned (isolates isolated-vm could
+   * not stop). Non-zero means this process cannot exit normally and must end with SIGKILL. Always 0 for
+   * sandbox processes, which deal with their own.
+   */
+  stuckEntries(): number;
+}
+
+// ---- wire messages between the host and a sandbox process ------------------------------------------
+
+export type ToSandbox =
+  | { type: "request"; id: number; request: SandboxRequest }
+  /**
+   * `joinSlicesInto`: the answer's large string came before it in `capabilityReplyPart`s (reply-chunks.ts).
+   * `bulkBytes`: the answer's value is the text of that many bytes sent on the bulk pipe (bulk-channel.ts).
+   */
+  | { type: "capabilityReply"; capabilityId: number; reply: CapabilityReply; joinSlicesInto?: "value" | "body"; bulkBytes?: number }
+  | { type: "capabilityReplyPart"; capabilityId: number; text: string }
+  /** The caller gave up on request `id`: stop its isolate now. */
+  | { type: "abort"; id: number }
+  /** Messages queued in one turn of the event loop, sent in one write (pipelined calls). */
+  | { type: "batch"; messages: ToSandbox[] }
+  /** The Anima's calls now go to another process: dispose its warm isolates here. */
+  | { type: "forget"; anima: string }
+  /** Asks for a `warmPool` message answering `statsId`. */
+  | { type: "stats"; statsId: number }
+  | { type: "shutdown" };
+
+export type FromSandbox =
+  | { type: "ready" }
+  | { type: "response"; id: number; outcome: CallOutcome | DescribeOutcome }
+  | { type: "needBundle"; id: number }
+  | { type: "batch"; messages: FromSandbox[] }
+  /** A log line of request `id` (the host attributes it from its own record of that request). */
+  | { type: "log"; id: number; level: ToolLogLine["level"]; message: string }
+  /**
+   * A tool of request `id` asked for a capability; the host process runs it (policy and audit live
+   * there) for the Anima of its own record of that request, never for anything the message says.
+   */
+  | { type: "capability"; capabilityId: number; id: number; name: string; argsJson: string }
+  /**
+   * The process lost an isolate's thread (see IsolateRunnerOptions.onUnrecoverable): send it nothing
+   * more. It answers what it already has, then ends itself; the pool starts a replacement at once.
+   */
+  | { type: "retiring"; reason: string }
+  /** What the process's warm pool holds (for operators only: no limit of the host relies on it). */
+  | { type: "warmPool"; statsId: number; idleIsolates: number; idleBytes: number; maxIdleBytes: number; evictions: number };

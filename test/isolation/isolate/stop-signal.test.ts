@@ -1,0 +1,84 @@
+import { afterEach, describe, expect, it } from "vitest";
+import type { LogRecord } from "../../../src/config.js";
+import { ToolHostError } from "../../../src/errors.js";
+import { type ToolHost, createHost } from "../../../src/host.js";
+import { sandboxPids } from "../../../src/isolation/executor.js";
+import { type TempDataDir, makeDataDir, waitFor } from "../../helpers/data-dir.js";
+
+/**
+ * A caller's signal is the call's stop, with its reason: a call whose signal aborts ends with the
+ * signal's reason when that is one of the host's errors (how a background job's deadline or cancel
+ * reaches the call). The sandbox pool's one timer per call is the last-resort hard stop for a process
+ * that does not answer, counted from the deadline or, sooner, from the moment the signal aborted.
+ */
+const WAITER = `
+import { logger } from "@animaworks/tool";
+export function get_tool_schemas() {
+  return [{ name: "waiter_run", description: "Waits forever.", input_schema: { type: "object", properties: {} } }];
+}
+export async function dispatch() {
+  logger.info("started");
+  await new Promise(() => {});
+}
+`;
+
+describe("a call's stop signal", () => {
+  let data: TempDataDir | undefined;
+  let host: ToolHost | undefined;
+  const logs: LogRecord[] = [];
+  afterEach(async () => {
+    await host?.close();
+    data?.cleanup();
+    host = undefined;
+    data = undefined;
+    logs.length = 0;
+  });
+
+  function start(): ToolHost {
+    data = makeDataDir({ "animas/alice/tools/waiter.ts": WAITER });
+    host = createHost({ dataDir: data.dir, isolation: "process", sandboxProcesses: 1, osSandbox: "off", onLog: (r) => logs.push(r) });
+    return host;
+  }
+
+  it("ends the call with the signal's reason when it is one of the host's errors", async () => {
+    const h = start();
+    const stop = new AbortController();
+    const call = h.call("alice", "waiter_run", {}, { signal: stop.signal, timeoutMs: 60_000 });
+    await waitFor(() => logs.some((r) => r.message === "started"), 10_000);
+    stop.abort(new ToolHostError("Timeout", "job exceeded its timeout of 5 ms"));
+    expect(await call).toMatchObject({ status: "error", error_type: "Timeout", message: "job exceeded its timeout of 5 ms" });
+    // Any other reason: the call was stopped by its caller, as before.
+    const other = new AbortController();
+    const second = h.call("alice", "waiter_run", {}, { signal: other.signal, timeoutMs: 60_000 });
+    await waitFor(() => logs.filter((r) => r.message === "started").length === 2, 10_000);
+    other.abort();
+    expect(await second).toMatchObject({ status: "error", error_type: "ExecutionError" });
+  });
+
+  it("kills a sandbox process that does not answer a stopped call soon after the stop, not at the call's deadline", async () => {
+    const h = start();
+    const stop = new AbortController();
+    const call = h.call("alice", "waiter_run", {}, { signal: stop.signal, timeoutMs: 60_000 });
+    await waitFor(() => logs.some((r) => r.message === "started"), 10_000);
+    const [pid] = sandboxPids(h.config);
+    expect(pid).toBeTypeOf("number");
+    process.kill(pid!, "SIGSTOP"); // it can no longer answer anything
+    try {
+      const stoppedAt = performance.now();
+      stop.abort(new ToolHostError("ExecutionError", "job cancelled by request"));
+      const result = await call;
+      expect(result).toMatchObject({ status: "error", error_type: "ExecutionError", message: "job cancelled by request" });
+      const took = performance.now() - stoppedAt;
+      expect(took).toBeGreaterThanOrEqual(1_900); // the pool's grace (2 s) for an answer
+      expect(took).toBeLessThan(5_000); // far from the call's 60 s deadline
+    } finally {
+      try {
+        process.kill(pid!, "SIGCONT");
+      } catch {
+        // already killed by the host, as expected
+      }
+    }
+    await waitFor(() => sandboxPids(h.config).some((p) => p !== pid), 10_000);
+    expect(await h.call("alice", "waiter_run", {}, { timeoutMs: 300 })).toMatchObject({ status: "error", error_type: "Timeout" });
+  });
+});

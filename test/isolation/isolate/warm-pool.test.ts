@@ -1,0 +1,75 @@
+import { describe, expect, it } from "vitest";
+import { IsolatePool, type PooledIsolate } from "../../../src/isolation/isolate/pooled-isolate.js";
+
+/** Stand-ins for isolates: the pool only needs `key`, `healthy`, `heapBytes` and `disposeByHost`. */
+function fakeIsolate(key: string, bytes: number) {
+  const fake = {
+    key,
+    heapBytes: 0,
+    releasesSinceMeasure: 0,
+    disposed: false,
+    bytes,
+    get healthy() {
+      return !fake.disposed;
+    },
+    disposeByHost() {
+      fake.disposed = true;
+    },
+  };
+  return fake as typeof fake & PooledIsolate;
+}
+
+describe("IsolatePool (warm pool by memory)", () => {
+  it("keeps idle isolates within its byte budget, disposing the least recently used first", async () => {
+    const pool = new IsolatePool({ maxIdleBytes: 10_000, maxPerKey: 4 }, (p) => (p as ReturnType<typeof fakeIsolate>).bytes);
+    const made: Array<ReturnType<typeof fakeIsolate>> = [];
+    for (const key of ["a", "b", "c", "d"]) {
+      const isolate = await pool.acquire(key, async () => {
+        const created = fakeIsolate(key, 3_000);
+        made.push(created);
+        return created;
+      });
+      pool.release(isolate, true);
+    }
+    expect(made.map((m) => m.disposed)).toEqual([true, false, false, false]);
+    expect(pool.stats()).toMatchObject({ idleIsolates: 3, idleBytes: 9_000, maxIdleBytes: 10_000, evictions: 1 });
+    // Reusing "b" makes it the most recent: the next one to go is "c".
+    pool.release(await pool.acquire("b", async () => fakeIsolate("b", 0)), true);
+    pool.release(await pool.acquire("e", async () => fakeIsolate("e", 3_000)), true);
+    expect(made.map((m) => m.disposed)).toEqual([true, false, true, false]);
+  });
+
+  it("never keeps an isolate larger than the whole budget, nor one that cannot be measured", async () => {
+    const pool = new IsolatePool({ maxIdleBytes: 1_000, maxPerKey: 4 }, (p) => {
+      if (p.key === "broken") throw new Error("disposed");
+      return (p as ReturnType<typeof fakeIsolate>).bytes;
+    });
+    const big = await pool.acquire("big", async () => fakeIsolate("big", 5_000));
+    pool.release(big, true);
+    const broken = await pool.acquire("broken", async () => fakeIsolate("broken", 10));
+    pool.release(broken, true);
+    expect([big.healthy, broken.healthy]).toEqual([false, false]);
+    expect(pool.stats()).toMatchObject({ idleIsolates: 0, idleBytes: 0 });
+  });
+
+  it("measures a reused isolate again after a long call, so a heap that grew counts", async () => {
+    const pool = new IsolatePool({ maxIdleBytes: 10_000, maxPerKey: 4 }, (p) => (p as ReturnType<typeof fakeIsolate>).bytes);
+    const grower = fakeIsolate("g", 1_000);
+    pool.release(await pool.acquire("g", async () => grower), true);
+    expect(pool.stats().idleBytes).toBe(1_000);
+    grower.bytes = 4_000;
+    pool.release(await pool.acquire("g", async () => fakeIsolate("g", 0)), true, 1); // short call: figure kept
+    expect(pool.stats().idleBytes).toBe(1_000);
+    pool.release(await pool.acquire("g", async () => fakeIsolate("g", 0)), true, 50); // long call: measured again
+    expect(pool.stats().idleBytes).toBe(4_000);
+  });
+
+  it("drops the idle isolates of one Anima only", async () => {
+    const pool = new IsolatePool({ maxIdleBytes: 100_000, maxPerKey: 4 }, () => 100);
+    const isolates = ["eve\u0000h1\u0000128", "eve\u0000h2\u0000128", "eve2\u0000h1\u0000128"].map((key) => fakeIsolate(key, 100));
+    for (const isolate of isolates) pool.release(await pool.acquire(isolate.key, async () => isolate), true);
+    pool.disposeIdleOf("eve\u0000");
+    expect(isolates.map((i) => i.disposed)).toEqual([true, true, false]);
+    expect(pool.stats().idleIsolates).toBe(1);
+  });
+});
