@@ -37,8 +37,23 @@ export interface HostOptions {
    * flight there). `"in-process"`: inside this process (fast start; for one-shot CLI calls). Default: "process".
    */
   isolation?: "process" | "in-process";
-  /** Number of sandbox processes. Default: 2. */
+  /**
+   * How Animas are grouped into cordons (src/isolation/scheduling/cordons.ts): a sandbox process runs the
+   * code of one cordon only, for its whole life. `"anima"`: each Anima a cordon of its own. `"all"`: all
+   * Animas in one (they share processes: an isolate escape reaches all of them). An object names groups
+   * of Animas that trust each other, `{ "team": ["alice", "bob"] }`; every other Anima is a cordon of its
+   * own. Default: "anima".
+   */
+  cordons?: "anima" | "all" | Record<string, string[]>;
+  /** Normal sandbox processes per cordon. Default: 2 when all Animas share one cordon, else 1. */
   sandboxProcesses?: number;
+  /**
+   * Sandbox processes alive at most, spares included (an idle one holds ≈ 50 MB): beyond it, the cordon
+   * least recently used without a call in flight has its processes ended. Default: 64.
+   */
+  maxSandboxProcesses?: number;
+  /** Blank sandbox processes kept started for the first call of a new cordon. Default: 1 (0 with `cordons: "all"`). */
+  spareSandboxProcesses?: number;
   /**
    * The OS sandbox around sandbox processes (bubblewrap; see src/isolation/os/os-sandbox.ts). `"auto"`: used
    * when bwrap is installed and works, else the host runs without it and says so in its log and in
@@ -203,6 +218,8 @@ export function resolveConfig(options: HostOptions = {}, env: Environment = proc
   const allowedEnvironment = [...(pick("allowedEnvironment", options.allowedEnvironment) ?? [])];
   const fsLimits = pick("fsLimits", options.fsLimits);
   const idleSeconds = pick("daemonIdleSeconds", undefined);
+  const cordons = pick("cordons", options.cordons) ?? "anima";
+  checkCordons(cordons);
   return {
     dataDir,
     coreToolsDir: resolve(options.coreToolsDir ?? join(PROJECT_ROOT, "tools")),
@@ -214,7 +231,10 @@ export function resolveConfig(options: HostOptions = {}, env: Environment = proc
     maxOutputBytes: positive(pick("maxOutputBytes", options.maxOutputBytes), 50_000, "maxOutputBytes"),
     maxResultTransferBytes: positive(pick("maxResultTransferBytes", options.maxResultTransferBytes), 1024 * 1024, "maxResultTransferBytes"),
     isolation: options.isolation ?? "process",
-    sandboxProcesses: positive(pick("sandboxProcesses", options.sandboxProcesses), 2, "sandboxProcesses"),
+    cordons,
+    sandboxProcesses: Math.floor(positive(pick("sandboxProcesses", options.sandboxProcesses), cordons === "all" ? 2 : 1, "sandboxProcesses")) || 1,
+    maxSandboxProcesses: Math.floor(positive(pick("maxSandboxProcesses", options.maxSandboxProcesses), 64, "maxSandboxProcesses")) || 1,
+    spareSandboxProcesses: Math.floor(pick("spareSandboxProcesses", options.spareSandboxProcesses) ?? (cordons === "all" ? 0 : 1)),
     osSandbox: osSandboxMode(pick("osSandbox", options.osSandbox) ?? "auto"),
     warmIsolatesMb: positive(pick("warmIsolatesMb", options.warmIsolatesMb), defaultWarmIsolatesMb(), "warmIsolatesMb"),
     maxIdleIsolates: positive(pick("maxIdleIsolates", options.maxIdleIsolates), Number.POSITIVE_INFINITY, "maxIdleIsolates"),
@@ -235,6 +255,24 @@ export function resolveConfig(options: HostOptions = {}, env: Environment = proc
     daemon: { enabled: pick("daemon", undefined) ?? true, idleTimeoutMs: idleSeconds === undefined ? 900_000 : Math.round(idleSeconds * 1000) },
     operator: { file: file.path, fingerprint: file.fingerprint, sources },
   };
+}
+
+/** An Anima belongs to one cordon: a setting that puts one in two groups is refused (src/isolation/scheduling/cordons.ts). */
+function checkCordons(cordons: NonNullable<HostOptions["cordons"]>): void {
+  if (typeof cordons === "string") {
+    if (cordons !== "anima" && cordons !== "all") throw new ToolHostError("InvalidArguments", `cordons: "${cordons}" is not "anima", "all" or an object of named groups`);
+    return;
+  }
+  const groupOf = new Map<string, string>();
+  for (const [group, animas] of Object.entries(cordons)) {
+    for (const anima of animas) {
+      const earlier = groupOf.get(anima);
+      if (earlier !== undefined && earlier !== group) {
+        throw new ToolHostError("InvalidArguments", `cordons: Anima "${anima}" is in both "${earlier}" and "${group}"`, "an Anima belongs to one cordon; list it in one group only");
+      }
+      groupOf.set(anima, group);
+    }
+  }
 }
 
 function logSettings(level: string | undefined, sink: (record: LogRecord) => void): { logLevel: LogRecord["level"]; onLog: (record: LogRecord) => void } {

@@ -132,6 +132,13 @@ export interface AnimaReport {
     allowedEnvironment: string[];
     timeoutMs: number;
     memoryLimitMb: number;
+    /**
+     * The cordon its tools run in (src/isolation/scheduling/cordons.ts): its sandbox processes run no
+     * code of any Anima outside it. `anima:<name>` when it is a cordon of its own.
+     */
+    cordon: string;
+    /** The other Animas named in its cordon's group ("all" when every Anima shares one). */
+    cordonMates: string[] | "all";
   };
   tools: Array<{ name: string; origin: string; status: string; error?: string }>;
   activity: ToolActivity[];

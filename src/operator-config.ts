@@ -39,7 +39,8 @@ export interface SettingSpec {
 export type FileSettings = Pick<
   HostOptions,
   | "osSandbox" | "jobsUrl" | "allowInternalHosts" | "allowedEnvironment" | "logLevel" | "timeoutMs" | "maxCallTimeoutMs" | "memoryLimitMb"
-  | "loadTimeoutMs" | "maxOutputBytes" | "maxResultTransferBytes" | "sandboxProcesses" | "warmIsolatesMb" | "maxIdleIsolates" | "isolateSnapshot"
+  | "loadTimeoutMs" | "maxOutputBytes" | "maxResultTransferBytes" | "cordons" | "sandboxProcesses" | "maxSandboxProcesses" | "spareSandboxProcesses"
+  | "warmIsolatesMb" | "maxIdleIsolates" | "isolateSnapshot"
   | "maxConcurrentCallsPerAnima" | "maxQueuedCallsPerAnima" | "maxLogLinesPerCall" | "maxLogLineChars" | "fsLimits" | "mcpCoreTools"
 > & {
   daemon?: boolean;
@@ -72,7 +73,15 @@ export const SETTINGS: readonly SettingSpec[] = [
   { key: "load_timeout_ms", field: "loadTimeoutMs", schema: positiveNumber, description: "time to load a tool, ms" },
   { key: "max_output_bytes", field: "maxOutputBytes", schema: positiveInteger, description: "result text kept before the truncation notice, bytes" },
   { key: "max_result_transfer_bytes", field: "maxResultTransferBytes", schema: positiveInteger, description: "largest serialised result a tool hands back, bytes" },
-  { key: "sandbox_processes", field: "sandboxProcesses", schema: positiveInteger, description: "sandbox processes of a long-running host" },
+  {
+    key: "cordons",
+    field: "cordons",
+    schema: { oneOf: [{ enum: ["anima", "all"] }, { type: "object", additionalProperties: names }] },
+    description: 'Animas whose tools may share sandbox processes: "anima" (each alone), "all", or named groups {"team": ["alice", "bob"]}',
+  },
+  { key: "sandbox_processes", field: "sandboxProcesses", schema: positiveInteger, description: "sandbox processes per cordon (default 1; 2 when cordons is \"all\")" },
+  { key: "max_sandbox_processes", field: "maxSandboxProcesses", schema: positiveInteger, description: "sandbox processes alive at most (≈ 50 MB each idle); idle cordons beyond it are ended" },
+  { key: "spare_sandbox_processes", field: "spareSandboxProcesses", schema: { type: "integer", minimum: 0 }, description: "blank sandbox processes kept ready for a new cordon's first call" },
   { key: "warm_isolates_mb", field: "warmIsolatesMb", schema: positiveNumber, description: "memory all idle warm isolates may hold, MB" },
   { key: "max_idle_isolates", field: "maxIdleIsolates", schema: positiveInteger, description: "idle warm isolates per sandbox process at most" },
   { key: "isolate_snapshot", field: "isolateSnapshot", schema: { type: "boolean" }, description: "isolates made from a V8 startup snapshot of the prelude (false: the prelude runs in each new isolate)" },

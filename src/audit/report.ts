@@ -1,6 +1,7 @@
 import type { HostConfig } from "../config.js";
 import type { AnimaReport, ToolActivity, ToolListing } from "../host-api.js";
 import { loadPermissions } from "../policy/permissions.js";
+import { cordonMates, cordonOf } from "../isolation/scheduling/cordons.js";
 import type { AuditRecord } from "./audit-log.js";
 
 /**
@@ -18,6 +19,8 @@ export async function buildAnimaReport(config: HostConfig, anima: string, animaD
     allowedEnvironment: config.allowedEnvironment,
     timeoutMs: config.timeoutMs,
     memoryLimitMb: config.memoryLimitMb,
+    cordon: cordonOf(config.cordons, anima),
+    cordonMates: cordonMates(config.cordons, anima),
   };
   try {
     const permissions = await loadPermissions(animaDir);
@@ -92,6 +95,7 @@ export function formatAnimaReport(report: AnimaReport): string {
     `    files: quota ${p.fsLimits.quotaBytes} bytes / ${p.fsLimits.maxFiles} entries, read ≤ ${p.fsLimits.maxReadBytes} bytes, write ≤ ${p.fsLimits.maxWriteBytes} bytes`,
     `    environment visible to getCredential: ${p.allowedEnvironment.length ? p.allowedEnvironment.join(", ") : "none"}`,
     `    limits: timeout ${p.timeoutMs} ms, memory ${p.memoryLimitMb} MB`,
+    `    cordon: ${p.cordonMates === "all" ? "all Animas (an isolate escape here reaches every Anima of the host)" : p.cordonMates.length === 0 ? "its own (no sandbox process runs another Anima's code)" : `${p.cordon.replace(/^group:/, "")}, with ${p.cordonMates.join(", ")} (an isolate escape here reaches them, no one else)`}`,
     "  tools",
     ...report.tools.map((t) => `    ${t.name} (${t.origin}) ${t.status}${t.error ? `: ${t.error}` : ""}`),
     "  activity",

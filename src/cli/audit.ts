@@ -6,6 +6,8 @@ import type { HostConfig } from "../config.js";
 import type { ToolHost } from "../host-api.js";
 import { describeLowPriority } from "../isolation/os/low-priority.js";
 import { type OsSandboxStatus, describeOsSandbox, osSandboxStatus } from "../isolation/os/os-sandbox.js";
+import { describeResourceCaps } from "../isolation/os/resource-caps.js";
+import { describeCordons } from "../isolation/scheduling/cordons.js";
 import { checkSharedIntegrity } from "../lifecycle/index.js";
 import { type RuntimeReport, runtimeReport } from "../node-runtime.js";
 import { scanArgs } from "./options.js";
@@ -59,6 +61,10 @@ export interface IsolationLayers {
   isolate: { memoryLimitMb: number; timeoutMs: number };
   /** Layer 2: isolates run in sandbox processes (long-running hosts: `serve`, `mcp`, the library's default). */
   sandboxProcesses: number;
+  /** Which Animas may share a sandbox process (scheduling/cordons.ts), and how many processes live at most. */
+  cordons: { setting: HostConfig["cordons"]; description: string; maxProcesses: number; spareProcesses: number };
+  /** What holds each sandbox process's memory, tasks and open files outside its isolates (os/resource-caps.ts). */
+  resourceCaps: string[];
   /** Layer 3: the OS sandbox around each sandbox process, as a long-running host on this machine gets it. */
   osSandbox: OsSandboxStatus;
   /** How many tenants share the host: the warm pool's budget and each Anima's share of calls. */
@@ -88,6 +94,8 @@ export function isolationLayers(config: HostConfig): IsolationLayers {
     runtime: runtimeReport(),
     isolate: { memoryLimitMb: config.memoryLimitMb, timeoutMs: config.timeoutMs },
     sandboxProcesses: config.sandboxProcesses,
+    cordons: { setting: config.cordons, description: describeCordons(config.cordons), maxProcesses: config.maxSandboxProcesses, spareProcesses: config.spareSandboxProcesses },
+    resourceCaps: describeResourceCaps(),
     osSandbox,
     tenancy: {
       warmIsolatesMb: config.warmIsolatesMb,
@@ -107,7 +115,8 @@ function formatHosts(hosts: HostStatus[]): string {
     lines.push(`  pid ${status.pid}, since ${status.startedAt}, as of ${status.updatedAt}:`);
     for (const pool of status.warmPools) {
       const what = pool.idleIsolates === undefined ? "did not answer" : `${pool.idleIsolates} idle isolates, ${mb(pool.idleBytes)} of ${mb(pool.maxIdleBytes)} MB, ${pool.evictions ?? 0} evicted`;
-      lines.push(`    sandbox process ${pool.pid ?? "(restarting)"}${pool.lowPriority ? " (low priority)" : ""}: ${pool.animas} Animas placed, ${what}`);
+      const cordon = pool.cordon === undefined ? "" : `; cordon ${pool.cordon}`;
+      lines.push(`    sandbox process ${pool.pid ?? "(restarting)"}${pool.lowPriority ? " (low priority)" : ""}: ${pool.animas} Animas placed, ${what}${cordon}`);
     }
   }
   return lines.join("\n");
@@ -129,10 +138,12 @@ function formatIsolation(layers: IsolationLayers): string {
     "Isolation layers (long-running hosts: serve, mcp):",
     ...formatRuntime(layers.runtime),
     `  isolate: isolated-vm, ${layers.isolate.memoryLimitMb} MB heap, ${layers.isolate.timeoutMs} ms per call`,
-    `  sandbox processes: ${layers.sandboxProcesses}, each holding isolates and no secrets; capabilities answered by the host`,
+    `  sandbox processes: ${layers.sandboxProcesses} per cordon, ${layers.cordons.maxProcesses} alive at most, ${layers.cordons.spareProcesses} spare; each holding isolates and no secrets; capabilities answered by the host`,
+    `  cordons: ${layers.cordons.description}`,
     `  ${describeOsSandbox(layers.osSandbox)}`,
+    ...layers.resourceCaps.map((line) => `  ${line}`),
     "Tenants:",
-    `  warm pool: ${layers.tenancy.warmIsolatesMb.toLocaleString("en-US")} MB of idle isolates in all (${Math.floor(layers.tenancy.warmIsolatesMb / layers.sandboxProcesses).toLocaleString("en-US")} MB per sandbox process${layers.tenancy.maxIdleIsolates === null ? "" : `, at most ${layers.tenancy.maxIdleIsolates} isolates`}), least recently used disposed first`,
+    `  warm pool: ${layers.tenancy.warmIsolatesMb.toLocaleString("en-US")} MB of idle isolates in all (${Math.floor(layers.tenancy.warmIsolatesMb / (layers.cordons.setting === "all" ? layers.sandboxProcesses : layers.cordons.maxProcesses)).toLocaleString("en-US")} MB per sandbox process${layers.tenancy.maxIdleIsolates === null ? "" : `, at most ${layers.tenancy.maxIdleIsolates} isolates`}), least recently used disposed first`,
     `  fair share: ${layers.tenancy.maxConcurrentCallsPerAnima} calls at once per Anima while others have calls, ${layers.tenancy.maxQueuedCallsPerAnima.toLocaleString("en-US")} waiting, then Busy`,
     `  over its share (a long call keeping its process busy): ${layers.tenancy.lowPriority}`,
   ].join("\n");

@@ -28,7 +28,10 @@ export function createExecutor(config: HostConfig, onLog: (line: ToolLogLine) =>
   if (config.isolation === "in-process") return new AnimaQueues(new InProcessExecutor(config, onLog, reportLost, invokeCapability, reports), fairShare);
   const pool = new SandboxPool({
     osSandbox: config.osSandbox,
+    cordons: config.cordons,
     processes: config.sandboxProcesses,
+    maxProcesses: config.maxSandboxProcesses,
+    spareProcesses: config.spareSandboxProcesses,
     warmIsolatesMb: config.warmIsolatesMb,
     maxIdleIsolates: config.maxIdleIsolates,
     isolateSnapshot: config.isolateSnapshot,

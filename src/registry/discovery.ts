@@ -12,6 +12,8 @@ export interface DiscoveredTool {
   path: string;
   /** Its tools folder (imports may not leave it). */
   folder: string;
+  /** The Anima whose personal tool this is (personal tools only). */
+  anima?: string;
 }
 
 export interface DiscoveryProblem {

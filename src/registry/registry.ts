@@ -1,5 +1,6 @@
 import { join } from "node:path";
 import type { ToolBundler } from "../build/bundler.js";
+import { sha256 } from "../build/sha256.js";
 import type { ErrorInfo } from "../errors.js";
 import type { Executor, ToolBundle } from "../isolation/wire/messages.js";
 import { type DiscoveredTool, type DiscoveryProblem, type ToolOrigin, discoverFolder } from "./discovery.js";
@@ -81,6 +82,7 @@ export class ToolRegistry {
       discoverFolder(join(this.options.dataDir, "common_tools"), "shared"),
       anima ? discoverFolder(join(anima.dir, "tools"), "personal") : Promise.resolve({ tools: [], problems: [] }),
     ]);
+    if (anima) for (const tool of personal.tools) tool.anima = anima.name;
     const tools = new Map<string, DiscoveredTool>();
     const problems = [...core.problems, ...shared.problems, ...personal.problems];
     for (const tool of core.tools) tools.set(tool.name, tool);
@@ -154,8 +156,10 @@ export class ToolRegistry {
   private async describe(source: DiscoveredTool, bundle: ToolBundle): Promise<{ entry: ToolEntry; transient: boolean }> {
     const base = { name: source.name, origin: source.origin, path: source.path };
     // The checks depend on the tool's name (schema prefixes), so two tools with the same bundle text
-    // must not share a description.
-    const cacheKey = `${DESCRIPTION_FORMAT}-${source.name}-${bundle.hash}`;
+    // must not share a description. Nor may two owners: a personal tool is described in its Anima's
+    // cordon, and what a process there answered is never cached for anyone else.
+    const describer = source.anima === undefined ? source.origin : `anima-${sha256(source.anima).slice(0, 16)}`;
+    const cacheKey = `${DESCRIPTION_FORMAT}-${source.name}-${bundle.hash}-${describer}`;
     const cache = this.options.bundler.cache;
     let description = await cache.getMeta<CachedDescription>(cacheKey);
     if (!description || !Array.isArray(description.schemas)) {
@@ -164,6 +168,7 @@ export class ToolRegistry {
         bundle,
         timeoutMs: this.options.loadTimeoutMs,
         memoryLimitMb: this.options.memoryLimitMb,
+        ...(source.anima !== undefined ? { owner: source.anima } : {}),
       });
       if (!outcome.ok) return { entry: { ...base, state: "error", error: { ...outcome.error, type: "LoadError" } }, transient: true };
       const check = checkToolSchemas(source.name, outcome.module.schemas, outcome.module.profile);

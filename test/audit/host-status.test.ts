@@ -32,7 +32,8 @@ describe("host status in audit", () => {
     const holding = status!.warmPools.find((pool) => (pool.idleIsolates ?? 0) >= 1)!;
     expect(holding).toMatchObject({ lowPriority: false, animas: 1, idleIsolates: 1 });
     expect(holding.idleBytes).toBeGreaterThan(100_000);
-    expect(holding.maxIdleBytes).toBe(Math.floor((host.config.warmIsolatesMb * 2 ** 20) / host.config.sandboxProcesses));
+    // One cordon per Anima: the warm budget is split over the most processes that may live.
+    expect(holding.maxIdleBytes).toBe(Math.floor((host.config.warmIsolatesMb * 2 ** 20) / host.config.maxSandboxProcesses));
 
     const stdout: string[] = [];
     const code = await main(["--data-dir", data.dir, "audit"], { stdout: (t) => stdout.push(t), stderr: () => {} });

@@ -159,7 +159,7 @@ describe("reload records", () => {
     const reloads = Array.from({ length: 12 }, (_, i) => ({ ts: `2026-01-01T00:00:${String(i).padStart(2, "0")}.000Z`, tool: `t${i}`, origin: "personal", change: "failed", trigger: "watcher", message: "bad" }));
     const report = {
       anima: "alice",
-      policy: { source: "default", allowInternalHosts: [], fsLimits: { quotaBytes: 1, maxFiles: 1, maxReadBytes: 1, maxWriteBytes: 1 }, allowedEnvironment: [], timeoutMs: 1, memoryLimitMb: 1 },
+      policy: { source: "default", allowInternalHosts: [], fsLimits: { quotaBytes: 1, maxFiles: 1, maxReadBytes: 1, maxWriteBytes: 1 }, allowedEnvironment: [], timeoutMs: 1, memoryLimitMb: 1, cordon: "anima:a", cordonMates: [] },
       tools: [],
       activity: [],
       loadErrors: [],

@@ -1,4 +1,5 @@
-import { type ChildProcess, fork } from "node:child_process";
+import { type ChildProcess, spawn } from "node:child_process";
+import type { Socket } from "node:net";
 import { readFileSync, readdirSync } from "node:fs";
 import { join } from "node:path";
 import ivm from "isolated-vm";
@@ -8,6 +9,7 @@ import { decodeCallEnvelope, decodeDescribeEnvelope, parseCallEnvelope, parseDes
 import { type Bridge, bindPrelude } from "../../src/isolation/isolate/pooled-isolate.js";
 import { inlineContract, readPrelude } from "../../src/isolation/isolate/prelude-source.js";
 import type { FromSandbox } from "../../src/isolation/wire/messages.js";
+import { CHANNEL_FD, FrameDecoder, MAX_FRAME_FROM_SANDBOX_BYTES, encodeFrame } from "../../src/isolation/wire/frames.js";
 import { REPO_ROOT } from "../helpers/tools.js";
 
 /**
@@ -139,16 +141,17 @@ describe("a sandbox process and messages from the host that are not part of the 
   });
 
   it("reports and drops them, answers a request it could not read at once, and keeps serving", async () => {
-    child = fork(join(REPO_ROOT, "dist", "src", "isolation", "child", "main.js"), [], {
-      execArgv: ["--no-node-snapshot"],
+    child = spawn(process.execPath, ["--no-node-snapshot", join(REPO_ROOT, "dist", "src", "isolation", "child", "main.js")], {
       env: {},
-      stdio: ["ignore", "ignore", "pipe", "ipc"],
-      serialization: "json",
+      stdio: ["ignore", "ignore", "pipe", "pipe"],
     });
     let stderr = "";
     child.stderr?.on("data", (chunk: Buffer) => (stderr += chunk.toString()));
     const received: FromSandbox[] = [];
-    child.on("message", (message: FromSandbox) => received.push(...(message.type === "batch" ? message.messages : [message])));
+    const channel = (child.stdio as unknown[])[CHANNEL_FD] as Socket;
+    const decoder = new FrameDecoder(MAX_FRAME_FROM_SANDBOX_BYTES);
+    channel.on("data", (chunk: Buffer) => received.push(...(decoder.push(chunk) as FromSandbox[])));
+    const send = (message: unknown) => channel.write(encodeFrame(message));
     const waitFor = async (predicate: () => boolean) => {
       const start = Date.now();
       while (!predicate()) {
@@ -158,8 +161,8 @@ describe("a sandbox process and messages from the host that are not part of the 
     };
     await waitFor(() => received.some((m) => m.type === "ready"));
 
-    child.send({ type: "request", id: 7, request: { op: "call", bundle: { hash: "h", code: "x", displayName: "t.js" } } });
-    child.send({ type: "batch", messages: [{ type: "stats" }, { type: "stats", statsId: 4 }, { type: "launch", secret: "s3cret" }] });
+    send({ type: "request", id: 7, request: { op: "call", bundle: { hash: "h", code: "x", displayName: "t.js" } } });
+    for (const message of [{ type: "stats" }, { type: "stats", statsId: 4 }, { type: "launch", secret: "s3cret" }]) send(message);
     await waitFor(() => received.some((m) => m.type === "response") && received.some((m) => m.type === "warmPool") && (stderr.match(/not part of the protocol/g) ?? []).length >= 3);
 
     expect(received.find((m) => m.type === "response")).toEqual({

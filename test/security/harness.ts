@@ -76,6 +76,8 @@ export interface HarnessOptions {
   memoryLimitMb?: number;
   loadTimeoutMs?: number;
   sandboxProcesses?: number;
+  /** Default: the host's ("anima": each Anima in processes of its own). */
+  cordons?: "anima" | "all";
   maxLogLinesPerCall?: number;
   maxLogLineChars?: number;
   maxConcurrentCallsPerAnima?: number;
@@ -100,7 +102,8 @@ export function startHost(options: HarnessOptions): Harness {
     timeoutMs: options.timeoutMs ?? 500,
     memoryLimitMb: options.memoryLimitMb ?? 32,
     loadTimeoutMs: options.loadTimeoutMs ?? 1_000,
-    sandboxProcesses: options.sandboxProcesses ?? 2,
+    ...(options.sandboxProcesses ? { sandboxProcesses: options.sandboxProcesses } : {}),
+    ...(options.cordons ? { cordons: options.cordons } : {}),
     maxLogLinesPerCall: options.maxLogLinesPerCall ?? 50,
     maxLogLineChars: options.maxLogLineChars ?? 200,
     ...(options.maxConcurrentCallsPerAnima ? { maxConcurrentCallsPerAnima: options.maxConcurrentCallsPerAnima } : {}),

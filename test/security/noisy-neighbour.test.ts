@@ -46,7 +46,7 @@ const SCHED_IDLE = 5;
 describe("noisy neighbour", () => {
   let h: Harness;
   beforeAll(() => {
-    h = startHost({ mode: "process", timeoutMs: 1_500, animas: ["mallory", "alice", "bob"] });
+    h = startHost({ mode: "process", cordons: "all", timeoutMs: 1_500, animas: ["mallory", "alice", "bob"] });
   });
   afterAll(() => h.close());
 
@@ -100,7 +100,7 @@ describe("noisy neighbour", () => {
 describe("noisy neighbour: an attacker's first call", () => {
   let h: Harness;
   beforeAll(() => {
-    h = startHost({ mode: "process", timeoutMs: 4_000, sandboxProcesses: 1, animas: ["mallory", "trudy", "alice"] });
+    h = startHost({ mode: "process", cordons: "all", timeoutMs: 4_000, sandboxProcesses: 1, animas: ["mallory", "trudy", "alice"] });
     h.install("mallory", "read_flood");
     h.data.write("animas/mallory/flood.txt", "x".repeat(4 * 1024 * 1024));
   });
@@ -179,7 +179,7 @@ describe("noisy neighbour: an attacker's first call", () => {
 
 describe("noisy neighbour: calls slowed by another Anima's long call", () => {
   it("are not judged back to back: the quiet Anima keeps its process and warm isolate, the spinner's Anima is demoted", async () => {
-    const h = startHost({ mode: "process", timeoutMs: 1_500, sandboxProcesses: 1, animas: ["trudy", "alice"] });
+    const h = startHost({ mode: "process", cordons: "all", timeoutMs: 1_500, sandboxProcesses: 1, animas: ["trudy", "alice"] });
     try {
       const config = h.host!.config;
       expect(await expectHealthy(h, "alice")).toBe(1);
@@ -211,7 +211,7 @@ describe("noisy neighbour: calls slowed by another Anima's long call", () => {
 describe("noisy neighbour: short calls back to back", () => {
   let h: Harness;
   beforeAll(() => {
-    h = startHost({ mode: "process", timeoutMs: 3_000, sandboxProcesses: 1, animas: ["mallory", "alice"] });
+    h = startHost({ mode: "process", cordons: "all", timeoutMs: 3_000, sandboxProcesses: 1, animas: ["mallory", "alice"] });
     h.install("mallory", "back_to_back_spins");
   });
   afterAll(() => h.close());
@@ -271,7 +271,7 @@ describe("noisy neighbour: short calls back to back", () => {
 
 describe("noisy neighbour: closing the host while a demoted process still runs its call", () => {
   it("stops the demoted process too; the call fails as the host shutting down", async () => {
-    const h = startHost({ mode: "process", timeoutMs: 5_000, sandboxProcesses: 1, animas: ["trudy", "alice"] });
+    const h = startHost({ mode: "process", cordons: "all", timeoutMs: 5_000, sandboxProcesses: 1, animas: ["trudy", "alice"] });
     try {
       const config = h.host!.config;
       expect(await expectHealthy(h, "alice")).toBe(1);
@@ -308,7 +308,7 @@ export async function dispatch() {
 describe("noisy neighbour: what is not over its share", () => {
   let h: Harness;
   beforeAll(() => {
-    h = startHost({ mode: "process", timeoutMs: 3_000, animas: ["bob"] });
+    h = startHost({ mode: "process", cordons: "all", timeoutMs: 3_000, animas: ["bob"] });
     h.data.write("animas/bob/tools/reader.ts", READER);
     h.data.write("animas/bob/data.txt", "x".repeat(1024));
   });
@@ -326,7 +326,7 @@ describe("noisy neighbour: what is not over its share", () => {
 describe("fair share of direct calls", () => {
   let h: Harness;
   beforeAll(() => {
-    h = startHost({ mode: "process", timeoutMs: 2_000, animas: ["mallory", "bob"], maxConcurrentCallsPerAnima: 1, maxQueuedCallsPerAnima: 1 });
+    h = startHost({ mode: "process", cordons: "all", timeoutMs: 2_000, animas: ["mallory", "bob"], maxConcurrentCallsPerAnima: 1, maxQueuedCallsPerAnima: 1 });
   });
   afterAll(() => h.close());
 

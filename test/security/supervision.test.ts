@@ -71,7 +71,7 @@ describe("supervision (process isolation)", () => {
   });
 
   it("uncatchable_allocation: an isolate isolated-vm cannot stop ends at the deadline; its process retires and is replaced", async () => {
-    h = startHost({ mode: "process", sandboxProcesses: 1, timeoutMs: 1_000, memoryLimitMb: 32 });
+    h = startHost({ mode: "process", cordons: "all", sandboxProcesses: 1, timeoutMs: 1_000, memoryLimitMb: 32 });
     h.install("mallory", "uncatchable_allocation");
     await expectHealthy(h, "bob");
     const [pid] = sandboxPids(h.host!.config);

@@ -1,7 +1,7 @@
 /**
- * Entry point of a sandbox process (forked by `SandboxPool`). It owns an `IsolateRunner` and answers the
- * host's requests over the IPC channel. It holds no secrets and has an empty environment; if it dies,
- * the host restarts it.
+ * Entry point of a sandbox process (started by the pool, pool/child-spawn.ts). It owns an
+ * `IsolateRunner` and answers the host's requests over the framed channel on fd `CHANNEL_FD`
+ * (wire/frames.ts). It holds no secrets and has an empty environment; if it dies, the host restarts it.
  */
 import { setPriority } from "node:os";
 import { IsolateRunner } from "../isolate/isolate-runner.js";
@@ -11,6 +11,9 @@ import { BULK_FD, BulkReceiver } from "../wire/bulk-channel.js";
 import { ReplyAssembler } from "../wire/reply-chunks.js";
 import { ByteLru } from "../../byte-lru.js";
 import { decodeToSandbox } from "../wire/decode.js";
+import { FramedSocket } from "../wire/framed-socket.js";
+import { CHANNEL_FD, MAX_FRAME_FROM_HOST_BYTES } from "../wire/frames.js";
+import { fitToFrames } from "../wire/parts.js";
 import type { CallContext, CallOutcome, CapabilityReply, DescribeOutcome, FromSandbox, ToSandbox } from "../wire/messages.js";
 
 // Arguments (child-spawn.ts): warm pool bytes, idle isolates at most, nice value, startup snapshot (1 or 0).
@@ -22,18 +25,34 @@ const startupSnapshot = process.argv[5] !== "0";
 // the thread that starts them. An unprivileged process (the OS sandbox's uid) cannot raise it back.
 if (nice > 0) setPriority(nice);
 
+/** The channel to the host; the host closing it ends this process (no orphaned sandboxes). */
+const channel = new FramedSocket(new Socket({ fd: CHANNEL_FD, readable: true, writable: true }), {
+  maxFrameBytes: MAX_FRAME_FROM_HOST_BYTES,
+  onMessage: (raw) => {
+    const message = decodeToSandbox(raw);
+    if (message) handle(message);
+    else refuse(raw);
+  },
+  onBroken: (reason) => {
+    process.stderr.write(`animaworks sandbox ${process.pid}: the host's channel ${reason}; ending\n`);
+    endProcess();
+  },
+  onClose: () => endProcess(),
+});
+
 let outbox: FromSandbox[] = [];
 let outboxCallbacks: Array<() => void> = [];
 
 /**
- * Answers ready in the same event-loop iteration share one IPC write (see the pool's outbox). The flush
+ * Answers ready in the same event-loop iteration share one write (see the pool's outbox). The flush
  * waits for `setImmediate`, not a microtask: isolated-vm delivers each finished call in its own task,
- * so a microtask flush wrote one message per call under load.
+ * so a microtask flush wrote one message per call under load. A message too large for one frame goes
+ * as parts (wire/parts.ts).
  */
 function send(message: FromSandbox, then?: () => void): void {
-  outbox.push(message);
+  if (outbox.length === 0) setImmediate(flushOutbox);
+  outbox.push(...fitToFrames(message));
   if (then) outboxCallbacks.push(then);
-  if (outbox.length === 1) setImmediate(flushOutbox);
 }
 
 function flushOutbox(): void {
@@ -41,11 +60,9 @@ function flushOutbox(): void {
   const callbacks = outboxCallbacks;
   outbox = [];
   outboxCallbacks = [];
-  const done = () => {
+  channel.send(messages, () => {
     for (const callback of callbacks) callback();
-  };
-  if (!process.connected || messages.length === 0) return done();
-  process.send?.(messages.length === 1 ? (messages[0] as FromSandbox) : { type: "batch", messages }, undefined, undefined, done);
+  });
 }
 
 /**
@@ -69,7 +86,7 @@ function openBulkPipe(): Socket | undefined {
   try {
     const pipe = new Socket({ fd: BULK_FD, readable: true, writable: false });
     pipe.on("error", () => {
-      // the host went away: the IPC channel's 'disconnect' ends this process
+      // the host went away: the channel's close ends this process
     });
     return pipe;
   } catch {
@@ -115,28 +132,14 @@ const runner = new IsolateRunner({
   },
 });
 
-process.on("message", (raw: unknown) => {
-  const message = decodeToSandbox(raw);
-  if (message) handle(message);
-  else refuse(raw);
-});
 
 /**
  * A message from the host that is not part of the protocol: a bug of the host's, never acted on. It is
- * reported (on stderr, which the host logs) by its type only, since it may carry a tool's data. A batch
- * loses only its bad messages; a request that names its id is answered with an error at once, so that
- * its caller does not wait for the deadline.
+ * reported (on stderr, which the host logs) by its type only, since it may carry a tool's data. A request
+ * that names its id is answered with an error at once, so that its caller does not wait for the deadline.
  */
-function refuse(raw: unknown, nested = false): void {
+function refuse(raw: unknown): void {
   const message = typeof raw === "object" && raw !== null ? (raw as Record<string, unknown>) : undefined;
-  if (!nested && message?.["type"] === "batch" && Array.isArray(message["messages"])) {
-    for (const inner of message["messages"] as unknown[]) {
-      const decoded = decodeToSandbox(inner, true);
-      if (decoded) handle(decoded);
-      else refuse(inner, true);
-    }
-    return;
-  }
   const type = typeof message?.["type"] === "string" ? JSON.stringify((message["type"] as string).slice(0, 40)) : typeof raw;
   process.stderr.write(`animaworks sandbox ${process.pid}: the host sent a message that is not part of the protocol (${type}); dropped\n`);
   const id = message?.["id"];
@@ -147,10 +150,6 @@ function refuse(raw: unknown, nested = false): void {
 }
 
 function handle(message: ToSandbox): void {
-  if (message.type === "batch") {
-    for (const inner of message.messages) handle(inner);
-    return;
-  }
   if (message.type === "shutdown") {
     if (retiring) {
       process.kill(process.pid, "SIGKILL");
@@ -218,9 +217,6 @@ function handle(message: ToSandbox): void {
       }),
     );
 }
-
-// The host going away (IPC closed) ends this process: no orphaned sandboxes.
-process.on("disconnect", endProcess);
 
 /** A normal exit waits for (or crashes on) a thread an isolate still holds: then only SIGKILL ends the process. */
 function endProcess(): void {

@@ -87,6 +87,9 @@ export function describeOsSandbox(status: OsSandboxStatus): string {
   return `OS sandbox: bubblewrap (namespaces ${status.namespaces.join(", ")}; uid ${status.uid}; no capabilities; no_new_privs; seccomp ${status.seccomp ? "on" : "off"})`;
 }
 
+/** Size of the sandbox process's /tmp, bytes (nothing of the host writes there; a tool has no file system). */
+const TMP_BYTES = 8 * 1024 * 1024;
+
 let readOnly: string[] | undefined;
 
 /** Read-only binds: what Node and the sandbox code need, nothing else (found once per process). */
@@ -116,20 +119,24 @@ function nativeModulePaths(): string[] {
 function baseArgs(extra: string[]): string[] {
   const args = ["--unshare-all", "--uid", String(SANDBOX_UID), "--gid", String(SANDBOX_UID), "--cap-drop", "ALL", "--die-with-parent", "--new-session", "--clearenv"];
   // bwrap mounts in argument order: the empty /tmp comes first, so that a project or a Node installed
-  // under /tmp is bound on top of it rather than hidden by it.
-  args.push("--tmpfs", "/tmp");
+  // under /tmp is bound on top of it rather than hidden by it. In-memory file systems are memory no
+  // process's RSS shows: /tmp is capped at `TMP_BYTES`, and the root and /dev are made read-only once
+  // everything is mounted (device nodes such as /dev/null stay usable on a read-only mount).
+  args.push("--size", String(TMP_BYTES), "--tmpfs", "/tmp");
   for (const path of readOnlyPaths()) args.push("--ro-bind", path, path);
-  args.push("--proc", "/proc", "--dev", "/dev", "--chdir", "/", ...extra);
+  args.push("--proc", "/proc", "--dev", "/dev", ...extra, "--remount-ro", "/dev", "--remount-ro", "/", "--chdir", "/");
   return args;
 }
 
 /**
  * How to start one sandbox process inside bwrap: the command, its arguments, and the seccomp program
- * to write to the child's fd `seccompFd` (bwrap reads it before it runs Node). The IPC channel is fd 3.
+ * to write to the child's fd `seccompFd` (bwrap reads it before it runs Node). The framed channel is
+ * fd 3, inherited; nothing in the environment. `extraReadOnly`: more paths bound read-only (a test's
+ * stand-in for the process's entry).
  */
-export function bwrapCommand(nodeArgs: string[], seccompFd: number): { command: string; args: string[]; seccomp: Buffer | undefined } {
+export function bwrapCommand(nodeArgs: string[], seccompFd: number, extraReadOnly: string[] = []): { command: string; args: string[]; seccomp: Buffer | undefined } {
   const seccomp = seccompProgram();
-  const extra = ["--setenv", "NODE_CHANNEL_FD", "3", "--setenv", "NODE_CHANNEL_SERIALIZATION_MODE", "json"];
+  const extra = extraReadOnly.flatMap((path) => ["--ro-bind", path, path]);
   if (seccomp) extra.push("--seccomp", String(seccompFd));
   return { command: BWRAP, args: [...baseArgs(extra), "--", runtimeNodePath(), ...nodeArgs], seccomp };
 }

@@ -5,6 +5,15 @@
  * kernel modules and keyrings, eBPF, io_uring, `userfaultfd`, and every socket that is not a Unix one
  * (the IPC channel is one, inherited; tools reach the network only through the host's fetch).
  *
+ * Processes and namespaces: a sandbox process never starts another process, so `fork`, `vfork` and a
+ * `clone` without CLONE_THREAD are refused, and so is a `clone` carrying any namespace flag (otherwise
+ * `clone(CLONE_NEWUSER|…)` gave an attacker a child with every capability in fresh namespaces; `unshare`
+ * and `setns` are refused above). Threads (`clone` with CLONE_THREAD, as pthread_create makes them for
+ * Node, libuv and isolated-vm) stay allowed. `clone3` passes its flags in memory, which a classic filter
+ * cannot read, so it fails with ENOSYS: glibc then falls back to `clone`, which the filter can check.
+ * The kernel reads only the low 32 bits of `clone`'s flags, which is what the filter tests. Invariant
+ * relied on by resource-watchdog.ts: a process under this filter has every child it will ever have.
+ *
  * What it cannot refuse: `execve`. bwrap installs the filter just before it runs Node, so denying
  * `execve` would stop Node itself; instead the process sees only read-only system folders, no data
  * dir, no network and no capabilities, so whatever it could exec has nothing more to reach.
@@ -16,11 +25,14 @@
 const BPF_LD_W_ABS = 0x20;
 const BPF_JEQ_K = 0x15;
 const BPF_JGE_K = 0x35;
+/** Jump if (A & k) != 0. */
+const BPF_JSET_K = 0x45;
 const BPF_RET_K = 0x06;
 const SECCOMP_RET_ALLOW = 0x7fff0000;
 const SECCOMP_RET_ERRNO = 0x00050000;
 const SECCOMP_RET_KILL_PROCESS = 0x80000000;
 const EPERM = 1;
+const ENOSYS = 38;
 const AUDIT_ARCH_X86_64 = 0xc000003e;
 /** x32 system calls set this bit: refused as a whole. */
 const X32_SYSCALL_BIT = 0x40000000;
@@ -71,15 +83,46 @@ export const REFUSED_SYSCALLS_X86_64: Readonly<Record<string, number>> = {
   fsmount: 432,
   fspick: 433,
   mount_setattr: 442,
+  // New processes: a sandbox process runs threads only (clone is checked below).
+  fork: 57,
+  vfork: 58,
 };
 const SOCKET_X86_64 = 41;
+const CLONE_X86_64 = 56;
+/** Answered with ENOSYS, not EPERM, so that glibc (pthread_create, posix_spawn) falls back to `clone`. */
+export const CLONE3_X86_64 = 435;
 
-/** The filter as bytes (`struct sock_filter[]`), or undefined on an architecture it is not built for. */
+/** `clone` flags (arg0, low 32 bits) that make a new namespace: any of them is refused. */
+export const CLONE_NAMESPACE_FLAGS =
+  0x00020000 | // CLONE_NEWNS
+  0x02000000 | // CLONE_NEWCGROUP
+  0x04000000 | // CLONE_NEWUTS
+  0x08000000 | // CLONE_NEWIPC
+  0x10000000 | // CLONE_NEWUSER
+  0x20000000 | // CLONE_NEWPID
+  0x40000000 | // CLONE_NEWNET
+  0x00000080; // CLONE_NEWTIME: in `clone`'s exit-signal byte, where no valid signal sets it (clone3/unshare only)
+/** A `clone` without it makes a new process (fork-like), refused; with it, a thread of this process. */
+export const CLONE_THREAD = 0x00010000;
+
+/**
+ * The filter as bytes (`struct sock_filter[]`), or undefined on an architecture it is not built for.
+ *
+ * Layout (jumps are forward only, to the three returns at the end):
+ *   arch check (KILL unless x86_64), load nr, x32 bit → DENY,
+ *   one test per refused call → DENY, clone3 → ENOSYS, clone → CLONE, socket → SOCKET, else → ALLOW;
+ *   SOCKET: load arg0, AF_UNIX → ALLOW, else → DENY;
+ *   CLONE:  load arg0, any namespace flag → DENY, CLONE_THREAD → ALLOW, else → DENY;
+ *   ENOSYS, ALLOW, DENY (EPERM).
+ * Invariant: DENY is the last instruction and ALLOW the one before it (checked below).
+ */
 export function seccompProgram(arch: string = process.arch): Buffer | undefined {
   if (arch !== "x64") return undefined;
   const refused = Object.values(REFUSED_SYSCALLS_X86_64);
-  // Layout: arch check, x32 check, one test per refused call, the socket family test, ALLOW, DENY.
-  const allowAt = 6 + refused.length + 2;
+  const socketAt = 5 + refused.length + 3;
+  const cloneAt = socketAt + 2;
+  const enosysAt = cloneAt + 3;
+  const allowAt = enosysAt + 1;
   const denyAt = allowAt + 1;
   const program: Array<[number, number, number, number]> = [];
   const jumpTo = (target: number) => target - (program.length + 1);
@@ -89,9 +132,18 @@ export function seccompProgram(arch: string = process.arch): Buffer | undefined 
   program.push([BPF_LD_W_ABS, 0, 0, OFFSET_NR]);
   program.push([BPF_JGE_K, jumpTo(denyAt), 0, X32_SYSCALL_BIT]);
   for (const nr of refused) program.push([BPF_JEQ_K, jumpTo(denyAt), 0, nr]);
+  program.push([BPF_JEQ_K, jumpTo(enosysAt), 0, CLONE3_X86_64]);
+  program.push([BPF_JEQ_K, jumpTo(cloneAt), 0, CLONE_X86_64]);
   program.push([BPF_JEQ_K, 0, jumpTo(allowAt), SOCKET_X86_64]);
+  if (program.length !== socketAt) throw new Error("seccomp program layout is inconsistent (socket test)");
   program.push([BPF_LD_W_ABS, 0, 0, OFFSET_ARG0_LOW]);
   program.push([BPF_JEQ_K, jumpTo(allowAt), jumpTo(denyAt), AF_UNIX]);
+  if (program.length !== cloneAt) throw new Error("seccomp program layout is inconsistent (clone test)");
+  program.push([BPF_LD_W_ABS, 0, 0, OFFSET_ARG0_LOW]);
+  program.push([BPF_JSET_K, jumpTo(denyAt), 0, CLONE_NAMESPACE_FLAGS]);
+  program.push([BPF_JSET_K, jumpTo(allowAt), jumpTo(denyAt), CLONE_THREAD]);
+  if (program.length !== enosysAt) throw new Error("seccomp program layout is inconsistent (returns)");
+  program.push([BPF_RET_K, 0, 0, SECCOMP_RET_ERRNO | ENOSYS]);
   program.push([BPF_RET_K, 0, 0, SECCOMP_RET_ALLOW]);
   program.push([BPF_RET_K, 0, 0, SECCOMP_RET_ERRNO | EPERM]);
   if (program.length !== denyAt + 1) throw new Error("seccomp program layout is inconsistent");

@@ -1,7 +1,7 @@
-import type { ChildProcess } from "node:child_process";
 import { UndecodedText, bulkPipeOf } from "../wire/bulk-channel.js";
 import { sendReply } from "../wire/reply-chunks.js";
 import type { CallLedger } from "../call-ledger.js";
+import type { ChildLink } from "./child-link.js";
 import type { CapabilityInvoker, CapabilityReply, FromSandbox, SandboxRequest } from "../wire/messages.js";
 
 /** What the relay needs of a request in flight (child-handle.ts's `Pending`). */
@@ -23,7 +23,7 @@ export interface RelayedRequest {
  * the caller has checked that it is a call, sent to `child`.
  */
 export function relayCapability(
-  child: ChildProcess,
+  child: ChildLink,
   pending: RelayedRequest | undefined,
   message: Extract<FromSandbox, { type: "capability" }>,
   invoke: CapabilityInvoker,
@@ -33,16 +33,7 @@ export function relayCapability(
   const answer = (reply: CapabilityReply): Promise<void> => {
     answered = true;
     if (pending) pending.relayedBytes += argsJson.length + replyBytes(reply);
-    return sendReply(
-      (part) =>
-        new Promise<boolean>((resolve) => {
-          if (!child.connected) return resolve(false);
-          child.send(part, undefined, undefined, (error) => resolve(!error));
-        }),
-      capabilityId,
-      reply,
-      bulkPipeOf(child),
-    );
+    return sendReply((part) => child.channel.sendAndWait(part), capabilityId, reply, bulkPipeOf(child.process));
   };
   const ledger = pending?.ledger;
   if (!pending || !ledger || pending.request.op !== "call") {

@@ -1,61 +1,15 @@
 import { forwardStderr } from "./child-stderr.js";
-import type { ChildProcess } from "node:child_process";
 import type { ErrorInfo } from "../../errors.js";
-import type { CallLedger } from "../call-ledger.js";
-import type { OsSandboxStatus } from "../os/os-sandbox.js";
-import { spawnSandboxChild } from "./child-spawn.js";
+import { MAX_CAPABILITY_ARGS_CHARS } from "../call-ledger.js";
+import { ChildLink } from "./child-link.js";
+import { type Pending, type ProcessOwner, failureFor, spawnSpec } from "./process-owner.js";
 import { bulkPipeOf } from "../wire/bulk-channel.js";
 import { relayCapability } from "./capability-relay.js";
 import { DemotedChildren } from "./demoted-children.js";
-import type { Rescheduler } from "../os/rescheduler.js";
 import { decodeCallOutcome, decodeDescribeOutcome, decodeFromSandbox } from "../wire/decode.js";
-import type { CallOutcome, CapabilityInvoker, DescribeOutcome, FromSandbox, SandboxRequest, ToSandbox, ToolLogLine } from "../wire/messages.js";
+import type { CallOutcome, DescribeOutcome, FromSandbox, ToSandbox } from "../wire/messages.js";
 import { monotonicMs } from "../../clock.js";
 import type { WarmPoolStats } from "../isolate/pooled-isolate.js";
-
-/**
- * One supervised sandbox process, as its pool (sandbox-pool.ts) drives it: start and restart, the
- * requests in flight on it, and the checks on everything it sends (see the pool's invariants).
- */
-
-/** What a sandbox process needs from its pool. */
-export interface ProcessOwner {
-  readonly maxIdleIsolates: number;
-  readonly isolateSnapshot: boolean;
-  /** Warm pool budget of each process, bytes. */
-  readonly warmPoolBytes: number;
-  readonly closing: boolean;
-  readonly invokeCapability: CapabilityInvoker;
-  readonly onLog: (line: ToolLogLine) => void;
-  readonly onViolation: (message: string) => void;
-  /** A line a sandbox process wrote to its stderr (bounded; see child-stderr.ts). */
-  readonly onStderr: (message: string) => void;
-  /** Whether children start inside bubblewrap. */
-  readonly osSandbox: OsSandboxStatus;
-  /** Runs chrt and taskset for processes demoted in place (one shell for the pool). */
-  readonly rescheduler: Rescheduler;
-  /** True when request `id` was sent to process `index` (see SandboxPool.wasSentTo). */
-  wasSentTo(id: number, index: number): boolean;
-  /** Call `id` of `anima` has ended (whatever its outcome). */
-  ended(anima: string, id: number): void;
-  /** Call `id` of `anima`, which waited for this process to start, has been sent to it now. */
-  sentAfterStart(anima: string, id: number): void;
-}
-
-export interface Pending {
-  request: SandboxRequest;
-  /** The child the request was sent to (or will be sent to, once it is ready). */
-  child: ChildProcess | undefined;
-  resolve: (outcome: CallOutcome | DescribeOutcome) => void;
-  /** The last-resort hard stop (see SandboxPool's invariants), due at `killAt` (`monotonicMs()` time). */
-  timer: NodeJS.Timeout;
-  killAt: number;
-  startedAt: number;
-  /** The host's account of a call (none for describe): limits, denials issued, its abort signal. */
-  ledger: CallLedger | undefined;
-  /** Bytes of capability traffic this request's process relayed for it so far (arguments and answers). */
-  relayedBytes: number;
-}
 
 
 const CRASH_WINDOW_MS = 10_000;
@@ -66,8 +20,13 @@ const RETIRE_KILL_AFTER_MS = 5_000;
 /** A process that has not answered a `stats` request by then is reported without figures, ms. */
 const STATS_TIMEOUT_MS = 1_000;
 
+/**
+ * One supervised sandbox process slot of a cordon, as its pool (cordon-pool.ts) drives it: start (or
+ * adopt a spare) and restart, the requests in flight on it, and the checks on everything its process
+ * sends (see the pool's invariants).
+ */
 export class SandboxProcess {
-  child: ChildProcess | undefined;
+  child: ChildLink | undefined;
   readonly pending = new Map<number, Pending>();
   private ready = false;
   /** When the running child said it was ready, monotonic ms (undefined while it starts). */
@@ -150,7 +109,7 @@ export class SandboxProcess {
     this.demoted.recheck();
   }
 
-  private hasCallsOn(child: ChildProcess): boolean {
+  private hasCallsOn(child: ChildLink): boolean {
     for (const pending of this.pending.values()) if (pending.child === child) return true;
     return false;
   }
@@ -172,14 +131,14 @@ export class SandboxProcess {
   }
 
   private outbox: ToSandbox[] = [];
-  private outboxChild: ChildProcess | undefined;
+  private outboxChild: ChildLink | undefined;
 
   /**
    * Messages sent in the same event-loop iteration share one IPC write: pipelined calls cost one syscall,
    * not many. (`setImmediate`, not a microtask: answers arrive one task each, and a call started from
    * an answer would otherwise go out alone.)
    */
-  private enqueue(child: ChildProcess, message: ToSandbox): void {
+  private enqueue(child: ChildLink, message: ToSandbox): void {
     if (this.outboxChild !== child) {
       this.flushOutbox();
       this.outboxChild = child;
@@ -193,10 +152,10 @@ export class SandboxProcess {
     const messages = this.outbox;
     this.outbox = [];
     if (!child?.connected || messages.length === 0) return;
-    child.send(messages.length === 1 ? (messages[0] as ToSandbox) : ({ type: "batch", messages } satisfies ToSandbox));
+    child.channel.send(messages);
   }
 
-  private bind(id: number, child: ChildProcess): void {
+  private bind(id: number, child: ChildLink): void {
     const pending = this.pending.get(id);
     if (pending) pending.child = child;
   }
@@ -205,63 +164,77 @@ export class SandboxProcess {
     this.ready = false;
     this.readyAt = undefined;
     this.sentBundles = new Set();
-    const child = spawnSandboxChild({ osSandbox: this.pool.osSandbox, nice: this.nice, warmPoolBytes: this.pool.warmPoolBytes, maxIdleIsolates: this.pool.maxIdleIsolates, isolateSnapshot: this.pool.isolateSnapshot });
+    const handlers = { onMessage: (link: ChildLink, raw: unknown) => this.onMessage(link, raw), onBroken: (link: ChildLink, reason: string) => this.violation(link, reason) };
+    // A blank spare has said it is ready and run nothing: it becomes this slot's, for good.
+    const spare = this.pool.takeSpare(this.nice);
+    const child = spare ?? new ChildLink(spawnSpec(this.pool, this.nice), handlers, this.pool.guard);
     this.child = child;
-    forwardStderr(child.stderr, child.pid, (message) => this.pool.onStderr(message));
-    bulkPipeOf(child)?.on("error", () => {
-      // the child went away: its 'exit' handles that
-    });
-    child.on("message", (message: unknown) => this.onMessage(child, message));
-    child.on("exit", (code, signal) => this.onExit(child, code, signal));
-    child.on("error", () => {
+    const { process } = child;
+    if (spare) spare.rebind(handlers);
+    else {
+      forwardStderr(process.stderr, process.pid, (message) => this.pool.onStderr(message));
+      bulkPipeOf(process)?.on("error", () => {
+        // the child went away: its 'exit' handles that
+      });
+    }
+    process.on("exit", (code, signal) => this.onExit(child, code, signal));
+    process.on("error", () => {
       // 'exit' follows and handles the failure
     });
+    if (spare) this.becameReady();
   }
 
-  private onMessage(child: ChildProcess, raw: unknown): void {
+  private onMessage(child: ChildLink, raw: unknown): void {
     const message = decodeFromSandbox(raw);
     if (!message) return this.violation(child, "sent a message that is not part of the protocol");
     this.handle(child, message);
   }
 
-  private handle(child: ChildProcess, message: FromSandbox): void {
-    if (message.type === "batch") {
-      for (const inner of message.messages) this.handle(child, inner);
-      return;
-    }
+  private handle(child: ChildLink, message: FromSandbox): void {
     if (message.type === "ready") {
-      if (child !== this.child) return;
       // Once per child: a second one would restart the wait before its process is judged (readyAt).
-      if (this.ready) return this.violation(child, "said it was ready twice");
-      this.ready = true;
-      this.readyAt = monotonicMs();
-      this.replacingDemoted = false;
-      const backlog = this.backlog;
-      this.backlog = [];
-      for (const queued of backlog) {
-        this.send(queued);
-        if (queued.type === "request" && queued.request.op === "call") this.pool.sentAfterStart(queued.request.context.anima, queued.id);
-      }
+      if (this.ready || child !== this.child) return this.violation(child, "said it was ready twice");
+      this.becameReady();
     } else if (message.type === "needBundle") {
       // The child dropped that bundle from its cache: send the request again, code included, to the very
       // child it was sent to (a retired or demoted one too), never to another.
-      const pending = this.pending.get(message.id);
-      if (pending && pending.child === child && child.connected) child.send({ type: "request", id: message.id, request: pending.request } satisfies ToSandbox);
+      // Once per request: each resend copies the bundle's code, so a second one is refused.
+      const pending = this.inFlightOf(child, message.id);
+      if (!pending) return;
+      if (pending.bundleResent) return this.violation(child, `asked for request ${message.id}'s bundle a second time`);
+      pending.bundleResent = true;
+      if (child.connected) child.send({ type: "request", id: message.id, request: pending.request });
     } else if (message.type === "warmPool") {
       const { statsId, type: _type, ...stats } = message;
       if (child === this.child) this.statsWaiters.get(statsId)?.(stats);
     } else if (message.type === "retiring") {
       this.retire(child);
+    } else if (message.type === "part") {
+      const pending = this.inFlightOf(child, message.id);
+      if (!pending) return;
+      if (pending.request.op !== "call") return this.violation(child, "sent a part of a string outside a call");
+      const maxChars = Math.max(MAX_CAPABILITY_ARGS_CHARS, pending.request.maxResultBytes);
+      if (!child.parts.add(message.id, message.text, maxChars)) return this.violation(child, `sent parts of request ${message.id} over their limit`);
     } else if (message.type === "response") {
       const pending = this.inFlightOf(child, message.id);
       if (!pending) return;
       const durationMs = monotonicMs() - pending.startedAt;
-      const outcome = pending.request.op === "describe" ? decodeDescribeOutcome(message.outcome) : decodeCallOutcome(message.outcome, durationMs);
+      let outcome = pending.request.op === "describe" ? decodeDescribeOutcome(message.outcome) : decodeCallOutcome(message.outcome, durationMs);
       if (!outcome) return this.violation(child, "answered a request with an outcome that is not part of the protocol");
+      if (message.parted) {
+        const text = child.parts.take(message.id);
+        if (text === undefined || !outcome.ok || !("value" in outcome) || outcome.value.kind === "none") return this.violation(child, "sent a parted answer without its parts");
+        outcome = { ...outcome, value: { ...outcome.value, text } };
+      }
       this.settle(message.id, pending, outcome);
     } else if (message.type === "capability") {
       const pending = this.inFlightOf(child, message.id);
       if (pending && (!pending.ledger || pending.request.op !== "call")) return this.violation(child, "asked for a capability outside a call");
+      if (message.parted) {
+        const argsJson = child.parts.take(message.id);
+        if (argsJson === undefined && pending) return this.violation(child, "sent parted arguments without their parts");
+        message = { ...message, argsJson: argsJson ?? "" };
+      }
       relayCapability(child, pending, message, this.pool.invokeCapability);
     } else if (message.type === "log") {
       const ledger = this.inFlightOf(child, message.id)?.ledger;
@@ -275,11 +248,32 @@ export class SandboxProcess {
     }
   }
 
+  /** `child` is ready: the requests that waited for it are sent. */
+  private becameReady(): void {
+    this.ready = true;
+    this.readyAt = monotonicMs();
+    this.replacingDemoted = false;
+    const backlog = this.backlog;
+    this.backlog = [];
+    for (const queued of backlog) {
+      // A request that waited for its process to start has its hard stop from now: a slow start (a
+      // loaded machine, a one-shot describer) is not the tool's time.
+      const pending = queued.type === "request" ? this.pending.get(queued.id) : undefined;
+      if (pending && queued.type === "request") {
+        clearTimeout(pending.timer);
+        pending.killAt = monotonicMs() + pending.hardStopMs;
+        pending.timer = setTimeout(() => this.killUnanswered(queued.id, "deadline"), pending.hardStopMs);
+      }
+      this.send(queued);
+      if (queued.type === "request" && queued.request.op === "call") this.pool.sentAfterStart(queued.request.context.anima, queued.id);
+    }
+  }
+
   /**
    * The request `id` in flight on `child`, or undefined for one that has ended (an answer racing its
    * deadline). An id the host never sent to this very child is a violation (reported; the child goes).
    */
-  private inFlightOf(child: ChildProcess, id: number): Pending | undefined {
+  private inFlightOf(child: ChildLink, id: number): Pending | undefined {
     const pending = this.pending.get(id);
     if (pending && pending.child === child) return pending;
     if (pending || !this.pool.wasSentTo(id, this.index)) this.violation(child, `named request ${id}, which the host never sent to it`);
@@ -289,6 +283,7 @@ export class SandboxProcess {
   /** Ends request `id` with `outcome` (a call's failure as the host attributes it). */
   private settle(id: number, pending: Pending, outcome: CallOutcome | DescribeOutcome): void {
     this.pending.delete(id);
+    pending.child?.parts.drop(id);
     clearTimeout(pending.timer);
     if (pending.child && this.demoted.has(pending.child) && !this.hasCallsOn(pending.child)) this.demoted.drained(pending.child);
     if (pending.request.op === "call") this.pool.ended(pending.request.context.anima, id);
@@ -301,27 +296,27 @@ export class SandboxProcess {
   }
 
   /** A protocol violation: reported, and the process is killed at once (it may be compromised). */
-  private violation(child: ChildProcess, what: string): void {
+  private violation(child: ChildLink, what: string): void {
     try {
       this.pool.onViolation(`sandbox process ${child.pid ?? "?"} ${what}; it was stopped and replaced`);
     } catch {
       // reporting must not stop the kill
     }
     this.retire(child);
-    child.kill("SIGKILL");
+    child.kill();
   }
 
   /** Stops sending to `child` and starts its replacement; `child` ends itself once it has answered. */
-  private retire(child: ChildProcess): void {
+  private retire(child: ChildLink): void {
     if (child !== this.child) return;
     this.child = undefined;
     this.ready = false;
-    const killTimer = setTimeout(() => child.kill("SIGKILL"), RETIRE_KILL_AFTER_MS);
-    child.once("exit", () => clearTimeout(killTimer));
+    const killTimer = setTimeout(() => child.kill(), RETIRE_KILL_AFTER_MS);
+    child.process.once("exit", () => clearTimeout(killTimer));
     if (!this.pool.closing) this.start();
   }
 
-  private onExit(child: ChildProcess, code: number | null, signal: NodeJS.Signals | null): void {
+  private onExit(child: ChildLink, code: number | null, signal: NodeJS.Signals | null): void {
     const reason = signal ? `signal ${signal}` : `exit code ${code}`;
     const crashed: ErrorInfo = { type: "SandboxCrashed", fault: "host", message: `the sandbox process stopped (${reason}) while the call was running`, hint: "retry the call; if it keeps failing, the tool is crashing its sandbox" };
     this.failAll(crashed, child);
@@ -340,7 +335,7 @@ export class SandboxProcess {
   }
 
   /** Fails the pending requests sent to `child` (all, when no child is named). */
-  failAll(error: ErrorInfo, child?: ChildProcess): void {
+  failAll(error: ErrorInfo, child?: ChildLink): void {
     for (const [id, pending] of this.pending) {
       if (child && pending.child !== child) continue;
       this.settle(id, pending, failureFor(pending, error));
@@ -382,7 +377,7 @@ export class SandboxProcess {
         : { type: "ExecutionError", fault: "caller", message: "the call was stopped by its caller, and its sandbox did not answer and was restarted" };
     this.settle(id, late, failureFor(late, error));
     // Kill the process that has the request; if it was still queued for a restart, just unqueue it.
-    if (late.child) late.child.kill("SIGKILL");
+    if (late.child) late.child.kill();
     else this.backlog = this.backlog.filter((m) => !(m.type === "request" && m.id === id));
   }
 
@@ -391,16 +386,10 @@ export class SandboxProcess {
     const demoted = this.demoted.stop();
     const child = this.child;
     if (!child) return demoted;
-    const exited = new Promise<void>((resolve) => child.once("exit", () => resolve()));
-    if (child.connected) child.send({ type: "shutdown" } satisfies ToSandbox);
-    const timer = setTimeout(() => child.kill("SIGKILL"), 2_000);
+    const exited = new Promise<void>((resolve) => child.process.once("exit", () => resolve()));
+    if (child.connected) child.send({ type: "shutdown" });
+    const timer = setTimeout(() => child.kill(), 2_000);
     await Promise.all([exited, demoted]);
     clearTimeout(timer);
   }
 }
-
-function failureFor(pending: Pending, error: ErrorInfo): CallOutcome | DescribeOutcome {
-  if (pending.request.op === "describe") return { ok: false, error: { ...error, type: "LoadError" } };
-  return { ok: false, error, durationMs: monotonicMs() - pending.startedAt };
-}
-

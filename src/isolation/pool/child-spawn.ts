@@ -1,21 +1,23 @@
-import { type ChildProcess, type StdioOptions, fork, spawn } from "node:child_process";
+import { type ChildProcess, type StdioOptions, spawn } from "node:child_process";
 import type { Writable } from "node:stream";
-import { join } from "node:path";
+import { dirname, join } from "node:path";
 import { PROJECT_ROOT } from "../../config.js";
 import { runtimeNodePath } from "../../node-runtime.js";
 import { type OsSandboxStatus, bwrapCommand } from "../os/os-sandbox.js";
 import { lowPriorityPrefix } from "../os/low-priority.js";
+import { resourceCapsPrefix } from "../os/resource-caps.js";
 import { SANDBOX_NODE_FLAGS } from "../isolate/v8-flags.js";
 
 /**
  * How a sandbox process is started (child-handle.ts supervises it): inside bubblewrap where the OS
  * sandbox is on, under the low-priority prefix (chrt, taskset) for the low-priority process, and always
- * on the pinned Node (node-runtime.ts) with an empty environment, the IPC channel on fd 3 and the bulk
- * pipe on fd 5 (bulk-channel.ts).
+ * on the pinned Node (node-runtime.ts) with an empty environment, the framed channel on fd 3 (a Unix
+ * stream socket; wire/frames.ts) and the bulk pipe on fd 5 (bulk-channel.ts). Not Node's IPC channel:
+ * its reader is not fit for a hostile peer (frames.ts).
  */
 
 const CHILD_ENTRY = join(PROJECT_ROOT, "dist", "src", "isolation", "child", "main.js");
-/** The child's fd on which bwrap reads the seccomp program (0–2 stdio, 3 the IPC channel). */
+/** The child's fd on which bwrap reads the seccomp program (0–2 stdio, 3 the channel). */
 const SECCOMP_FD = 4;
 
 export interface SandboxChildSpec {
@@ -27,28 +29,34 @@ export interface SandboxChildSpec {
   maxIdleIsolates: number;
   /** Whether the process makes isolates from a startup snapshot. */
   isolateSnapshot: boolean;
+  /**
+   * The script the process runs instead of child/main.js, under the very same launch (bubblewrap,
+   * seccomp, environment, descriptors). For tests that play a compromised sandbox process; never set
+   * from configuration.
+   */
+  entryScript?: string;
 }
 
 export function spawnSandboxChild(spec: SandboxChildSpec): ChildProcess {
   // child/main.ts's arguments: warm pool bytes, idle isolates at most, nice value, snapshot (1 or 0).
   const childArgs = [String(spec.warmPoolBytes), String(spec.maxIdleIsolates), String(spec.nice), spec.isolateSnapshot ? "1" : "0"];
   const idle = spec.nice > 0 ? lowPriorityPrefix() : [];
-  if (spec.osSandbox.enabled) return spawnInBwrap(idle, childArgs);
-  const options = { env: {}, stdio: ["ignore", "ignore", "pipe", "ipc", "ignore", "pipe"] as StdioOptions, serialization: "json" as const };
-  return idle.length > 0
-    ? spawn(idle[0] as string, [...idle.slice(1), runtimeNodePath(), ...SANDBOX_NODE_FLAGS, CHILD_ENTRY, ...childArgs], options)
-    : fork(CHILD_ENTRY, childArgs, { ...options, execPath: runtimeNodePath(), execArgv: [...SANDBOX_NODE_FLAGS] });
+  // The rlimits first (resource-caps.ts): prlimit sets them on itself and execs the rest, which inherits them.
+  const prefix = [...resourceCapsPrefix(), ...idle];
+  const entry = spec.entryScript ?? CHILD_ENTRY;
+  if (spec.osSandbox.enabled) return spawnInBwrap(prefix, entry, childArgs);
+  const command = [...prefix, runtimeNodePath(), ...SANDBOX_NODE_FLAGS, entry, ...childArgs] as [string, ...string[]];
+  return spawn(command[0], command.slice(1), { env: {}, stdio: ["ignore", "ignore", "pipe", "pipe", "ignore", "pipe"] as StdioOptions });
 }
 
 /** The child inside bubblewrap (os-sandbox.ts); the seccomp program goes to bwrap on `SECCOMP_FD`. */
-function spawnInBwrap(prefix: string[], childArgs: string[]): ChildProcess {
-  const bwrap = bwrapCommand([...SANDBOX_NODE_FLAGS, CHILD_ENTRY, ...childArgs], SECCOMP_FD);
+function spawnInBwrap(prefix: string[], entry: string, childArgs: string[]): ChildProcess {
+  const bwrap = bwrapCommand([...SANDBOX_NODE_FLAGS, entry, ...childArgs], SECCOMP_FD, entry === CHILD_ENTRY ? [] : [dirname(entry)]);
   const { seccomp } = bwrap;
   const [command, ...args] = [...prefix, bwrap.command, ...bwrap.args] as [string, ...string[]];
   const child = spawn(command, args, {
     env: {},
-    stdio: ["ignore", "ignore", "pipe", "ipc", seccomp ? "pipe" : "ignore", "pipe"],
-    serialization: "json",
+    stdio: ["ignore", "ignore", "pipe", "pipe", seccomp ? "pipe" : "ignore", "pipe"],
   });
   const seccompPipe = child.stdio[SECCOMP_FD] as Writable | null | undefined;
   if (seccomp && seccompPipe) {

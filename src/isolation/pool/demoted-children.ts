@@ -1,5 +1,4 @@
-import type { ChildProcess } from "node:child_process";
-import type { ToSandbox } from "../wire/messages.js";
+import type { ChildLink } from "./child-link.js";
 import { isLowered, lowerRunning } from "../os/low-priority.js";
 import type { Rescheduler } from "../os/rescheduler.js";
 
@@ -20,26 +19,26 @@ const MAX_LOWERINGS = 3;
  */
 export class DemotedChildren {
   /** Each demoted child: how many times it was lowered, and its end once asked for. */
-  private readonly children = new Map<ChildProcess, { lowerings: number; ended?: Promise<void> }>();
+  private readonly children = new Map<ChildLink, { lowerings: number; ended?: Promise<void> }>();
 
   /** @param rescheduler runs chrt and taskset for the lowering (the pool's one shell) */
   constructor(private readonly rescheduler: Rescheduler) {}
 
   /** Takes `child` over; `hasCalls`: it still has requests in flight (else it is shut down at once). */
-  add(child: ChildProcess, hasCalls: boolean): void {
+  add(child: ChildLink, hasCalls: boolean): void {
     const entry = { lowerings: 1 };
     this.children.set(child, entry);
-    child.once("exit", () => this.children.delete(child));
+    child.process.once("exit", () => this.children.delete(child));
     if (child.pid !== undefined) void lowerRunning(child.pid, this.rescheduler);
     if (!hasCalls) void this.end(child);
   }
 
-  has(child: ChildProcess): boolean {
+  has(child: ChildLink): boolean {
     return this.children.has(child);
   }
 
   /** `child`'s last request in flight has ended. */
-  drained(child: ChildProcess): void {
+  drained(child: ChildLink): void {
     if (this.children.has(child)) void this.end(child);
   }
 
@@ -58,16 +57,16 @@ export class DemotedChildren {
   }
 
   /** Asks `child` to shut down (once), and kills it if it has not ended `SHUTDOWN_KILL_AFTER_MS` later. */
-  private end(child: ChildProcess): Promise<void> {
+  private end(child: ChildLink): Promise<void> {
     const entry = this.children.get(child);
     if (!entry) return Promise.resolve();
     entry.ended ??= new Promise<void>((resolve) => {
-      const timer = setTimeout(() => child.kill("SIGKILL"), SHUTDOWN_KILL_AFTER_MS);
-      child.once("exit", () => {
+      const timer = setTimeout(() => child.kill(), SHUTDOWN_KILL_AFTER_MS);
+      child.process.once("exit", () => {
         clearTimeout(timer);
         resolve();
       });
-      if (child.connected) child.send({ type: "shutdown" } satisfies ToSandbox);
+      if (child.connected) child.send({ type: "shutdown" });
     });
     return entry.ended;
   }

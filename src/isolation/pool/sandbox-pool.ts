@@ -1,64 +1,47 @@
+import PQueue from "p-queue";
 import type { ErrorInfo } from "../../errors.js";
-import { type CapabilityLimits, CallLedger, CapabilityBudget } from "../call-ledger.js";
-import type { CallContext, CapabilityInvoker, CallOutcome, CallRequest, DescribeOutcome, DescribeRequest, Executor, SandboxRequest, ToolLogLine } from "../wire/messages.js";
-import { type Pending, type ProcessOwner, SandboxProcess } from "./child-handle.js";
+import { type CapabilityLimits, CapabilityBudget } from "../call-ledger.js";
+import type { CallContext, CallOutcome, CallRequest, CapabilityInvoker, DescribeOutcome, DescribeRequest, Executor, ToolLogLine } from "../wire/messages.js";
 import { type OsSandboxMode, type OsSandboxStatus, osSandboxStatus } from "../os/os-sandbox.js";
-import { monotonicMs } from "../../clock.js";
-import { Placement, isLongCall } from "../scheduling/placement.js";
-import { processTreeCpu } from "../os/process-cpu.js";
-import { LOW_PRIORITY_NICE, createRescheduler } from "../os/low-priority.js";
+import { createRescheduler } from "../os/low-priority.js";
+import { type CordonSetting, cordonOf } from "../scheduling/cordons.js";
+import { CordonPool, type PoolShared, type WarmPoolReport } from "./cordon-pool.js";
+import { spawnSpec } from "./process-owner.js";
+import { SpareProcesses } from "./spare-processes.js";
+import { ResourceWatchdog, defaultResourceLimits, watchdogStatus } from "../os/resource-watchdog.js";
+
+export type { WarmPoolReport };
 
 /**
- * Runs isolates in supervised sandbox processes, so that a V8 fatal error or a native crash in one
- * tool costs only the calls in flight in that process, never the host.
+ * Runs isolates in supervised sandbox processes, one set of processes per cordon (scheduling/cordons.ts):
+ * a sandbox process runs the code of one cordon only, for its whole life, so that code that escaped an
+ * isolate reaches nothing of another cordon's Animas.
  *
- * Invariants:
- *  - Sandbox processes get an empty environment: nothing of the host's environment is there to leak.
- *  - Each Anima's calls go to one process at a time, where its warm isolates live; placement.ts says
- *    which, and when an idle Anima moves (its warm isolates in the process it left are dropped).
- *  - An Anima over its share (a long call, or calls back to back, in a process the host measured busy;
- *    placement.ts) has its calls run in a low-priority process (low-priority.ts: SCHED_IDLE, half the
- *    CPUs, nice 19), started on first use, so that it cannot take the cores from the quiet Animas' short
- *    calls. When a busy normal process's other calls cannot account for its CPU time, that process is
- *    demoted in place (its calls keep running, now at low priority, and it ends after them; a fresh
- *    process takes its slot): the call that made its Anima over its share does not hold a normal
- *    process's core until its deadline. At most one such demotion every `DEMOTE_IN_PLACE_EVERY_MS`
- *    (each starts a process). A process is judged only from `JUDGED_AFTER_READY_MS` after it started.
- *  - A call's deadline is kept where the call runs (the isolate's own timeout, in the sandbox process)
- *    and, when the caller has one, by the caller's signal: a background job's run signal aborts at the
- *    job's deadline, or when its cancel's grace ran out, and the call is stopped then (the `abort`
- *    message). The pool times nothing of its own for that deadline. Its one timer per request is the
- *    last-resort hard stop for a process that does not answer: `deadlineGraceMs` after the request's
- *    deadline (its `timeoutMs`), or after its signal aborted if that comes first. A process that misses
- *    it is killed; its calls fail with `SandboxCrashed` (the late call itself with `Timeout`, or as
- *    stopped by its caller), and a fresh process takes its place.
- *  - A process that lost an isolate's thread says it is `retiring`: it gets no new requests, a
- *    replacement starts at once, and the old one ends itself after answering what it has (its calls are
- *    tracked per child, so its exit fails only its own stragglers).
- *  - The operator's log sink is called inside try/catch: a throwing sink never becomes an uncaught error.
- *  - A sandbox process holds no authority. Its messages are decoded against the protocol's union and
- *    name only the id of a request the host sent to that very process and that is still in flight; the
- *    host takes the Anima, its directory, the tool and the job from its own record of that request, and
- *    keeps the call's limits on its own counts (`CallLedger`). A message that fails to decode, names a
- *    request the host never sent to that process, or claims anything else is a protocol violation: it
- *    is reported, and the process is killed and replaced (its calls in flight fail as `SandboxCrashed`).
+ * Invariants (each cordon's pool keeps its own: cordon-pool.ts):
+ *  - A process is started blank (a spare, or for its slot) and then belongs to one cordon until it ends;
+ *    evicting a cordon ends its processes.
+ *  - A personal tool is described in its Anima's cordon, which runs it anyway; a tool without an owner
+ *    (core, shared, a job's pinned version) in a process that serves nothing else and is ended after
+ *    that one description, so that no description can be forged by another tool's code.
+ *  - At most `maxProcesses` processes live (spares included): a cordon needing its first process when
+ *    the pool is full evicts the cordon least recently used that has no request in flight. Only when
+ *    every cordon has requests in flight does the pool go over (the per-Anima queues bound that).
+ *  - Request ids and process numbers are unique across cordons: a process that names another cordon's
+ *    request is a violation (child-handle.ts), never served.
  */
-/** One process's warm pool, for the audit report. `undefined` figures: the process did not answer. */
-export interface WarmPoolReport {
-  pid: number | undefined;
-  lowPriority: boolean;
-  /** Animas whose calls go there. */
-  animas: number;
-  idleIsolates?: number;
-  idleBytes?: number;
-  maxIdleBytes?: number;
-  evictions?: number;
-}
-
 export interface SandboxPoolOptions {
-  /** Number of sandbox processes. Default: 2. */
+  /** How Animas are grouped into cordons (scheduling/cordons.ts). Default: "anima" (one cordon each). */
+  cordons?: CordonSetting;
+  /** Normal sandbox processes per cordon. Default: 2 when all Animas share one cordon, else 1. */
   processes?: number;
-  /** Memory the idle warm isolates of all processes may hold, MB (split evenly). Default: 1,024. */
+  /** Sandbox processes alive at most, spares included (each idle one holds ≈ 50 MB). Default: 64. */
+  maxProcesses?: number;
+  /** Blank processes kept started and ready for the first call of a new cordon. Default: 1 (0 when all Animas share one cordon). */
+  spareProcesses?: number;
+  /**
+   * Memory the idle warm isolates may hold, MB: split between the processes of the one cordon when all
+   * Animas share it, else between `maxProcesses`. Default: 1,024.
+   */
   warmIsolatesMb?: number;
   /** Idle warm isolates kept per process at most. Default: no limit (the memory budget decides). */
   maxIdleIsolates?: number;
@@ -82,260 +65,176 @@ export interface SandboxPoolOptions {
   onStderr?: (message: string) => void;
   /** Start sandbox processes inside bubblewrap (os-sandbox.ts): "auto", "required" or "off". Default: "auto". */
   osSandbox?: OsSandboxMode;
+  /**
+   * A script the sandbox processes run instead of their entry, under the same launch: for tests that
+   * play a compromised sandbox process. Not a host option; never set from configuration.
+   */
+  entryScript?: string;
 }
-
-/** How often the host reads the CPU time of the sandbox processes while calls come, ms. */
-const CPU_SAMPLE_MS = 250;
-/** How long after the last call (with none in flight) the readings go on, ms. */
-const CPU_SAMPLE_KEPT_MS = 2_000;
-/**
- * A process is judged from this long after it said it was ready on, ms: its own start (the runner, the
- * first isolate of each Anima there, its code compiled) is no Anima's use, and on a loaded machine the
- * first calls there run long with it.
- */
-const JUDGED_AFTER_READY_MS = 2 * CPU_SAMPLE_MS;
-/**
- * A process is busy over a sample when its isolate threads used this many cores (tool code running), or
- * its whole tree `BUSY_TREE_CORES` (a tool keeping the process's main thread busy with the answers to a
- * flood of capability calls). A long call that mostly waits on the host's answers uses far less.
- */
-const BUSY_CORES = 0.5;
-const BUSY_TREE_CORES = 0.75;
-/** A busy process whose long calls relayed this share of its capability bytes is theirs to demote in place. */
-const LONG_CALLS_RELAY_SHARE = 0.9;
-/** Demotions in place are this far apart at least, ms: each one starts a fresh process. */
-const DEMOTE_IN_PLACE_EVERY_MS = 2_000;
 
 /** Request ids whose process is remembered, to tell a late answer from a forged one. */
 const SENT_TO_REMEMBERED = 65_536;
+/** Descriptions of tools without an owner made at once, each in a process of its own. */
+const DESCRIBERS_AT_ONCE = 2;
 
-export class SandboxPool implements Executor, ProcessOwner {
-  readonly maxIdleIsolates: number;
-  readonly isolateSnapshot: boolean;
-  /** Warm pool budget of each process, bytes. */
-  readonly warmPoolBytes: number;
-  readonly onLog: (line: ToolLogLine) => void;
-  readonly invokeCapability: CapabilityInvoker;
-  readonly onViolation: (message: string) => void;
-  readonly onStderr: (message: string) => void;
+export class SandboxPool implements Executor {
   readonly osSandbox: OsSandboxStatus;
-  readonly rescheduler = createRescheduler();
-  closing = false;
-  private readonly budget: CapabilityBudget;
-  private readonly onRefusal: SandboxPoolOptions["onRefusal"];
-  /** Which process each request id went to, for ids still remembered (see `wasSentTo`). */
+  readonly cordons: CordonSetting;
+  private readonly shared: PoolShared;
+  /** Each cordon's pool, least recently used first. */
+  private readonly pools = new Map<string, CordonPool>();
+  /** One-shot pools describing tools without an owner. */
+  private readonly describers = new Set<CordonPool>();
+  private readonly describeQueue = new PQueue({ concurrency: DESCRIBERS_AT_ONCE });
+  private readonly spares: SpareProcesses;
+  private readonly watchdog: ResourceWatchdog;
+  private readonly processesPerCordon: number;
+  private readonly maxProcesses: number;
+  private readonly warmPoolBytes: number;
   private readonly sentTo = new Map<number, number>();
-  private readonly processes: SandboxProcess[];
-  private readonly deadlineGraceMs: number;
-  private lowPriority: SandboxProcess | undefined;
-  private readonly placement: Placement<SandboxProcess>;
   private nextId = 1;
-  private cpuTimer: NodeJS.Timeout | undefined;
-  private lastCallAt = Number.NEGATIVE_INFINITY;
-  private readonly cpuSamples = new Map<SandboxProcess, { at: number; offMainMs: number; totalMs: number }>();
-  private lastDemotedInPlaceAt = Number.NEGATIVE_INFINITY;
-  /** Each request's `relayedBytes` at the last sample. */
-  private readonly relayedSeen = new WeakMap<Pending, number>();
+  private nextIndex = 0;
+  private nextDescriber = 1;
+  private closing = false;
 
   constructor(options: SandboxPoolOptions = {}) {
-    this.maxIdleIsolates = options.maxIdleIsolates ?? Number.POSITIVE_INFINITY;
-    this.isolateSnapshot = options.isolateSnapshot ?? true;
-    this.onLog = options.onLog ?? (() => {});
-    this.invokeCapability =
-      options.invokeCapability ?? (async () => ({ ok: false, error: { type: "PermissionDenied", fault: "host", message: "capabilities are not available in this host" } }));
-    this.deadlineGraceMs = options.deadlineGraceMs ?? 2_000;
-    this.budget = new CapabilityBudget(options.capabilityLimits);
-    this.onRefusal = options.onRefusal;
-    this.onViolation = options.onViolation ?? (() => {});
-    this.onStderr = options.onStderr ?? ((message) => process.stderr.write(`${message}\n`));
+    this.cordons = options.cordons ?? "anima";
     // Throws for "required" without a working bwrap: before any process starts.
     this.osSandbox = osSandboxStatus(options.osSandbox ?? "auto");
+    this.processesPerCordon = Math.max(1, Math.floor(options.processes ?? (this.cordons === "all" ? 2 : 1)));
+    this.maxProcesses = Math.max(1, Math.floor(options.maxProcesses ?? 64));
+    const sharers = this.cordons === "all" ? this.processesPerCordon : this.maxProcesses;
+    this.warmPoolBytes = Math.floor(((options.warmIsolatesMb ?? 1_024) * 2 ** 20) / sharers);
+    const rescheduler = createRescheduler();
+    this.watchdog = new ResourceWatchdog();
+    const guard = watchdogStatus().holds
+      ? { watchdog: this.watchdog, limits: defaultResourceLimits(this.warmPoolBytes), childrenFixedUnderSeccomp: this.osSandbox.enabled && this.osSandbox.seccomp }
+      : undefined;
     // Its spawn here, with the processes', rather than in the middle of the first demotion in place.
-    this.rescheduler.prepare();
-    const count = Math.max(1, Math.floor(options.processes ?? 2));
-    this.warmPoolBytes = Math.floor(((options.warmIsolatesMb ?? 1_024) * 2 ** 20) / count);
-    this.processes = Array.from({ length: count }, (_, index) => new SandboxProcess(index, this));
-    this.placement = new Placement(this.processes, () => (this.lowPriority ??= new SandboxProcess(count, this, LOW_PRIORITY_NICE)));
-  }
-
-  describe(request: DescribeRequest): Promise<DescribeOutcome> {
-    return this.dispatch(this.leastBusy(), request) as Promise<DescribeOutcome>;
+    rescheduler.prepare();
+    this.shared = {
+      guard,
+      entryScript: options.entryScript,
+      maxIdleIsolates: options.maxIdleIsolates ?? Number.POSITIVE_INFINITY,
+      isolateSnapshot: options.isolateSnapshot ?? true,
+      onLog: options.onLog ?? (() => {}),
+      invokeCapability:
+        options.invokeCapability ?? (async () => ({ ok: false, error: { type: "PermissionDenied", fault: "host", message: "capabilities are not available in this host" } })),
+      onViolation: options.onViolation ?? (() => {}),
+      onStderr: options.onStderr ?? ((message) => process.stderr.write(`${message}\n`)),
+      osSandbox: this.osSandbox,
+      rescheduler,
+      budget: new CapabilityBudget(options.capabilityLimits),
+      deadlineGraceMs: options.deadlineGraceMs ?? 2_000,
+      onRefusal: options.onRefusal,
+      nextProcessIndex: () => this.nextIndex++,
+      nextRequestId: (index) => this.remember(index),
+      wasSentTo: (id, index) => this.wasSentTo(id, index),
+      takeSpare: (nice) => (nice === 0 ? this.spares.take() : undefined),
+    };
+    const spec = spawnSpec({ ...this.shared, warmPoolBytes: this.warmPoolBytes }, 0);
+    // With one cordon for all, its processes are started at once: a spare would serve no one.
+    const spares = options.spareProcesses ?? (this.cordons === "all" ? 0 : 1);
+    this.spares = new SpareProcesses(Math.max(0, Math.floor(spares)), spec, () => this.liveProcesses() < this.maxProcesses, this.shared.onStderr, this.shared.onViolation, guard);
+    // All Animas in one cordon: its processes start now, as the host's did before cordons.
+    if (this.cordons === "all") this.poolOf("all");
+    this.spares.fill();
   }
 
   call(request: CallRequest, signal?: AbortSignal): Promise<CallOutcome> {
-    const anima = request.context.anima;
-    const now = monotonicMs();
-    const route = this.placement.route(anima, now);
-    route.left?.forgetAnima(anima);
-    const outcome = this.dispatch(route.target, request, signal, (id) => this.placement.started(anima, id, route.target, now)) as Promise<CallOutcome>;
-    this.lastCallAt = now;
-    this.cpuTimer ??= setInterval(() => this.sampleCpu(), CPU_SAMPLE_MS).unref();
-    return outcome;
+    return this.poolOf(cordonOf(this.cordons, request.context.anima)).call(request, signal);
   }
 
-  /**
-   * Reads the CPU time of each process; one that was busy since the last reading has the Animas of its
-   * long calls (`LONG_CALL_MS`, `demoteLongCallsOn`), and of calls back to back (`judgeBackToBack`),
-   * demoted (again, for those already demoted), and, when its other calls cannot account for it being
-   * busy, is itself demoted in place (see the invariants). Stops when nothing has been in flight for
-   * `CPU_SAMPLE_KEPT_MS`.
-   */
-  private sampleCpu(): void {
-    const now = monotonicMs();
-    // Kept going a while after the last call, so that a call that turns long has a reading from before it
-    // (then it is judged one sample after it turns long, not two).
-    if (this.all().every((p) => p.load === 0) && now - this.lastCallAt > CPU_SAMPLE_KEPT_MS) {
-      clearInterval(this.cpuTimer);
-      this.cpuTimer = undefined;
-      this.cpuSamples.clear();
-      return;
-    }
-    // Every process, every time (a call is "long" for only part of a sample when calls restart at their
-    // timeout), the low-priority one too: an Anima that keeps its calls there busy stays there. Each
-    // reading covers the time since the previous one.
-    const readings = this.all().map((process) => {
-      process.recheckDemoted();
-      const pid = process.pid;
-      return {
-        process,
-        cpu: pid === undefined ? undefined : processTreeCpu(pid),
-        callTime: this.placement.callTimeOn(process, now),
-        relayed: this.relayedSince(process, now),
-      };
-    });
-    const calling = new Set(readings.flatMap(({ callTime }) => [...callTime.byAnima.keys()]));
-    for (const { process, cpu, callTime, relayed } of readings) {
-      if (cpu === undefined) {
-        this.cpuSamples.delete(process);
-        continue;
+  describe(request: DescribeRequest): Promise<DescribeOutcome> {
+    if (request.owner !== undefined) return this.poolOf(cordonOf(this.cordons, request.owner)).describe(request);
+    return this.describeQueue.add(async () => {
+      const describer = new CordonPool(this.shared, `describe:${this.nextDescriber++}`, 1, this.warmPoolBytes);
+      this.describers.add(describer);
+      try {
+        return await describer.describe(request);
+      } finally {
+        this.describers.delete(describer);
+        void describer.close();
       }
-      const last = this.cpuSamples.get(process);
-      this.cpuSamples.set(process, { at: now, offMainMs: cpu.offMainMs, totalMs: cpu.totalMs });
-      if (last === undefined || now - last.at > 2 * CPU_SAMPLE_MS) continue;
-      if (process.readyAt === undefined || now - process.readyAt < JUDGED_AFTER_READY_MS) continue;
-      const cores = (ms: number) => ms / (now - last.at);
-      const treeCores = cores(cpu.totalMs - last.totalMs);
-      const busy = cores(cpu.offMainMs - last.offMainMs) >= BUSY_CORES || treeCores >= BUSY_TREE_CORES;
-      this.placement.judgeBackToBack(process, callTime, busy, calling, now);
-      if (!busy) continue;
-      if (!this.placement.hasLongCallOn(process, now)) continue;
-      const judged = this.placement.demoteLongCallsOn(process, now);
-      // Not while the long calls' Animas are held for the next reading (more than one had one).
-      if (judged.size === 0 || process === this.lowPriority || now - this.lastDemotedInPlaceAt < DEMOTE_IN_PLACE_EVERY_MS) continue;
-      // In place only when the long calls are what keeps the process busy: its isolate threads busy
-      // beyond what the other calls could account for (each uses at most a core while it runs), or its
-      // capability traffic almost all theirs.
-      const spinning = cores(cpu.offMainMs - last.offMainMs) - cores(callTime.shortMs) >= BUSY_CORES;
-      const relaying = treeCores >= BUSY_TREE_CORES && relayed.long > 0 && relayed.long >= LONG_CALLS_RELAY_SHARE * relayed.all;
-      if ((spinning || relaying) && process.demoteRunning()) {
-        this.placement.movedOff(process, now, judged);
-        this.cpuSamples.delete(process);
-        this.lastDemotedInPlaceAt = now;
-      }
-    }
+    }) as Promise<DescribeOutcome>;
   }
 
-  /** Bytes of capability traffic relayed on `process`'s running child since the last sample: for its long calls, and for all. */
-  private relayedSince(process: SandboxProcess, now: number): { long: number; all: number } {
-    const relayed = { long: 0, all: 0 };
-    for (const pending of process.pending.values()) {
-      if (pending.child === undefined || pending.child !== process.child) continue;
-      const bytes = pending.relayedBytes - (this.relayedSeen.get(pending) ?? 0);
-      this.relayedSeen.set(pending, pending.relayedBytes);
-      relayed.all += bytes;
-      if (isLongCall(pending.startedAt, now)) relayed.long += bytes;
-    }
-    return relayed;
-  }
-
-  /** Process ids of the sandbox processes, the low-priority one last once started (for supervision tests and operators). */
+  /** Process ids of the sandbox processes of all cordons (spares not included). */
   pids(): Array<number | undefined> {
-    return this.all().map((p) => p.pid);
+    return [...this.pools.values()].flatMap((pool) => pool.pids());
   }
 
   /** Process id of the sandbox process an Anima's calls go to, if it has made any. */
   pidFor(anima: string): number | undefined {
-    return (this.placement.isDemoted(anima, monotonicMs()) ? this.lowPriority : this.placement.homeOf(anima))?.pid;
+    return this.pools.get(cordonOf(this.cordons, anima))?.pidFor(anima);
+  }
+
+  /** Process ids of the blank spare processes. */
+  sparePids(): number[] {
+    return this.spares.pids();
   }
 
   /** What each process's warm pool holds now, as the processes report it (for operators; no limit relies on it). */
   async warmPoolStats(): Promise<WarmPoolReport[]> {
-    return Promise.all(
-      this.all().map(async (p) => ({ pid: p.pid, lowPriority: p === this.lowPriority, animas: this.placement.animasOf(p), ...(await p.warmPoolStats()) })),
-    );
+    const reports = await Promise.all([...this.pools.values()].map((pool) => pool.warmPoolStats()));
+    const spares = this.spares.pids().map((pid): WarmPoolReport => ({ pid, cordon: "spare", lowPriority: false, animas: 0 }));
+    return [...reports.flat(), ...spares];
   }
 
   async close(): Promise<void> {
     this.closing = true;
-    clearInterval(this.cpuTimer);
-    for (const process of this.all()) process.failAll({ type: "SandboxCrashed", fault: "host", message: "the host is shutting down" });
-    await Promise.all(this.all().map((p) => p.stop()));
-    this.rescheduler.stop();
-  }
-
-  /** Told by a process when a call it ran has ended (for placement's busy figures). */
-  ended(anima: string, id: number): void {
-    this.placement.finished(anima, id, monotonicMs());
-  }
-
-  /** Told by a process when a call that waited for it to start was sent to it (see `Placement.sent`). */
-  sentAfterStart(anima: string, id: number): void {
-    this.placement.sent(anima, id, monotonicMs());
-  }
-
-  private all(): SandboxProcess[] {
-    return this.lowPriority ? [...this.processes, this.lowPriority] : this.processes;
+    this.spares.close();
+    this.describeQueue.clear();
+    await Promise.all([...this.pools.values(), ...this.describers].map((pool) => pool.close()));
+    this.shared.rescheduler.stop();
+    this.watchdog.close();
   }
 
   stuckEntries(): number {
     return 0;
   }
 
+  /** The pool of `cordon`, made on its first use (evicting idle cordons beyond the cap), and marked used. */
+  private poolOf(cordon: string): CordonPool {
+    let pool = this.pools.get(cordon);
+    if (pool) {
+      this.pools.delete(cordon);
+      this.pools.set(cordon, pool);
+      return pool;
+    }
+    if (!this.closing) this.evictFor(this.processesPerCordon);
+    pool = new CordonPool(this.shared, cordon, this.processesPerCordon, this.warmPoolBytes);
+    this.pools.set(cordon, pool);
+    return pool;
+  }
+
+  /** Ends idle cordons' processes, least recently used first, until `needed` more fit under the cap. */
+  private evictFor(needed: number): void {
+    for (const [cordon, pool] of this.pools) {
+      if (this.liveProcesses() + needed <= this.maxProcesses) return;
+      if (pool.load > 0) continue;
+      this.pools.delete(cordon);
+      void pool.close();
+    }
+  }
+
+  private liveProcesses(): number {
+    let count = this.spares.size + this.describers.size;
+    for (const pool of this.pools.values()) count += pool.pids().length;
+    return count;
+  }
+
+  private remember(index: number): number {
+    const id = this.nextId++;
+    this.sentTo.set(id, index);
+    this.sentTo.delete(id - SENT_TO_REMEMBERED);
+    return id;
+  }
+
   /** True when request `id` was sent to process `index` (recent ids only; older ones count as sent). */
-  wasSentTo(id: number, index: number): boolean {
+  private wasSentTo(id: number, index: number): boolean {
     if (id >= this.nextId) return false;
     const recorded = this.sentTo.get(id);
     return recorded === undefined ? id < this.nextId - SENT_TO_REMEMBERED : recorded === index;
-  }
-
-  private remember(id: number, index: number): void {
-    this.sentTo.set(id, index);
-    this.sentTo.delete(id - SENT_TO_REMEMBERED);
-  }
-
-  /** The process that is up with the fewest requests in flight (describe requests have no Anima to place). */
-  private leastBusy(): SandboxProcess {
-    const up = this.processes.filter((p) => p.available);
-    const candidates = up.length > 0 ? up : this.processes;
-    return candidates.reduce((best, candidate) => (candidate.load < best.load ? candidate : best));
-  }
-
-  private dispatch(target: SandboxProcess, request: SandboxRequest, signal?: AbortSignal, onId?: (id: number) => void): Promise<CallOutcome | DescribeOutcome> {
-    if (this.closing) {
-      const error: ErrorInfo = { type: "SandboxCrashed", fault: "host", message: "the host is shutting down" };
-      return Promise.resolve(request.op === "describe" ? { ok: false, error: { ...error, type: "LoadError" } } : { ok: false, error, durationMs: 0 });
-    }
-    const id = this.nextId++;
-    onId?.(id);
-    this.remember(id, target.index);
-    const ledger =
-      request.op === "call"
-        ? new CallLedger(request.context, { maxLogLines: request.maxLogLines, maxLogLineChars: request.maxLogLineChars }, this.budget, this.onRefusal)
-        : undefined;
-    const outcome = new Promise<CallOutcome | DescribeOutcome>((resolve) => {
-      // The last-resort hard stop (see the invariants), derived from the request's deadline.
-      const killAfterMs = request.timeoutMs + this.deadlineGraceMs;
-      const timer = setTimeout(() => target.killUnanswered(id, "deadline"), killAfterMs);
-      const startedAt = monotonicMs();
-      target.pending.set(id, { request, child: undefined, resolve, timer, killAt: startedAt + killAfterMs, startedAt, ledger, relayedBytes: 0 });
-      target.send({ type: "request", id, request });
-    });
-    if (!signal) return outcome;
-    // The sandbox disposes the call's isolate and answers as usual; a process that does not answer within
-    // `deadlineGraceMs` of the stop is killed (the hard stop moves earlier, never later).
-    const abort = () => target.abort(id, this.deadlineGraceMs);
-    if (signal.aborted) abort();
-    else signal.addEventListener("abort", abort, { once: true });
-    return outcome.finally(() => signal.removeEventListener("abort", abort));
   }
 }

@@ -17,8 +17,6 @@ import type { CallContext, CallOutcome, CapabilityReply, DescribeOutcome, FromSa
  * bug of the host's; the sandbox process reports it and drops it (child/main.ts).
  */
 
-/** Batches nest one level only, and a batch holds at most this many messages. */
-const MAX_BATCH = 100_000;
 const LOG_LEVEL_SET: ReadonlySet<string> = new Set(LOG_LEVELS);
 const CAPABILITY_NAME_SET: ReadonlySet<string> = new Set(CAPABILITY_NAMES);
 const ERROR_TYPE_SET: ReadonlySet<string> = new Set(ERROR_TYPES);
@@ -39,15 +37,15 @@ const FIELDS: Record<string, ReadonlySet<string>> = {
   retiring: new Set(["type", "reason"]),
   needBundle: new Set(["type", "id"]),
   log: new Set(["type", "id", "level", "message"]),
-  capability: new Set(["type", "capabilityId", "id", "name", "argsJson"]),
-  response: new Set(["type", "id", "outcome"]),
-  batch: new Set(["type", "messages"]),
+  capability: new Set(["type", "capabilityId", "id", "name", "argsJson", "parted"]),
+  response: new Set(["type", "id", "outcome", "parted"]),
+  part: new Set(["type", "id", "text"]),
   warmPool: new Set(["type", "statsId", "idleIsolates", "idleBytes", "maxIdleBytes", "evictions"]),
 };
 
 const WARM_POOL_FIGURES = ["idleIsolates", "idleBytes", "maxIdleBytes", "evictions"] as const;
 
-export function decodeFromSandbox(raw: unknown, nested = false): FromSandbox | undefined {
+export function decodeFromSandbox(raw: unknown): FromSandbox | undefined {
   if (!isObject(raw)) return undefined;
   const fields = typeof raw["type"] === "string" && Object.hasOwn(FIELDS, raw["type"]) ? FIELDS[raw["type"]] : undefined;
   if (!fields || Object.keys(raw).some((key) => !fields.has(key))) return undefined;
@@ -67,25 +65,21 @@ export function decodeFromSandbox(raw: unknown, nested = false): FromSandbox | u
       const { capabilityId, id, name, argsJson } = raw;
       // A name outside the contract is something the prelude never sends: the process is not running it any more.
       if (!isId(capabilityId) || !isId(id) || typeof name !== "string" || !CAPABILITY_NAME_SET.has(name) || typeof argsJson !== "string") return undefined;
-      return { type: "capability", capabilityId, id, name, argsJson };
+      if (raw["parted"] === undefined) return { type: "capability", capabilityId, id, name, argsJson };
+      return raw["parted"] === true && argsJson === "" ? { type: "capability", capabilityId, id, name, argsJson, parted: true } : undefined;
     }
-    case "response":
-      return isId(raw["id"]) && isObject(raw["outcome"]) ? { type: "response", id: raw["id"], outcome: raw["outcome"] as unknown as CallOutcome } : undefined;
+    case "response": {
+      if (!isId(raw["id"]) || !isObject(raw["outcome"])) return undefined;
+      const outcome = raw["outcome"] as unknown as CallOutcome;
+      if (raw["parted"] === undefined) return { type: "response", id: raw["id"], outcome };
+      return raw["parted"] === true ? { type: "response", id: raw["id"], outcome, parted: true } : undefined;
+    }
+    case "part":
+      return isId(raw["id"]) && typeof raw["text"] === "string" && raw["text"].length > 0 ? { type: "part", id: raw["id"], text: raw["text"] } : undefined;
     case "warmPool": {
       if (!isId(raw["statsId"]) || !WARM_POOL_FIGURES.every((key) => typeof raw[key] === "number" && Number.isFinite(raw[key]) && raw[key] >= 0)) return undefined;
       const [idleIsolates, idleBytes, maxIdleBytes, evictions] = WARM_POOL_FIGURES.map((key) => raw[key] as number) as [number, number, number, number];
       return { type: "warmPool", statsId: raw["statsId"], idleIsolates, idleBytes, maxIdleBytes, evictions };
-    }
-    case "batch": {
-      const messages = raw["messages"];
-      if (nested || !Array.isArray(messages) || messages.length > MAX_BATCH) return undefined;
-      const decoded: FromSandbox[] = [];
-      for (const message of messages) {
-        const one = decodeFromSandbox(message, true);
-        if (!one) return undefined;
-        decoded.push(one);
-      }
-      return { type: "batch", messages: decoded };
     }
     default:
       return undefined;
@@ -187,7 +181,7 @@ function isReply(raw: unknown): raw is CapabilityReply {
  * copied: the host is trusted, so fields the union does not declare are ignored rather than refused,
  * and the code of a bundle or the value of an answer (whatever JSON a capability gives) is not walked.
  */
-export function decodeToSandbox(raw: unknown, nested = false): ToSandbox | undefined {
+export function decodeToSandbox(raw: unknown): ToSandbox | undefined {
   if (!isObject(raw)) return undefined;
   switch (raw["type"]) {
     case "request":
@@ -211,12 +205,6 @@ export function decodeToSandbox(raw: unknown, nested = false): ToSandbox | undef
       return isId(raw["statsId"]) ? (raw as ToSandbox) : undefined;
     case "shutdown":
       return raw as ToSandbox;
-    case "batch": {
-      const messages = raw["messages"];
-      if (nested || !Array.isArray(messages)) return undefined;
-      for (const message of messages) if (!decodeToSandbox(message, true)) return undefined;
-      return raw as ToSandbox;
-    }
     default:
       return undefined;
   }

@@ -4,8 +4,8 @@ import type { CallEntryKind, LogLevel } from "../../contract/isolate.js";
 /**
  * The host/sandbox boundary as typed messages carrying plain data only (strings, numbers, plain
  * objects). Nothing here may hold a function, a class instance or an isolated-vm reference: every value
- * is either structured-cloned to a sandbox process or copied into an isolate. Both directions are
- * decoded on arrival (decode.ts). What crosses into an isolate (the bridge, the entry object, the
+ * is either written as JSON in a frame of the channel to a sandbox process (frames.ts) or copied into
+ * an isolate. Both directions are decoded on arrival (decode.ts). What crosses into an isolate (the bridge, the entry object, the
  * envelopes, the capabilities) is the contract's: src/contract/isolate.ts.
  */
 
@@ -36,6 +36,12 @@ export interface DescribeRequest {
   bundle: ToolBundle;
   timeoutMs: number;
   memoryLimitMb: number;
+  /**
+   * The Anima whose personal tool this is: it is described in a process of that Anima's cordon, which
+   * runs the tool anyway. Without one (core and shared tools, whose descriptions every Anima reads as
+   * prompts), in a process that runs no Anima's calls and is discarded after it.
+   */
+  owner?: string;
 }
 
 export interface CallRequest {
@@ -131,8 +137,6 @@ export type ToSandbox =
   | { type: "capabilityReplyPart"; capabilityId: number; text: string }
   /** The caller gave up on request `id`: stop its isolate now. */
   | { type: "abort"; id: number }
-  /** Messages queued in one turn of the event loop, sent in one write (pipelined calls). */
-  | { type: "batch"; messages: ToSandbox[] }
   /** The Anima's calls now go to another process: dispose its warm isolates here. */
   | { type: "forget"; anima: string }
   /** Asks for a `warmPool` message answering `statsId`. */
@@ -141,16 +145,23 @@ export type ToSandbox =
 
 export type FromSandbox =
   | { type: "ready" }
-  | { type: "response"; id: number; outcome: CallOutcome | DescribeOutcome }
+  /** `parted`: the result's text is the request's `part` slices joined (its `text` here is empty). */
+  | { type: "response"; id: number; outcome: CallOutcome | DescribeOutcome; parted?: true }
+  /** The process no longer has request `id`'s bundle: the host sends the request again, once per request. */
   | { type: "needBundle"; id: number }
-  | { type: "batch"; messages: FromSandbox[] }
+  /**
+   * A slice (at most `PART_CHARS` characters, frames.ts) of a string too large for one frame: the
+   * `argsJson` of the next `capability` message of request `id`, or the result text of its `response`,
+   * which say `parted: true`. Slices of one string come in order, before the message that takes them.
+   */
+  | { type: "part"; id: number; text: string }
   /** A log line of request `id` (the host attributes it from its own record of that request). */
   | { type: "log"; id: number; level: ToolLogLine["level"]; message: string }
   /**
    * A tool of request `id` asked for a capability; the host process runs it (policy and audit live
    * there) for the Anima of its own record of that request, never for anything the message says.
    */
-  | { type: "capability"; capabilityId: number; id: number; name: string; argsJson: string }
+  | { type: "capability"; capabilityId: number; id: number; name: string; argsJson: string; parted?: true }
   /**
    * The process lost an isolate's thread (see IsolateRunnerOptions.onUnrecoverable): send it nothing
    * more. It answers what it already has, then ends itself; the pool starts a replacement at once.

@@ -12,7 +12,10 @@ describe("decodeFromSandbox", () => {
       name: "fs.stat",
       argsJson: "[]",
     });
-    expect(decodeFromSandbox({ type: "batch", messages: [{ type: "needBundle", id: 1 }] })).toEqual({ type: "batch", messages: [{ type: "needBundle", id: 1 }] });
+    expect(decodeFromSandbox({ type: "needBundle", id: 1 })).toEqual({ type: "needBundle", id: 1 });
+    expect(decodeFromSandbox({ type: "part", id: 1, text: "abc" })).toEqual({ type: "part", id: 1, text: "abc" });
+    expect(decodeFromSandbox({ type: "capability", capabilityId: 1, id: 2, name: "fs.writeFile", argsJson: "", parted: true })).toMatchObject({ argsJson: "", parted: true });
+    expect(decodeFromSandbox({ type: "response", id: 2, outcome: { ok: true }, parted: true })).toMatchObject({ parted: true });
   });
 
   it.each([
@@ -23,8 +26,11 @@ describe("decodeFromSandbox", () => {
     ["a capability the contract does not name", { type: "capability", capabilityId: 1, id: 2, name: "job.kill", argsJson: "[]" }],
     ["a non-integer id", { type: "log", id: 1.5, level: "info", message: "m" }],
     ["an unknown log level", { type: "log", id: 1, level: "fatal", message: "m" }],
-    ["a nested batch", { type: "batch", messages: [{ type: "batch", messages: [] }] }],
-    ["a batch with one bad message", { type: "batch", messages: [{ type: "ready" }, { type: "nope" }] }],
+    ["a batch (frames are the only batching)", { type: "batch", messages: [{ type: "ready" }] }],
+    ["an empty part", { type: "part", id: 1, text: "" }],
+    ["a part without an id", { type: "part", text: "abc" }],
+    ["parted arguments that are not empty", { type: "capability", capabilityId: 1, id: 2, name: "fs.stat", argsJson: "[]", parted: true }],
+    ["a parted flag that is not true", { type: "response", id: 2, outcome: { ok: true }, parted: 1 }],
     ["a non-object", "ready"],
   ])("refuses %s", (_label, message) => {
     expect(decodeFromSandbox(message)).toBeUndefined();
@@ -76,7 +82,6 @@ describe("decodeToSandbox (what the host sends a sandbox process)", () => {
     ["a forget", { type: "forget", anima: "alice" }],
     ["a stats request", { type: "stats", statsId: 1 }],
     ["a shutdown", { type: "shutdown" }],
-    ["a batch", { type: "batch", messages: [{ type: "abort", id: 1 }, { type: "stats", statsId: 2 }] }],
   ])("accepts %s as it is", (_label, message) => {
     expect(decodeToSandbox(message)).toBe(message);
   });
@@ -97,8 +102,7 @@ describe("decodeToSandbox (what the host sends a sandbox process)", () => {
     ["an unknown slice target", { type: "capabilityReply", capabilityId: 3, reply: { ok: true, value: "" }, joinSlicesInto: "headers" }],
     ["a slice without text", { type: "capabilityReplyPart", capabilityId: 3 }],
     ["a forget without an Anima", { type: "forget" }],
-    ["a nested batch", { type: "batch", messages: [{ type: "batch", messages: [] }] }],
-    ["a batch with one bad message", { type: "batch", messages: [{ type: "shutdown" }, { type: "nope" }] }],
+    ["a batch", { type: "batch", messages: [{ type: "shutdown" }] }],
     ["a non-object", "shutdown"],
   ])("refuses %s", (_label, message) => {
     expect(decodeToSandbox(message)).toBeUndefined();

@@ -1,0 +1,128 @@
+import type { ChildProcess } from "node:child_process";
+import type { Socket } from "node:net";
+import { FramedSocket } from "../wire/framed-socket.js";
+import { CHANNEL_FD, MAX_FRAME_FROM_SANDBOX_BYTES } from "../wire/frames.js";
+import { PartAssembler } from "../wire/parts.js";
+import type { ToSandbox } from "../wire/messages.js";
+import { type SandboxChildSpec, spawnSandboxChild } from "./child-spawn.js";
+import type { ResourceLimits, ResourceWatchdog } from "../os/resource-watchdog.js";
+
+/** The host's watch on what a process holds outside its isolates (os/resource-watchdog.ts). */
+export interface ProcessGuard {
+  readonly watchdog: ResourceWatchdog;
+  readonly limits: ResourceLimits;
+  /** The process runs under bubblewrap with the seccomp program, which refuses it new processes. */
+  readonly childrenFixedUnderSeccomp: boolean;
+}
+
+/**
+ * The host's link to one running sandbox process: the process, its framed channel (wire/frames.ts),
+ * the parts of large strings it is sending (wire/parts.ts) and what it may still cost the host.
+ *
+ * Invariants:
+ *  - Every byte the process writes on its channel is decoded by the host itself, one frame of at most
+ *    `MAX_FRAME_FROM_SANDBOX_BYTES` at a time; a framing error is reported once (`onBroken`) and nothing
+ *    more of that process is read.
+ *  - A process may send `THROTTLE_MESSAGES_PER_WINDOW` messages per `THROTTLE_WINDOW_MS`; past that its
+ *    channel is not read until the window ends (its writes block: it is throttled), and a process
+ *    throttled `FLOOD_WINDOWS` windows in a row is reported as flooding (`onBroken`).
+ *  - The host leaves at most `MAX_UNREAD_BYTES` unread on the channel: a process that stops reading
+ *    is reported rather than buffered for.
+ *  - With a guard, the host's /proc watchdog reports a process over its memory, task or open-file
+ *    limit (`onBroken`) within its period: the caller kills it.
+ */
+
+/** Messages a sandbox process may send per window before the host stops reading it until the window ends. */
+export const THROTTLE_MESSAGES_PER_WINDOW = 50_000;
+export const THROTTLE_WINDOW_MS = 1_000;
+/** Windows in a row in which a process was throttled before it counts as flooding the host. */
+export const FLOOD_WINDOWS = 5;
+/** Bytes the host's writes may wait unread by the process, bytes. */
+export const MAX_UNREAD_BYTES = 64 * 1024 * 1024;
+/** Characters of parts one process may have the host hold at once (the host's capability bytes in flight). */
+export const MAX_PART_CHARS_PER_PROCESS = 256 * 1024 * 1024;
+
+export interface ChildLinkHandlers {
+  onMessage(link: ChildLink, raw: unknown): void;
+  /** The process broke its channel (framing, flooding, not reading): it must be killed. */
+  onBroken(link: ChildLink, reason: string): void;
+}
+
+export class ChildLink {
+  readonly process: ChildProcess;
+  readonly channel: FramedSocket;
+  readonly parts = new PartAssembler(MAX_PART_CHARS_PER_PROCESS);
+  private windowStart = 0;
+  private messagesInWindow = 0;
+  private throttledWindows = 0;
+  private resumeTimer: NodeJS.Timeout | undefined;
+
+  private handlers: ChildLinkHandlers;
+
+  constructor(spec: SandboxChildSpec, handlers: ChildLinkHandlers, guard?: ProcessGuard) {
+    this.handlers = handlers;
+    this.process = spawnSandboxChild(spec);
+    if (guard && this.process.pid !== undefined) {
+      const unwatch = guard.watchdog.watch(this.process.pid, guard.limits, (what) => this.onBroken(`went over a limit the host keeps outside its isolates (${what})`), {
+        childrenFixedUnderSeccomp: guard.childrenFixedUnderSeccomp,
+      });
+      this.process.once("exit", unwatch);
+    }
+    const socket = (this.process.stdio as unknown[])[CHANNEL_FD] as Socket;
+    this.channel = new FramedSocket(socket, {
+      maxFrameBytes: MAX_FRAME_FROM_SANDBOX_BYTES,
+      maxUnreadBytes: MAX_UNREAD_BYTES,
+      onMessage: (raw) => {
+        this.count(socket);
+        this.handlers.onMessage(this, raw);
+      },
+      onBroken: (reason) => this.onBroken(reason),
+    });
+    this.process.once("exit", () => clearTimeout(this.resumeTimer));
+  }
+
+  /** Hands the process's messages to a new owner (a spare adopted by a cordon's slot). */
+  rebind(handlers: ChildLinkHandlers): void {
+    this.handlers = handlers;
+  }
+
+  private onBroken(reason: string): void {
+    this.handlers.onBroken(this, reason);
+  }
+
+  get pid(): number | undefined {
+    return this.process.pid;
+  }
+
+  /** True while messages can be written to the process. */
+  get connected(): boolean {
+    return this.channel.open && this.process.exitCode === null && this.process.signalCode === null;
+  }
+
+  send(message: ToSandbox): void {
+    this.channel.send([message]);
+  }
+
+  kill(): void {
+    this.channel.close();
+    this.process.kill("SIGKILL");
+  }
+
+  /** Counts a message against the process's window, and stops reading it for the rest of a full one. */
+  private count(socket: Socket): void {
+    const now = Date.now();
+    if (now - this.windowStart >= THROTTLE_WINDOW_MS) {
+      // Throttled windows count only when they follow each other.
+      if (this.messagesInWindow <= THROTTLE_MESSAGES_PER_WINDOW || now - this.windowStart >= 2 * THROTTLE_WINDOW_MS) this.throttledWindows = 0;
+      this.windowStart = now;
+      this.messagesInWindow = 0;
+    }
+    if (++this.messagesInWindow !== THROTTLE_MESSAGES_PER_WINDOW + 1) return;
+    if (++this.throttledWindows >= FLOOD_WINDOWS) {
+      this.onBroken(`sent more than ${THROTTLE_MESSAGES_PER_WINDOW} messages a second for ${FLOOD_WINDOWS} seconds (flooding the host)`);
+      return;
+    }
+    socket.pause();
+    this.resumeTimer = setTimeout(() => socket.resume(), this.windowStart + THROTTLE_WINDOW_MS - now).unref();
+  }
+}

@@ -1,0 +1,320 @@
+import type { ErrorInfo } from "../../errors.js";
+import { CallLedger, type CapabilityBudget } from "../call-ledger.js";
+import type { CapabilityInvoker, CallOutcome, CallRequest, DescribeOutcome, DescribeRequest, SandboxRequest, ToolLogLine } from "../wire/messages.js";
+import { SandboxProcess } from "./child-handle.js";
+import type { Pending, ProcessOwner } from "./process-owner.js";
+import type { OsSandboxStatus } from "../os/os-sandbox.js";
+import type { ChildLink, ProcessGuard } from "./child-link.js";
+import type { Rescheduler } from "../os/rescheduler.js";
+import { monotonicMs } from "../../clock.js";
+import { Placement, isLongCall } from "../scheduling/placement.js";
+import { processTreeCpu } from "../os/process-cpu.js";
+import { LOW_PRIORITY_NICE } from "../os/low-priority.js";
+
+/**
+ * The sandbox processes of one cordon (scheduling/cordons.ts; the pool, sandbox-pool.ts, keeps one per
+ * cordon in use), so that a V8 fatal error or a native crash in one tool costs only the calls in flight
+ * in that process, never the host, and code that escaped an isolate reaches no other cordon.
+ *
+ * Invariants:
+ *  - Sandbox processes get an empty environment: nothing of the host's environment is there to leak.
+ *  - Each Anima's calls go to one process at a time, where its warm isolates live; placement.ts says
+ *    which, and when an idle Anima moves (its warm isolates in the process it left are dropped).
+ *  - An Anima over its share (a long call, or calls back to back, in a process the host measured busy;
+ *    placement.ts) has its calls run in a low-priority process (low-priority.ts: SCHED_IDLE, half the
+ *    CPUs, nice 19), started on first use, so that it cannot take the cores from the quiet Animas' short
+ *    calls. When a busy normal process's other calls cannot account for its CPU time, that process is
+ *    demoted in place (its calls keep running, now at low priority, and it ends after them; a fresh
+ *    process takes its slot): the call that made its Anima over its share does not hold a normal
+ *    process's core until its deadline. At most one such demotion every `DEMOTE_IN_PLACE_EVERY_MS`
+ *    (each starts a process). A process is judged only from `JUDGED_AFTER_READY_MS` after it started.
+ *  - A call's deadline is kept where the call runs (the isolate's own timeout, in the sandbox process)
+ *    and, when the caller has one, by the caller's signal: a background job's run signal aborts at the
+ *    job's deadline, or when its cancel's grace ran out, and the call is stopped then (the `abort`
+ *    message). The pool times nothing of its own for that deadline. Its one timer per request is the
+ *    last-resort hard stop for a process that does not answer: `deadlineGraceMs` after the request's
+ *    deadline (its `timeoutMs`), or after its signal aborted if that comes first. A process that misses
+ *    it is killed; its calls fail with `SandboxCrashed` (the late call itself with `Timeout`, or as
+ *    stopped by its caller), and a fresh process takes its place.
+ *  - A process that lost an isolate's thread says it is `retiring`: it gets no new requests, a
+ *    replacement starts at once, and the old one ends itself after answering what it has (its calls are
+ *    tracked per child, so its exit fails only its own stragglers).
+ *  - The operator's log sink is called inside try/catch: a throwing sink never becomes an uncaught error.
+ *  - A sandbox process holds no authority. Its messages are decoded against the protocol's union and
+ *    name only the id of a request the host sent to that very process and that is still in flight; the
+ *    host takes the Anima, its directory, the tool and the job from its own record of that request, and
+ *    keeps the call's limits on its own counts (`CallLedger`). A message that fails to decode, names a
+ *    request the host never sent to that process, or claims anything else is a protocol violation: it
+ *    is reported, and the process is killed and replaced (its calls in flight fail as `SandboxCrashed`).
+ */
+/** How often the host reads the CPU time of the sandbox processes while calls come, ms. */
+const CPU_SAMPLE_MS = 250;
+/** How long after the last call (with none in flight) the readings go on, ms. */
+const CPU_SAMPLE_KEPT_MS = 2_000;
+/**
+ * A process is judged from this long after it said it was ready on, ms: its own start (the runner, the
+ * first isolate of each Anima there, its code compiled) is no Anima's use, and on a loaded machine the
+ * first calls there run long with it.
+ */
+const JUDGED_AFTER_READY_MS = 2 * CPU_SAMPLE_MS;
+/**
+ * A process is busy over a sample when its isolate threads used this many cores (tool code running), or
+ * its whole tree `BUSY_TREE_CORES` (a tool keeping the process's main thread busy with the answers to a
+ * flood of capability calls). A long call that mostly waits on the host's answers uses far less.
+ */
+const BUSY_CORES = 0.5;
+const BUSY_TREE_CORES = 0.75;
+/** A busy process whose long calls relayed this share of its capability bytes is theirs to demote in place. */
+const LONG_CALLS_RELAY_SHARE = 0.9;
+/** Demotions in place are this far apart at least, ms: each one starts a fresh process. */
+const DEMOTE_IN_PLACE_EVERY_MS = 2_000;
+
+/** One process's warm pool, for the audit report. `undefined` figures: the process did not answer. */
+export interface WarmPoolReport {
+  pid: number | undefined;
+  /** The cordon the process serves (scheduling/cordons.ts), or "spare" for a blank one. */
+  cordon: string;
+  lowPriority: boolean;
+  /** Animas whose calls go there. */
+  animas: number;
+  idleIsolates?: number;
+  idleBytes?: number;
+  maxIdleBytes?: number;
+  evictions?: number;
+}
+
+/** What the cordons' pools share: their settings, the host's capability budget, request ids, spares. */
+export interface PoolShared extends Omit<ProcessOwner, "closing" | "ended" | "sentAfterStart" | "warmPoolBytes"> {
+  readonly budget: CapabilityBudget;
+  readonly deadlineGraceMs: number;
+  readonly onRefusal: ConstructorParameters<typeof CallLedger>[3];
+  /** A number no other sandbox process of the host has (request ids are remembered per process number). */
+  nextProcessIndex(): number;
+  /** A request id no other request of the host has, remembered as sent to process `index`. */
+  nextRequestId(index: number): number;
+}
+
+export class CordonPool implements ProcessOwner {
+  readonly guard: ProcessGuard | undefined;
+  readonly entryScript: string | undefined;
+  readonly maxIdleIsolates: number;
+  readonly isolateSnapshot: boolean;
+  readonly onLog: (line: ToolLogLine) => void;
+  readonly invokeCapability: CapabilityInvoker;
+  readonly onViolation: (message: string) => void;
+  readonly onStderr: (message: string) => void;
+  readonly osSandbox: OsSandboxStatus;
+  readonly rescheduler: Rescheduler;
+  closing = false;
+  private readonly processes: SandboxProcess[];
+  private lowPriority: SandboxProcess | undefined;
+  private readonly placement: Placement<SandboxProcess>;
+  private cpuTimer: NodeJS.Timeout | undefined;
+  private lastCallAt = Number.NEGATIVE_INFINITY;
+  private readonly cpuSamples = new Map<SandboxProcess, { at: number; offMainMs: number; totalMs: number }>();
+  private lastDemotedInPlaceAt = Number.NEGATIVE_INFINITY;
+  /** Each request's `relayedBytes` at the last sample. */
+  private readonly relayedSeen = new WeakMap<Pending, number>();
+
+  /**
+   * @param cordon the cordon's name (scheduling/cordons.ts)
+   * @param count its normal processes; a low-priority one is started on first use
+   * @param warmPoolBytes warm pool budget of each of its processes, bytes
+   */
+  constructor(
+    private readonly shared: PoolShared,
+    readonly cordon: string,
+    count: number,
+    readonly warmPoolBytes: number,
+  ) {
+    this.guard = shared.guard;
+    this.entryScript = shared.entryScript;
+    this.maxIdleIsolates = shared.maxIdleIsolates;
+    this.isolateSnapshot = shared.isolateSnapshot;
+    this.onLog = shared.onLog;
+    this.invokeCapability = shared.invokeCapability;
+    this.onViolation = shared.onViolation;
+    this.onStderr = shared.onStderr;
+    this.osSandbox = shared.osSandbox;
+    this.rescheduler = shared.rescheduler;
+    this.processes = Array.from({ length: Math.max(1, Math.floor(count)) }, () => new SandboxProcess(shared.nextProcessIndex(), this));
+    this.placement = new Placement(this.processes, () => (this.lowPriority ??= new SandboxProcess(shared.nextProcessIndex(), this, LOW_PRIORITY_NICE)));
+  }
+
+  /** A blank process ready to serve this cordon (`SandboxProcess` adopts it), if the pool has one. */
+  takeSpare(nice: number): ChildLink | undefined {
+    return this.shared.takeSpare(nice);
+  }
+
+  /** Requests in flight on this cordon's processes. */
+  get load(): number {
+    return this.all().reduce((sum, process) => sum + process.load, 0);
+  }
+
+  describe(request: DescribeRequest): Promise<DescribeOutcome> {
+    return this.dispatch(this.leastBusy(), request) as Promise<DescribeOutcome>;
+  }
+
+  call(request: CallRequest, signal?: AbortSignal): Promise<CallOutcome> {
+    const anima = request.context.anima;
+    const now = monotonicMs();
+    const route = this.placement.route(anima, now);
+    route.left?.forgetAnima(anima);
+    const outcome = this.dispatch(route.target, request, signal, (id) => this.placement.started(anima, id, route.target, now)) as Promise<CallOutcome>;
+    this.lastCallAt = now;
+    this.cpuTimer ??= setInterval(() => this.sampleCpu(), CPU_SAMPLE_MS).unref();
+    return outcome;
+  }
+
+  /**
+   * Reads the CPU time of each process; one that was busy since the last reading has the Animas of its
+   * long calls (`LONG_CALL_MS`, `demoteLongCallsOn`), and of calls back to back (`judgeBackToBack`),
+   * demoted (again, for those already demoted), and, when its other calls cannot account for it being
+   * busy, is itself demoted in place (see the invariants). Stops when nothing has been in flight for
+   * `CPU_SAMPLE_KEPT_MS`.
+   */
+  private sampleCpu(): void {
+    const now = monotonicMs();
+    // Kept going a while after the last call, so that a call that turns long has a reading from before it
+    // (then it is judged one sample after it turns long, not two).
+    if (this.all().every((p) => p.load === 0) && now - this.lastCallAt > CPU_SAMPLE_KEPT_MS) {
+      clearInterval(this.cpuTimer);
+      this.cpuTimer = undefined;
+      this.cpuSamples.clear();
+      return;
+    }
+    // Every process, every time (a call is "long" for only part of a sample when calls restart at their
+    // timeout), the low-priority one too: an Anima that keeps its calls there busy stays there. Each
+    // reading covers the time since the previous one.
+    const readings = this.all().map((process) => {
+      process.recheckDemoted();
+      const pid = process.pid;
+      return {
+        process,
+        cpu: pid === undefined ? undefined : processTreeCpu(pid),
+        callTime: this.placement.callTimeOn(process, now),
+        relayed: this.relayedSince(process, now),
+      };
+    });
+    const calling = new Set(readings.flatMap(({ callTime }) => [...callTime.byAnima.keys()]));
+    for (const { process, cpu, callTime, relayed } of readings) {
+      if (cpu === undefined) {
+        this.cpuSamples.delete(process);
+        continue;
+      }
+      const last = this.cpuSamples.get(process);
+      this.cpuSamples.set(process, { at: now, offMainMs: cpu.offMainMs, totalMs: cpu.totalMs });
+      if (last === undefined || now - last.at > 2 * CPU_SAMPLE_MS) continue;
+      if (process.readyAt === undefined || now - process.readyAt < JUDGED_AFTER_READY_MS) continue;
+      const cores = (ms: number) => ms / (now - last.at);
+      const treeCores = cores(cpu.totalMs - last.totalMs);
+      const busy = cores(cpu.offMainMs - last.offMainMs) >= BUSY_CORES || treeCores >= BUSY_TREE_CORES;
+      this.placement.judgeBackToBack(process, callTime, busy, calling, now);
+      if (!busy) continue;
+      if (!this.placement.hasLongCallOn(process, now)) continue;
+      const judged = this.placement.demoteLongCallsOn(process, now);
+      // Not while the long calls' Animas are held for the next reading (more than one had one).
+      if (judged.size === 0 || process === this.lowPriority || now - this.lastDemotedInPlaceAt < DEMOTE_IN_PLACE_EVERY_MS) continue;
+      // In place only when the long calls are what keeps the process busy: its isolate threads busy
+      // beyond what the other calls could account for (each uses at most a core while it runs), or its
+      // capability traffic almost all theirs.
+      const spinning = cores(cpu.offMainMs - last.offMainMs) - cores(callTime.shortMs) >= BUSY_CORES;
+      const relaying = treeCores >= BUSY_TREE_CORES && relayed.long > 0 && relayed.long >= LONG_CALLS_RELAY_SHARE * relayed.all;
+      if ((spinning || relaying) && process.demoteRunning()) {
+        this.placement.movedOff(process, now, judged);
+        this.cpuSamples.delete(process);
+        this.lastDemotedInPlaceAt = now;
+      }
+    }
+  }
+
+  /** Bytes of capability traffic relayed on `process`'s running child since the last sample: for its long calls, and for all. */
+  private relayedSince(process: SandboxProcess, now: number): { long: number; all: number } {
+    const relayed = { long: 0, all: 0 };
+    for (const pending of process.pending.values()) {
+      if (pending.child === undefined || pending.child !== process.child) continue;
+      const bytes = pending.relayedBytes - (this.relayedSeen.get(pending) ?? 0);
+      this.relayedSeen.set(pending, pending.relayedBytes);
+      relayed.all += bytes;
+      if (isLongCall(pending.startedAt, now)) relayed.long += bytes;
+    }
+    return relayed;
+  }
+
+  /** Process ids of the sandbox processes, the low-priority one last once started (for supervision tests and operators). */
+  pids(): Array<number | undefined> {
+    return this.all().map((p) => p.pid);
+  }
+
+  /** Process id of the sandbox process an Anima's calls go to, if it has made any. */
+  pidFor(anima: string): number | undefined {
+    return (this.placement.isDemoted(anima, monotonicMs()) ? this.lowPriority : this.placement.homeOf(anima))?.pid;
+  }
+
+  /** What each process's warm pool holds now, as the processes report it (for operators; no limit relies on it). */
+  async warmPoolStats(): Promise<WarmPoolReport[]> {
+    return Promise.all(
+      this.all().map(async (p) => ({ pid: p.pid, cordon: this.cordon, lowPriority: p === this.lowPriority, animas: this.placement.animasOf(p), ...(await p.warmPoolStats()) })),
+    );
+  }
+
+  async close(): Promise<void> {
+    this.closing = true;
+    clearInterval(this.cpuTimer);
+    for (const process of this.all()) process.failAll({ type: "SandboxCrashed", fault: "host", message: "the host is shutting down" });
+    await Promise.all(this.all().map((p) => p.stop()));
+  }
+
+  /** Told by a process when a call it ran has ended (for placement's busy figures). */
+  ended(anima: string, id: number): void {
+    this.placement.finished(anima, id, monotonicMs());
+  }
+
+  /** Told by a process when a call that waited for it to start was sent to it (see `Placement.sent`). */
+  sentAfterStart(anima: string, id: number): void {
+    this.placement.sent(anima, id, monotonicMs());
+  }
+
+  private all(): SandboxProcess[] {
+    return this.lowPriority ? [...this.processes, this.lowPriority] : this.processes;
+  }
+
+  wasSentTo(id: number, index: number): boolean {
+    return this.shared.wasSentTo(id, index);
+  }
+
+  /** The process that is up with the fewest requests in flight (describe requests have no Anima to place). */
+  private leastBusy(): SandboxProcess {
+    const up = this.processes.filter((p) => p.available);
+    const candidates = up.length > 0 ? up : this.processes;
+    return candidates.reduce((best, candidate) => (candidate.load < best.load ? candidate : best));
+  }
+
+  private dispatch(target: SandboxProcess, request: SandboxRequest, signal?: AbortSignal, onId?: (id: number) => void): Promise<CallOutcome | DescribeOutcome> {
+    if (this.closing) {
+      const error: ErrorInfo = { type: "SandboxCrashed", fault: "host", message: "the host is shutting down" };
+      return Promise.resolve(request.op === "describe" ? { ok: false, error: { ...error, type: "LoadError" } } : { ok: false, error, durationMs: 0 });
+    }
+    const id = this.shared.nextRequestId(target.index);
+    onId?.(id);
+    const ledger =
+      request.op === "call"
+        ? new CallLedger(request.context, { maxLogLines: request.maxLogLines, maxLogLineChars: request.maxLogLineChars }, this.shared.budget, this.shared.onRefusal)
+        : undefined;
+    const outcome = new Promise<CallOutcome | DescribeOutcome>((resolve) => {
+      // The last-resort hard stop (see the invariants), derived from the request's deadline.
+      const killAfterMs = request.timeoutMs + this.shared.deadlineGraceMs;
+      const timer = setTimeout(() => target.killUnanswered(id, "deadline"), killAfterMs);
+      const startedAt = monotonicMs();
+      target.pending.set(id, { request, child: undefined, resolve, timer, killAt: startedAt + killAfterMs, hardStopMs: killAfterMs, startedAt, ledger, relayedBytes: 0 });
+      target.send({ type: "request", id, request });
+    });
+    if (!signal) return outcome;
+    // The sandbox disposes the call's isolate and answers as usual; a process that does not answer within
+    // `deadlineGraceMs` of the stop is killed (the hard stop moves earlier, never later).
+    const abort = () => target.abort(id, this.shared.deadlineGraceMs);
+    if (signal.aborted) abort();
+    else signal.addEventListener("abort", abort, { once: true });
+    return outcome.finally(() => signal.removeEventListener("abort", abort));
+  }
+}

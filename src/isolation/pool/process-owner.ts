@@ -1,0 +1,74 @@
+import type { CallLedger } from "../call-ledger.js";
+import type { OsSandboxStatus } from "../os/os-sandbox.js";
+import type { Rescheduler } from "../os/rescheduler.js";
+import type { CallOutcome, CapabilityInvoker, DescribeOutcome, SandboxRequest, ToolLogLine } from "../wire/messages.js";
+import type { ErrorInfo } from "../../errors.js";
+import { monotonicMs } from "../../clock.js";
+import type { ChildLink, ProcessGuard } from "./child-link.js";
+import type { SandboxChildSpec } from "./child-spawn.js";
+
+/**
+ * What one supervised sandbox process (child-handle.ts) needs of the pool that owns it, and the record
+ * the host keeps of each request it sent there.
+ */
+
+/** What a sandbox process needs from its pool. */
+export interface ProcessOwner {
+  /** The watch on what each process holds outside its isolates; none where /proc cannot be read. */
+  readonly guard: ProcessGuard | undefined;
+  /** A test's stand-in for the process's entry (child-spawn.ts `entryScript`). */
+  readonly entryScript: string | undefined;
+  readonly maxIdleIsolates: number;
+  readonly isolateSnapshot: boolean;
+  /** Warm pool budget of each process, bytes. */
+  readonly warmPoolBytes: number;
+  readonly closing: boolean;
+  readonly invokeCapability: CapabilityInvoker;
+  readonly onLog: (line: ToolLogLine) => void;
+  readonly onViolation: (message: string) => void;
+  /** A line a sandbox process wrote to its stderr (bounded; see child-stderr.ts). */
+  readonly onStderr: (message: string) => void;
+  /** Whether children start inside bubblewrap. */
+  readonly osSandbox: OsSandboxStatus;
+  /** Runs chrt and taskset for processes demoted in place (one shell for the pool). */
+  readonly rescheduler: Rescheduler;
+  /** True when request `id` was sent to process `index` (see SandboxPool.wasSentTo). */
+  wasSentTo(id: number, index: number): boolean;
+  /** Call `id` of `anima` has ended (whatever its outcome). */
+  ended(anima: string, id: number): void;
+  /** Call `id` of `anima`, which waited for this process to start, has been sent to it now. */
+  sentAfterStart(anima: string, id: number): void;
+  /** A blank process, started and ready, that this one may adopt instead of starting its own (nice 0 only). */
+  takeSpare(nice: number): ChildLink | undefined;
+}
+
+export interface Pending {
+  request: SandboxRequest;
+  /** The child the request was sent to (or will be sent to, once it is ready). */
+  child: ChildLink | undefined;
+  /** The child asked for the request's bundle again (`needBundle`); it may once. */
+  bundleResent?: boolean;
+  resolve: (outcome: CallOutcome | DescribeOutcome) => void;
+  /** The last-resort hard stop (see SandboxPool's invariants), due at `killAt` (`monotonicMs()` time). */
+  timer: NodeJS.Timeout;
+  killAt: number;
+  /** How long after it is sent the hard stop comes, ms (its deadline and the pool's grace). */
+  hardStopMs: number;
+  startedAt: number;
+  /** The host's account of a call (none for describe): limits, denials issued, its abort signal. */
+  ledger: CallLedger | undefined;
+  /** Bytes of capability traffic this request's process relayed for it so far (arguments and answers). */
+  relayedBytes: number;
+}
+
+/** How a process of `owner`'s is started (child-spawn.ts). */
+export function spawnSpec(owner: Pick<ProcessOwner, "osSandbox" | "warmPoolBytes" | "maxIdleIsolates" | "isolateSnapshot" | "entryScript">, nice: number): SandboxChildSpec {
+  const spec: SandboxChildSpec = { osSandbox: owner.osSandbox, nice, warmPoolBytes: owner.warmPoolBytes, maxIdleIsolates: owner.maxIdleIsolates, isolateSnapshot: owner.isolateSnapshot };
+  return owner.entryScript === undefined ? spec : { ...spec, entryScript: owner.entryScript };
+}
+
+export function failureFor(pending: Pending, error: ErrorInfo): CallOutcome | DescribeOutcome {
+  if (pending.request.op === "describe") return { ok: false, error: { ...error, type: "LoadError" } };
+  return { ok: false, error, durationMs: monotonicMs() - pending.startedAt };
+}
+

@@ -1,0 +1,106 @@
+import { ChildLink, type ProcessGuard } from "./child-link.js";
+import type { SandboxChildSpec } from "./child-spawn.js";
+import { forwardStderr } from "./child-stderr.js";
+import { bulkPipeOf } from "../wire/bulk-channel.js";
+import { decodeFromSandbox } from "../wire/decode.js";
+
+/**
+ * Blank sandbox processes, started and ready before any cordon needs them, so that the first call of a
+ * new Anima (whose cordon has no process yet) does not wait for a process to start.
+ *
+ * Invariants:
+ *  - A spare has run no tool and served no request: it is handed to one cordon's slot (`take`), which
+ *    keeps it for its whole life. A spare is never handed back.
+ *  - A spare that says anything but its one `ready`, or breaks its channel, is killed and reported.
+ *  - A spare that ends before it was ready is not replaced at once (a launch that keeps failing must not
+ *    become a loop of starts): the next `take` or `fill` starts another.
+ */
+export class SpareProcesses {
+  private readonly ready: ChildLink[] = [];
+  private readonly starting = new Set<ChildLink>();
+  private closed = false;
+
+  /**
+   * @param count spares kept ready
+   * @param spec how each is started (the spec of a normal-priority cordon process)
+   * @param mayStart whether another process may start now (the pool's cap on live processes)
+   */
+  constructor(
+    private readonly count: number,
+    private readonly spec: SandboxChildSpec,
+    private readonly mayStart: () => boolean,
+    private readonly onStderr: (message: string) => void,
+    private readonly onViolation: (message: string) => void,
+    private readonly guard: ProcessGuard | undefined,
+  ) {}
+
+  /** Live spare processes, ready or starting. */
+  get size(): number {
+    return this.ready.length + this.starting.size;
+  }
+
+  pids(): number[] {
+    return [...this.ready, ...this.starting].map((link) => link.pid).filter((pid): pid is number => pid !== undefined);
+  }
+
+  /** Starts spares up to `count`, as far as the pool's cap allows. */
+  fill(): void {
+    while (!this.closed && this.size < this.count && this.mayStart()) this.startOne();
+  }
+
+  /** A ready spare, now the caller's (its messages go to the handlers it rebinds), or undefined. */
+  take(): ChildLink | undefined {
+    let link = this.ready.shift();
+    while (link && !link.connected) link = this.ready.shift();
+    setImmediate(() => this.fill());
+    return link;
+  }
+
+  /** Ends every spare. */
+  close(): void {
+    this.closed = true;
+    for (const link of [...this.ready, ...this.starting]) link.kill();
+    this.ready.length = 0;
+    this.starting.clear();
+  }
+
+  private startOne(): void {
+    const link = new ChildLink(this.spec, {
+      onMessage: (self, raw) => {
+        const message = decodeFromSandbox(raw);
+        if (message?.type === "ready" && this.starting.delete(self)) {
+          this.ready.push(self);
+          return;
+        }
+        this.refuse(self, message?.type === "ready" ? "said it was ready twice" : "sent a message before it served anything");
+      },
+      onBroken: (self, reason) => this.refuse(self, reason),
+    }, this.guard);
+    this.starting.add(link);
+    forwardStderr(link.process.stderr, link.pid, this.onStderr);
+    bulkPipeOf(link.process)?.on("error", () => {
+      // the process went away: its 'exit' handles that
+    });
+    link.process.on("error", () => {
+      // 'exit' follows
+    });
+    link.process.once("exit", () => {
+      this.starting.delete(link);
+      const index = this.ready.indexOf(link);
+      if (index >= 0) this.ready.splice(index, 1);
+    });
+  }
+
+  private refuse(link: ChildLink, what: string): void {
+    if (!this.starting.has(link) && !this.ready.includes(link)) return; // adopted: its slot judges it now
+    try {
+      this.onViolation(`spare sandbox process ${link.pid ?? "?"} ${what}; it was stopped`);
+    } catch {
+      // reporting must not stop the kill
+    }
+    this.starting.delete(link);
+    const index = this.ready.indexOf(link);
+    if (index >= 0) this.ready.splice(index, 1);
+    link.kill();
+  }
+}

@@ -1,0 +1,66 @@
+import { describe, expect, it } from "vitest";
+import { FrameDecoder, FrameError, MAX_FRAME_FROM_SANDBOX_BYTES, PART_CHARS, encodeFrame } from "../../../src/isolation/wire/frames.js";
+import { PartAssembler, fitToFrames } from "../../../src/isolation/wire/parts.js";
+import type { FromSandbox } from "../../../src/isolation/wire/messages.js";
+
+const MESSAGES = [{ type: "ready" }, { type: "log", id: 1, level: "info", message: "héllo \u{1F600} \u0001" }, { type: "needBundle", id: 2 }];
+
+describe("FrameDecoder", () => {
+  it("gives back every message whatever the reads' boundaries", () => {
+    const bytes = Buffer.concat(MESSAGES.map(encodeFrame));
+    for (let size = 1; size <= bytes.length; size++) {
+      const decoder = new FrameDecoder(1024);
+      const out: unknown[] = [];
+      for (let start = 0; start < bytes.length; start += size) out.push(...decoder.push(bytes.subarray(start, start + size)));
+      expect(out, `reads of ${size} bytes`).toEqual(MESSAGES);
+      expect(decoder.held).toBe(0);
+    }
+  });
+
+  it("refuses a length over its limit before it holds a byte of the body", () => {
+    const decoder = new FrameDecoder(100);
+    expect(() => decoder.push(Buffer.from([0, 0, 0, 101]))).toThrow(/a frame of 101 bytes, over the 100-byte limit/);
+    expect(decoder.held).toBe(0);
+  });
+
+  it.each([
+    ["an empty frame", Buffer.from([0, 0, 0, 0]), /an empty frame/],
+    ["a body that is not JSON", Buffer.concat([Buffer.from([0, 0, 0, 3]), Buffer.from("{x}")]), /a frame of 3 bytes that is not JSON/],
+    ["a line of Node's IPC channel", Buffer.from('{"type":"ready"}\n'), /over the/],
+  ])("refuses %s, and stays spent", (_label, bytes, reason) => {
+    const decoder = new FrameDecoder(MAX_FRAME_FROM_SANDBOX_BYTES);
+    expect(() => decoder.push(bytes)).toThrow(reason);
+    expect(() => decoder.push(encodeFrame({ type: "ready" }))).toThrow(FrameError);
+  });
+});
+
+describe("parts", () => {
+  it("split what a frame cannot hold, and each part's frame fits the limit whatever its characters", () => {
+    const text = "\u0001".repeat(PART_CHARS * 2 + 5);
+    const messages = fitToFrames({ type: "capability", capabilityId: 1, id: 4, name: "fs.writeFile", argsJson: text });
+    expect(messages.map((m) => m.type)).toEqual(["part", "part", "part", "capability"]);
+    expect(messages.at(-1)).toMatchObject({ argsJson: "", parted: true });
+    for (const message of messages) expect(encodeFrame(message).length).toBeLessThanOrEqual(MAX_FRAME_FROM_SANDBOX_BYTES);
+    const assembler = new PartAssembler(Number.POSITIVE_INFINITY);
+    for (const message of messages) if (message.type === "part") expect(assembler.add(message.id, message.text, text.length)).toBe(true);
+    expect(assembler.take(4)).toBe(text);
+    expect(assembler.take(4)).toBeUndefined();
+  });
+
+  it("a result text too long for a frame crosses in parts; a description too large becomes a load error", () => {
+    const result: FromSandbox = { type: "response", id: 9, outcome: { ok: true, value: { kind: "text", text: "r".repeat(PART_CHARS + 1), bytes: PART_CHARS + 1, truncated: false }, durationMs: 1 } };
+    expect(fitToFrames(result).map((m) => m.type)).toEqual(["part", "part", "response"]);
+    const description: FromSandbox = { type: "response", id: 9, outcome: { ok: true, module: { exports: {}, schemas: "s".repeat(MAX_FRAME_FROM_SANDBOX_BYTES), profile: null } } };
+    expect(fitToFrames(description)).toEqual([{ type: "response", id: 9, outcome: { ok: false, error: expect.objectContaining({ type: "LoadError", fault: "tool" }) } }]);
+  });
+
+  it("the assembler holds no more than a request's limit, nor the process's", () => {
+    const assembler = new PartAssembler(10);
+    expect(assembler.add(1, "abcd", 6)).toBe(true);
+    expect(assembler.add(1, "efg", 6)).toBe(false);
+    expect(assembler.add(2, "123456", 100)).toBe(true);
+    expect(assembler.add(3, "x", 100)).toBe(false); // 4 + 6 held: the process's 10
+    assembler.drop(1);
+    expect(assembler.add(3, "x", 100)).toBe(true);
+  });
+});

@@ -1,0 +1,171 @@
+import { afterEach, describe, expect, it } from "vitest";
+import { join } from "node:path";
+import { monitorEventLoopDelay } from "node:perf_hooks";
+import type { CallContext, CallOutcome, CallRequest, CapabilityReply } from "../../src/isolation/wire/messages.js";
+import { SandboxPool } from "../../src/isolation/pool/sandbox-pool.js";
+import { waitFor } from "../helpers/data-dir.js";
+import { PROJECT_ROOT } from "./harness.js";
+
+/**
+ * A sandbox process is an adversary as a whole: these tests run a compromised one
+ * (test/fixtures/compromised/escaped-process.mjs) under the host's real launch, writing raw bytes on its
+ * channel when a request of eve's arrives, while alice's calls run in her own cordon's process. Each asserts the
+ * violation the host reports, that nothing was served for anyone else, that eve's process was replaced,
+ * and that the host keeps serving alice.
+ */
+
+const ESCAPED_PROCESS = join(PROJECT_ROOT, "test", "fixtures", "compromised", "escaped-process.mjs");
+
+const BUNDLE = {
+  hash: "compromised-process-waiting",
+  displayName: "personal/waiting.js",
+  code: `__awRegister({ dispatch: (name) => name === "waiting_quick" ? "done" : new Promise(() => {}) });`,
+};
+
+function request(anima: string, schemaName: string, args: Record<string, unknown> = {}): CallRequest {
+  return {
+    op: "call",
+    bundle: BUNDLE,
+    context: { anima, animaDir: `/nonexistent/animas/${anima}`, tool: "waiting" },
+    entry: "call",
+    schemaName,
+    payloadJson: JSON.stringify(args),
+    timeoutMs: 20_000,
+    memoryLimitMb: 32,
+    maxResultBytes: 10_000,
+    maxLogLines: 10,
+    maxLogLineChars: 100,
+  };
+}
+
+interface Internals {
+  pools: Map<string, { processes: Array<{ pid: number | undefined; pending: Map<number, { child: unknown; request: CallRequest }> }> }>;
+}
+
+describe("a compromised sandbox process, byte by byte", () => {
+  let pool: SandboxPool | undefined;
+  afterEach(async () => {
+    await pool?.close();
+    pool = undefined;
+  });
+
+  async function start() {
+    const served: Array<{ context: CallContext; name: string }> = [];
+    const violations: string[] = [];
+    const logs: Array<{ anima: string; message: string }> = [];
+    pool = new SandboxPool({
+      entryScript: ESCAPED_PROCESS,
+      onStderr: () => {},
+      onLog: (line) => logs.push({ anima: line.context.anima, message: line.message }),
+      invokeCapability: async (context, name): Promise<CapabilityReply> => {
+        served.push({ context, name });
+        return { ok: true, value: "served" };
+      },
+      onViolation: (message) => violations.push(message),
+    });
+    const p = pool;
+    // alice's call stays in flight on one process; eve's calls go to the other.
+    const aliceCall = p.call(request("alice", "waiting_forever"));
+    const aliceId = await sentId(p, "alice");
+    return { p, served, violations, logs, aliceCall, aliceId, alicePid: p.pidFor("alice") as number };
+  }
+
+  /** The id of `anima`'s call once it was sent to its process (only then could a process name it). */
+  async function sentId(p: SandboxPool, anima: string): Promise<number> {
+    const internals = p as unknown as Internals;
+    let id: number | undefined;
+    await waitFor(() => {
+      for (const process of [...internals.pools.values()].flatMap((pool) => pool.processes))
+        for (const [key, pending] of process.pending) if (pending.request.context.anima === anima && pending.child !== undefined) id = key;
+      return id !== undefined;
+    }, 10_000);
+    return id as number;
+  }
+
+  async function attack(p: SandboxPool, args: Record<string, unknown>): Promise<{ evePid: number; eveCall: Promise<CallOutcome> }> {
+    const eveCall = p.call(request("eve", "waiting_forever", args));
+    await sentId(p, "eve");
+    return { evePid: p.pidFor("eve") as number, eveCall };
+  }
+
+  async function stillServes(p: SandboxPool, alicePid: number, aliceCall: Promise<CallOutcome>): Promise<void> {
+    let aliceEnded = false;
+    void aliceCall.then(() => (aliceEnded = true));
+    expect(await p.call(request("alice", "waiting_quick"))).toMatchObject({ ok: true, value: { text: "done" } });
+    expect(await p.call(request("bob", "waiting_quick"))).toMatchObject({ ok: true, value: { text: "done" } });
+    expect(p.pids()).toContain(alicePid); // alice's process was never touched
+    expect(aliceEnded).toBe(false); // nor her call in flight
+  }
+
+  it.each([
+    ["malformed_frame", /sent a frame of 9 bytes that is not JSON/],
+    ["endless_frame", /sent a frame of 4294967280 bytes, over the 1048576-byte limit/],
+    ["ipc_line", /over the 1048576-byte limit/],
+    ["need_bundle_flood", /asked for request \d+'s bundle a second time/],
+    ["forged_context", /not part of the protocol/],
+    ["second_ready", /said it was ready twice/],
+  ])("%s: eve's process is reported and replaced; alice is untouched", async (name, reported) => {
+    const { p, served, violations, aliceCall, alicePid } = await start();
+    const { evePid, eveCall } = await attack(p, { attack: name });
+    await waitFor(() => violations.length > 0 && !p.pids().includes(evePid), 10_000);
+    expect(violations[0]).toMatch(reported);
+    expect(violations[0]).toMatch(new RegExp(`sandbox process ${evePid} .*it was stopped and replaced`));
+    expect(await eveCall).toMatchObject({ ok: false, error: { type: "SandboxCrashed" } });
+    expect(served).toEqual([]);
+    await stillServes(p, alicePid, aliceCall);
+  });
+
+  it.each([
+    ["foreign_capability"],
+    ["foreign_result"],
+    ["foreign_log"],
+  ])("%s: a message under alice's call id from eve's process is a violation, and serves nothing", async (name) => {
+    const { p, served, violations, logs, aliceCall, aliceId, alicePid } = await start();
+    const { evePid } = await attack(p, { attack: name, target: aliceId });
+    await waitFor(() => violations.length > 0 && !p.pids().includes(evePid), 10_000);
+    expect(violations[0]).toMatch(new RegExp(`named request ${aliceId}, which the host never sent to it`));
+    expect(served).toEqual([]);
+    expect(logs).toEqual([]);
+    await stillServes(p, alicePid, aliceCall);
+  });
+
+  it.each([["warmPool"], ["log"]])("message_flood (%s): throttled, then retired as flooding; the host's event loop stays responsive", async (type) => {
+    const { p, violations, aliceCall, alicePid } = await start();
+    const lag = monitorEventLoopDelay({ resolution: 10 });
+    lag.enable();
+    const { evePid } = await attack(p, { attack: "message_flood", type });
+    // While it floods, alice's calls are answered.
+    for (let i = 0; i < 5; i++) expect(await p.call(request("alice", "waiting_quick"))).toMatchObject({ ok: true });
+    await waitFor(() => violations.length > 0 && !p.pids().includes(evePid), 20_000);
+    lag.disable();
+    expect(violations[0]).toMatch(/flooding the host/);
+    // Each read of the flood costs the host at most one read's worth of small frames: no long stall.
+    expect(lag.max / 1e6).toBeLessThan(2_000);
+    await stillServes(p, alicePid, aliceCall);
+  }, 40_000);
+
+  it("part_flood: parts beyond a call's limit are refused before the host holds more", async () => {
+    const { p, violations, aliceCall, alicePid } = await start();
+    const { evePid } = await attack(p, { attack: "part_flood" });
+    await waitFor(() => violations.length > 0 && !p.pids().includes(evePid), 20_000);
+    expect(violations[0]).toMatch(/sent parts of request \d+ over their limit/);
+    await stillServes(p, alicePid, aliceCall);
+  }, 30_000);
+
+  it("memory_bomb: memory taken outside every isolate is measured by the host, and the process is killed", async () => {
+    const { p, violations, aliceCall, alicePid } = await start();
+    const { evePid, eveCall } = await attack(p, { attack: "memory_bomb" });
+    await waitFor(() => violations.length > 0 && !p.pids().includes(evePid), 20_000);
+    expect(violations[0]).toMatch(new RegExp(`sandbox process ${evePid} went over a limit the host keeps outside its isolates \\(memory: `));
+    expect(await eveCall).toMatchObject({ ok: false, error: { type: "SandboxCrashed" } });
+    await stillServes(p, alicePid, aliceCall);
+  }, 30_000);
+
+  it("own_capability: a genuine request runs for the Anima of the host's own record", async () => {
+    const { p, served, violations } = await start();
+    await attack(p, { attack: "own_capability" });
+    await waitFor(() => served.length > 0 || violations.length > 0, 10_000);
+    expect(served).toEqual([{ context: request("eve", "").context, name: "fs.stat" }]);
+    expect(violations).toEqual([]);
+  });
+});
