@@ -8,7 +8,10 @@
 //   - noisy neighbour: tenant B's p99 unloaded, beside spinning processes outside the host (the floor),
 //     and while tenant A keeps 8 `while (true) {}` calls in flight (each stopped at its 500 ms timeout
 //     and sent again).
-// Run: `npm run build && node --no-node-snapshot benchmarks/tenancy.mjs [--quick] [--json] [--animas N]`.
+//   - with one cordon per Anima (`--cordons anima`): the first call of each new Anima with a spare
+//     process ready (its cordon's first process), and RSS per warm Anima.
+// Run: `npm run build && node --no-node-snapshot benchmarks/tenancy.mjs [--quick] [--json] [--animas N]
+// [--cordons all|anima]` (default all: every Anima in one cordon, the density figures of before cordons).
 import { spawn } from "node:child_process";
 import { existsSync, mkdirSync, mkdtempSync, readdirSync, readFileSync, rmSync, writeFileSync } from "node:fs";
 import { tmpdir } from "node:os";
@@ -16,9 +19,13 @@ import { join } from "node:path";
 import { parseArgs } from "node:util";
 import ivm from "isolated-vm";
 import { createHost } from "../dist/src/index.js";
-import { sandboxPidFor, sandboxPids } from "../dist/src/isolation/executor.js";
+import { sandboxPidFor, sandboxPids, sparesReady } from "../dist/src/isolation/executor.js";
 
-const { values: flags } = parseArgs({ options: { quick: { type: "boolean" }, json: { type: "boolean" }, animas: { type: "string" }, rounds: { type: "string" } } });
+const { values: flags } = parseArgs({
+  options: { quick: { type: "boolean" }, json: { type: "boolean" }, animas: { type: "string" }, rounds: { type: "string" }, cordons: { type: "string" } },
+});
+const CORDONS = flags.cordons ?? "all";
+if (CORDONS !== "all" && CORDONS !== "anima") throw new Error(`--cordons ${CORDONS}: all or anima`);
 const ANIMAS = Number(flags.animas ?? (flags.quick ? 100 : 500));
 const ROUNDS = Number(flags.rounds ?? (flags.quick ? 2 : 4));
 const HOT_CALLS = flags.quick ? 1_000 : 3_000;
@@ -101,6 +108,11 @@ async function bareIsolateFloor(count) {
   return stats(samples);
 }
 
+async function until(check, timeoutMs) {
+  const deadline = performance.now() + timeoutMs;
+  while (!check() && performance.now() < deadline) await new Promise((resolve) => setTimeout(resolve, 5));
+}
+
 async function main() {
   const dataDir = mkdtempSync(join(tmpdir(), "awt-tenancy-"));
   const animas = Array.from({ length: ANIMAS }, (_, i) => `t${String(i).padStart(4, "0")}`);
@@ -122,8 +134,8 @@ async function main() {
     writeFileSync(join(dataDir, "animas", anima, "tools", "alpha.mjs"), toolSource(anima, "alpha"));
   }
 
-  const results = { animas: ANIMAS, tools: tools.length, rounds: ROUNDS };
-  const host = createHost({ dataDir, onLog: () => {} });
+  const results = { animas: ANIMAS, tools: tools.length, rounds: ROUNDS, cordons: CORDONS };
+  const host = createHost({ dataDir, cordons: CORDONS, onLog: () => {} });
   try {
     const bareFloor = await bareIsolateFloor(flags.quick ? 50 : 200);
     await host.call("quiet", "alpha_run", { n: 1 });
@@ -137,8 +149,19 @@ async function main() {
     results.hotCall = stats(hot);
 
     const first = [];
-    for (const [anima, tool] of tools) first.push(await timed(() => host.call(anima, tool, { n: 1 })));
+    const firstOfAnima = [];
+    const seen = new Set();
+    for (const [anima, tool] of tools) {
+      const newAnima = !seen.has(anima);
+      seen.add(anima);
+      // A new Anima's cordon takes a spare process: measured with one ready, as a host between arrivals has.
+      if (newAnima && CORDONS === "anima") await until(() => sparesReady(host.config) > 0, 10_000);
+      const ms = await timed(() => host.call(anima, tool, { n: 1 }));
+      first.push(ms);
+      if (newAnima) firstOfAnima.push(ms);
+    }
     results.firstCall = stats(first);
+    results.firstCallOfNewAnima = { ...stats(firstOfAnima), aim: CORDONS === "anima" ? "p50 ≤ 30 ms with a spare process ready" : "(one cordon: no process to start)" };
 
     const roundRobin = [];
     for (let r = 0; r < ROUNDS; r++) {
@@ -151,12 +174,13 @@ async function main() {
       emptyHostMb: round(emptyRssMb, 1),
       loadedMb: round(loadedRssMb, 1),
       perLoadedToolMb: round((loadedRssMb - emptyRssMb) / tools.length, 3),
+      perWarmAnimaMb: round((loadedRssMb - emptyRssMb) / ANIMAS, 2),
       ofWhichSandboxProcessesMb: round((loadedSandboxMb - emptySandboxMb) / tools.length, 3),
       aim: "≤ 1.5 MB per loaded tool",
     };
     // Cold isolates: the same loaded tools, on a host whose warm pool keeps nothing, so that every call
     // builds its isolate (bundles and descriptions come from the first host's on-disk cache).
-    const coldHost = createHost({ dataDir, warmIsolatesMb: 1, onLog: () => {} });
+    const coldHost = createHost({ dataDir, cordons: CORDONS, warmIsolatesMb: 1, onLog: () => {} });
     const coldTools = tools.slice(0, flags.quick ? 100 : 300);
     try {
       for (const [anima, tool] of coldTools) await coldHost.call(anima, tool, { n: 0 });
@@ -214,7 +238,9 @@ async function main() {
       await quietWindow(samples.noisy);
       const pids = sandboxPids(host.config);
       const where = (anima) => {
-        const index = pids.indexOf(sandboxPidFor(host.config, anima));
+        const pid = sandboxPidFor(host.config, anima);
+        if (CORDONS === "anima") return `own process ${pid}`;
+        const index = pids.indexOf(pid);
         return index === 2 ? "low-priority" : `process ${index}`;
       };
       placement = Object.fromEntries(["noisy", ...quiet].map((anima) => [anima, where(anima)]));

@@ -69,6 +69,11 @@ export function warmPoolReport(config: HostConfig): Promise<WarmPoolReport[]> {
   return pools.get(config)?.warmPoolStats() ?? Promise.resolve([]);
 }
 
+/** Spare sandbox processes ready for a new cordon's first call, for the host whose config this is (0 in-process). */
+export function sparesReady(config: HostConfig): number {
+  return pools.get(config)?.sparesReady() ?? 0;
+}
+
 /** The sandbox process serving `anima` for the host whose config this is, once it has made a call. */
 export function sandboxPidFor(config: HostConfig, anima: string): number | undefined {
   return pools.get(config)?.pidFor(anima);

@@ -162,6 +162,24 @@ describe("ToolRegistry: failures to run a module are retried, failed checks are 
     expect(describe).toHaveBeenCalledTimes(2);
   });
 
+  it("describes a personal tool for its owner, in its owner's cordon, and never reuses that description for another Anima", async () => {
+    const good: DescribeOutcome = { ok: true, module: { exports: { dispatch: "function" }, schemas: [{ name: "twin_run" }], profile: null } };
+    const { registry, describe } = registryWith([good, good, good]);
+    data.anima("alice");
+    data.anima("eve");
+    // The same text in both folders: one bundle hash, two owners.
+    data.write("animas/alice/tools/twin.ts", simpleTool("twin"));
+    data.write("animas/eve/tools/twin.ts", simpleTool("twin"));
+    data.write("common_tools/shared_twin.ts", simpleTool("shared_twin"));
+    for (const anima of ["eve", "alice"]) {
+      const source = (await registry.sources({ name: anima, dir: join(data.dir, "animas", anima) })).tools.get("twin")!;
+      expect((await registry.load(source, ["twin"])).state).toBe("ok");
+    }
+    const shared = (await registry.sources(undefined)).tools.get("shared_twin")!;
+    await registry.load(shared, ["shared_twin"]);
+    expect(describe.mock.calls.map(([request]) => (request as { owner?: string }).owner)).toEqual(["eve", "alice", undefined]);
+  });
+
   it("keeps a schema-check failure until the tool changes", async () => {
     const { registry, describe } = registryWith([
       { ok: true, module: { exports: { dispatch: "function" }, schemas: [{ name: "wrong_prefix" }], profile: null } },

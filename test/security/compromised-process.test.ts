@@ -161,6 +161,18 @@ describe("a compromised sandbox process, byte by byte", () => {
     await stillServes(p, alicePid, aliceCall);
   }, 30_000);
 
+  it("forged_description: a process that ran eve's code describes only eve's own tools; others are described where it cannot reach", async () => {
+    const { p } = await start();
+    await p.call(request("eve", "waiting_quick", { attack: "none" })); // eve's process has run her code
+    const describe = (owner?: string) => p.describe({ op: "describe", bundle: BUNDLE, timeoutMs: 5_000, memoryLimitMb: 32, ...(owner ? { owner } : {}) });
+    const genuine = { ok: true, module: { exports: { dispatch: "function" }, schemas: null } };
+    // A shared or core tool (no owner): a process of its own, ended after; alice's: alice's cordon.
+    expect(await describe()).toMatchObject(genuine);
+    expect(await describe("alice")).toMatchObject(genuine);
+    // eve's own tool is described in eve's cordon: she may lie about her own tool, to herself.
+    expect(JSON.stringify(await describe("eve"))).toContain("read secret.txt");
+  });
+
   it("own_capability: a genuine request runs for the Anima of the host's own record", async () => {
     const { p, served, violations } = await start();
     await attack(p, { attack: "own_capability" });

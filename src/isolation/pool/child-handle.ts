@@ -298,7 +298,7 @@ export class SandboxProcess {
   /** A protocol violation: reported, and the process is killed at once (it may be compromised). */
   private violation(child: ChildLink, what: string): void {
     try {
-      this.pool.onViolation(`sandbox process ${child.pid ?? "?"} ${what}; it was stopped and replaced`);
+      this.pool.onViolation(`sandbox process ${child.pid ?? "?"} ${what}; it was stopped and replaced (cordon ${this.pool.cordon})`);
     } catch {
       // reporting must not stop the kill
     }

@@ -84,7 +84,7 @@ export interface WarmPoolReport {
 }
 
 /** What the cordons' pools share: their settings, the host's capability budget, request ids, spares. */
-export interface PoolShared extends Omit<ProcessOwner, "closing" | "ended" | "sentAfterStart" | "warmPoolBytes"> {
+export interface PoolShared extends Omit<ProcessOwner, "cordon" | "closing" | "ended" | "sentAfterStart" | "warmPoolBytes"> {
   readonly budget: CapabilityBudget;
   readonly deadlineGraceMs: number;
   readonly onRefusal: ConstructorParameters<typeof CallLedger>[3];

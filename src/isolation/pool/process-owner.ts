@@ -14,6 +14,8 @@ import type { SandboxChildSpec } from "./child-spawn.js";
 
 /** What a sandbox process needs from its pool. */
 export interface ProcessOwner {
+  /** The cordon whose code the owner's processes run (scheduling/cordons.ts), named in violation reports. */
+  readonly cordon: string;
   /** The watch on what each process holds outside its isolates; none where /proc cannot be read. */
   readonly guard: ProcessGuard | undefined;
   /** A test's stand-in for the process's entry (child-spawn.ts `entryScript`). */

@@ -169,6 +169,11 @@ export class SandboxPool implements Executor {
     return this.pools.get(cordonOf(this.cordons, anima))?.pidFor(anima);
   }
 
+  /** Spare processes started and ready for a new cordon. */
+  sparesReady(): number {
+    return this.spares.readyCount;
+  }
+
   /** Process ids of the blank spare processes. */
   sparePids(): number[] {
     return this.spares.pids();

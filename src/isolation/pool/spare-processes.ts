@@ -39,6 +39,11 @@ export class SpareProcesses {
     return this.ready.length + this.starting.size;
   }
 
+  /** Spares started and ready to be taken. */
+  get readyCount(): number {
+    return this.ready.length;
+  }
+
   pids(): number[] {
     return [...this.ready, ...this.starting].map((link) => link.pid).filter((pid): pid is number => pid !== undefined);
   }
