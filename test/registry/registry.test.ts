@@ -177,7 +177,7 @@ describe("ToolRegistry: failures to run a module are retried, failed checks are 
     }
     const shared = (await registry.sources(undefined)).tools.get("shared_twin")!;
     await registry.load(shared, ["shared_twin"]);
-    expect(describe.mock.calls.map(([request]) => (request as { owner?: string }).owner)).toEqual(["eve", "alice", undefined]);
+    expect(describe.mock.calls.map((args) => (args as unknown[] as [{ owner?: string }])[0].owner)).toEqual(["eve", "alice", undefined]);
   });
 
   it("keeps a schema-check failure until the tool changes", async () => {
