@@ -39,7 +39,7 @@ function request(anima: string, schemaName: string, args: Record<string, unknown
 }
 
 interface Internals {
-  pools: Map<string, { processes: Array<{ pid: number | undefined; pending: Map<number, { child: unknown; request: CallRequest }> }> }>;
+  pools: Map<string, { processes: Array<{ pid: number | undefined; pending: Map<number, { child: { pid: number } | undefined; request: CallRequest }> }> }>;
 }
 
 describe("a compromised sandbox process, byte by byte", () => {
@@ -66,26 +66,29 @@ describe("a compromised sandbox process, byte by byte", () => {
     const p = pool;
     // alice's call stays in flight on one process; eve's calls go to the other.
     const aliceCall = p.call(request("alice", "waiting_forever"));
-    const aliceId = await sentId(p, "alice");
-    return { p, served, violations, logs, aliceCall, aliceId, alicePid: p.pidFor("alice") as number };
+    const { id: aliceId, pid: alicePid } = await sent(p, "alice");
+    return { p, served, violations, logs, aliceCall, aliceId, alicePid };
   }
 
-  /** The id of `anima`'s call once it was sent to its process (only then could a process name it). */
-  async function sentId(p: SandboxPool, anima: string): Promise<number> {
+  /** The id of `anima`'s call once it was sent to its process (only then could a process name it), and that process. */
+  async function sent(p: SandboxPool, anima: string): Promise<{ id: number; pid: number }> {
     const internals = p as unknown as Internals;
-    let id: number | undefined;
+    let found: { id: number; pid: number } | undefined;
     await waitFor(() => {
       for (const process of [...internals.pools.values()].flatMap((pool) => pool.processes))
-        for (const [key, pending] of process.pending) if (pending.request.context.anima === anima && pending.child !== undefined) id = key;
-      return id !== undefined;
-    }, 10_000);
-    return id as number;
+        for (const [id, pending] of process.pending) if (pending.request.context.anima === anima && pending.child !== undefined) found = { id, pid: pending.child.pid };
+      return found !== undefined;
+    }, 10_000, 2).catch((error: Error) => {
+      const pools = [...internals.pools].map(([c, pool]) => `${c}: ${pool.processes.map((x) => `${x.pid}[${[...x.pending.values()].map((q) => `${q.request.context.anima}@${q.child?.pid}`).join(",")}]`).join(" ")}`);
+      throw new Error(`${error.message}: no sent call of ${anima}; ${pools.join("; ")}`);
+    });
+    return found as { id: number; pid: number };
   }
 
   async function attack(p: SandboxPool, args: Record<string, unknown>): Promise<{ evePid: number; eveCall: Promise<CallOutcome> }> {
     const eveCall = p.call(request("eve", "waiting_forever", args));
-    await sentId(p, "eve");
-    return { evePid: p.pidFor("eve") as number, eveCall };
+    const { pid: evePid } = await sent(p, "eve");
+    return { evePid, eveCall };
   }
 
   async function stillServes(p: SandboxPool, alicePid: number, aliceCall: Promise<CallOutcome>): Promise<void> {
@@ -107,7 +110,10 @@ describe("a compromised sandbox process, byte by byte", () => {
   ])("%s: eve's process is reported and replaced; alice is untouched", async (name, reported) => {
     const { p, served, violations, aliceCall, alicePid } = await start();
     const { evePid, eveCall } = await attack(p, { attack: name });
-    await waitFor(() => violations.length > 0 && !p.pids().includes(evePid), 10_000);
+    await waitFor(() => violations.length > 0 && !p.pids().includes(evePid), 10_000).catch((error: Error) => {
+      const pools = [...(p as unknown as { pools: Map<string, { processes: Array<{ pid: number | undefined; pending: Map<number, unknown> }> }> }).pools].map(([c, pool]) => `${c}: ${pool.processes.map((x) => `${x.pid}(${x.pending.size})`).join(",")}`);
+      throw new Error(`${error.message}; violations: ${JSON.stringify(violations)}; pids ${JSON.stringify(p.pids())}, eve's ${evePid}; ${pools.join("; ")}; spares ${JSON.stringify(p.sparePids())}`);
+    });
     expect(violations[0]).toMatch(reported);
     expect(violations[0]).toMatch(new RegExp(`sandbox process ${evePid} .*it was stopped and replaced`));
     expect(await eveCall).toMatchObject({ ok: false, error: { type: "SandboxCrashed" } });

@@ -4,7 +4,7 @@
  * (wire/frames.ts). It holds no secrets and has an empty environment; if it dies, the host restarts it.
  */
 import { setPriority } from "node:os";
-import { IsolateRunner } from "../isolate/isolate-runner.js";
+import { IsolateRunner, SNAPSHOT_AFTER_ISOLATES } from "../isolate/isolate-runner.js";
 import { stripHostDetails } from "../isolate/ivm-errors.js";
 import { Socket } from "node:net";
 import { BULK_FD, BulkReceiver } from "../wire/bulk-channel.js";
@@ -223,4 +223,24 @@ function endProcess(): void {
   if (retiring || runner.stuckEntries() > 0) process.kill(process.pid, "SIGKILL");
   else process.exit(0);
 }
-send({ type: "ready" });
+/**
+ * A fresh process's first isolates pay for what every later one reuses (isolated-vm's and V8's first
+ * use, the prelude's compilation, the startup snapshot made on the third isolate, the host-side code's
+ * first runs): ≈ 40–50 ms on the 2-core machine this was measured on. It is paid here, on a throwaway bundle that no tool wrote, before the process
+ * says it is ready, so that a spare process gives a new cordon's first call the speed of a warm one.
+ */
+const WARM_UP_BUNDLE = { hash: "warm-up", code: "__awRegister({ get_tool_schemas: () => [], dispatch: () => null });", displayName: "warm-up.js" };
+const WARM_UP_CONTEXT: CallContext = { anima: "\0warm-up", animaDir: "", tool: "warm-up" };
+async function warmUp(): Promise<void> {
+  const limits = { timeoutMs: 10_000, memoryLimitMb: 32 };
+  await runner.describe({ op: "describe", bundle: WARM_UP_BUNDLE, ...limits });
+  // Isolates until the startup snapshot is made (isolate-runner.ts SNAPSHOT_AFTER_ISOLATES), each a call.
+  for (let made = 1; made < SNAPSHOT_AFTER_ISOLATES; made++) {
+    const request = { op: "call" as const, bundle: WARM_UP_BUNDLE, context: WARM_UP_CONTEXT, entry: "call" as const, schemaName: "warm_up", payloadJson: "{}" };
+    await runner.stoppableCall({ ...request, maxResultBytes: 1_024, maxLogLines: 1, maxLogLineChars: 100, ...limits }).outcome;
+    runner.forgetAnima(WARM_UP_CONTEXT.anima);
+  }
+}
+void warmUp()
+  .catch(() => undefined)
+  .finally(() => send({ type: "ready" }));

@@ -86,7 +86,7 @@ export interface IsolateRunnerOptions {
 }
 
 /** Isolates built from the prelude script before the runner makes a startup snapshot (see `startupSnapshot`). */
-const SNAPSHOT_AFTER_ISOLATES = 3;
+export const SNAPSHOT_AFTER_ISOLATES = 3;
 /** Bytes of V8 code cache kept for bundles. */
 const TOOL_CODE_CACHE_BYTES = 32 * 2 ** 20;
 

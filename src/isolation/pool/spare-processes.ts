@@ -15,6 +15,9 @@ import { decodeFromSandbox } from "../wire/decode.js";
  *  - A spare that ends before it was ready is not replaced at once (a launch that keeps failing must not
  *    become a loop of starts): the next `take` or `fill` starts another.
  */
+/** How long after a spare is taken its replacement starts, ms (see `take`). */
+export const SPARE_REFILL_DELAY_MS = 300;
+
 export class SpareProcesses {
   private readonly ready: ChildLink[] = [];
   private readonly starting = new Set<ChildLink>();
@@ -57,13 +60,19 @@ export class SpareProcesses {
   take(): ChildLink | undefined {
     let link = this.ready.shift();
     while (link && !link.connected) link = this.ready.shift();
-    setImmediate(() => this.fill());
+    // The next spare starts a moment later: its start (a process, a warm-up isolate) would otherwise
+    // take a core from the very call that took this one, on a machine with few.
+    clearTimeout(this.refill);
+    this.refill = setTimeout(() => this.fill(), SPARE_REFILL_DELAY_MS).unref();
     return link;
   }
+
+  private refill: NodeJS.Timeout | undefined;
 
   /** Ends every spare. */
   close(): void {
     this.closed = true;
+    clearTimeout(this.refill);
     for (const link of [...this.ready, ...this.starting]) link.kill();
     this.ready.length = 0;
     this.starting.clear();
