@@ -43,8 +43,11 @@ function nodeDescendants(pid: number): number[] {
   while (queue.length > 0) {
     const next = queue.shift() as number;
     try {
-      // By the program it runs (argv[0]): Node 26 names its main thread "node-MainThread", so `comm` no longer says "node".
-      if (/(^|\/)node$/.test(readFileSync(`/proc/${next}/cmdline`, "utf8").split("\0")[0] ?? "")) found.push(next);
+      // By the program it runs (argv[0]): Node 26 names its main thread "node-MainThread", so `comm` no longer
+      // says "node"; and by the sandbox process's entry, so that a host's fork caught before it execs
+      // (prlimit, bwrap: still the host's image, in the host's namespaces) is not taken for one.
+      const argv = readFileSync(`/proc/${next}/cmdline`, "utf8").split("\0");
+      if (/(^|\/)node$/.test(argv[0] ?? "") && argv.some((arg) => arg.endsWith("/child/main.js"))) found.push(next);
     } catch {
       // ended
     }

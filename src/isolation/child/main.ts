@@ -16,11 +16,13 @@ import { CHANNEL_FD, MAX_FRAME_FROM_HOST_BYTES } from "../wire/frames.js";
 import { fitToFrames } from "../wire/parts.js";
 import type { CallContext, CallOutcome, CapabilityReply, DescribeOutcome, FromSandbox, ToSandbox } from "../wire/messages.js";
 
-// Arguments (child-spawn.ts): warm pool bytes, idle isolates at most, nice value, startup snapshot (1 or 0).
+// Arguments (child-spawn.ts): warm pool bytes, idle isolates at most, nice value, startup snapshot (1 or 0),
+// warm up before saying ready (1 or 0).
 const warmPoolBytes = Number(process.argv[2]) || 256 * 2 ** 20;
 const maxIdleIsolates = Number(process.argv[3]) || Number.POSITIVE_INFINITY;
 const nice = Number(process.argv[4]) || 0;
 const startupSnapshot = process.argv[5] !== "0";
+const warmUpFirst = process.argv[6] === "1";
 // Before isolated-vm starts a thread: Linux nice values are per thread, and threads inherit the value of
 // the thread that starts them. An unprivileged process (the OS sandbox's uid) cannot raise it back.
 if (nice > 0) setPriority(nice);
@@ -241,6 +243,8 @@ async function warmUp(): Promise<void> {
     runner.forgetAnima(WARM_UP_CONTEXT.anima);
   }
 }
-void warmUp()
-  .catch(() => undefined)
-  .finally(() => send({ type: "ready" }));
+if (warmUpFirst) {
+  void warmUp()
+    .catch(() => undefined)
+    .finally(() => send({ type: "ready" }));
+} else send({ type: "ready" });

@@ -30,6 +30,11 @@ export interface SandboxChildSpec {
   /** Whether the process makes isolates from a startup snapshot. */
   isolateSnapshot: boolean;
   /**
+   * Whether the process warms up before it says it is ready (child/main.ts): for spares, which have time
+   * to; a process a call waits for starts at once.
+   */
+  warmUp?: boolean;
+  /**
    * The script the process runs instead of child/main.js, under the very same launch (bubblewrap,
    * seccomp, environment, descriptors). For tests that play a compromised sandbox process; never set
    * from configuration.
@@ -38,8 +43,8 @@ export interface SandboxChildSpec {
 }
 
 export function spawnSandboxChild(spec: SandboxChildSpec): ChildProcess {
-  // child/main.ts's arguments: warm pool bytes, idle isolates at most, nice value, snapshot (1 or 0).
-  const childArgs = [String(spec.warmPoolBytes), String(spec.maxIdleIsolates), String(spec.nice), spec.isolateSnapshot ? "1" : "0"];
+  // child/main.ts's arguments: warm pool bytes, idle isolates at most, nice value, snapshot (1 or 0), warm-up (1 or 0).
+  const childArgs = [String(spec.warmPoolBytes), String(spec.maxIdleIsolates), String(spec.nice), spec.isolateSnapshot ? "1" : "0", spec.warmUp ? "1" : "0"];
   const idle = spec.nice > 0 ? lowPriorityPrefix() : [];
   // The rlimits first (resource-caps.ts): prlimit sets them on itself and execs the rest, which inherits them.
   const prefix = [...resourceCapsPrefix(), ...idle];

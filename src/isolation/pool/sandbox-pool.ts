@@ -132,7 +132,7 @@ export class SandboxPool implements Executor {
       wasSentTo: (id, index) => this.wasSentTo(id, index),
       takeSpare: (nice) => (nice === 0 ? this.spares.take() : undefined),
     };
-    const spec = spawnSpec({ ...this.shared, warmPoolBytes: this.warmPoolBytes }, 0);
+    const spec = { ...spawnSpec({ ...this.shared, warmPoolBytes: this.warmPoolBytes }, 0), warmUp: true };
     // With one cordon for all, its processes are started at once: a spare would serve no one.
     const spares = options.spareProcesses ?? (this.cordons === "all" ? 0 : 1);
     this.spares = new SpareProcesses(Math.max(0, Math.floor(spares)), spec, () => this.liveProcesses() < this.maxProcesses, this.shared.onStderr, this.shared.onViolation, guard);
