@@ -24,12 +24,13 @@ const started: ChildProcess[] = [];
 
 /** A job that ends as soon as it sees its cancel: what it saw, and when, is the cancel's latency. */
 const WATCHER = `
-import { isCancelled, sleep } from "@animaworks/tool";
+import { isCancelled, progress, sleep } from "@animaworks/tool";
 export const EXECUTION_PROFILE = { run: { background_eligible: true, timeout_seconds: 120 } };
 export function get_tool_schemas() {
   return [{ name: "watcher_run", description: "Runs until cancelled.", input_schema: { type: "object", properties: {} } }];
 }
 export async function dispatch() {
+  await progress(0.01, "watching");
   while (!(await isCancelled())) await sleep(20);
   return "saw the cancel";
 }
@@ -49,6 +50,16 @@ afterAll(async () => {
 });
 
 const withUrl = (argv: string[]) => ["--jobs-url", database.url, "--anima", "alice", ...argv];
+
+async function progressOf(id: string): Promise<string | undefined> {
+  const client = new pg.Client({ connectionString: database.url });
+  await client.connect();
+  try {
+    return (await client.query<{ progress_message: string | null }>("SELECT progress_message FROM animaworks_tool.jobs WHERE id = $1", [id])).rows[0]?.progress_message ?? undefined;
+  } finally {
+    await client.end();
+  }
+}
 
 async function statusOf(id: string): Promise<string | undefined> {
   const client = new pg.Client({ connectionString: database.url });
@@ -81,7 +92,8 @@ describe("background jobs in PostgreSQL through the CLI", () => {
     started.push(serve);
     await waitFor("serve to register", () => liveWorkers(jobPaths(data.dir).workersDir).some((w) => w.pid === serve.pid), 15_000);
     const id = (await cli(data.dir, withUrl(["submit", "watcher", "run"]))).stdout;
-    await waitFor("the job to run", async () => (await statusOf(id)) === "running", 15_000);
+    // Running in its sandbox process (which a fresh host may still be starting when the job is claimed).
+    await waitFor("the job to run", async () => (await progressOf(id)) === "watching", 15_000);
     const cancelledAt = Date.now();
     expect((await cli(data.dir, withUrl(["jobs", "cancel", id]))).code).toBe(0);
     // The worker renews its leases (and so would see the cancel) every 2 s; the notification reaches it
