@@ -146,10 +146,12 @@ declare module "@animaworks/tool" {
 
   /**
    * True once the background job running this call was cancelled (or ran out of time, or its worker is
-   * stopping). Check it between steps of long work and return early: a job that does not stop by itself
-   * is stopped by force a few seconds after the cancel. Always false in a direct call.
+   * stopping). A plain boolean: `if (isCancelled()) return …` between steps of long work (`await
+   * isCancelled()` works too). It is the host's answer as of the tool's last `await` (of a capability,
+   * `progress()`, `sleep()`…): check it between awaited steps. A job that does not stop by itself is
+   * stopped by force a few seconds after the cancel. Always false in a direct call.
    */
-  export function isCancelled(): Promise<boolean>;
+  export function isCancelled(): boolean;
 
   export type JsonValue = string | number | boolean | null | JsonValue[] | { [key: string]: JsonValue };
 

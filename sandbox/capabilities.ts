@@ -228,14 +228,43 @@ function installCapabilities(
   function progress(fraction: unknown, message?: unknown): Promise<void> {
     return call("job.progress", [fraction, message === undefined ? "" : message]).then(() => undefined);
   }
-  /** True once the job running this call was cancelled (or timed out, or its worker is stopping). */
-  function isCancelled(): Promise<boolean> {
-    return call("job.cancelled", []).then((value) => value === true);
+  /**
+   * True once the job running this call was cancelled (or timed out, or its worker is stopping). A plain
+   * boolean, so that `if (isCancelled())` means what it says (a Promise, as it once was, is always
+   * truthy: tools written that way stopped every job at its first step); `await isCancelled()` works as
+   * before. The answer is the host's last word: each check asks the host again in the background (one
+   * question in flight at a time), and the answer lands when the tool next awaits anything, so a loop
+   * that checks between awaited steps sees a cancel within one step.
+   */
+  let cancelled = false;
+  let asking = false;
+  /** Which call an answer belongs to: one that lands after its call ended says nothing of the next. */
+  let callGeneration = 0;
+  function isCancelled(): boolean {
+    if (!cancelled && !asking) {
+      asking = true;
+      void askCancelled();
+    }
+    return cancelled;
+  }
+  async function askCancelled(): Promise<void> {
+    const asked = callGeneration;
+    try {
+      if ((await call("job.cancelled", [])) === true && asked === callGeneration) cancelled = true;
+    } catch {
+      // refused (too many calls in flight) or the call is ending: the next check asks again
+    } finally {
+      if (asked === callGeneration) asking = false;
+    }
   }
 
   function endCall(): void {
     pending.clear();
     texts.clear();
+    // The isolate may serve another call (a warm pool): it starts not cancelled, with nothing asked.
+    cancelled = false;
+    asking = false;
+    callGeneration++;
   }
 
   return { api: { fs, fetch, getCredential, get_credential: getCredential, progress, isCancelled, CapabilityError }, settleMany, receiveText, errorTypeOf, endCall };

@@ -53,6 +53,13 @@ const GLOBAL_SPEC: OptionSpec = {
   ...Object.fromEntries(Object.keys(FLAGS).map((name) => [name, "flag" as const])),
 };
 
+/**
+ * Most bytes of arguments one invocation may pass as JSON (`--args-file F`, or stdin with `--args-file -`),
+ * read in-process or by a running host alike: room for a 10 MiB write (`max_write_bytes`) however it is
+ * escaped in JSON, and a bound on what one caller can make a shared host buffer.
+ */
+export const MAX_ARGUMENTS_BYTES = 64 * 1024 * 1024;
+
 /** Commands that always run in the calling process: they hold a terminal or stdio, or manage the host. */
 export const LOCAL_COMMANDS: ReadonlySet<string> = new Set(["mcp", "serve", "daemon"]);
 
@@ -85,6 +92,18 @@ export function takeGlobalOptions(argv: readonly string[], options: GlobalOption
   return rest;
 }
 
+/**
+ * Whether the invocation asks for JSON output (`-j`/`--json` anywhere before `--`), read without
+ * failing: an error found while reading the rest of argv must still answer in the envelope asked for.
+ */
+export function jsonRequested(argv: readonly string[]): boolean {
+  for (const token of scanArgs(argv, GLOBAL_SPEC)) {
+    if (token.kind === "end") return false;
+    if (token.kind === "option" && FLAGS[token.name] === "json") return true;
+  }
+  return false;
+}
+
 /** The bundled demo data dir (`--demo`), under the project root. */
 export function demoDataDir(projectRoot: string): string {
   return join(projectRoot, "examples", "demo-data");
@@ -96,6 +115,10 @@ export function demoDataDir(projectRoot: string): string {
  * of `$ANIMAWORKS_ANIMA_DIR` (which must lie in `{dataDir}/animas/`). Relative paths are taken from `cwd`.
  */
 export function resolveIdentity(options: GlobalOptions, env: Environment, cwd: string, projectRoot: string): { dataDir: string; anima: string | undefined } {
+  // An empty --data-dir would resolve to the working directory and make a data dir of it.
+  if (options.dataDir !== undefined && options.dataDir.trim() === "") {
+    throw new ToolHostError("InvalidArguments", "--data-dir is empty", "give the AnimaWorks data dir, e.g. --data-dir ~/.animaworks");
+  }
   const envAnimaDir = animaDirIn(env, cwd);
   let dataDir = options.dataDir !== undefined ? resolve(cwd, options.dataDir) : options.demo ? demoDataDir(projectRoot) : dataDirIn(env, cwd);
   if (options.anima !== undefined) return { dataDir: dataDir ?? defaultDataDirIn(env, cwd), anima: options.anima };

@@ -1,4 +1,4 @@
-import { existsSync } from "node:fs";
+import { statSync } from "node:fs";
 import { readFile } from "node:fs/promises";
 import { resolve } from "node:path";
 import { type HostConfig, type LogRecord, PROJECT_ROOT, formatLogRecord, processEnvironment, resolveConfig } from "../config.js";
@@ -10,8 +10,9 @@ import { RESERVED_NAMES } from "../registry/discovery.js";
 import { actionOf, actionsHint } from "../registry/actions.js";
 import { parseToolFlags, splitAction } from "./flags.js";
 import { actionHelp, describeText, listText, toolHelp, topLevelHelp } from "./help.js";
-import { type GlobalOptions, LOCAL_COMMANDS, emptyOptions, resolveIdentity, takeGlobalOptions } from "./invocation.js";
+import { type GlobalOptions, LOCAL_COMMANDS, MAX_ARGUMENTS_BYTES, emptyOptions, jsonRequested, resolveIdentity, takeGlobalOptions } from "./invocation.js";
 import { type Output, printError, printResult, terminalSafeOutput } from "./output.js";
+import { UnreadableFile, argumentFileError, readRegularFile } from "./regular-file.js";
 
 /** What a CLI invocation runs in: this process (every default), or a running host serving a thin client. */
 export interface CliContext {
@@ -21,7 +22,7 @@ export interface CliContext {
   cwd: string;
   /** Whether stderr is a terminal (`jobs wait` then redraws a progress bar). Default: `process.stderr.isTTY`, asked only then. */
   stderrIsTerminal?: boolean;
-  /** All of stdin (`--args-file -`). Default: this process's stdin. */
+  /** All of stdin (`--args-file -`), at most `MAX_ARGUMENTS_BYTES` (more is an InvalidArguments error). Default: this process's stdin. */
   readStdin(): Promise<string>;
   /** Aborted when the invocation's caller is gone: a call in flight stops, `jobs wait` ends. Default: none. */
   signal?: AbortSignal;
@@ -74,13 +75,14 @@ export async function main(argv: string[], out: Output = defaultOutput(), contex
     takeGlobalOptions(argv, identityOptions, false);
     const { dataDir, anima } = resolveIdentity(identityOptions, ctx.env, ctx.cwd, PROJECT_ROOT);
     // A mistyped data dir must not silently become a new tree (logs, caches, job stores): only an
-    // existing one is used; AnimaWorks' own set-up creates it.
-    if (!existsSync(dataDir)) {
+    // existing directory is used; AnimaWorks' own set-up creates it.
+    const dataDirProblem = dataDirProblemOf(dataDir);
+    if (dataDirProblem !== undefined) {
       // Help and the version need no data dir (and list no tools without one).
       if (options.version) return out.stdout(`animaworks-tool ${await packageVersion()}`), 0;
       if (options.help || identityOptions.help) return out.stdout(topLevelHelp(undefined)), 0;
       if (rest.length === 0) return out.stderr(topLevelHelp(undefined)), 2;
-      throw new ToolHostError("NotFound", `the data dir ${dataDir} does not exist`, "check --data-dir, $ANIMAWORKS_DATA_DIR or $ANIMAWORKS_ANIMA_DIR (or create it: mkdir -p DIR/animas)");
+      throw new ToolHostError("NotFound", `the data dir ${dataDir} ${dataDirProblem}`, "check --data-dir, $ANIMAWORKS_DATA_DIR or $ANIMAWORKS_ANIMA_DIR (or create it: mkdir -p DIR/animas)");
     }
     const osSandbox = osSandboxOption(options.osSandbox ?? identityOptions.osSandbox);
     const jobsUrl = options.jobsUrl ?? identityOptions.jobsUrl;
@@ -101,11 +103,28 @@ export async function main(argv: string[], out: Output = defaultOutput(), contex
     return await run(host, rest, options, anima, out, ctx);
   } catch (error) {
     if (error instanceof Declined) throw error;
-    return printError(out, errorInfoOf(error), options.json);
+    // -j may stand anywhere (after the tool's name, where people type it), also when the error came
+    // before the rest of argv was read.
+    return printError(out, errorInfoOf(error), options.json || jsonRequested(argv));
   } finally {
-    await host?.close();
+    // Closing must not turn an answered call into a thrown one (a stack trace, no exit code).
+    await host?.close().catch((error: unknown) => out.stderr(`animaworks-tool: the host did not close cleanly: ${errorInfoOf(error).message}`));
     if (host && !host.canExitCleanly()) hostHoldsStuckThread = true;
   }
+}
+
+/** Why `dataDir` cannot be the data dir ("does not exist", "is not a directory"), or undefined when it can. */
+function dataDirProblemOf(dataDir: string): string | undefined {
+  let stats;
+  try {
+    stats = statSync(dataDir, { throwIfNoEntry: false });
+  } catch (error) {
+    // ENOTDIR: a path through a regular file (--data-dir /etc/passwd/x); EACCES: a folder on the way is closed.
+    const code = (error as NodeJS.ErrnoException).code;
+    return code === "ENOTDIR" ? "does not exist" : `cannot be reached (${code ?? "error"})`;
+  }
+  if (stats === undefined) return "does not exist";
+  return stats.isDirectory() ? undefined : "is not a directory";
 }
 
 /** Set when a host of this process was left with an isolate that could not be stopped (see `exitProcess`). */
@@ -217,7 +236,7 @@ async function runCommand(host: ToolHost, command: string, argv: string[], optio
     {
       const { MCP_USAGE, runMcp } = await import("./mcp.js");
       if (options.help) return out.stdout(MCP_USAGE), 0;
-      return runMcp(host, anima);
+      return runMcp(host, anima, out);
     }
     case "audit":
     {
@@ -265,15 +284,26 @@ async function argumentsFromJson(options: GlobalOptions, ctx: CliContext): Promi
   }
   let text: string | undefined = options.argsJson;
   let source = "--args-json";
-  if (options.argsFile !== undefined) {
-    source = options.argsFile === "-" ? "stdin" : options.argsFile;
+  if (options.argsFile === "-") {
+    source = "stdin";
     try {
-      text = options.argsFile === "-" ? await ctx.readStdin() : await readFile(resolve(ctx.cwd, options.argsFile), "utf8");
-    } catch {
-      throw new ToolHostError("InvalidArguments", `could not read arguments from ${source}`);
+      text = await ctx.readStdin();
+    } catch (error) {
+      if (error instanceof ToolHostError) throw error;
+      throw new ToolHostError("InvalidArguments", "could not read arguments from stdin");
+    }
+  } else if (options.argsFile !== undefined) {
+    source = options.argsFile;
+    try {
+      text = (await readRegularFile(resolve(ctx.cwd, options.argsFile), MAX_ARGUMENTS_BYTES, ctx.signal)).toString("utf8");
+    } catch (error) {
+      if (error instanceof UnreadableFile) throw argumentFileError("--args-file", error);
+      throw error;
     }
   }
   if (text === undefined) return {};
+  // However stdin was read (this process's, a client's through a running host, a test's), the same bound.
+  if (source === "stdin" && Buffer.byteLength(text) > MAX_ARGUMENTS_BYTES) throw stdinTooLarge();
   let value: unknown;
   try {
     value = JSON.parse(text);
@@ -286,10 +316,24 @@ async function argumentsFromJson(options: GlobalOptions, ctx: CliContext): Promi
   return value as Record<string, unknown>;
 }
 
+/** This process's stdin, up to `MAX_ARGUMENTS_BYTES` (`--args-file - < /dev/zero` must not fill the memory). */
 async function readStdin(): Promise<string> {
   const chunks: Buffer[] = [];
-  for await (const chunk of process.stdin) chunks.push(chunk as Buffer);
+  let bytes = 0;
+  for await (const chunk of process.stdin) {
+    bytes += (chunk as Buffer).length;
+    if (bytes > MAX_ARGUMENTS_BYTES) {
+      process.stdin.destroy();
+      throw stdinTooLarge();
+    }
+    chunks.push(chunk as Buffer);
+  }
   return Buffer.concat(chunks).toString("utf8");
+}
+
+/** Arguments on stdin beyond `MAX_ARGUMENTS_BYTES` (in-process, or sent to a running host). */
+export function stdinTooLarge(): ToolHostError {
+  return new ToolHostError("InvalidArguments", `the arguments on stdin are larger than the ${MAX_ARGUMENTS_BYTES}-byte limit`, "pass fewer or smaller arguments (a large text belongs in a file the tool reads itself)");
 }
 
 function noAnima(): ToolHostError {

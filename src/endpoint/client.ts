@@ -1,8 +1,9 @@
-import { closeSync, existsSync, openSync, readFileSync, rmSync, statSync, writeSync } from "node:fs";
+import { closeSync, existsSync, openSync, rmSync, statSync, writeSync } from "node:fs";
 import type { Socket } from "node:net";
 import { join } from "node:path";
-import { type GlobalOptions, LOCAL_COMMANDS, emptyOptions, resolveIdentity, takeGlobalOptions } from "../cli/invocation.js";
+import { type GlobalOptions, LOCAL_COMMANDS, MAX_ARGUMENTS_BYTES, emptyOptions, resolveIdentity, takeGlobalOptions } from "../cli/invocation.js";
 import { printError } from "../cli/output.js";
+import { readRegularFileSync } from "../cli/regular-file.js";
 import { type Environment, noDaemonIn } from "../environment.js";
 import { type EndpointPaths, endpointPaths, isPrivateDir, makePrivateDir, socketAddress } from "./paths.js";
 import { type BuildInfo, type ClientMessage, FrameDecoder, type HostMessage, PROTOCOL_VERSION, ProtocolError, chunks, decodeHostMessage, encodeFrame } from "./protocol.js";
@@ -45,7 +46,19 @@ export interface DaemonStart {
 
 const CONNECT_TIMEOUT_MS = 2_000;
 
+/**
+ * Never throws: whatever goes wrong before the call is sent (an odd data dir, a socket that cannot be
+ * reached) leaves the call to the CLI in this process, which reports it as an error with an exit code.
+ */
 export async function runThroughHost(argv: readonly string[], io: ClientIo, setup: ClientSetup): Promise<ClientOutcome> {
+  try {
+    return await tryHost(argv, io, setup);
+  } catch (error) {
+    return { served: false, reason: `no host could be asked (${error instanceof Error ? error.message : String(error)})` };
+  }
+}
+
+async function tryHost(argv: readonly string[], io: ClientIo, setup: ClientSetup): Promise<ClientOutcome> {
   let options: GlobalOptions;
   let dataDir: string;
   try {
@@ -59,8 +72,9 @@ export async function runThroughHost(argv: readonly string[], io: ClientIo, setu
   } catch {
     return { served: false, reason: "the command line is for the CLI itself to report on" };
   }
-  // A data dir that does not exist gets no daemon (and no folders made for one): the CLI reports it.
-  if (!existsSync(dataDir)) return { served: false, reason: `the data dir ${dataDir} does not exist` };
+  // A data dir that does not exist (or is not a directory) gets no daemon, and no folders made for one:
+  // the CLI reports it.
+  if (!isDirectory(dataDir)) return { served: false, reason: `the data dir ${dataDir} is not a directory` };
   const paths = endpointPaths(dataDir, setup.hostname);
   // Asked only when no host serves the call (config.json is not read on the served path).
   const daemon = (): { daemon?: DaemonStart } => (daemonWanted(dataDir) ? { daemon: { dataDir, paths, args: daemonArgs(options) } } : {});
@@ -91,10 +105,23 @@ export async function runThroughHost(argv: readonly string[], io: ClientIo, setu
  */
 function daemonWanted(dataDir: string): boolean {
   try {
-    const config = JSON.parse(readFileSync(join(dataDir, "config.json"), "utf8")) as { animaworks_tool?: { daemon?: unknown } } | null;
+    // Read as a command-line file is (no FIFO, no device, bounded): the client must never hang here.
+    const text = readRegularFileSync(join(dataDir, "config.json"), MAX_CONFIG_BYTES).toString("utf8");
+    const config = JSON.parse(text) as { animaworks_tool?: { daemon?: unknown } } | null;
     return config?.animaworks_tool?.daemon !== false;
   } catch {
     return true;
+  }
+}
+
+/** Largest config.json the client reads for its `daemon` setting; a larger one is left to the CLI to report. */
+const MAX_CONFIG_BYTES = 4 * 1024 * 1024;
+
+function isDirectory(path: string): boolean {
+  try {
+    return statSync(path, { throwIfNoEntry: false })?.isDirectory() === true;
+  } catch {
+    return false; // ENOTDIR (a path through a file), EACCES…
   }
 }
 
@@ -167,7 +194,10 @@ function converse(socket: Socket, io: ClientIo, json: boolean, daemon: () => { d
           case "stdin-request":
             void io.readStdin().then(
               (text) => {
-                for (const data of chunks(text)) send({ type: "stdin", data });
+                // The host takes at most MAX_ARGUMENTS_BYTES and refuses the rest: one character past
+                // that is enough for it to say so, and spares the socket the remainder.
+                const bounded = text.length > MAX_ARGUMENTS_BYTES ? text.slice(0, MAX_ARGUMENTS_BYTES + 1) : text;
+                for (const data of chunks(bounded)) send({ type: "stdin", data });
                 send({ type: "stdin-end" });
               },
               () => send({ type: "stdin-end" }),

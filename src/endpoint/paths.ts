@@ -40,7 +40,12 @@ export function endpointPaths(dataDir: string, hostname: string): EndpointPaths 
  * client talks only to a socket in such a directory.
  */
 export function isPrivateDir(dir: string): boolean {
-  const stats = lstatSync(dir, { throwIfNoEntry: false });
+  let stats;
+  try {
+    stats = lstatSync(dir, { throwIfNoEntry: false });
+  } catch {
+    return false; // ENOTDIR (the data dir is a file), EACCES (a folder on the way is closed): no endpoint there
+  }
   return stats !== undefined && stats.isDirectory() && stats.uid === process.getuid?.() && (stats.mode & 0o077) === 0;
 }
 

@@ -104,26 +104,35 @@ export function chunks(text: string): string[] {
   return parts;
 }
 
-/** Collects bytes from a stream and yields whole frames' JSON values. Throws ProtocolError on a bad frame. */
+/**
+ * Collects bytes from a stream and yields whole frames' JSON values. Throws ProtocolError on a bad frame.
+ * The pieces of a frame are joined once, when the last one arrives: a frame of N bytes costs O(N) however
+ * finely the stream cuts it (joining on every piece made a 6 MiB frame in 64 KiB pieces copy 300 MB).
+ */
 export class FrameDecoder {
   private buffered: Buffer[] = [];
   private size = 0;
+  /** The length of the frame being collected, once its 4-byte header has arrived. */
+  private frameLength: number | undefined;
 
   push(chunk: Buffer): unknown[] {
     this.buffered.push(chunk);
     this.size += chunk.length;
     const values: unknown[] = [];
     for (;;) {
-      if (this.size < 4) return values;
-      const head = this.buffered.length === 1 ? (this.buffered[0] as Buffer) : Buffer.concat(this.buffered);
-      this.buffered = [head];
-      const length = head.readUInt32BE(0);
-      if (length > MAX_FRAME_BYTES) throw new ProtocolError(`a frame announces ${length} bytes, more than the ${MAX_FRAME_BYTES}-byte limit`);
-      if (this.size < 4 + length) return values;
-      const body = head.subarray(4, 4 + length);
-      const rest = head.subarray(4 + length);
+      if (this.frameLength === undefined) {
+        if (this.size < 4) return values;
+        const length = this.joined().readUInt32BE(0);
+        if (length > MAX_FRAME_BYTES) throw new ProtocolError(`a frame announces ${length} bytes, more than the ${MAX_FRAME_BYTES}-byte limit`);
+        this.frameLength = length;
+      }
+      if (this.size < 4 + this.frameLength) return values;
+      const head = this.joined();
+      const body = head.subarray(4, 4 + this.frameLength);
+      const rest = head.subarray(4 + this.frameLength);
       this.buffered = rest.length > 0 ? [rest] : [];
       this.size = rest.length;
+      this.frameLength = undefined;
       let value: unknown;
       try {
         value = JSON.parse(body.toString("utf8"));
@@ -137,6 +146,12 @@ export class FrameDecoder {
   /** Bytes of an incomplete frame still held. */
   get pendingBytes(): number {
     return this.size;
+  }
+
+  /** Everything held, as one buffer (joined now if it came in pieces). */
+  private joined(): Buffer {
+    if (this.buffered.length !== 1) this.buffered = [Buffer.concat(this.buffered, this.size)];
+    return this.buffered[0] as Buffer;
   }
 }
 

@@ -1,7 +1,8 @@
 import { chmodSync, lstatSync, renameSync, rmSync } from "node:fs";
 import { type Server, type Socket, connect, createServer } from "node:net";
 import { hostname as machineName } from "node:os";
-import { Declined, type InvocationHostOptions, main } from "../cli/main.js";
+import { MAX_ARGUMENTS_BYTES } from "../cli/invocation.js";
+import { Declined, type InvocationHostOptions, main, stdinTooLarge } from "../cli/main.js";
 import type { Output } from "../cli/output.js";
 import { monotonicMs } from "../clock.js";
 import { PROJECT_ROOT, settingDifference } from "../config.js";
@@ -39,7 +40,7 @@ export interface EndpointOptions {
   maxActiveCalls?: number;
   /** A connection must send its first message within this, ms. Default: 10,000. */
   firstMessageTimeoutMs?: number;
-  /** Stdin a client may send for one call (`--args-file -`), bytes. Default: 64 MiB. */
+  /** Stdin a client may send for one call (`--args-file -`), bytes. Default: `MAX_ARGUMENTS_BYTES` (64 MiB). */
   maxStdinBytes?: number;
   /** A `daemon` is asked to stop (`daemon stop`, or a client of this install built since it started). */
   onStopRequest?: (reason: "requested" | "outdated" | "settings changed") => void;
@@ -248,7 +249,7 @@ export class Endpoint {
 
   /** Runs one invocation for a client; returns the reader its stdin messages go to. */
   private serveCall(message: CallMessage, send: (message: HostMessage) => void, socket: Socket, signal: AbortSignal): StdinReader {
-    const stdin = new StdinReader(send, this.options.maxStdinBytes ?? 64 * 1024 * 1024);
+    const stdin = new StdinReader(send, this.options.maxStdinBytes ?? MAX_ARGUMENTS_BYTES);
     const refuse = (reason: "version" | "busy", text: string, restarting = false): StdinReader => {
       send({ type: "refused", reason, message: text, ...(restarting ? { restarting } : {}) });
       socket.end();
@@ -321,12 +322,17 @@ function sendText(send: (message: HostMessage) => void, type: "stdout" | "stderr
   for (const part of chunks(text.endsWith("\n") ? text : `${text}\n`)) send({ type, text: part });
 }
 
-/** A client's stdin, asked for when the invocation first reads it (`--args-file -`). */
+/**
+ * A client's stdin, asked for when the invocation first reads it (`--args-file -`). At most `maxBytes`
+ * are held: beyond them the read fails with InvalidArguments (the invocation answers it, exit 2) and
+ * the rest the client sends, up to its `stdin-end`, is dropped unread.
+ */
 class StdinReader {
   private parts: string[] = [];
   private bytes = 0;
   private pending: { resolve(text: string): void; reject(error: Error): void } | undefined;
   private result: Promise<string> | undefined;
+  private discarding = false;
 
   constructor(
     private readonly send: (message: HostMessage) => void,
@@ -342,7 +348,7 @@ class StdinReader {
   }
 
   expecting(): boolean {
-    return this.pending !== undefined;
+    return this.pending !== undefined || this.discarding;
   }
 
   /** Takes a stdin message; returns a protocol problem, if any. */
@@ -350,14 +356,18 @@ class StdinReader {
     if (message.type === "stdin-end") {
       this.pending?.resolve(this.parts.join(""));
       this.pending = undefined;
+      this.discarding = false;
       return undefined;
     }
+    if (this.discarding) return undefined;
     this.bytes += Buffer.byteLength(message.data);
     this.parts.push(message.data);
     if (this.bytes <= this.maxBytes) return undefined;
-    this.pending?.reject(new ToolHostError("InvalidArguments", `arguments on stdin exceed ${this.maxBytes} bytes`, "pass them in a file with --args-file FILE"));
+    this.parts = [];
+    this.discarding = true;
+    this.pending?.reject(stdinTooLarge());
     this.pending = undefined;
-    return "stdin too large";
+    return undefined;
   }
 
   fail(): void {

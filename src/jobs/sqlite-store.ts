@@ -4,6 +4,7 @@ import Database from "better-sqlite3";
 import { ToolHostError } from "../errors.js";
 import { GroupCommit } from "./group-commit.js";
 import { type JobRow, migrate, rowToJob } from "./sqlite-schema.js";
+import { checkIntegrity, jobStoreError } from "./sqlite-errors.js";
 import {
   type ClaimRequest,
   type Job,
@@ -58,18 +59,31 @@ export class SqliteJobStore implements JobStore {
   private readonly sql: ReturnType<typeof prepare>;
   private closed = false;
 
+  /** The database file: every error this store gives names it (sqlite-errors.ts). */
+  private readonly path: string;
+
+  /** Opens (or creates) the database; a damaged file is refused here, with what to do (`checkIntegrity`). */
   constructor(options: SqliteJobStoreOptions) {
-    const isNew = !existsSync(options.path);
-    mkdirSync(dirname(options.path), { recursive: true });
-    this.db = new Database(options.path, { timeout: options.busyTimeoutMs ?? 5_000 });
-    if (isNew) chmodSync(options.path, 0o600); // SQLite gives the -wal and -shm files the same mode
-    this.db.pragma("journal_mode = WAL");
-    this.db.pragma("synchronous = FULL");
-    this.db.pragma("foreign_keys = ON");
-    migrate(this.db);
+    this.path = options.path;
+    let db: Database.Database | undefined;
+    try {
+      const isNew = !existsSync(options.path);
+      mkdirSync(dirname(options.path), { recursive: true });
+      db = new Database(options.path, { timeout: options.busyTimeoutMs ?? 5_000 });
+      if (isNew) chmodSync(options.path, 0o600); // SQLite gives the -wal and -shm files the same mode
+      db.pragma("journal_mode = WAL");
+      if (!isNew) checkIntegrity(db, options.path);
+      db.pragma("synchronous = FULL");
+      db.pragma("foreign_keys = ON");
+      migrate(db);
+      this.db = db;
+      this.writes = new GroupCommit(db);
+      this.sql = prepare(db);
+    } catch (error) {
+      db?.close();
+      throw jobStoreError(error, options.path);
+    }
     this.clock = options.now ?? Date.now;
-    this.writes = new GroupCommit(this.db);
-    this.sql = prepare(this.db);
   }
 
   async submit(input: SubmitJobInput): Promise<SubmitResult> {
@@ -100,17 +114,19 @@ export class SqliteJobStore implements JobStore {
   }
 
   async get(anima: string, id: string): Promise<Job | undefined> {
-    this.assertOpen();
-    const row = this.sql.byId.get(id) as JobRow | undefined;
-    return row && row.anima === anima ? rowToJob(row) : undefined;
+    return this.read(() => {
+      const row = this.sql.byId.get(id) as JobRow | undefined;
+      return row && row.anima === anima ? rowToJob(row) : undefined;
+    });
   }
 
   async list(anima: string, options: ListJobsOptions = {}): Promise<Job[]> {
-    this.assertOpen();
-    const statuses = options.status === undefined ? JOB_STATUSES : [options.status].flat();
-    const limit = options.limit ?? 100;
-    const rows = this.sql.listByAnima.all(anima, JSON.stringify(statuses), limit) as JobRow[];
-    return rows.map(rowToJob);
+    return this.read(() => {
+      const statuses = options.status === undefined ? JOB_STATUSES : [options.status].flat();
+      const limit = options.limit ?? 100;
+      const rows = this.sql.listByAnima.all(anima, JSON.stringify(statuses), limit) as JobRow[];
+      return rows.map(rowToJob);
+    });
   }
 
   claim(request: ClaimRequest): Promise<Job[]> {
@@ -216,8 +232,7 @@ export class SqliteJobStore implements JobStore {
   }
 
   async pendingNotices(options: { minAgeMs: number; limit: number }): Promise<Job[]> {
-    this.assertOpen();
-    return (this.sql.unnotified.all(this.clock() - options.minAgeMs, options.limit) as JobRow[]).map(rowToJob);
+    return this.read(() => (this.sql.unnotified.all(this.clock() - options.minAgeMs, options.limit) as JobRow[]).map(rowToJob));
   }
 
   markNotified(ids: readonly string[]): Promise<void> {
@@ -246,17 +261,17 @@ export class SqliteJobStore implements JobStore {
   }
 
   async getBundle(hash: string): Promise<string | undefined> {
-    this.assertOpen();
-    return (this.sql.getBundle.get(hash) as { code: string } | undefined)?.code;
+    return this.read(() => (this.sql.getBundle.get(hash) as { code: string } | undefined)?.code);
   }
 
   async queueStatus(): Promise<QueueStatus> {
-    this.assertOpen();
-    const now = this.clock();
-    const row = this.sql.queueStatus.get({ now }) as { queued: number; runnable: number; running: number; next: number | null };
-    const status: QueueStatus = { queued: row.queued, runnable: row.runnable, running: row.running };
-    if (row.next !== null) status.nextNotBefore = row.next;
-    return status;
+    return this.read(() => {
+      const now = this.clock();
+      const row = this.sql.queueStatus.get({ now }) as { queued: number; runnable: number; running: number; next: number | null };
+      const status: QueueStatus = { queued: row.queued, runnable: row.runnable, running: row.running };
+      if (row.next !== null) status.nextNotBefore = row.next;
+      return status;
+    });
   }
 
   async close(): Promise<void> {
@@ -268,11 +283,18 @@ export class SqliteJobStore implements JobStore {
 
   private write<T>(durable: boolean, write: () => T): Promise<T> {
     if (this.closed) return Promise.reject(closedError());
-    return this.writes.run(durable, write);
+    return this.writes.run(durable, write).catch((error: unknown) => {
+      throw jobStoreError(error, this.path);
+    });
   }
 
-  private assertOpen(): void {
+  private read<T>(read: () => T): T {
     if (this.closed) throw closedError();
+    try {
+      return read();
+    } catch (error) {
+      throw jobStoreError(error, this.path);
+    }
   }
 }
 

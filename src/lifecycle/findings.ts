@@ -2,7 +2,7 @@
 export type FindingLevel = "error" | "warning";
 export type CheckName =
   | "file" | "file-name" | "source" | "exports" | "schemas" | "profile" | "description" | "input-schema" | "handlers"
-  | "secrets" | "credentials" | "imports" | "network-timeout" | "load" | "shadowing" | "collisions";
+  | "secrets" | "credentials" | "cancellation" | "imports" | "network-timeout" | "load" | "shadowing" | "collisions";
 
 export interface Finding {
   level: FindingLevel;

@@ -4,6 +4,7 @@ import { basename, posix } from "node:path";
 import { ToolHostError } from "../errors.js";
 import { RESERVED_NAMES, TOOL_EXTENSIONS, TOOL_NAME_PATTERN } from "../registry/discovery.js";
 import { findUnawaitedCredentials } from "./credential-await.js";
+import { findPromiseUsesOfIsCancelled } from "./cancel-check.js";
 import { type DeclarationCheck, checkDeclaration, unusedHandlers } from "./declaration-check.js";
 import type { CheckName, Finding } from "./findings.js";
 import { findSecrets } from "./secrets.js";
@@ -161,6 +162,15 @@ function staticChecks(fileName: string, source: string, options: { staticSchemas
       message: `${call.name}() returns a Promise: used without await, the value here is the Promise, not the credential (sent on, it reads "[object Promise]"); write await ${call.name}(…)`,
     });
   }
+  for (const use of findPromiseUsesOfIsCancelled(scan.tokens)) {
+    findings.push({
+      level: "warning",
+      check: "cancellation",
+      line: use.line,
+      column: use.column,
+      message: `isCancelled() returns a boolean, not a Promise: .${use.method}() on it fails when the job runs; write if (isCancelled()) { … }`,
+    });
+  }
   for (const call of scan.fetchCalls) {
     if (call.hasTimeout !== false) continue;
     findings.push({
@@ -233,7 +243,7 @@ const NODE_BUILTINS = new Set([
 function summarise(path: string, tool: string, findings: Finding[], loaded: boolean | undefined): ValidationReport {
   const order: CheckName[] = [
     "file", "file-name", "source", "exports", "schemas", "profile", "description", "input-schema", "handlers", "imports", "secrets", "credentials",
-    "network-timeout", "load", "shadowing", "collisions",
+    "cancellation", "network-timeout", "load", "shadowing", "collisions",
   ];
   const sorted = findings
     .map((finding, index) => ({ finding, index }))

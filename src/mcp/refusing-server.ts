@@ -9,6 +9,8 @@ export interface McpServerHandle {
   close(): Promise<void>;
   /** Set when the server could only refuse (an unknown Anima): the exit code for `animaworks-tool mcp`. */
   exitCode?: number;
+  /** Why the server only refuses (set with `exitCode`). */
+  refusal?: ToolHostError;
 }
 
 /**
@@ -23,7 +25,7 @@ export async function refusingServer(transport: Transport, problem: ToolHostErro
   server.setRequestHandler(ListToolsRequestSchema, refuse);
   server.setRequestHandler(CallToolRequestSchema, refuse);
   await server.connect(transport);
-  return { server, close: () => server.close(), exitCode: problem.exitCode };
+  return { server, close: () => server.close(), exitCode: problem.exitCode, refusal: problem };
 }
 
 /** Counts requests being answered, so that a closing server can answer them first. */

@@ -1,4 +1,4 @@
-import { describe, expect, it } from "vitest";
+import { describe, expect, it, vi } from "vitest";
 import { CHUNK_CHARS, FrameDecoder, MAX_FRAME_BYTES, ProtocolError, chunks, decodeClientMessage, decodeHostMessage, encodeFrame } from "../../src/endpoint/protocol.js";
 
 describe("endpoint frames", () => {
@@ -9,6 +9,23 @@ describe("endpoint frames", () => {
       const values = [...decoder.push(bytes.subarray(0, cut)), ...decoder.push(bytes.subarray(cut))];
       expect(values.map(decodeHostMessage)).toEqual([{ type: "stdout", text: "a\n" }, { type: "exit", code: 3 }]);
       expect(decoder.pendingBytes).toBe(0);
+    }
+  });
+
+  it("joins a frame's pieces once, however finely the stream cuts it (linear, not quadratic)", () => {
+    // A 6 MiB stdin frame (1 Mi NUL characters, each escaped as \u0000) in 64 KiB pieces, as a socket delivers it.
+    const frame = encodeFrame({ type: "stdin", data: "\u0000".repeat(CHUNK_CHARS) });
+    const concat = vi.spyOn(Buffer, "concat");
+    try {
+      const decoder = new FrameDecoder();
+      const values: unknown[] = [];
+      for (let at = 0; at < frame.length; at += 64 * 1024) values.push(...decoder.push(frame.subarray(at, at + 64 * 1024)));
+      expect(values).toHaveLength(1);
+      const copiedBytes = concat.mock.calls.reduce((sum, [list]) => sum + (list as Buffer[]).reduce((n, b) => n + b.length, 0), 0);
+      // Before: every piece re-joined all that came before it (≈ 300 MB copied for this frame).
+      expect(copiedBytes).toBeLessThan(2 * frame.length);
+    } finally {
+      concat.mockRestore();
     }
   });
 

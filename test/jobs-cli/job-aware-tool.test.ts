@@ -17,6 +17,7 @@ export const EXECUTION_PROFILE = {
   work: { background_eligible: true, timeout_seconds: 120 },
   stubborn: { background_eligible: true, timeout_seconds: 120 },
   flaky: { background_eligible: true, retry: { attempts: 3, backoff: 0.05 } },
+  plain: { background_eligible: true, timeout_seconds: 120 },
 };
 export function get_tool_schemas() {
   const object = (properties = {}) => ({ type: "object", properties });
@@ -25,6 +26,7 @@ export function get_tool_schemas() {
     { name: "steps_stubborn", description: "Ignores cancellation.", input_schema: object() },
     { name: "steps_flaky", description: "Safe to retry.", input_schema: object() },
     { name: "steps_badprogress", description: "Reports nonsense.", input_schema: object() },
+    { name: "steps_plain", description: "Checks isCancelled() without await.", input_schema: object({ steps: { type: "integer" }, ms: { type: "integer" } }) },
   ];
 }
 export async function dispatch(name, args) {
@@ -44,6 +46,18 @@ export async function dispatch(name, args) {
     for (;;) {}
   }
   if (name === "steps_flaky") return "ok";
+  if (name === "steps_plain") {
+    // As two tool authors wrote it against the documented API: no await on the check.
+    for (let i = 0; i < args.steps; i++) {
+      if (isCancelled()) {
+        logger.info("the plain check saw the cancel before step " + (i + 1));
+        return "stopped before step " + (i + 1);
+      }
+      await sleep(args.ms);
+      await progress((i + 1) / args.steps, "step " + (i + 1));
+    }
+    return "all " + args.steps + " steps; isCancelled() is a " + typeof isCancelled();
+  }
   try {
     await progress(2, "too far");
     return "accepted";
@@ -104,6 +118,23 @@ describe("tools that see their job", () => {
       expect(performance.now() - cancelledAt).toBeLessThan(2_000);
     });
     expect(logs.some((r) => r.anima === "alice" && /^saw the cancel after step \d+$/.test(r.message))).toBe(true);
+  });
+
+  it("gives isCancelled() as a plain boolean: `if (isCancelled())` runs every step of a job not cancelled", async () => {
+    const { job } = await service.submit("alice", "steps_plain", { steps: 5, ms: 5 });
+    const done = await withWorker(() => service.wait("alice", job.id, { timeoutMs: 15_000, pollIntervalMs: 20 }));
+    expect(done).toMatchObject({ status: "succeeded", result: "all 5 steps; isCancelled() is a boolean" });
+    expect(await host.call("alice", "steps_plain", { steps: 2, ms: 1 })).toMatchObject({ status: "ok", output: "all 2 steps; isCancelled() is a boolean" });
+  });
+
+  it("turns the plain isCancelled() true after a cancel, by the tool's next awaited step", async () => {
+    const { job } = await service.submit("alice", "steps_plain", { steps: 1_000, ms: 30 });
+    await withWorker(async () => {
+      await waitFor("progress", async () => ((await service.get("alice", job.id)).progress?.fraction ?? 0) > 0);
+      await service.cancel("alice", job.id);
+      expect((await service.wait("alice", job.id, { timeoutMs: 10_000, pollIntervalMs: 20 })).status).toBe("cancelled");
+    });
+    expect(logs.some((r) => r.anima === "alice" && /^the plain check saw the cancel before step \d+$/.test(r.message))).toBe(true);
   });
 
   it("stops a tool that ignores the cancel by force after the grace, and keeps serving", async () => {
