@@ -132,9 +132,24 @@ function rawWriter() {
   return write;
 }
 
+/** stdin read for `--args-file -` is bounded as the host bounds it (src/cli/invocation.ts MAX_ARGUMENTS_BYTES). */
+const MAX_STDIN_BYTES = 64 * 1024 * 1024;
+
+/**
+ * All of stdin, or the first MAX_STDIN_BYTES + 1 bytes when there is more: the host answers that with
+ * InvalidArguments (more than its limit), and this client stops reading (`/dev/zero` as stdin ends).
+ */
 async function readAllStdin() {
   const chunks = [];
-  for await (const chunk of process.stdin) chunks.push(chunk);
+  let bytes = 0;
+  for await (const chunk of process.stdin) {
+    chunks.push(chunk);
+    bytes += chunk.length;
+    if (bytes > MAX_STDIN_BYTES) {
+      process.stdin.destroy();
+      break;
+    }
+  }
   return Buffer.concat(chunks).toString("utf8");
 }
 

@@ -1,8 +1,8 @@
-import { readFileSync } from "node:fs";
 import { join } from "node:path";
 import type { HostOptions } from "./config.js";
 import { LOG_LEVELS } from "./contract/isolate.js";
-import { ToolHostError, systemFileError } from "./errors.js";
+import { ToolHostError } from "./errors.js";
+import { UnreadableFile, readRegularFileSync } from "./regular-file.js";
 import { type ValidateFunction, getAjv } from "./validation/ajv.js";
 
 /**
@@ -109,6 +109,9 @@ export interface OperatorFile {
   fingerprint: string;
 }
 
+/** Largest config.json read, bytes (the operator's section is a few hundred). */
+const MAX_OPERATOR_FILE_BYTES = 4 * 1024 * 1024;
+
 let cached: { path: string; text: string; file: OperatorFile } | undefined;
 
 /** Reads and validates the operator's section of `{dataDir}/config.json`; throws `InvalidArguments` naming each wrong key. */
@@ -116,11 +119,13 @@ export function readOperatorFile(dataDir: string): OperatorFile {
   const path = join(dataDir, "config.json");
   let text: string;
   try {
-    text = readFileSync(path, "utf8");
+    // A regular file only, opened without blocking and read to a bound: a FIFO or /dev/zero named
+    // config.json must not hold a host's event loop (the daemon reads it on every call).
+    text = readRegularFileSync(path, MAX_OPERATOR_FILE_BYTES).toString("utf8");
   } catch (error) {
-    const code = (error as NodeJS.ErrnoException).code;
-    if (code === "ENOENT" || code === "ENOTDIR") return { path, settings: {}, fingerprint: "" };
-    throw systemFileError(error, path) ?? new ToolHostError("InvalidArguments", `cannot read ${path} (${code ?? String(error)})`, "the host's operator settings live there; make it readable by this user");
+    if (!(error instanceof UnreadableFile)) throw error;
+    if (error.reason.kind === "missing") return { path, settings: {}, fingerprint: "" };
+    throw new ToolHostError("InvalidArguments", `cannot read ${error.message}`, "the host's operator settings live there: a regular JSON file, readable by this user");
   }
   if (cached?.path === path && cached.text === text) return cached.file;
   const file = parseOperatorFile(path, text);

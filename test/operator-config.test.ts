@@ -1,3 +1,4 @@
+import { spawnSync } from "node:child_process";
 import { readFileSync, writeFileSync } from "node:fs";
 import { join } from "node:path";
 import { afterEach, describe, expect, it } from "vitest";
@@ -33,6 +34,24 @@ describe("operator configuration (config.json animaworks_tool)", () => {
     expect(config.memoryLimitMb).toBe(128);
     expect(config.operator.sources).toMatchObject({ timeout_ms: "file", allow_internal_hosts: "environment", os_sandbox: "option", log_level: "file", memory_limit_mb: "default", fs_limits: "file" });
     expect(config.operator.file).toBe(join(dir, "config.json"));
+  });
+
+  it("a config.json that is a FIFO or a device is refused at once, never read (a host reads it on every call)", () => {
+    data = makeDataDir({});
+    expect(spawnSync("mkfifo", [join(data.dir, "config.json")]).status).toBe(0);
+    const error = thrownToolError(() => resolveConfig({ dataDir: data!.dir }, {}));
+    expect(error.type).toBe("InvalidArguments");
+    expect(error.message).toMatch(/config\.json is not a regular file \(it is a FIFO\)/);
+    expect(error.hint).toMatch(/regular JSON file/);
+  });
+
+  it("cordons: an Anima in two groups is refused; the setting is read from the file", () => {
+    const { dir } = withConfig({ cordons: { team: ["alice", "bob"] } });
+    expect(resolveConfig({ dataDir: dir }, {}).cordons).toEqual({ team: ["alice", "bob"] });
+    expect(resolveConfig({ dataDir: dir }, {}).sandboxProcesses).toBe(1);
+    expect(resolveConfig({ dataDir: dir, cordons: "all" }, {}).sandboxProcesses).toBe(2);
+    const error = thrownToolError(() => resolveConfig({ dataDir: dir, cordons: { a: ["alice"], b: ["alice"] } }, {}));
+    expect(error.message).toMatch(/Anima "alice" is in both "a" and "b"/);
   });
 
   it("without the section (or the file) changes nothing", () => {

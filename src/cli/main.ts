@@ -12,7 +12,7 @@ import { parseToolFlags, splitAction } from "./flags.js";
 import { actionHelp, describeText, listText, toolHelp, topLevelHelp } from "./help.js";
 import { type GlobalOptions, LOCAL_COMMANDS, MAX_ARGUMENTS_BYTES, emptyOptions, jsonRequested, resolveIdentity, takeGlobalOptions } from "./invocation.js";
 import { type Output, printError, printResult, terminalSafeOutput } from "./output.js";
-import { UnreadableFile, argumentFileError, readRegularFile } from "./regular-file.js";
+import { UnreadableFile, argumentFileError, readRegularFile } from "../regular-file.js";
 
 /** What a CLI invocation runs in: this process (every default), or a running host serving a thin client. */
 export interface CliContext {

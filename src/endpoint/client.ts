@@ -3,7 +3,7 @@ import type { Socket } from "node:net";
 import { join } from "node:path";
 import { type GlobalOptions, LOCAL_COMMANDS, MAX_ARGUMENTS_BYTES, emptyOptions, resolveIdentity, takeGlobalOptions } from "../cli/invocation.js";
 import { printError } from "../cli/output.js";
-import { readRegularFileSync } from "../cli/regular-file.js";
+import { readRegularFileSync } from "../regular-file.js";
 import { type Environment, noDaemonIn } from "../environment.js";
 import { type EndpointPaths, endpointPaths, isPrivateDir, makePrivateDir, socketAddress } from "./paths.js";
 import { type BuildInfo, type ClientMessage, FrameDecoder, type HostMessage, PROTOCOL_VERSION, ProtocolError, chunks, decodeHostMessage, encodeFrame } from "./protocol.js";

@@ -1,5 +1,5 @@
 import { closeSync, constants, fstatSync, openSync, readSync } from "node:fs";
-import { ToolHostError } from "../errors.js";
+import { ToolHostError } from "./errors.js";
 
 /**
  * Reading a file named on a command line (`--args-file F`) or found in the data dir by the thin client
