@@ -50,6 +50,24 @@ export function processTree(pid: number): number[] {
   return tree;
 }
 
+/**
+ * True when a process of `pid`'s tree is stopped by a signal (SIGSTOP, SIGTSTP: state `T`) or by a
+ * tracer (`t`), as /proc says: a process that does not answer because something outside stopped it
+ * is not the tool's fault.
+ */
+export function stoppedInTree(pid: number): boolean {
+  for (const member of processTree(pid)) {
+    try {
+      const stat = readFileSync(`/proc/${member}/stat`, "utf8");
+      const state = stat.slice(stat.lastIndexOf(")") + 2, stat.lastIndexOf(")") + 3);
+      if (state === "T" || state === "t") return true;
+    } catch {
+      // gone
+    }
+  }
+  return false;
+}
+
 /** Thread ids of process `pid` ([] when it is gone). */
 export function tasksOf(pid: number): number[] {
   try {

@@ -1,8 +1,9 @@
 import { forwardStderr } from "./child-stderr.js";
 import type { ErrorInfo } from "../../errors.js";
 import { MAX_CAPABILITY_ARGS_CHARS } from "../call-ledger.js";
+import { stoppedInTree } from "../os/process-cpu.js";
 import { ChildLink } from "./child-link.js";
-import { type Pending, type ProcessOwner, failureFor, spawnSpec } from "./process-owner.js";
+import { type Pending, type ProcessOwner, failureFor, spawnSpec, unansweredError } from "./process-owner.js";
 import { bulkPipeOf } from "../wire/bulk-channel.js";
 import { relayCapability } from "./capability-relay.js";
 import { DemotedChildren } from "./demoted-children.js";
@@ -318,7 +319,9 @@ export class SandboxProcess {
 
   private onExit(child: ChildLink, code: number | null, signal: NodeJS.Signals | null): void {
     const reason = signal ? `signal ${signal}` : `exit code ${code}`;
-    const crashed: ErrorInfo = { type: "SandboxCrashed", fault: "host", message: `the sandbox process stopped (${reason}) while the call was running`, hint: "retry the call; if it keeps failing, the tool is crashing its sandbox" };
+    const crashed: ErrorInfo = child.stoppedFromOutside
+      ? { type: "SandboxCrashed", fault: "host", message: "the sandbox process was stopped from outside the host (SIGSTOP) and was restarted while the call was running", hint: "retry the call; the tool did nothing wrong" }
+      : { type: "SandboxCrashed", fault: "host", message: `the sandbox process stopped (${reason}) while the call was running`, hint: "retry the call; if it keeps failing, the tool is crashing its sandbox" };
     this.failAll(crashed, child);
     if (child !== this.child) return; // a retired child: its replacement is already running
     this.child = undefined;
@@ -370,12 +373,10 @@ export class SandboxProcess {
   killUnanswered(id: number, after: "deadline" | "stopped"): void {
     const late = this.pending.get(id);
     if (!late) return;
-    const timeoutMs = late.request.timeoutMs;
-    const error: ErrorInfo =
-      after === "deadline"
-        ? { type: "Timeout", fault: "tool", message: `the tool did not finish within ${timeoutMs} ms and its sandbox was restarted` }
-        : { type: "ExecutionError", fault: "caller", message: "the call was stopped by its caller, and its sandbox did not answer and was restarted" };
-    this.settle(id, late, failureFor(late, error));
+    // A process stopped from outside (SIGSTOP) answers nothing whatever its tool does: the host's fault.
+    const stopped = late.child?.pid !== undefined && stoppedInTree(late.child.pid);
+    if (stopped && late.child) late.child.stoppedFromOutside = true;
+    this.settle(id, late, failureFor(late, unansweredError(late.request.timeoutMs, stopped ? "stopped from outside" : after)));
     // Kill the process that has the request; if it was still queued for a restart, just unqueue it.
     if (late.child) late.child.kill();
     else this.backlog = this.backlog.filter((m) => !(m.type === "request" && m.id === id));

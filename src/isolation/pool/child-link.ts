@@ -52,6 +52,8 @@ export class ChildLink {
   readonly process: ChildProcess;
   readonly channel: FramedSocket;
   readonly parts = new PartAssembler(MAX_PART_CHARS_PER_PROCESS);
+  /** The host found the process stopped from outside (SIGSTOP) when it killed it: its calls are not the tool's fault. */
+  stoppedFromOutside = false;
   private windowStart = 0;
   private messagesInWindow = 0;
   private throttledWindows = 0;

@@ -74,3 +74,18 @@ export function failureFor(pending: Pending, error: ErrorInfo): CallOutcome | De
   return { ok: false, error, durationMs: monotonicMs() - pending.startedAt };
 }
 
+
+/** Why a request's process was killed unanswered: its deadline passed, its caller stopped it, or it was stopped from outside. */
+export function unansweredError(timeoutMs: number, after: "deadline" | "stopped" | "stopped from outside"): ErrorInfo {
+  if (after === "stopped from outside") {
+    return {
+      type: "SandboxCrashed",
+      fault: "host",
+      message: "the sandbox process was stopped by a signal from outside the host (SIGSTOP) and did not answer; it was restarted",
+      hint: "retry the call; the tool did nothing wrong",
+    };
+  }
+  return after === "deadline"
+    ? { type: "Timeout", fault: "tool", message: `the tool did not finish within ${timeoutMs} ms and its sandbox was restarted` }
+    : { type: "ExecutionError", fault: "caller", message: "the call was stopped by its caller, and its sandbox did not answer and was restarted" };
+}

@@ -55,6 +55,25 @@ describe("a call's stop signal", () => {
     expect(await second).toMatchObject({ status: "error", error_type: "ExecutionError" });
   });
 
+  it("a sandbox process stopped from outside (SIGSTOP) fails its calls as the host's fault, not the tool's, and is replaced", async () => {
+    const h = start();
+    const call = h.call("alice", "waiter_run", {}, { timeoutMs: 1_000 });
+    await waitFor(() => logs.some((r) => r.message === "started"), 10_000);
+    const [pid] = sandboxPids(h.config);
+    process.kill(pid!, "SIGSTOP");
+    try {
+      expect(await call).toMatchObject({ status: "error", error_type: "SandboxCrashed", fault: "host", message: expect.stringMatching(/stopped by a signal from outside the host \(SIGSTOP\)/) });
+    } finally {
+      try {
+        process.kill(pid!, "SIGCONT");
+      } catch {
+        // already killed by the host
+      }
+    }
+    await waitFor(() => sandboxPids(h.config).some((p) => p !== pid), 10_000);
+    expect(await h.call("alice", "waiter_run", {}, { timeoutMs: 300 })).toMatchObject({ status: "error", error_type: "Timeout", fault: "tool" });
+  });
+
   it("kills a sandbox process that does not answer a stopped call soon after the stop, not at the call's deadline", async () => {
     const h = start();
     const stop = new AbortController();
