@@ -1,7 +1,7 @@
 import { join } from "node:path";
 import type { HostOptions } from "./config.js";
 import { LOG_LEVELS } from "./contract/isolate.js";
-import { ToolHostError } from "./errors.js";
+import { ToolHostError, systemFileError } from "./errors.js";
 import { UnreadableFile, readRegularFileSync } from "./regular-file.js";
 import { type ValidateFunction, getAjv } from "./validation/ajv.js";
 
@@ -125,7 +125,9 @@ export function readOperatorFile(dataDir: string): OperatorFile {
   } catch (error) {
     if (!(error instanceof UnreadableFile)) throw error;
     if (error.reason.kind === "missing") return { path, settings: {}, fingerprint: "" };
-    throw new ToolHostError("InvalidArguments", `cannot read ${error.message}`, "the host's operator settings live there: a regular JSON file, readable by this user");
+    // A system error (EACCES, EIO…) reads as every other file the host cannot open does.
+    const system = error.reason.kind === "unreadable" ? systemFileError(Object.assign(new Error(error.reason.code), { code: error.reason.code, syscall: "open" }), path) : undefined;
+    throw system ?? new ToolHostError("InvalidArguments", `cannot read ${error.message}`, "the host's operator settings live there: a regular JSON file, readable by this user");
   }
   if (cached?.path === path && cached.text === text) return cached.file;
   const file = parseOperatorFile(path, text);
