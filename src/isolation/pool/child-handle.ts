@@ -1,10 +1,8 @@
-import { forwardStderr } from "./child-stderr.js";
 import type { ErrorInfo } from "../../errors.js";
 import { MAX_CAPABILITY_ARGS_CHARS } from "../call-ledger.js";
 import { stoppedInTree } from "../os/process-cpu.js";
 import { ChildLink } from "./child-link.js";
 import { type Pending, type ProcessOwner, failureFor, spawnSpec, unansweredError } from "./process-owner.js";
-import { bulkPipeOf } from "../wire/bulk-channel.js";
 import { relayCapability } from "./capability-relay.js";
 import { DemotedChildren } from "./demoted-children.js";
 import { decodeCallOutcome, decodeDescribeOutcome, decodeFromSandbox } from "../wire/decode.js";
@@ -168,21 +166,13 @@ export class SandboxProcess {
     const handlers = { onMessage: (link: ChildLink, raw: unknown) => this.onMessage(link, raw), onBroken: (link: ChildLink, reason: string) => this.violation(link, reason) };
     // A blank spare has said it is ready and run nothing: it becomes this slot's, for good.
     const spare = this.pool.takeSpare(this.nice);
-    const child = spare ?? new ChildLink(spawnSpec(this.pool, this.nice), handlers, this.pool.guard);
+    const child = spare ?? new ChildLink(spawnSpec(this.pool, this.nice), handlers, (message) => this.pool.onStderr(message), this.pool.guard);
     this.child = child;
-    const { process } = child;
-    if (spare) spare.rebind(handlers);
-    else {
-      forwardStderr(process.stderr, process.pid, (message) => this.pool.onStderr(message));
-      bulkPipeOf(process)?.on("error", () => {
-        // the child went away: its 'exit' handles that
-      });
+    child.process.on("exit", (code, signal) => this.onExit(child, code, signal));
+    if (spare) {
+      spare.rebind(handlers);
+      this.becameReady();
     }
-    process.on("exit", (code, signal) => this.onExit(child, code, signal));
-    process.on("error", () => {
-      // 'exit' follows and handles the failure
-    });
-    if (spare) this.becameReady();
   }
 
   private onMessage(child: ChildLink, raw: unknown): void {

@@ -5,6 +5,8 @@ import { CHANNEL_FD, MAX_FRAME_FROM_SANDBOX_BYTES } from "../wire/frames.js";
 import { PartAssembler } from "../wire/parts.js";
 import type { ToSandbox } from "../wire/messages.js";
 import { type SandboxChildSpec, spawnSandboxChild } from "./child-spawn.js";
+import { forwardStderr } from "./child-stderr.js";
+import { bulkPipeOf } from "../wire/bulk-channel.js";
 import type { ResourceLimits, ResourceWatchdog } from "../os/resource-watchdog.js";
 
 /** The host's watch on what a process holds outside its isolates (os/resource-watchdog.ts). */
@@ -61,9 +63,20 @@ export class ChildLink {
 
   private handlers: ChildLinkHandlers;
 
-  constructor(spec: SandboxChildSpec, handlers: ChildLinkHandlers, guard?: ProcessGuard) {
+  /**
+   * Starts the process. `onStderr` gets its stderr a line at a time (child-stderr.ts); a spawn failure or
+   * a broken bulk pipe is left to the process's 'exit', which its owner handles.
+   */
+  constructor(spec: SandboxChildSpec, handlers: ChildLinkHandlers, onStderr: (message: string) => void, guard?: ProcessGuard) {
     this.handlers = handlers;
     this.process = spawnSandboxChild(spec);
+    forwardStderr(this.process.stderr, this.process.pid, onStderr);
+    bulkPipeOf(this.process)?.on("error", () => {
+      // the process went away: its 'exit' follows
+    });
+    this.process.on("error", () => {
+      // 'exit' follows
+    });
     if (guard && this.process.pid !== undefined) {
       const unwatch = guard.watchdog.watch(this.process.pid, guard.limits, (what) => this.onBroken(`went over a limit the host keeps outside its isolates (${what})`), {
         childrenFixedUnderSeccomp: guard.childrenFixedUnderSeccomp,

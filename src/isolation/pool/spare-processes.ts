@@ -1,7 +1,5 @@
 import { ChildLink, type ProcessGuard } from "./child-link.js";
 import type { SandboxChildSpec } from "./child-spawn.js";
-import { forwardStderr } from "./child-stderr.js";
-import { bulkPipeOf } from "../wire/bulk-channel.js";
 import { decodeFromSandbox } from "../wire/decode.js";
 
 /**
@@ -89,32 +87,25 @@ export class SpareProcesses {
         this.refuse(self, message?.type === "ready" ? "said it was ready twice" : "sent a message before it served anything");
       },
       onBroken: (self, reason) => this.refuse(self, reason),
-    }, this.guard);
+    }, this.onStderr, this.guard);
     this.starting.add(link);
-    forwardStderr(link.process.stderr, link.pid, this.onStderr);
-    bulkPipeOf(link.process)?.on("error", () => {
-      // the process went away: its 'exit' handles that
-    });
-    link.process.on("error", () => {
-      // 'exit' follows
-    });
-    link.process.once("exit", () => {
-      this.starting.delete(link);
-      const index = this.ready.indexOf(link);
-      if (index >= 0) this.ready.splice(index, 1);
-    });
+    link.process.once("exit", () => this.drop(link));
+  }
+
+  /** Forgets `link` (ended, or refused); true when it was still a spare (not yet adopted). */
+  private drop(link: ChildLink): boolean {
+    const index = this.ready.indexOf(link);
+    if (index >= 0) this.ready.splice(index, 1);
+    return this.starting.delete(link) || index >= 0;
   }
 
   private refuse(link: ChildLink, what: string): void {
-    if (!this.starting.has(link) && !this.ready.includes(link)) return; // adopted: its slot judges it now
+    if (!this.drop(link)) return; // adopted: its slot judges it now
     try {
       this.onViolation(`spare sandbox process ${link.pid ?? "?"} ${what}; it was stopped`);
     } catch {
       // reporting must not stop the kill
     }
-    this.starting.delete(link);
-    const index = this.ready.indexOf(link);
-    if (index >= 0) this.ready.splice(index, 1);
     link.kill();
   }
 }

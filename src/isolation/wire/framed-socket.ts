@@ -1,5 +1,5 @@
 import type { Duplex } from "node:stream";
-import { FrameDecoder, FrameError, encodeFrame } from "./frames.js";
+import { FrameDecoder, FrameError, encodeFrames } from "./frames.js";
 
 /**
  * One end of the framed channel (frames.ts) over a stream socket: the host's end of each sandbox
@@ -63,8 +63,7 @@ export class FramedSocket {
       written?.(false);
       return;
     }
-    const frames = messages.length === 1 ? encodeFrame(messages[0]) : Buffer.concat(messages.map(encodeFrame));
-    this.socket.write(frames, (error) => written?.(!error));
+    this.socket.write(encodeFrames(messages), (error) => written?.(!error));
     const limit = this.options.maxUnreadBytes;
     if (limit !== undefined && this.socket.writableLength > limit) this.break(`left ${this.socket.writableLength} bytes unread, over the ${limit}-byte limit`);
   }

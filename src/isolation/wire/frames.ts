@@ -44,12 +44,20 @@ export class FrameError extends Error {
 
 /** One frame holding `message`'s JSON. */
 export function encodeFrame(message: unknown): Buffer {
-  const json = JSON.stringify(message);
-  const bodyBytes = Buffer.byteLength(json);
-  const frame = Buffer.allocUnsafe(FRAME_HEADER_BYTES + bodyBytes);
-  frame.writeUInt32BE(bodyBytes, 0);
-  frame.write(json, FRAME_HEADER_BYTES, "utf8");
-  return frame;
+  return encodeFrames([message]);
+}
+
+/** The frames of `messages`, in order, in one buffer (one allocation, one write). */
+export function encodeFrames(messages: readonly unknown[]): Buffer {
+  const texts = messages.map((message) => JSON.stringify(message));
+  const sizes = texts.map((text) => Buffer.byteLength(text));
+  const frames = Buffer.allocUnsafe(sizes.reduce((sum, size) => sum + FRAME_HEADER_BYTES + size, 0));
+  let offset = 0;
+  texts.forEach((text, index) => {
+    offset = frames.writeUInt32BE(sizes[index] as number, offset);
+    offset += frames.write(text, offset, "utf8");
+  });
+  return frames;
 }
 
 export class FrameDecoder {
