@@ -17,7 +17,7 @@
 //   and the sandbox processes keep using dist/src/.
 // - node:fs/promises and node:child_process are reached through generated stand-ins (see writeShims),
 //   which spare a one-shot call ≈ 20 ms of loading what it does not need.
-// - The thin client (dist/src/endpoint/client.js → dist/cli/client.cjs) is bundled on its own: what
+// - The thin client (dist/src/cli/client.js → dist/cli/client.cjs) is bundled on its own: what
 //   every call loads first, on Node's start-up snapshot, to reach a running host. dist/cli/build-id
 //   hashes both bundles.
 import { spawnSync } from "node:child_process";
@@ -29,7 +29,7 @@ import { fileURLToPath } from "node:url";
 
 const ROOT = join(dirname(fileURLToPath(import.meta.url)), "..");
 const ENTRY = join(ROOT, "dist", "src", "cli", "main.js");
-const CLIENT_ENTRY = join(ROOT, "dist", "src", "endpoint", "client.js");
+const CLIENT_ENTRY = join(ROOT, "dist", "src", "cli", "client.js");
 const OUT_DIR = join(ROOT, "dist", "cli");
 const SHIM_DIR = join(ROOT, "dist", "cli-shims");
 const ESBUILD = join(ROOT, "node_modules", ".bin", process.platform === "win32" ? "esbuild.cmd" : "esbuild");
@@ -136,7 +136,7 @@ bundle("main.cjs", [
   `--alias:node:fs/promises=${join(SHIM_DIR, "fs-promises.js")}`,
   `--alias:node:child_process=${join(SHIM_DIR, "child_process.js")}`,
 ]);
-// The thin client (src/endpoint/client.ts), what a call loads first: it must stay free of packages
+// The thin client (src/cli/client.ts), what a call loads first: it must stay free of packages
 // (isolated-vm, esbuild, ajv…) and of host code, so a package among its inputs fails this build.
 const clientMeta = join(ROOT, "dist", "cli-client-meta.json");
 bundle("client.cjs", [CLIENT_ENTRY, ...common, `--metafile=${clientMeta}`]);

@@ -1,136 +1,16 @@
 import { ToolHostError } from "./errors.js";
-import { basename, dirname, join, resolve } from "node:path";
-import { fileURLToPath } from "node:url";
-import { DEFAULT_FS_LIMITS, type FsLimits } from "./capabilities/fs.js";
+import { join, resolve } from "node:path";
+import { PROJECT_ROOT } from "./project-root.js";
+import { DEFAULT_FS_LIMITS, type FsLimits } from "./fs-limits.js";
+import type { HostOptions, LogRecord } from "./host-options.js";
 import { LOG_LEVELS, type LogLevel } from "./contract/isolate.js";
 import { type Environment, defaultDataDirIn } from "./environment.js";
 import { type FileSettings, type SettingSource, SETTINGS, checkedSeconds, environmentSettings, readOperatorFile } from "./operator-config.js";
 
 /**
- * The only module that reads `process.env`. Everything else receives a resolved `HostConfig`.
- * Every option is listed with its default and unit. Each option an operator sets (src/operator-config.ts
- * lists them with their keys in the data dir's config.json and their variables) is taken from, in this
- * order: the option given here (a flag of the CLI), its environment variable, the `animaworks_tool`
- * section of `{dataDir}/config.json`, the default.
+ * The only module that reads `process.env`. Everything else receives a resolved `HostConfig`, made here
+ * of the `HostOptions` (src/host-options.ts), the environment and the operator's config.json.
  */
-export interface HostOptions {
-  /** Data dir. Default: `$ANIMAWORKS_DATA_DIR`, else `~/.animaworks`. */
-  dataDir?: string;
-  /** Folder of core tools. Default: the project's `tools/`. */
-  coreToolsDir?: string;
-  /** Where tool bundles are cached. Default: `{dataDir}/cache/animaworks-tool/bundles`. */
-  cacheDir?: string;
-  /** Default per-call timeout in milliseconds. Default: 30,000. */
-  timeoutMs?: number;
-  /** Upper bound on any call's timeout, whatever the tool's profile asks for, in ms. Default: 600,000. */
-  maxCallTimeoutMs?: number;
-  /** Per-isolate V8 heap limit in MB. Default: 128 (isolated-vm's minimum is 8). */
-  memoryLimitMb?: number;
-  /** Timeout for loading a tool (running its top level and `get_tool_schemas`), ms. Default: 5,000. */
-  loadTimeoutMs?: number;
-  /** Result text cap in UTF-8 bytes before the truncation notice. Default: 50,000 (docs/design.md §3). */
-  maxOutputBytes?: number;
-  /** Hard cap on the serialised result a tool may hand back, in bytes; larger is cut inside the isolate. Default: 1 MiB. */
-  maxResultTransferBytes?: number;
-  /**
-   * Where isolates run. `"process"`: supervised sandbox processes (a native crash fails only the calls in
-   * flight there). `"in-process"`: inside this process (fast start; for one-shot CLI calls). Default: "process".
-   */
-  isolation?: "process" | "in-process";
-  /**
-   * How Animas are grouped into cordons (src/isolation/scheduling/cordons.ts): a sandbox process runs the
-   * code of one cordon only, for its whole life. `"anima"`: each Anima a cordon of its own. `"all"`: all
-   * Animas in one (they share processes: an isolate escape reaches all of them). An object names groups
-   * of Animas that trust each other, `{ "team": ["alice", "bob"] }`; every other Anima is a cordon of its
-   * own. Default: "anima".
-   */
-  cordons?: "anima" | "all" | Record<string, string[]>;
-  /** Normal sandbox processes per cordon. Default: 2 when all Animas share one cordon, else 1. */
-  sandboxProcesses?: number;
-  /**
-   * Sandbox processes alive at most, spares included (an idle one holds ≈ 50 MB): beyond it, the cordon
-   * least recently used without a call in flight has its processes ended. Default: 64.
-   */
-  maxSandboxProcesses?: number;
-  /** Blank sandbox processes kept started for the first call of a new cordon. Default: 1 (0 with `cordons: "all"`). */
-  spareSandboxProcesses?: number;
-  /**
-   * The OS sandbox around sandbox processes (bubblewrap; see src/isolation/os/os-sandbox.ts). `"auto"`: used
-   * when bwrap is installed and works, else the host runs without it and says so in its log and in
-   * `audit`. `"required"`: the host refuses to start without it. `"off"`: never. Default:
-   * `$ANIMAWORKS_OS_SANDBOX`, else "auto". Only for `isolation: "process"`.
-   */
-  osSandbox?: "auto" | "required" | "off";
-  /**
-   * Memory the idle warm isolates of the host may hold in all, MB, split evenly over the sandbox
-   * processes; the least recently used beyond it are disposed (a call then builds a fresh isolate). Each
-   * isolate counts what V8 holds for it: ≈ 1.8 MB for a small tool. Default: one sixth of the machine's
-   * memory, between 256 and 8,192 MB (4,096 MB on a 24 GiB machine: ≈ 2,200 small tools warm).
-   */
-  warmIsolatesMb?: number;
-  /** Idle warm isolates kept per sandbox process at most, whatever their size. Default: no limit (`warmIsolatesMb` decides). */
-  maxIdleIsolates?: number;
-  /**
-   * Whether a process makes its isolates from a V8 startup snapshot holding the installed prelude (made
-   * on its third isolate; ≈ 0.4 ms saved per new isolate). isolated-vm calls `createSnapshot` unstable
-   * across V8 versions: `false` runs the prelude in each new context instead. Default: true.
-   */
-  isolateSnapshot?: boolean;
-  /**
-   * Direct calls of one Anima running at once while another Anima has calls in flight; further calls of
-   * that Anima wait in its queue (an Anima alone on the host is not held back). Default: 8.
-   */
-  maxConcurrentCallsPerAnima?: number;
-  /** Calls of one Anima waiting for a turn; beyond it a call fails at once with `Busy`. Default: 1,000. */
-  maxQueuedCallsPerAnima?: number;
-  /**
-   * Where background jobs are kept: a `postgres://user:password@host:port/database` URL puts them in
-   * PostgreSQL, shared by workers on many machines (which also share the data dir, e.g. over NFS).
-   * Default: `$ANIMAWORKS_JOBS_URL`, else the embedded SQLite file in the data dir.
-   */
-  jobsUrl?: string;
-  /** Log lines a single call may emit before further lines are dropped. Default: 200. */
-  maxLogLinesPerCall?: number;
-  /** Longest log line kept, in characters; longer lines are cut. Default: 2,000. */
-  maxLogLineChars?: number;
-  /** Receives log lines from tools and host warnings. Default: write to stderr. */
-  onLog?: (record: LogRecord) => void;
-  /** Least level of the lines `onLog` receives: "debug", "info", "warn" or "error". Default: "info". */
-  logLevel?: LogRecord["level"];
-  /**
-   * Environment variables `getCredential` may fall back to (by exact name). The host's environment is
-   * otherwise invisible to tools. Default: none.
-   */
-  allowedEnvironment?: string[];
-  /** Values for `allowedEnvironment`. Default: read from this process's environment. */
-  environment?: Record<string, string>;
-  /** Audit log file (JSON lines, rotated). Default: `{dataDir}/logs/animaworks-tool/audit.jsonl`. */
-  auditFile?: string;
-  /**
-   * Hosts (names, IPs or CIDRs) that tools may reach although they are private or loopback, e.g. an
-   * internal API. Default: `$ANIMAWORKS_ALLOW_INTERNAL_HOSTS` (comma-separated), else none.
-   */
-  allowInternalHosts?: string[];
-  /**
-   * Watch `common_tools/` and every Anima's `tools/` and reload changed tools by themselves (for
-   * long-running hosts). Calls in flight finish on the version they started with. Default: false.
-   */
-  watch?: boolean;
-  /** File-capability limits (bytes, counts; see src/capabilities/fs.ts). Default: DEFAULT_FS_LIMITS. */
-  fsLimits?: Partial<FsLimits>;
-  /** Core tools the MCP server offers, by name. Default: every core tool. */
-  mcpCoreTools?: string[];
-}
-
-export interface LogRecord {
-  level: LogLevel;
-  /** Logger name: `animaworks.tools` for tool lines, `animaworks.host` for the host's own. */
-  logger: string;
-  message: string;
-  anima?: string;
-  tool?: string;
-}
-
 export type HostConfig = Required<Omit<HostOptions, "onLog" | "fsLimits" | "environment" | "jobsUrl" | "mcpCoreTools">> & {
   /** PostgreSQL URL of the job store, or undefined for the embedded SQLite store. */
   jobsUrl: string | undefined;
@@ -151,15 +31,6 @@ export type HostConfig = Required<Omit<HostOptions, "onLog" | "fsLimits" | "envi
     sources: Record<string, SettingSource>;
   };
 };
-
-/** Project root (the folder holding package.json), found from this file's compiled location. */
-export const PROJECT_ROOT = findProjectRoot();
-
-function findProjectRoot(): string {
-  // dist/src/config.js or src/config.ts → two or one levels up.
-  const here = dirname(fileURLToPath(import.meta.url));
-  return basename(dirname(here)) === "dist" ? resolve(here, "..", "..") : resolve(here, "..");
-}
 
 /** This process's environment (the CLI hands it to a running host along with a call). */
 export function processEnvironment(): Environment {

@@ -1,14 +1,19 @@
 import type { AuditLog } from "./audit/audit-log.js";
 import type { JobCallHooks } from "./capabilities/job-calls.js";
-import type { HostConfig, LogRecord } from "./config.js";
+import type { HostConfig } from "./config.js";
+import type { LogRecord } from "./host-options.js";
 import type { ErrorInfo, WireError } from "./errors.js";
 import type { ToolBundle } from "./isolation/wire/messages.js";
 import type { Permissions } from "./policy/permissions.js";
 import type { DiscoveryProblem, ToolOrigin } from "./registry/discovery.js";
 import type { ProfileEntry } from "./registry/schemas.js";
 import type { ToolsChange } from "./registry/tool-watch.js";
+import type { ToolInfo, ToolListing } from "./registry/listing.js";
+import type { AnimaReport } from "./audit/report.js";
 
 export type { ToolsChange } from "./registry/tool-watch.js";
+export type { SchemaInfo, ToolInfo, ToolListing } from "./registry/listing.js";
+export type { AnimaReport, ToolActivity } from "./audit/report.js";
 
 /** The host's public API: what `createHost` returns and the plain data it exchanges. */
 
@@ -27,34 +32,6 @@ export type CallResult =
       structured?: Record<string, unknown>;
     }
   | ({ status: "error"; durationMs: number } & WireError);
-
-export interface SchemaInfo {
-  name: string;
-  action: string;
-  description: string;
-  parameters: Record<string, unknown>;
-  /** What results must match (`output_schema`), if the tool declares it. */
-  outputSchema?: Record<string, unknown>;
-  profile?: ProfileEntry;
-}
-
-export interface ToolInfo {
-  name: string;
-  origin: ToolOrigin;
-  status: "ok" | "error";
-  error?: ErrorInfo;
-  schemas: SchemaInfo[];
-  hasCliMain: boolean;
-  /** Content hash of the built tool (changes with any edit of it or its helpers). */
-  bundleHash?: string;
-}
-
-export interface ToolListing {
-  anima: string | undefined;
-  tools: ToolInfo[];
-  /** Files that were not loaded as tools, with the reason. */
-  problems: DiscoveryProblem[];
-}
 
 export interface CallOptions {
   /** Overrides the action's timeout, in ms (still capped by the host's `maxCallTimeoutMs`). */
@@ -104,47 +81,6 @@ export interface PreparedCall {
   bundle: ToolBundle;
   timeoutMs: number;
   profile?: ProfileEntry;
-}
-
-/** What a tool did, per tool, in an Anima's audit report. */
-export interface ToolActivity {
-  tool: string;
-  calls: number;
-  ok: number;
-  /** Error type → count (Timeout, MemoryLimit, SandboxCrashed, ExecutionError…). */
-  errors: Record<string, number>;
-  /** Capability operation → count of uses (`fs.readFile`, `fetch`, `credential`). */
-  used: Record<string, number>;
-  denials: Array<{ ts: string; operation: string; target: string; reason: string }>;
-}
-
-/** One Anima's sandbox policy audit (`auditReport`; built by audit/report.ts): the policy in force and what its tools did. */
-export interface AnimaReport {
-  anima: string;
-  policy: {
-    source: Permissions["source"] | "invalid";
-    /** Set when the permissions file is broken: everything that depends on it is refused. */
-    problem?: string;
-    toolCreation?: Permissions["toolCreation"];
-    network?: Permissions["sandbox"]["network"];
-    allowInternalHosts: string[];
-    fsLimits: HostConfig["fsLimits"];
-    allowedEnvironment: string[];
-    timeoutMs: number;
-    memoryLimitMb: number;
-    /**
-     * The cordon its tools run in (src/isolation/scheduling/cordons.ts): its sandbox processes run no
-     * code of any Anima outside it. `anima:<name>` when it is a cordon of its own.
-     */
-    cordon: string;
-    /** The other Animas named in its cordon's group ("all" when every Anima shares one). */
-    cordonMates: string[] | "all";
-  };
-  tools: Array<{ name: string; origin: string; status: string; error?: string }>;
-  activity: ToolActivity[];
-  loadErrors: Array<{ ts: string; tool: string; message: string }>;
-  /** Tools of this Anima loaded new, changed, removed or failed by a refresh, a watcher or a share, oldest first. */
-  reloads: Array<{ ts: string; tool: string; origin: string; change: string; trigger?: string; message?: string }>;
 }
 
 /**

@@ -3,7 +3,7 @@
  */
 export { createHost } from "./host.js";
 export type { CallOptions, CallResult, PreparedCall, RunOptions, SchemaInfo, ToolHost, ToolInfo, ToolListing } from "./host.js";
-export type { HostOptions, LogRecord } from "./config.js";
+export type { HostOptions, LogRecord } from "./host-options.js";
 export { ERROR_TYPES, EXIT_CODES, ToolHostError } from "./errors.js";
 export type { ErrorInfo, ErrorType, Fault, WireError } from "./errors.js";
 export { JobService } from "./jobs/service.js";

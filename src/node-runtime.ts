@@ -2,7 +2,7 @@ import { spawnSync } from "node:child_process";
 import { existsSync, readFileSync } from "node:fs";
 import { createRequire } from "node:module";
 import { dirname, join } from "node:path";
-import { PROJECT_ROOT } from "./config.js";
+import { PROJECT_ROOT } from "./project-root.js";
 
 /**
  * The runtime under every isolate. V8 is the first isolation layer, so the Node.js that runs sandbox

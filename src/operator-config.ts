@@ -1,5 +1,6 @@
 import { join } from "node:path";
-import type { HostOptions } from "./config.js";
+import type { HostOptions } from "./host-options.js";
+import type { FsLimits } from "./fs-limits.js";
 import { LOG_LEVELS } from "./contract/isolate.js";
 import { ToolHostError, systemFileError } from "./errors.js";
 import { UnreadableFile, readRegularFileSync } from "./regular-file.js";
@@ -52,7 +53,7 @@ const positiveInteger = { type: "integer", minimum: 1 };
 const names = { type: "array", items: { type: "string", minLength: 1 } };
 
 /** File keys of `fs_limits` → FsLimits fields. */
-const FS_LIMIT_KEYS: Readonly<Record<string, keyof NonNullable<HostOptions["fsLimits"]>>> = {
+const FS_LIMIT_KEYS: Readonly<Record<string, keyof FsLimits>> = {
   max_read_bytes: "maxReadBytes",
   max_write_bytes: "maxWriteBytes",
   quota_bytes: "quotaBytes",

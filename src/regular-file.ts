@@ -11,7 +11,7 @@ import { ToolHostError } from "./errors.js";
  *  - only a regular file is read (not a FIFO, socket or device: `/dev/zero` never ends);
  *  - at most `maxBytes` are read, whatever the file claims its size is (it may grow while it is read).
  *
- * node:fs and the error type only: the thin client (src/endpoint/client.ts) loads this module.
+ * node:fs and the error type only: the thin client (src/cli/client.ts) loads this module.
  */
 
 /** Why a file could not be read: each maps to one sentence the caller puts after the file's name. */

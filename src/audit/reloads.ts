@@ -1,10 +1,11 @@
 import { mkdir, readFile, rename, writeFile } from "node:fs/promises";
 import { dirname, join } from "node:path";
 import { sha256 } from "../build/sha256.js";
-import { withLock } from "../endpoint/lock.js";
-import type { ToolHost, ToolInfo, ToolListing } from "../host-api.js";
+import { withLock } from "../file-lock.js";
+import type { ToolInfo, ToolListing } from "../registry/listing.js";
 import { changedTools } from "../registry/tool-watch.js";
 import type { AuditEvent, AuditLog, ReloadChange, ReloadTrigger } from "./audit-log.js";
+import type { HostConfig } from "../config.js";
 
 /**
  * Reload records (docs/design.md §1: every reload is written to the audit log): which tool an Anima sees
@@ -138,6 +139,14 @@ export function shareReloadEvent(anima: string, tool: string): ReloadEvent {
 
 // ---- the folder watchers (registry/tool-watch.ts) -----------------------------------------------------
 
+/** What recording a watcher's reloads needs of a host (a `ToolHost` is one). */
+export interface ReloadedHost {
+  readonly config: HostConfig;
+  readonly audit: AuditLog;
+  list(anima?: string): Promise<ToolListing>;
+  animas(): Promise<string[]>;
+}
+
 /**
  * After a watcher saw `paths` change (and the host was refreshed): records the reloads of the Animas
  * they concern — the owner of a personal folder, every Anima for common_tools/ — or of `onlyAnima`
@@ -145,7 +154,7 @@ export function shareReloadEvent(anima: string, tool: string): ReloadEvent {
  * tools are compared, so a first look at an Anima does not record all its tools as new. An Anima that
  * cannot be listed (removed meanwhile) is skipped.
  */
-export async function recordWatchedReloads(host: Pick<ToolHost, "config" | "audit" | "list" | "animas">, paths: Iterable<string>, onlyAnima?: string): Promise<ReloadEvent[]> {
+export async function recordWatchedReloads(host: ReloadedHost, paths: Iterable<string>, onlyAnima?: string): Promise<ReloadEvent[]> {
   const scope = changedTools(host.config.dataDir, paths);
   if (scope.size === 0) return [];
   const shared = scope.get(null);

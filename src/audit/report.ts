@@ -1,15 +1,55 @@
 import type { HostConfig } from "../config.js";
-import type { AnimaReport, ToolActivity, ToolListing } from "../host-api.js";
-import { loadPermissions } from "../policy/permissions.js";
+import type { ToolListing } from "../registry/listing.js";
+import { type Permissions, loadPermissions } from "../policy/permissions.js";
 import { cordonMates, cordonOf } from "../isolation/scheduling/cordons.js";
 import type { AuditRecord } from "./audit-log.js";
+
+/** What a tool did, per tool, in an Anima's audit report. */
+export interface ToolActivity {
+  tool: string;
+  calls: number;
+  ok: number;
+  /** Error type → count (Timeout, MemoryLimit, SandboxCrashed, ExecutionError…). */
+  errors: Record<string, number>;
+  /** Capability operation → count of uses (`fs.readFile`, `fetch`, `credential`). */
+  used: Record<string, number>;
+  denials: Array<{ ts: string; operation: string; target: string; reason: string }>;
+}
+
+/** One Anima's sandbox policy audit (`auditReport`; built by audit/report.ts): the policy in force and what its tools did. */
+export interface AnimaReport {
+  anima: string;
+  policy: {
+    source: Permissions["source"] | "invalid";
+    /** Set when the permissions file is broken: everything that depends on it is refused. */
+    problem?: string;
+    toolCreation?: Permissions["toolCreation"];
+    network?: Permissions["sandbox"]["network"];
+    allowInternalHosts: string[];
+    fsLimits: HostConfig["fsLimits"];
+    allowedEnvironment: string[];
+    timeoutMs: number;
+    memoryLimitMb: number;
+    /**
+     * The cordon its tools run in (src/isolation/scheduling/cordons.ts): its sandbox processes run no
+     * code of any Anima outside it. `anima:<name>` when it is a cordon of its own.
+     */
+    cordon: string;
+    /** The other Animas named in its cordon's group ("all" when every Anima shares one). */
+    cordonMates: string[] | "all";
+  };
+  tools: Array<{ name: string; origin: string; status: string; error?: string }>;
+  activity: ToolActivity[];
+  loadErrors: Array<{ ts: string; tool: string; message: string }>;
+  /** Tools of this Anima loaded new, changed, removed or failed by a refresh, a watcher or a share, oldest first. */
+  reloads: Array<{ ts: string; tool: string; origin: string; change: string; trigger?: string; message?: string }>;
+}
 
 /**
  * The sandbox policy auditing report: per Anima, the policy in force and what its tools actually did.
  * Built from plain data (the audit records, the tool listing, the permissions file); it never reads a
  * secret value, because none is ever recorded. Its types are the host's public API (host-api.ts).
  */
-export type { AnimaReport, ToolActivity } from "../host-api.js";
 
 export async function buildAnimaReport(config: HostConfig, anima: string, animaDir: string, listing: ToolListing, records: AuditRecord[]): Promise<AnimaReport> {
   let policy: AnimaReport["policy"];

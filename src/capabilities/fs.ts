@@ -5,8 +5,6 @@ import { ToolHostError } from "../errors.js";
 import { READ_BUFFERS, UndecodedText } from "../isolation/wire/bulk-channel.js";
 import {
   type ConfinedPath,
-  DEFAULT_PATH_LIMITS,
-  type PathLimits,
   PathConfinement,
   decodeName,
   entryPath,
@@ -15,6 +13,7 @@ import {
   withHeldFolder,
 } from "./paths.js";
 import { QuotaTracker } from "./quota.js";
+import { DEFAULT_FS_LIMITS, type FsLimits } from "../fs-limits.js";
 
 /**
  * The `fs` capability: file operations confined to the calling Anima's directory (path rules in
@@ -24,25 +23,6 @@ import { QuotaTracker } from "./quota.js";
  * the Anima's tool sources (tools must not rewrite tools; that is the lifecycle's job) and AnimaWorks'
  * protected identity files. No operation creates links.
  */
-export interface FsLimits extends PathLimits {
-  /** Largest file `readFile` returns, in bytes (checked on bytes actually read). Default: 10 MiB. */
-  maxReadBytes: number;
-  /** Largest single write, in bytes. Default: 10 MiB. */
-  maxWriteBytes: number;
-  /** Disk space the Anima's directory may use, in bytes. Default: 1 GiB. */
-  quotaBytes: number;
-  /** Files and folders the Anima's directory may hold. Default: 100,000. */
-  maxFiles: number;
-}
-
-export const DEFAULT_FS_LIMITS: FsLimits = {
-  ...DEFAULT_PATH_LIMITS,
-  maxReadBytes: 10 * 1024 * 1024,
-  maxWriteBytes: 10 * 1024 * 1024,
-  quotaBytes: 1024 * 1024 * 1024,
-  maxFiles: 100_000,
-};
-
 /** First path segments (relative to the Anima's directory) that tools may read but never change. */
 const PROTECTED_ENTRIES = new Set([
   "permissions.json", "permissions.md", "permissions.md.bak", "state", "tools", "identity.md", "bootstrap.md", "status.json", "activity_log",

@@ -2,6 +2,7 @@ import { constants } from "node:fs";
 import { type FileHandle, lstat, open, readlink, realpath } from "node:fs/promises";
 import { basename, dirname, isAbsolute, relative, resolve, sep } from "node:path";
 import { ToolHostError } from "../errors.js";
+import { DEFAULT_PATH_LIMITS, type PathLimits } from "../fs-limits.js";
 
 /**
  * Path confinement for the fs capability. A tool names paths relative to its Anima's directory (an
@@ -16,15 +17,6 @@ import { ToolHostError } from "../errors.js";
  *     could be another Anima's file).
  * Messages name paths relative to the Anima's directory only; host paths never appear.
  */
-export interface PathLimits {
-  /** Longest path accepted, in characters. Default: 1,024. */
-  maxPathChars: number;
-  /** Most path segments accepted. Default: 32. */
-  maxPathDepth: number;
-}
-
-export const DEFAULT_PATH_LIMITS: PathLimits = { maxPathChars: 1_024, maxPathDepth: 32 };
-
 export interface ConfinedPath {
   /** Absolute host path (never shown to the tool). */
   absolute: string;

@@ -1,12 +1,13 @@
 import { type AuditLog, truncateForAudit } from "../audit/audit-log.js";
-import type { LogRecord } from "../config.js";
+import type { LogRecord } from "../host-options.js";
 import { type CredentialSources, CredentialDeniedError, getCredential } from "../credentials/index.js";
 import { type ErrorInfo, ToolHostError } from "../errors.js";
 import type { CallContext, CapabilityReply } from "../isolation/wire/messages.js";
 import type { UndecodedText } from "../isolation/wire/bulk-channel.js";
 import { CAPABILITY_NAMES, type CapabilityAnswerValue, type CapabilityName, type UncheckedCapabilityRequest } from "../contract/isolate.js";
 import { loadPermissions } from "../policy/permissions.js";
-import { DEFAULT_FS_LIMITS, FsCapability, type FsLimits } from "./fs.js";
+import { FsCapability } from "./fs.js";
+import { DEFAULT_FS_LIMITS, type FsLimits } from "../fs-limits.js";
 import type { JobCalls } from "./job-calls.js";
 
 /**

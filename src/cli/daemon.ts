@@ -1,9 +1,11 @@
 import { hostname } from "node:os";
 import { setTimeout as delay } from "node:timers/promises";
 import { rmSync } from "node:fs";
-import { PROJECT_ROOT, idleTimeoutMs as idleTimeoutMsOf } from "../config.js";
-import { controlHost, launcherOf, startDaemon } from "../endpoint/client.js";
+import { idleTimeoutMs as idleTimeoutMsOf } from "../config.js";
+import { PROJECT_ROOT } from "../project-root.js";
+import { controlHost, launcherOf, startDaemon } from "./client.js";
 import { endpointPaths, readBuildInfo } from "../endpoint/paths.js";
+import type { InvocationRunner } from "../endpoint/invocation.js";
 import type { EndpointStatus } from "../endpoint/protocol.js";
 import { Endpoint } from "../endpoint/server.js";
 import type { Environment } from "../environment.js";
@@ -31,6 +33,8 @@ export interface DaemonCliContext {
   env: Environment;
   /** Makes `daemon run`'s own host (the composition root's `hostFromConfig`, handed down by the CLI's entry). */
   hostFactory: HostFactory;
+  /** Runs the daemon's clients' invocations (the CLI's `main`, handed down by it). */
+  runInvocation: InvocationRunner;
 }
 
 const START_WAIT_MS = 30_000;
@@ -122,7 +126,7 @@ async function run(ctx: DaemonCliContext, idleTimeoutMs: number): Promise<number
   const onSignal = (): void => stop("signal");
   let endpoint: Endpoint | undefined;
   try {
-    endpoint = await Endpoint.open({ host, kind: "daemon", idleTimeoutMs, onStopRequest: (reason) => stop(reason), log });
+    endpoint = await Endpoint.open({ host, kind: "daemon", runInvocation: ctx.runInvocation, idleTimeoutMs, onStopRequest: (reason) => stop(reason), log });
     if (!endpoint) {
       log(`another host serves CLI calls for ${config.dataDir} already; exiting`);
       return 0;

@@ -5,7 +5,7 @@ import { type OptionSpec, scanArgs } from "./options.js";
 
 /**
  * How a command line is read before anything runs: the CLI's own options, the data dir and the Anima.
- * Shared by the CLI (`main.ts`) and its thin client (`src/endpoint/client.ts`), which must find the same
+ * Shared by the CLI (`main.ts`) and its thin client (`src/cli/client.ts`), which must find the same
  * data dir to reach the host running for it; so this module imports nothing but node:path, the
  * environment readers, the error type and the option scanner (options.ts).
  */
@@ -52,13 +52,6 @@ const GLOBAL_SPEC: OptionSpec = {
   ...Object.fromEntries(Object.keys(VALUE_OPTIONS).map((name) => [name, "value" as const])),
   ...Object.fromEntries(Object.keys(FLAGS).map((name) => [name, "flag" as const])),
 };
-
-/**
- * Most bytes of arguments one invocation may pass as JSON (`--args-file F`, or stdin with `--args-file -`),
- * read in-process or by a running host alike: room for a 10 MiB write (`max_write_bytes`) however it is
- * escaped in JSON, and a bound on what one caller can make a shared host buffer.
- */
-export const MAX_ARGUMENTS_BYTES = 64 * 1024 * 1024;
 
 /** Commands that always run in the calling process: they hold a terminal or stdio, or manage the host. */
 export const LOCAL_COMMANDS: ReadonlySet<string> = new Set(["mcp", "serve", "daemon"]);

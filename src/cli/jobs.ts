@@ -1,4 +1,5 @@
 import { EXIT_CODES, type ErrorInfo, ToolHostError, errorEnvelope } from "../errors.js";
+import type { InvocationRunner } from "../endpoint/invocation.js";
 import type { HostFactory, ToolHost } from "../host-api.js";
 import { JobService, eligibilityWarning } from "../jobs/service.js";
 import { type Job, describeServer, isTerminal } from "../jobs/store.js";
@@ -21,6 +22,8 @@ export interface JobsCliContext {
   argumentsFromJson: () => Promise<Record<string, unknown>>;
   /** Makes `serve`'s own host (the composition root's `hostFromConfig`, handed down by the CLI's entry). */
   hostFactory: HostFactory;
+  /** Runs the invocations of CLI clients `serve` takes (the CLI's `main`, handed down by it). */
+  runInvocation: InvocationRunner;
   /** While waiting, draw a bar (true) or print plain lines (false). Default: whether stderr is a terminal. */
   terminal?: boolean;
   /** Aborted when the caller is gone (a CLI client of a running host disconnected): `wait` ends. */
@@ -168,7 +171,7 @@ async function serve(argv: string[], ctx: JobsCliContext): Promise<number> {
   const host = ctx.hostFactory({ ...ctx.host.config, isolation: "process", watch: true });
   const service = new JobService({ host, worker });
   // A standing worker also serves CLI calls for its data dir (unless a daemon does already).
-  const endpoint = untilDrained ? undefined : await openEndpoint(host, ctx.out);
+  const endpoint = untilDrained ? undefined : await openEndpoint(host, ctx.out, ctx.runInvocation);
   const stop = new AbortController();
   const abortRunning = new AbortController();
   const onSignal = (): void => {
@@ -196,10 +199,10 @@ async function serve(argv: string[], ctx: JobsCliContext): Promise<number> {
   }
 }
 
-async function openEndpoint(host: ToolHost, out: Output): Promise<{ close(): Promise<void> } | undefined> {
+async function openEndpoint(host: ToolHost, out: Output, runInvocation: InvocationRunner): Promise<{ close(): Promise<void> } | undefined> {
   try {
     const { Endpoint } = await import("../endpoint/server.js");
-    const endpoint = await Endpoint.open({ host, kind: "serve", log: (message) => out.stderr(`animaworks-tool serve: ${message}`) });
+    const endpoint = await Endpoint.open({ host, kind: "serve", runInvocation, log: (message) => out.stderr(`animaworks-tool serve: ${message}`) });
     out.stderr(endpoint ? `animaworks-tool serve: serving CLI calls on ${endpoint.paths.socket}` : "animaworks-tool serve: another host serves CLI calls for this data dir");
     return endpoint;
   } catch (error) {

@@ -1,7 +1,9 @@
 import { statSync } from "node:fs";
 import { readFile } from "node:fs/promises";
 import { resolve } from "node:path";
-import { type HostConfig, type LogRecord, PROJECT_ROOT, formatLogRecord, processEnvironment, resolveConfig } from "../config.js";
+import { type HostConfig, formatLogRecord, processEnvironment, resolveConfig } from "../config.js";
+import type { LogRecord } from "../host-options.js";
+import { PROJECT_ROOT } from "../project-root.js";
 import type { Environment } from "../environment.js";
 import { ToolHostError, errorInfoOf } from "../errors.js";
 import type { CallResult, ToolHost } from "../host-api.js";
@@ -10,55 +12,17 @@ import { RESERVED_NAMES } from "../registry/discovery.js";
 import { actionOf, actionsHint } from "../registry/actions.js";
 import { parseToolFlags, splitAction } from "./flags.js";
 import { actionHelp, describeText, listText, toolHelp, topLevelHelp } from "./help.js";
-import { type GlobalOptions, LOCAL_COMMANDS, MAX_ARGUMENTS_BYTES, emptyOptions, jsonRequested, resolveIdentity, takeGlobalOptions } from "./invocation.js";
+import { type GlobalOptions, LOCAL_COMMANDS, emptyOptions, jsonRequested, resolveIdentity, takeGlobalOptions } from "./invocation.js";
 import { type Output, printError, printResult, terminalSafeOutput } from "./output.js";
 import { UnreadableFile, argumentFileError, readRegularFile } from "../regular-file.js";
-
-/** What a CLI invocation runs in: this process (every default), or a running host serving a thin client. */
-export interface CliContext {
-  /** The invocation's environment. Default: this process's. */
-  env: Environment;
-  /** Where relative paths (`--data-dir`, `--args-file`, `validate <file>`) are taken from. Default: `process.cwd()`. */
-  cwd: string;
-  /** Whether stderr is a terminal (`jobs wait` then redraws a progress bar). Default: `process.stderr.isTTY`, asked only then. */
-  stderrIsTerminal?: boolean;
-  /** All of stdin (`--args-file -`), at most `MAX_ARGUMENTS_BYTES` (more is an InvalidArguments error). Default: this process's stdin. */
-  readStdin(): Promise<string>;
-  /** Aborted when the invocation's caller is gone: a call in flight stops, `jobs wait` ends. Default: none. */
-  signal?: AbortSignal;
-  /**
-   * Gives the host the invocation runs on. Default: a new host for this invocation. A running host serving
-   * a client gives a view of itself, or throws `Declined` when it cannot run the invocation exactly as
-   * the client's own process would (the client then does).
-   */
-  hostFor?(options: InvocationHostOptions): ToolHost;
-}
-
-/** What an invocation asks of its host. */
-export interface InvocationHostOptions {
-  /** The host configuration the invocation's own process would have (its flags, environment and config.json). */
-  config: HostConfig;
-  /** Where the invocation's host log lines and its calls' tool log lines go (its stderr). */
-  onLog: (record: LogRecord) => void;
-}
-
-/** Thrown by `CliContext.hostFor` (and for LOCAL_COMMANDS with one): the invocation must run in the client. */
-export class Declined extends Error {
-  constructor(
-    readonly reason: "command" | "config",
-    message: string,
-  ) {
-    super(message);
-    this.name = "Declined";
-  }
-}
+import { Declined, type InvocationContext, type InvocationHostOptions, MAX_ARGUMENTS_BYTES, stdinTooLarge } from "../endpoint/invocation.js";
 
 /**
  * Runs the CLI; returns the exit code (docs/design.md §4). Never throws, except `Declined` from
  * `context.hostFor` (before anything ran).
  */
-export async function main(argv: string[], out: Output = defaultOutput(), context: Partial<CliContext> = {}): Promise<number> {
-  const ctx: CliContext = {
+export async function main(argv: string[], out: Output = defaultOutput(), context: Partial<InvocationContext> = {}): Promise<number> {
+  const ctx: InvocationContext = {
     env: context.env ?? processEnvironment(),
     cwd: context.cwd ?? process.cwd(),
     ...(context.stderrIsTerminal !== undefined ? { stderrIsTerminal: context.stderrIsTerminal } : {}),
@@ -153,7 +117,7 @@ export function exitProcess(code: number): void {
  * (help, listings, reports, error lines) goes through `safe`, which escapes control characters: tool
  * names, descriptions and messages are tool-controlled text, never terminal commands.
  */
-async function run(host: ToolHost, argv: string[], options: GlobalOptions, anima: string | undefined, out: Output, ctx: CliContext): Promise<number> {
+async function run(host: ToolHost, argv: string[], options: GlobalOptions, anima: string | undefined, out: Output, ctx: InvocationContext): Promise<number> {
   const safe = terminalSafeOutput(out);
   const [word, ...rest] = argv;
   if (options.version) return out.stdout(`animaworks-tool ${await packageVersion()}`), 0;
@@ -195,7 +159,7 @@ async function run(host: ToolHost, argv: string[], options: GlobalOptions, anima
   return printResult(out, await host.call(anima, schema.name, args, { ...(ctx.signal ? { signal: ctx.signal } : {}), structured: options.json }), options.json);
 }
 
-async function runCommand(host: ToolHost, command: string, argv: string[], options: GlobalOptions, anima: string | undefined, out: Output, ctx: CliContext): Promise<number> {
+async function runCommand(host: ToolHost, command: string, argv: string[], options: GlobalOptions, anima: string | undefined, out: Output, ctx: InvocationContext): Promise<number> {
   switch (command) {
     case "help": {
       const [name, ...extra] = argv;
@@ -255,6 +219,7 @@ async function runCommand(host: ToolHost, command: string, argv: string[], optio
         out,
         argumentsFromJson: () => argumentsFromJson(options, ctx),
         hostFactory: hostFromConfig,
+        runInvocation: main,
         ...(ctx.stderrIsTerminal !== undefined ? { terminal: ctx.stderrIsTerminal } : {}),
         ...(ctx.signal ? { signal: ctx.signal } : {}),
       });
@@ -262,7 +227,7 @@ async function runCommand(host: ToolHost, command: string, argv: string[], optio
     {
       const { DAEMON_USAGE, runDaemonCommand } = await import("./daemon.js");
       if (options.help) return out.stdout(DAEMON_USAGE), 0;
-      return runDaemonCommand(argv, { host, json: options.json, out, env: ctx.env, hostFactory: hostFromConfig });
+      return runDaemonCommand(argv, { host, json: options.json, out, env: ctx.env, hostFactory: hostFromConfig, runInvocation: main });
     }
     default:
       throw new ToolHostError(
@@ -278,7 +243,7 @@ function osSandboxOption(value: string | undefined): "auto" | "required" | "off"
   throw new ToolHostError("InvalidArguments", `--os-sandbox must be auto, required or off, not ${JSON.stringify(value)}`, "see animaworks-tool --help");
 }
 
-async function argumentsFromJson(options: GlobalOptions, ctx: CliContext): Promise<Record<string, unknown>> {
+async function argumentsFromJson(options: GlobalOptions, ctx: InvocationContext): Promise<Record<string, unknown>> {
   if (options.argsJson !== undefined && options.argsFile !== undefined) {
     throw new ToolHostError("InvalidArguments", "give either --args-json or --args-file, not both");
   }
@@ -329,11 +294,6 @@ async function readStdin(): Promise<string> {
     chunks.push(chunk as Buffer);
   }
   return Buffer.concat(chunks).toString("utf8");
-}
-
-/** Arguments on stdin beyond `MAX_ARGUMENTS_BYTES` (in-process, or sent to a running host). */
-export function stdinTooLarge(): ToolHostError {
-  return new ToolHostError("InvalidArguments", `the arguments on stdin are larger than the ${MAX_ARGUMENTS_BYTES}-byte limit`, "pass fewer or smaller arguments (a large text belongs in a file the tool reads itself)");
 }
 
 function noAnima(): ToolHostError {

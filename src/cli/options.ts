@@ -4,7 +4,7 @@
  * the `--` marker; each command says what those mean for it (its own messages). An action's own flags are
  * typed by its schema instead (flags.ts).
  *
- * Hand-written rather than node:util's parseArgs: the thin client (src/endpoint/client.ts) reads the
+ * Hand-written rather than node:util's parseArgs: the thin client (src/cli/client.ts) reads the
  * CLI's options on every call, and parseArgs costs ≈ 0.5 ms to load there (a call through a running
  * host costs ≈ 13 ms in all); nor does parseArgs keep unknown options in place, which the CLI's global
  * options need (they may stand among an action's flags). So this module imports nothing.

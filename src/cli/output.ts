@@ -1,10 +1,9 @@
 import { EXIT_CODES, type ErrorInfo, errorEnvelope, infoOfWire } from "../errors.js";
 import type { CallResult } from "../host-api.js";
+import type { InvocationOutput } from "../endpoint/invocation.js";
 
-export interface Output {
-  stdout(text: string): void;
-  stderr(text: string): void;
-}
+/** Where the CLI writes: the endpoint's `InvocationOutput` (one shape for in-process and served invocations). */
+export type Output = InvocationOutput;
 
 /** Prints a call's result; returns the exit code. Errors are one line on stderr, or a JSON envelope on stdout. */
 export function printResult(out: Output, result: CallResult, json: boolean): number {

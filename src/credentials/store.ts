@@ -1,4 +1,4 @@
-import type { LogRecord } from "../config.js";
+import type { LogRecord } from "../host-options.js";
 
 /**
  * The seam between credential resolution and the places credentials live (docs/design.md §7). One contract

@@ -1,5 +1,5 @@
 import { join } from "node:path";
-import type { LogRecord } from "../config.js";
+import type { LogRecord } from "../host-options.js";
 import type { CallOptions, CallResult, PreparedCall, RunOptions, ToolHost, ToolInfo, ToolListing } from "../host-api.js";
 import type { DiscoveryProblem } from "../registry/discovery.js";
 import { folderStamp } from "../registry/folder-stamp.js";

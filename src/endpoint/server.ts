@@ -1,15 +1,14 @@
 import { chmodSync, lstatSync, renameSync, rmSync } from "node:fs";
 import { type Server, type Socket, connect, createServer } from "node:net";
 import { hostname as machineName } from "node:os";
-import { MAX_ARGUMENTS_BYTES } from "../cli/invocation.js";
-import { Declined, type InvocationHostOptions, main, stdinTooLarge } from "../cli/main.js";
-import type { Output } from "../cli/output.js";
 import { monotonicMs } from "../clock.js";
-import { PROJECT_ROOT, settingDifference } from "../config.js";
+import { settingDifference } from "../config.js";
+import { PROJECT_ROOT } from "../project-root.js";
 import { ToolHostError } from "../errors.js";
 import type { ToolHost } from "../host-api.js";
+import { Declined, type InvocationHostOptions, type InvocationOutput, type InvocationRunner, MAX_ARGUMENTS_BYTES, stdinTooLarge } from "./invocation.js";
 import { FolderFreshness, InvocationHost } from "./invocation-host.js";
-import { withLock } from "./lock.js";
+import { withLock } from "../file-lock.js";
 import { type EndpointPaths, endpointPaths, makePrivateDir, readBuildInfo, releaseSocketAddress, socketAddress } from "./paths.js";
 import {
   type BuildInfo,
@@ -28,6 +27,8 @@ import {
 export interface EndpointOptions {
   /** The long-running host whose tools, calls and jobs the CLI clients use. */
   host: ToolHost;
+  /** Runs each client's invocation: the CLI's `main` (the endpoint never imports the CLI). */
+  runInvocation: InvocationRunner;
   /** `daemon` (started by a CLI call or `daemon start`; may be told to stop) or `serve`. */
   kind: "daemon" | "serve";
   /** This side's build. Default: the install's `dist/cli/build-id`. */
@@ -269,11 +270,11 @@ export class Endpoint {
     if (this.active >= (this.options.maxActiveCalls ?? 256)) return refuse("busy", `the running host has ${this.active} calls in flight`);
     this.active++;
     this.callsServed++;
-    const out: Output = {
+    const out: InvocationOutput = {
       stdout: (text) => sendText(send, "stdout", text),
       stderr: (text) => sendText(send, "stderr", text),
     };
-    void main(message.argv, out, {
+    void this.options.runInvocation(message.argv, out, {
       env: message.env,
       cwd: message.cwd,
       stderrIsTerminal: message.stderrIsTerminal,

@@ -1,6 +1,7 @@
 import { join } from "node:path";
 import { setTimeout as delay } from "node:timers/promises";
-import { PROJECT_ROOT, workerEnvironment } from "../config.js";
+import { workerEnvironment } from "../config.js";
+import { PROJECT_ROOT } from "../project-root.js";
 import { type ErrorEnvelope, ToolHostError, errorEnvelope } from "../errors.js";
 import type { ToolHost } from "../host.js";
 import { resolveAnima } from "../registry/animas.js";

@@ -1,4 +1,4 @@
-import type { LogRecord } from "../config.js";
+import type { LogRecord } from "../host-options.js";
 import { JOB_DEFAULTS, duration } from "./defaults.js";
 import type { ToolHostError } from "../errors.js";
 import type { Job, JobError, JobStore } from "./store.js";

@@ -1,7 +1,8 @@
 import { copyFile, mkdir, mkdtemp, readFile, realpath, rm, stat } from "node:fs/promises";
 import { tmpdir } from "node:os";
 import { basename, dirname, join, relative, resolve, sep } from "node:path";
-import { type HostOptions, resolveConfig } from "../config.js";
+import { resolveConfig } from "../config.js";
+import type { HostOptions } from "../host-options.js";
 import { ToolHostError } from "../errors.js";
 import type { HostFactory, ToolHost } from "../host-api.js";
 import { TOOL_EXTENSIONS } from "../registry/discovery.js";

@@ -3,7 +3,7 @@ import { readFileSync } from "node:fs";
 import { join } from "node:path";
 import { promisify } from "node:util";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
-import { PROJECT_ROOT } from "../../src/config.js";
+import { PROJECT_ROOT } from "../../src/project-root.js";
 import { type TempDataDir, makeDataDir } from "../helpers/data-dir.js";
 
 /**

@@ -4,7 +4,7 @@ import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { pathToFileURL } from "node:url";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
-import { PROJECT_ROOT } from "../../src/config.js";
+import { PROJECT_ROOT } from "../../src/project-root.js";
 
 // The CLI bundle (scripts/bundle-cli.mjs) reaches node:fs/promises through a generated stand-in that
 // runs most functions over node:fs's callback API. It must behave as the real module for everything

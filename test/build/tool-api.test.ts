@@ -1,4 +1,5 @@
-import { type LogRecord, resolveConfig } from "../../src/config.js";
+import { resolveConfig } from "../../src/config.js";
+import type { LogRecord } from "../../src/host-options.js";
 import { readFileSync } from "node:fs";
 import { join } from "node:path";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";

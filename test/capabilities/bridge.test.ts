@@ -1,7 +1,7 @@
 import { readFileSync } from "node:fs";
 import { join } from "node:path";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
-import type { LogRecord } from "../../src/config.js";
+import type { LogRecord } from "../../src/host-options.js";
 import { type ToolHost, createHost } from "../../src/host.js";
 import { type TempDataDir, makeDataDir } from "../helpers/data-dir.js";
 

@@ -1,7 +1,8 @@
 import { existsSync, mkdirSync, writeFileSync } from "node:fs";
 import { join } from "node:path";
 import { afterEach, beforeEach, describe, expect, it } from "vitest";
-import { DEFAULT_FS_LIMITS, FsCapability } from "../../src/capabilities/fs.js";
+import { FsCapability } from "../../src/capabilities/fs.js";
+import { DEFAULT_FS_LIMITS } from "../../src/fs-limits.js";
 import { ToolHostError } from "../../src/errors.js";
 import { type TempDataDir, makeDataDir } from "../helpers/data-dir.js";
 

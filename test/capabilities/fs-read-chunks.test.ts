@@ -1,7 +1,8 @@
 import { writeFileSync } from "node:fs";
 import { join } from "node:path";
 import { afterEach, describe, expect, it, vi } from "vitest";
-import { DEFAULT_FS_LIMITS, FsCapability } from "../../src/capabilities/fs.js";
+import { FsCapability } from "../../src/capabilities/fs.js";
+import { DEFAULT_FS_LIMITS } from "../../src/fs-limits.js";
 import { READ_BUFFERS, ReadBufferPool } from "../../src/isolation/wire/bulk-channel.js";
 import { type TempDataDir, makeDataDir } from "../helpers/data-dir.js";
 

@@ -2,7 +2,8 @@ import { execFileSync } from "node:child_process";
 import { linkSync, mkdirSync, readFileSync, renameSync, rmSync, symlinkSync, writeFileSync } from "node:fs";
 import { join } from "node:path";
 import { afterEach, beforeEach, describe, expect, it } from "vitest";
-import { DEFAULT_FS_LIMITS, FsCapability } from "../../src/capabilities/fs.js";
+import { FsCapability } from "../../src/capabilities/fs.js";
+import { DEFAULT_FS_LIMITS } from "../../src/fs-limits.js";
 import { ToolHostError } from "../../src/errors.js";
 import { type TempDataDir, makeDataDir } from "../helpers/data-dir.js";
 

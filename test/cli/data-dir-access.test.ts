@@ -3,7 +3,7 @@ import { chmodSync, existsSync, writeFileSync } from "node:fs";
 import { join } from "node:path";
 import { afterEach, describe, expect, it } from "vitest";
 import { JsonlAuditLog } from "../../src/audit/jsonl-audit-log.js";
-import { PROJECT_ROOT } from "../../src/config.js";
+import { PROJECT_ROOT } from "../../src/project-root.js";
 import { type TempDataDir, makeDataDir, waitFor } from "../helpers/data-dir.js";
 
 // A data dir the user running the CLI cannot read or write: every case names the path and what to do,

@@ -3,8 +3,8 @@ import { closeSync, mkdtempSync, openSync, readdirSync, rmSync, truncateSync, wr
 import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
-import { MAX_ARGUMENTS_BYTES } from "../../src/cli/invocation.js";
-import { PROJECT_ROOT } from "../../src/config.js";
+import { MAX_ARGUMENTS_BYTES } from "../../src/endpoint/invocation.js";
+import { PROJECT_ROOT } from "../../src/project-root.js";
 import { CLI_MODES, type CliRun, type CliRunner, cliRunner } from "../helpers/cli-modes.js";
 import { type TempDataDir, makeDataDir } from "../helpers/data-dir.js";
 

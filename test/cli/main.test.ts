@@ -2,7 +2,7 @@ import { spawnSync } from "node:child_process";
 import { existsSync, readFileSync, rmSync, writeFileSync } from "node:fs";
 import { join } from "node:path";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
-import { PROJECT_ROOT } from "../../src/config.js";
+import { PROJECT_ROOT } from "../../src/project-root.js";
 import { compareVersions, pinnedRuntime } from "../../src/node-runtime.js";
 import { CLI_MODES, type CliRunner, cliRunner } from "../helpers/cli-modes.js";
 import { type TempDataDir, makeDataDir } from "../helpers/data-dir.js";

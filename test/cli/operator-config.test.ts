@@ -1,3 +1,4 @@
+import { main } from "../../src/cli/main.js";
 import { writeFileSync } from "node:fs";
 import { type Server, createServer } from "node:http";
 import type { AddressInfo } from "node:net";
@@ -114,12 +115,12 @@ describe("a running host and a changed config.json", () => {
     data.anima("alice");
     const host = createHost({ dataDir: data.dir, isolation: "process", onLog: () => {} });
     const stops: string[] = [];
-    const endpoint = await Endpoint.open({ host, kind: "daemon", onStopRequest: (reason) => stops.push(reason) });
+    const endpoint = await Endpoint.open({ host, kind: "daemon", runInvocation: main, onStopRequest: (reason) => stops.push(reason) });
     try {
       const runner = await cliRunner("in-process", data.dir);
-      const { runThroughHost } = await import("../../src/endpoint/client.js");
+      const { runThroughHost } = await import("../../src/cli/client.js");
       const { readBuildInfo } = await import("../../src/endpoint/paths.js");
-      const { PROJECT_ROOT } = await import("../../src/config.js");
+      const { PROJECT_ROOT } = await import("../../src/project-root.js");
       const { hostname } = await import("node:os");
       const setup = { ...readBuildInfo(PROJECT_ROOT), env: {}, cwd: data.dir, hostname: hostname() };
       const io = { write: () => {}, readStdin: async () => "", isTerminal: () => false };

@@ -1,5 +1,5 @@
 import { afterEach, beforeEach, describe, expect, it } from "vitest";
-import type { LogRecord } from "../../src/config.js";
+import type { LogRecord } from "../../src/host-options.js";
 import { CredentialDeniedError, type CredentialRequest, classifyCredentialName, getCredential } from "../../src/credentials/resolver.js";
 import type { CredentialSources, CredentialStore } from "../../src/credentials/store.js";
 import { openCredentialSources } from "../../src/credentials/stores.js";

@@ -1,5 +1,5 @@
 import { afterEach, describe, expect, it } from "vitest";
-import type { LogRecord } from "../../src/config.js";
+import type { LogRecord } from "../../src/host-options.js";
 import { SHARED_SCOPE, animaScope, configCredentialKey } from "../../src/credentials/store.js";
 import { ConfigCredentialStore, EnvironmentCredentialStore, LegacyCredentialStore, VaultCredentialStore, openCredentialSources } from "../../src/credentials/stores.js";
 import { Vault } from "../../src/credentials/vault.js";

@@ -2,7 +2,7 @@ import { chmodSync, copyFileSync, mkdirSync, readFileSync, readdirSync, statSync
 import { join } from "node:path";
 import sodium from "libsodium-wrappers";
 import { afterEach, beforeAll, describe, expect, it } from "vitest";
-import type { LogRecord } from "../../src/config.js";
+import type { LogRecord } from "../../src/host-options.js";
 import { Vault, writeFileAtomically } from "../../src/credentials/vault.js";
 import { ToolHostError } from "../../src/errors.js";
 import { type TempDataDir, makeDataDir } from "../helpers/data-dir.js";

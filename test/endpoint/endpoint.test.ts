@@ -5,8 +5,8 @@ import { type Socket, connect } from "node:net";
 import { hostname } from "node:os";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { main } from "../../src/cli/main.js";
-import { PROJECT_ROOT } from "../../src/config.js";
-import { type ClientIo, runThroughHost } from "../../src/endpoint/client.js";
+import { PROJECT_ROOT } from "../../src/project-root.js";
+import { type ClientIo, runThroughHost } from "../../src/cli/client.js";
 import { endpointPaths, makePrivateDir, readBuildInfo } from "../../src/endpoint/paths.js";
 import { FrameDecoder, type HostMessage, PROTOCOL_VERSION, decodeHostMessage, encodeFrame } from "../../src/endpoint/protocol.js";
 import { Endpoint } from "../../src/endpoint/server.js";
@@ -64,7 +64,7 @@ function rawExchange(bytes: Buffer | undefined): Promise<HostMessage[]> {
 beforeAll(async () => {
   data = makeDataDir({ "animas/alice/tools/logger.mjs": LOGGER, "animas/bob/tools/.keep": "", "animas/alice/tools/list.mjs": "export const x = 1;" });
   host = createHost({ dataDir: data.dir, isolation: "process", watch: true, timeoutMs: 10_000, onLog: () => {} });
-  const opened = await Endpoint.open({ host, kind: "daemon", firstMessageTimeoutMs: 300, onStopRequest: (reason) => void stopRequests.push(reason) });
+  const opened = await Endpoint.open({ host, kind: "daemon", runInvocation: main, firstMessageTimeoutMs: 300, onStopRequest: (reason) => void stopRequests.push(reason) });
   if (!opened) throw new Error("no endpoint");
   endpoint = opened;
 });
@@ -155,7 +155,7 @@ describe("the host endpoint", () => {
     const other = makeDataDir({ "animas/fay/tools/.keep": "" });
     const otherHost = createHost({ dataDir: other.dir, isolation: "process", onLog: () => {} });
     const reasons: string[] = [];
-    const old = await Endpoint.open({ host: otherHost, kind: "daemon", onStopRequest: (reason) => void reasons.push(reason) });
+    const old = await Endpoint.open({ host: otherHost, kind: "daemon", runInvocation: main, onStopRequest: (reason) => void reasons.push(reason) });
     try {
       const newer = await runThroughHost(["--data-dir", other.dir, "list"], collectingIo(), { build: "newer-build", install: build.install, env: {}, cwd: "/", hostname: hostname() });
       expect(newer).toMatchObject({ served: false, daemon: { dataDir: other.dir } });
@@ -229,7 +229,7 @@ describe("taking the endpoint", () => {
     expect(lstatSync(paths.socket).isSocket()).toBe(true);
     const otherHost = createHost({ dataDir: other.dir, isolation: "process", onLog: () => {} });
     try {
-      const opened = await Promise.all([1, 2, 3].map(() => Endpoint.open({ host: otherHost, kind: "serve" })));
+      const opened = await Promise.all([1, 2, 3].map(() => Endpoint.open({ host: otherHost, kind: "serve", runInvocation: main })));
       const taken = opened.filter((endpoint): endpoint is Endpoint => endpoint !== undefined);
       expect(taken).toHaveLength(1);
       expect(taken[0]?.stillOurs()).toBe(true);
@@ -247,9 +247,9 @@ describe("a replaced endpoint", () => {
     const other = makeDataDir({ "animas/erin/tools/.keep": "" });
     const otherHost = createHost({ dataDir: other.dir, isolation: "process", onLog: () => {} });
     try {
-      const first = await Endpoint.open({ host: otherHost, kind: "serve" });
+      const first = await Endpoint.open({ host: otherHost, kind: "serve", runInvocation: main });
       rmSync(endpointPaths(other.dir, hostname()).socket); // removed by hand: nothing answers there now
-      const second = await Endpoint.open({ host: otherHost, kind: "serve" });
+      const second = await Endpoint.open({ host: otherHost, kind: "serve", runInvocation: main });
       expect(second).toBeDefined();
       expect(first?.stillOurs()).toBe(false);
       await first?.close();
@@ -266,7 +266,7 @@ describe("closing the endpoint", () => {
   it("lets calls in flight finish within the grace time, then ends them: their clients are told the host ended", async () => {
     const other = makeDataDir({ "animas/dave/tools/logger.mjs": LOGGER });
     const otherHost = createHost({ dataDir: other.dir, isolation: "process", timeoutMs: 60_000, onLog: () => {} });
-    const opened = await Endpoint.open({ host: otherHost, kind: "serve" });
+    const opened = await Endpoint.open({ host: otherHost, kind: "serve", runInvocation: main });
     try {
       const io = collectingIo();
       const spinning = runThroughHost(["--data-dir", other.dir, "--anima", "dave", "logger", "spin"], io, { ...build, env: {}, cwd: "/", hostname: hostname() });

@@ -1,7 +1,7 @@
 import { hostname } from "node:os";
 import { main } from "../../src/cli/main.js";
-import { PROJECT_ROOT } from "../../src/config.js";
-import { runThroughHost } from "../../src/endpoint/client.js";
+import { PROJECT_ROOT } from "../../src/project-root.js";
+import { runThroughHost } from "../../src/cli/client.js";
 import { readBuildInfo } from "../../src/endpoint/paths.js";
 import { Endpoint } from "../../src/endpoint/server.js";
 import { type ToolHost, createHost } from "../../src/host.js";
@@ -57,7 +57,7 @@ export async function cliRunner(mode: CliMode, dataDir: string): Promise<CliRunn
   if (mode === "in-process") return { host: undefined, run: (argv, options = {}) => inProcess(argv, options), async close() {} };
   const host = createHost({ dataDir, isolation: "process", watch: true, onLog: () => {} });
   await host.ready();
-  const endpoint = await Endpoint.open({ host, kind: "serve" });
+  const endpoint = await Endpoint.open({ host, kind: "serve", runInvocation: main });
   if (!endpoint) throw new Error(`another host serves ${dataDir}`);
   const build = readBuildInfo(PROJECT_ROOT);
   return {

@@ -1,7 +1,7 @@
 import { cpSync, mkdirSync, readdirSync } from "node:fs";
 import { dirname, join, resolve } from "node:path";
 import { fileURLToPath } from "node:url";
-import type { LogRecord } from "../../src/config.js";
+import type { LogRecord } from "../../src/host-options.js";
 import { type CallResult, type ToolHost, createHost } from "../../src/host.js";
 import { type TempDataDir, makeDataDir } from "./data-dir.js";
 

@@ -1,5 +1,5 @@
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
-import type { LogRecord } from "../../src/config.js";
+import type { LogRecord } from "../../src/host-options.js";
 import { type ToolHost, createHost } from "../../src/host.js";
 import { JobService } from "../../src/jobs/service.js";
 import type { Job } from "../../src/jobs/store.js";

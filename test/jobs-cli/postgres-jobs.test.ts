@@ -3,7 +3,7 @@ import { existsSync } from "node:fs";
 import { join } from "node:path";
 import pg from "pg";
 import { afterAll, afterEach, beforeAll, describe, expect, it } from "vitest";
-import { PROJECT_ROOT } from "../../src/config.js";
+import { PROJECT_ROOT } from "../../src/project-root.js";
 import { noticePath } from "../../src/jobs/notices.js";
 import { jobPaths } from "../../src/jobs/service.js";
 import { isProcessAlive, liveWorkers } from "../../src/jobs/workers.js";

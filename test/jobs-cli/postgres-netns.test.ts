@@ -3,7 +3,7 @@ import { existsSync, readFileSync, readdirSync } from "node:fs";
 import { join } from "node:path";
 import pg from "pg";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
-import { PROJECT_ROOT } from "../../src/config.js";
+import { PROJECT_ROOT } from "../../src/project-root.js";
 import { type TempDataDir, makeDataDir } from "../helpers/data-dir.js";
 import { type NetNamespace, createNetNamespace, netnsAvailable, tcpRelay } from "../helpers/netns.js";
 import { type TestDatabase, createTestDatabase } from "../helpers/postgres.js";

@@ -3,7 +3,7 @@ import { existsSync, readdirSync } from "node:fs";
 import { join } from "node:path";
 import pg from "pg";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
-import { PROJECT_ROOT } from "../../src/config.js";
+import { PROJECT_ROOT } from "../../src/project-root.js";
 import { type TempDataDir, makeDataDir } from "../helpers/data-dir.js";
 import { type PrivatePostgres, privatePostgresAvailable, startPrivatePostgres } from "../helpers/private-postgres.js";
 import { cli, markTool, waitFor } from "./helpers.js";

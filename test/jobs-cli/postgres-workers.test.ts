@@ -2,7 +2,7 @@ import { type ChildProcess, spawn } from "node:child_process";
 import { join } from "node:path";
 import pg from "pg";
 import { afterAll, afterEach, beforeAll, describe, expect, it } from "vitest";
-import { PROJECT_ROOT } from "../../src/config.js";
+import { PROJECT_ROOT } from "../../src/project-root.js";
 import { jobPaths } from "../../src/jobs/service.js";
 import { liveWorkers } from "../../src/jobs/workers.js";
 import { type TempDataDir, makeDataDir } from "../helpers/data-dir.js";

@@ -1,3 +1,4 @@
+import { main } from "../../src/cli/main.js";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { runJobsCommand } from "../../src/cli/jobs.js";
 import { ToolHostError } from "../../src/errors.js";
@@ -107,6 +108,7 @@ describe("job display", () => {
       out: { stdout: (t) => stdout.push(t), stderr: (t) => stderr.push(t) },
       argumentsFromJson: async () => ({}),
       hostFactory: hostFromConfig,
+      runInvocation: main,
     });
     await waitFor("the first bar", () => stderr.length > 0);
     await service.runWorker({ untilDrained: true });

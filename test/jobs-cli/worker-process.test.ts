@@ -2,7 +2,7 @@ import { type ChildProcess, spawn } from "node:child_process";
 import { existsSync, readFileSync, readdirSync } from "node:fs";
 import { join } from "node:path";
 import { afterAll, afterEach, beforeAll, describe, expect, it } from "vitest";
-import { PROJECT_ROOT } from "../../src/config.js";
+import { PROJECT_ROOT } from "../../src/project-root.js";
 import { noticePath } from "../../src/jobs/notices.js";
 import { jobPaths } from "../../src/jobs/service.js";
 import { isProcessAlive } from "../../src/jobs/workers.js";

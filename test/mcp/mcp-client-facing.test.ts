@@ -3,7 +3,7 @@ import { join } from "node:path";
 import { Client } from "@modelcontextprotocol/sdk/client/index.js";
 import { StdioClientTransport } from "@modelcontextprotocol/sdk/client/stdio.js";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
-import { PROJECT_ROOT } from "../../src/config.js";
+import { PROJECT_ROOT } from "../../src/project-root.js";
 import { type TempDataDir, makeDataDir } from "../helpers/data-dir.js";
 
 const BIN = join(PROJECT_ROOT, "bin", "animaworks-tool.cjs");

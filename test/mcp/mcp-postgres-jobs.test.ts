@@ -4,7 +4,7 @@ import { Client } from "@modelcontextprotocol/sdk/client/index.js";
 import { StdioClientTransport } from "@modelcontextprotocol/sdk/client/stdio.js";
 import pg from "pg";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
-import { PROJECT_ROOT } from "../../src/config.js";
+import { PROJECT_ROOT } from "../../src/project-root.js";
 import { jobPaths } from "../../src/jobs/service.js";
 import { liveWorkers } from "../../src/jobs/workers.js";
 import { type TempDataDir, makeDataDir, waitFor } from "../helpers/data-dir.js";

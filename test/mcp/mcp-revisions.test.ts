@@ -2,7 +2,7 @@ import { join } from "node:path";
 import { StdioClientTransport } from "@modelcontextprotocol/sdk/client/stdio.js";
 import type { JSONRPCMessage } from "@modelcontextprotocol/sdk/types.js";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
-import { PROJECT_ROOT } from "../../src/config.js";
+import { PROJECT_ROOT } from "../../src/project-root.js";
 import { type TempDataDir, makeDataDir } from "../helpers/data-dir.js";
 
 // The SDK's Client always asks for the newest revision; this opens the server with the official stdio

@@ -1,7 +1,7 @@
 import { readFileSync, statSync } from "node:fs";
 import { join } from "node:path";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
-import { DEFAULT_FS_LIMITS } from "../../src/capabilities/fs.js";
+import { DEFAULT_FS_LIMITS } from "../../src/fs-limits.js";
 import { mcpMessageLimitBytes } from "../../src/mcp/stdio-transport.js";
 import { type TempDataDir, makeDataDir } from "../helpers/data-dir.js";
 import { RawMcpSession } from "./raw-session.js";

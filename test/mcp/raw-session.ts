@@ -1,7 +1,7 @@
 import { type ChildProcessWithoutNullStreams, spawn } from "node:child_process";
 import { join } from "node:path";
 import { PassThrough } from "node:stream";
-import { PROJECT_ROOT } from "../../src/config.js";
+import { PROJECT_ROOT } from "../../src/project-root.js";
 import type { ToolHost } from "../../src/host-api.js";
 import { type McpServerHandle, startMcpServer } from "../../src/mcp/server.js";
 import { GuardedStdioTransport, mcpMessageLimitBytes } from "../../src/mcp/stdio-transport.js";

@@ -1,11 +1,12 @@
+import { main } from "../../src/cli/main.js";
 import { execFileSync } from "node:child_process";
 import { connect } from "node:net";
 import { join } from "node:path";
 import { hostname } from "node:os";
 import fc from "fast-check";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
-import { PROJECT_ROOT } from "../../src/config.js";
-import { controlHost } from "../../src/endpoint/client.js";
+import { PROJECT_ROOT } from "../../src/project-root.js";
+import { controlHost } from "../../src/cli/client.js";
 import { endpointPaths, readBuildInfo } from "../../src/endpoint/paths.js";
 import { FrameDecoder, type HostMessage, MAX_FRAME_BYTES, PROTOCOL_VERSION, decodeHostMessage } from "../../src/endpoint/protocol.js";
 import { Endpoint } from "../../src/endpoint/server.js";
@@ -40,7 +41,7 @@ beforeAll(async () => {
   data = makeDataDir({ "animas/alice/tools/echo.ts": ECHO_TOOL });
   execFileSync("mkfifo", [join(data.dir, "args.fifo")]);
   host = createHost({ dataDir: data.dir, isolation: "process", sandboxProcesses: 1, timeoutMs: 5_000, onLog: () => {} });
-  const opened = await Endpoint.open({ host, kind: "serve", firstMessageTimeoutMs: FIRST_MESSAGE_TIMEOUT_MS, maxStdinBytes: 64 * 1024 });
+  const opened = await Endpoint.open({ host, kind: "serve", runInvocation: main, firstMessageTimeoutMs: FIRST_MESSAGE_TIMEOUT_MS, maxStdinBytes: 64 * 1024 });
   if (!opened) throw new Error("no endpoint");
   endpoint = opened;
 });

@@ -4,7 +4,7 @@ import { dirname, join } from "node:path";
 import { createInterface } from "node:readline";
 import { fileURLToPath } from "node:url";
 import { expect } from "vitest";
-import type { LogRecord } from "../../src/config.js";
+import type { LogRecord } from "../../src/host-options.js";
 import { type CallOptions, type CallResult, type ToolHost, createHost } from "../../src/host.js";
 import { type TempDataDir, makeDataDir, waitFor } from "../helpers/data-dir.js";
 

@@ -9,7 +9,7 @@ import { osSandboxOf, sandboxPids } from "../../src/isolation/executor.js";
 import { OsSandboxUnavailableError, bwrapCommand, osSandboxStatus } from "../../src/isolation/os/os-sandbox.js";
 import { REFUSED_SYSCALLS_X86_64, seccompProgram } from "../../src/isolation/os/seccomp-filter.js";
 import { SandboxPool } from "../../src/isolation/pool/sandbox-pool.js";
-import { PROJECT_ROOT } from "../../src/config.js";
+import { PROJECT_ROOT } from "../../src/project-root.js";
 import { type TempDataDir, makeDataDir, waitFor } from "../helpers/data-dir.js";
 import { COUNTER_TOOL } from "./harness.js";
 

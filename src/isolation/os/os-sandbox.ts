@@ -2,7 +2,7 @@ import { spawnSync } from "node:child_process";
 import { existsSync } from "node:fs";
 import { createRequire } from "node:module";
 import { dirname, join } from "node:path";
-import { PROJECT_ROOT } from "../../config.js";
+import { PROJECT_ROOT } from "../../project-root.js";
 import { isolatedVmDir, runtimeNodePath } from "../../node-runtime.js";
 import { seccompProgram } from "./seccomp-filter.js";
 

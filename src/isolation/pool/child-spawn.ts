@@ -1,7 +1,7 @@
 import { type ChildProcess, type StdioOptions, spawn } from "node:child_process";
 import type { Writable } from "node:stream";
 import { dirname, join } from "node:path";
-import { PROJECT_ROOT } from "../../config.js";
+import { PROJECT_ROOT } from "../../project-root.js";
 import { runtimeNodePath } from "../../node-runtime.js";
 import { type OsSandboxStatus, bwrapCommand } from "../os/os-sandbox.js";
 import { lowPriorityPrefix } from "../os/low-priority.js";

@@ -1,5 +1,5 @@
 import { afterEach, describe, expect, it } from "vitest";
-import type { LogRecord } from "../../../src/config.js";
+import type { LogRecord } from "../../../src/host-options.js";
 import { ToolHostError } from "../../../src/errors.js";
 import { type ToolHost, createHost } from "../../../src/host.js";
 import { sandboxPids } from "../../../src/isolation/executor.js";

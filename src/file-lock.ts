@@ -1,6 +1,6 @@
 import { closeSync, openSync, readFileSync, rmSync, statSync, writeSync } from "node:fs";
 import { setTimeout as delay } from "node:timers/promises";
-import { isProcessAlive } from "../process-alive.js";
+import { isProcessAlive } from "./process-alive.js";
 
 /** How long `withLock` waits for a live holder before giving up, ms. */
 const LOCK_WAIT_MS = 10_000;

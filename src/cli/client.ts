@@ -1,12 +1,13 @@
 import { closeSync, existsSync, openSync, rmSync, statSync, writeSync } from "node:fs";
 import type { Socket } from "node:net";
 import { join } from "node:path";
-import { type GlobalOptions, LOCAL_COMMANDS, MAX_ARGUMENTS_BYTES, emptyOptions, resolveIdentity, takeGlobalOptions } from "../cli/invocation.js";
-import { printError } from "../cli/output.js";
+import { type GlobalOptions, LOCAL_COMMANDS, emptyOptions, resolveIdentity, takeGlobalOptions } from "./invocation.js";
+import { MAX_ARGUMENTS_BYTES } from "../endpoint/invocation.js";
+import { printError } from "./output.js";
 import { readRegularFileSync } from "../regular-file.js";
 import { type Environment, noDaemonIn } from "../environment.js";
-import { type EndpointPaths, endpointPaths, isPrivateDir, makePrivateDir, socketAddress } from "./paths.js";
-import { type BuildInfo, type ClientMessage, FrameDecoder, type HostMessage, PROTOCOL_VERSION, ProtocolError, chunks, decodeHostMessage, encodeFrame } from "./protocol.js";
+import { type EndpointPaths, endpointPaths, isPrivateDir, makePrivateDir, socketAddress } from "../endpoint/paths.js";
+import { type BuildInfo, type ClientMessage, FrameDecoder, type HostMessage, PROTOCOL_VERSION, ProtocolError, chunks, decodeHostMessage, encodeFrame } from "../endpoint/protocol.js";
 
 /**
  * The thin CLI client: runs an `animaworks-tool` invocation on the long-running host of its data dir,
@@ -318,4 +319,4 @@ export async function controlHost(paths: EndpointPaths, type: "status" | "stop",
     socket.on("close", () => finish(undefined));
   });
 }
-export { readBuildInfo } from "./paths.js";
+export { readBuildInfo } from "../endpoint/paths.js";
