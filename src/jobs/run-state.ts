@@ -4,8 +4,11 @@ import { ToolHostError } from "../errors.js";
 import type { Job, JobLease, JobOutcome, JobProgress, JobStore } from "./store.js";
 import type { JobRunResult } from "./worker-settings.js";
 
-/** Why the worker stopped a run before its runner finished. The first reason decides the outcome. */
-export type StopReason = "cancel" | "timeout" | "lease-lost" | "shutdown";
+/**
+ * Why the worker stopped a job's run before its runner finished. The first reason decides the outcome.
+ * Not an isolate call's stop (src/isolation/isolate/call-guard.ts `IsolateStopReason`).
+ */
+export type JobStopReason = "cancel" | "timeout" | "lease-lost" | "shutdown";
 
 /**
  * One job running in a worker, and the one timer that walks it to its end. A run is stopped in two steps:
@@ -24,7 +27,7 @@ export class JobRun {
   readonly lease: JobLease;
   /** When the signal aborts at the latest, in `monotonicMs()` time. */
   readonly deadline: number;
-  reason: StopReason | undefined;
+  reason: JobStopReason | undefined;
   /** Why the run was asked to stop, as the job records it; what the signal carries once it aborts. */
   stopError: ToolHostError | undefined;
   /** The newest progress not yet written; a write in flight sends it when it lands. */
@@ -56,7 +59,7 @@ export class JobRun {
   }
 
   /** Asks the run to stop (the first reason wins); its signal aborts after the grace, or now at the deadline. */
-  requestStop(reason: StopReason): void {
+  requestStop(reason: JobStopReason): void {
     if (this.reason !== undefined || this.ended) return;
     this.reason = reason;
     this.stopError = stopErrorFor(reason, this.job);
@@ -87,7 +90,7 @@ export class JobRun {
 }
 
 /** What a run's stop signal carries, and so what the job records when it ends that way. */
-export function stopErrorFor(reason: StopReason, job: Job): ToolHostError {
+export function stopErrorFor(reason: JobStopReason, job: Job): ToolHostError {
   const message =
     reason === "timeout"
       ? `job exceeded its timeout of ${job.timeoutMs} ms`

@@ -6,6 +6,8 @@ import type { LogRecord } from "../host-options.js";
 import { type ToolHostError, errorInfoOf } from "../errors.js";
 import { JOB_DEFAULTS, duration } from "./defaults.js";
 import { type NoticeSink, deliverNotices, sweepNotices } from "./notices.js";
+import { StoreChangeFeed } from "./change-feed.js";
+import { StoreMaintenance } from "./store-maintenance.js";
 import { ChangeWaiters, untilAborted } from "./waits.js";
 import { JobRun, checkedRunResult, completeRun, outcomeOf, saveProgress } from "./run-state.js";
 import { type Job, type JobStore, leaseOf } from "./store.js";
@@ -23,12 +25,6 @@ import {
 export type { JobRunContext, JobRunResult, JobRunner, JobWorkerOptions, JobWorkerSettings, WorkerRunOptions, WorkerStats } from "./worker-settings.js";
 export { resolveWorkerSettings } from "./worker-settings.js";
 
-/** How long after a failed attempt to listen for store changes a worker tries again, ms. */
-const LISTEN_RETRY_MS = 1_000;
-
-/** How long a worker gathers submit notifications before it claims (see `pumpSoon`), ms. */
-const NOTIFY_COALESCE_MS = 5;
-
 /**
  * The one job worker: claims jobs from a `JobStore`, runs them, records their outcomes. `JobService.runWorker`
  * drives it with the host's runner (host-runner.ts); tests and benchmarks drive it with runners of their own.
@@ -37,8 +33,9 @@ const NOTIFY_COALESCE_MS = 5;
  * per-Anima limits counted across all workers); this class keeps the global limit with p-queue, claims
  * only as many jobs as it has free slots (so a job never waits in a local queue while another Anima's
  * arrives), renews leases (and so sees cancels made anywhere), times each run (`JobRun`: the deadline and
- * the grace after a stop, one timer per run, carried to the runner as one AbortSignal), writes completion
- * notices, and recovers jobs whose worker died.
+ * the grace after a stop, one timer per run, carried to the runner as one AbortSignal) and writes
+ * completion notices. Beside it: the store's change feed (change-feed.ts) wakes it sooner than its polls,
+ * and maintenance (store-maintenance.ts) recovers jobs whose worker died and purges old ones.
  *
  * A runner that does not end after its signal aborted is abandoned `cancelGraceMs` later: the job is
  * recorded from the stop's reason and its slot freed; the runner's eventual result is ignored.
@@ -54,10 +51,8 @@ export class JobWorker {
   private readonly active = new Map<string, JobRun>();
   private readonly timers: NodeJS.Timeout[] = [];
   private heartbeatTimer: NodeJS.Timeout | undefined;
-  private coalesceTimer: NodeJS.Timeout | undefined;
-  private listenRetry: NodeJS.Timeout | undefined;
-  /** The store's change feed while started (see `listen`): resolves to the function that ends it. */
-  private subscription: Promise<(() => Promise<void>) | undefined> | undefined;
+  private readonly feed: StoreChangeFeed;
+  private readonly maintenance: StoreMaintenance;
   private started = false;
   private stopping = false;
   /** The stop in progress (`stop`). */
@@ -67,8 +62,6 @@ export class JobWorker {
   private pumping = false;
   private pumpAgain = false;
   private pumpScheduled = false;
-  private lastPurgeAt = 0;
-  private maintaining = false;
   /** Runs whose work is over but whose outcome is still being written. */
   private recording = 0;
   private readonly changes = new ChangeWaiters();
@@ -83,6 +76,21 @@ export class JobWorker {
       enabled: this.o.notices,
       warn: (message, job) => this.log("warn", message, job),
     };
+    const warn = (what: string, error: unknown): void => this.log("warn", `${what}: ${describe(error)}`);
+    this.feed = new StoreChangeFeed(this.store, {
+      onRunnable: () => this.schedulePump(),
+      // Acted on through the store: a heartbeat now renews the leases and finds the cancel there.
+      onCancel: (id) => {
+        if ([...this.active.values()].some((run) => run.job.id === id)) void this.heartbeat();
+      },
+      wanted: () => this.started && !this.stopping,
+      warn,
+    });
+    this.maintenance = new StoreMaintenance(this.sink, this.o, {
+      onRequeued: () => this.schedulePump(),
+      onPassEnd: () => this.changes.notify(),
+      warn,
+    });
     this.workerId = options.workerId ?? `${hostname()}:${process.pid}:${randomBytes(4).toString("hex")}`;
     this.queue = new PQueue({ concurrency: this.o.concurrency });
   }
@@ -121,11 +129,11 @@ export class JobWorker {
     this.stopping = false;
     this.handingBack = false;
     this.timers.push(setInterval(() => this.schedulePump(), this.o.pollIntervalMs));
-    this.timers.push(setInterval(() => void this.maintain(), this.o.maintenanceIntervalMs));
+    this.timers.push(setInterval(() => void this.maintenance.pass(), this.o.maintenanceIntervalMs));
     this.heartbeatTimer = setInterval(() => void this.heartbeat(), this.o.heartbeatIntervalMs);
-    void this.maintain();
+    void this.maintenance.pass();
     this.schedulePump();
-    this.listen();
+    this.feed.open();
   }
 
   /**
@@ -148,18 +156,12 @@ export class JobWorker {
     this.stopping = true;
     for (const timer of this.timers.splice(0)) clearInterval(timer);
     // Maintenance in flight is waited for too: the caller may close the store as soon as this returns.
-    while (this.busy || this.maintaining) await this.changes.next(this.o.pollIntervalMs);
+    while (this.busy || this.maintenance.inProgress) await this.changes.next(this.o.pollIntervalMs);
     clearInterval(this.heartbeatTimer);
     await this.queue.onIdle();
     // Leases handed back are recovered now rather than by whoever next runs maintenance.
-    if (this.handingBack) await this.maintain();
-    clearTimeout(this.coalesceTimer);
-    this.coalesceTimer = undefined;
-    clearTimeout(this.listenRetry);
-    this.listenRetry = undefined;
-    const unsubscribe = await this.subscription;
-    this.subscription = undefined;
-    await unsubscribe?.();
+    if (this.handingBack) await this.maintenance.pass();
+    await this.feed.close();
     this.started = false;
   }
 
@@ -207,41 +209,6 @@ export class JobWorker {
   private async drained(): Promise<boolean> {
     const status = await this.store.queueStatus();
     return status.queued === 0 && status.running === 0 && this.active.size === 0;
-  }
-
-  /**
-   * Stores that push changes (PostgreSQL's LISTEN/NOTIFY) wake this worker on a submit anywhere, and carry
-   * a cancel to the worker running the job at once; it still checks the store before acting (a claim, a
-   * lease renewal). Without it, or while it is down, the polls and heartbeats do the same more slowly.
-   */
-  private listen(): void {
-    const subscribe = this.store.subscribe?.bind(this.store);
-    if (!subscribe) return;
-    this.subscription = subscribe((event) => {
-      if (event.type === "runnable") this.pumpSoon();
-      else if ([...this.active.values()].some((run) => run.job.id === event.id)) void this.heartbeat();
-    }).catch((error: unknown) => {
-      // Polling covers the gap; listening is tried again while this worker runs.
-      this.log("warn", `listening for job changes failed (polling until it works): ${describe(error)}`);
-      this.listenRetry = setTimeout(() => {
-        this.listenRetry = undefined;
-        if (this.started && !this.stopping) this.listen();
-      }, LISTEN_RETRY_MS);
-      return undefined;
-    });
-  }
-
-  /**
-   * A pump a few ms from now, for submits announced by the store: under load they arrive one per submit,
-   * and a claim per notification (each a transaction serialised with every other worker's) would cost
-   * more than the jobs. Waiting `NOTIFY_COALESCE_MS` lets one claim take them together.
-   */
-  private pumpSoon(): void {
-    if (this.coalesceTimer) return;
-    this.coalesceTimer = setTimeout(() => {
-      this.coalesceTimer = undefined;
-      this.schedulePump();
-    }, NOTIFY_COALESCE_MS);
   }
 
   private schedulePump(): void {
@@ -389,28 +356,6 @@ export class JobWorker {
       if (!state?.held) run.requestStop("lease-lost");
       else if (state.cancelRequested) run.requestStop("cancel");
     });
-  }
-
-  /** Recovers dead workers' jobs, re-writes lost notices and purges old jobs. Errors are logged, never thrown. */
-  private async maintain(): Promise<void> {
-    if (this.maintaining) return;
-    this.maintaining = true;
-    try {
-      const recovered = await this.store.recoverExpiredLeases();
-      if (recovered.requeued.length > 0) this.schedulePump();
-      await deliverNotices(this.sink, recovered.ended);
-      await sweepNotices(this.sink, this.o.noticeGraceMs);
-      const now = Date.now();
-      if (Number.isFinite(this.o.retentionMs) && now - this.lastPurgeAt >= this.o.purgeIntervalMs) {
-        this.lastPurgeAt = now;
-        await this.store.purgeFinished(this.o.retentionMs);
-      }
-    } catch (error) {
-      this.log("warn", `job store maintenance failed: ${describe(error)}`);
-    } finally {
-      this.maintaining = false;
-      this.changes.notify();
-    }
   }
 
   private log(level: LogRecord["level"], message: string, job?: Job): void {

@@ -1,3 +1,5 @@
+import { monotonicMs } from "../../clock.js";
+
 /**
  * The host's side of a deadline. isolated-vm's own `timeout` stops ordinary busy code, but some work
  * cannot be interrupted (an isolate retrying failed buffer allocations spends its time in full GCs and
@@ -17,8 +19,11 @@
  * timeout, and its stop signal reaches the guard as `halt("Aborted")` (in a sandbox process, through the
  * pool's `abort` message). The pool's kill timer is only the last resort for a process that does not answer.
  */
-/** Why the host stopped a call: its deadline, its memory limit, or its caller giving up (`Executor.call`'s signal). */
-export type StopReason = "Timeout" | "MemoryLimit" | "Aborted";
+/**
+ * Why the host stopped an isolate call: its deadline, its memory limit, or its caller giving up
+ * (`Executor.call`'s signal). Not a job's stop (src/jobs/run-state.ts `JobStopReason`).
+ */
+export type IsolateStopReason = "Timeout" | "MemoryLimit" | "Aborted";
 
 /** Time isolated-vm gets to return after the host disposed an isolate, in ms. */
 export const STOP_GRACE_MS = 300;
@@ -35,7 +40,7 @@ export class Abandoned extends Error {
 }
 
 export class CallGuard {
-  stopReason: StopReason | undefined;
+  stopReason: IsolateStopReason | undefined;
   /** The isolate serving this call, once there is one. */
   target: Disposable | undefined;
   readonly abandoned: Promise<void>;
@@ -51,14 +56,14 @@ export class CallGuard {
   }
 
   /** Stops the call as `reason` (the first reason wins). */
-  halt(reason: StopReason): void {
+  halt(reason: IsolateStopReason): void {
     this.stopReason ??= reason;
     this.target?.disposeByHost();
     this.graceTimer ??= setTimeout(() => this.abandonNow(), STOP_GRACE_MS);
   }
 
   /** The isolate is known to be lost (isolated-vm said so): end the call now. */
-  abandon(reason: StopReason): void {
+  abandon(reason: IsolateStopReason): void {
     this.stopReason ??= reason;
     this.target?.disposeByHost();
     this.abandonNow();
@@ -68,6 +73,14 @@ export class CallGuard {
     clearTimeout(this.deadlineTimer);
     if (this.graceTimer) clearTimeout(this.graceTimer);
   }
+}
+
+/**
+ * Time left until `deadline` (`monotonicMs()` time), as an isolated-vm `timeout`: at least 1 ms, since
+ * isolated-vm reads 0 as no timeout at all (run_with_timeout.h).
+ */
+export function remainingMs(deadline: number): number {
+  return Math.max(1, Math.ceil(deadline - monotonicMs()));
 }
 
 /**

@@ -1,14 +1,13 @@
 import ivm from "isolated-vm";
 import type { ErrorInfo } from "../../errors.js";
 import { type CapabilityLimits, CallLedger, CapabilityBudget } from "../call-ledger.js";
-import { Abandoned, CallGuard, EntryTracker, STOP_GRACE_MS, type StopReason, unlessAbandoned } from "./call-guard.js";
+import { Abandoned, CallGuard, EntryTracker, type IsolateStopReason, STOP_GRACE_MS, remainingMs, unlessAbandoned } from "./call-guard.js";
+import { ContextScripts, PRELUDE_FILENAME, SetupError, asLoadError } from "./context-scripts.js";
 import { parseCallEnvelope, parseDescribeEnvelope } from "./envelope.js";
-import { boundToolMessage } from "../wire/tool-text.js";
-import { classifyIvmError, ivmErrorInfo, stripHostDetails } from "./ivm-errors.js";
+import { ivmErrorInfo } from "./ivm-errors.js";
 import { type ActiveCall, type Bridge, IsolatePool, PooledIsolate, type WarmPoolStats, bindPrelude, heldBytes } from "./pooled-isolate.js";
 import { bridgeHandlers } from "./isolate-bridge.js";
-import { SHAPE_PROBE, readPrelude } from "./prelude-source.js";
-import { ByteLru } from "../../byte-lru.js";
+import { SHAPE_PROBE } from "./prelude-source.js";
 import type {
   CallContext,
   CapabilityInvoker,
@@ -33,7 +32,10 @@ if (flagsMissing.length > 0) {
 }
 
 /**
- * The only module that imports isolated-vm. Runs tool bundles in isolates in this process.
+ * The only module that imports isolated-vm. Runs tool bundles in isolates in this process. The scripts a
+ * new context runs and their code caches are context-scripts.ts's; the deadline's enforcement is
+ * call-guard.ts's; the warm pool is pooled-isolate.ts's; the host functions the prelude calls are
+ * isolate-bridge.ts's.
  *
  * Invariants:
  *  - An isolate serves one call at a time; concurrent calls for the same (anima, bundle) get their own.
@@ -87,29 +89,23 @@ export interface IsolateRunnerOptions {
 
 /** Isolates built from the prelude script before the runner makes a startup snapshot (see `startupSnapshot`). */
 export const SNAPSHOT_AFTER_ISOLATES = 3;
-/** Bytes of V8 code cache kept for bundles. */
-const TOOL_CODE_CACHE_BYTES = 32 * 2 ** 20;
 
 export class IsolateRunner implements Executor {
-  private readonly prelude: string;
+  private readonly scripts: ContextScripts;
   private readonly pool: IsolatePool;
   private readonly onLog: (line: ToolLogLine) => void;
   private readonly onUnrecoverable: (reason: string) => void;
   private readonly invokeCapability: CapabilityInvoker;
   private readonly budget: CapabilityBudget;
   private readonly onRefusal: IsolateRunnerOptions["onRefusal"];
-  /** V8 code cache for the prelude, so later isolates skip parsing it. */
-  private preludeCache: ivm.ExternalCopy<ArrayBuffer> | undefined;
   /** The startup snapshot: undefined until made, false when it could not be made or failed its check. */
   private snapshot: ivm.ExternalCopy<ArrayBuffer> | false | undefined;
   private isolatesBuilt = 0;
-  /** V8 code caches of bundles by hash. */
-  private readonly toolCodeCache = new ByteLru<ivm.ExternalCopy<ArrayBuffer>>(TOOL_CODE_CACHE_BYTES);
   private closed = false;
   private readonly entries = new EntryTracker();
 
   constructor(options: IsolateRunnerOptions = {}) {
-    this.prelude = readPrelude();
+    this.scripts = new ContextScripts();
     if (options.startupSnapshot === false) this.snapshot = false;
     this.pool = new IsolatePool(
       {
@@ -144,7 +140,7 @@ export class IsolateRunner implements Executor {
     try {
       pooled = await unlessAbandoned(this.entries.track(this.createIsolate("describe", request.bundle, limits, deadline, guard)), guard, (late) => late.disposeByHost());
       const text = await unlessAbandoned(
-        this.entries.track(pooled.entry!.describe.apply(undefined, [], { timeout: remaining(deadline), result: { promise: true, copy: true } })),
+        this.entries.track(pooled.entry!.describe.apply(undefined, [], { timeout: remainingMs(deadline), result: { promise: true, copy: true } })),
         guard,
       );
       return parseDescribeEnvelope(text);
@@ -211,7 +207,7 @@ export class IsolateRunner implements Executor {
           pooled.entry!.call.apply(
             undefined,
             [request.entry, request.schemaName, request.payloadJson, request.maxResultBytes, request.maxLogLines, request.maxLogLineChars],
-            { timeout: remaining(deadline), result: { promise: true, copy: true } },
+            { timeout: remainingMs(deadline), result: { promise: true, copy: true } },
           ),
         ),
         guard,
@@ -275,7 +271,7 @@ export class IsolateRunner implements Executor {
     // Do not wait for isolated-vm to declare the thread lost (5 s later): by then it may hold locks the
     // rest of the process needs. Say so now, so that no new call comes here.
     if (error instanceof Abandoned) this.onUnrecoverable("an isolate did not return after it was stopped");
-    const why: StopReason | undefined = guard.stopReason ?? (pooled?.hitMemoryLimit ? "MemoryLimit" : undefined);
+    const why: IsolateStopReason | undefined = guard.stopReason ?? (pooled?.hitMemoryLimit ? "MemoryLimit" : undefined);
     return ivmErrorInfo(error, limits, why ?? (error instanceof Abandoned ? "Timeout" : undefined));
   }
 
@@ -291,7 +287,7 @@ export class IsolateRunner implements Executor {
     if (this.snapshot !== undefined || ++this.isolatesBuilt < SNAPSHOT_AFTER_ISOLATES) return this.snapshot || undefined;
     this.snapshot = false;
     try {
-      const snapshot = ivm.Isolate.createSnapshot([{ code: this.prelude, filename: "animaworks:prelude.js" }]);
+      const snapshot = ivm.Isolate.createSnapshot([{ code: this.scripts.prelude, filename: PRELUDE_FILENAME }]);
       if (this.shapeOf(undefined) === this.shapeOf(snapshot)) this.snapshot = snapshot;
     } catch {
       // isolates run the script
@@ -304,24 +300,13 @@ export class IsolateRunner implements Executor {
     const isolate = new ivm.Isolate({ memoryLimit: 16, ...(snapshot ? { snapshot } : {}) });
     try {
       const context = isolate.createContextSync();
-      if (!snapshot) this.runPrelude(isolate, context);
+      if (!snapshot) this.scripts.runPrelude(isolate, context);
       const noop = () => new ivm.Callback(() => {}, { ignored: true });
       bindPrelude(context, { log: noop(), setTimer: noop(), clearTimer: noop(), stop: noop(), capability: noop() } satisfies Bridge).release();
       return context.evalSync(SHAPE_PROBE, { timeout: 1_000 }) as string;
     } finally {
       isolate.dispose();
     }
-  }
-
-  /** Runs the prelude script in a fresh context (isolates made without the snapshot). */
-  private runPrelude(isolate: ivm.Isolate, context: ivm.Context): void {
-    const script = isolate.compileScriptSync(this.prelude, {
-      filename: "animaworks:prelude.js",
-      ...(this.preludeCache ? { cachedData: this.preludeCache } : { produceCachedData: true }),
-    });
-    const produced = (script as ivm.Script & { cachedData?: ivm.ExternalCopy<ArrayBuffer> }).cachedData;
-    if (!this.preludeCache && produced) this.preludeCache = produced;
-    script.runSync(context, { timeout: 1_000 });
   }
 
   private async createIsolate(
@@ -351,7 +336,7 @@ export class IsolateRunner implements Executor {
       // asynchronous step would cost a round trip to the isolate's thread. Tool code below runs async.
       const context = isolate.createContextSync();
       pooled.context = context;
-      if (!snapshot) this.runPrelude(isolate, context);
+      if (!snapshot) this.scripts.runPrelude(isolate, context);
       const entryRef = bindPrelude(context, this.makeBridge(pooled));
       pooled.entry = {
         call: entryRef.getSync("call", { reference: true }),
@@ -361,27 +346,7 @@ export class IsolateRunner implements Executor {
         receiveText: entryRef.getSync("receiveText", { reference: true }),
       };
       entryRef.release();
-      let toolScript: ivm.Script;
-      try {
-        // V8's code cache of the bundle, so that its next isolates skip parsing it; one V8 rejected is made again.
-        const cachedData = this.toolCodeCache.get(bundle.hash);
-        toolScript = await isolate.compileScript(bundle.code, { filename: `tool:${bundle.displayName}`, ...(cachedData ? { cachedData } : { produceCachedData: true }) });
-        const compiled = toolScript as ivm.Script & { cachedData?: ivm.ExternalCopy<ArrayBuffer>; cachedDataRejected?: boolean };
-        if (compiled.cachedDataRejected) this.toolCodeCache.delete(bundle.hash);
-        else if (!cachedData && compiled.cachedData) this.toolCodeCache.set(bundle.hash, compiled.cachedData, compiled.cachedData.copy().byteLength);
-      } catch (error) {
-        throw new SetupError({ type: "LoadError", fault: "tool", message: `the tool does not compile: ${boundToolMessage(stripHostDetails(boundToolMessage(errorMessage(error))))}` });
-      }
-      try {
-        await toolScript.run(context, { timeout: remaining(deadline) });
-      } catch (error) {
-        const kind = classifyIvmError(error);
-        if (kind === "Timeout" || kind === "MemoryLimit" || guard.stopReason || pooled.hitMemoryLimit) {
-          const info = ivmErrorInfo(error, limits, guard.stopReason ?? (pooled.hitMemoryLimit ? "MemoryLimit" : undefined));
-          throw new SetupError({ ...info, message: `while loading: ${info.message}` });
-        }
-        throw new SetupError({ type: "LoadError", fault: "tool", message: `the tool's top-level code threw: ${boundToolMessage(stripHostDetails(boundToolMessage(errorMessage(error))))}` });
-      }
+      await this.scripts.loadTool(pooled, context, bundle, limits, deadline, guard);
       return pooled;
     } catch (error) {
       pooled.disposeByHost();
@@ -401,23 +366,4 @@ export class IsolateRunner implements Executor {
       capability: callback(handlers.capability),
     };
   }
-}
-
-class SetupError extends Error {
-  constructor(readonly info: ErrorInfo) {
-    super(info.message);
-  }
-}
-
-function remaining(deadline: number): number {
-  return Math.max(1, Math.ceil(deadline - monotonicMs()));
-}
-
-function errorMessage(error: unknown): string {
-  return error instanceof Error ? error.message : String(error);
-}
-
-function asLoadError(info: ErrorInfo): ErrorInfo {
-  if (info.type === "LoadError") return info;
-  return { type: "LoadError", fault: "tool", message: `loading the tool failed: ${info.message}`, ...(info.hint ? { hint: info.hint } : {}) };
 }

@@ -16,7 +16,7 @@ export interface ActiveCall {
   timers: Map<number, NodeJS.Timeout>;
   /** The host's account of the call: limits, denials issued, the signal that ends its work. */
   ledger: CallLedger;
-  /** Capability answers waiting for the batch entering now (see IsolateRunner.deliver). */
+  /** Capability answers waiting for the batch entering now (see isolate-bridge.ts `deliver`). */
   replies: Array<[number, CapabilityReply]>;
   settling: boolean;
 }

@@ -1,4 +1,6 @@
-import { type Dir, closeSync, opendirSync, openSync, readFileSync, readSync, readdirSync, statSync, statfsSync } from "node:fs";
+import { opendirSync, readFileSync } from "node:fs";
+import { hostMemoryDevices, memoryFileSystemsOf, usedBytes } from "./memory-file-systems.js";
+import { Verdict, childrenOf, countFds, hostSeccomp, readStatus, runsUnderExtraFilter } from "./proc-readers.js";
 import { tasksOf } from "./process-cpu.js";
 
 /**
@@ -27,6 +29,9 @@ import { tasksOf } from "./process-cpu.js";
  * Not counted: memory in memfd files or SysV shared memory that is not mapped, and the kernel's own
  * memory for the process (page tables, socket buffers). The tree is followed to `MAX_TREE_PROCESSES`
  * processes: a sandbox process has three (one without bwrap), and more is reported as over.
+ *
+ * This module holds the limits, the timer and the tree walk; the readings are proc-readers.ts's (one
+ * process's status, children and descriptors) and memory-file-systems.ts's (the tree's tmpfs mounts).
  */
 
 /**
@@ -116,17 +121,8 @@ interface Watched {
   memoryFileSystems?: { inner: number; paths: string[] };
 }
 
-/** A measurement that settles the outcome: over a limit (message), or the watched process is gone. */
-class Verdict {
-  constructor(readonly over: string | undefined) {}
-}
-const GONE = new Verdict(undefined);
-
 const MB = 2 ** 20;
 const mb = (bytes: number) => `${Math.round(bytes / MB).toLocaleString("en-US")} MB`;
-const TMPFS_MAGIC = 0x01021994;
-/** Up to this many slots in a descriptor table, /proc/<pid>/fd is listed in one call (its entries are bounded by the slots). */
-const LIST_FDS_AT_ONCE = 1_024;
 
 export class ResourceWatchdog {
   private readonly watched = new Set<Watched>();
@@ -239,169 +235,14 @@ export class ResourceWatchdog {
       }
     }
     const inner = tree.at(-1)?.pid ?? pid;
-    if (entry.memoryFileSystems?.inner !== inner) entry.memoryFileSystems = { inner, paths: this.memoryFileSystemsOf(inner) };
+    if (entry.memoryFileSystems?.inner !== inner) {
+      this.hostDevices ??= hostMemoryDevices();
+      entry.memoryFileSystems = { inner, paths: memoryFileSystemsOf(inner, this.hostDevices) };
+    }
     const written = usedBytes(entry.memoryFileSystems.paths);
     if (rss + written > limits.memoryBytes) {
       return new Verdict(`memory: ${mb(rss + written)} (${mb(rss)} resident, ${mb(written)} in files of its in-memory /, /tmp and /dev) in sandbox process ${pid}'s tree, limit ${mb(limits.memoryBytes)}`);
     }
     return undefined;
-  }
-
-  /**
-   * The tmpfs mounts of the tree's own mount namespace (bwrap's `/`, `/tmp`, `/dev` with its `shm`),
-   * seen through /proc/<inner>/root of its innermost process, one path per device; none where the tree
-   * shares the host's. Only mount points: the sandbox can neither replace nor rename them (a directory
-   * such as /dev/shm it could swap for a symlink, which the host would follow from its own root).
-   */
-  private memoryFileSystemsOf(inner: number): string[] {
-    this.hostDevices ??= new Set(["/", "/tmp", "/dev", "/dev/shm"].flatMap((path) => deviceOf(path) ?? []));
-    const paths: string[] = [];
-    const seen = new Set(this.hostDevices);
-    for (const path of ["", "/tmp", "/dev"]) {
-      const full = `/proc/${inner}/root${path}`;
-      const device = deviceOf(full);
-      if (device === undefined || seen.has(device)) continue;
-      seen.add(device);
-      try {
-        if (statfsSync(full).type === TMPFS_MAGIC) paths.push(full);
-      } catch {
-        // not readable: not counted
-      }
-    }
-    return paths;
-  }
-}
-
-const deviceOf = (path: string): number | undefined => {
-  try {
-    return statSync(path).dev;
-  } catch {
-    return undefined;
-  }
-};
-
-function usedBytes(paths: string[]): number {
-  let used = 0;
-  for (const path of paths) {
-    try {
-      const fs = statfsSync(path);
-      used += (fs.blocks - fs.bfree) * fs.bsize;
-    } catch {
-      // the process ended meanwhile
-    }
-  }
-  return used;
-}
-
-interface ProcessStatus {
-  rssBytes: number;
-  threads: number;
-  /** Slots of its descriptor table: an upper bound of its open descriptors. */
-  fdSize: number;
-  /** Seccomp mode (0 none, 2 filter) and number of filters (Linux 5.9+), as /proc shows them. */
-  seccomp: { mode: number; filters: number | undefined };
-}
-
-/**
- * What `pid`'s status says, or undefined when a descendant is gone. The watched process itself gone:
- * GONE is thrown. Unreadable (EACCES, EPERM): it cannot be measured, so it is over.
- */
-function readStatus(pid: number, watchedRoot: boolean): ProcessStatus | undefined {
-  let text: string;
-  try {
-    text = readSmall(`/proc/${pid}/status`);
-  } catch (error) {
-    return unreadable(error, pid, "status", watchedRoot);
-  }
-  return parseStatus(text);
-}
-
-const STATUS_FIELDS = ["VmRSS", "Threads", "FDSize", "Seccomp", "Seccomp_filters"] as const;
-const STATUS_PATTERNS = new Map(STATUS_FIELDS.map((name) => [name, new RegExp(`^${name}:\\s+(\\d+)`, "m")]));
-
-function parseStatus(text: string): ProcessStatus {
-  const field = (name: (typeof STATUS_FIELDS)[number]): number | undefined => {
-    const match = (STATUS_PATTERNS.get(name) as RegExp).exec(text);
-    return match ? Number(match[1]) : undefined;
-  };
-  return {
-    // A zombie has no VmRSS: it holds no memory, only its task.
-    rssBytes: (field("VmRSS") ?? 0) * 1024,
-    threads: field("Threads") ?? 1,
-    // Unknown: assume the worst, so that the descriptors are counted.
-    fdSize: field("FDSize") ?? Number.POSITIVE_INFINITY,
-    seccomp: { mode: field("Seccomp") ?? 0, filters: field("Seccomp_filters") },
-  };
-}
-
-let host: ProcessStatus["seccomp"] | null | undefined;
-
-/** The host's own seccomp state (inherited by a process it starts), or undefined where unknown. */
-function hostSeccomp(): ProcessStatus["seccomp"] | undefined {
-  if (host === undefined) {
-    try {
-      host = parseStatus(readFileSync("/proc/self/status", "latin1")).seccomp;
-    } catch {
-      host = null;
-    }
-  }
-  return host ?? undefined;
-}
-
-/** Whether a process runs under a seccomp filter the host does not: in a bwrap launch, seccomp-filter.ts's. */
-function runsUnderExtraFilter(own: ProcessStatus): boolean {
-  const mine = hostSeccomp();
-  if (!mine) return false;
-  if (own.seccomp.filters !== undefined && mine.filters !== undefined) return own.seccomp.filters > mine.filters;
-  return mine.mode === 0 && own.seccomp.mode === 2;
-}
-
-/** Entries of /proc/<pid>/fd, counted up to `atMost` at least (a table of few slots is listed whole). */
-function countFds(pid: number, fdSize: number, atMost: number, watchedRoot: boolean): number {
-  let dir: Dir | undefined;
-  try {
-    if (fdSize <= LIST_FDS_AT_ONCE) return readdirSync(`/proc/${pid}/fd`).length;
-    dir = opendirSync(`/proc/${pid}/fd`, { bufferSize: 64 });
-    let count = 0;
-    while (count < atMost && dir.readSync() !== null) count++;
-    return count;
-  } catch (error) {
-    return unreadable(error, pid, "fd", watchedRoot) ?? 0;
-  } finally {
-    dir?.closeSync();
-  }
-}
-
-/** ENOENT/ESRCH: gone (GONE for the watched process itself, else nothing); anything else: over. */
-function unreadable(error: unknown, pid: number, file: string, watchedRoot: boolean): undefined {
-  const code = (error as NodeJS.ErrnoException).code;
-  if (code === "ENOENT" || code === "ESRCH") {
-    if (watchedRoot) throw GONE;
-    return undefined;
-  }
-  throw new Verdict(`unmeasurable: /proc/${pid}/${file} cannot be read (${code ?? (error as Error).message}); a sandbox process the host cannot measure is treated as over its limits`);
-}
-
-function childrenOf(pid: number, tid: number): number[] {
-  let text: string;
-  try {
-    text = readSmall(`/proc/${pid}/task/${tid}/children`);
-  } catch {
-    return []; // the thread ended meanwhile
-  }
-  return text.split(" ").filter(Boolean).map(Number).filter(Number.isInteger);
-}
-
-const buffer = Buffer.alloc(16 * 1024);
-
-/** A /proc file of at most 16 KiB read with one buffer (status is ≈ 1.5 KiB): no allocation per read. */
-function readSmall(path: string): string {
-  const fd = openSync(path, "r");
-  try {
-    let length = 0;
-    for (let read = 1; read > 0 && length < buffer.length; length += read) read = readSync(fd, buffer, length, buffer.length - length, null);
-    return buffer.toString("latin1", 0, length);
-  } finally {
-    closeSync(fd);
   }
 }
