@@ -144,7 +144,7 @@ function formatIsolation(layers: IsolationLayers): string {
     ...layers.resourceCaps.map((line) => `  ${line}`),
     "Tenants:",
     `  warm pool: ${layers.tenancy.warmIsolatesMb.toLocaleString("en-US")} MB of idle isolates in all (${Math.floor(layers.tenancy.warmIsolatesMb / (layers.cordons.setting === "all" ? layers.sandboxProcesses : layers.cordons.maxProcesses)).toLocaleString("en-US")} MB per sandbox process${layers.tenancy.maxIdleIsolates === null ? "" : `, at most ${layers.tenancy.maxIdleIsolates} isolates`}), least recently used disposed first`,
-    `  fair share: ${layers.tenancy.maxConcurrentCallsPerAnima} calls at once per Anima while others have calls, ${layers.tenancy.maxQueuedCallsPerAnima.toLocaleString("en-US")} waiting, then Busy`,
+    `  per-Anima call limits: ${layers.tenancy.maxConcurrentCallsPerAnima} calls at once per Anima while others have calls, ${layers.tenancy.maxQueuedCallsPerAnima.toLocaleString("en-US")} waiting, then Busy`,
     `  over its share (a long call keeping its process busy): ${layers.tenancy.lowPriority}`,
   ].join("\n");
 }

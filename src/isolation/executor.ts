@@ -24,8 +24,8 @@ export function createExecutor(config: HostConfig, onLog: (line: ToolLogLine) =>
       // nowhere else to report it
     }
   };
-  const fairShare = { maxConcurrentPerAnima: config.maxConcurrentCallsPerAnima, maxQueuedPerAnima: config.maxQueuedCallsPerAnima };
-  if (config.isolation === "in-process") return new AnimaQueues(new InProcessExecutor(config, onLog, reportLost, invokeCapability, reports), fairShare);
+  const callLimits = { maxConcurrentPerAnima: config.maxConcurrentCallsPerAnima, maxQueuedPerAnima: config.maxQueuedCallsPerAnima };
+  if (config.isolation === "in-process") return new AnimaQueues(new InProcessExecutor(config, onLog, reportLost, invokeCapability, reports), callLimits);
   const pool = new SandboxPool({
     osSandbox: config.osSandbox,
     cordons: config.cordons,
@@ -45,7 +45,7 @@ export function createExecutor(config: HostConfig, onLog: (line: ToolLogLine) =>
   if (!pool.osSandbox.enabled && config.osSandbox === "auto") {
     config.onLog({ level: "warn", logger: "animaworks.host", message: `${describeOsSandbox(pool.osSandbox)}. Install bubblewrap for a second isolation layer.` });
   }
-  return new AnimaQueues(pool, fairShare);
+  return new AnimaQueues(pool, callLimits);
 }
 
 /**

@@ -12,12 +12,21 @@ import {
 
 /**
  * docs/design.md §9: a tool cannot run past its timeout, and tenant A's misbehaving tool does not stall
- * tenant B's calls. Every way of keeping an isolate busy (or idle forever) ends as `Timeout` close to the
- * deadline, while another Anima's calls stay fast and the attacker's own next call works.
+ * tenant B's calls. Every way of keeping an isolate busy (or idle forever) ends as `Timeout`, stopped by
+ * the isolate's own deadline (not by the pool killing its process), while another Anima's calls complete
+ * and the attacker's own next call works. Nothing here bounds how long a call takes on a loaded machine:
+ * how close to the deadline a call stops is a benchmark's figure, not a test's.
  */
 const TIMEOUT_MS = 500;
-/** How far past the deadline a stopped call may return: well under the pool's 2 s kill grace. */
-const LATENESS_MS = 700;
+/**
+ * The attack that the victim's calls run beside lasts this long: long enough that they finish while it
+ * still runs (the harness checks that they overlapped) even when a loaded machine slows them.
+ */
+const ATTACK_TIMEOUT_MS = 1_500;
+/** A tool's load is stopped after this long: long enough that a remembered load failure is told from a re-run by time. */
+const LOAD_TIMEOUT_MS = 3_000;
+/** The isolate stopped the call at its deadline; the pool's last-resort kill says "its sandbox was restarted". */
+const stoppedAt = (timeoutMs: number) => new RegExp(`did not finish within ${timeoutMs} ms and was stopped`);
 
 /** [fixture, schema, logs "started" once running] */
 const RUNTIME_ATTACKS: Array<[string, string, boolean]> = [
@@ -39,56 +48,52 @@ for (const mode of MODES) {
   describe(`timeouts (${mode})`, () => {
     let h: Harness;
     beforeAll(() => {
-      h = startHost({ mode, timeoutMs: TIMEOUT_MS, loadTimeoutMs: 800 });
+      h = startHost({ mode, timeoutMs: TIMEOUT_MS, loadTimeoutMs: LOAD_TIMEOUT_MS });
       for (const fixture of new Set(RUNTIME_ATTACKS.map(([f]) => f))) h.install("mallory", fixture);
       for (const fixture of ["top_level_loop", "schema_hang", "timer_loop"]) h.install("mallory", fixture);
     });
     afterAll(() => h.close());
 
     it.each(RUNTIME_ATTACKS)("%s: %s ends as Timeout; other tenants unaffected", async (_fixture, schema, logs) => {
-      await expectHealthy(h, "mallory"); // so the timing below covers the attack, not the first host start
+      await expectHealthy(h, "mallory");
       const started = performance.now();
-      const result = await expectTenantUnaffected(h, () => h.call("mallory", schema), {
+      // Bob's calls, made while the attack runs, each complete (not stopped, not failed) before it ends.
+      const result = await expectTenantUnaffected(h, () => h.call("mallory", schema, {}, { timeoutMs: ATTACK_TIMEOUT_MS }), {
         anima: "bob",
         attacker: "mallory",
+        boundMs: ATTACK_TIMEOUT_MS,
         ...(logs ? { waitForLog: "started" } : {}),
       });
-      const elapsedMs = performance.now() - started;
-      expectError(result, "Timeout", new RegExp(`within ${TIMEOUT_MS} ms`));
-      expect(elapsedMs).toBeGreaterThanOrEqual(TIMEOUT_MS - 50);
-      // The first call also loads (bundles) the tool: allow for that on top of the lateness bound.
-      expect(elapsedMs).toBeLessThan(TIMEOUT_MS + LATENESS_MS + 1_000);
-      if (result.status === "error") expect(result.durationMs).toBeLessThan(TIMEOUT_MS + LATENESS_MS);
+      expectError(result, "Timeout", stoppedAt(ATTACK_TIMEOUT_MS));
+      // Not stopped early: a lower bound, which load cannot break.
+      expect(performance.now() - started).toBeGreaterThanOrEqual(ATTACK_TIMEOUT_MS - 50);
       assertNoLeak(result, h.data);
       await expectHealthy(h, "mallory");
-      // The same attack a second time (tool already loaded): stopped just as promptly.
-      const again = await h.call("mallory", schema);
-      expectError(again, "Timeout");
-      if (again.status === "error") expect(again.durationMs).toBeLessThan(TIMEOUT_MS + LATENESS_MS);
+      // The same attack a second time (tool already loaded), at the host's deadline: stopped the same way.
+      expectError(await h.call("mallory", schema), "Timeout", stoppedAt(TIMEOUT_MS));
       await expectHealthy(h, "mallory");
     });
 
     it("timers left behind by a finished call never fire into the next call", async () => {
       const first = await h.call("mallory", "timer_loop_after_return");
       expect(expectOk(first)).toBe("returned with timers pending");
-      // The same pooled isolate serves the next call; a spinning leftover timer would time it out.
-      for (let i = 0; i < 3; i++) {
-        const started = performance.now();
-        expect(expectOk(await h.call("mallory", "timer_loop_after_return"))).toBe("returned with timers pending");
-        expect(performance.now() - started).toBeLessThan(200);
-      }
+      // The same pooled isolate serves the next calls; a leftover timer (each spins forever) firing into
+      // one would keep it from returning, and it would end as Timeout.
+      for (let i = 0; i < 3; i++) expect(expectOk(await h.call("mallory", "timer_loop_after_return"))).toBe("returned with timers pending");
       await expectHealthy(h, "mallory");
     });
 
     it("top_level_loop: a tool that spins while loading fails as LoadError; others unaffected", async () => {
       const result = await expectTenantUnaffected(h, () => h.call("mallory", "top_level_loop_run"), { anima: "bob", attacker: "mallory" });
-      expectError(result, "LoadError", /did not finish within 800 ms/);
+      expectError(result, "LoadError", new RegExp(`did not finish within ${LOAD_TIMEOUT_MS} ms`));
       assertNoLeak(result, h.data);
       await expectHealthy(h, "mallory");
-      // The failure is remembered for this version of the file; it is not re-run on every call.
+      // The failure is remembered for this version of the file; it is not re-run on every call. A re-run
+      // would spin until the load timeout again; the remembered failure is answered from memory, well
+      // within it on any machine that is not hung.
       const started = performance.now();
-      expectError(await h.call("mallory", "top_level_loop_run"), "LoadError");
-      expect(performance.now() - started).toBeLessThan(200);
+      expectError(await h.call("mallory", "top_level_loop_run"), "LoadError", new RegExp(`did not finish within ${LOAD_TIMEOUT_MS} ms`));
+      expect(performance.now() - started).toBeLessThan(LOAD_TIMEOUT_MS);
     });
 
     it("schema_hang: get_tool_schemas() that never settles fails as LoadError; others unaffected", async () => {

@@ -7,7 +7,8 @@ import type { OsSandboxStatus } from "../os/os-sandbox.js";
 import type { ChildLink, ProcessGuard } from "./child-link.js";
 import type { Rescheduler } from "../os/rescheduler.js";
 import { monotonicMs } from "../../clock.js";
-import { Placement, isLongCall } from "../scheduling/placement.js";
+import { Placement } from "../scheduling/placement.js";
+import { type HeldJudgments, NOTHING_HELD, type ProcessReading, THRESHOLDS, judgeReadings } from "../scheduling/judge.js";
 import { processTreeCpu } from "../os/process-cpu.js";
 import { LOW_PRIORITY_NICE } from "../os/low-priority.js";
 
@@ -20,14 +21,14 @@ import { LOW_PRIORITY_NICE } from "../os/low-priority.js";
  *  - Sandbox processes get an empty environment: nothing of the host's environment is there to leak.
  *  - Each Anima's calls go to one process at a time, where its warm isolates live; placement.ts says
  *    which, and when an idle Anima moves (its warm isolates in the process it left are dropped).
- *  - An Anima over its share (a long call, or calls back to back, in a process the host measured busy;
- *    placement.ts) has its calls run in a low-priority process (low-priority.ts: SCHED_IDLE, half the
- *    CPUs, nice 19), started on first use, so that it cannot take the cores from the quiet Animas' short
- *    calls. When a busy normal process's other calls cannot account for its CPU time, that process is
- *    demoted in place (its calls keep running, now at low priority, and it ends after them; a fresh
- *    process takes its slot): the call that made its Anima over its share does not hold a normal
- *    process's core until its deadline. At most one such demotion every `DEMOTE_IN_PLACE_EVERY_MS`
- *    (each starts a process). A process is judged only from `JUDGED_AFTER_READY_MS` after it started.
+ *  - The pool measures and acts; the judge (scheduling/judge.ts, docs/scheduling.md) decides. While
+ *    calls come it reads every process's CPU time from /proc every `THRESHOLDS.readEveryMs`, with its
+ *    calls (placement.ts) and capability traffic, and hands the readings to the judge. An Anima the judge
+ *    finds over its share has its calls run in a low-priority process (low-priority.ts: SCHED_IDLE,
+ *    half the CPUs, nice 19), started on first use, so that it cannot take the cores from the quiet
+ *    Animas' short calls. A process the judge names is demoted in place (its calls keep running, now at
+ *    low priority, and it ends after them; a fresh process takes its slot): the call that made its Anima
+ *    over its share does not hold a normal process's core until its deadline.
  *  - A call's deadline is kept where the call runs (the isolate's own timeout, in the sandbox process)
  *    and, when the caller has one, by the caller's signal: a background job's run signal aborts at the
  *    job's deadline, or when its cancel's grace ran out, and the call is stopped then (the `abort`
@@ -47,27 +48,6 @@ import { LOW_PRIORITY_NICE } from "../os/low-priority.js";
  *    request the host never sent to that process, or claims anything else is a protocol violation: it
  *    is reported, and the process is killed and replaced (its calls in flight fail as `SandboxCrashed`).
  */
-/** How often the host reads the CPU time of the sandbox processes while calls come, ms. */
-const CPU_SAMPLE_MS = 250;
-/** How long after the last call (with none in flight) the readings go on, ms. */
-const CPU_SAMPLE_KEPT_MS = 2_000;
-/**
- * A process is judged from this long after it said it was ready on, ms: its own start (the runner, the
- * first isolate of each Anima there, its code compiled) is no Anima's use, and on a loaded machine the
- * first calls there run long with it.
- */
-const JUDGED_AFTER_READY_MS = 2 * CPU_SAMPLE_MS;
-/**
- * A process is busy over a sample when its isolate threads used this many cores (tool code running), or
- * its whole tree `BUSY_TREE_CORES` (a tool keeping the process's main thread busy with the answers to a
- * flood of capability calls). A long call that mostly waits on the host's answers uses far less.
- */
-const BUSY_CORES = 0.5;
-const BUSY_TREE_CORES = 0.75;
-/** A busy process whose long calls relayed this share of its capability bytes is theirs to demote in place. */
-const LONG_CALLS_RELAY_SHARE = 0.9;
-/** Demotions in place are this far apart at least, ms: each one starts a fresh process. */
-const DEMOTE_IN_PLACE_EVERY_MS = 2_000;
 
 /** One process's warm pool, for the audit report. `undefined` figures: the process did not answer. */
 export interface WarmPoolReport {
@@ -113,6 +93,8 @@ export class CordonPool implements ProcessOwner {
   private lastCallAt = Number.NEGATIVE_INFINITY;
   private readonly cpuSamples = new Map<SandboxProcess, { at: number; offMainMs: number; totalMs: number }>();
   private lastDemotedInPlaceAt = Number.NEGATIVE_INFINITY;
+  /** The judge's judgments waiting for the next reading (kept across pauses of the readings, as the judge expects). */
+  private held: HeldJudgments = NOTHING_HELD;
   /** Each request's `relayedBytes` at the last sample. */
   private readonly relayedSeen = new WeakMap<Pending, number>();
 
@@ -162,81 +144,67 @@ export class CordonPool implements ProcessOwner {
     route.left?.forgetAnima(anima);
     const outcome = this.dispatch(route.target, request, signal, (id) => this.placement.started(anima, id, route.target, now)) as Promise<CallOutcome>;
     this.lastCallAt = now;
-    this.cpuTimer ??= setInterval(() => this.sampleCpu(), CPU_SAMPLE_MS).unref();
+    this.cpuTimer ??= setInterval(() => this.readAndJudge(), THRESHOLDS.readEveryMs).unref();
     return outcome;
   }
 
   /**
-   * Reads the CPU time of each process; one that was busy since the last reading has the Animas of its
-   * long calls (`LONG_CALL_MS`, `demoteLongCallsOn`), and of calls back to back (`judgeBackToBack`),
-   * demoted (again, for those already demoted), and, when its other calls cannot account for it being
-   * busy, is itself demoted in place (see the invariants). Stops when nothing has been in flight for
-   * `CPU_SAMPLE_KEPT_MS`.
+   * Reads every process, hands the readings to the judge and carries out its decisions: the Animas it
+   * finds over their share are demoted, and the first process it names that can be is demoted in place.
+   * Stops when nothing has been in flight for `THRESHOLDS.readingsKeptMs`.
    */
-  private sampleCpu(): void {
+  private readAndJudge(): void {
     const now = monotonicMs();
-    // Kept going a while after the last call, so that a call that turns long has a reading from before it
-    // (then it is judged one sample after it turns long, not two).
-    if (this.all().every((p) => p.load === 0) && now - this.lastCallAt > CPU_SAMPLE_KEPT_MS) {
+    if (this.all().every((p) => p.load === 0) && now - this.lastCallAt > THRESHOLDS.readingsKeptMs) {
       clearInterval(this.cpuTimer);
       this.cpuTimer = undefined;
       this.cpuSamples.clear();
       return;
     }
-    // Every process, every time (a call is "long" for only part of a sample when calls restart at their
-    // timeout), the low-priority one too: an Anima that keeps its calls there busy stays there. Each
-    // reading covers the time since the previous one.
-    const readings = this.all().map((process) => {
-      process.recheckDemoted();
-      const pid = process.pid;
-      return {
-        process,
-        cpu: pid === undefined ? undefined : processTreeCpu(pid),
-        callTime: this.placement.callTimeOn(process, now),
-        relayed: this.relayedSince(process, now),
-      };
-    });
-    const calling = new Set(readings.flatMap(({ callTime }) => [...callTime.byAnima.keys()]));
-    for (const { process, cpu, callTime, relayed } of readings) {
-      if (cpu === undefined) {
-        this.cpuSamples.delete(process);
-        continue;
-      }
-      const last = this.cpuSamples.get(process);
-      this.cpuSamples.set(process, { at: now, offMainMs: cpu.offMainMs, totalMs: cpu.totalMs });
-      if (last === undefined || now - last.at > 2 * CPU_SAMPLE_MS) continue;
-      if (process.readyAt === undefined || now - process.readyAt < JUDGED_AFTER_READY_MS) continue;
-      const cores = (ms: number) => ms / (now - last.at);
-      const treeCores = cores(cpu.totalMs - last.totalMs);
-      const busy = cores(cpu.offMainMs - last.offMainMs) >= BUSY_CORES || treeCores >= BUSY_TREE_CORES;
-      this.placement.judgeBackToBack(process, callTime, busy, calling, now);
-      if (!busy) continue;
-      if (!this.placement.hasLongCallOn(process, now)) continue;
-      const judged = this.placement.demoteLongCallsOn(process, now);
-      // Not while the long calls' Animas are held for the next reading (more than one had one).
-      if (judged.size === 0 || process === this.lowPriority || now - this.lastDemotedInPlaceAt < DEMOTE_IN_PLACE_EVERY_MS) continue;
-      // In place only when the long calls are what keeps the process busy: its isolate threads busy
-      // beyond what the other calls could account for (each uses at most a core while it runs), or its
-      // capability traffic almost all theirs.
-      const spinning = cores(cpu.offMainMs - last.offMainMs) - cores(callTime.shortMs) >= BUSY_CORES;
-      const relaying = treeCores >= BUSY_TREE_CORES && relayed.long > 0 && relayed.long >= LONG_CALLS_RELAY_SHARE * relayed.all;
-      if ((spinning || relaying) && process.demoteRunning()) {
-        this.placement.movedOff(process, now, judged);
-        this.cpuSamples.delete(process);
-        this.lastDemotedInPlaceAt = now;
-      }
+    // Every process, every time (a call is "long" for only part of a window when calls restart at their
+    // timeout), the low-priority one too. Each reading covers the time since the previous one.
+    const processes = this.all();
+    const decisions = judgeReadings(
+      { nowMs: now, lastDemotedInPlaceAtMs: this.lastDemotedInPlaceAt, processes: processes.map((process) => this.read(process, now)) },
+      this.held,
+    );
+    this.held = decisions.held;
+    for (const { anima, untilMs } of decisions.demote) this.placement.demote(anima, untilMs);
+    for (const { slot, longCallIds } of decisions.demoteInPlace) {
+      const process = processes.find((p) => p.index === slot);
+      if (!process?.demoteRunning()) continue;
+      this.placement.movedOff(process, new Set(longCallIds));
+      this.cpuSamples.delete(process); // its fresh child's CPU time starts from nothing
+      this.lastDemotedInPlaceAt = now;
+      break;
     }
   }
 
-  /** Bytes of capability traffic relayed on `process`'s running child since the last sample: for its long calls, and for all. */
-  private relayedSince(process: SandboxProcess, now: number): { long: number; all: number } {
-    const relayed = { long: 0, all: 0 };
+  /** What the judge needs of `process` since its previous reading; starts the next window. */
+  private read(process: SandboxProcess, now: number): ProcessReading {
+    process.recheckDemoted();
+    const pid = process.pid;
+    const cpu = pid === undefined ? undefined : processTreeCpu(pid);
+    const last = this.cpuSamples.get(process);
+    if (cpu === undefined) this.cpuSamples.delete(process);
+    else this.cpuSamples.set(process, { at: now, offMainMs: cpu.offMainMs, totalMs: cpu.totalMs });
+    return {
+      slot: process.index,
+      lowPriority: process === this.lowPriority,
+      readyAtMs: process.readyAt,
+      cpu: cpu === undefined || last === undefined ? undefined : { sinceMs: last.at, offMainMs: cpu.offMainMs - last.offMainMs, treeMs: cpu.totalMs - last.totalMs },
+      ...this.placement.callWindowOn(process, now),
+      relayed: this.relayedSince(process),
+    };
+  }
+
+  /** Bytes of capability traffic relayed on `process`'s running child since the last reading, per request. */
+  private relayedSince(process: SandboxProcess): ProcessReading["relayed"] {
+    const relayed: Array<{ startedAtMs: number; bytes: number }> = [];
     for (const pending of process.pending.values()) {
       if (pending.child === undefined || pending.child !== process.child) continue;
-      const bytes = pending.relayedBytes - (this.relayedSeen.get(pending) ?? 0);
+      relayed.push({ startedAtMs: pending.startedAt, bytes: pending.relayedBytes - (this.relayedSeen.get(pending) ?? 0) });
       this.relayedSeen.set(pending, pending.relayedBytes);
-      relayed.all += bytes;
-      if (isLongCall(pending.startedAt, now)) relayed.long += bytes;
     }
     return relayed;
   }

@@ -2,7 +2,7 @@ import { type ErrorInfo, ToolHostError } from "../../errors.js";
 import type { CallOutcome, CallRequest, DescribeOutcome, DescribeRequest, Executor } from "../wire/messages.js";
 
 /**
- * Fair share of the executor between Animas, in front of it: each Anima runs at most
+ * Per-Anima call limits, in front of the executor: each Anima runs at most
  * `maxConcurrentPerAnima` calls at once while another Anima has calls in flight or waiting; its further
  * calls wait in its own queue, and a call that finds that queue full fails at once with `Busy`.
  *

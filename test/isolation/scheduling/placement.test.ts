@@ -1,5 +1,8 @@
 import { describe, expect, it } from "vitest";
-import { DEMOTED_FOR_MS, LONG_CALL_MS, MAX_DEMOTION_DOUBLINGS, Placement, type Slot } from "../../../src/isolation/scheduling/placement.js";
+import { type Decisions, type HeldJudgments, NOTHING_HELD, THRESHOLDS, judgeReadings } from "../../../src/isolation/scheduling/judge.js";
+import { Placement, type Slot } from "../../../src/isolation/scheduling/placement.js";
+
+const { longCallMs: LONG_CALL_MS, demotedForMs: DEMOTED_FOR_MS, maxDemotionDoublings: MAX_DEMOTION_DOUBLINGS } = THRESHOLDS;
 
 class FakeProcess implements Slot {
   available = true;
@@ -7,6 +10,12 @@ class FakeProcess implements Slot {
   constructor(readonly index: number) {}
 }
 
+/**
+ * Placement with the judge, as CordonPool drives them: `judge(process, now, busy)` reads every process
+ * (their call windows; only `process` has a CPU reading: a whole core over the last 250 ms, or nothing),
+ * judges, and carries out the Anima demotions. Demotions in place are the test's to carry out
+ * (`placement.movedOff`).
+ */
 function setup(count = 2) {
   const processes = Array.from({ length: count }, (_, i) => new FakeProcess(i));
   const low = new FakeProcess(count);
@@ -15,8 +24,24 @@ function setup(count = 2) {
     lowStarted++;
     return low;
   });
-  return { processes, low, placement, lowStarted: () => lowStarted };
+  let held: HeldJudgments = NOTHING_HELD;
+  const judge = (process: FakeProcess, now: number, busy: boolean): Decisions => {
+    const readings = [...processes, low].map((p) => ({
+      slot: p.index,
+      lowPriority: p === low,
+      readyAtMs: -10_000,
+      cpu: p === process ? { sinceMs: now - 250, offMainMs: busy ? 250 : 0, treeMs: busy ? 250 : 0 } : undefined,
+      ...placement.callWindowOn(p, now),
+      relayed: [],
+    }));
+    const decisions = judgeReadings({ nowMs: now, lastDemotedInPlaceAtMs: Number.NEGATIVE_INFINITY, processes: readings }, held);
+    held = decisions.held;
+    for (const { anima, untilMs } of decisions.demote) placement.demote(anima, untilMs);
+    return decisions;
+  };
+  return { processes, low, placement, judge, lowStarted: () => lowStarted };
 }
+const demoted = (decisions: Decisions) => decisions.demote.map(({ anima }) => anima).sort();
 
 describe("Placement", () => {
   it("spreads first calls that come one at a time evenly, and keeps each Anima where it is", () => {
@@ -55,14 +80,13 @@ describe("Placement", () => {
   });
 
   it("sends the calls of an Anima whose long call kept its process busy to the low-priority process, for a while", () => {
-    const { processes, low, placement, lowStarted } = setup();
+    const { processes, low, placement, judge, lowStarted } = setup();
     const home = placement.route("noisy", 0).target;
     placement.route("quiet", 0);
     placement.started("noisy", 1, home, 0);
     placement.started("quiet", 2, home, LONG_CALL_MS - 10);
-    expect(placement.hasLongCallOn(home, LONG_CALL_MS)).toBe(true);
     expect(lowStarted()).toBe(0);
-    placement.demoteLongCallsOn(home, LONG_CALL_MS);
+    expect(demoted(judge(home, LONG_CALL_MS, true))).toEqual(["noisy"]);
     expect(lowStarted()).toBe(1); // started at once, to be up by the next call
     expect(placement.route("noisy", LONG_CALL_MS + 1)).toMatchObject({ target: low, demoted: true });
     // Quiet's call was short: it stays home.
@@ -73,17 +97,19 @@ describe("Placement", () => {
   });
 
   it("after a demotion in place: the long call's Anima stays demoted while it runs and for a while after; a short call's Anima does not", () => {
-    const { processes, low, placement } = setup();
+    const { processes, low, placement, judge } = setup();
     (processes[1] as FakeProcess).available = false; // both Animas share the first process
     const home = placement.route("noisy", 0).target;
     expect(placement.route("quiet", 0).target).toBe(home);
     (processes[1] as FakeProcess).available = true;
     placement.started("noisy", 1, home, 0);
     placement.started("quiet", 2, home, LONG_CALL_MS - 10);
-    expect([...placement.demoteLongCallsOn(home, LONG_CALL_MS)]).toEqual(["noisy"]);
-    placement.movedOff(home, LONG_CALL_MS, new Set(["noisy"]));
+    const decisions = judge(home, LONG_CALL_MS, true);
+    expect(demoted(decisions)).toEqual(["noisy"]);
+    expect(decisions.demoteInPlace).toEqual([{ slot: home.index, longCallIds: [1] }]);
+    placement.movedOff(home, new Set([1]));
     // The moved calls no longer count for the slot, which now holds a fresh process.
-    expect(placement.hasLongCallOn(home, 10 * LONG_CALL_MS)).toBe(false);
+    expect(placement.callWindowOn(home, 10 * LONG_CALL_MS).inFlight).toEqual([]);
     placement.finished("quiet", 2, LONG_CALL_MS + 5);
     expect(placement.route("quiet", LONG_CALL_MS + 6)).toMatchObject({ target: home, demoted: false });
     // Still running long after the demotion would have run out: still demoted.
@@ -96,7 +122,7 @@ describe("Placement", () => {
   });
 
   it("when several Animas have long calls there, judges at the next reading those whose long call still runs", () => {
-    const { processes, low, placement } = setup();
+    const { processes, low, placement, judge } = setup();
     (processes[1] as FakeProcess).available = false; // the three Animas share the first process
     const home = placement.route("spinner", 0).target;
     expect(placement.route("quiet", 0).target).toBe(home);
@@ -104,45 +130,44 @@ describe("Placement", () => {
     placement.started("spinner", 1, home, 100);
     placement.started("quiet", 2, home, 0); // started first, then slowed: long too by the reading
     // A call may be long only because it waited behind another's: nobody is judged yet.
-    expect(placement.demoteLongCallsOn(home, 400).size).toBe(0);
+    expect(demoted(judge(home, 400, true))).toEqual([]);
     expect(placement.route("spinner", 401).demoted).toBe(false);
     expect(placement.route("quiet", 401).demoted).toBe(false);
     // The quiet call has ended by the next reading; the spinner's still runs: it is over its share.
     placement.finished("quiet", 2, 450);
     placement.started("other", 3, home, 500);
-    expect([...placement.demoteLongCallsOn(home, 650)]).toEqual(["spinner"]);
+    expect(demoted(judge(home, 650, true))).toEqual(["spinner"]);
     expect(placement.route("spinner", 651)).toMatchObject({ target: low, demoted: true });
     expect(placement.route("quiet", 651)).toMatchObject({ target: home, demoted: false });
     // Two long calls again (other's is long now): held, then both judged if both still run.
-    expect([...placement.demoteLongCallsOn(home, 800)]).toEqual([]);
-    const judged = placement.demoteLongCallsOn(home, 1_050);
-    expect([...judged].sort()).toEqual(["other", "spinner"]);
-    // Moved off with the process: only the Animas judged are held for their calls.
-    placement.movedOff(home, 1_050, new Set(["spinner"]));
+    expect(demoted(judge(home, 800, true))).toEqual([]);
+    expect(demoted(judge(home, 1_050, true))).toEqual(["other", "spinner"]);
+    // Moved off with the process: only the Anima of the long call named stays demoted for it.
+    placement.movedOff(home, new Set([1]));
     placement.finished("other", 3, 1_100);
     expect(placement.isDemoted("other", 1_050 + DEMOTED_FOR_MS + 1)).toBe(false);
     expect(placement.isDemoted("spinner", 1_050 + DEMOTED_FOR_MS + 1)).toBe(true); // its call still runs
   });
 
   it("counts a call's time from when it was sent, when it waited for its process to start", () => {
-    const { placement } = setup();
+    const { placement, judge } = setup();
     const home = placement.route("quiet", 0).target;
     placement.started("quiet", 1, home, 0);
     placement.sent("quiet", 1, 300); // the process took 300 ms to start
-    expect(placement.hasLongCallOn(home, 400)).toBe(false);
-    expect(placement.demoteLongCallsOn(home, 400).size).toBe(0);
-    expect(placement.hasLongCallOn(home, 300 + LONG_CALL_MS)).toBe(true);
+    expect(placement.callWindowOn(home, 350).inFlight).toEqual([{ id: 1, anima: "quiet", startedAtMs: 300 }]);
+    expect(demoted(judge(home, 400, true))).toEqual([]);
+    expect(demoted(judge(home, 300 + LONG_CALL_MS, true))).toEqual(["quiet"]);
   });
 
   it("keeps an Anima demoted twice as long each time its long call gets a process demoted in place, up to a cap", () => {
-    const { placement } = setup();
+    const { placement, judge } = setup();
     const periods: number[] = [];
     let now = 0;
     for (let time = 1; time <= MAX_DEMOTION_DOUBLINGS + 2; time++) {
       const home = placement.route("noisy", now).target;
       placement.started("noisy", time, home, now);
       now += LONG_CALL_MS;
-      placement.movedOff(home, now, placement.demoteLongCallsOn(home, now));
+      placement.movedOff(home, new Set(judge(home, now, true).demoteInPlace[0]?.longCallIds));
       now += 1_000;
       placement.finished("noisy", time, now);
       const ended = now;
@@ -154,24 +179,35 @@ describe("Placement", () => {
     expect(periods.at(-2)).toBe(DEMOTED_FOR_MS * 2 ** MAX_DEMOTION_DOUBLINGS);
   });
 
-  it("counts the time the other calls of a process spent there since it last asked, long calls aside", () => {
+  it("reads the calls of a process since it last asked: those that ended there, and those in flight", () => {
     const { placement } = setup();
     const home = placement.route("a", 0).target;
     placement.route("b", 0);
-    expect(placement.callTimeOn(home, 1_000).shortMs).toBe(0); // opens the window at 1,000
-    placement.started("a", 1, home, 900); // long by 1,250, counted from the window's start
+    // Opens the window at 1,000.
+    expect(placement.callWindowOn(home, 1_000)).toEqual({ windowStartMs: 1_000, endedCallMs: [], longestEndedCallMs: 0, inFlight: [] });
+    placement.started("a", 1, home, 900);
     placement.started("b", 2, home, 1_100);
     placement.finished("b", 2, 1_150); // 50 ms
-    placement.started("b", 3, home, 1_200); // in flight: 50 ms so far
-    const first = placement.callTimeOn(home, 1_250);
-    expect(first.shortMs).toBe(100);
-    expect(first.windowMs).toBe(250);
-    // Per Anima, long calls included: a's call from the window's start, b's two calls.
-    expect(Object.fromEntries(first.byAnima)).toEqual({ a: 250, b: 100 });
+    placement.started("b", 3, home, 1_200);
+    placement.started("b", 4, home, 700);
+    placement.finished("b", 4, 1_050); // 350 ms long, 50 of them in the window
+    expect(placement.callWindowOn(home, 1_250)).toEqual({
+      windowStartMs: 1_000,
+      endedCallMs: [{ anima: "b", ms: 100 }],
+      longestEndedCallMs: 350,
+      inFlight: [
+        { id: 1, anima: "a", startedAtMs: 900 },
+        { id: 3, anima: "b", startedAtMs: 1_200 },
+      ],
+    });
     // A new window: only what happened since.
-    const second = placement.callTimeOn(home, 1_300);
-    expect(second.shortMs).toBe(50);
-    expect(Object.fromEntries(second.byAnima)).toEqual({ a: 50, b: 50 });
+    placement.finished("b", 3, 1_275);
+    expect(placement.callWindowOn(home, 1_300)).toEqual({
+      windowStartMs: 1_250,
+      endedCallMs: [{ anima: "b", ms: 25 }],
+      longestEndedCallMs: 75,
+      inFlight: [{ id: 1, anima: "a", startedAtMs: 900 }],
+    });
   });
 
   /** `anima`'s calls on `process` back to back over [from, to): 24 ms each, 1 ms apart (96 % of the time). */
@@ -185,86 +221,81 @@ describe("Placement", () => {
   let nextId = 1;
 
   it("demotes an Anima whose short calls kept a busy process occupied back to back, while another Anima has calls", () => {
-    const { low, placement } = setup();
+    const { low, placement, judge } = setup();
     const home = placement.route("reader", 0).target;
     const quietHome = placement.route("quiet", 0).target;
-    placement.callTimeOn(home, 1_000); // opens the window
+    judge(home, 1_000, true); // opens the windows
     backToBack(placement, "reader", home, 1_000, 1_250);
-    const first = placement.callTimeOn(home, 1_250);
-    expect(first.byAnima.get("reader")).toBe(240);
-    expect(first.hadLongCall).toBe(false);
     // Alone in the pool: nobody to make room for.
-    placement.judgeBackToBack(home, first, true, new Set(["reader"]), 1_250);
+    expect(demoted(judge(home, 1_250, true))).toEqual([]);
     expect(placement.route("reader", 1_260).target).toBe(home);
     // Not measured busy: nothing to judge.
     backToBack(placement, "reader", home, 1_250, 1_500);
-    placement.judgeBackToBack(home, placement.callTimeOn(home, 1_500), false, new Set(["reader", "quiet"]), 1_500);
+    placement.started("quiet", 8, quietHome, 1_400);
+    placement.finished("quiet", 8, 1_401);
+    expect(demoted(judge(home, 1_500, false))).toEqual([]);
     expect(placement.route("reader", 1_510).target).toBe(home);
     backToBack(placement, "reader", home, 1_500, 1_750);
     placement.started("quiet", 9, quietHome, 1_600);
     placement.finished("quiet", 9, 1_601);
-    placement.judgeBackToBack(home, placement.callTimeOn(home, 1_750), true, new Set(["reader", "quiet"]), 1_750);
+    expect(judge(home, 1_750, true).demote).toMatchObject([{ anima: "reader", rule: "back to back" }]);
     expect(placement.route("reader", 1_760)).toMatchObject({ target: low, demoted: true });
     expect(placement.route("quiet", 1_760)).toMatchObject({ target: quietHome, demoted: false });
     expect(placement.route("reader", 1_750 + DEMOTED_FOR_MS + 1)).toMatchObject({ target: home, demoted: false });
   });
 
   it("judges back to back one reading later when another Anima's call in flight there may turn long, and only if none did", () => {
-    const { low, placement } = setup(1);
+    const { low, placement, judge } = setup(1);
     const home = placement.route("often", 0).target;
     placement.route("other", 0);
-    placement.callTimeOn(home, 1_000);
+    judge(home, 1_000, true);
     backToBack(placement, "often", home, 1_000, 1_250);
     placement.started("other", 100, home, 1_200); // in flight at the reading, 50 ms old
-    placement.judgeBackToBack(home, placement.callTimeOn(home, 1_250), true, new Set(["often", "other"]), 1_250);
+    expect(demoted(judge(home, 1_250, true))).toEqual([]);
     expect(placement.route("often", 1_260).demoted).toBe(false);
     // It ended short: the judgment stands at the next reading, busy or not.
     placement.finished("other", 100, 1_300);
-    placement.judgeBackToBack(home, placement.callTimeOn(home, 1_500), false, new Set(["other"]), 1_500);
+    expect(judge(home, 1_500, false).demote).toMatchObject([{ anima: "often", rule: "back to back, a reading later" }]);
     expect(placement.route("often", 1_510)).toMatchObject({ target: low, demoted: true });
     expect(placement.route("other", 1_510).demoted).toBe(false);
   });
 
   it("judges nobody back to back in a window with a long call there: the others' calls waited behind it", () => {
-    const { low, placement } = setup(1);
+    const { low, placement, judge } = setup(1);
     const home = placement.route("quiet", 0).target;
     placement.route("spinner", 0);
-    placement.callTimeOn(home, 1_000);
+    judge(home, 1_000, true);
     // The quiet Anima's calls, slowed by the spinner's, are in flight almost all the time.
     backToBack(placement, "quiet", home, 1_000, 1_250);
     placement.started("spinner", 100, home, 1_100); // not long yet by 1,250: the judgment waits
-    placement.judgeBackToBack(home, placement.callTimeOn(home, 1_250), true, new Set(["quiet", "spinner"]), 1_250);
+    expect(demoted(judge(home, 1_250, true))).toEqual([]);
     expect(placement.route("quiet", 1_260).demoted).toBe(false);
+    // The spinner's call is 400 ms old: the held judgment falls; the spinner is the long-call rule's.
     backToBack(placement, "quiet", home, 1_250, 1_500);
-    const second = placement.callTimeOn(home, 1_500);
-    expect(second.hadLongCall).toBe(true); // the spinner's call, 400 ms old: the held judgment falls
-    placement.judgeBackToBack(home, second, true, new Set(["quiet", "spinner"]), 1_500);
+    expect(judge(home, 1_500, true).demote).toMatchObject([{ anima: "spinner", rule: "long call" }]);
     expect(placement.route("quiet", 1_510)).toMatchObject({ target: home, demoted: false });
     // A long call that ended within a window counts for it.
     placement.finished("spinner", 100, 1_600);
     backToBack(placement, "quiet", home, 1_500, 1_750);
-    const third = placement.callTimeOn(home, 1_750);
-    expect(third.hadLongCall).toBe(true);
-    placement.judgeBackToBack(home, third, true, new Set(["quiet", "spinner"]), 1_750);
+    expect(demoted(judge(home, 1_750, true))).toEqual([]);
     expect(placement.route("quiet", 1_760)).toMatchObject({ target: home, demoted: false });
-    // The spinner itself is the long-call rule's to judge (not called here).
-    expect(placement.route("spinner", 1_760).target).not.toBe(low);
+    expect(placement.route("spinner", 1_760).target).toBe(low);
   });
 
   it("does not count calls that only come often: below the share of the window, nobody is demoted", () => {
-    const { placement } = setup();
+    const { placement, judge } = setup();
     const home = placement.route("often", 0).target;
-    placement.route("quiet", 0);
-    placement.callTimeOn(home, 0);
+    const quietHome = placement.route("quiet", 0).target;
+    judge(home, 0, true);
     for (let window = 0; window < 3; window++) {
       for (let id = 1; id <= 10; id++) {
         const start = window * 250 + id * 25 - 25;
         placement.started("often", window * 10 + id, home, start);
         placement.finished("often", window * 10 + id, start + 20); // 20 of every 25 ms: 80 %
       }
-      const reading = placement.callTimeOn(home, (window + 1) * 250);
-      expect(reading.byAnima.get("often")).toBe(200);
-      placement.judgeBackToBack(home, reading, true, new Set(["often", "quiet"]), (window + 1) * 250);
+      placement.started("quiet", 1_000 + window, quietHome, window * 250 + 100);
+      placement.finished("quiet", 1_000 + window, window * 250 + 101);
+      expect(demoted(judge(home, (window + 1) * 250, true))).toEqual([]);
     }
     expect(placement.route("often", 760).demoted).toBe(false);
   });
