@@ -19,7 +19,7 @@ import { join } from "node:path";
 import { parseArgs } from "node:util";
 import ivm from "isolated-vm";
 import { createHost } from "../dist/src/index.js";
-import { sandboxPidFor, sandboxPids, sparesReady } from "../dist/src/isolation/executor.js";
+import { sandboxOf } from "../dist/src/host.js";
 
 const { values: flags } = parseArgs({
   options: { quick: { type: "boolean" }, json: { type: "boolean" }, animas: { type: "string" }, rounds: { type: "string" }, cordons: { type: "string" } },
@@ -75,14 +75,14 @@ function rssKb(pid) {
 /** A process and its descendants (a sandbox process inside bubblewrap is bwrap's child). */
 function treeRssKb(pid) {
   let total = rssKb(pid);
-  let tasks = [];
+  let tasks;
   try {
     tasks = readdirSync(`/proc/${pid}/task`);
   } catch {
     return total;
   }
   for (const task of tasks) {
-    let children = "";
+    let children;
     try {
       children = readFileSync(`/proc/${pid}/task/${task}/children`, "utf8");
     } catch {
@@ -92,7 +92,7 @@ function treeRssKb(pid) {
   }
   return total;
 }
-const sandboxRssMb = (host) => sandboxPids(host.config).reduce((sum, pid) => sum + treeRssKb(pid), 0) / 1024;
+const sandboxRssMb = (host) => sandboxOf(host).pids().reduce((sum, pid) => sum + treeRssKb(pid), 0) / 1024;
 const totalRssMb = (host) => rssKb(process.pid) / 1024 + sandboxRssMb(host);
 
 async function bareIsolateFloor(count) {
@@ -191,7 +191,7 @@ async function main() {
       const newAnima = !seen.has(anima);
       seen.add(anima);
       // A new Anima's cordon takes a spare process: measured with one ready, as a host between arrivals has.
-      if (newAnima && CORDONS === "anima") await until(() => sparesReady(host.config) > 0, 10_000);
+      if (newAnima && CORDONS === "anima") await until(() => sandboxOf(host).sparesReady() > 0, 10_000);
       const ms = await timed(() => host.call(anima, tool, { n: 1 }));
       first.push(ms);
       if (newAnima) firstOfAnima.push(ms);
@@ -274,9 +274,9 @@ async function main() {
       // A's steady state: once its first calls (at normal priority, until the host sees them) ended.
       await new Promise((resolve) => setTimeout(resolve, 1_500));
       await quietWindow(samples.noisy);
-      const pids = sandboxPids(host.config);
+      const pids = sandboxOf(host).pids();
       const where = (anima) => {
-        const pid = sandboxPidFor(host.config, anima);
+        const pid = sandboxOf(host).pidFor(anima);
         if (CORDONS === "anima") return `own process ${pid}`;
         const index = pids.indexOf(pid);
         return index === 2 ? "low-priority" : `process ${index}`;

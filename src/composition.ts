@@ -8,33 +8,34 @@ import { CapabilityService, type NetworkRequester } from "./capabilities/service
 import type { HostConfig } from "./config.js";
 import type { LogRecord } from "./host-options.js";
 import { openCredentialSources, redactSecrets } from "./credentials/index.js";
-import type { ToolHost } from "./host-api.js";
-import { createExecutor, warmPoolReport } from "./isolation/executor.js";
-import type { CallContext, Executor, ToolLogLine } from "./isolation/wire/messages.js";
-import { provideCapabilityPath } from "./lifecycle/capability-path.js";
+import type { CapabilityPath, ToolHost } from "./host-api.js";
+import { type SandboxHandle, createExecutor } from "./isolation/executor.js";
+import type { CallContext, ToolLogLine } from "./isolation/wire/messages.js";
 import { ToolRegistry } from "./registry/registry.js";
 import { accessHint, systemFileError } from "./errors.js";
 
 /**
  * The composition root: the one module that wires a host from one resolved configuration (its audit
- * log, capability service, executor, bundler, registry, status publisher) and registers what the
- * library's front ends need of it beyond its public API (its capability path, for the management
- * service). It only wires; what each part does lives in its own module. `createHost` and
- * `hostFromConfig` (host.ts) are its entry points: host.ts hands it the constructor of its `Host`, so
- * that this module needs nothing of host.ts and host.ts can call it.
+ * log, capability service, tool log router, executor, bundler, registry, status publisher) and hands the
+ * host every part it keeps: what the library's front ends need of it beyond its public API (its capability
+ * path, for the management service; its sandbox handle, for operators and tests) included. No part is
+ * found later by the host's or its config's identity: each is a member of the host. It only wires; what
+ * each part does lives in its own module. `createHost` and `hostFromConfig` (host.ts) are its entry
+ * points: host.ts hands it the constructor of its `Host`, so that this module needs nothing of host.ts
+ * and host.ts can call it.
  */
 export interface HostParts {
   config: HostConfig;
-  executor: Executor;
+  /** The executor and the view of its sandbox processes (`sandboxOf` in host.ts). */
+  sandbox: SandboxHandle;
   registry: ToolRegistry;
   audit: AuditLog;
   jobCalls: JobCalls;
   status: HostStatusPublisher | undefined;
-  /**
-   * Sinks of calls that asked for their own log lines, keyed by the host's record of the call (never by
-   * anything the sandbox reports).
-   */
-  callLogSinks: WeakMap<CallContext, (record: LogRecord) => void>;
+  /** Where the tool log lines of the host's calls go; the host registers the calls that want their own. */
+  toolLogs: ToolLogRouter;
+  /** The capability service's `invoke`: what the management service reads memory files through. */
+  capabilityPath: CapabilityPath;
 }
 
 /** What composeHost needs of the host object it builds. */
@@ -60,8 +61,8 @@ export function composeHost<H extends ComposedHost>(config: HostConfig, construc
     log: config.onLog,
     network: lazyNetwork(config, audit),
   });
-  const callLogSinks = new WeakMap<CallContext, (record: LogRecord) => void>();
-  const executor = createExecutor(config, (line) => forwardToolLog(config, line, capabilities, callLogSinks.get(line.context)), capabilities.invoke, {
+  const toolLogs = new ToolLogRouter(config, capabilities);
+  const sandbox = createExecutor(config, (line) => toolLogs.forward(line), capabilities.invoke, {
     onRefusal: (context, name, error) =>
       audit.append({ kind: "capability", anima: context.anima, tool: context.tool, operation: name, target: "", outcome: "denied", reason: `${error.type}: ${error.message}` }),
     onViolation: (message) => {
@@ -75,13 +76,12 @@ export function composeHost<H extends ComposedHost>(config: HostConfig, construc
     loadTimeoutMs: config.loadTimeoutMs,
     memoryLimitMb: config.memoryLimitMb,
     bundler: new ToolBundler(config.cacheDir),
-    executor,
+    executor: sandbox.executor,
   });
   // Long-running hosts say what their warm pools hold, for `audit` in another process.
-  const status = config.isolation === "process" ? new HostStatusPublisher(config.dataDir, () => warmPoolReport(config)) : undefined;
-  const host = construct({ config, executor, registry, audit, jobCalls, status, callLogSinks });
-  // read_memory_file reads as a tool of the Anima would (lifecycle/management.ts).
-  provideCapabilityPath(host, capabilities.invoke);
+  const status = config.isolation === "process" ? new HostStatusPublisher(config.dataDir, () => sandbox.warmPoolReport()) : undefined;
+  // read_memory_file reads through the capability path as a tool of the Anima would (lifecycle/management.ts).
+  const host = construct({ config, sandbox, registry, audit, jobCalls, status, toolLogs, capabilityPath: capabilities.invoke });
   if (config.watch) host.startWatching();
   return host;
 }
@@ -100,8 +100,29 @@ function lazyNetwork(config: HostConfig, audit: AuditLog): NetworkRequester {
   };
 }
 
-/** Tool log lines go to the call's or the operator's sink with any secret the Anima's tools obtained redacted. */
-function forwardToolLog(config: HostConfig, line: ToolLogLine, capabilities: CapabilityService, callSink: ((record: LogRecord) => void) | undefined): void {
-  const message = redactSecrets(line.message, capabilities.secretsOf(line.context.anima));
-  (callSink ?? config.onLog)({ level: line.level, logger: "animaworks.tools", message, anima: line.context.anima, tool: line.context.tool });
+/**
+ * Where tool log lines go: to the sink of the call that asked for its own (`CallOptions.onLog`), else to
+ * the operator's `onLog`; either way with every secret the Anima's tools obtained redacted. Invariant: a
+ * call's sink is found by the host's own record of the call (the `CallContext` object it hands the
+ * executor, which each line carries back), never by anything the sandbox reports.
+ */
+export class ToolLogRouter {
+  /** Keyed by the host's record of each call, so a sink goes with its call. */
+  private readonly callSinks = new WeakMap<CallContext, (record: LogRecord) => void>();
+
+  constructor(
+    private readonly config: Pick<HostConfig, "onLog">,
+    private readonly capabilities: Pick<CapabilityService, "secretsOf">,
+  ) {}
+
+  /** For the host: the lines of the call `context` go to `sink` instead of the operator's `onLog`. */
+  sendCallLogsTo(context: CallContext, sink: (record: LogRecord) => void): void {
+    this.callSinks.set(context, sink);
+  }
+
+  /** For the executor: one line a tool logged. */
+  forward(line: ToolLogLine): void {
+    const message = redactSecrets(line.message, this.capabilities.secretsOf(line.context.anima));
+    (this.callSinks.get(line.context) ?? this.config.onLog)({ level: line.level, logger: "animaworks.tools", message, anima: line.context.anima, tool: line.context.tool });
+  }
 }

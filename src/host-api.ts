@@ -4,8 +4,7 @@ import type { HostConfig } from "./config.js";
 import type { LogRecord } from "./host-options.js";
 import type { ErrorInfo, WireError } from "./errors.js";
 import type { ToolBundle } from "./isolation/wire/messages.js";
-import type { Permissions } from "./policy/permissions.js";
-import type { DiscoveryProblem, ToolOrigin } from "./registry/discovery.js";
+import type { DiscoveryProblem } from "./registry/discovery.js";
 import type { ProfileEntry } from "./registry/schemas.js";
 import type { ToolsChange } from "./registry/tool-watch.js";
 import type { ToolInfo, ToolListing } from "./registry/listing.js";
@@ -146,4 +145,23 @@ export interface ToolChangeSource {
    * Resolves once watching, to the function that unsubscribes.
    */
   onToolsChanged(listener: (change: ToolsChange) => void, options?: { anima?: string }): Promise<() => Promise<void>>;
+}
+
+/**
+ * The host's capability path (its CapabilityService's `invoke`): runs capability `name` as a call of
+ * `context.tool` by the Anima, under the same policy and audit as a tool's call.
+ */
+export type CapabilityPath = (
+  context: { anima: string; animaDir: string; tool: string },
+  name: string,
+  argsJson: string,
+) => Promise<{ ok: true; value: unknown } | { ok: false; error: ErrorInfo }>;
+
+/**
+ * A host with a capability path: every host the composition root makes (not part of the public
+ * `ToolHost`). The management service reads memory files through it (lifecycle/management.ts); a host
+ * without one (a CLI invocation's view of a running host, a test double) cannot read them.
+ */
+export interface CapabilityPathSource {
+  readonly capabilityPath: CapabilityPath;
 }

@@ -2,13 +2,14 @@ import type { AuditLog } from "./audit/audit-log.js";
 import type { HostStatusPublisher } from "./audit/host-status.js";
 import { recordLoadError } from "./audit/load-errors.js";
 import { buildAnimaReport } from "./audit/report.js";
-import { composeHost } from "./composition.js";
+import { type HostParts, type ToolLogRouter, composeHost } from "./composition.js";
 import { type HostConfig, resolveConfig } from "./config.js";
-import type { HostOptions, LogRecord } from "./host-options.js";
-import { type ErrorInfo, ToolHostError } from "./errors.js";
+import type { HostOptions } from "./host-options.js";
+import { ToolHostError } from "./errors.js";
 import { checkArguments } from "./execution/arguments.js";
 import { formatOutput } from "./execution/output.js";
 import type { CallContext, CallOutcome, Executor } from "./isolation/wire/messages.js";
+import type { SandboxHandle } from "./isolation/executor.js";
 import { listAnimas, resolveAnima } from "./registry/animas.js";
 import type { DiscoveryProblem } from "./registry/discovery.js";
 import { type AnimaRef, type LoadedTool, type ToolEntry, type ToolRegistry, type ToolSources, ownerOf } from "./registry/registry.js";
@@ -16,12 +17,13 @@ import { type ProfileEntry, type ToolSchema, profileFor, profileTimeoutMs } from
 import { schemaOf } from "./registry/actions.js";
 import { structuredResult } from "./execution/result-check.js";
 import { callFailure, errorResult, toToolInfo, unknownTool, withAnimaDir } from "./host-support.js";
-import type { AnimaReport, CallOptions, CallResult, PreparedCall, RunOptions, ToolChangeSource, ToolHost, ToolInfo, ToolListing, ToolsChange } from "./host-api.js";
+import type { AnimaReport, CallOptions, CallResult, CapabilityPath, CapabilityPathSource, PreparedCall, RunOptions, ToolChangeSource, ToolHost, ToolInfo, ToolListing, ToolsChange } from "./host-api.js";
 import type { JobCalls } from "./capabilities/job-calls.js";
 import { ToolWatch } from "./registry/tool-watch.js";
 import { monotonicMs } from "./clock.js";
 
 export type { CallOptions, CallResult, PreparedCall, RunOptions, SchemaInfo, ToolHost, ToolInfo, ToolListing } from "./host-api.js";
+export type { SandboxHandle } from "./isolation/executor.js";
 
 /** A host: `options` (else the operator configuration, else defaults; see HostOptions) wired by the composition root. */
 export function createHost(options: HostOptions = {}): ToolHost {
@@ -30,7 +32,16 @@ export function createHost(options: HostOptions = {}): ToolHost {
 
 /** A host of a configuration already resolved (the CLI resolves it from the invocation's own environment). */
 export function hostFromConfig(config: HostConfig): ToolHost {
-  return composeHost(config, (parts) => new Host(parts.config, parts.executor, parts.registry, parts.audit, parts.jobCalls, parts.status, parts.callLogSinks));
+  return composeHost(config, (parts) => new Host(parts));
+}
+
+/**
+ * Operator and test hook: the sandbox handle of a host made here (its sandbox process ids, OS sandbox,
+ * warm pools), or undefined for any other ToolHost (a CLI invocation's view of a running host, a test
+ * double). An in-process host has a handle with no processes.
+ */
+export function sandboxOf(host: ToolHost): SandboxHandle | undefined {
+  return host instanceof Host ? host.sandbox : undefined;
 }
 
 /** What one Anima sees, discovered once and loaded tool by tool on first use. */
@@ -41,7 +52,18 @@ interface AnimaView {
   entries: Map<string, Promise<ToolEntry>>;
 }
 
-class Host implements ToolHost, ToolChangeSource {
+class Host implements ToolHost, ToolChangeSource, CapabilityPathSource {
+  readonly config: HostConfig;
+  readonly audit: AuditLog;
+  /** The executor and its sandbox processes (`sandboxOf`). */
+  readonly sandbox: SandboxHandle;
+  /** For the management service's read_memory_file (lifecycle/management.ts). */
+  readonly capabilityPath: CapabilityPath;
+  private readonly executor: Executor;
+  private readonly registry: ToolRegistry;
+  private readonly jobCalls: JobCalls;
+  private readonly status: HostStatusPublisher | undefined;
+  private readonly toolLogs: ToolLogRouter;
   private readonly warned = new Set<string>();
   /** Views by Anima name ("" for none). Cleared by `refresh()`. */
   private views = new Map<string, Promise<AnimaView>>();
@@ -54,15 +76,18 @@ class Host implements ToolHost, ToolChangeSource {
   private recording: Promise<unknown> = Promise.resolve();
   private closed = false;
 
-  constructor(
-    readonly config: HostConfig,
-    private readonly executor: Executor,
-    private readonly registry: ToolRegistry,
-    readonly audit: AuditLog,
-    private readonly jobCalls: JobCalls,
-    private readonly status: HostStatusPublisher | undefined,
-    private readonly callLogSinks: WeakMap<CallContext, (record: LogRecord) => void>,
-  ) {}
+  /** Every part is made by the composition root (composition.ts), which hands them over here. */
+  constructor(parts: HostParts) {
+    this.config = parts.config;
+    this.audit = parts.audit;
+    this.sandbox = parts.sandbox;
+    this.capabilityPath = parts.capabilityPath;
+    this.executor = parts.sandbox.executor;
+    this.registry = parts.registry;
+    this.jobCalls = parts.jobCalls;
+    this.status = parts.status;
+    this.toolLogs = parts.toolLogs;
+  }
 
   async call(anima: string, schemaName: string, args: unknown = {}, options: CallOptions = {}): Promise<CallResult> {
     const startedAt = monotonicMs();
@@ -115,7 +140,7 @@ class Host implements ToolHost, ToolChangeSource {
       const job = options.job;
       if (job) unregisterJob = this.jobCalls.register(job.id, ref.name, job);
       const context: CallContext = { anima: ref.name, animaDir: ref.dir, tool: prepared.tool, ...(job ? { jobId: job.id } : {}) };
-      if (options.onLog) this.callLogSinks.set(context, options.onLog);
+      if (options.onLog) this.toolLogs.sendCallLogsTo(context, options.onLog);
       const outcome = await this.executor.call({
         op: "call",
         bundle: prepared.bundle,
@@ -146,7 +171,7 @@ class Host implements ToolHost, ToolChangeSource {
       const tool = await this.loadTool(view, toolName);
       if (!tool.hasCliMain) throw new ToolHostError("ToolNotFound", `tool "${toolName}" has no cli_main`);
       const context: CallContext = { anima: ref.name, animaDir: ref.dir, tool: tool.name };
-      if (options.onLog) this.callLogSinks.set(context, options.onLog);
+      if (options.onLog) this.toolLogs.sendCallLogsTo(context, options.onLog);
       const outcome = await this.executor.call({
         op: "call",
         bundle: tool.bundle,

@@ -43,7 +43,11 @@ export class InvocationHost implements ToolHost {
 
   private readonly onLog: (record: LogRecord) => void;
 
-  /** `config`: the invocation's own, equal to the host's in every setting that decides how calls run. */
+  /**
+   * `config`: the invocation's own, equal to the host's in every setting that decides how calls run. A
+   * copy, and safe as one: nothing finds a host's parts by its config (the composition root hands them
+   * to the host; its status file reports the host's own warm pools).
+   */
   constructor(
     private readonly host: ToolHost,
     config: ToolHost["config"],

@@ -6,17 +6,33 @@ import { SandboxPool, type WarmPoolReport } from "./pool/sandbox-pool.js";
 import { AnimaQueues } from "./scheduling/anima-queues.js";
 import { type OsSandboxStatus, describeOsSandbox } from "./os/os-sandbox.js";
 
-/** The sandbox pool behind each host (keyed by the host's resolved config, which `host.config` exposes). */
-const pools = new WeakMap<HostConfig, SandboxPool>();
-
 /** What the host learns from the executor besides results: refusals by its limits, protocol violations. */
 export interface ExecutorReports {
   onRefusal?: (context: CallContext, name: string, error: ErrorInfo) => void;
   onViolation?: (message: string) => void;
 }
 
+/**
+ * The executor a host runs its calls on, with what operators and tests may read of its sandbox processes:
+ * the composition root makes one per host and the host keeps it (`sandboxOf(host)` in host.ts). For an
+ * in-process host there are no sandbox processes: no pids, no OS sandbox, no warm pool report, no spares.
+ */
+export interface SandboxHandle {
+  readonly executor: Executor;
+  /** The OS sandbox of the sandbox processes: undefined in-process. */
+  readonly osSandbox: OsSandboxStatus | undefined;
+  /** The ids of the sandbox processes running now. Killing one is how supervision is tested. */
+  pids(): number[];
+  /** The sandbox process serving `anima`, once it has made a call. */
+  pidFor(anima: string): number | undefined;
+  /** What the warm pools hold now, per sandbox process (as each reports it). */
+  warmPoolReport(): Promise<WarmPoolReport[]>;
+  /** Spare sandbox processes ready for a new cordon's first call. */
+  sparesReady(): number;
+}
+
 /** Picks where isolates run (see `HostOptions.isolation`). */
-export function createExecutor(config: HostConfig, onLog: (line: ToolLogLine) => void, invokeCapability?: CapabilityInvoker, reports: ExecutorReports = {}): Executor {
+export function createExecutor(config: HostConfig, onLog: (line: ToolLogLine) => void, invokeCapability?: CapabilityInvoker, reports: ExecutorReports = {}): SandboxHandle {
   const reportLost = (reason: string) => {
     try {
       config.onLog({ level: "error", logger: "animaworks.host", message: `${reason}; in-process isolation cannot reclaim it (use isolation "process" for long-running hosts)` });
@@ -25,7 +41,16 @@ export function createExecutor(config: HostConfig, onLog: (line: ToolLogLine) =>
     }
   };
   const callLimits = { maxConcurrentPerAnima: config.maxConcurrentCallsPerAnima, maxQueuedPerAnima: config.maxQueuedCallsPerAnima };
-  if (config.isolation === "in-process") return new AnimaQueues(new InProcessExecutor(config, onLog, reportLost, invokeCapability, reports), callLimits);
+  if (config.isolation === "in-process") {
+    return {
+      executor: new AnimaQueues(new InProcessExecutor(config, onLog, reportLost, invokeCapability, reports), callLimits),
+      osSandbox: undefined,
+      pids: () => [],
+      pidFor: () => undefined,
+      warmPoolReport: () => Promise.resolve([]),
+      sparesReady: () => 0,
+    };
+  }
   const pool = new SandboxPool({
     osSandbox: config.osSandbox,
     cordons: config.cordons,
@@ -40,43 +65,18 @@ export function createExecutor(config: HostConfig, onLog: (line: ToolLogLine) =>
     onStderr: (message) => config.onLog({ level: "warn", logger: "animaworks.host", message }),
     ...reports,
   });
-  pools.set(config, pool);
   // Said once, loudly, when the second layer is missing (and in `audit`).
   if (!pool.osSandbox.enabled && config.osSandbox === "auto") {
     config.onLog({ level: "warn", logger: "animaworks.host", message: `${describeOsSandbox(pool.osSandbox)}. Install bubblewrap for a second isolation layer.` });
   }
-  return new AnimaQueues(pool, callLimits);
-}
-
-/**
- * Operator and test hook: the sandbox process ids of the host whose config this is (`host.config`),
- * or `[]` for an in-process host. Killing one is how supervision is tested.
- */
-export function sandboxPids(config: HostConfig): number[] {
-  return (pools.get(config)?.pids() ?? []).filter((pid): pid is number => pid !== undefined);
-}
-
-/** The OS sandbox of the host whose config this is: undefined for an in-process host. */
-export function osSandboxOf(config: HostConfig): OsSandboxStatus | undefined {
-  return pools.get(config)?.osSandbox;
-}
-
-/**
- * What the warm pools of the host whose config this is hold now, per sandbox process (as each reports
- * it), or `[]` for an in-process host.
- */
-export function warmPoolReport(config: HostConfig): Promise<WarmPoolReport[]> {
-  return pools.get(config)?.warmPoolStats() ?? Promise.resolve([]);
-}
-
-/** Spare sandbox processes ready for a new cordon's first call, for the host whose config this is (0 in-process). */
-export function sparesReady(config: HostConfig): number {
-  return pools.get(config)?.sparesReady() ?? 0;
-}
-
-/** The sandbox process serving `anima` for the host whose config this is, once it has made a call. */
-export function sandboxPidFor(config: HostConfig, anima: string): number | undefined {
-  return pools.get(config)?.pidFor(anima);
+  return {
+    executor: new AnimaQueues(pool, callLimits),
+    osSandbox: pool.osSandbox,
+    pids: () => pool.pids().filter((pid): pid is number => pid !== undefined),
+    pidFor: (anima) => pool.pidFor(anima),
+    warmPoolReport: () => pool.warmPoolStats(),
+    sparesReady: () => pool.sparesReady(),
+  };
 }
 
 /**

@@ -3,9 +3,8 @@ import { dirname, join } from "node:path";
 import { recordReloads, shareReloadEvent } from "../audit/reloads.js";
 import { truncateForAudit } from "../audit/audit-log.js";
 import { ToolHostError, errorInfoOf } from "../errors.js";
-import type { ToolHost, ToolInfo } from "../host-api.js";
+import type { CapabilityPath, CapabilityPathSource, ToolHost, ToolInfo } from "../host-api.js";
 import { resolveAnima } from "../registry/animas.js";
-import { type CapabilityPath, capabilityPathOf } from "./capability-path.js";
 import { hostLoader } from "./load-check.js";
 import { shareTool } from "./share.js";
 import { errorsForShare } from "./validate.js";
@@ -21,8 +20,9 @@ import { writeMemoryFile } from "./write-memory.js";
  *  - read_memory_file: an `fs.readFile` through the capability service, as a tool of the Anima would
  *    read the file: the same policy checks and the same audit record (its tool: `read_memory_file`).
  *
- * `managementOf(host)` gives a host's service, with the capability path the composition root
- * (src/composition.ts) registered for it (capability-path.ts).
+ * `managementOf(host)` gives a host's service, with the capability path of a host the composition root
+ * (src/composition.ts) made. A service holds no state of its own (what a refresh compares with is on
+ * disk; the rest is the host's), so each caller may make its own.
  */
 
 export interface ManagementOptions {
@@ -161,18 +161,17 @@ export function formatRefresh(report: RefreshReport): string {
   return lines.join("\n");
 }
 
-const services = new WeakMap<ToolHost, ManagementService>();
-
 /**
- * The management service of `host`, with the capability path the composition root gave the host; any
- * other ToolHost (a CLI invocation's view of a running host, a test double) gets one without, which cannot
- * read files.
+ * The management service of `host`, with its capability path when it is a host the composition root made
+ * (`CapabilityPathSource`); any other ToolHost (a CLI invocation's view of a running host, a test double)
+ * gets one without, which cannot read files.
  */
 export function managementOf(host: ToolHost): ManagementService {
-  let service = services.get(host);
-  if (!service) {
-    const capabilities = capabilityPathOf(host);
-    services.set(host, (service = new ManagementService(host, capabilities ? { capabilities } : {})));
-  }
-  return service;
+  const capabilities = capabilityPathOf(host);
+  return new ManagementService(host, capabilities ? { capabilities } : {});
+}
+
+function capabilityPathOf(host: ToolHost): CapabilityPath | undefined {
+  const source = host as ToolHost & Partial<CapabilityPathSource>;
+  return typeof source.capabilityPath === "function" ? source.capabilityPath : undefined;
 }

@@ -91,12 +91,12 @@ const MAY_IMPORT: Record<string, string[]> = {
   "host-api.ts": ["capabilities", "audit", "isolation", "policy", "registry", "config.ts", "host-options.ts", "errors.ts"],
   capabilities: ["audit", "credentials", "policy", "isolation", "fs-limits.ts", "host-options.ts", "config.ts", "errors.ts"],
   audit: ["registry", "policy", "build", "isolation", "config.ts", "operator-config.ts", "file-lock.ts", "process-alive.ts"],
-  credentials: ["config.ts", "host-options.ts", "errors.ts"],
+  credentials: ["config.ts", "host-options.ts", "regular-file.ts", "errors.ts"],
   execution: ["registry", "isolation", "validation", "errors.ts"],
   registry: ["build", "isolation", "validation", "errors.ts", "clock.ts"],
   build: ["isolation", "errors.ts"],
   isolation: ["config.ts", "node-runtime.ts", "project-root.ts", "errors.ts", "clock.ts", "byte-lru.ts"],
-  policy: ["errors.ts"],
+  policy: ["regular-file.ts", "errors.ts"],
   "config.ts": ["operator-config.ts", "host-options.ts", "fs-limits.ts", "project-root.ts", "environment.ts", "errors.ts"],
   "operator-config.ts": ["host-options.ts", "fs-limits.ts", "validation", "regular-file.ts", "errors.ts"],
   validation: [],
@@ -208,6 +208,9 @@ describe("layering", () => {
     expect(calls(/\b(createHost|hostFromConfig)\(/).filter((file) => file !== "src/host.ts" && file !== "src/cli/main.ts")).toEqual([]);
     const hostImports = IMPORTS.filter((i) => i.target === "src/host.ts" && !i.typeOnly && i.from !== "src/index.ts" && i.from !== "src/cli/main.ts");
     expect(show(hostImports), "take the host's types from host-api.ts").toEqual([]);
+    // A host's parts are its members, never side tables keyed by the host or its config (a copied
+    // config, as a CLI invocation's view of a running host holds, would silently find nothing).
+    expect(calls(/\b(?:Weak)?Map<\s*(?:HostConfig|ToolHost)\b/), "keep the part on the host: the composition root hands it over").toEqual([]);
   });
 
   it("no module imports itself back (static, type-only and dynamic imports alike)", () => {

@@ -4,6 +4,7 @@ import { afterEach, beforeEach, describe, expect, it } from "vitest";
 import type { AuditRecord } from "../../src/audit/audit-log.js";
 import { ManagementService, formatRefresh, managementOf } from "../../src/lifecycle/management.js";
 import { ToolHostError } from "../../src/errors.js";
+import type { ToolHost } from "../../src/host-api.js";
 import { type TestHost, simpleTool, useTestHost } from "../helpers/tools.js";
 
 // The management service: what MCP's management tools and the CLI's refresh/share run, on the host's
@@ -50,6 +51,9 @@ describe("read_memory_file", () => {
   it("is refused by a service without the host's capability path (a host not made by the composition root)", async () => {
     t.data.write("animas/alice/notes.md", "x");
     await rejectsWith(new ManagementService(t.host).readMemory("alice", "notes.md"), "PermissionDenied");
+    // Another ToolHost in front of the host (as a CLI invocation's view of a running host is) has no path.
+    const view: ToolHost = { config: t.host.config, audit: t.host.audit, list: (anima) => t.host.list(anima) } as Partial<ToolHost> as ToolHost;
+    await rejectsWith(managementOf(view).readMemory("alice", "notes.md"), "PermissionDenied");
     expect(await capabilityRecords()).toEqual([]);
   });
 });
@@ -83,7 +87,10 @@ describe("refresh", () => {
     expect(formatRefresh(report)).toBe("changed  alpha\nRefreshed tools (1 discovered): alpha\nThese tools are now available for use.");
   });
 
-  it("is one service per host", () => {
-    expect(managementOf(t.host)).toBe(managementOf(t.host));
+  it("keeps nothing of its own: a new service of the host compares with the last refresh of any other", async () => {
+    t.personal("alpha.ts", simpleTool("alpha"));
+    expect(await managementOf(t.host).refresh("alice")).toMatchObject({ loaded: ["alpha"] });
+    t.personal("alpha.ts", simpleTool("alpha", ["run", "stop"]));
+    expect(await managementOf(t.host).refresh("alice")).toMatchObject({ loaded: [], changed: ["alpha"] });
   });
 });

@@ -1,7 +1,6 @@
 import { afterEach, describe, expect, it } from "vitest";
 import type { LogRecord } from "../../src/host-options.js";
-import { type ToolHost, createHost } from "../../src/host.js";
-import { sandboxPids } from "../../src/isolation/executor.js";
+import { type ToolHost, createHost, sandboxOf } from "../../src/host.js";
 import { type TempDataDir, makeDataDir } from "../helpers/data-dir.js";
 import { COUNTER_TOOL, HOSTILE_DIR, assertNoLeak, expectError, expectOk } from "./harness.js";
 import { readFileSync } from "node:fs";
@@ -31,7 +30,7 @@ describe("capability flood (process isolation, one sandbox process)", () => {
     });
     const logs: LogRecord[] = [];
     host = createHost({ dataDir: data.dir, coreToolsDir: join(data.dir, "no-core-tools"), timeoutMs: 5_000, cordons: "all", sandboxProcesses: 1, onLog: (r) => logs.push(r) });
-    const pidsBefore = sandboxPids(host.config);
+    const pidsBefore = sandboxOf(host)!.pids();
     const flood = await host.call("eve", "capability_flood_run", {});
     expectError(flood, "Timeout");
     assertNoLeak(flood, data);
@@ -48,7 +47,7 @@ describe("capability flood (process isolation, one sandbox process)", () => {
     // process, started beside it: listed after it.)
     await new Promise((resolve) => setTimeout(resolve, 1_000));
     for (const result of await Promise.all([host.call("alice", "counter_count", {}), host.call("bob", "counter_count", {})])) expectOk(result);
-    expect(sandboxPids(host.config)[0]).toBe(pidsBefore[0]);
+    expect(sandboxOf(host)!.pids()[0]).toBe(pidsBefore[0]);
     expect(logs.filter((r) => /SIGSEGV|stopped \(signal/.test(r.message))).toEqual([]);
   }, 30_000);
 });

@@ -2,7 +2,7 @@ import { existsSync, readFileSync, readdirSync } from "node:fs";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import type { CallResult } from "../../src/index.js";
 import { waitFor } from "../helpers/data-dir.js";
-import { sandboxPidFor, sandboxPids, warmPoolReport } from "../../src/isolation/executor.js";
+import { sandboxOf } from "../../src/host.js";
 import { processTreeCpu } from "../../src/isolation/os/process-cpu.js";
 import { LOW_PRIORITY_NICE } from "../../src/isolation/os/low-priority.js";
 import { THRESHOLDS } from "../../src/isolation/scheduling/judge.js";
@@ -76,11 +76,11 @@ describe("noisy neighbour", () => {
   afterAll(() => h.close());
 
   it("a spinning tool's Anima runs in the low-priority process afterwards; quiet Animas keep their process and warm isolates", async ({ skip }) => {
-    const config = h.host!.config;
+    const sandbox = sandboxOf(h.host!)!;
     expect(await expectHealthy(h, "alice")).toBe(1);
     expect(await expectHealthy(h, "mallory")).toBe(1);
-    const aliceHome = sandboxPidFor(config, "alice");
-    const normal = sandboxPids(config);
+    const aliceHome = sandbox.pidFor("alice");
+    const normal = sandbox.pids();
     expect(normal).toHaveLength(2);
     const malloryFirst = normal.find((pid) => pid !== aliceHome) as number;
 
@@ -90,7 +90,7 @@ describe("noisy neighbour", () => {
       expect(await expectHealthy(h, "alice")).toBe(2);
       // Mallory's spinning calls were all its process ran: that process is demoted in place (a fresh one
       // takes its slot), and the low-priority process is started for mallory's next calls.
-      await untilHostActs(() => sandboxPids(config).length === 3 && !sandboxPids(config).slice(0, 2).includes(malloryFirst), malloryFirst, skip);
+      await untilHostActs(() => sandbox.pids().length === 3 && !sandbox.pids().slice(0, 2).includes(malloryFirst), malloryFirst, skip);
     } finally {
       stop.abort();
     }
@@ -98,13 +98,13 @@ describe("noisy neighbour", () => {
     // The demoted process ends after its calls.
     await waitFor(() => !existsSync(`/proc/${malloryFirst}`), HANG_MS);
 
-    const pids = sandboxPids(config);
+    const pids = sandbox.pids();
     const lowPriority = pids[2] as number;
-    expect(sandboxPidFor(config, "mallory")).toBe(lowPriority);
+    expect(sandbox.pidFor("mallory")).toBe(lowPriority);
     // Set by the host before the process runs (chrt; else by the process on itself, nice).
     await waitFor(() => schedulingOf(lowPriority).every(lowered), HANG_MS);
-    for (const pid of pids.slice(0, 2)) expect(schedulingOf(pid as number).every((p) => p.nice === 0 && p.policy === SCHED_OTHER)).toBe(true);
-    expect(sandboxPidFor(config, "alice")).toBe(aliceHome);
+    for (const pid of pids.slice(0, 2)) expect(schedulingOf(pid).every((p) => p.nice === 0 && p.policy === SCHED_OTHER)).toBe(true);
+    expect(sandbox.pidFor("alice")).toBe(aliceHome);
     expect(await expectHealthy(h, "alice")).toBe(3);
     // Mallory's next call goes there, to a fresh isolate, if the process gets the CPU to run it; else it
     // times out at the host's deadline (it was not lost).
@@ -119,7 +119,7 @@ describe("noisy neighbour", () => {
 
     // The warm pools say what they hold (each process answers for itself; one that does not answer in
     // time has no figures).
-    const report = await warmPoolReport(config);
+    const report = await sandbox.warmPoolReport();
     expect(report.map((r) => r.lowPriority)).toEqual([false, false, true]);
     for (const r of report) if (r.maxIdleBytes !== undefined) expect(r.maxIdleBytes).toBeGreaterThan(0);
     expect(report.find((r) => r.pid === aliceHome)?.idleIsolates ?? 1).toBeGreaterThanOrEqual(1);
@@ -153,9 +153,9 @@ describe("noisy neighbour: an attacker's first call", () => {
 
   /** Runs `attacker`'s first call beside alice's calls, checks its demotion in place, stops it; its result. */
   async function attackDemotedInPlace(attacker: string, schema: string, skip: (note: string) => never): Promise<CallResult> {
-    const config = h.host!.config;
+    const sandbox = sandboxOf(h.host!)!;
     expect(await expectHealthy(h, "alice")).toBeGreaterThanOrEqual(1);
-    const shared = sandboxPidFor(config, "alice") as number;
+    const shared = sandbox.pidFor("alice") as number;
     const stop = new AbortController();
     // It runs until stopped below, once the host has acted on it.
     const attack = h.call(attacker, schema, {}, { signal: stop.signal, timeoutMs: 2 * HANG_MS });
@@ -164,7 +164,7 @@ describe("noisy neighbour: an attacker's first call", () => {
     try {
       try {
         // Measured over two readings once the call is long.
-        await untilHostActs(() => !sandboxPids(config).includes(shared), shared, skip);
+        await untilHostActs(() => !sandbox.pids().includes(shared), shared, skip);
       } finally {
         replaced = true;
       }
@@ -174,11 +174,11 @@ describe("noisy neighbour: an attacker's first call", () => {
       await waitFor(() => schedulingOf(shared, true).every(lowered), HANG_MS);
       expect(schedulingOf(shared, true).length).toBeGreaterThan(4); // bwrap's processes and node's threads
       // Alice's calls go to the fresh process, at normal priority; the attacker's next ones are demoted.
-      const fresh = sandboxPids(config)[0] as number;
+      const fresh = sandbox.pids()[0] as number;
       expect(await expectHealthy(h, "alice")).toBeGreaterThanOrEqual(1);
-      expect(sandboxPidFor(config, "alice")).toBe(fresh);
+      expect(sandbox.pidFor("alice")).toBe(fresh);
       expect(schedulingOf(fresh, true).every((p) => p.nice === 0 && p.policy === SCHED_OTHER)).toBe(true);
-      expect(sandboxPidFor(config, attacker)).toBe(sandboxPids(config)[1]);
+      expect(sandbox.pidFor(attacker)).toBe(sandbox.pids()[1]);
       // The attack ran on until stopped; then its process ends.
       expect(existsSync(`/proc/${shared}`)).toBe(true);
     } finally {
@@ -199,9 +199,9 @@ describe("noisy neighbour: an attacker's first call", () => {
   }, HOST_ACTS_TEST_MS);
 
   it("a long call that waits while another Anima's short calls keep the process busy: nothing is demoted in place", async () => {
-    const config = h.host!.config;
+    const sandbox = sandboxOf(h.host!)!;
     expect(await expectHealthy(h, "alice")).toBeGreaterThanOrEqual(1);
-    const before = sandboxPids(config)[0];
+    const before = sandbox.pids()[0];
     let waited = false;
     const waiting = h.call("alice", "counter_wait", {}, { timeoutMs: 1_500 }).finally(() => {
       waited = true;
@@ -213,7 +213,7 @@ describe("noisy neighbour: an attacker's first call", () => {
       }),
     );
     expectError(await waiting, "Timeout");
-    expect(sandboxPids(config)[0]).toBe(before);
+    expect(sandbox.pids()[0]).toBe(before);
   });
 });
 
@@ -221,9 +221,9 @@ describe("noisy neighbour: calls slowed by another Anima's long call", () => {
   it("are not judged back to back: the quiet Anima keeps its process and warm isolate, the spinner's Anima is demoted", async ({ skip }) => {
     const h = startHost({ mode: "process", cordons: "all", timeoutMs: 1_500, sandboxProcesses: 1, animas: ["trudy", "alice"] });
     try {
-      const config = h.host!.config;
+      const sandbox = sandboxOf(h.host!)!;
       expect(await expectHealthy(h, "alice")).toBe(1);
-      const home = sandboxPidFor(config, "alice");
+      const home = sandbox.pidFor("alice");
       let spinning = true;
       const stop = new AbortController();
       const attack = h.call("trudy", "counter_hang", {}, { signal: stop.signal, timeoutMs: 2 * HANG_MS }).finally(() => {
@@ -242,15 +242,15 @@ describe("noisy neighbour: calls slowed by another Anima's long call", () => {
       // calls beside it are judged all that time.
       const started = Date.now();
       try {
-        await untilHostActs(() => sandboxPidFor(config, "trudy") === sandboxPids(config)[1] && Date.now() - started >= 1_500, home as number, skip);
+        await untilHostActs(() => sandbox.pidFor("trudy") === sandbox.pids()[1] && Date.now() - started >= 1_500, home as number, skip);
       } finally {
         stop.abort();
       }
       expectError(await attack, "ExecutionError", /stopped by its caller/);
       const alice = await aliceCalls;
       expect(alice.flat().every((r) => r.status === "ok")).toBe(true);
-      expect(sandboxPidFor(config, "trudy")).toBe(sandboxPids(config)[1]);
-      expect(sandboxPidFor(config, "alice"), `pids ${sandboxPids(config).join(",")}`).toBe(home);
+      expect(sandbox.pidFor("trudy")).toBe(sandbox.pids()[1]);
+      expect(sandbox.pidFor("alice"), `pids ${sandbox.pids().join(",")}`).toBe(home);
       expect(await expectHealthy(h, "alice")).toBeGreaterThan(1); // its warm isolate, where it was
     } finally {
       await h.close();
@@ -272,24 +272,24 @@ describe("noisy neighbour: short calls back to back", () => {
    * a busy machine); every call must succeed.
    */
   async function spinsUntil(done: () => boolean): Promise<void> {
-    const config = h.host!.config;
-    const routedLow = () => sandboxPids(config).length === 2 && sandboxPidFor(config, "mallory") === sandboxPids(config)[1];
+    const sandbox = sandboxOf(h.host!)!;
+    const routedLow = () => sandbox.pids().length === 2 && sandbox.pidFor("mallory") === sandbox.pids()[1];
     while (!done() && !routedLow()) expectOk(await h.call("mallory", "back_to_back_spins_run"));
   }
 
   it("alone on the host, they keep their normal process", async () => {
-    const config = h.host!.config;
+    const sandbox = sandboxOf(h.host!)!;
     // Fifteen of them: 1.5 s or more of spinning, six readings at least.
     let calls = 0;
     await spinsUntil(() => calls++ >= 15);
-    expect(sandboxPids(config)).toHaveLength(1); // no low-priority process was needed
-    expect(sandboxPidFor(config, "mallory")).toBe(sandboxPids(config)[0]);
+    expect(sandbox.pids()).toHaveLength(1); // no low-priority process was needed
+    expect(sandbox.pidFor("mallory")).toBe(sandbox.pids()[0]);
   });
 
   it("beside another Anima's calls, their Anima is over its share: its next calls run in the low-priority process, the other's stay", async ({ skip }) => {
-    const config = h.host!.config;
+    const sandbox = sandboxOf(h.host!)!;
     expect(await expectHealthy(h, "alice")).toBeGreaterThanOrEqual(1);
-    const normal = sandboxPids(config)[0];
+    const normal = sandbox.pids()[0];
     let demoted = false;
     const alice: CallResult[] = [];
     const aliceCalls = (async () => {
@@ -301,19 +301,19 @@ describe("noisy neighbour: short calls back to back", () => {
     const spins = spinsUntil(() => demoted);
     try {
       // Judged on the next reading of the process's CPU time (every 250 ms) once the calls are back to back.
-      await untilHostActs(() => sandboxPids(config).length === 2 && sandboxPidFor(config, "mallory") === sandboxPids(config)[1], normal as number, skip);
+      await untilHostActs(() => sandbox.pids().length === 2 && sandbox.pidFor("mallory") === sandbox.pids()[1], normal as number, skip);
     } finally {
       demoted = true;
     }
     await Promise.all([aliceCalls, spins]);
     expect(alice.every((r) => r.status === "ok")).toBe(true);
-    expect(sandboxPidFor(config, "alice")).toBe(normal);
+    expect(sandbox.pidFor("alice")).toBe(normal);
     // Mallory's next call runs there (the process may have been started only now: one call has it up).
     // At idle priority it gets only the CPU nothing else wants: on a busy machine it may time out.
     const next = await h.call("mallory", "back_to_back_spins_run");
     if (next.status === "error") expectError(next, "Timeout");
-    const low = sandboxPids(config)[1] as number;
-    expect(sandboxPidFor(config, "mallory")).toBe(low);
+    const low = sandbox.pids()[1] as number;
+    expect(sandbox.pidFor("mallory")).toBe(low);
     await waitFor(() => schedulingOf(low).every(lowered), HANG_MS);
     expect(await expectHealthy(h, "alice")).toBeGreaterThan(1); // its warm isolate, still in the normal process
   }, HOST_ACTS_TEST_MS);
@@ -323,11 +323,11 @@ describe("noisy neighbour: closing the host while a demoted process still runs i
   it("stops the demoted process too; the call fails as the host shutting down", async ({ skip }) => {
     const h = startHost({ mode: "process", cordons: "all", timeoutMs: 5_000, sandboxProcesses: 1, animas: ["trudy", "alice"] });
     try {
-      const config = h.host!.config;
+      const sandbox = sandboxOf(h.host!)!;
       expect(await expectHealthy(h, "alice")).toBe(1);
-      const shared = sandboxPidFor(config, "alice") as number;
+      const shared = sandbox.pidFor("alice") as number;
       const attack = h.call("trudy", "counter_hang", {}, { timeoutMs: 2 * HANG_MS });
-      await untilHostActs(() => !sandboxPids(config).includes(shared), shared, skip);
+      await untilHostActs(() => !sandbox.pids().includes(shared), shared, skip);
       expect(existsSync(`/proc/${shared}`)).toBe(true);
       await h.host!.close();
       expectError(await attack, "SandboxCrashed", /shutting down/);
@@ -361,11 +361,11 @@ describe("noisy neighbour: what is not over its share", () => {
   afterAll(() => h.close());
 
   it("a long call that waits on capability calls leaves its Anima where it is", async () => {
-    const config = h.host!.config;
+    const sandbox = sandboxOf(h.host!)!;
     const result = await h.call("bob", "reader_run");
     expect(JSON.parse(expectOk(result)).reads).toBeGreaterThan(0);
-    expect(sandboxPids(config)).toHaveLength(2); // no low-priority process was needed
-    expect(sandboxPids(config)).toContain(sandboxPidFor(config, "bob"));
+    expect(sandbox.pids()).toHaveLength(2); // no low-priority process was needed
+    expect(sandbox.pids()).toContain(sandbox.pidFor("bob"));
   });
 });
 

@@ -4,8 +4,7 @@ import { spawn, spawnSync } from "node:child_process";
 import { createServer } from "node:net";
 import type { Writable } from "node:stream";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
-import { type ToolHost, createHost } from "../../src/host.js";
-import { osSandboxOf, sandboxPids } from "../../src/isolation/executor.js";
+import { type ToolHost, createHost, sandboxOf } from "../../src/host.js";
 import { OsSandboxUnavailableError, bwrapCommand, osSandboxStatus } from "../../src/isolation/os/os-sandbox.js";
 import { REFUSED_SYSCALLS_X86_64, seccompProgram } from "../../src/isolation/os/seccomp-filter.js";
 import { SandboxPool } from "../../src/isolation/pool/sandbox-pool.js";
@@ -102,12 +101,12 @@ suite("OS sandbox (bubblewrap)", () => {
   });
 
   it("is reported as on, with its layers", () => {
-    expect(osSandboxOf(host.config)).toMatchObject({ enabled: true, namespaces: expect.arrayContaining(["user", "pid", "net", "ipc", "uts"]), uid: 65534, seccomp: process.arch === "x64" });
+    expect(sandboxOf(host)!.osSandbox).toMatchObject({ enabled: true, namespaces: expect.arrayContaining(["user", "pid", "net", "ipc", "uts"]), uid: 65534, seccomp: process.arch === "x64" });
   });
 
   it("every sandbox process has its own namespaces, no capabilities, no_new_privs, seccomp and no view of the data dir", async () => {
     expect(await host.call("alice", "counter_count", {})).toMatchObject({ status: "ok" });
-    const pids = sandboxPids(host.config);
+    const pids = sandboxOf(host)!.pids();
     expect(pids.length).toBe(2);
     for (const bwrapPid of pids) expectConfined(nodeInside(bwrapPid), data.dir);
   });

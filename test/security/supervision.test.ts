@@ -2,8 +2,7 @@ import { spawn } from "node:child_process";
 import { readFileSync } from "node:fs";
 import { join } from "node:path";
 import { afterEach, describe, expect, it } from "vitest";
-import type { CallResult } from "../../src/host.js";
-import { sandboxPidFor, sandboxPids } from "../../src/isolation/executor.js";
+import { type CallResult, sandboxOf } from "../../src/host.js";
 import { makeDataDir, waitFor } from "../helpers/data-dir.js";
 import { HOSTILE_DIR, type Harness, PROJECT_ROOT, assertNoLeak, expectError, expectHealthy, expectOk, startHost } from "./harness.js";
 
@@ -39,7 +38,7 @@ describe("supervision (process isolation)", () => {
     h = startHost({ mode: "process", sandboxProcesses: 1, timeoutMs: 10_000 });
     h.install("mallory", "never_settles");
     await expectHealthy(h, "mallory");
-    const [pid] = sandboxPids(h.host!.config);
+    const [pid] = sandboxOf(h.host!)!.pids();
     expect(pid).toBeTypeOf("number");
     const attack = await startAttack(h, "mallory", "never_settles_run");
     const killedAt = performance.now();
@@ -49,7 +48,7 @@ describe("supervision (process isolation)", () => {
     expect(performance.now() - killedAt).toBeLessThan(2_000); // not the call's 10 s timeout
     assertNoLeak(result, h.data);
     expect(await expectHealthy(h, "mallory")).toBe(1); // a fresh process, so a fresh isolate
-    expect(sandboxPids(h.host!.config)).not.toContain(pid);
+    expect(sandboxOf(h.host!)!.pids()).not.toContain(pid);
   });
 
   it("killing one Anima's sandbox does not disturb another Anima's call in flight on another sandbox", async () => {
@@ -57,8 +56,8 @@ describe("supervision (process isolation)", () => {
     h.install("mallory", "never_settles");
     const attack = await startAttack(h, "mallory", "never_settles_run");
     await expectHealthy(h, "bob"); // placed while mallory's process is busy: the other process
-    const malloryPid = sandboxPidFor(h.host!.config, "mallory");
-    const bobPid = sandboxPidFor(h.host!.config, "bob");
+    const malloryPid = sandboxOf(h.host!)!.pidFor("mallory");
+    const bobPid = sandboxOf(h.host!)!.pidFor("bob");
     expect(malloryPid).toBeTypeOf("number");
     expect(bobPid).toBeTypeOf("number");
     expect(bobPid).not.toBe(malloryPid);
@@ -74,13 +73,13 @@ describe("supervision (process isolation)", () => {
     h = startHost({ mode: "process", cordons: "all", sandboxProcesses: 1, timeoutMs: 1_000, memoryLimitMb: 32 });
     h.install("mallory", "uncatchable_allocation");
     await expectHealthy(h, "bob");
-    const [pid] = sandboxPids(h.host!.config);
+    const [pid] = sandboxOf(h.host!)!.pids();
     const result = await h.call("mallory", "uncatchable_allocation_run");
     expectError(result, "Timeout");
     expect(result.durationMs).toBeLessThan(1_000 + 700);
     // The process retires as soon as the isolate fails to return after the stop, not when isolated-vm
     // reports the thread lost (5 s later, by when it may hold locks the process needs).
-    await waitFor(() => !sandboxPids(h!.host!.config).includes(pid!), 3_000, 20);
+    await waitFor(() => !sandboxOf(h!.host!)!.pids().includes(pid!), 3_000, 20);
     expect(await expectHealthy(h, "bob")).toBe(1);
     expect(await expectHealthy(h, "mallory")).toBe(1);
   });

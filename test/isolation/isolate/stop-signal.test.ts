@@ -1,8 +1,7 @@
 import { afterEach, describe, expect, it } from "vitest";
 import type { LogRecord } from "../../../src/host-options.js";
 import { ToolHostError } from "../../../src/errors.js";
-import { type ToolHost, createHost } from "../../../src/host.js";
-import { sandboxPids } from "../../../src/isolation/executor.js";
+import { type ToolHost, createHost, sandboxOf } from "../../../src/host.js";
 import { type TempDataDir, makeDataDir, waitFor } from "../../helpers/data-dir.js";
 
 /**
@@ -59,7 +58,7 @@ describe("a call's stop signal", () => {
     const h = start();
     const call = h.call("alice", "waiter_run", {}, { timeoutMs: 1_000 });
     await waitFor(() => logs.some((r) => r.message === "started"), 10_000);
-    const [pid] = sandboxPids(h.config);
+    const [pid] = sandboxOf(h)!.pids();
     process.kill(pid!, "SIGSTOP");
     try {
       expect(await call).toMatchObject({ status: "error", error_type: "SandboxCrashed", fault: "host", message: expect.stringMatching(/stopped by a signal from outside the host \(SIGSTOP\)/) });
@@ -70,7 +69,7 @@ describe("a call's stop signal", () => {
         // already killed by the host
       }
     }
-    await waitFor(() => sandboxPids(h.config).some((p) => p !== pid), 10_000);
+    await waitFor(() => sandboxOf(h)!.pids().some((p) => p !== pid), 10_000);
     expect(await h.call("alice", "waiter_run", {}, { timeoutMs: 300 })).toMatchObject({ status: "error", error_type: "Timeout", fault: "tool" });
   });
 
@@ -79,7 +78,7 @@ describe("a call's stop signal", () => {
     const stop = new AbortController();
     const call = h.call("alice", "waiter_run", {}, { signal: stop.signal, timeoutMs: 60_000 });
     await waitFor(() => logs.some((r) => r.message === "started"), 10_000);
-    const [pid] = sandboxPids(h.config);
+    const [pid] = sandboxOf(h)!.pids();
     expect(pid).toBeTypeOf("number");
     process.kill(pid!, "SIGSTOP"); // it can no longer answer anything
     try {
@@ -97,7 +96,7 @@ describe("a call's stop signal", () => {
         // already killed by the host, as expected
       }
     }
-    await waitFor(() => sandboxPids(h.config).some((p) => p !== pid), 10_000);
+    await waitFor(() => sandboxOf(h)!.pids().some((p) => p !== pid), 10_000);
     expect(await h.call("alice", "waiter_run", {}, { timeoutMs: 300 })).toMatchObject({ status: "error", error_type: "Timeout" });
   });
 });
