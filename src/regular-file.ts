@@ -2,8 +2,9 @@ import { closeSync, constants, fstatSync, openSync, readSync } from "node:fs";
 import { ToolHostError } from "./errors.js";
 
 /**
- * Reading a file named on a command line (`--args-file F`) or found in the data dir by the thin client
- * (`config.json`), so that no such file can hang or swamp the reader, whoever serves the call:
+ * Reading a file named on a command line (`--args-file F`) or found in the data dir (`config.json`, an
+ * Anima's permissions, the credential stores), so that no such file can hang or swamp the reader, whoever
+ * serves the call:
  *
  *  - it is opened with O_NONBLOCK: opening a FIFO for reading would otherwise wait for a writer forever
  *    (and, in a long-running host, hold one of libuv's four file threads while it waits: five such calls
@@ -128,6 +129,21 @@ export async function readRegularFile(path: string, maxBytes: number, signal?: A
     throw new UnreadableFile(path, { kind: "unreadable", code: (error as NodeJS.ErrnoException).code ?? "error" });
   } finally {
     await handle.close().catch(() => {});
+  }
+}
+
+/**
+ * The text of a file the host reads from a data dir on every call that needs it (permissions, credential
+ * stores, the vault): one that an Anima's owner can replace by a FIFO or a device must not hold a
+ * long-running host that serves every Anima. Undefined when there is no such file; `UnreadableFile` for
+ * anything else but a regular file of at most `maxBytes`.
+ */
+export async function readTextFileIfPresent(path: string, maxBytes: number): Promise<string | undefined> {
+  try {
+    return (await readRegularFile(path, maxBytes)).toString("utf8");
+  } catch (error) {
+    if (error instanceof UnreadableFile && error.reason.kind === "missing") return undefined;
+    throw error;
   }
 }
 

@@ -1,4 +1,3 @@
-import { readFile } from "node:fs/promises";
 import { join } from "node:path";
 import { ToolHostError } from "../errors.js";
 import {
@@ -14,6 +13,10 @@ import {
   parseConfigCredentialKey,
 } from "./store.js";
 import { SHARED_SECTION, Vault } from "./vault.js";
+import { UnreadableFile, describeReason, readTextFileIfPresent } from "../regular-file.js";
+
+/** Largest credential file read (config.json, shared/credentials.json), bytes: a FIFO or a device there must not hold the host. */
+const MAX_CREDENTIAL_FILE_BYTES = 4 * 1024 * 1024;
 
 /**
  * `config.json` → `credentials.<name>.api_key` or `credentials.<name>.keys[<keyName>]` (docs/animaworks-reference.md §1.5).
@@ -46,14 +49,13 @@ export class ConfigCredentialStore implements CredentialStore {
   }
 
   private async readConfig(): Promise<Record<string, unknown>> {
-    let text: string;
+    let text: string | undefined;
     try {
-      text = await readFile(this.configPath, "utf8");
+      text = await readTextFileIfPresent(this.configPath, MAX_CREDENTIAL_FILE_BYTES);
     } catch (error) {
-      const code = (error as NodeJS.ErrnoException).code;
-      if (code === "ENOENT") return {};
-      throw invalidConfig(`cannot be read (${code ?? String(error)})`);
+      throw invalidConfig(error instanceof UnreadableFile ? describeReason(error.reason) : `cannot be read (${String(error)})`);
     }
+    if (text === undefined) return {};
     let parsed: unknown;
     try {
       parsed = JSON.parse(text);
@@ -139,15 +141,14 @@ export class LegacyCredentialStore implements CredentialStore {
   }
 
   private async read(): Promise<Record<string, unknown> | undefined> {
-    let text: string;
+    let text: string | undefined;
     try {
-      text = await readFile(this.path, "utf8");
+      text = await readTextFileIfPresent(this.path, MAX_CREDENTIAL_FILE_BYTES);
     } catch (error) {
-      const code = (error as NodeJS.ErrnoException).code;
-      if (code !== "ENOENT") this.warn(`cannot be read (${code ?? String(error)})`);
+      this.warn(error instanceof UnreadableFile ? describeReason(error.reason) : `cannot be read (${String(error)})`);
       return undefined;
     }
-    if (text.trim() === "") return undefined;
+    if (text === undefined || text.trim() === "") return undefined;
     let parsed: unknown;
     try {
       parsed = JSON.parse(text);

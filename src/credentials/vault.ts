@@ -1,4 +1,4 @@
-import { mkdir, open, readFile, rename, stat, unlink } from "node:fs/promises";
+import { mkdir, open, rename, stat, unlink } from "node:fs/promises";
 import { basename, dirname, join } from "node:path";
 import type sodiumType from "libsodium-wrappers";
 
@@ -17,6 +17,12 @@ function loadSodium(): Promise<typeof sodiumType> {
 }
 import { ToolHostError } from "../errors.js";
 import { type CredentialLog, SILENT_LOG, hostLog, isJsonObject, ownValue } from "./store.js";
+import { UnreadableFile, describeReason, readTextFileIfPresent } from "../regular-file.js";
+
+/** Largest vault.json read, bytes: a FIFO or a device there must not hold the host. */
+const MAX_VAULT_BYTES = 16 * 1024 * 1024;
+/** Largest vault.key read, bytes (a key is 44 base64 characters). */
+const MAX_VAULT_KEY_BYTES = 64 * 1024;
 
 /**
  * AnimaWorks' credential vault, byte-compatible with `core/config/vault.py` (docs/animaworks-reference.md §1.6):
@@ -183,14 +189,13 @@ export class Vault {
 
   /** vault.json as parsed, degraded to `{}` when absent or unusable (warned once). */
   private async load(): Promise<LoadedVault> {
-    let text: string;
+    let text: string | undefined;
     try {
-      text = await readFile(this.vaultPath, "utf8");
+      text = await readTextFileIfPresent(this.vaultPath, MAX_VAULT_BYTES);
     } catch (error) {
-      const code = (error as NodeJS.ErrnoException).code;
-      if (code === "ENOENT") return { state: "absent", data: {} };
-      return this.corrupt(`cannot be read (${code ?? String(error)})`);
+      return this.corrupt(error instanceof UnreadableFile ? describeReason(error.reason) : `cannot be read (${String(error)})`);
     }
+    if (text === undefined) return { state: "absent", data: {} };
     let parsed: unknown;
     try {
       parsed = JSON.parse(text);
@@ -228,12 +233,15 @@ export class Vault {
   private async loadKey(): Promise<KeyPair | undefined> {
     if (this.keyPair !== undefined) return this.keyPair;
     const sodium = await loadSodium();
-    let text: string;
+    let text: string | undefined;
     try {
-      text = await readFile(this.keyPath, "utf8");
+      text = await readTextFileIfPresent(this.keyPath, MAX_VAULT_KEY_BYTES);
     } catch (error) {
-      const code = (error as NodeJS.ErrnoException).code;
-      this.warnOnce(code === "ENOENT" ? `vault key file not found: ${this.keyPath}; vault values are returned as stored` : `vault key ${this.keyPath} cannot be read (${code ?? String(error)})`);
+      this.warnOnce(`vault key ${this.keyPath} ${error instanceof UnreadableFile ? describeReason(error.reason) : `cannot be read (${String(error)})`}`);
+      return undefined;
+    }
+    if (text === undefined) {
+      this.warnOnce(`vault key file not found: ${this.keyPath}; vault values are returned as stored`);
       return undefined;
     }
     let privateKey: Uint8Array;

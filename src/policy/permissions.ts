@@ -1,6 +1,6 @@
-import { readFile } from "node:fs/promises";
 import { join } from "node:path";
 import { ToolHostError } from "../errors.js";
+import { UnreadableFile, describeReason, readTextFileIfPresent } from "../regular-file.js";
 
 /**
  * Per-Anima permissions (docs/design.md §6, docs/animaworks-reference.md §1.3-1.4): `permissions.json`, else the legacy
@@ -44,12 +44,15 @@ export async function loadPermissions(animaDir: string): Promise<Permissions> {
   return DEFAULT_PERMISSIONS;
 }
 
+/** Largest permissions file read, bytes (a real one is a few hundred). */
+const MAX_PERMISSIONS_BYTES = 1024 * 1024;
+
 async function readIfPresent(path: string): Promise<string | undefined> {
   try {
-    return await readFile(path, "utf8");
+    return await readTextFileIfPresent(path, MAX_PERMISSIONS_BYTES);
   } catch (error) {
-    if ((error as NodeJS.ErrnoException).code === "ENOENT") return undefined;
-    throw broken(path.endsWith(".json") ? "permissions.json" : "permissions.md", `it cannot be read (${(error as NodeJS.ErrnoException).code ?? "error"})`);
+    if (!(error instanceof UnreadableFile)) throw error;
+    throw broken(path.endsWith(".json") ? "permissions.json" : "permissions.md", `it ${describeReason(error.reason)}`);
   }
 }
 
