@@ -15,7 +15,7 @@ export const ERROR_TYPES = [
   "ExecutionError",
   "NotFound",
   "SandboxCrashed",
-  /** The host refused to queue another call of this Anima (fair share between Animas); retry later. */
+  /** The host refused to queue another call of this Anima (its per-Anima call limits were reached); retry later. */
   "Busy",
 ] as const;
 
