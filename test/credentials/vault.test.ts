@@ -271,7 +271,7 @@ describe("degradation (docs/animaworks-reference.md §1.6)", () => {
     mkdirSync(join(data.dir, "vault.json"));
     const { vault, warnings } = vaultWithLog();
     expect(await vault.get("shared", "T")).toBeUndefined();
-    expect(warnings[0]).toMatch(/cannot be read \(EISDIR\)/);
+    expect(warnings[0]).toMatch(/is not a regular file \(it is a directory\)/);
   });
 
   it("ignores sections and values of the wrong type", async () => {
