@@ -196,7 +196,8 @@ export class IsolateRunner implements Executor {
     let reusable = false;
     onGuard(guard);
     try {
-      const acquired = this.pool.acquire(key, () => this.createIsolate(key, request.bundle, limits, deadline, guard));
+      const lineage = `${request.context.anima}\0${request.context.tool}\0${request.memoryLimitMb}`;
+      const acquired = this.pool.acquire(key, () => this.createIsolate(key, request.bundle, limits, deadline, guard), lineage);
       pooled = await unlessAbandoned(this.entries.track(acquired), guard, (late) => this.pool.release(late, false));
       if (guard.stopReason) throw new Error("stopped");
       pooled.guard = guard;

@@ -88,6 +88,8 @@ interface KeyState {
   idle: PooledIsolate[];
   busy: number;
   waiting: Array<() => void>;
+  /** The lineage the key was acquired for, if any (see `IsolatePool.acquire`). */
+  lineage?: string;
 }
 
 /** Limits of the warm pool (see `IsolatePool`). */
@@ -126,6 +128,9 @@ const REMEASURE_AFTER_MS = 2;
  * the pool itself from V8's statistics, never from anything the tool reports). For a small tool that is
  * ≈ 1.8 MB against ≈ 1.2 MB of resident memory: the budget errs on the safe side.
  */
+/** Lineages remembered (Anima × tool × memory limit); beyond it the least recent is forgotten (its old isolates then age out by budget). */
+const MAX_LINEAGES = 10_000;
+
 export class IsolatePool {
   private readonly keys = new Map<string, KeyState>();
   /** Idle isolates in least-recently-used order (first = oldest). */
@@ -133,6 +138,13 @@ export class IsolatePool {
   private idleBytes = 0;
   private evictions = 0;
   private readonly maxIdleCount: number;
+  /**
+   * The key last acquired for each lineage (an Anima's tool at one memory limit). A tool reloaded with a
+   * new version gets a new key; the old version's idle isolates would otherwise stay warm until the
+   * budget pushed them out, so a host whose tools change often held ≈ one isolate per reload (a soak:
+   * +13 MB an hour per sandbox process). They are disposed when the new version is first acquired.
+   */
+  private readonly latestKeyOf = new Map<string, string>();
 
   constructor(
     private readonly limits: WarmPoolLimits,
@@ -141,11 +153,17 @@ export class IsolatePool {
     this.maxIdleCount = limits.maxIdleCount ?? Number.POSITIVE_INFINITY;
   }
 
-  /** An idle healthy isolate of `key`, else a new one from `create` once the key has room. */
-  async acquire(key: string, create: () => Promise<PooledIsolate>): Promise<PooledIsolate> {
+  /**
+   * An idle healthy isolate of `key`, else a new one from `create` once the key has room. With `lineage`,
+   * the idle isolates of the key acquired before for that lineage (a replaced version) are disposed when
+   * the key differs; busy ones finish their calls and are not kept. A job pinned to an older version
+   * still runs: it builds an isolate of its own version again.
+   */
+  async acquire(key: string, create: () => Promise<PooledIsolate>, lineage?: string): Promise<PooledIsolate> {
+    if (lineage !== undefined) this.supersede(lineage, key);
     let state = this.keys.get(key);
     if (!state) {
-      state = { idle: [], busy: 0, waiting: [] };
+      state = { idle: [], busy: 0, waiting: [], ...(lineage !== undefined ? { lineage } : {}) };
       this.keys.set(key, state);
     }
     for (;;) {
@@ -176,7 +194,8 @@ export class IsolatePool {
     if (!state) return pooled.disposeByHost();
     state.busy--;
     if (reusable) this.measure(pooled, callMs);
-    if (reusable && pooled.healthy && pooled.heapBytes <= this.limits.maxIdleBytes) {
+    const superseded = state.lineage !== undefined && this.latestKeyOf.get(state.lineage) !== pooled.key;
+    if (reusable && !superseded && pooled.healthy && pooled.heapBytes <= this.limits.maxIdleBytes) {
       state.idle.push(pooled);
       this.idleOrder.add(pooled);
       this.idleBytes += pooled.heapBytes;
@@ -209,6 +228,16 @@ export class IsolatePool {
     } catch {
       pooled.heapBytes = Number.POSITIVE_INFINITY; // cannot be measured (disposed meanwhile): never kept
     }
+  }
+
+  private supersede(lineage: string, key: string): void {
+    const previous = this.latestKeyOf.get(lineage);
+    if (previous === key) return;
+    this.latestKeyOf.delete(lineage); // re-inserted last: the map is kept in least-recent order
+    this.latestKeyOf.set(lineage, key);
+    if (this.latestKeyOf.size > MAX_LINEAGES) this.latestKeyOf.delete(this.latestKeyOf.keys().next().value as string);
+    const replaced = previous === undefined ? undefined : this.keys.get(previous);
+    if (replaced) for (const pooled of [...replaced.idle]) this.evict(pooled);
   }
 
   private evictIdle(): void {

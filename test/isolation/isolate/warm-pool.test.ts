@@ -64,6 +64,29 @@ describe("IsolatePool (warm pool by memory)", () => {
     expect(pool.stats().idleBytes).toBe(4_000);
   });
 
+  it("disposes a replaced version's idle isolates when the new version is first used, not another tool's", async () => {
+    const pool = new IsolatePool({ maxIdleBytes: 100_000, maxPerKey: 4 }, () => 100);
+    const v1 = fakeIsolate("eve\u0000v1\u0000128", 100);
+    const other = fakeIsolate("eve\u0000o1\u0000128", 100);
+    pool.release(await pool.acquire(v1.key, async () => v1, "eve\u0000echo\u0000128"), true);
+    pool.release(await pool.acquire(other.key, async () => other, "eve\u0000other\u0000128"), true);
+    // A busy isolate of the old version (a call in flight) finishes its call.
+    const busyOld = await pool.acquire(v1.key, async () => fakeIsolate(v1.key, 100), "eve\u0000echo\u0000128");
+    const v2 = fakeIsolate("eve\u0000v2\u0000128", 100);
+    pool.release(await pool.acquire(v2.key, async () => v2, "eve\u0000echo\u0000128"), true);
+    expect(busyOld).toBe(v1); // the idle v1 was reused for that call
+    expect([v2.disposed, other.disposed, busyOld.healthy]).toEqual([false, false, true]);
+    expect(pool.stats()).toMatchObject({ idleIsolates: 2, idleBytes: 200 });
+    // The old version's call ends: its isolate is not kept.
+    pool.release(busyOld, true);
+    expect([busyOld.disposed, v1.disposed]).toEqual([true, true]);
+    expect(pool.stats()).toMatchObject({ idleIsolates: 2, idleBytes: 200 });
+    // A job pinned to the old version still runs, on an isolate built again; the new version's goes then.
+    const pinned = fakeIsolate(v1.key, 100);
+    pool.release(await pool.acquire(v1.key, async () => pinned, "eve\u0000echo\u0000128"), true);
+    expect([pinned.disposed, v2.disposed, other.disposed]).toEqual([false, true, false]);
+  });
+
   it("drops the idle isolates of one Anima only", async () => {
     const pool = new IsolatePool({ maxIdleBytes: 100_000, maxPerKey: 4 }, () => 100);
     const isolates = ["eve\u0000h1\u0000128", "eve\u0000h2\u0000128", "eve2\u0000h1\u0000128"].map((key) => fakeIsolate(key, 100));
