@@ -25,6 +25,7 @@ interface CapabilityApi {
   endCall(): void;
 }
 
+// eslint-disable-next-line @typescript-eslint/no-unused-vars
 function installCapabilities(
   bridge: Pick<GuestBridge, "capability">,
   toolErrorCtor: new (message?: string) => Error,
@@ -45,9 +46,9 @@ function installCapabilities(
   const MAX_IN_FLIGHT = MAX_CAPABILITIES_IN_FLIGHT;
 
   type Pending = { resolve(value: unknown): void; reject(error: unknown): void; decode(value: unknown): unknown };
-  const pending: Map<number, Pending> = new mapCtor();
+  const pending = new mapCtor<number, Pending>();
   /** Pieces of texts received ahead of their answers, joined as they come (V8 makes that a rope, not a copy). */
-  const texts: Map<number, string> = new mapCtor();
+  const texts = new mapCtor<number, string>();
   let nextId = 1;
   const created = new weakSetCtor<object>();
 
@@ -72,7 +73,7 @@ function installCapabilities(
     }
     const id = nextId++;
     return new promiseCtor((resolve, reject) => {
-      pending.set(id, { resolve, reject, decode: decode as (value: unknown) => unknown });
+      pending.set(id, { resolve, reject, decode });
       bridge.capability(id, name, argsJson);
     });
   }
@@ -203,7 +204,7 @@ function installCapabilities(
       plainInit.bodyEncoding = encoding;
     }
     return call("fetch", [url, plainInit], (response) => {
-      const body = responseType === "bytes" ? fromBase64(response.body) : responseType === "json" ? jsonParse(response.body) : response.body;
+      const body = responseType === "bytes" ? fromBase64(response.body) : responseType === "json" ? (jsonParse(response.body) as unknown) : response.body;
       return freeze({ ...response, ok: response.status >= 200 && response.status < 300, body });
     });
   }

@@ -36,7 +36,7 @@ function installJsonGuard(global: Record<string, unknown>): Stringify {
   const mathFloor = Math.floor;
   const rangeErrorCtor = RangeError;
   const ordinaryHasInstance = Function.prototype[Symbol.hasInstance];
-  const isA = (value: unknown, ctor: unknown) => reflectApply(ordinaryHasInstance, ctor, [value]) as boolean;
+  const isA = (value: unknown, ctor: unknown) => reflectApply(ordinaryHasInstance, ctor, [value]);
 
   /** The gap the standard derives from `space` (SerializeJSONProperty's caller, steps 5–8). */
   function gapOf(space: unknown): string {
@@ -50,7 +50,7 @@ function installJsonGuard(global: Record<string, unknown>): Stringify {
       for (let i = 0; i < count; i++) gap += " ";
       return gap;
     }
-    if (typeof space === "string") return reflectApply(stringSlice, space, [0, 10]) as string;
+    if (typeof space === "string") return reflectApply(stringSlice, space, [0, 10]);
     return "";
   }
 
@@ -59,16 +59,16 @@ function installJsonGuard(global: Record<string, unknown>): Stringify {
     let depth = 0;
     let extra = 0;
     for (let i = 0; i < text.length; i++) {
-      const code = reflectApply(charCodeAt, text, [i]) as number;
+      const code = reflectApply(charCodeAt, text, [i]);
       if (code === 0x22) {
         // a string: skip to its closing quote (compact JSON escapes every quote and backslash inside)
         for (i++; i < text.length; i++) {
-          const inner = reflectApply(charCodeAt, text, [i]) as number;
+          const inner = reflectApply(charCodeAt, text, [i]);
           if (inner === 0x5c) i++;
           else if (inner === 0x22) break;
         }
       } else if (code === 0x5b || code === 0x7b) {
-        const next = reflectApply(charCodeAt, text, [i + 1]) as number;
+        const next = reflectApply(charCodeAt, text, [i + 1]);
         if (next === 0x5d || next === 0x7d) i++; // [] and {} stay as they are
         else extra += 1 + gapLength * ++depth;
       } else if (code === 0x2c) extra += 1 + gapLength * depth;

@@ -38,6 +38,7 @@ const INTL_CONSTRUCTORS = [
   "PluralRules", "RelativeTimeFormat", "Segmenter",
 ];
 
+// eslint-disable-next-line @typescript-eslint/no-unused-vars
 function installMemoryGuards(
   global: Record<string, unknown>,
   isInstance: (value: unknown, ctor: unknown) => boolean,
@@ -70,7 +71,7 @@ function installMemoryGuards(
   }
   function noteAllocationFailure(error: unknown): void {
     if (memoryExceeded || !isInstance(error, rangeErrorCtor)) return;
-    if (getOwnPropertyDescriptor(error as object, "message")?.value !== ALLOCATION_FAILED) return;
+    if (getOwnPropertyDescriptor(error, "message")?.value !== ALLOCATION_FAILED) return;
     memoryExceeded = true;
     retireAfterCall = true;
     onExceeded();
@@ -98,7 +99,7 @@ function installMemoryGuards(
       if (key !== "prototype") defineProperty(wrapper, key, getOwnPropertyDescriptor(native, key)!);
     }
     defineProperty(wrapper, "prototype", { value: native.prototype, writable: false, enumerable: false, configurable: false });
-    setPrototypeOf(wrapper, getPrototypeOf(native));
+    setPrototypeOf(wrapper, getPrototypeOf(native) as object | null);
     defineProperty(native.prototype, "constructor", { value: wrapper, writable: true, enumerable: false, configurable: true });
     defineProperty(owner, name, { value: wrapper, writable: true, enumerable: false, configurable: true });
   }

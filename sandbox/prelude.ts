@@ -35,7 +35,6 @@
  * snapshot whose global lost `Atomics`, and it re-installs some removed globals in such a context anyway.
  * A key that cannot be deleted (non-configurable) throws, so the bind fails rather than leave it.
  */
-// eslint-disable-next-line @typescript-eslint/no-unused-vars
 function removeUnreviewedGlobals(global: Record<string, unknown>): void {
   const allowed = new Set<PropertyKey>(TOOL_GLOBALS);
   for (const key of Reflect.ownKeys(global)) {
@@ -86,7 +85,7 @@ function installPrelude(global: Record<string, unknown>, host: GuestBridge): Gue
 
   function isInstance(value: unknown, ctor: unknown): boolean {
     try {
-      return reflectApply(ordinaryHasInstance, ctor, [value]) as boolean;
+      return reflectApply(ordinaryHasInstance, ctor, [value]);
     } catch {
       return false;
     }
@@ -101,8 +100,8 @@ function installPrelude(global: Record<string, unknown>, host: GuestBridge): Gue
     try {
       if (typeof value === "string") return value;
       if (isInstance(value, errorCtor)) {
-        const name = reflectApply(errorGetName, value, []);
-        const message = reflectApply(errorGetMessage, value, []);
+        const name = reflectApply(errorGetName, value as Error, []);
+        const message = reflectApply(errorGetMessage, value as Error, []);
         return message ? `${name}: ${message}` : name;
       }
       if (typeof value === "object" && value !== null) return jsonStringify(value) ?? stringCtor(value);
@@ -172,7 +171,7 @@ function installPrelude(global: Record<string, unknown>, host: GuestBridge): Gue
     callback: (...args: unknown[]) => unknown;
     args: unknown[];
   }
-  const timers: Map<number, Timer> = new mapCtor();
+  const timers = new mapCtor<number, Timer>();
   let nextTimerId = 1;
   const MAX_PENDING_TIMERS = MAX_TIMERS_PER_CALL;
   function setTimeout(callback: (...args: unknown[]) => unknown, delayMs?: number, ...args: unknown[]): number {
@@ -244,8 +243,8 @@ function installPrelude(global: Record<string, unknown>, host: GuestBridge): Gue
       if (hostType !== undefined) return failure(hostType, safeString((error as Error).message));
       if (isInstance(error, ToolConfigError)) return failure("ToolConfigError", safeString((error as Error).message));
       if (isInstance(error, errorCtor)) {
-        const name = reflectApply(errorGetName, error, []);
-        const message = reflectApply(errorGetMessage, error, []);
+        const name = reflectApply(errorGetName, error as Error, []);
+        const message = reflectApply(errorGetMessage, error as Error, []);
         return failure("ExecutionError", name === "ToolError" || name === "Error" ? message : `${name}: ${message}`);
       }
       // `throw { message }` is common in plain JS: report its message, never its other fields (a forged stack).
@@ -270,6 +269,8 @@ function installPrelude(global: Record<string, unknown>, host: GuestBridge): Gue
    * isolated-vm's `then` on it cannot be steered into tool code by a patched `Promise.prototype`.
    */
   function sealed(promise: Promise<string>): Promise<string> {
+    // defineProperty returns the promise itself, which is returned below: nothing floats.
+    // eslint-disable-next-line @typescript-eslint/no-floating-promises
     defineProperty(promise, "constructor", { value: freeze(objectAssign(objectCreate(null), { [speciesSymbol]: promiseCtor })) });
     return promise;
   }
@@ -279,7 +280,7 @@ function installPrelude(global: Record<string, unknown>, host: GuestBridge): Gue
     return { ok: true, exports, schemas, profile };
   }
   async function describeModule(): Promise<string> {
-    const exportsInfo: Record<string, string> = objectCreate(null);
+    const exportsInfo = objectCreate(null) as Record<string, string>;
     try {
       for (const name of objectKeys(toolModule ?? {})) exportsInfo[name] = typeof toolModule?.[name];
     } catch (error) {

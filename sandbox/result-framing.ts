@@ -32,7 +32,7 @@ function installResultFraming(safeString: (value: unknown) => string, jsonString
   function utf8Length(text: string): number {
     let bytes = 0;
     for (let i = 0; i < text.length; i++) {
-      const code = reflectApply(charCodeAt, text, [i]) as number;
+      const code = reflectApply(charCodeAt, text, [i]);
       if (code < 0x80) bytes += 1;
       else if (code < 0x800) bytes += 2;
       else if (code >= 0xd800 && code <= 0xdbff && i + 1 < text.length) {
@@ -88,7 +88,7 @@ function installResultFraming(safeString: (value: unknown) => string, jsonString
   function failure(errorType: string, message: string): FailureEnvelope {
     if (message.length > MAX_TOOL_MESSAGE_CHARS) {
       const kept = MAX_TOOL_MESSAGE_CHARS - `… [cut: ${message.length} more characters]`.length;
-      message = `${reflectApply(stringSlice, message, [0, kept]) as string}… [cut: ${message.length - kept} more characters]`;
+      message = `${reflectApply(stringSlice, message, [0, kept])}… [cut: ${message.length - kept} more characters]`;
     }
     return { ok: false, errorType, message };
   }

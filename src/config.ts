@@ -3,7 +3,7 @@ import { join, resolve } from "node:path";
 import { PROJECT_ROOT } from "./project-root.js";
 import { DEFAULT_FS_LIMITS, type FsLimits } from "./fs-limits.js";
 import type { HostOptions, LogRecord } from "./host-options.js";
-import { LOG_LEVELS, type LogLevel } from "./contract/isolate.js";
+import { LOG_LEVELS } from "./contract/isolate.js";
 import { type Environment, defaultDataDirIn } from "./environment.js";
 import { type FileSettings, type SettingSource, SETTINGS, checkedSeconds, environmentSettings, readOperatorFile } from "./operator-config.js";
 
@@ -131,7 +131,9 @@ export function resolveConfig(options: HostOptions = {}, env: Environment = proc
 /** An Anima belongs to one cordon: a setting that puts one in two groups is refused (src/isolation/scheduling/cordons.ts). */
 function checkCordons(cordons: NonNullable<HostOptions["cordons"]>): void {
   if (typeof cordons === "string") {
-    if (cordons !== "anima" && cordons !== "all") throw new ToolHostError("InvalidArguments", `cordons: "${cordons}" is not "anima", "all" or an object of named groups`);
+    // The type says "anima" | "all", but the value may come from a library caller's untyped options.
+    const named: string = cordons;
+    if (named !== "anima" && named !== "all") throw new ToolHostError("InvalidArguments", `cordons: "${named}" is not "anima", "all" or an object of named groups`);
     return;
   }
   const groupOf = new Map<string, string>();
@@ -160,7 +162,7 @@ function logSettings(level: string | undefined, sink: (record: LogRecord) => voi
  */
 export function settingDifference(wanted: HostConfig, running: HostConfig): string | undefined {
   const perRun = SETTINGS.filter((spec) => spec.env !== undefined && spec.key !== "log_level" && spec.key !== "daemon_idle_seconds").map((spec) => spec.field);
-  const canonical = (value: unknown): string => JSON.stringify(Array.isArray(value) ? [...value].sort() : value) ?? "";
+  const canonical = (value: unknown): string => JSON.stringify(Array.isArray(value) ? [...(value as unknown[])].sort() : value) ?? "";
   for (const field of ["dataDir", ...perRun] as Array<keyof HostConfig>) {
     if (canonical(wanted[field]) !== canonical(running[field])) return `its ${settingName(field)} differs`;
   }

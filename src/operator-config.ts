@@ -153,11 +153,11 @@ export function parseOperatorFile(path: string, text: string): OperatorFile {
     if (value === undefined) continue;
     settings[spec.field] = spec.key === "fs_limits" ? fsLimitsOf(value as Record<string, number>) : value;
   }
-  return { path, settings: settings as FileSettings, fingerprint: JSON.stringify(section) };
+  return { path, settings: settings, fingerprint: JSON.stringify(section) };
 }
 
 function fsLimitsOf(value: Record<string, number>): FileSettings["fsLimits"] {
-  return Object.fromEntries(Object.entries(value).map(([key, limit]) => [FS_LIMIT_KEYS[key], limit]));
+  return Object.fromEntries(Object.entries(value).map(([key, limit]) => [FS_LIMIT_KEYS[key], limit])) as FileSettings["fsLimits"];
 }
 
 let validator: ValidateFunction | undefined;
@@ -203,7 +203,7 @@ export function environmentSettings(env: Readonly<Record<string, string | undefi
     settings[spec.field] = environmentValue(spec, text);
   }
   if (/^(1|true|yes)$/i.test(env["ANIMAWORKS_NO_DAEMON"]?.trim() ?? "")) settings["daemon"] = false;
-  return settings as FileSettings;
+  return settings;
 }
 
 function environmentValue(spec: SettingSpec, text: string): unknown {

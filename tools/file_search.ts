@@ -78,7 +78,7 @@ export async function dispatch(name: string, args: ToolArgs<{ query?: string; pa
     if (text.includes("\u0000")) continue; // binary
     const lines = text.split("\n");
     for (let i = 0; i < lines.length && matches.length < limit; i++) {
-      const line = lines[i] as string;
+      const line = lines[i];
       if (line.toLowerCase().includes(needle)) matches.push({ path: file.path, line: i + 1, text: line.length > 300 ? `${line.slice(0, 300)}…` : line });
     }
     if (matches.length >= limit) break;

@@ -132,7 +132,7 @@ export class MemoryAuditLog implements AuditLog {
   constructor(private readonly maxRecords = 100_000) {}
 
   append(event: AuditEvent): void {
-    this.records.push({ ...boundEvent(event), ts: isoTimestamp() } as AuditRecord);
+    this.records.push({ ...boundEvent(event), ts: isoTimestamp() });
     if (this.records.length > this.maxRecords) this.records.splice(0, this.records.length - this.maxRecords);
   }
 

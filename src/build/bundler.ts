@@ -243,6 +243,7 @@ const NODE_BUILTINS = new Set([
  * `helper/` sits beside it). Any existing candidate outside the folder refuses the import, even if a
  * later one would have been inside: a link out of the folder is never silently skipped.
  */
+// eslint-disable-next-line @typescript-eslint/no-redundant-type-constituents -- "outside" is a sentinel no resolved (absolute) path can equal
 async function resolveInside(base: string, folderReal: string): Promise<string | "outside" | undefined> {
   for (const extension of EXTENSIONS) {
     let real: string;

@@ -121,7 +121,7 @@ export class FetchCapability {
     try {
       args = parseFetchArgs(url, init, this.limits);
     } catch (error) {
-      throw this.audit(context, "fetch", typeof url === "string" ? url : "(not a string)", error);
+      throw this.audit(context, "fetch", typeof url === "string" ? url : "(not a string)", error)!;
     }
     const controller = new AbortController();
     const timer = setTimeout(() => {
@@ -166,7 +166,7 @@ export class FetchCapability {
           label,
         });
       } catch (error) {
-        throw this.audit(context, operation, current.href, error);
+        throw this.audit(context, operation, current.href, error)!;
       }
 
       const location = response.headers.location;
@@ -185,7 +185,7 @@ export class FetchCapability {
           return result;
         } catch (error) {
           response.discard();
-          throw this.audit(context, operation, current.href, error, response.status);
+          throw this.audit(context, operation, current.href, error, response.status)!;
         }
       }
 
@@ -193,7 +193,7 @@ export class FetchCapability {
       const next = hop < this.limits.maxRedirects ? parseLocation(location, current) : undefined;
       if (!next) {
         const why = hop < this.limits.maxRedirects ? `${label}: the redirect points to an invalid URL` : `fetch ${display(args.url)}: more than ${this.limits.maxRedirects} redirects`;
-        throw this.audit(context, operation, current.href, new ToolHostError("ExecutionError", why), response.status);
+        throw this.audit(context, operation, current.href, new ToolHostError("ExecutionError", why), response.status)!;
       }
       this.audit(context, operation, current.href, undefined, response.status);
       // WHATWG fetch: 303 (except for HEAD), and 301/302 after a POST, continue as a body-less GET.

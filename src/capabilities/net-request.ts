@@ -62,7 +62,7 @@ export function sendRequest(hop: HopRequest): Promise<HopResponse> {
       method: hop.method,
       headers: hop.headers,
       agent: secure ? new https.Agent({ keepAlive: false }) : new http.Agent({ keepAlive: false }),
-      lookup: pinnedLookup(target.addresses) as unknown as https.RequestOptions["lookup"],
+      lookup: pinnedLookup(target.addresses),
       maxHeaderSize: MAX_HEADER_BYTES,
       insecureHTTPParser: false,
       setHost: true,

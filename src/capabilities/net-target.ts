@@ -74,7 +74,8 @@ export async function checkTarget(url: URL, rules: TargetRules, label: string): 
   refuseCredentials(url, label);
   // A trailing dot makes the name absolute: the resolver's search domains are never appended to it.
   // Operator-allowed names are looked up as written (they may be single-label /etc/hosts names).
-  const answers = await withAbort(Promise.resolve().then(() => rules.lookup(operatorName ? host : `${host}.`)), rules.signal).catch((error: unknown) => {
+  // Checked as untrusted: a lookup (the system's, or one given for tests) may answer anything.
+  const answers: unknown = await withAbort(Promise.resolve().then(() => rules.lookup(operatorName ? host : `${host}.`)), rules.signal).catch((error: unknown) => {
     if (error instanceof ToolHostError) throw error;
     const code = (error as NodeJS.ErrnoException | undefined)?.code;
     const missing = code === "ENOTFOUND" || code === "ENODATA" || code === "EAI_NONAME";
@@ -84,8 +85,9 @@ export async function checkTarget(url: URL, rules: TargetRules, label: string): 
     throw new ToolHostError("ExecutionError", `${label}: the host "${shown(host)}" has no addresses`);
   }
   const addresses: ResolvedAddress[] = [];
-  for (const answer of answers.slice(0, MAX_ANSWERS)) {
-    const address = typeof answer?.address === "string" ? answer.address : "";
+  for (const answer of (answers as unknown[]).slice(0, MAX_ANSWERS)) {
+    const claimed = (answer as { address?: unknown } | null | undefined)?.address;
+    const address = typeof claimed === "string" ? claimed : "";
     const kind = isIP(address);
     if (kind === 0) throw deny(`${label}: the host "${shown(host)}" resolved to something that is not an IP address`);
     if (operatorName ? rules.internal.blocksMetadata(address) : nonPublicReason(address) !== undefined && !rules.internal.allowsAddress(address)) {

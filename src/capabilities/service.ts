@@ -156,7 +156,7 @@ export class CapabilityService {
         {
           credentialName: request["credentialName"] as string,
           toolName: request["toolName"] as string,
-          ...(asString(request["keyName"]) !== undefined ? { keyName: asString(request["keyName"]) as string } : {}),
+          ...(asString(request["keyName"]) !== undefined ? { keyName: asString(request["keyName"]) } : {}),
           envVar: asString(request["envVar"]) ?? null,
         },
       );

@@ -18,7 +18,7 @@ export interface ParameterSchema {
 export function splitAction(argv: readonly string[]): { action: string | undefined; flags: string[] } {
   const index = argv.findIndex((token) => !token.startsWith("-"));
   if (index < 0) return { action: undefined, flags: [...argv] };
-  return { action: argv[index] as string, flags: [...argv.slice(0, index), ...argv.slice(index + 1)] };
+  return { action: argv[index], flags: [...argv.slice(0, index), ...argv.slice(index + 1)] };
 }
 
 export function flagName(param: string): string {
@@ -96,11 +96,13 @@ export function parseToolFlags(schema: ParameterSchema, argv: string[]): Record<
       }
     }
     if (inlineValue === undefined) {
-      if (i + 1 >= argv.length) {
+      const next = argv[i + 1];
+      if (next === undefined) {
         problems.push(`option ${flagName(name)} needs a value`);
         continue;
       }
-      inlineValue = argv[++i] as string;
+      inlineValue = next;
+      i++;
     }
     const converted = convert(name, properties[name], inlineValue);
     if (!converted.ok) {

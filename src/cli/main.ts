@@ -1,10 +1,9 @@
 import { statSync } from "node:fs";
 import { readFile } from "node:fs/promises";
 import { resolve } from "node:path";
-import { type HostConfig, formatLogRecord, processEnvironment, resolveConfig } from "../config.js";
+import { formatLogRecord, processEnvironment, resolveConfig } from "../config.js";
 import type { LogRecord } from "../host-options.js";
 import { PROJECT_ROOT } from "../project-root.js";
-import type { Environment } from "../environment.js";
 import { ToolHostError, errorInfoOf } from "../errors.js";
 import type { CallResult, ToolHost } from "../host-api.js";
 import { hostFromConfig } from "../host.js";
@@ -15,7 +14,7 @@ import { actionHelp, describeText, listText, toolHelp, topLevelHelp } from "./he
 import { type GlobalOptions, LOCAL_COMMANDS, emptyOptions, jsonRequested, resolveIdentity, takeGlobalOptions } from "./invocation.js";
 import { type Output, printError, printResult, terminalSafeOutput } from "./output.js";
 import { UnreadableFile, argumentFileError, readRegularFile } from "../regular-file.js";
-import { Declined, type InvocationContext, type InvocationHostOptions, MAX_ARGUMENTS_BYTES, stdinTooLarge } from "../endpoint/invocation.js";
+import { Declined, type InvocationContext, MAX_ARGUMENTS_BYTES, stdinTooLarge } from "../endpoint/invocation.js";
 
 /**
  * Runs the CLI; returns the exit code (docs/design.md §4). Never throws, except `Declined` from

@@ -186,7 +186,7 @@ export class EnvironmentCredentialStore implements CredentialStore {
   constructor(options: { variables: Readonly<Record<string, string | undefined>>; allowed: readonly string[] }) {
     this.allowed = new Set(options.allowed);
     for (const name of options.allowed) {
-      const value = ownValue(options.variables as Record<string, unknown>, name);
+      const value = ownValue(options.variables, name);
       if (typeof value === "string" && value !== "") this.values.set(name, value);
     }
   }

@@ -9,7 +9,7 @@ import type sodiumType from "libsodium-wrappers";
 let sodiumPromise: Promise<typeof sodiumType> | undefined;
 function loadSodium(): Promise<typeof sodiumType> {
   sodiumPromise ??= import("libsodium-wrappers").then(async (module) => {
-    const sodium = (module as unknown as { default: typeof sodiumType }).default ?? (module as unknown as typeof sodiumType);
+    const sodium = (module as unknown as { default: typeof sodiumType }).default ?? (module);
     await sodium.ready;
     return sodium;
   });

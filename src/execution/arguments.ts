@@ -68,7 +68,7 @@ export function describeExpected(schema: ToolSchema): string {
       ? (prop["type"] as string[]).join("|")
       : Array.isArray(prop["enum"])
         ? `one of ${(prop["enum"] as unknown[]).map((value) => JSON.stringify(value)).join("|")}`
-        : String(prop["type"] ?? "any");
+        : typeof prop["type"] === "string" ? prop["type"] : "any";
     return `${name} (${type}${required.has(name) ? ", required" : ""})`;
   });
   return parts.length > 0 ? `expects: ${parts.join(", ")}` : "this action takes no arguments";

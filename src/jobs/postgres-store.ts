@@ -74,7 +74,7 @@ export class PostgresJobStore implements JobStore {
       connectionTimeoutMillis: options.connectTimeoutMs ?? 5_000,
       options: `-c search_path=${this.schema}`,
       // bigint columns hold epoch ms and counts well inside 2^53: read them as numbers.
-      types: { getTypeParser: (oid: number, format?: "text" | "binary") => (oid === 20 ? Number : pg.types.getTypeParser(oid, format as "text")) } as pg.CustomTypesConfig,
+      types: { getTypeParser: (oid: number, format?: "text" | "binary") => (oid === 20 ? Number : (pg.types.getTypeParser(oid, format) as (value: string) => unknown)) },
     });
     // An idle connection the server dropped is reported here; the next query opens a new one.
     this.pool.on("error", () => {});

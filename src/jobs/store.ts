@@ -1,5 +1,5 @@
 import { createHash, randomBytes } from "node:crypto";
-import { DEFAULT_FAULT, type ErrorInfo, type ErrorType, ToolHostError, isErrorType, isFault } from "../errors.js";
+import { DEFAULT_FAULT, type ErrorInfo, ToolHostError, isErrorType, isFault } from "../errors.js";
 import { JOB_DEFAULTS } from "./defaults.js";
 
 /**

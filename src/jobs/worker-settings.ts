@@ -26,7 +26,7 @@ export interface JobRunContext {
    */
   stopRequested(): ToolHostError | undefined;
   /** Progress for `jobs show`; `fraction` is clamped to 0..1. Cheap to call often: writes are coalesced. */
-  reportProgress(fraction: number, message?: string): void;
+  reportProgress: (fraction: number, message?: string) => void;
 }
 
 /** Does the work of one job (e.g. calls the tool in an isolate). Must end once `signal` aborts. */

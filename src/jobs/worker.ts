@@ -3,7 +3,7 @@ import { hostname } from "node:os";
 import { setTimeout as delay } from "node:timers/promises";
 import PQueue from "p-queue";
 import type { LogRecord } from "../host-options.js";
-import { type ToolHostError, errorInfoOf } from "../errors.js";
+import { errorInfoOf } from "../errors.js";
 import { JOB_DEFAULTS, duration } from "./defaults.js";
 import { type NoticeSink, deliverNotices, sweepNotices } from "./notices.js";
 import { StoreChangeFeed } from "./change-feed.js";

@@ -2,7 +2,7 @@ import { randomBytes } from "node:crypto";
 import { constants } from "node:fs";
 import { type FileHandle, lstat, mkdir, open, readlink, unlink } from "node:fs/promises";
 import { join, sep } from "node:path";
-import { type ConfinedPath, PathConfinement, fsError, violation } from "../capabilities/paths.js";
+import { type ConfinedPath, type PathConfinement, fsError, violation } from "../capabilities/paths.js";
 
 /**
  * File primitives for the lifecycle operations (write_memory_file, share), on top of PathConfinement's

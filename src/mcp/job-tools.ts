@@ -44,8 +44,8 @@ export function jobTools(service: JobService, anima: string, options: JobToolsOp
         const key = args["idempotency_key"];
         if (key !== undefined && typeof key !== "string") throw invalid("idempotency_key must be a string");
         const submitted = await service.submit(anima, name, callArgs, {
-          ...(priority !== undefined ? { priority: priority as number } : {}),
-          ...(key !== undefined ? { idempotencyKey: key as string } : {}),
+          ...(priority !== undefined ? { priority: priority } : {}),
+          ...(key !== undefined ? { idempotencyKey: key } : {}),
         });
         let workerNote: string | undefined;
         if (startWorkers && !isTerminal(submitted.job.status)) {
@@ -83,8 +83,8 @@ export function jobTools(service: JobService, anima: string, options: JobToolsOp
         const limit = args["limit"];
         if (limit !== undefined && (typeof limit !== "number" || !Number.isSafeInteger(limit) || limit < 1 || limit > 1000)) throw invalid("limit must be a whole number from 1 to 1000");
         const jobs = await service.list(anima, {
-          ...(status !== undefined ? { status: parseStatuses(status as string[]) } : {}),
-          ...(limit !== undefined ? { limit: limit as number } : {}),
+          ...(status !== undefined ? { status: parseStatuses(status) } : {}),
+          ...(limit !== undefined ? { limit: limit } : {}),
         });
         return json(jobs.map(jobView));
       },

@@ -127,7 +127,7 @@ export class JsonRpcGate {
 function pass(message: Record<string, unknown>): GateVerdict {
   const parsed = JSONRPCMessageSchema.safeParse(message);
   if (parsed.success) return { kind: "pass", message: message as JSONRPCMessage };
-  return answer(readableId(message), ErrorCode.InvalidRequest, `Invalid Request: ${readableIssues(parsed.error.issues as unknown as ZodIssue[], message)}`);
+  return answer(readableId(message), ErrorCode.InvalidRequest, `Invalid Request: ${readableIssues(parsed.error.issues, message)}`);
 }
 
 /** Batches were removed from MCP (revision 2025-06-18): each request in one is answered as invalid. */

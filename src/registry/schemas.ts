@@ -241,7 +241,7 @@ function definedProperties(node: Record<string, unknown>, into = new Set<string>
   const branches: unknown[] = [node["not"], node["if"], node["then"], node["else"]];
   for (const keyword of ["allOf", "anyOf", "oneOf"]) if (Array.isArray(node[keyword])) branches.push(...(node[keyword] as unknown[]));
   const dependencies = node["dependencies"];
-  if (typeof dependencies === "object" && dependencies !== null) branches.push(...Object.values(dependencies));
+  if (typeof dependencies === "object" && dependencies !== null) branches.push(...Object.values(dependencies as Record<string, unknown>));
   for (const branch of branches) {
     if (typeof branch === "object" && branch !== null && !Array.isArray(branch)) definedProperties(branch as Record<string, unknown>, into);
   }

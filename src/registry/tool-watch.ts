@@ -181,6 +181,6 @@ function toolFileOf(dataDir: string, path: string): { owner: string | null; file
 function ownerOfPath(dataDir: string, path: string): string | null | undefined {
   const parts = relative(dataDir, path).split(sep);
   if (parts.length === 2 && parts[0] === "common_tools") return null;
-  if (parts.length === 4 && parts[0] === "animas" && parts[2] === "tools") return parts[1] as string;
+  if (parts.length === 4 && parts[0] === "animas" && parts[2] === "tools") return parts[1];
   return undefined;
 }

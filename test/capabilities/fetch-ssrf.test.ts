@@ -46,9 +46,9 @@ beforeEach(() => {
   lookups = [];
   dnsTable = {};
   connectSpy = vi.spyOn(net.Socket.prototype, "connect");
-  vi.spyOn(dns, "lookup").mockImplementation((() => {
+  vi.spyOn(dns, "lookup").mockImplementation(() => {
     throw new Error("the real resolver must never be used");
-  }) as unknown as typeof dns.lookup);
+  });
 });
 afterEach(() => vi.restoreAllMocks());
 

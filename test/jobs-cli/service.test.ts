@@ -87,7 +87,7 @@ describe("JobService (library API)", () => {
 
 describe("job display", () => {
   const job = (over: Partial<Job>): Job =>
-    ({ id: "abcdef012345", anima: "alice", tool: "bg", action: "echo", schemaName: "bg_echo", argsJson: "{}", bundleHash: "0", priority: 0, status: "running", attempts: 1, maxAttempts: 1, retryBackoffMs: 1, timeoutMs: 1000, submittedAt: 0, cancelRequested: false, ...over }) as Job;
+    ({ id: "abcdef012345", anima: "alice", tool: "bg", action: "echo", schemaName: "bg_echo", argsJson: "{}", bundleHash: "0", priority: 0, status: "running", attempts: 1, maxAttempts: 1, retryBackoffMs: 1, timeoutMs: 1000, submittedAt: 0, cancelRequested: false, ...over });
 
   it("draws a bar for terminals and accepts AnimaWorks' status words", () => {
     expect(progressBar(job({ progress: { fraction: 0.5, message: "halfway" } }), 10)).toBe("[#####-----]  50% running halfway  (job abcdef012345)");

@@ -58,7 +58,7 @@ describe("background worker processes", () => {
     const child = spawn(process.execPath, ["--no-node-snapshot", BIN, "--data-dir", data.dir, "serve"], { stdio: ["ignore", "pipe", "pipe"] });
     started.push(child);
     let stderr = "";
-    child.stderr!.on("data", (chunk: Buffer) => (stderr += chunk.toString()));
+    child.stderr.on("data", (chunk: Buffer) => (stderr += chunk.toString()));
     const exited = new Promise<number | null>((resolve) => child.on("close", (code) => resolve(code)));
     await waitFor("serve to register", () => workerPids().includes(child.pid!), 15_000);
 

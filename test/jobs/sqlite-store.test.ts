@@ -38,7 +38,7 @@ describe("SqliteJobStore specifics", () => {
 
   it("refuses a database from a newer schema version instead of guessing", () => {
     const path = dbPath();
-    new SqliteJobStore({ path }).close();
+    void new SqliteJobStore({ path }).close();
     const raw = new Database(path);
     raw.pragma(`user_version = ${SCHEMA_VERSION + 1}`);
     raw.close();

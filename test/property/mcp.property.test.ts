@@ -59,7 +59,7 @@ let nextId = 1;
 /** The message with a readable id made unique (same type), so that its answer can be told apart. */
 function withUniqueId(value: unknown): unknown {
   if (typeof value !== "object" || value === null || Array.isArray(value) || !("id" in value)) return value;
-  const id = (value as { id: unknown }).id;
+  const id = (value).id;
   if (Number.isSafeInteger(id)) return { ...value, id: 1_000_000_000 + nextId++ };
   if (typeof id === "string") return { ...value, id: `u${nextId++}:${id}` };
   return value;

@@ -4,6 +4,7 @@
  * (wire/frames.ts). It holds no secrets and has an empty environment; if it dies, the host restarts it.
  */
 import { setPriority } from "node:os";
+import { writeSync } from "node:fs";
 import { IsolateRunner, SNAPSHOT_AFTER_ISOLATES } from "../isolate/isolate-runner.js";
 import { stripHostDetails } from "../isolate/ivm-errors.js";
 import { Socket } from "node:net";
@@ -142,7 +143,7 @@ const runner = new IsolateRunner({
  */
 function refuse(raw: unknown): void {
   const message = typeof raw === "object" && raw !== null ? (raw as Record<string, unknown>) : undefined;
-  const type = typeof message?.["type"] === "string" ? JSON.stringify((message["type"] as string).slice(0, 40)) : typeof raw;
+  const type = typeof message?.["type"] === "string" ? JSON.stringify((message["type"]).slice(0, 40)) : typeof raw;
   process.stderr.write(`animaworks sandbox ${process.pid}: the host sent a message that is not part of the protocol (${type}); dropped\n`);
   const id = message?.["id"];
   if (message?.["type"] === "request" && typeof id === "number" && Number.isSafeInteger(id) && id > 0) {
@@ -217,7 +218,13 @@ function handle(message: ToSandbox): void {
         inFlight--;
         endIfRetiredAndIdle();
       }),
-    );
+    )
+    .catch((error: unknown) => {
+      // Only framing the response can fail here. The host would wait for this call until its deadline:
+      // say why on stderr (relayed to the operator) and end, so that the host fails this process's calls now.
+      writeSync(2, `sandbox process: the response of request ${id} could not be sent: ${error instanceof Error ? error.message : String(error)}\n`);
+      process.kill(process.pid, "SIGKILL");
+    });
 }
 
 /** A normal exit waits for (or crashes on) a thread an isolate still holds: then only SIGKILL ends the process. */

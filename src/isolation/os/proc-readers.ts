@@ -15,8 +15,10 @@ import { type Dir, closeSync, opendirSync, openSync, readFileSync, readSync, rea
  */
 
 /** A measurement that settles the outcome: over a limit (message), or the watched process is gone. */
-export class Verdict {
-  constructor(readonly over: string | undefined) {}
+export class Verdict extends Error {
+  constructor(readonly over: string | undefined) {
+    super(over ?? "the watched process is gone");
+  }
 }
 const GONE = new Verdict(undefined);
 

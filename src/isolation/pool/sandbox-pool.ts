@@ -147,7 +147,7 @@ export class SandboxPool implements Executor {
 
   describe(request: DescribeRequest): Promise<DescribeOutcome> {
     if (request.owner !== undefined) return this.poolOf(cordonOf(this.cordons, request.owner)).describe(request);
-    return this.describeQueue.add(async () => {
+    return this.describeQueue.add<DescribeOutcome>(async () => {
       const describer = new CordonPool(this.shared, `describe:${this.nextDescriber++}`, 1, this.warmPoolBytes);
       this.describers.add(describer);
       try {
@@ -156,7 +156,7 @@ export class SandboxPool implements Executor {
         this.describers.delete(describer);
         void describer.close();
       }
-    }) as Promise<DescribeOutcome>;
+    });
   }
 
   /** Process ids of the sandbox processes of all cordons (spares not included). */

@@ -81,7 +81,7 @@ describe("a tool's global, once bound", () => {
   let probe: ProbeTool;
   const answers: Record<string, unknown> = { "fs.stat": { type: "file", size: 1, mtimeMs: 0 }, "fs.readdir": [{ name: "a.txt", type: "file" }] };
   const runner = new IsolateRunner({
-    invokeCapability: async (_context, name): Promise<CapabilityReply> => ({ ok: true, value: JSON.stringify(answers[name] ?? null) }) as CapabilityReply,
+    invokeCapability: async (_context, name): Promise<CapabilityReply> => ({ ok: true, value: JSON.stringify(answers[name] ?? null) }),
   });
   beforeAll(async () => {
     probe = await buildProbeTool(PROBE);

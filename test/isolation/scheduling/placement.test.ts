@@ -302,7 +302,7 @@ describe("Placement", () => {
 
   it("sends calls of a process that is down to one that is up", () => {
     const { processes, placement } = setup();
-    const home = placement.route("a", 0).target as FakeProcess;
+    const home = placement.route("a", 0).target;
     home.available = false;
     const route = placement.route("a", 1);
     expect(route.target).not.toBe(home);
