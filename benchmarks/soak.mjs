@@ -103,7 +103,12 @@ const samples = [];
 
 function unexpected(what, run) {
   totals.unexpected++;
-  if (unexpectedExamples.length < 10) unexpectedExamples.push({ what, code: run.code, stdout: run.stdout.slice(0, 300), stderr: run.stderr.slice(0, 300) });
+  if (unexpectedExamples.length < 10) {
+    const example = { what, code: run.code, stdout: run.stdout.slice(0, 300), stderr: run.stderr.slice(0, 300) };
+    unexpectedExamples.push(example);
+    // Shown as it happens too: a long run's first surprises are worth seeing before it ends.
+    console.error(`unexpected ${JSON.stringify(example)}`);
+  }
 }
 
 async function oneCall(n) {
