@@ -41,7 +41,10 @@ async function timed(fn) {
 
 const dir = mkdtempSync(join(tmpdir(), "awt-bench-bigread-"));
 try {
-  for (const [anima, file, code] of [["reader", "reader.ts", READER], ["quiet", "quiet.ts", QUIET]]) {
+  for (const [anima, file, code] of [
+    ["reader", "reader.ts", READER],
+    ["quiet", "quiet.ts", QUIET],
+  ]) {
     mkdirSync(join(dir, "animas", anima, "tools"), { recursive: true });
     writeFileSync(join(dir, "animas", anima, "tools", file), code);
   }

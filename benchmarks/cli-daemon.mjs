@@ -48,7 +48,10 @@ const kinds = {
   daemon: { args: call, env: withDaemon },
   coldAsLaunched: { args: call, env: noDaemon },
   // The flags the launcher re-executes with (--no-concurrent-osr since Node 26; --base-flags: a build before it).
-  coldWithFlag: { args: [...(process.argv.includes("--base-flags") ? ["--no-node-snapshot"] : ["--no-node-snapshot", "--no-concurrent-osr"]), ...call], env: noDaemon },
+  coldWithFlag: {
+    args: [...(process.argv.includes("--base-flags") ? ["--no-node-snapshot"] : ["--no-node-snapshot", "--no-concurrent-osr"]), ...call],
+    env: noDaemon,
+  },
 };
 
 function run(kind) {
@@ -64,7 +67,10 @@ function run(kind) {
 const percentile = (sorted, p) => sorted[Math.min(sorted.length - 1, Math.floor((p / 100) * sorted.length))];
 const round = (value) => Math.round(value * 10) / 10;
 
-const echo = spawn(process.execPath, ["-e", `require("node:net").createServer((c) => c.on("data", (d) => c.end(d))).listen(${JSON.stringify(echoSocket)}, () => console.log("up"))`]);
+const echo = spawn(process.execPath, [
+  "-e",
+  `require("node:net").createServer((c) => c.on("data", (d) => c.end(d))).listen(${JSON.stringify(echoSocket)}, () => console.log("up"))`,
+]);
 await new Promise((resolve) => echo.stdout.once("data", resolve));
 
 try {

@@ -48,4 +48,6 @@ for (let burst = 0; burst < BURSTS; burst++) {
 await host.close();
 rmSync(dataDir, { recursive: true, force: true });
 const p50 = (values) => [...values].sort((a, b) => a - b)[Math.floor(values.length / 2)];
-console.log(`hot reload over ${BURSTS} bursts of 4 saves: save → serving p50 ${p50(latencies).toFixed(1)} ms (warm call p50 ${(p50(warm) * 1000).toFixed(0)} µs, ratio ${(p50(latencies) / p50(warm)).toFixed(0)}×) [aim ≤ 80 ms]; stale results after settling: ${stale} [aim 0]`);
+console.log(
+  `hot reload over ${BURSTS} bursts of 4 saves: save → serving p50 ${p50(latencies).toFixed(1)} ms (warm call p50 ${(p50(warm) * 1000).toFixed(0)} µs, ratio ${(p50(latencies) / p50(warm)).toFixed(0)}×) [aim ≤ 80 ms]; stale results after settling: ${stale} [aim 0]`,
+);

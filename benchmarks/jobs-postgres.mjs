@@ -121,7 +121,11 @@ async function endToEnd(makeStore, workers) {
   for (const w of running) w.start();
   const t0 = performance.now();
   let next = 0;
-  await Promise.all(Array.from({ length: SUBMITTERS }, async () => { while (next < JOBS) await submitter.submit(input(next++)); }));
+  await Promise.all(
+    Array.from({ length: SUBMITTERS }, async () => {
+      while (next < JOBS) await submitter.submit(input(next++));
+    }),
+  );
   await Promise.race([finished, new Promise((_, reject) => setTimeout(() => reject(new Error(`only ${done} of ${JOBS} jobs ran`)), 120_000))]);
   const jobsPerS = JOBS / ((performance.now() - t0) / 1000);
   for (const w of running) await w.stop();

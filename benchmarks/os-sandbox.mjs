@@ -45,7 +45,11 @@ async function measure(dataDir, osSandbox) {
   }
   let next = 0;
   const t0 = process.hrtime.bigint();
-  await Promise.all(Array.from({ length: DEPTH }, async () => { while (next < PIPELINED_CALLS) await host.call("bench", "osb_echo", { n: next++ }); }));
+  await Promise.all(
+    Array.from({ length: DEPTH }, async () => {
+      while (next < PIPELINED_CALLS) await host.call("bench", "osb_echo", { n: next++ });
+    }),
+  );
   const perSecond = PIPELINED_CALLS / (Number(process.hrtime.bigint() - t0) / 1e9);
   const t1 = process.hrtime.bigint();
   await host.call("bench", "osb_read", { n: CAPABILITY_CALLS });
@@ -60,10 +64,26 @@ try {
   writeFileSync(join(dir, "animas/bench/tools/osb.ts"), TOOL);
   writeFileSync(join(dir, "animas/bench/data.txt"), "x".repeat(1024));
   const runs = { off: [], required: [] };
-  for (let round = 0; round < ROUNDS; round++) for (const mode of round % 2 ? ["required", "off"] : ["off", "required"]) runs[mode].push(await measure(dir, mode));
+  for (let round = 0; round < ROUNDS; round++)
+    for (const mode of round % 2 ? ["required", "off"] : ["off", "required"]) runs[mode].push(await measure(dir, mode));
   const pick = (mode, key) => median(runs[mode].map((r) => r[key]));
-  const row = (key, digits = 1) => ({ off: +pick("off", key).toFixed(digits), on: +pick("required", key).toFixed(digits), ratio: +(pick("required", key) / pick("off", key)).toFixed(3) });
-  console.log(JSON.stringify({ startToFirstCallMs: row("startMs"), warmCallP50Us: row("warmP50Us"), pipelinedCallsPerSecond: row("perSecond", 0), capabilityCallUs: row("capabilityUs") }, null, 2));
+  const row = (key, digits = 1) => ({
+    off: +pick("off", key).toFixed(digits),
+    on: +pick("required", key).toFixed(digits),
+    ratio: +(pick("required", key) / pick("off", key)).toFixed(3),
+  });
+  console.log(
+    JSON.stringify(
+      {
+        startToFirstCallMs: row("startMs"),
+        warmCallP50Us: row("warmP50Us"),
+        pipelinedCallsPerSecond: row("perSecond", 0),
+        capabilityCallUs: row("capabilityUs"),
+      },
+      null,
+      2,
+    ),
+  );
 } finally {
   rmSync(dir, { recursive: true, force: true });
 }

@@ -137,7 +137,11 @@ try {
     attackerReadMBPerSecond: floods.map((r) => Math.round(r.readMBPerSecond)),
     rssGrowthMB: floods.map((r) => Math.round(r.rssGrowth / 1e6)),
     eventLoopLagP99Ms: { floorSpin: spins.map((r) => Math.round(r.lagP99Ms)), readFlood: floods.map((r) => Math.round(r.lagP99Ms)) },
-    quietP50Ms: { unloaded: round2(percentile(sorted(base), 50)), floorSpin: round2(percentile(sorted(spinCalls), 50)), readFlood: round2(percentile(sorted(floodCalls), 50)) },
+    quietP50Ms: {
+      unloaded: round2(percentile(sorted(base), 50)),
+      floorSpin: round2(percentile(sorted(spinCalls), 50)),
+      readFlood: round2(percentile(sorted(floodCalls), 50)),
+    },
     quietP99Ms: { unloaded: round2(p99(base)), floorSpin: round2(p99(spinCalls)), readFlood: round2(p99(floodCalls)) },
     quietP99Ratio: { floorSpin: round2(p99(spinCalls) / p99(base)), readFlood: round2(p99(floodCalls) / p99(base)) },
     quietP99RatioPerRound: {
@@ -146,7 +150,10 @@ try {
     },
     buildUp: {
       quietCalls: floods.reduce((n, r) => n + r.calls.buildUp.length, 0) + spins.reduce((n, r) => n + r.calls.buildUp.length, 0),
-      slowestMs: { floorSpin: spins.map((r) => round2(Math.max(...r.calls.buildUp.map((c) => c.wall)))), readFlood: floods.map((r) => round2(Math.max(...r.calls.buildUp.map((c) => c.wall)))) },
+      slowestMs: {
+        floorSpin: spins.map((r) => round2(Math.max(...r.calls.buildUp.map((c) => c.wall)))),
+        readFlood: floods.map((r) => round2(Math.max(...r.calls.buildUp.map((c) => c.wall)))),
+      },
     },
     slowestQuietCallsMs: { unloaded: slowest(base), floorSpin: slowest(spinCalls), readFlood: slowest(floodCalls) },
   };

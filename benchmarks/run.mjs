@@ -164,7 +164,11 @@ async function main() {
 
     const bareBatchStart = process.hrtime.bigint();
     let bareNext = 0;
-    await Promise.all(Array.from({ length: PIPELINE_DEPTH }, async () => { while (bareNext < PIPELINED_CALLS) await bare(bareNext++); }));
+    await Promise.all(
+      Array.from({ length: PIPELINE_DEPTH }, async () => {
+        while (bareNext < PIPELINED_CALLS) await bare(bareNext++);
+      }),
+    );
     const bareBatchSeconds = Number(process.hrtime.bigint() - bareBatchStart) / 1e9;
     isolate.dispose();
     const bareOneAtATime = await bareOneCallPerIsolate(PIPELINED_CALLS, 4, PIPELINE_DEPTH);
@@ -208,7 +212,11 @@ async function main() {
     for (const args of [cli, demo]) spawnSync(process.execPath, args, { env });
     const times = { node: [], cli: [], demo: [] };
     for (let i = 0; i < COLD_RUNS; i++) {
-      for (const [args, into] of [[bareNode, times.node], [cli, times.cli], [demo, times.demo]]) {
+      for (const [args, into] of [
+        [bareNode, times.node],
+        [cli, times.cli],
+        [demo, times.demo],
+      ]) {
         const start = process.hrtime.bigint();
         const run = spawnSync(process.execPath, args, { encoding: "utf8", env });
         into.push(Number(process.hrtime.bigint() - start) / 1e6);
@@ -240,14 +248,22 @@ function printReport(results) {
   const p = results.pipelined;
   const c = results.coldCli;
   console.log(`node ${process.version}, ${process.platform}/${process.arch}${quick ? " (quick run)" : ""}`);
-  console.log(`warm call p50: direct ${w.direct.p50Us} µs, bare isolated-vm ${w.bareIsolatedVm.p50Us} µs, whole stack ${w.wholeStack.p50Us} µs (p95 ${w.wholeStack.p95Us} µs) → ${w.ratioP50VsBareIsolatedVm}× bare isolated-vm [aim ≤ 2×]`);
+  console.log(
+    `warm call p50: direct ${w.direct.p50Us} µs, bare isolated-vm ${w.bareIsolatedVm.p50Us} µs, whole stack ${w.wholeStack.p50Us} µs (p95 ${w.wholeStack.p95Us} µs) → ${w.ratioP50VsBareIsolatedVm}× bare isolated-vm [aim ≤ 2×]`,
+  );
   console.log(`  floors: IPC round trip to a child process ${w.processHopRoundTrip.p50Us} µs; the stack in-process (no hop) ${w.inProcessStack.p50Us} µs`);
-  console.log(`pipelined: ${p.callsPerSecond} calls/s through the stack vs ${p.bareIsolatedVmCallsPerSecond} bare isolated-vm calls/s (${p.ratioVsBare}×) [aim ≥ 30,000/s]`);
-  console.log(`  floors: the stack in-process ${p.inProcessCallsPerSecond} calls/s; bare isolated-vm, one call per isolate at a time (4 isolates) ${p.bareOneCallPerIsolateCallsPerSecond} calls/s`);
+  console.log(
+    `pipelined: ${p.callsPerSecond} calls/s through the stack vs ${p.bareIsolatedVmCallsPerSecond} bare isolated-vm calls/s (${p.ratioVsBare}×) [aim ≥ 30,000/s]`,
+  );
+  console.log(
+    `  floors: the stack in-process ${p.inProcessCallsPerSecond} calls/s; bare isolated-vm, one call per isolate at a time (4 isolates) ${p.bareOneCallPerIsolateCallsPerSecond} calls/s`,
+  );
   const k = results.capabilities;
   console.log(`capability fs.readFile (1 KiB): ${k.fsReadUs} µs vs direct fs.promises.readFile ${k.directReadUs} µs (${k.fsReadRatio}×)`);
   console.log(`capability getCredential: ${k.credentialUs} µs vs reading config.json directly ${k.directCredentialUs} µs (${k.credentialRatio}×)`);
-  console.log(`cold CLI p50: ${c.cliP50Ms} ms vs bare node --no-node-snapshot ${c.bareNodeP50Ms} ms → +${c.overheadMs} ms (fastest runs: +${c.minOverheadMs} ms) [aim ≤ +60 ms]`);
+  console.log(
+    `cold CLI p50: ${c.cliP50Ms} ms vs bare node --no-node-snapshot ${c.bareNodeP50Ms} ms → +${c.overheadMs} ms (fastest runs: +${c.minOverheadMs} ms) [aim ≤ +60 ms]`,
+  );
   console.log(`  the demo's greet (1 KiB, logs a line): +${c.demoGreet.overheadMs} ms (fastest runs: +${c.demoGreet.minOverheadMs} ms)`);
   if (process.argv.includes("--json")) console.log(JSON.stringify(results, null, 2));
 }

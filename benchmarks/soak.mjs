@@ -198,7 +198,9 @@ function cmdline(pid) {
   }
 }
 function allPids() {
-  return readdirSync("/proc").filter((name) => /^\d+$/.test(name)).map(Number);
+  return readdirSync("/proc")
+    .filter((name) => /^\d+$/.test(name))
+    .map(Number);
 }
 /** Every process below `root` (sandbox processes, and bubblewrap around them when it is used). */
 function descendants(root) {
@@ -209,7 +211,7 @@ function descendants(root) {
   }
   const found = [];
   const queue = [root];
-  while (queue.length > 0) for (const child of children.get(queue.shift()) ?? []) found.push(child), queue.push(child);
+  while (queue.length > 0) for (const child of children.get(queue.shift()) ?? []) (found.push(child), queue.push(child));
   return found;
 }
 function fileBytes(...paths) {
@@ -218,7 +220,9 @@ function fileBytes(...paths) {
 function auditBytes() {
   const folder = join(dataDir, "logs", "animaworks-tool");
   if (!existsSync(folder)) return 0;
-  return readdirSync(folder).filter((name) => name.startsWith("audit")).reduce((sum, name) => sum + fileBytes(join(folder, name)), 0);
+  return readdirSync(folder)
+    .filter((name) => name.startsWith("audit"))
+    .reduce((sum, name) => sum + fileBytes(join(folder, name)), 0);
 }
 
 /** The daemon serving the data dir, found in /proc (asking it through the CLI would cost a process per sample). */
@@ -247,7 +251,9 @@ async function sample(startedAt) {
     jobWorkers: workers.length,
     jobWorkersRssMb: Math.round(sum(workers) / 1024),
     auditKb: Math.round(auditBytes() / 1024),
-    jobsDbKb: Math.round(fileBytes(join(dataDir, "state", "animaworks-tool", "jobs.sqlite"), join(dataDir, "state", "animaworks-tool", "jobs.sqlite-wal")) / 1024),
+    jobsDbKb: Math.round(
+      fileBytes(join(dataDir, "state", "animaworks-tool", "jobs.sqlite"), join(dataDir, "state", "animaworks-tool", "jobs.sqlite-wal")) / 1024,
+    ),
     calls: totals.calls,
     callsPerS: Math.round((totals.calls / Math.max(1, (Date.now() - startedAt) / 1000)) * 10) / 10,
     skipped: totals.skipped,
@@ -274,7 +280,9 @@ const track = (promise) => {
   inFlight.add(promise);
   promise.finally(() => inFlight.delete(promise));
 };
-console.log(`soak: ${minutes} min, ${RATE} calls/s over ${ANIMAS} Animas, a job every ${JOB_EVERY_MS / 1000} s, a reload every ${RELOAD_EVERY_MS / 1000} s; data dir ${dataDir}`);
+console.log(
+  `soak: ${minutes} min, ${RATE} calls/s over ${ANIMAS} Animas, a job every ${JOB_EVERY_MS / 1000} s, a reload every ${RELOAD_EVERY_MS / 1000} s; data dir ${dataDir}`,
+);
 try {
   const first = await cli(["daemon", "start"]);
   if (first.code !== 0) throw new Error(`daemon start failed: ${first.stderr}`);
@@ -304,7 +312,11 @@ try {
     if (now >= nextSample && !sampling) {
       nextSample = now + SAMPLE_MS;
       sampling = true;
-      track(sample(startedAt).then(followJobs).finally(() => (sampling = false)));
+      track(
+        sample(startedAt)
+          .then(followJobs)
+          .finally(() => (sampling = false)),
+      );
     }
     await new Promise((resolve) => setTimeout(resolve, 25));
   }

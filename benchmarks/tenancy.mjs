@@ -66,7 +66,9 @@ async function timed(fn) {
 
 function rssKb(pid) {
   try {
-    const line = readFileSync(`/proc/${pid}/status`, "utf8").split("\n").find((l) => l.startsWith("VmRSS:"));
+    const line = readFileSync(`/proc/${pid}/status`, "utf8")
+      .split("\n")
+      .find((l) => l.startsWith("VmRSS:"));
     return Number(line.split(/\s+/)[1]);
   } catch {
     return 0;
@@ -92,7 +94,10 @@ function treeRssKb(pid) {
   }
   return total;
 }
-const sandboxRssMb = (host) => sandboxOf(host).pids().reduce((sum, pid) => sum + treeRssKb(pid), 0) / 1024;
+const sandboxRssMb = (host) =>
+  sandboxOf(host)
+    .pids()
+    .reduce((sum, pid) => sum + treeRssKb(pid), 0) / 1024;
 const totalRssMb = (host) => rssKb(process.pid) / 1024 + sandboxRssMb(host);
 
 async function bareIsolateFloor(count) {
@@ -197,7 +202,10 @@ async function main() {
       if (newAnima) firstOfAnima.push(ms);
     }
     results.firstCall = stats(first);
-    results.firstCallOfNewAnima = { ...stats(firstOfAnima), aim: CORDONS === "anima" ? "p50 ≤ 30 ms with a spare process ready" : "(one cordon: no process to start)" };
+    results.firstCallOfNewAnima = {
+      ...stats(firstOfAnima),
+      aim: CORDONS === "anima" ? "p50 ≤ 30 ms with a spare process ready" : "(one cordon: no process to start)",
+    };
 
     const roundRobin = [];
     for (let r = 0; r < ROUNDS; r++) {

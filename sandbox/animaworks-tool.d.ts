@@ -162,7 +162,15 @@ declare module "@animaworks/tool" {
    * (look-arounds, back-references).
    */
   export interface JsonSchema {
-    type?: "string" | "number" | "integer" | "boolean" | "object" | "array" | "null" | Array<"string" | "number" | "integer" | "boolean" | "object" | "array" | "null">;
+    type?:
+      | "string"
+      | "number"
+      | "integer"
+      | "boolean"
+      | "object"
+      | "array"
+      | "null"
+      | Array<"string" | "number" | "integer" | "boolean" | "object" | "array" | "null">;
     description?: string;
     default?: JsonValue;
     enum?: JsonValue[];

@@ -218,7 +218,7 @@ function installCapabilities(
   }
   /** `getCredential(name, tool, { keyName, envVar })`, or AnimaWorks' positional (name, tool, keyName, envVar). */
   function getCredential(credentialName: unknown, toolName: unknown, options?: CredentialOptions | string, envVar?: string): Promise<unknown> {
-    const opts: CredentialOptions = typeof options === "string" ? { keyName: options, envVar } : options ?? {};
+    const opts: CredentialOptions = typeof options === "string" ? { keyName: options, envVar } : (options ?? {});
     return call("credential.get", [
       { credentialName, toolName, keyName: opts.keyName ?? opts.key_name ?? "api_key", envVar: opts.envVar ?? opts.env_var ?? null },
     ]);
@@ -268,5 +268,11 @@ function installCapabilities(
     callGeneration++;
   }
 
-  return { api: { fs, fetch, getCredential, get_credential: getCredential, progress, isCancelled, CapabilityError }, settleMany, receiveText, errorTypeOf, endCall };
+  return {
+    api: { fs, fetch, getCredential, get_credential: getCredential, progress, isCancelled, CapabilityError },
+    settleMany,
+    receiveText,
+    errorTypeOf,
+    endCall,
+  };
 }

@@ -69,7 +69,8 @@ function installJsonGuard(global: Record<string, unknown>): Stringify {
         }
       } else if (code === 0x5b || code === 0x7b) {
         const next = reflectApply(charCodeAt, text, [i + 1]);
-        if (next === 0x5d || next === 0x7d) i++; // [] and {} stay as they are
+        if (next === 0x5d || next === 0x7d)
+          i++; // [] and {} stay as they are
         else extra += 1 + gapLength * ++depth;
       } else if (code === 0x2c) extra += 1 + gapLength * depth;
       else if (code === 0x3a) extra += 1;

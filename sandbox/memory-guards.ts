@@ -30,20 +30,34 @@ const MAX_SPLIT_PIECES = 2 ** 26;
 const SPLIT_TOO_BIG = "Invalid array length: the split would give too many pieces";
 const ALLOCATION_FAILED = "Array buffer allocation failed";
 const TYPED_ARRAYS = [
-  "Int8Array", "Uint8Array", "Uint8ClampedArray", "Int16Array", "Uint16Array", "Int32Array", "Uint32Array",
-  "Float16Array", "Float32Array", "Float64Array", "BigInt64Array", "BigUint64Array",
+  "Int8Array",
+  "Uint8Array",
+  "Uint8ClampedArray",
+  "Int16Array",
+  "Uint16Array",
+  "Int32Array",
+  "Uint32Array",
+  "Float16Array",
+  "Float32Array",
+  "Float64Array",
+  "BigInt64Array",
+  "BigUint64Array",
 ];
 const INTL_CONSTRUCTORS = [
-  "Collator", "DateTimeFormat", "DisplayNames", "DurationFormat", "ListFormat", "Locale", "NumberFormat",
-  "PluralRules", "RelativeTimeFormat", "Segmenter",
+  "Collator",
+  "DateTimeFormat",
+  "DisplayNames",
+  "DurationFormat",
+  "ListFormat",
+  "Locale",
+  "NumberFormat",
+  "PluralRules",
+  "RelativeTimeFormat",
+  "Segmenter",
 ];
 
 // eslint-disable-next-line @typescript-eslint/no-unused-vars
-function installMemoryGuards(
-  global: Record<string, unknown>,
-  isInstance: (value: unknown, ctor: unknown) => boolean,
-  onExceeded: () => void,
-): MemoryGuards {
+function installMemoryGuards(global: Record<string, unknown>, isInstance: (value: unknown, ctor: unknown) => boolean, onExceeded: () => void): MemoryGuards {
   // Captured before any tool code runs (see prelude.ts).
   const reflectApply = Reflect.apply;
   const reflectConstruct = Reflect.construct;

@@ -56,7 +56,6 @@ function removeUnreviewedGlobals(global: Record<string, unknown>): void {
  * declaration of the script's own wrapper scope, never a global.
  */
 function installPrelude(global: Record<string, unknown>, host: GuestBridge): GuestEntry {
-
   // Captured intrinsics (see invariants above).
   const jsonStringify = JSON.stringify;
   const jsonParse = JSON.parse;
@@ -205,7 +204,21 @@ function installPrelude(global: Record<string, unknown>, host: GuestBridge): Gue
   // ---- the @animaworks/tool module -----------------------------------------------------------------
   const capabilities = installCapabilities(host, ToolError, ToolConfigError);
   const { fs, fetch, getCredential, get_credential, progress, isCancelled, CapabilityError } = capabilities.api;
-  const toolApi = freeze({ logger, setTimeout, clearTimeout, sleep, ToolError, ToolConfigError, fs, fetch, getCredential, get_credential, progress, isCancelled, CapabilityError });
+  const toolApi = freeze({
+    logger,
+    setTimeout,
+    clearTimeout,
+    sleep,
+    ToolError,
+    ToolConfigError,
+    fs,
+    fetch,
+    getCredential,
+    get_credential,
+    progress,
+    isCancelled,
+    CapabilityError,
+  });
 
   const hidden = { enumerable: false, writable: false, configurable: false } as const;
   defineProperty(global, "__animaworksTool", { ...hidden, value: toolApi });
@@ -219,9 +232,8 @@ function installPrelude(global: Record<string, unknown>, host: GuestBridge): Gue
     ...hidden,
     value(moduleExports: unknown) {
       if (toolModule !== undefined) throw new errorCtor("tool module registered twice");
-      toolModule = (typeof moduleExports === "object" || typeof moduleExports === "function") && moduleExports !== null
-        ? (moduleExports as Record<string, unknown>)
-        : {};
+      toolModule =
+        (typeof moduleExports === "object" || typeof moduleExports === "function") && moduleExports !== null ? (moduleExports as Record<string, unknown>) : {};
     },
   });
 
@@ -356,7 +368,13 @@ function installPrelude(global: Record<string, unknown>, host: GuestBridge): Gue
     logLinesLeft = 0;
   }
 
-  const entry: GuestEntry = { describe: () => sealed(describeModule()), call: callTool, fireTimer, settleCapabilities: capabilities.settleMany, receiveText: capabilities.receiveText };
+  const entry: GuestEntry = {
+    describe: () => sealed(describeModule()),
+    call: callTool,
+    fireTimer,
+    settleCapabilities: capabilities.settleMany,
+    receiveText: capabilities.receiveText,
+  };
   return freeze(entry);
 }
 

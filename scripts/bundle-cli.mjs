@@ -66,14 +66,16 @@ function writeShims() {
       `    callbackForm(...args, (error, value) => (error ? reject(error) : resolve(value)));\n` +
       `  });\n}\n` +
       names
-        .map((name) => (viaCallback.includes(name) ? `export const ${name} = overCallback("${name}");\n` : `export function ${name}(...args) {\n  return real().${name}(...args);\n}\n`))
+        .map((name) =>
+          viaCallback.includes(name)
+            ? `export const ${name} = overCallback("${name}");\n`
+            : `export function ${name}(...args) {\n  return real().${name}(...args);\n}\n`,
+        )
         .join("") +
       `export const constants = fs.constants;\nexport default { ${names.join(", ")}, constants };\n`,
   );
 
-  const functions = Object.keys(childProcess.default).filter(
-    (name) => /^[a-z]\w*$/.test(name) && typeof childProcess.default[name] === "function",
-  );
+  const functions = Object.keys(childProcess.default).filter((name) => /^[a-z]\w*$/.test(name) && typeof childProcess.default[name] === "function");
   const wrappers = functions.map(
     (name) =>
       `export function ${name}(...args) {\n  return real().${name}(...args);\n}\n` +
@@ -98,9 +100,32 @@ function isEsmOnly(name) {
 
 /** fs/promises functions whose node:fs callback form takes the same arguments and gives the same value. */
 const CALLBACK_TWINS = new Set([
-  "access", "appendFile", "chmod", "chown", "copyFile", "cp", "lchown", "link", "lstat", "lutimes", "mkdir",
-  "mkdtemp", "readFile", "readdir", "readlink", "realpath", "rename", "rm", "rmdir", "stat", "statfs",
-  "symlink", "truncate", "unlink", "utimes", "writeFile",
+  "access",
+  "appendFile",
+  "chmod",
+  "chown",
+  "copyFile",
+  "cp",
+  "lchown",
+  "link",
+  "lstat",
+  "lutimes",
+  "mkdir",
+  "mkdtemp",
+  "readFile",
+  "readdir",
+  "readlink",
+  "realpath",
+  "rename",
+  "rm",
+  "rmdir",
+  "stat",
+  "statfs",
+  "symlink",
+  "truncate",
+  "unlink",
+  "utimes",
+  "writeFile",
 ]);
 
 if (!fs.existsSync(ENTRY)) {
@@ -165,7 +190,9 @@ function bundle(name, args) {
   const nonAscii = bundled.findIndex((byte) => byte > 0x7f);
   if (nonAscii >= 0) {
     const line = bundled.subarray(0, nonAscii).toString("latin1").split("\n").length;
-    console.error(`bundle-cli: dist/cli/${name} line ${line} has a non-ASCII character the bundle cannot carry (a regular expression literal?); write it as an escape or build the pattern from a string`);
+    console.error(
+      `bundle-cli: dist/cli/${name} line ${line} has a non-ASCII character the bundle cannot carry (a regular expression literal?); write it as an escape or build the pattern from a string`,
+    );
     process.exit(1);
   }
 }

@@ -49,7 +49,11 @@ export function composeHost<H extends ComposedHost>(config: HostConfig, construc
     onWriteError: (error, file) => {
       const known = systemFileError(error, file);
       const reason = known?.message ?? `cannot write ${file}: ${error instanceof Error ? error.message : String(error)}`;
-      config.onLog({ level: "error", logger: "animaworks.host", message: `the audit log is not being written (${reason}); calls, denials and credential uses go unrecorded until it can be — ${known?.hint ?? accessHint()}` });
+      config.onLog({
+        level: "error",
+        logger: "animaworks.host",
+        message: `the audit log is not being written (${reason}); calls, denials and credential uses go unrecorded until it can be — ${known?.hint ?? accessHint()}`,
+      });
     },
   });
   const jobCalls = new JobCalls();
@@ -64,7 +68,15 @@ export function composeHost<H extends ComposedHost>(config: HostConfig, construc
   const toolLogs = new ToolLogRouter(config, capabilities);
   const sandbox = createExecutor(config, (line) => toolLogs.forward(line), capabilities.invoke, {
     onRefusal: (context, name, error) =>
-      audit.append({ kind: "capability", anima: context.anima, tool: context.tool, operation: name, target: "", outcome: "denied", reason: `${error.type}: ${error.message}` }),
+      audit.append({
+        kind: "capability",
+        anima: context.anima,
+        tool: context.tool,
+        operation: name,
+        target: "",
+        outcome: "denied",
+        reason: `${error.type}: ${error.message}`,
+      }),
     onViolation: (message) => {
       audit.append({ kind: "sandbox_crash", message });
       config.onLog({ level: "error", logger: "animaworks.host", message });
@@ -123,6 +135,12 @@ export class ToolLogRouter {
   /** For the executor: one line a tool logged. */
   forward(line: ToolLogLine): void {
     const message = redactSecrets(line.message, this.capabilities.secretsOf(line.context.anima));
-    (this.callSinks.get(line.context) ?? this.config.onLog)({ level: line.level, logger: "animaworks.tools", message, anima: line.context.anima, tool: line.context.tool });
+    (this.callSinks.get(line.context) ?? this.config.onLog)({
+      level: line.level,
+      logger: "animaworks.tools",
+      message,
+      anima: line.context.anima,
+      tool: line.context.tool,
+    });
   }
 }

@@ -79,10 +79,13 @@ export function resolveConfig(options: HostOptions = {}, env: Environment = proc
   const pick = <K extends keyof FileSettings>(field: K, option: FileSettings[K] | undefined): FileSettings[K] | undefined => {
     const key = settingName(field);
     const [source, value] =
-      option !== undefined ? (["option", option] as const)
-      : fromEnv[field] !== undefined ? (["environment", fromEnv[field]] as const)
-      : file.settings[field] !== undefined ? (["file", file.settings[field]] as const)
-      : (["default", undefined] as const);
+      option !== undefined
+        ? (["option", option] as const)
+        : fromEnv[field] !== undefined
+          ? (["environment", fromEnv[field]] as const)
+          : file.settings[field] !== undefined
+            ? (["file", file.settings[field]] as const)
+            : (["default", undefined] as const);
     sources[key] = source;
     return value as FileSettings[K] | undefined;
   };
@@ -110,7 +113,8 @@ export function resolveConfig(options: HostOptions = {}, env: Environment = proc
     warmIsolatesMb: positive(pick("warmIsolatesMb", options.warmIsolatesMb), defaultWarmIsolatesMb(), "warmIsolatesMb"),
     maxIdleIsolates: positive(pick("maxIdleIsolates", options.maxIdleIsolates), Number.POSITIVE_INFINITY, "maxIdleIsolates"),
     isolateSnapshot: pick("isolateSnapshot", options.isolateSnapshot) ?? true,
-    maxConcurrentCallsPerAnima: Math.floor(positive(pick("maxConcurrentCallsPerAnima", options.maxConcurrentCallsPerAnima), 8, "maxConcurrentCallsPerAnima")) || 1,
+    maxConcurrentCallsPerAnima:
+      Math.floor(positive(pick("maxConcurrentCallsPerAnima", options.maxConcurrentCallsPerAnima), 8, "maxConcurrentCallsPerAnima")) || 1,
     maxQueuedCallsPerAnima: Math.floor(positive(pick("maxQueuedCallsPerAnima", options.maxQueuedCallsPerAnima), 1_000, "maxQueuedCallsPerAnima")) || 1,
     maxLogLinesPerCall: positive(pick("maxLogLinesPerCall", options.maxLogLinesPerCall), 200, "maxLogLinesPerCall"),
     maxLogLineChars: positive(pick("maxLogLineChars", options.maxLogLineChars), 2_000, "maxLogLineChars"),
@@ -133,7 +137,8 @@ function checkCordons(cordons: NonNullable<HostOptions["cordons"]>): void {
   if (typeof cordons === "string") {
     // The type says "anima" | "all", but the value may come from a library caller's untyped options.
     const named: string = cordons;
-    if (named !== "anima" && named !== "all") throw new ToolHostError("InvalidArguments", `cordons: "${named}" is not "anima", "all" or an object of named groups`);
+    if (named !== "anima" && named !== "all")
+      throw new ToolHostError("InvalidArguments", `cordons: "${named}" is not "anima", "all" or an object of named groups`);
     return;
   }
   const groupOf = new Map<string, string>();
@@ -141,7 +146,11 @@ function checkCordons(cordons: NonNullable<HostOptions["cordons"]>): void {
     for (const anima of animas) {
       const earlier = groupOf.get(anima);
       if (earlier !== undefined && earlier !== group) {
-        throw new ToolHostError("InvalidArguments", `cordons: Anima "${anima}" is in both "${earlier}" and "${group}"`, "an Anima belongs to one cordon; list it in one group only");
+        throw new ToolHostError(
+          "InvalidArguments",
+          `cordons: Anima "${anima}" is in both "${earlier}" and "${group}"`,
+          "an Anima belongs to one cordon; list it in one group only",
+        );
       }
       groupOf.set(anima, group);
     }
@@ -203,7 +212,11 @@ function jobsUrl(value: string | undefined): string | undefined {
     // reported below
   }
   if (protocol !== "postgres:" && protocol !== "postgresql:") {
-    throw new ToolHostError("InvalidArguments", "the job store URL (--jobs-url, $ANIMAWORKS_JOBS_URL or jobs_url in config.json) must be a postgres:// URL", "e.g. postgres://user@db.example:5432/animaworks");
+    throw new ToolHostError(
+      "InvalidArguments",
+      "the job store URL (--jobs-url, $ANIMAWORKS_JOBS_URL or jobs_url in config.json) must be a postgres:// URL",
+      "e.g. postgres://user@db.example:5432/animaworks",
+    );
   }
   return value.trim();
 }
@@ -224,7 +237,10 @@ function positive(value: number | undefined, fallback: number, name: string): nu
 function checkedLogLevel(value: string | undefined): LogRecord["level"] {
   const level = value?.trim().toLowerCase() || "info";
   if (!(LOG_LEVELS as readonly string[]).includes(level)) {
-    throw new ToolHostError("InvalidArguments", `the log level (log_level in config.json or $ANIMAWORKS_LOG_LEVEL) must be debug, info, warn or error, not ${JSON.stringify(value)}`);
+    throw new ToolHostError(
+      "InvalidArguments",
+      `the log level (log_level in config.json or $ANIMAWORKS_LOG_LEVEL) must be debug, info, warn or error, not ${JSON.stringify(value)}`,
+    );
   }
   return level as LogRecord["level"];
 }

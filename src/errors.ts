@@ -166,8 +166,20 @@ const ACCESS_CODES = new Set(["EACCES", "EPERM", "EROFS"]);
 const SPACE_CODES = new Set(["ENOSPC", "EDQUOT"]);
 
 const VERBS: Readonly<Record<string, string>> = {
-  open: "open", mkdir: "create the folder", scandir: "list the folder", rename: "rename", unlink: "remove", rmdir: "remove the folder",
-  stat: "look at", lstat: "look at", access: "reach", write: "write", read: "read", copyfile: "copy", chmod: "change the mode of", utime: "touch",
+  open: "open",
+  mkdir: "create the folder",
+  scandir: "list the folder",
+  rename: "rename",
+  unlink: "remove",
+  rmdir: "remove the folder",
+  stat: "look at",
+  lstat: "look at",
+  access: "reach",
+  write: "write",
+  read: "read",
+  copyfile: "copy",
+  chmod: "change the mode of",
+  utime: "touch",
 };
 
 /** A `ToolHostError` for an access or disk-space error of the system (with its path), else undefined. */
@@ -178,7 +190,12 @@ export function systemFileError(error: unknown, path?: string): ToolHostError | 
   const where = (error as NodeJS.ErrnoException).path ?? path ?? "a file of the data dir";
   const verb = (syscall && VERBS[syscall]) ?? "use";
   if (SPACE_CODES.has(code)) {
-    return new ToolHostError("ExecutionError", `cannot ${verb} ${where}: no space left on its file system (${code})`, "free space (or raise the quota) on the data dir's file system, then run it again", "host");
+    return new ToolHostError(
+      "ExecutionError",
+      `cannot ${verb} ${where}: no space left on its file system (${code})`,
+      "free space (or raise the quota) on the data dir's file system, then run it again",
+      "host",
+    );
   }
   const why = code === "EROFS" ? "the file system is read-only" : "permission denied";
   return new ToolHostError("PermissionDenied", `cannot ${verb} ${where}: ${why} (${code})`, accessHint(), "host");

@@ -38,7 +38,11 @@ export function withAnimaDir(argsJson: string, animaDir: string): string {
 }
 
 export function unknownTool(name: string, known: string[]): ToolHostError {
-  return new ToolHostError("ToolNotFound", `unknown tool "${name}"`, known.length > 0 ? `available tools: ${[...known].sort().join(", ")}` : "no tools are installed");
+  return new ToolHostError(
+    "ToolNotFound",
+    `unknown tool "${name}"`,
+    known.length > 0 ? `available tools: ${[...known].sort().join(", ")}` : "no tools are installed",
+  );
 }
 
 /** A failed call's result: the one conversion of a call's `ErrorInfo` to the public `CallResult`. */

@@ -17,7 +17,20 @@ import { type ProfileEntry, type ToolSchema, profileFor, profileTimeoutMs } from
 import { schemaOf } from "./registry/actions.js";
 import { structuredResult } from "./execution/result-check.js";
 import { callFailure, errorResult, toToolInfo, unknownTool, withAnimaDir } from "./host-support.js";
-import type { AnimaReport, CallOptions, CallResult, CapabilityPath, CapabilityPathSource, PreparedCall, RunOptions, ToolChangeSource, ToolHost, ToolInfo, ToolListing, ToolsChange } from "./host-api.js";
+import type {
+  AnimaReport,
+  CallOptions,
+  CallResult,
+  CapabilityPath,
+  CapabilityPathSource,
+  PreparedCall,
+  RunOptions,
+  ToolChangeSource,
+  ToolHost,
+  ToolInfo,
+  ToolListing,
+  ToolsChange,
+} from "./host-api.js";
 import type { JobCalls } from "./capabilities/job-calls.js";
 import { ToolWatch } from "./registry/tool-watch.js";
 import { monotonicMs } from "./clock.js";
@@ -141,20 +154,23 @@ class Host implements ToolHost, ToolChangeSource, CapabilityPathSource {
       if (job) unregisterJob = this.jobCalls.register(job.id, ref.name, job);
       const context: CallContext = { anima: ref.name, animaDir: ref.dir, tool: prepared.tool, ...(job ? { jobId: job.id } : {}) };
       if (options.onLog) this.toolLogs.sendCallLogsTo(context, options.onLog);
-      const outcome = await this.executor.call({
-        op: "call",
-        bundle: prepared.bundle,
-        context,
-        entry: "call",
-        schemaName: prepared.schemaName,
-        // anima_dir is injected here, after validation, so no caller can choose it.
-        payloadJson: withAnimaDir(prepared.argsJson, ref.dir),
-        timeoutMs: prepared.timeoutMs,
-        memoryLimitMb: this.config.memoryLimitMb,
-        maxResultBytes: this.config.maxResultTransferBytes,
-        maxLogLines: this.config.maxLogLinesPerCall,
-        maxLogLineChars: this.config.maxLogLineChars,
-      }, options.signal);
+      const outcome = await this.executor.call(
+        {
+          op: "call",
+          bundle: prepared.bundle,
+          context,
+          entry: "call",
+          schemaName: prepared.schemaName,
+          // anima_dir is injected here, after validation, so no caller can choose it.
+          payloadJson: withAnimaDir(prepared.argsJson, ref.dir),
+          timeoutMs: prepared.timeoutMs,
+          memoryLimitMb: this.config.memoryLimitMb,
+          maxResultBytes: this.config.maxResultTransferBytes,
+          maxLogLines: this.config.maxLogLinesPerCall,
+          maxLogLineChars: this.config.maxLogLineChars,
+        },
+        options.signal,
+      );
       return this.audited(ref.name, prepared.tool, prepared.schemaName, this.toResult(outcome, structured));
     } catch (error) {
       return this.audited(prepared.anima, prepared.tool, prepared.schemaName, errorResult(error, monotonicMs() - startedAt));
@@ -172,19 +188,22 @@ class Host implements ToolHost, ToolChangeSource, CapabilityPathSource {
       if (!tool.hasCliMain) throw new ToolHostError("ToolNotFound", `tool "${toolName}" has no cli_main`);
       const context: CallContext = { anima: ref.name, animaDir: ref.dir, tool: tool.name };
       if (options.onLog) this.toolLogs.sendCallLogsTo(context, options.onLog);
-      const outcome = await this.executor.call({
-        op: "call",
-        bundle: tool.bundle,
-        context,
-        entry: "cli",
-        schemaName: "",
-        payloadJson: JSON.stringify(argv.map(String)),
-        timeoutMs: this.timeoutFor(undefined, undefined),
-        memoryLimitMb: this.config.memoryLimitMb,
-        maxResultBytes: this.config.maxResultTransferBytes,
-        maxLogLines: this.config.maxLogLinesPerCall,
-        maxLogLineChars: this.config.maxLogLineChars,
-      }, options.signal);
+      const outcome = await this.executor.call(
+        {
+          op: "call",
+          bundle: tool.bundle,
+          context,
+          entry: "cli",
+          schemaName: "",
+          payloadJson: JSON.stringify(argv.map(String)),
+          timeoutMs: this.timeoutFor(undefined, undefined),
+          memoryLimitMb: this.config.memoryLimitMb,
+          maxResultBytes: this.config.maxResultTransferBytes,
+          maxLogLines: this.config.maxLogLinesPerCall,
+          maxLogLineChars: this.config.maxLogLineChars,
+        },
+        options.signal,
+      );
       return this.toResult(outcome);
     } catch (error) {
       return errorResult(error, monotonicMs() - startedAt);
@@ -250,9 +269,7 @@ class Host implements ToolHost, ToolChangeSource, CapabilityPathSource {
   /** After a burst of edits in watched folders: reload, and record which tools changed (once per change: here). */
   private reloadWatched(paths: string[], anima: string | undefined): void {
     this.refresh();
-    this.recording = this.recording
-      .then(async () => (await import("./audit/reloads.js")).recordWatchedReloads(this, paths, anima))
-      .catch(() => {});
+    this.recording = this.recording.then(async () => (await import("./audit/reloads.js")).recordWatchedReloads(this, paths, anima)).catch(() => {});
   }
 
   /** Settles when the folder watchers (if any) are watching. */
@@ -318,7 +335,13 @@ class Host implements ToolHost, ToolChangeSource, CapabilityPathSource {
       void entry.then((loaded) => {
         // Once per broken version, however many processes load it (audit/load-errors.ts).
         if (loaded.state === "error") {
-          const event = { kind: "load_error" as const, ...(view.ref ? { anima: view.ref.name } : {}), tool: loaded.name, origin: loaded.origin, message: loaded.error.message };
+          const event = {
+            kind: "load_error" as const,
+            ...(view.ref ? { anima: view.ref.name } : {}),
+            tool: loaded.name,
+            origin: loaded.origin,
+            message: loaded.error.message,
+          };
           recordLoadError(this.config.dataDir, this.audit, event, loaded);
         }
       });
@@ -357,7 +380,14 @@ class Host implements ToolHost, ToolChangeSource, CapabilityPathSource {
     // Throws (an ExecutionError result) when the value breaks the action's output_schema.
     const object = structured && (structured.always || structured.schema.outputSchema) ? structuredResult(structured.schema, outcome.value) : undefined;
     const formatted = formatOutput(outcome.value, this.config.maxOutputBytes);
-    return { status: "ok", output: formatted.text, truncated: formatted.truncated, originalBytes: formatted.originalBytes, durationMs: outcome.durationMs, ...(object ? { structured: object } : {}) };
+    return {
+      status: "ok",
+      output: formatted.text,
+      truncated: formatted.truncated,
+      originalBytes: formatted.originalBytes,
+      durationMs: outcome.durationMs,
+      ...(object ? { structured: object } : {}),
+    };
   }
 
   private warnProblems(problems: DiscoveryProblem[]): void {

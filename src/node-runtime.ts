@@ -134,7 +134,13 @@ export function runtimeWarnings(hostNode: string, sandboxNode: string, found: Pi
   if (found && found.path === undefined) {
     warnings.push(`the pinned Node.js ${found.version} (${found.packageName}) is not installed: run npm ci (without --omit=optional)`);
   }
-  const runtimes: Array<[string, string]> = hostNode === sandboxNode ? [["the host and its sandbox processes", hostNode]] : [["the host", hostNode], ["sandbox processes", sandboxNode]];
+  const runtimes: Array<[string, string]> =
+    hostNode === sandboxNode
+      ? [["the host and its sandbox processes", hostNode]]
+      : [
+          ["the host", hostNode],
+          ["sandbox processes", sandboxNode],
+        ];
   const today = now.toISOString().slice(0, 10);
   for (const [role, version] of runtimes) {
     const major = Number(version.split(".")[0]);

@@ -39,10 +39,30 @@ export interface SettingSpec {
 /** The settings as read from the file, in the host's own names and units. */
 export type FileSettings = Pick<
   HostOptions,
-  | "osSandbox" | "jobsUrl" | "allowInternalHosts" | "allowedEnvironment" | "logLevel" | "timeoutMs" | "maxCallTimeoutMs" | "memoryLimitMb"
-  | "loadTimeoutMs" | "maxOutputBytes" | "maxResultTransferBytes" | "cordons" | "sandboxProcesses" | "maxSandboxProcesses" | "spareSandboxProcesses"
-  | "warmIsolatesMb" | "maxIdleIsolates" | "isolateSnapshot"
-  | "maxConcurrentCallsPerAnima" | "maxQueuedCallsPerAnima" | "maxLogLinesPerCall" | "maxLogLineChars" | "fsLimits" | "mcpCoreTools"
+  | "osSandbox"
+  | "jobsUrl"
+  | "allowInternalHosts"
+  | "allowedEnvironment"
+  | "logLevel"
+  | "timeoutMs"
+  | "maxCallTimeoutMs"
+  | "memoryLimitMb"
+  | "loadTimeoutMs"
+  | "maxOutputBytes"
+  | "maxResultTransferBytes"
+  | "cordons"
+  | "sandboxProcesses"
+  | "maxSandboxProcesses"
+  | "spareSandboxProcesses"
+  | "warmIsolatesMb"
+  | "maxIdleIsolates"
+  | "isolateSnapshot"
+  | "maxConcurrentCallsPerAnima"
+  | "maxQueuedCallsPerAnima"
+  | "maxLogLinesPerCall"
+  | "maxLogLineChars"
+  | "fsLimits"
+  | "mcpCoreTools"
 > & {
   daemon?: boolean;
   daemonIdleSeconds?: number;
@@ -63,30 +83,85 @@ const FS_LIMIT_KEYS: Readonly<Record<string, keyof FsLimits>> = {
 };
 
 export const SETTINGS: readonly SettingSpec[] = [
-  { key: "allow_internal_hosts", field: "allowInternalHosts", env: "ANIMAWORKS_ALLOW_INTERNAL_HOSTS", schema: names, description: "private or loopback hosts (names, IPs, CIDRs) tools may reach, e.g. an internal API on 127.0.0.1" },
-  { key: "allowed_environment", field: "allowedEnvironment", env: "ANIMAWORKS_ALLOWED_ENVIRONMENT", schema: { type: "array", items: { type: "string", pattern: "^[A-Za-z_][A-Za-z0-9_]*$" } }, description: "environment variables getCredential may fall back to, by exact name" },
-  { key: "os_sandbox", field: "osSandbox", env: "ANIMAWORKS_OS_SANDBOX", schema: { enum: ["auto", "required", "off"] }, description: "bubblewrap around sandbox processes: auto, required or off" },
-  { key: "jobs_url", field: "jobsUrl", env: "ANIMAWORKS_JOBS_URL", schema: { type: "string", pattern: "^postgres(ql)?://" }, description: "PostgreSQL URL of the background job store (else the embedded SQLite file)", secret: true },
+  {
+    key: "allow_internal_hosts",
+    field: "allowInternalHosts",
+    env: "ANIMAWORKS_ALLOW_INTERNAL_HOSTS",
+    schema: names,
+    description: "private or loopback hosts (names, IPs, CIDRs) tools may reach, e.g. an internal API on 127.0.0.1",
+  },
+  {
+    key: "allowed_environment",
+    field: "allowedEnvironment",
+    env: "ANIMAWORKS_ALLOWED_ENVIRONMENT",
+    schema: { type: "array", items: { type: "string", pattern: "^[A-Za-z_][A-Za-z0-9_]*$" } },
+    description: "environment variables getCredential may fall back to, by exact name",
+  },
+  {
+    key: "os_sandbox",
+    field: "osSandbox",
+    env: "ANIMAWORKS_OS_SANDBOX",
+    schema: { enum: ["auto", "required", "off"] },
+    description: "bubblewrap around sandbox processes: auto, required or off",
+  },
+  {
+    key: "jobs_url",
+    field: "jobsUrl",
+    env: "ANIMAWORKS_JOBS_URL",
+    schema: { type: "string", pattern: "^postgres(ql)?://" },
+    description: "PostgreSQL URL of the background job store (else the embedded SQLite file)",
+    secret: true,
+  },
   { key: "log_level", field: "logLevel", env: "ANIMAWORKS_LOG_LEVEL", schema: { enum: [...LOG_LEVELS] }, description: "least level of the host's log lines" },
   { key: "timeout_ms", field: "timeoutMs", schema: positiveNumber, description: "default per-call timeout, ms" },
   { key: "max_call_timeout_ms", field: "maxCallTimeoutMs", schema: positiveNumber, description: "upper bound of any call's timeout, ms" },
   { key: "memory_limit_mb", field: "memoryLimitMb", schema: { type: "number", minimum: 8 }, description: "V8 heap limit per isolate, MB" },
   { key: "load_timeout_ms", field: "loadTimeoutMs", schema: positiveNumber, description: "time to load a tool, ms" },
   { key: "max_output_bytes", field: "maxOutputBytes", schema: positiveInteger, description: "result text kept before the truncation notice, bytes" },
-  { key: "max_result_transfer_bytes", field: "maxResultTransferBytes", schema: positiveInteger, description: "largest serialised result a tool hands back, bytes" },
+  {
+    key: "max_result_transfer_bytes",
+    field: "maxResultTransferBytes",
+    schema: positiveInteger,
+    description: "largest serialised result a tool hands back, bytes",
+  },
   {
     key: "cordons",
     field: "cordons",
     schema: { oneOf: [{ enum: ["anima", "all"] }, { type: "object", additionalProperties: names }] },
     description: 'Animas whose tools may share sandbox processes: "anima" (each alone), "all", or named groups {"team": ["alice", "bob"]}',
   },
-  { key: "sandbox_processes", field: "sandboxProcesses", schema: positiveInteger, description: "sandbox processes per cordon (default 1; 2 when cordons is \"all\")" },
-  { key: "max_sandbox_processes", field: "maxSandboxProcesses", schema: positiveInteger, description: "sandbox processes alive at most (≈ 50 MB each idle); idle cordons beyond it are ended" },
-  { key: "spare_sandbox_processes", field: "spareSandboxProcesses", schema: { type: "integer", minimum: 0 }, description: "blank sandbox processes kept ready for a new cordon's first call" },
+  {
+    key: "sandbox_processes",
+    field: "sandboxProcesses",
+    schema: positiveInteger,
+    description: 'sandbox processes per cordon (default 1; 2 when cordons is "all")',
+  },
+  {
+    key: "max_sandbox_processes",
+    field: "maxSandboxProcesses",
+    schema: positiveInteger,
+    description: "sandbox processes alive at most (≈ 50 MB each idle); idle cordons beyond it are ended",
+  },
+  {
+    key: "spare_sandbox_processes",
+    field: "spareSandboxProcesses",
+    schema: { type: "integer", minimum: 0 },
+    description: "blank sandbox processes kept ready for a new cordon's first call",
+  },
   { key: "warm_isolates_mb", field: "warmIsolatesMb", schema: positiveNumber, description: "memory all idle warm isolates may hold, MB" },
   { key: "max_idle_isolates", field: "maxIdleIsolates", schema: positiveInteger, description: "idle warm isolates per sandbox process at most" },
-  { key: "isolate_snapshot", field: "isolateSnapshot", schema: { type: "boolean" }, description: "isolates made from a V8 startup snapshot of the prelude (false: the prelude runs in each new isolate)" },
-  { key: "max_concurrent_calls_per_anima", field: "maxConcurrentCallsPerAnima", schema: positiveInteger, description: "calls of one Anima at once while others have calls" },
+  {
+    key: "isolate_snapshot",
+    field: "isolateSnapshot",
+    schema: { type: "boolean" },
+    description: "isolates made from a V8 startup snapshot of the prelude (false: the prelude runs in each new isolate)",
+  },
+  {
+    key: "max_concurrent_calls_per_anima",
+    field: "maxConcurrentCallsPerAnima",
+    schema: positiveInteger,
+    description: "calls of one Anima at once while others have calls",
+  },
   { key: "max_queued_calls_per_anima", field: "maxQueuedCallsPerAnima", schema: positiveInteger, description: "calls of one Anima waiting before Busy" },
   { key: "max_log_lines_per_call", field: "maxLogLinesPerCall", schema: positiveInteger, description: "log lines one call may emit" },
   { key: "max_log_line_chars", field: "maxLogLineChars", schema: positiveInteger, description: "longest log line kept, characters" },
@@ -96,8 +171,19 @@ export const SETTINGS: readonly SettingSpec[] = [
     schema: { type: "object", additionalProperties: false, properties: Object.fromEntries(Object.keys(FS_LIMIT_KEYS).map((key) => [key, positiveInteger])) },
     description: `file-capability limits: ${Object.keys(FS_LIMIT_KEYS).join(", ")} (bytes, counts)`,
   },
-  { key: "daemon", field: "daemon", schema: { type: "boolean" }, description: "whether CLI calls start a background host (false: every call runs in its own process; ANIMAWORKS_NO_DAEMON=1 for one run)" },
-  { key: "daemon_idle_seconds", field: "daemonIdleSeconds", env: "ANIMAWORKS_DAEMON_IDLE_SECONDS", schema: { type: "number", exclusiveMinimum: 0, maximum: 2_147_483 }, description: "seconds a daemon waits without a call before it exits" },
+  {
+    key: "daemon",
+    field: "daemon",
+    schema: { type: "boolean" },
+    description: "whether CLI calls start a background host (false: every call runs in its own process; ANIMAWORKS_NO_DAEMON=1 for one run)",
+  },
+  {
+    key: "daemon_idle_seconds",
+    field: "daemonIdleSeconds",
+    env: "ANIMAWORKS_DAEMON_IDLE_SECONDS",
+    schema: { type: "number", exclusiveMinimum: 0, maximum: 2_147_483 },
+    description: "seconds a daemon waits without a call before it exits",
+  },
   { key: "mcp_core_tools", field: "mcpCoreTools", schema: names, description: "core tools the MCP server offers (default: all)" },
 ];
 
@@ -127,8 +213,18 @@ export function readOperatorFile(dataDir: string): OperatorFile {
     if (!(error instanceof UnreadableFile)) throw error;
     if (error.reason.kind === "missing") return { path, settings: {}, fingerprint: "" };
     // A system error (EACCES, EIO…) reads as every other file the host cannot open does.
-    const system = error.reason.kind === "unreadable" ? systemFileError(Object.assign(new Error(error.reason.code), { code: error.reason.code, syscall: "open" }), path) : undefined;
-    throw system ?? new ToolHostError("InvalidArguments", `cannot read ${error.message}`, "the host's operator settings live there: a regular JSON file, readable by this user");
+    const system =
+      error.reason.kind === "unreadable"
+        ? systemFileError(Object.assign(new Error(error.reason.code), { code: error.reason.code, syscall: "open" }), path)
+        : undefined;
+    throw (
+      system ??
+      new ToolHostError(
+        "InvalidArguments",
+        `cannot read ${error.message}`,
+        "the host's operator settings live there: a regular JSON file, readable by this user",
+      )
+    );
   }
   if (cached?.path === path && cached.text === text) return cached.file;
   const file = parseOperatorFile(path, text);
@@ -176,10 +272,15 @@ function checkSection(path: string, section: unknown): void {
       const known = error.instancePath === "" ? SETTINGS.map((s) => s.key) : Object.keys(FS_LIMIT_KEYS);
       return `${where}.${key} is not a setting (settings: ${known.join(", ")})`;
     }
-    if (error.keyword === "enum") return `${where} must be one of ${((error.params as Record<string, unknown>)["allowedValues"] as unknown[]).map((v) => JSON.stringify(v)).join(", ")}`;
+    if (error.keyword === "enum")
+      return `${where} must be one of ${((error.params as Record<string, unknown>)["allowedValues"] as unknown[]).map((v) => JSON.stringify(v)).join(", ")}`;
     return `${where} ${error.message ?? "is invalid"}`;
   });
-  throw new ToolHostError("InvalidArguments", `${path}: ${[...new Set(problems)].join("; ")}`, `fix the "${CONFIG_SECTION}" section (README: "Operator configuration" lists every setting)`);
+  throw new ToolHostError(
+    "InvalidArguments",
+    `${path}: ${[...new Set(problems)].join("; ")}`,
+    `fix the "${CONFIG_SECTION}" section (README: "Operator configuration" lists every setting)`,
+  );
 }
 
 /** `postgres://user:secret@host/db` → `postgres://user:***@host/db`; anything else unchanged. */
@@ -209,10 +310,18 @@ export function environmentSettings(env: Readonly<Record<string, string | undefi
 function environmentValue(spec: SettingSpec, text: string): unknown {
   const variable = spec.env as string;
   if (spec.schema["type"] === "array") {
-    const items = text.split(",").map((item) => item.trim()).filter(Boolean);
+    const items = text
+      .split(",")
+      .map((item) => item.trim())
+      .filter(Boolean);
     const pattern = (spec.schema["items"] as { pattern?: string }).pattern;
     const bad = pattern === undefined ? undefined : items.find((item) => !new RegExp(pattern).test(item));
-    if (bad !== undefined) throw new ToolHostError("InvalidArguments", `$${variable} lists ${JSON.stringify(bad)}, which is not a variable name`, "a comma-separated list of names, e.g. WEATHER_API_KEY,GITHUB_TOKEN");
+    if (bad !== undefined)
+      throw new ToolHostError(
+        "InvalidArguments",
+        `$${variable} lists ${JSON.stringify(bad)}, which is not a variable name`,
+        "a comma-separated list of names, e.g. WEATHER_API_KEY,GITHUB_TOKEN",
+      );
     return items;
   }
   const allowed = spec.schema["enum"] as string[] | undefined;

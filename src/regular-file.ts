@@ -17,10 +17,7 @@ import { ToolHostError } from "./errors.js";
 
 /** Why a file could not be read: each maps to one sentence the caller puts after the file's name. */
 export type UnreadableReason =
-  | { kind: "missing" }
-  | { kind: "not-regular"; what: string }
-  | { kind: "too-large"; bytes: number; maxBytes: number }
-  | { kind: "unreadable"; code: string };
+  { kind: "missing" } | { kind: "not-regular"; what: string } | { kind: "too-large"; bytes: number; maxBytes: number } | { kind: "unreadable"; code: string };
 
 export class UnreadableFile extends Error {
   constructor(

@@ -5,7 +5,11 @@ describe("the host's one error shape", () => {
   it("gives every error type a usual fault, which a site may override", () => {
     expect(Object.keys(DEFAULT_FAULT).sort()).toEqual([...ERROR_TYPES].sort());
     expect(new ToolHostError("InvalidArguments", "bad").fault).toBe("caller");
-    expect(new ToolHostError("ExecutionError", "stopped", undefined, "caller").toInfo()).toEqual({ type: "ExecutionError", message: "stopped", fault: "caller" });
+    expect(new ToolHostError("ExecutionError", "stopped", undefined, "caller").toInfo()).toEqual({
+      type: "ExecutionError",
+      message: "stopped",
+      fault: "caller",
+    });
     const info = { type: "Busy", message: "full", fault: "host", hint: "later" } as const;
     expect(ToolHostError.fromInfo(info).toInfo()).toEqual(info);
   });

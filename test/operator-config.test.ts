@@ -22,7 +22,14 @@ function withConfig(section: unknown, rest: Record<string, unknown> = {}): TempD
 
 describe("operator configuration (config.json animaworks_tool)", () => {
   it("takes each setting from the option, else its variable, else the file, else the default, and says which", () => {
-    const { dir } = withConfig({ timeout_ms: 5_000, allow_internal_hosts: ["10.0.0.1"], os_sandbox: "off", log_level: "warn", fs_limits: { max_files: 10 }, daemon_idle_seconds: 60 });
+    const { dir } = withConfig({
+      timeout_ms: 5_000,
+      allow_internal_hosts: ["10.0.0.1"],
+      os_sandbox: "off",
+      log_level: "warn",
+      fs_limits: { max_files: 10 },
+      daemon_idle_seconds: 60,
+    });
     const config = resolveConfig({ dataDir: dir, osSandbox: "required" }, { ANIMAWORKS_ALLOW_INTERNAL_HOSTS: "127.0.0.1, ::1", ANIMAWORKS_LOG_LEVEL: "" });
     expect(config.timeoutMs).toBe(5_000);
     expect(config.allowInternalHosts).toEqual(["127.0.0.1", "::1"]);
@@ -32,7 +39,14 @@ describe("operator configuration (config.json animaworks_tool)", () => {
     expect(config.fsLimits.maxReadBytes).toBe(10 * 1024 * 1024);
     expect(config.daemon.idleTimeoutMs).toBe(60_000);
     expect(config.memoryLimitMb).toBe(128);
-    expect(config.operator.sources).toMatchObject({ timeout_ms: "file", allow_internal_hosts: "environment", os_sandbox: "option", log_level: "file", memory_limit_mb: "default", fs_limits: "file" });
+    expect(config.operator.sources).toMatchObject({
+      timeout_ms: "file",
+      allow_internal_hosts: "environment",
+      os_sandbox: "option",
+      log_level: "file",
+      memory_limit_mb: "default",
+      fs_limits: "file",
+    });
     expect(config.operator.file).toBe(join(dir, "config.json"));
   });
 
@@ -64,11 +78,25 @@ describe("operator configuration (config.json animaworks_tool)", () => {
   });
 
   it("refuses a wrong section at start, naming every wrong key", () => {
-    const { dir } = withConfig({ timeout: 5, os_sandbox: "maybe", jobs_url: 3, fs_limits: { max: 1 }, memory_limit_mb: 4, allowed_environment: ["OK_NAME", "not a name"] });
+    const { dir } = withConfig({
+      timeout: 5,
+      os_sandbox: "maybe",
+      jobs_url: 3,
+      fs_limits: { max: 1 },
+      memory_limit_mb: 4,
+      allowed_environment: ["OK_NAME", "not a name"],
+    });
     const error = thrownToolError(() => resolveConfig({ dataDir: dir }, {}));
     expect(error.type).toBe("InvalidArguments");
     expect(error.exitCode).toBe(2);
-    for (const key of ["animaworks_tool.timeout is not a setting", 'animaworks_tool.os_sandbox must be one of "auto", "required", "off"', "animaworks_tool.jobs_url must be string", "animaworks_tool.fs_limits.max is not a setting", "animaworks_tool.memory_limit_mb must be >= 8", "animaworks_tool.allowed_environment.1 must match pattern"]) {
+    for (const key of [
+      "animaworks_tool.timeout is not a setting",
+      'animaworks_tool.os_sandbox must be one of "auto", "required", "off"',
+      "animaworks_tool.jobs_url must be string",
+      "animaworks_tool.fs_limits.max is not a setting",
+      "animaworks_tool.memory_limit_mb must be >= 8",
+      "animaworks_tool.allowed_environment.1 must match pattern",
+    ]) {
       expect(error.message).toContain(key);
     }
     expect(error.message).toContain(join(dir, "config.json"));
@@ -78,8 +106,12 @@ describe("operator configuration (config.json animaworks_tool)", () => {
     data = makeDataDir({ "config.json": "{ not json" });
     expect(thrownToolError(() => resolveConfig({ dataDir: data!.dir }, {})).message).toMatch(/config\.json is not valid JSON/);
     writeFileSync(join(data.dir, "config.json"), "{}");
-    expect(thrownToolError(() => resolveConfig({ dataDir: data!.dir }, { ANIMAWORKS_ALLOWED_ENVIRONMENT: "GOOD,BAD-NAME" })).message).toContain("$ANIMAWORKS_ALLOWED_ENVIRONMENT lists \"BAD-NAME\"");
-    expect(thrownToolError(() => resolveConfig({ dataDir: data!.dir }, { ANIMAWORKS_OS_SANDBOX: "sometimes" })).message).toContain("$ANIMAWORKS_OS_SANDBOX must be auto, required, off");
+    expect(thrownToolError(() => resolveConfig({ dataDir: data!.dir }, { ANIMAWORKS_ALLOWED_ENVIRONMENT: "GOOD,BAD-NAME" })).message).toContain(
+      '$ANIMAWORKS_ALLOWED_ENVIRONMENT lists "BAD-NAME"',
+    );
+    expect(thrownToolError(() => resolveConfig({ dataDir: data!.dir }, { ANIMAWORKS_OS_SANDBOX: "sometimes" })).message).toContain(
+      "$ANIMAWORKS_OS_SANDBOX must be auto, required, off",
+    );
   });
 
   it("snapshots only the allowed variables, from the environment it is given", () => {
@@ -104,7 +136,11 @@ describe("operator configuration (config.json animaworks_tool)", () => {
     const { dir } = withConfig({ jobs_url: "postgres://worker:hunter2@db.internal:5432/jobs" });
     const shown = effectiveSettings(resolveConfig({ dataDir: dir }, {}));
     expect(shown.map((setting) => setting.key)).toEqual(SETTINGS.map((spec) => spec.key));
-    expect(shown.find((setting) => setting.key === "jobs_url")).toEqual({ key: "jobs_url", value: "postgres://worker:***@db.internal:5432/jobs", source: "file" });
+    expect(shown.find((setting) => setting.key === "jobs_url")).toEqual({
+      key: "jobs_url",
+      value: "postgres://worker:***@db.internal:5432/jobs",
+      source: "file",
+    });
     expect(JSON.stringify(shown)).not.toContain("hunter2");
     expect(maskUrlPassword("postgres://u@h/db")).toBe("postgres://u@h/db");
   });

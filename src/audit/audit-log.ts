@@ -91,7 +91,8 @@ export const MAX_AUDIT_MESSAGE_CHARS = 2_000;
 export function boundEvent(event: AuditEvent): AuditEvent {
   const bounded: Record<string, unknown> = {};
   for (const [key, value] of Object.entries(event)) {
-    bounded[key] = typeof value === "string" ? truncateForAudit(value, key === "message" || key === "reason" ? MAX_AUDIT_MESSAGE_CHARS : MAX_AUDIT_FIELD_CHARS) : value;
+    bounded[key] =
+      typeof value === "string" ? truncateForAudit(value, key === "message" || key === "reason" ? MAX_AUDIT_MESSAGE_CHARS : MAX_AUDIT_FIELD_CHARS) : value;
   }
   return bounded as AuditEvent;
 }

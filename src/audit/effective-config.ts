@@ -38,9 +38,22 @@ function valueOf(config: HostConfig, field: (typeof SETTINGS)[number]["field"]):
 export function formatSettings(config: HostConfig, settings: EffectiveSetting[]): string {
   const shown = (value: unknown): string =>
     // eslint-disable-next-line @typescript-eslint/no-base-to-string -- objects are listed by their entries first: what reaches String() is a primitive
-    value === null ? "(none)" : Array.isArray(value) ? (value.length ? value.join(", ") : "(none)") : typeof value === "object" ? Object.entries(value).map(([k, v]) => `${k} ${String(v)}`).join(", ") : String(value);
+    value === null
+      ? "(none)"
+      : Array.isArray(value)
+        ? value.length
+          ? value.join(", ")
+          : "(none)"
+        : typeof value === "object"
+          ? Object.entries(value)
+              .map(([k, v]) => `${k} ${String(v)}`)
+              .join(", ")
+          : String(value);
   return [
     `Configuration (flag > environment > "${CONFIG_SECTION}" in ${config.operator.file} > default):`,
-    ...settings.map((setting) => `  ${setting.key}: ${setting.key === "mcp_core_tools" && setting.value === null ? "(every core tool)" : shown(setting.value)}${setting.source === "default" ? "" : ` [${setting.source === "option" ? "flag" : setting.source}]`}`),
+    ...settings.map(
+      (setting) =>
+        `  ${setting.key}: ${setting.key === "mcp_core_tools" && setting.value === null ? "(every core tool)" : shown(setting.value)}${setting.source === "default" ? "" : ` [${setting.source === "option" ? "flag" : setting.source}]`}`,
+    ),
   ].join("\n");
 }

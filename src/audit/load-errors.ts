@@ -36,7 +36,12 @@ export function loadErrorMarkerDir(dataDir: string): string {
  * Appends `event` unless this failure of this version was recorded before (by any process).
  * `version.bundleHash`: the built tool's hash, when it built; otherwise the file at `version.path` is hashed.
  */
-export function recordLoadError(dataDir: string, audit: Pick<AuditLog, "append">, event: LoadErrorEvent, version: { path: string; bundleHash?: string | undefined }): void {
+export function recordLoadError(
+  dataDir: string,
+  audit: Pick<AuditLog, "append">,
+  event: LoadErrorEvent,
+  version: { path: string; bundleHash?: string | undefined },
+): void {
   const content = version.bundleHash ?? sourceHash(version.path);
   const key = sha256([event.anima ?? "", event.origin, event.tool, version.path, content, event.message.slice(0, MESSAGE_KEY_CHARS)].join("\0")).slice(0, 40);
   if (claim(loadErrorMarkerDir(dataDir), key)) audit.append(event);

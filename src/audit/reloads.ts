@@ -107,7 +107,8 @@ async function compareAndRecord(file: string, options: RecordReloadsOptions): Pr
 }
 
 function versionOf(tool: ToolInfo): string {
-  const text = tool.status === "error" ? `error:${tool.origin}:${tool.error?.message ?? ""}` : `${tool.origin}:${tool.bundleHash ?? ""}:${JSON.stringify(tool.schemas)}`;
+  const text =
+    tool.status === "error" ? `error:${tool.origin}:${tool.error?.message ?? ""}` : `${tool.origin}:${tool.bundleHash ?? ""}:${JSON.stringify(tool.schemas)}`;
   return sha256(text).slice(0, 32);
 }
 

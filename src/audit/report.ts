@@ -51,7 +51,13 @@ export interface AnimaReport {
  * secret value, because none is ever recorded. Its types are the host's public API (host-api.ts).
  */
 
-export async function buildAnimaReport(config: HostConfig, anima: string, animaDir: string, listing: ToolListing, records: AuditRecord[]): Promise<AnimaReport> {
+export async function buildAnimaReport(
+  config: HostConfig,
+  anima: string,
+  animaDir: string,
+  listing: ToolListing,
+  records: AuditRecord[],
+): Promise<AnimaReport> {
   let policy: AnimaReport["policy"];
   const common = {
     allowInternalHosts: config.allowInternalHosts,
@@ -94,7 +100,8 @@ export async function buildAnimaReport(config: HostConfig, anima: string, animaD
       case "credential": {
         const entry = activity(record.tool);
         entry.used["credential"] = (entry.used["credential"] ?? 0) + 1;
-        if (record.outcome === "denied") entry.denials.push({ ts: record.ts, operation: "credential", target: record.name, reason: "PermissionDenied: another Anima's credential" });
+        if (record.outcome === "denied")
+          entry.denials.push({ ts: record.ts, operation: "credential", target: record.name, reason: "PermissionDenied: another Anima's credential" });
         break;
       }
       case "load_error":
@@ -142,8 +149,12 @@ export function formatAnimaReport(report: AnimaReport): string {
   ];
   if (report.activity.length === 0) lines.push("    (none recorded)");
   for (const a of report.activity) {
-    const errors = Object.entries(a.errors).map(([type, n]) => `${type} ×${n}`).join(", ");
-    const used = Object.entries(a.used).map(([op, n]) => `${op} ×${n}`).join(", ");
+    const errors = Object.entries(a.errors)
+      .map(([type, n]) => `${type} ×${n}`)
+      .join(", ");
+    const used = Object.entries(a.used)
+      .map(([op, n]) => `${op} ×${n}`)
+      .join(", ");
     lines.push(`    ${a.tool}: ${a.calls} calls, ${a.ok} ok${errors ? `; ${errors}` : ""}${used ? `; used ${used}` : ""}`);
     for (const d of a.denials.slice(-10)) lines.push(`      denied ${d.operation} ${d.target} — ${d.reason} (${d.ts})`);
     if (a.denials.length > 10) lines.push(`      … ${a.denials.length - 10} earlier denials`);
@@ -151,7 +162,9 @@ export function formatAnimaReport(report: AnimaReport): string {
   for (const e of report.loadErrors.slice(-10)) lines.push(`  load error ${e.tool}: ${e.message} (${e.ts})`);
   if (report.reloads.length > 10) lines.push(`  … ${report.reloads.length - 10} earlier reloads`);
   for (const r of report.reloads.slice(-10)) {
-    lines.push(`  reload ${r.tool} (${r.origin}) ${r.change}${r.message !== undefined ? `: ${r.message}` : ""}${r.trigger ? ` by ${r.trigger}` : ""} (${r.ts})`);
+    lines.push(
+      `  reload ${r.tool} (${r.origin}) ${r.change}${r.message !== undefined ? `: ${r.message}` : ""}${r.trigger ? ` by ${r.trigger}` : ""} (${r.ts})`,
+    );
   }
   return lines.join("\n");
 }

@@ -81,9 +81,7 @@ export class ToolBundler {
   }
 }
 
-async function bundleWithEsbuild(
-  source: ToolSourceFile,
-): Promise<{ ok: true; code: string; inputs: BundleInput[] } | { ok: false; error: ErrorInfo }> {
+async function bundleWithEsbuild(source: ToolSourceFile): Promise<{ ok: true; code: string; inputs: BundleInput[] } | { ok: false; error: ErrorInfo }> {
   const esbuild = await import("esbuild");
   let folderReal: string;
   try {
@@ -95,7 +93,12 @@ async function bundleWithEsbuild(
   if (!isInside(entryReal, folderReal)) {
     return {
       ok: false,
-      error: { type: "LoadError", fault: "tool", message: `${source.displayName} is a link to a file outside its tools folder`, hint: "replace the link with the file itself" },
+      error: {
+        type: "LoadError",
+        fault: "tool",
+        message: `${source.displayName} is a link to a file outside its tools folder`,
+        hint: "replace the link with the file itself",
+      },
     };
   }
   const inputs = new Map<string, BundleInput>();
@@ -129,7 +132,15 @@ async function bundleWithEsbuild(
     if (result === "timeout") {
       building.catch(() => undefined);
       await context.cancel();
-      return { ok: false, error: { type: "LoadError", fault: "tool", message: `${source.displayName} could not be built within ${BUILD_TIMEOUT_MS / 1000} s`, hint: "make the tool and its helpers smaller" } };
+      return {
+        ok: false,
+        error: {
+          type: "LoadError",
+          fault: "tool",
+          message: `${source.displayName} could not be built within ${BUILD_TIMEOUT_MS / 1000} s`,
+          hint: "make the tool and its helpers smaller",
+        },
+      };
     }
     const output = result.outputFiles?.[0];
     if (!output) return { ok: false, error: { type: "LoadError", fault: "tool", message: `${source.displayName} produced no output` } };
@@ -222,20 +233,49 @@ function isRelativeSpecifier(specifier: string): boolean {
 
 function forbiddenImportMessage(specifier: string): string {
   const builtin = /^node:/.test(specifier) || NODE_BUILTINS.has(specifier.split("/")[0] ?? "");
-  const what = /^[a-z]+:/i.test(specifier) && !specifier.startsWith("node:")
-    ? "URL imports are not allowed"
-    : builtin
-      ? "Node built-ins are not available in the sandbox"
-      : isAbsolute(specifier)
-        ? "absolute paths are not allowed"
-        : "npm packages are not available in the sandbox";
+  const what =
+    /^[a-z]+:/i.test(specifier) && !specifier.startsWith("node:")
+      ? "URL imports are not allowed"
+      : builtin
+        ? "Node built-ins are not available in the sandbox"
+        : isAbsolute(specifier)
+          ? "absolute paths are not allowed"
+          : "npm packages are not available in the sandbox";
   return `import "${specifier}" is not allowed: ${what}. Tools may import only relative files in their own folder and "${TOOL_API_MODULE}" (which provides logger, timers, errors and host capabilities)`;
 }
 
 const NODE_BUILTINS = new Set([
-  "assert", "buffer", "child_process", "cluster", "crypto", "dgram", "dns", "events", "fs", "http", "http2", "https",
-  "module", "net", "os", "path", "perf_hooks", "process", "querystring", "readline", "stream", "string_decoder",
-  "timers", "tls", "tty", "url", "util", "v8", "vm", "worker_threads", "zlib",
+  "assert",
+  "buffer",
+  "child_process",
+  "cluster",
+  "crypto",
+  "dgram",
+  "dns",
+  "events",
+  "fs",
+  "http",
+  "http2",
+  "https",
+  "module",
+  "net",
+  "os",
+  "path",
+  "perf_hooks",
+  "process",
+  "querystring",
+  "readline",
+  "stream",
+  "string_decoder",
+  "timers",
+  "tls",
+  "tty",
+  "url",
+  "util",
+  "v8",
+  "vm",
+  "worker_threads",
+  "zlib",
 ]);
 
 /**
@@ -288,12 +328,10 @@ function describeBuildFailure(error: unknown, folderReal: string, displayName: s
     const where = entry.location
       ? `${relative(folderReal, resolve(folderReal, entry.location.file.replace(`${TOOL_NAMESPACE}:`, ""))) || displayName}:${entry.location.line}:${entry.location.column}: `
       : "";
-    const why = entry.id !== undefined && RUNTIME_LOADING.has(entry.id)
-      ? " (the sandbox cannot load code at run time; import relative files by a fixed string)"
-      : "";
+    const why =
+      entry.id !== undefined && RUNTIME_LOADING.has(entry.id) ? " (the sandbox cannot load code at run time; import relative files by a fixed string)" : "";
     return `${where}${explainMissingApiExport(entry.text)}${why}`;
   });
   const more = failure.errors.length > 5 ? ` (and ${failure.errors.length - 5} more)` : "";
   return { type: "LoadError", fault: "tool", message: `${displayName} could not be built: ${lines.join("; ")}${more}` };
 }
-

@@ -5,6 +5,17 @@
 export const TOOL_API_MODULE = "@animaworks/tool";
 
 export const TOOL_API_EXPORTS = [
-  "logger", "setTimeout", "clearTimeout", "sleep", "ToolError", "ToolConfigError",
-  "fs", "fetch", "getCredential", "get_credential", "progress", "isCancelled", "CapabilityError",
+  "logger",
+  "setTimeout",
+  "clearTimeout",
+  "sleep",
+  "ToolError",
+  "ToolConfigError",
+  "fs",
+  "fetch",
+  "getCredential",
+  "get_credential",
+  "progress",
+  "isCancelled",
+  "CapabilityError",
 ] as const;

@@ -127,7 +127,8 @@ export class FetchCapability {
     const timer = setTimeout(() => {
       controller.abort(new ToolHostError("Timeout", `fetch ${display(args.url)}: no complete response within ${args.timeoutMs} ms`));
     }, args.timeoutMs);
-    const callEnded = () => controller.abort(new ToolHostError("ExecutionError", `fetch ${display(args.url)}: the call ended before the response was complete`));
+    const callEnded = () =>
+      controller.abort(new ToolHostError("ExecutionError", `fetch ${display(args.url)}: the call ended before the response was complete`));
     if (callSignal?.aborted) callEnded();
     else callSignal?.addEventListener("abort", callEnded, { once: true });
     try {
@@ -192,7 +193,10 @@ export class FetchCapability {
       response.discard();
       const next = hop < this.limits.maxRedirects ? parseLocation(location, current) : undefined;
       if (!next) {
-        const why = hop < this.limits.maxRedirects ? `${label}: the redirect points to an invalid URL` : `fetch ${display(args.url)}: more than ${this.limits.maxRedirects} redirects`;
+        const why =
+          hop < this.limits.maxRedirects
+            ? `${label}: the redirect points to an invalid URL`
+            : `fetch ${display(args.url)}: more than ${this.limits.maxRedirects} redirects`;
         throw this.audit(context, operation, current.href, new ToolHostError("ExecutionError", why), response.status)!;
       }
       this.audit(context, operation, current.href, undefined, response.status);
@@ -212,7 +216,8 @@ export class FetchCapability {
    * one becomes a plain ExecutionError: its message could hold host details) for `throw this.audit(…)`.
    */
   private audit(context: Context, operation: FetchAuditEvent["operation"], url: string, error?: unknown, status?: number): ToolHostError | undefined {
-    const info = error === undefined ? undefined : error instanceof ToolHostError ? error : new ToolHostError("ExecutionError", `${operation} failed unexpectedly`);
+    const info =
+      error === undefined ? undefined : error instanceof ToolHostError ? error : new ToolHostError("ExecutionError", `${operation} failed unexpectedly`);
     if (!this.options.onAudit) return info;
     const event: FetchAuditEvent = {
       anima: context.anima,

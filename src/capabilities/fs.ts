@@ -3,15 +3,7 @@ import { lstat, mkdir, open, readdir, rename, rmdir, unlink } from "node:fs/prom
 import { sep } from "node:path";
 import { ToolHostError } from "../errors.js";
 import { READ_BUFFERS, UndecodedText } from "../isolation/wire/bulk-channel.js";
-import {
-  type ConfinedPath,
-  PathConfinement,
-  decodeName,
-  entryPath,
-  fsError,
-  violation,
-  withHeldFolder,
-} from "./paths.js";
+import { type ConfinedPath, PathConfinement, decodeName, entryPath, fsError, violation, withHeldFolder } from "./paths.js";
 import { QuotaTracker } from "./quota.js";
 import { DEFAULT_FS_LIMITS, type FsLimits } from "../fs-limits.js";
 
@@ -25,7 +17,15 @@ import { DEFAULT_FS_LIMITS, type FsLimits } from "../fs-limits.js";
  */
 /** First path segments (relative to the Anima's directory) that tools may read but never change. */
 const PROTECTED_ENTRIES = new Set([
-  "permissions.json", "permissions.md", "permissions.md.bak", "state", "tools", "identity.md", "bootstrap.md", "status.json", "activity_log",
+  "permissions.json",
+  "permissions.md",
+  "permissions.md.bak",
+  "state",
+  "tools",
+  "identity.md",
+  "bootstrap.md",
+  "status.json",
+  "activity_log",
 ]);
 
 /**
@@ -120,7 +120,8 @@ export class FsCapability {
     await this.paths.withParent(target, op, async (dirFdPath, name) => {
       const existing = await lstat(`${dirFdPath}/${name}`).catch(() => undefined);
       if (existing?.isDirectory()) throw violation("InvalidArguments", `${op}: "${target.relative}" is a directory`);
-      if (existing && !existing.isFile() && !existing.isSymbolicLink()) throw violation("SandboxViolation", `${op}: "${target.relative}" is not a regular file`);
+      if (existing && !existing.isFile() && !existing.isSymbolicLink())
+        throw violation("SandboxViolation", `${op}: "${target.relative}" is not a regular file`);
       await this.quota.reserve(bytes.length - (existing?.isFile() ? existing.size : 0), existing ? 0 : 1);
       // node:crypto is loaded on a write, not by every call (it costs a one-shot CLI run ≈ 10 ms).
       const temp = `.${name}.${process.getBuiltinModule("node:crypto").randomBytes(6).toString("hex")}.tmp`;
@@ -330,7 +331,10 @@ const MAX_UNLISTED_SHOWN = 3;
 
 /** The host-log line for entries readdir left out; their names are shown byte-escaped (never raw bytes, never control characters). */
 function unlistedNotice(folder: string, unlisted: Buffer[]): string {
-  const shown = unlisted.slice(0, MAX_UNLISTED_SHOWN).map((name) => `"${escapeBytes(name)}"`).join(", ");
+  const shown = unlisted
+    .slice(0, MAX_UNLISTED_SHOWN)
+    .map((name) => `"${escapeBytes(name)}"`)
+    .join(", ");
   const more = unlisted.length > MAX_UNLISTED_SHOWN ? ` and ${unlisted.length - MAX_UNLISTED_SHOWN} more` : "";
   const count = unlisted.length === 1 ? "1 entry" : `${unlisted.length} entries`;
   return `fs.readdir: left out of the listing of "${folder}": ${count} whose name is not valid UTF-8 (${shown}${more}), which no path a tool gives can name; rename them outside tools (a recursive fs.rm of a folder above still removes them)`;

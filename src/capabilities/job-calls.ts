@@ -42,7 +42,7 @@ export class JobCalls {
     if (operation !== "progress") throw new ToolHostError("InvalidArguments", `unknown capability job.${operation}`);
     const [fraction, message] = args;
     if (typeof fraction !== "number" || !Number.isFinite(fraction) || fraction < 0 || fraction > 1) {
-      throw new ToolHostError("InvalidArguments", "progress: fraction must be a number from 0 to 1", "e.g. progress(0.5, \"half done\")");
+      throw new ToolHostError("InvalidArguments", "progress: fraction must be a number from 0 to 1", 'e.g. progress(0.5, "half done")');
     }
     if (message !== undefined && message !== null && typeof message !== "string") {
       throw new ToolHostError("InvalidArguments", "progress: message must be a string");

@@ -142,7 +142,10 @@ export class InternalAllowList {
     if (!Array.isArray(entries)) throw configError("allowInternalHosts must be an array of strings");
     for (const raw of entries) {
       if (typeof raw !== "string" || raw.trim() === "") throw configError("allowInternalHosts entries must be non-empty strings");
-      const entry = raw.trim().toLowerCase().replace(/^\[(.*)\]$/, "$1");
+      const entry = raw
+        .trim()
+        .toLowerCase()
+        .replace(/^\[(.*)\]$/, "$1");
       if (entry.includes("/")) {
         if (!ipaddr.isValidCIDR(entry)) throw configError(`allowInternalHosts: "${raw}" is not a valid CIDR range`);
         const [base, bits] = ipaddr.parseCIDR(entry);
@@ -185,7 +188,7 @@ function configError(message: string): ToolHostError {
 /** Ports the WHATWG fetch standard refuses ("bad ports"): services that parse HTTP-ish bytes in
  *  dangerous ways (SMTP, IRC, SIP, X11 …). Refused for every host, internal or not. */
 export const BAD_PORTS = new Set([
-  1, 7, 9, 11, 13, 15, 17, 19, 20, 21, 22, 23, 25, 37, 42, 43, 53, 69, 77, 79, 87, 95, 101, 102, 103, 104, 109, 110, 111, 113, 115, 117, 119, 123,
-  135, 137, 139, 143, 161, 179, 389, 427, 465, 512, 513, 514, 515, 526, 530, 531, 532, 540, 548, 554, 556, 563, 587, 601, 636, 989, 990, 993, 995,
-  1719, 1720, 1723, 2049, 3659, 4045, 4190, 5060, 5061, 6000, 6566, 6665, 6666, 6667, 6668, 6669, 6679, 6697, 10080,
+  1, 7, 9, 11, 13, 15, 17, 19, 20, 21, 22, 23, 25, 37, 42, 43, 53, 69, 77, 79, 87, 95, 101, 102, 103, 104, 109, 110, 111, 113, 115, 117, 119, 123, 135, 137,
+  139, 143, 161, 179, 389, 427, 465, 512, 513, 514, 515, 526, 530, 531, 532, 540, 548, 554, 556, 563, 587, 601, 636, 989, 990, 993, 995, 1719, 1720, 1723, 2049,
+  3659, 4045, 4190, 5060, 5061, 6000, 6566, 6665, 6666, 6667, 6668, 6669, 6679, 6697, 10080,
 ]);

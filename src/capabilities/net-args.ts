@@ -45,7 +45,16 @@ const BASE64 = /^(?:[A-Za-z0-9+/]{4})*(?:[A-Za-z0-9+/]{2}==|[A-Za-z0-9+/]{3}=)?$
  * a different virtual host than the one the policy checked, so it is a SandboxViolation.
  */
 const MANAGED_HEADERS = new Set([
-  "connection", "keep-alive", "proxy-connection", "transfer-encoding", "te", "trailer", "upgrade", "content-length", "expect", "accept-encoding",
+  "connection",
+  "keep-alive",
+  "proxy-connection",
+  "transfer-encoding",
+  "te",
+  "trailer",
+  "upgrade",
+  "content-length",
+  "expect",
+  "accept-encoding",
 ]);
 
 export function parseFetchArgs(rawUrl: unknown, rawInit: unknown, limits: ArgLimits): FetchArgs {
@@ -82,7 +91,14 @@ export function parseFetchArgs(rawUrl: unknown, rawInit: unknown, limits: ArgLim
     throw invalid(`${op}: timeoutMs must be a number of milliseconds above 0 and at most ${limits.maxTimeoutMs}`);
   }
 
-  return { url, method, headers, body: parseBody(init["body"], init["bodyEncoding"], method, limits, op), timeoutMs: Math.ceil(rawTimeout), responseType: responseType as ResponseType };
+  return {
+    url,
+    method,
+    headers,
+    body: parseBody(init["body"], init["bodyEncoding"], method, limits, op),
+    timeoutMs: Math.ceil(rawTimeout),
+    responseType: responseType as ResponseType,
+  };
 }
 
 function parseHeaders(raw: unknown, op: string): Record<string, string> {

@@ -132,7 +132,11 @@ function pinnedLookup(addresses: readonly ResolvedAddress[]) {
       const error: NodeJS.ErrnoException = new Error("no checked address of the requested family");
       error.code = "ENOTFOUND";
       callback(error, "", 0);
-    } else if (options.all) callback(null, usable.map((a) => ({ address: a.address, family: a.family })));
+    } else if (options.all)
+      callback(
+        null,
+        usable.map((a) => ({ address: a.address, family: a.family })),
+      );
     else callback(null, first.address, first.family);
   };
 }
@@ -161,7 +165,10 @@ function readBody(response: IncomingMessage, hop: HopRequest, setFailer: (fail: 
     const onAbort = () => fail(hop.signal.reason as ToolHostError);
     const resetIdle = () => {
       clearTimeout(idleTimer);
-      idleTimer = setTimeout(() => fail(new ToolHostError("Timeout", `${label}: the response body stalled for ${hop.bodyIdleTimeoutMs} ms`)), hop.bodyIdleTimeoutMs);
+      idleTimer = setTimeout(
+        () => fail(new ToolHostError("Timeout", `${label}: the response body stalled for ${hop.bodyIdleTimeoutMs} ms`)),
+        hop.bodyIdleTimeoutMs,
+      );
     };
     const keep = (chunk: Buffer) => {
       if (done) return;
@@ -184,9 +191,12 @@ function readBody(response: IncomingMessage, hop: HopRequest, setFailer: (fail: 
     const declared = Number(response.headers["content-length"]);
     if (Number.isFinite(declared) && declared > cap) return fail(tooLarge());
 
-    const encoding = String(response.headers["content-encoding"] ?? "identity").trim().toLowerCase();
+    const encoding = String(response.headers["content-encoding"] ?? "identity")
+      .trim()
+      .toLowerCase();
     decoder = decoderFor(encoding);
-    if (decoder === null) return fail(new ToolHostError("ExecutionError", `${label}: the response uses an unsupported content-encoding "${encoding.slice(0, 40)}"`));
+    if (decoder === null)
+      return fail(new ToolHostError("ExecutionError", `${label}: the response uses an unsupported content-encoding "${encoding.slice(0, 40)}"`));
 
     resetIdle();
     response.on("data", (chunk: Buffer) => {
@@ -241,12 +251,18 @@ export function networkError(error: unknown, label: string): ToolHostError {
   if (error instanceof ToolHostError) return error;
   const code = String((error as NodeJS.ErrnoException | undefined)?.code ?? "");
   const what =
-    code === "ECONNREFUSED" ? "the connection was refused"
-    : code === "ECONNRESET" || code === "EPIPE" ? "the connection was reset"
-    : code === "ETIMEDOUT" ? "the connection timed out"
-    : code === "ENETUNREACH" || code === "EHOSTUNREACH" ? "the host is unreachable"
-    : TLS_CODE.test(code) ? `the TLS connection could not be verified (${code})`
-    : code.startsWith("HPE_") ? `the response is not valid HTTP (${code})`
-    : `the request failed (${code || "error"})`;
+    code === "ECONNREFUSED"
+      ? "the connection was refused"
+      : code === "ECONNRESET" || code === "EPIPE"
+        ? "the connection was reset"
+        : code === "ETIMEDOUT"
+          ? "the connection timed out"
+          : code === "ENETUNREACH" || code === "EHOSTUNREACH"
+            ? "the host is unreachable"
+            : TLS_CODE.test(code)
+              ? `the TLS connection could not be verified (${code})`
+              : code.startsWith("HPE_")
+                ? `the response is not valid HTTP (${code})`
+                : `the request failed (${code || "error"})`;
   return new ToolHostError("ExecutionError", `${label}: ${what}`);
 }

@@ -75,11 +75,17 @@ export async function checkTarget(url: URL, rules: TargetRules, label: string): 
   // A trailing dot makes the name absolute: the resolver's search domains are never appended to it.
   // Operator-allowed names are looked up as written (they may be single-label /etc/hosts names).
   // Checked as untrusted: a lookup (the system's, or one given for tests) may answer anything.
-  const answers: unknown = await withAbort(Promise.resolve().then(() => rules.lookup(operatorName ? host : `${host}.`)), rules.signal).catch((error: unknown) => {
+  const answers: unknown = await withAbort(
+    Promise.resolve().then(() => rules.lookup(operatorName ? host : `${host}.`)),
+    rules.signal,
+  ).catch((error: unknown) => {
     if (error instanceof ToolHostError) throw error;
     const code = (error as NodeJS.ErrnoException | undefined)?.code;
     const missing = code === "ENOTFOUND" || code === "ENODATA" || code === "EAI_NONAME";
-    throw new ToolHostError("ExecutionError", `${label}: the host "${shown(host)}" ${missing ? "was not found" : `could not be resolved (${code ?? "error"})`}`);
+    throw new ToolHostError(
+      "ExecutionError",
+      `${label}: the host "${shown(host)}" ${missing ? "was not found" : `could not be resolved (${code ?? "error"})`}`,
+    );
   });
   if (!Array.isArray(answers) || answers.length === 0) {
     throw new ToolHostError("ExecutionError", `${label}: the host "${shown(host)}" has no addresses`);

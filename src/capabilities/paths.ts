@@ -125,7 +125,9 @@ export class PathConfinement {
         if (!info.isFile()) {
           throw violation(
             info.isDirectory() ? "InvalidArguments" : "SandboxViolation",
-            info.isDirectory() ? `${operation}: "${path.relative}" is a directory` : `${operation}: "${path.relative}" is not a regular file (devices, FIFOs and sockets are refused)`,
+            info.isDirectory()
+              ? `${operation}: "${path.relative}" is a directory`
+              : `${operation}: "${path.relative}" is not a regular file (devices, FIFOs and sockets are refused)`,
           );
         }
         if (info.nlink > 1) throw violation("SandboxViolation", `${operation}: "${path.relative}" has other hard links and is refused`);

@@ -38,10 +38,18 @@ export class QuotaTracker {
     if (!this.usage || Date.now() - this.usage.measuredAt > this.maxAgeMs) await this.measure();
     const usage = this.usage as { bytes: number; entries: number };
     if (deltaBytes > 0 && usage.bytes + deltaBytes > this.quotaBytes) {
-      throw new ToolHostError("PermissionDenied", `the Anima's disk quota of ${this.quotaBytes} bytes would be exceeded (${usage.bytes} used)`, "remove files the Anima no longer needs");
+      throw new ToolHostError(
+        "PermissionDenied",
+        `the Anima's disk quota of ${this.quotaBytes} bytes would be exceeded (${usage.bytes} used)`,
+        "remove files the Anima no longer needs",
+      );
     }
     if (deltaEntries > 0 && usage.entries + deltaEntries > this.maxEntries) {
-      throw new ToolHostError("PermissionDenied", `the Anima's limit of ${this.maxEntries} files and folders would be exceeded`, "remove files the Anima no longer needs");
+      throw new ToolHostError(
+        "PermissionDenied",
+        `the Anima's limit of ${this.maxEntries} files and folders would be exceeded`,
+        "remove files the Anima no longer needs",
+      );
     }
     usage.bytes = Math.max(0, usage.bytes + deltaBytes);
     usage.entries = Math.max(0, usage.entries + deltaEntries);

@@ -95,7 +95,8 @@ export class CapabilityService {
       if (name === "credential.get") return { ok: false, error: info };
       const denied = info.type === "SandboxViolation" || info.type === "PermissionDenied";
       if (!selfAudited) this.audit(context, name, target, denied ? "denied" : "error", `${info.type}: ${info.message}`);
-      if (denied) this.options.log({ level: "warn", logger: "animaworks.host", message: `denied ${name}: ${info.message}`, anima: context.anima, tool: context.tool });
+      if (denied)
+        this.options.log({ level: "warn", logger: "animaworks.host", message: `denied ${name}: ${info.message}`, anima: context.anima, tool: context.tool });
       return { ok: false, error: info };
     }
   };

@@ -33,9 +33,19 @@ export async function runAudit(host: ToolHost, argv: string[], anima: string | u
     out.stdout(JSON.stringify({ status: "ok", settings, isolation, hosts, reports, sharedTools }, null, 2));
     return 0;
   }
-  const text = [formatSettings(host.config, settings), formatIsolation(isolation), formatHosts(hosts), ...(reports.length === 0 ? ["No Animas found."] : reports.map(formatAnimaReport))];
+  const text = [
+    formatSettings(host.config, settings),
+    formatIsolation(isolation),
+    formatHosts(hosts),
+    ...(reports.length === 0 ? ["No Animas found."] : reports.map(formatAnimaReport)),
+  ];
   if (sharedTools.length > 0) {
-    text.push(["Shared tools that do not match their share record:", ...sharedTools.map((t) => `  ${t.tool}: ${t.status}${t.sharedBy ? ` (shared by ${t.sharedBy})` : ""}${t.detail ? ` — ${t.detail}` : ""}`)].join("\n"));
+    text.push(
+      [
+        "Shared tools that do not match their share record:",
+        ...sharedTools.map((t) => `  ${t.tool}: ${t.status}${t.sharedBy ? ` (shared by ${t.sharedBy})` : ""}${t.detail ? ` — ${t.detail}` : ""}`),
+      ].join("\n"),
+    );
   }
   out.stdout(text.join("\n\n"));
   return 0;
@@ -94,7 +104,12 @@ export function isolationLayers(config: HostConfig): IsolationLayers {
     runtime: runtimeReport(),
     isolate: { memoryLimitMb: config.memoryLimitMb, timeoutMs: config.timeoutMs },
     sandboxProcesses: config.sandboxProcesses,
-    cordons: { setting: config.cordons, description: describeCordons(config.cordons), maxProcesses: config.maxSandboxProcesses, spareProcesses: config.spareSandboxProcesses },
+    cordons: {
+      setting: config.cordons,
+      description: describeCordons(config.cordons),
+      maxProcesses: config.maxSandboxProcesses,
+      spareProcesses: config.spareSandboxProcesses,
+    },
     resourceCaps: describeResourceCaps(),
     osSandbox,
     tenancy: {
@@ -114,9 +129,14 @@ function formatHosts(hosts: HostStatus[]): string {
   for (const status of hosts) {
     lines.push(`  pid ${status.pid}, since ${status.startedAt}, as of ${status.updatedAt}:`);
     for (const pool of status.warmPools) {
-      const what = pool.idleIsolates === undefined ? "did not answer" : `${pool.idleIsolates} idle isolates, ${mb(pool.idleBytes)} of ${mb(pool.maxIdleBytes)} MB, ${pool.evictions ?? 0} evicted`;
+      const what =
+        pool.idleIsolates === undefined
+          ? "did not answer"
+          : `${pool.idleIsolates} idle isolates, ${mb(pool.idleBytes)} of ${mb(pool.maxIdleBytes)} MB, ${pool.evictions ?? 0} evicted`;
       const cordon = pool.cordon === undefined ? "" : `; cordon ${pool.cordon}`;
-      lines.push(`    sandbox process ${pool.pid ?? "(restarting)"}${pool.lowPriority ? " (low priority)" : ""}: ${pool.animas} Animas placed, ${what}${cordon}`);
+      lines.push(
+        `    sandbox process ${pool.pid ?? "(restarting)"}${pool.lowPriority ? " (low priority)" : ""}: ${pool.animas} Animas placed, ${what}${cordon}`,
+      );
     }
   }
   return lines.join("\n");

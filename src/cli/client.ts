@@ -7,7 +7,17 @@ import { printError } from "./output.js";
 import { readRegularFileSync } from "../regular-file.js";
 import { type Environment, noDaemonIn } from "../environment.js";
 import { type EndpointPaths, endpointPaths, isPrivateDir, makePrivateDir, socketAddress } from "../endpoint/paths.js";
-import { type BuildInfo, type ClientMessage, FrameDecoder, type HostMessage, PROTOCOL_VERSION, ProtocolError, chunks, decodeHostMessage, encodeFrame } from "../endpoint/protocol.js";
+import {
+  type BuildInfo,
+  type ClientMessage,
+  FrameDecoder,
+  type HostMessage,
+  PROTOCOL_VERSION,
+  ProtocolError,
+  chunks,
+  decodeHostMessage,
+  encodeFrame,
+} from "../endpoint/protocol.js";
 
 /**
  * The thin CLI client: runs an `animaworks-tool` invocation on the long-running host of its data dir,
@@ -35,8 +45,7 @@ export interface ClientSetup extends BuildInfo {
 
 /** What became of the invocation: run by a host (with its exit code), or to be run by the caller. */
 export type ClientOutcome =
-  | { served: true; code: number }
-  | { served: false; reason: string; /** Set when a daemon should be started for the next calls. */ daemon?: DaemonStart };
+  { served: true; code: number } | { served: false; reason: string; /** Set when a daemon should be started for the next calls. */ daemon?: DaemonStart };
 
 export interface DaemonStart {
   dataDir: string;
@@ -127,7 +136,10 @@ function isDirectory(path: string): boolean {
 }
 
 function daemonArgs(options: GlobalOptions): string[] {
-  return [...(options.osSandbox !== undefined ? ["--os-sandbox", options.osSandbox] : []), ...(options.jobsUrl !== undefined ? ["--jobs-url", options.jobsUrl] : [])];
+  return [
+    ...(options.osSandbox !== undefined ? ["--os-sandbox", options.osSandbox] : []),
+    ...(options.jobsUrl !== undefined ? ["--jobs-url", options.jobsUrl] : []),
+  ];
 }
 
 /**
@@ -174,7 +186,14 @@ function converse(socket: Socket, io: ClientIo, json: boolean, daemon: () => { d
     // Past this point the call may have run: a failure is reported, never retried in-process.
     const failed = (message: string): void => {
       if (settled) return;
-      finish({ served: true, code: printError(lineOutput(io), { type: "SandboxCrashed", fault: "host", message, hint: "run the command again (the next call starts a new host, or runs in-process)" }, json) });
+      finish({
+        served: true,
+        code: printError(
+          lineOutput(io),
+          { type: "SandboxCrashed", fault: "host", message, hint: "run the command again (the next call starts a new host, or runs in-process)" },
+          json,
+        ),
+      });
     };
     socket.on("data", (chunk: Buffer) => {
       let messages: HostMessage[];
@@ -246,12 +265,16 @@ export async function startDaemon(start: DaemonStart, setup: ClientSetup, launch
     const tooBig = (statSync(start.paths.log, { throwIfNoEntry: false })?.size ?? 0) > MAX_DAEMON_LOG_BYTES;
     const log = openSync(start.paths.log, tooBig ? "w" : "a", 0o600);
     const env: Record<string, string> = {};
-    for (const [name, value] of Object.entries(setup.env)) if (value !== undefined && name !== "ANIMAWORKS_ANIMA_DIR" && name !== "ANIMAWORKS_CLI_FALLBACK") env[name] = value;
-    const child = process.getBuiltinModule("node:child_process").spawn(
-      process.execPath,
-      ["--no-node-snapshot", launcher, "daemon", "run", "--data-dir", start.dataDir, ...start.args],
-      { detached: true, stdio: ["ignore", log, log], env, cwd: "/" },
-    );
+    for (const [name, value] of Object.entries(setup.env))
+      if (value !== undefined && name !== "ANIMAWORKS_ANIMA_DIR" && name !== "ANIMAWORKS_CLI_FALLBACK") env[name] = value;
+    const child = process
+      .getBuiltinModule("node:child_process")
+      .spawn(process.execPath, ["--no-node-snapshot", launcher, "daemon", "run", "--data-dir", start.dataDir, ...start.args], {
+        detached: true,
+        stdio: ["ignore", log, log],
+        env,
+        cwd: "/",
+      });
     child.unref();
     closeSync(log);
     return true;

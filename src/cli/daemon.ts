@@ -59,7 +59,12 @@ export async function runDaemonCommand(argv: string[], ctx: DaemonCliContext): P
       const reply = await controlHost(paths, "status", build);
       const status = reply?.type === "status" ? reply.status : undefined;
       if (ctx.json) ctx.out.stdout(JSON.stringify({ status: "ok", running: status !== undefined, ...(status ? { host: status } : {}) }));
-      else ctx.out.stdout(status ? statusText(status) : `no host serves CLI calls for ${ctx.host.config.dataDir}; calls run in-process (and start a daemon unless ANIMAWORKS_NO_DAEMON=1)`);
+      else
+        ctx.out.stdout(
+          status
+            ? statusText(status)
+            : `no host serves CLI calls for ${ctx.host.config.dataDir}; calls run in-process (and start a daemon unless ANIMAWORKS_NO_DAEMON=1)`,
+        );
       return 0;
     }
     case "start": {
@@ -100,12 +105,18 @@ export async function runDaemonCommand(argv: string[], ctx: DaemonCliContext): P
       return 0;
     }
     default:
-      throw new ToolHostError("InvalidArguments", sub === undefined ? "daemon needs a command" : `unknown daemon command "${sub}"`, "commands: start, stop, status, run");
+      throw new ToolHostError(
+        "InvalidArguments",
+        sub === undefined ? "daemon needs a command" : `unknown daemon command "${sub}"`,
+        "commands: start, stop, status, run",
+      );
   }
 }
 
 function report(ctx: DaemonCliContext, what: string, status: EndpointStatus): number {
-  ctx.out.stdout(ctx.json ? JSON.stringify({ status: "ok", [what === "started" ? "started" : "running"]: true, host: status }) : `${what}: ${statusText(status)}`);
+  ctx.out.stdout(
+    ctx.json ? JSON.stringify({ status: "ok", [what === "started" ? "started" : "running"]: true, host: status }) : `${what}: ${statusText(status)}`,
+  );
   return 0;
 }
 
@@ -136,10 +147,13 @@ async function run(ctx: DaemonCliContext, idleTimeoutMs: number): Promise<number
     process.on("SIGINT", onSignal);
     process.on("SIGTERM", onSignal);
     const open = endpoint;
-    const timer = setInterval(() => {
-      if (open.idleForMs() >= idleTimeoutMs) stop("idle");
-      else if (!open.stillOurs()) stop("its socket was removed or replaced");
-    }, Math.min(5_000, Math.max(50, idleTimeoutMs / 4)));
+    const timer = setInterval(
+      () => {
+        if (open.idleForMs() >= idleTimeoutMs) stop("idle");
+        else if (!open.stillOurs()) stop("its socket was removed or replaced");
+      },
+      Math.min(5_000, Math.max(50, idleTimeoutMs / 4)),
+    );
     const reason = await stopped;
     clearInterval(timer);
     log(`stopping (${reason})`);

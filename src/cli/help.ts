@@ -113,7 +113,11 @@ export function describeText(tool: ToolInfo): string {
   for (const schema of tool.schemas) {
     lines.push("", `  ${schema.name}: ${schema.description}`);
     if (schema.profile) lines.push(`    profile: ${JSON.stringify(schema.profile)}`);
-    lines.push(...JSON.stringify(schema.parameters, null, 2).split("\n").map((l) => `    ${l}`));
+    lines.push(
+      ...JSON.stringify(schema.parameters, null, 2)
+        .split("\n")
+        .map((l) => `    ${l}`),
+    );
   }
   return lines.join("\n");
 }

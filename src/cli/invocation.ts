@@ -122,7 +122,11 @@ export function resolveIdentity(options: GlobalOptions, env: Environment, cwd: s
   const parent = parts.join("/");
   dataDir ??= parent.endsWith("/animas") ? parent.slice(0, -"/animas".length) : defaultDataDirIn(env, cwd);
   if (join(dataDir, "animas", name) !== envAnimaDir) {
-    throw new ToolHostError("InvalidArguments", `ANIMAWORKS_ANIMA_DIR (${envAnimaDir}) is not an Anima folder of the data dir ${dataDir}`, "set ANIMAWORKS_DATA_DIR to the data dir that holds it, or pass --anima NAME");
+    throw new ToolHostError(
+      "InvalidArguments",
+      `ANIMAWORKS_ANIMA_DIR (${envAnimaDir}) is not an Anima folder of the data dir ${dataDir}`,
+      "set ANIMAWORKS_DATA_DIR to the data dir that holds it, or pass --anima NAME",
+    );
   }
   return { dataDir, anima: name };
 }

@@ -56,10 +56,14 @@ export async function runJobsCommand(command: "submit" | "jobs" | "serve", argv:
   if (command === "serve") return serve(argv, ctx);
   const [sub, ...rest] = argv;
   if (sub === undefined || !["list", "show", "wait", "cancel", "result"].includes(sub)) {
-    if (ctx.help) return ctx.out.stdout(JOBS_USAGE), 0;
-    throw new ToolHostError("InvalidArguments", sub === undefined ? "jobs needs a command" : `unknown jobs command "${sub}"`, "commands: list, show, wait, cancel, result");
+    if (ctx.help) return (ctx.out.stdout(JOBS_USAGE), 0);
+    throw new ToolHostError(
+      "InvalidArguments",
+      sub === undefined ? "jobs needs a command" : `unknown jobs command "${sub}"`,
+      "commands: list, show, wait, cancel, result",
+    );
   }
-  if (ctx.help) return ctx.out.stdout(JOBS_USAGE), 0;
+  if (ctx.help) return (ctx.out.stdout(JOBS_USAGE), 0);
   const anima = requireAnima(ctx);
   const service = new JobService({ host: ctx.host });
   try {
@@ -84,7 +88,7 @@ async function submit(argv: string[], ctx: JobsCliContext): Promise<number> {
   const { values, positionals: rest } = takeOptions(argv, { "--priority": "value", "--idempotency-key": "value", "--no-worker": "flag" }, true);
   const [toolName, ...toolArgv] = rest;
   if (toolName === undefined) {
-    if (ctx.help) return ctx.out.stdout(SUBMIT_USAGE), 0;
+    if (ctx.help) return (ctx.out.stdout(SUBMIT_USAGE), 0);
     throw new ToolHostError("InvalidArguments", "submit needs a tool and an action", "animaworks-tool submit --help");
   }
   // Without an Anima only core and shared tools are visible: say what is missing rather than "unknown tool".
@@ -94,7 +98,7 @@ async function submit(argv: string[], ctx: JobsCliContext): Promise<number> {
   const { action, flags: flagArgv } = splitAction(toolArgv);
   if (action === undefined) throw new ToolHostError("InvalidArguments", `no action given for tool "${toolName}"`, actionsHint(tool));
   const schema = actionOf(tool, action);
-  if (ctx.help) return ctx.out.stdout(`${SUBMIT_USAGE}\n\n${actionHelp(tool, schema)}`), 0;
+  if (ctx.help) return (ctx.out.stdout(`${SUBMIT_USAGE}\n\n${actionHelp(tool, schema)}`), 0);
   const anima = requireAnima(ctx);
   const args = { ...(await ctx.argumentsFromJson()), ...parseToolFlags(schema.parameters, flagArgv) };
   const priority = values.get("--priority");
@@ -124,7 +128,8 @@ async function submit(argv: string[], ctx: JobsCliContext): Promise<number> {
 
 async function list(service: JobService, anima: string, argv: string[], ctx: JobsCliContext): Promise<number> {
   const { values, positionals, repeated } = takeOptions(argv, { "--status": "value", "--limit": "value" });
-  if (positionals.length > 0) throw new ToolHostError("InvalidArguments", `unexpected argument "${positionals[0]}"`, "usage: animaworks-tool jobs list [--status S] [--limit N]");
+  if (positionals.length > 0)
+    throw new ToolHostError("InvalidArguments", `unexpected argument "${positionals[0]}"`, "usage: animaworks-tool jobs list [--status S] [--limit N]");
   const statuses = parseStatuses(repeated.get("--status") ?? []);
   const limit = values.get("--limit");
   const jobs = await service.list(anima, {
@@ -144,7 +149,11 @@ async function wait(service: JobService, anima: string, id: string, values: Map<
   const display = ctx.json ? undefined : progressDisplay(ctx);
   let job: Job;
   try {
-    job = await service.wait(anima, id, { ...(timeoutMs !== undefined ? { timeoutMs } : {}), ...(ctx.signal ? { signal: ctx.signal } : {}), onProgress: (j) => display?.(j) });
+    job = await service.wait(anima, id, {
+      ...(timeoutMs !== undefined ? { timeoutMs } : {}),
+      ...(ctx.signal ? { signal: ctx.signal } : {}),
+      onProgress: (j) => display?.(j),
+    });
   } catch (error) {
     if (!(error instanceof ToolHostError) || error.type !== "Timeout" || !ctx.json) throw error;
     // The envelope says where the job stands, so a script can tell this from the job's own timeout.
@@ -156,7 +165,7 @@ async function wait(service: JobService, anima: string, id: string, values: Map<
 
 /** `serve`: the worker, in this process, with its own host using sandbox processes. */
 async function serve(argv: string[], ctx: JobsCliContext): Promise<number> {
-  if (ctx.help) return ctx.out.stdout(SERVE_USAGE), 0;
+  if (ctx.help) return (ctx.out.stdout(SERVE_USAGE), 0);
   const { values, positionals } = takeOptions(argv, { "--until-drained": "flag", "--concurrency": "value", "--per-anima": "value" });
   if (positionals.length > 0) throw new ToolHostError("InvalidArguments", `unexpected argument "${positionals[0]}"`, "animaworks-tool serve --help");
   const concurrency = values.get("--concurrency");
@@ -184,7 +193,9 @@ async function serve(argv: string[], ctx: JobsCliContext): Promise<number> {
   process.on("SIGTERM", onSignal);
   try {
     const store = jobsUrl ? describeServer(jobsUrl) : service.paths.store;
-    ctx.out.stderr(`animaworks-tool serve: worker ${process.pid} running jobs from ${store}${untilDrained ? " until the queue is drained" : "; stop with Ctrl-C"}`);
+    ctx.out.stderr(
+      `animaworks-tool serve: worker ${process.pid} running jobs from ${store}${untilDrained ? " until the queue is drained" : "; stop with Ctrl-C"}`,
+    );
     const stats = await service.runWorker({ untilDrained, signal: stop.signal, abortRunning: abortRunning.signal });
     const summary = `ran ${stats.started} job(s): ${stats.succeeded} succeeded, ${stats.failed} failed, ${stats.cancelled} cancelled`;
     if (ctx.json) ctx.out.stdout(JSON.stringify({ status: "ok", ...stats }));
@@ -203,7 +214,11 @@ async function openEndpoint(host: ToolHost, out: Output, runInvocation: Invocati
   try {
     const { Endpoint } = await import("../endpoint/server.js");
     const endpoint = await Endpoint.open({ host, kind: "serve", runInvocation, log: (message) => out.stderr(`animaworks-tool serve: ${message}`) });
-    out.stderr(endpoint ? `animaworks-tool serve: serving CLI calls on ${endpoint.paths.socket}` : "animaworks-tool serve: another host serves CLI calls for this data dir");
+    out.stderr(
+      endpoint
+        ? `animaworks-tool serve: serving CLI calls on ${endpoint.paths.socket}`
+        : "animaworks-tool serve: another host serves CLI calls for this data dir",
+    );
     return endpoint;
   } catch (error) {
     out.stderr(`animaworks-tool serve: not serving CLI calls (${error instanceof Error ? error.message : String(error)})`);
@@ -252,7 +267,9 @@ function startWorker(service: JobService, ctx: JobsCliContext): void {
     service.ensureWorker();
   } catch (error) {
     // The job is queued either way; say how to get it run.
-    ctx.out.stderr(`Warning: could not start a background worker (${error instanceof Error ? error.message : String(error)}); run "animaworks-tool serve" to run queued jobs`);
+    ctx.out.stderr(
+      `Warning: could not start a background worker (${error instanceof Error ? error.message : String(error)}); run "animaworks-tool serve" to run queued jobs`,
+    );
   }
 }
 
@@ -287,7 +304,11 @@ function takeOptions(argv: string[], spec: OptionSpec, leadingOnly = false) {
     }
     if (token.kind === "unknown") {
       if (spec[token.name] === "flag") throw new ToolHostError("InvalidArguments", `option ${token.name} takes no value`);
-      throw new ToolHostError("InvalidArguments", `unknown option ${token.name}`, Object.keys(spec).length > 0 ? `options: ${Object.keys(spec).join(", ")}` : "this command takes no options");
+      throw new ToolHostError(
+        "InvalidArguments",
+        `unknown option ${token.name}`,
+        Object.keys(spec).length > 0 ? `options: ${Object.keys(spec).join(", ")}` : "this command takes no options",
+      );
     }
     if (spec[token.name] === "flag") {
       values.set(token.name, true);

@@ -12,8 +12,10 @@ import type { Output } from "./output.js";
  * and Validation Checklist).
  */
 export const LIFECYCLE_USAGE = {
-  refresh: "Usage: animaworks-tool refresh [--anima NAME] [--json]\nRescans, rebuilds and revalidates every tool; reports what was loaded, changed, removed or failed.",
-  share: "Usage: animaworks-tool share <tool> --anima NAME [--json]\nCopies a personal tool to common_tools/ (needs the shared-tool permission; never overwrites).",
+  refresh:
+    "Usage: animaworks-tool refresh [--anima NAME] [--json]\nRescans, rebuilds and revalidates every tool; reports what was loaded, changed, removed or failed.",
+  share:
+    "Usage: animaworks-tool share <tool> --anima NAME [--json]\nCopies a personal tool to common_tools/ (needs the shared-tool permission; never overwrites).",
   validate: [
     "Usage: animaworks-tool validate <file> [--name NAME] [--anima NAME] [--json]",
     "Checks a tool file against the tool-creator checklist and loads it in the sandbox. A file in a tools folder",
@@ -91,7 +93,12 @@ function validateArguments(argv: string[]): { file: string; name: string | undef
       name = token.value;
       if (name === undefined || name === "") throw new ToolHostError("InvalidArguments", "--name needs a tool name", usage);
       const problem = toolNameProblem(name);
-      if (problem !== undefined) throw new ToolHostError("InvalidArguments", `--name: ${problem}`, "give a name of letters, digits and \"_\", starting with a letter, that is not a command");
+      if (problem !== undefined)
+        throw new ToolHostError(
+          "InvalidArguments",
+          `--name: ${problem}`,
+          'give a name of letters, digits and "_", starting with a letter, that is not a command',
+        );
     } else if (token.kind === "end") {
       const rest = argv.slice(token.index + 1);
       if (file === undefined && rest.length > 0) file = rest.shift();

@@ -42,10 +42,14 @@ export async function main(argv: string[], out: Output = defaultOutput(), contex
     const dataDirProblem = dataDirProblemOf(dataDir);
     if (dataDirProblem !== undefined) {
       // Help and the version need no data dir (and list no tools without one).
-      if (options.version) return out.stdout(`animaworks-tool ${await packageVersion()}`), 0;
-      if (options.help || identityOptions.help) return out.stdout(topLevelHelp(undefined)), 0;
-      if (rest.length === 0) return out.stderr(topLevelHelp(undefined)), 2;
-      throw new ToolHostError("NotFound", `the data dir ${dataDir} ${dataDirProblem}`, "check --data-dir, $ANIMAWORKS_DATA_DIR or $ANIMAWORKS_ANIMA_DIR (or create it: mkdir -p DIR/animas)");
+      if (options.version) return (out.stdout(`animaworks-tool ${await packageVersion()}`), 0);
+      if (options.help || identityOptions.help) return (out.stdout(topLevelHelp(undefined)), 0);
+      if (rest.length === 0) return (out.stderr(topLevelHelp(undefined)), 2);
+      throw new ToolHostError(
+        "NotFound",
+        `the data dir ${dataDir} ${dataDirProblem}`,
+        "check --data-dir, $ANIMAWORKS_DATA_DIR or $ANIMAWORKS_ANIMA_DIR (or create it: mkdir -p DIR/animas)",
+      );
     }
     const osSandbox = osSandboxOption(options.osSandbox ?? identityOptions.osSandbox);
     const jobsUrl = options.jobsUrl ?? identityOptions.jobsUrl;
@@ -119,13 +123,13 @@ export function exitProcess(code: number): void {
 async function run(host: ToolHost, argv: string[], options: GlobalOptions, anima: string | undefined, out: Output, ctx: InvocationContext): Promise<number> {
   const safe = terminalSafeOutput(out);
   const [word, ...rest] = argv;
-  if (options.version) return out.stdout(`animaworks-tool ${await packageVersion()}`), 0;
+  if (options.version) return (out.stdout(`animaworks-tool ${await packageVersion()}`), 0);
   if (word !== undefined && word.startsWith("-") && word !== "--") {
     throw new ToolHostError("InvalidArguments", `unknown option ${word.split("=")[0]}`, "animaworks-tool --help lists the options");
   }
   if (word === undefined) {
     const help = topLevelHelp(await host.list(anima).catch(() => undefined));
-    if (options.help) return safe.stdout(help), 0;
+    if (options.help) return (safe.stdout(help), 0);
     safe.stderr(help);
     return 2;
   }
@@ -142,7 +146,7 @@ async function run(host: ToolHost, argv: string[], options: GlobalOptions, anima
   if (actionName === undefined) {
     if (options.help || toolArgv.length === 0) {
       const text = toolHelp(tool);
-      if (options.help) return safe.stdout(text), 0;
+      if (options.help) return (safe.stdout(text), 0);
       safe.stderr(text);
       return tool.status === "error" ? 6 : 2;
     }
@@ -150,7 +154,7 @@ async function run(host: ToolHost, argv: string[], options: GlobalOptions, anima
   }
   if (tool.status === "error") throw ToolHostError.fromInfo(tool.error ?? { type: "LoadError", fault: "tool", message: "the tool failed to load" });
   const schema = actionOf(tool, actionName);
-  if (options.help) return safe.stdout(actionHelp(tool, schema)), 0;
+  if (options.help) return (safe.stdout(actionHelp(tool, schema)), 0);
 
   const base = await argumentsFromJson(options, ctx);
   const args = { ...base, ...parseToolFlags(schema.parameters, flagArgv) };
@@ -158,7 +162,15 @@ async function run(host: ToolHost, argv: string[], options: GlobalOptions, anima
   return printResult(out, await host.call(anima, schema.name, args, { ...(ctx.signal ? { signal: ctx.signal } : {}), structured: options.json }), options.json);
 }
 
-async function runCommand(host: ToolHost, command: string, argv: string[], options: GlobalOptions, anima: string | undefined, out: Output, ctx: InvocationContext): Promise<number> {
+async function runCommand(
+  host: ToolHost,
+  command: string,
+  argv: string[],
+  options: GlobalOptions,
+  anima: string | undefined,
+  out: Output,
+  ctx: InvocationContext,
+): Promise<number> {
   switch (command) {
     case "help": {
       const [name, ...extra] = argv;
@@ -167,8 +179,9 @@ async function runCommand(host: ToolHost, command: string, argv: string[], optio
       return 0;
     }
     case "list": {
-      if (options.help) return out.stdout("Usage: animaworks-tool list [--anima NAME] [--json]\nLists the tools the Anima can use."), 0;
-      if (argv.length > 0) throw new ToolHostError("InvalidArguments", `unexpected argument "${argv[0]}"`, "usage: animaworks-tool list [--anima NAME] [--json]");
+      if (options.help) return (out.stdout("Usage: animaworks-tool list [--anima NAME] [--json]\nLists the tools the Anima can use."), 0);
+      if (argv.length > 0)
+        throw new ToolHostError("InvalidArguments", `unexpected argument "${argv[0]}"`, "usage: animaworks-tool list [--anima NAME] [--json]");
       const listing = await host.list(anima);
       if (options.json) out.stdout(JSON.stringify({ status: "ok", ...listing }, null, 2));
       else out.stdout(listText(listing));
@@ -178,7 +191,7 @@ async function runCommand(host: ToolHost, command: string, argv: string[], optio
       const name = argv.find((token) => !token.startsWith("-"));
       if (options.help || !name) {
         const usage = "Usage: animaworks-tool describe <tool> [--anima NAME] [--json]";
-        if (options.help) return out.stdout(usage), 0;
+        if (options.help) return (out.stdout(usage), 0);
         throw new ToolHostError("InvalidArguments", "describe needs a tool name", usage);
       }
       const tool = await host.describe(anima, name);
@@ -188,23 +201,20 @@ async function runCommand(host: ToolHost, command: string, argv: string[], optio
     }
     case "refresh":
     case "share":
-    case "validate":
-    {
+    case "validate": {
       // Commands load their modules on use: a plain tool call must not pay for SQLite, MCP or the lifecycle.
       const { LIFECYCLE_USAGE, runLifecycleCommand } = await import("./lifecycle.js");
-      if (options.help) return out.stdout(LIFECYCLE_USAGE[command]), 0;
+      if (options.help) return (out.stdout(LIFECYCLE_USAGE[command]), 0);
       return runLifecycleCommand(host, command, argv, anima, options.json, out, ctx.cwd, hostFromConfig);
     }
-    case "mcp":
-    {
+    case "mcp": {
       const { MCP_USAGE, runMcp } = await import("./mcp.js");
-      if (options.help) return out.stdout(MCP_USAGE), 0;
+      if (options.help) return (out.stdout(MCP_USAGE), 0);
       return runMcp(host, anima, out);
     }
-    case "audit":
-    {
+    case "audit": {
       const { AUDIT_USAGE, runAudit } = await import("./audit.js");
-      if (options.help) return out.stdout(AUDIT_USAGE), 0;
+      if (options.help) return (out.stdout(AUDIT_USAGE), 0);
       return runAudit(host, argv, anima, options.json, out);
     }
     case "submit":
@@ -222,10 +232,9 @@ async function runCommand(host: ToolHost, command: string, argv: string[], optio
         ...(ctx.stderrIsTerminal !== undefined ? { terminal: ctx.stderrIsTerminal } : {}),
         ...(ctx.signal ? { signal: ctx.signal } : {}),
       });
-    case "daemon":
-    {
+    case "daemon": {
       const { DAEMON_USAGE, runDaemonCommand } = await import("./daemon.js");
-      if (options.help) return out.stdout(DAEMON_USAGE), 0;
+      if (options.help) return (out.stdout(DAEMON_USAGE), 0);
       return runDaemonCommand(argv, { host, json: options.json, out, env: ctx.env, hostFactory: hostFromConfig, runInvocation: main });
     }
     default:

@@ -4,7 +4,8 @@ import { startMcpServer } from "../mcp/server.js";
 import { GuardedStdioTransport, mcpMessageLimitBytes } from "../mcp/stdio-transport.js";
 import { type Output, printError } from "./output.js";
 
-export const MCP_USAGE = "Usage: animaworks-tool mcp --anima NAME\nServes the Anima's tools and the management tools over MCP on stdio (the Anima is fixed at launch).";
+export const MCP_USAGE =
+  "Usage: animaworks-tool mcp --anima NAME\nServes the Anima's tools and the management tools over MCP on stdio (the Anima is fixed at launch).";
 
 /** Runs until the client closes stdin. stdout carries the protocol only; logs and errors go to stderr. */
 export async function runMcp(host: ToolHost, anima: string | undefined, out: Output): Promise<number> {

@@ -12,7 +12,10 @@ export function printResult(out: Output, result: CallResult, json: boolean): num
   }
   if (json) {
     // An object result is JSON in the envelope (as `describe -j` shows data); other results are their text.
-    const envelope: Record<string, unknown> = { status: "ok", output: result.structured !== undefined && !result.truncated ? result.structured : result.output };
+    const envelope: Record<string, unknown> = {
+      status: "ok",
+      output: result.structured !== undefined && !result.truncated ? result.structured : result.output,
+    };
     if (result.truncated) {
       envelope["truncated"] = true;
       envelope["original_bytes"] = result.originalBytes;

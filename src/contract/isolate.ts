@@ -74,7 +74,14 @@ export interface GuestEntry {
    * argv array for `cli`); results longer than `maxResultBytes` are cut; log lines beyond `maxLogLines`
    * are dropped and longer than `maxLogLineChars` cut.
    */
-  call: (entry: CallEntryKind, schemaName: string, payloadJson: string, maxResultBytes: number, maxLogLines: number, maxLogLineChars: number) => Promise<string>;
+  call: (
+    entry: CallEntryKind,
+    schemaName: string,
+    payloadJson: string,
+    maxResultBytes: number,
+    maxLogLines: number,
+    maxLogLineChars: number,
+  ) => Promise<string>;
   fireTimer: (id: number) => void;
   /** Answers capability calls: JSON text of a `CapabilityAnswerBatch` (all answers ready when the host entered). */
   settleCapabilities: (batchJson: string) => void;
@@ -117,9 +124,7 @@ export type ResultEnvelope =
 export type CallEnvelope = (ResultEnvelope | FailureEnvelope) & { recycle?: boolean };
 
 /** What `GuestEntry.describe` answers. Schemas and profile are the module's values as plain JSON (untrusted). */
-export type DescribeEnvelope =
-  | { ok: true; exports: Record<string, string>; schemas: unknown; profile: unknown }
-  | (FailureEnvelope & { recycle?: boolean });
+export type DescribeEnvelope = { ok: true; exports: Record<string, string>; schemas: unknown; profile: unknown } | (FailureEnvelope & { recycle?: boolean });
 
 /**
  * Longest error message a tool's failure or load error carries out of the sandbox, in characters. The
@@ -138,21 +143,77 @@ export const MAX_TOOL_MESSAGE_CHARS = 4_000;
  */
 export const TOOL_GLOBALS = [
   // ECMAScript values and functions
-  "globalThis", "Infinity", "NaN", "undefined", "eval", "isFinite", "isNaN", "parseFloat", "parseInt",
-  "decodeURI", "decodeURIComponent", "encodeURI", "encodeURIComponent", "escape", "unescape",
+  "globalThis",
+  "Infinity",
+  "NaN",
+  "undefined",
+  "eval",
+  "isFinite",
+  "isNaN",
+  "parseFloat",
+  "parseInt",
+  "decodeURI",
+  "decodeURIComponent",
+  "encodeURI",
+  "encodeURIComponent",
+  "escape",
+  "unescape",
   // fundamental objects, numbers, text, collections (on the V8 heap, counted by its limit)
-  "Object", "Function", "Boolean", "Symbol", "Number", "BigInt", "Math", "Date", "String", "RegExp", "JSON",
-  "Array", "Map", "Set", "WeakMap", "WeakSet", "Promise", "Proxy", "Reflect",
+  "Object",
+  "Function",
+  "Boolean",
+  "Symbol",
+  "Number",
+  "BigInt",
+  "Math",
+  "Date",
+  "String",
+  "RegExp",
+  "JSON",
+  "Array",
+  "Map",
+  "Set",
+  "WeakMap",
+  "WeakSet",
+  "Promise",
+  "Proxy",
+  "Reflect",
   // iterator helpers (V8 12+) and explicit resource management (V8 14): plain objects and functions
-  "Iterator", "DisposableStack", "AsyncDisposableStack",
-  "Error", "AggregateError", "EvalError", "RangeError", "ReferenceError", "SyntaxError", "TypeError", "URIError", "SuppressedError",
+  "Iterator",
+  "DisposableStack",
+  "AsyncDisposableStack",
+  "Error",
+  "AggregateError",
+  "EvalError",
+  "RangeError",
+  "ReferenceError",
+  "SyntaxError",
+  "TypeError",
+  "URIError",
+  "SuppressedError",
   // buffers: isolated-vm's allocator counts them; each constructor is guarded (sandbox/memory-guards.ts)
-  "ArrayBuffer", "DataView", "Int8Array", "Uint8Array", "Uint8ClampedArray", "Int16Array", "Uint16Array", "Int32Array",
-  "Uint32Array", "Float16Array", "Float32Array", "Float64Array", "BigInt64Array", "BigUint64Array",
+  "ArrayBuffer",
+  "DataView",
+  "Int8Array",
+  "Uint8Array",
+  "Uint8ClampedArray",
+  "Int16Array",
+  "Uint16Array",
+  "Int32Array",
+  "Uint32Array",
+  "Float16Array",
+  "Float32Array",
+  "Float64Array",
+  "BigInt64Array",
+  "BigUint64Array",
   // ICU memory outside the heap limit, budgeted per isolate (sandbox/memory-guards.ts)
   "Intl",
   // the prelude's: the sandbox API (console replaced by the call's log) and the bundle's registration hooks
-  "console", "setTimeout", "clearTimeout", "__animaworksTool", "__awRegister",
+  "console",
+  "setTimeout",
+  "clearTimeout",
+  "__animaworksTool",
+  "__awRegister",
 ] as const;
 
 /**
@@ -170,8 +231,18 @@ export const REMOVED_GLOBALS = {
 
 /** Members of `Intl` a tool may use; the constructors among them are budgeted (sandbox/memory-guards.ts). Others are deleted at bind. */
 export const TOOL_INTL_MEMBERS = [
-  "getCanonicalLocales", "supportedValuesOf", "Collator", "DateTimeFormat", "DisplayNames", "DurationFormat", "ListFormat", "Locale",
-  "NumberFormat", "PluralRules", "RelativeTimeFormat", "Segmenter",
+  "getCanonicalLocales",
+  "supportedValuesOf",
+  "Collator",
+  "DateTimeFormat",
+  "DisplayNames",
+  "DurationFormat",
+  "ListFormat",
+  "Locale",
+  "NumberFormat",
+  "PluralRules",
+  "RelativeTimeFormat",
+  "Segmenter",
 ] as const;
 
 /** Members of `Intl` V8 provides that tools never get, each with why. */

@@ -140,7 +140,12 @@ interface LookupStep {
 
 function lookupSteps(sources: CredentialSources, anima: string, credentialName: string, keyName: string, envVar: string | undefined): LookupStep[] {
   const steps: LookupStep[] = [
-    { store: sources.config, scope: SHARED_SCOPE, key: configCredentialKey(credentialName, keyName), location: `config.json credentials.${credentialName}.${keyName}` },
+    {
+      store: sources.config,
+      scope: SHARED_SCOPE,
+      key: configCredentialKey(credentialName, keyName),
+      location: `config.json credentials.${credentialName}.${keyName}`,
+    },
   ];
   // Without an env-style name AnimaWorks consults config.json only (docs/animaworks-reference.md checklist 69).
   if (envVar === undefined) return steps;

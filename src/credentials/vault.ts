@@ -9,7 +9,7 @@ import type sodiumType from "libsodium-wrappers";
 let sodiumPromise: Promise<typeof sodiumType> | undefined;
 function loadSodium(): Promise<typeof sodiumType> {
   sodiumPromise ??= import("libsodium-wrappers").then(async (module) => {
-    const sodium = (module as unknown as { default: typeof sodiumType }).default ?? (module);
+    const sodium = (module as unknown as { default: typeof sodiumType }).default ?? module;
     await sodium.ready;
     return sodium;
   });
@@ -110,7 +110,11 @@ export class Vault {
     if (plaintext === "") return plaintext;
     const pair = await this.loadKey();
     if (pair === undefined) {
-      throw new ToolHostError("ToolConfigError", `cannot encrypt: no usable vault key at ${this.keyPath}`, "create one with the host's vault key command, or restore the operator's vault.key");
+      throw new ToolHostError(
+        "ToolConfigError",
+        `cannot encrypt: no usable vault key at ${this.keyPath}`,
+        "create one with the host's vault key command, or restore the operator's vault.key",
+      );
     }
     const sodium = await loadSodium();
     const sealed = sodium.crypto_box_seal(sodium.from_string(plaintext), pair.publicKey);
@@ -214,13 +218,15 @@ export class Vault {
   /** Read-modify-write under the per-path chain; `change` returns false when nothing needs writing. */
   private async modify(change: (data: Record<string, unknown>) => boolean): Promise<void> {
     const previous = writeChains.get(this.vaultPath) ?? Promise.resolve();
-    const next = previous.catch(() => undefined).then(async () => {
-      const loaded = await this.load();
-      if (loaded.state === "corrupt") {
-        throw new ToolHostError("ToolConfigError", `vault.json ${loaded.problem}; refusing to overwrite it`, `repair or move ${this.vaultPath} first`);
-      }
-      if (change(loaded.data)) await writeFileAtomically(this.vaultPath, `${JSON.stringify(loaded.data, null, 2)}\n`);
-    });
+    const next = previous
+      .catch(() => undefined)
+      .then(async () => {
+        const loaded = await this.load();
+        if (loaded.state === "corrupt") {
+          throw new ToolHostError("ToolConfigError", `vault.json ${loaded.problem}; refusing to overwrite it`, `repair or move ${this.vaultPath} first`);
+        }
+        if (change(loaded.data)) await writeFileAtomically(this.vaultPath, `${JSON.stringify(loaded.data, null, 2)}\n`);
+      });
     writeChains.set(this.vaultPath, next);
     try {
       await next;

@@ -20,7 +20,11 @@ export const MAX_ARGUMENTS_BYTES = 64 * 1024 * 1024;
 
 /** Arguments on stdin beyond `MAX_ARGUMENTS_BYTES` (in-process, or sent to a running host). */
 export function stdinTooLarge(): ToolHostError {
-  return new ToolHostError("InvalidArguments", `the arguments on stdin are larger than the ${MAX_ARGUMENTS_BYTES}-byte limit`, "pass fewer or smaller arguments (a large text belongs in a file the tool reads itself)");
+  return new ToolHostError(
+    "InvalidArguments",
+    `the arguments on stdin are larger than the ${MAX_ARGUMENTS_BYTES}-byte limit`,
+    "pass fewer or smaller arguments (a large text belongs in a file the tool reads itself)",
+  );
 }
 
 /** Where an invocation writes: its caller's stdout and stderr (a line each call; a newline is added if missing). */

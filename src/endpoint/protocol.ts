@@ -41,11 +41,7 @@ export interface CallMessage extends BuildInfo {
   stderrIsTerminal: boolean;
 }
 
-export type ClientMessage =
-  | CallMessage
-  | ({ type: "status" | "stop"; protocol: number } & BuildInfo)
-  | { type: "stdin"; data: string }
-  | { type: "stdin-end" };
+export type ClientMessage = CallMessage | ({ type: "status" | "stop"; protocol: number } & BuildInfo) | { type: "stdin"; data: string } | { type: "stdin-end" };
 
 export interface EndpointStatus extends BuildInfo {
   pid: number;
@@ -82,7 +78,8 @@ export class ProtocolError extends Error {
 
 export function encodeFrame(message: ClientMessage | HostMessage): Buffer {
   const body = Buffer.from(JSON.stringify(message), "utf8");
-  if (body.length > MAX_FRAME_BYTES) throw new ProtocolError(`a ${message.type} message of ${body.length} bytes exceeds the ${MAX_FRAME_BYTES}-byte frame limit`);
+  if (body.length > MAX_FRAME_BYTES)
+    throw new ProtocolError(`a ${message.type} message of ${body.length} bytes exceeds the ${MAX_FRAME_BYTES}-byte frame limit`);
   const frame = Buffer.allocUnsafe(4 + body.length);
   frame.writeUInt32BE(body.length, 0);
   body.copy(frame, 4);

@@ -210,7 +210,8 @@ export class Endpoint {
         if (!started) {
           started = true;
           clearTimeout(timer);
-          if (message.type === "stdin" || message.type === "stdin-end") return fail(`a connection must start with a call, status or stop request, not ${message.type}`);
+          if (message.type === "stdin" || message.type === "stdin-end")
+            return fail(`a connection must start with a call, status or stop request, not ${message.type}`);
           if (message.type === "call") stdin = this.serveCall(message, send, socket, abort.signal);
           else this.control(message.type, message.protocol, send, socket);
         } else if ((message.type === "stdin" || message.type === "stdin-end") && stdin?.expecting()) {
@@ -227,7 +228,10 @@ export class Endpoint {
     } else if (type === "status") {
       send({ type: "status", status: this.status() });
     } else if (this.options.kind !== "daemon") {
-      send({ type: "error", message: `CLI calls are served by "animaworks-tool serve" (pid ${process.pid}), not a daemon; stop that process instead (Ctrl-C or SIGTERM)` });
+      send({
+        type: "error",
+        message: `CLI calls are served by "animaworks-tool serve" (pid ${process.pid}), not a daemon; stop that process instead (Ctrl-C or SIGTERM)`,
+      });
     } else {
       send({ type: "stopping" });
       this.options.onStopRequest?.("requested");
@@ -265,7 +269,11 @@ export class Endpoint {
         void this.stopAccepting();
         this.options.onStopRequest?.("outdated");
       }
-      return refuse("version", `the running host (pid ${process.pid}) is build ${this.build.build} of ${this.build.install}, the client build ${message.build} of ${message.install}`, outdated);
+      return refuse(
+        "version",
+        `the running host (pid ${process.pid}) is build ${this.build.build} of ${this.build.install}, the client build ${message.build} of ${message.install}`,
+        outdated,
+      );
     }
     if (this.active >= (this.options.maxActiveCalls ?? 256)) return refuse("busy", `the running host has ${this.active} calls in flight`);
     this.active++;
@@ -274,14 +282,15 @@ export class Endpoint {
       stdout: (text) => sendText(send, "stdout", text),
       stderr: (text) => sendText(send, "stderr", text),
     };
-    void this.options.runInvocation(message.argv, out, {
-      env: message.env,
-      cwd: message.cwd,
-      stderrIsTerminal: message.stderrIsTerminal,
-      readStdin: () => stdin.read(),
-      signal,
-      hostFor: (options) => this.hostFor(options),
-    })
+    void this.options
+      .runInvocation(message.argv, out, {
+        env: message.env,
+        cwd: message.cwd,
+        stderrIsTerminal: message.stderrIsTerminal,
+        readStdin: () => stdin.read(),
+        signal,
+        hostFor: (options) => this.hostFor(options),
+      })
       .then(
         (code) => send({ type: "exit", code }),
         (error: unknown) => {

@@ -41,11 +41,7 @@ export function checkArguments(schema: ToolSchema, args: unknown): Record<string
   }
   if (!validate(copy)) {
     const problems = describeValidationErrors(validate.errors, MAX_QUOTED_NAME_CHARS);
-    throw new ToolHostError(
-      "InvalidArguments",
-      `invalid arguments for ${schema.name}: ${problems.join("; ")}`,
-      describeExpected(schema),
-    );
+    throw new ToolHostError("InvalidArguments", `invalid arguments for ${schema.name}: ${problems.join("; ")}`, describeExpected(schema));
   }
   return copy;
 }
@@ -68,7 +64,9 @@ export function describeExpected(schema: ToolSchema): string {
       ? (prop["type"] as string[]).join("|")
       : Array.isArray(prop["enum"])
         ? `one of ${(prop["enum"] as unknown[]).map((value) => JSON.stringify(value)).join("|")}`
-        : typeof prop["type"] === "string" ? prop["type"] : "any";
+        : typeof prop["type"] === "string"
+          ? prop["type"]
+          : "any";
     return `${name} (${type}${required.has(name) ? ", required" : ""})`;
   });
   return parts.length > 0 ? `expects: ${parts.join(", ")}` : "this action takes no arguments";

@@ -19,7 +19,11 @@ export function structuredResult(schema: ToolSchema, value: ResultValue): Record
   if (!outputSchema) return parsed;
   const fix = "return an object that matches the action's output_schema, or change output_schema";
   if (value.kind === "json" && value.truncated) {
-    throw new ToolHostError("ExecutionError", `the result of ${schema.name} is larger than the host accepts (${value.bytes} bytes), so it cannot be checked against its output_schema`, "return a smaller result");
+    throw new ToolHostError(
+      "ExecutionError",
+      `the result of ${schema.name} is larger than the host accepts (${value.bytes} bytes), so it cannot be checked against its output_schema`,
+      "return a smaller result",
+    );
   }
   if (!parsed) {
     const what = value.kind === "none" ? "nothing" : value.kind === "text" ? "text" : "JSON that is not an object";
@@ -31,7 +35,11 @@ export function structuredResult(schema: ToolSchema, value: ResultValue): Record
     validators.set(outputSchema, validate);
   }
   if (!validate(parsed)) {
-    throw new ToolHostError("ExecutionError", `the result of ${schema.name} does not match its output_schema: ${describeValidationErrors(validate.errors).join("; ")}`, fix);
+    throw new ToolHostError(
+      "ExecutionError",
+      `the result of ${schema.name} does not match its output_schema: ${describeValidationErrors(validate.errors).join("; ")}`,
+      fix,
+    );
   }
   return parsed;
 }

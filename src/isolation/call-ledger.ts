@@ -191,10 +191,12 @@ export class CallLedger {
   /** Runs one capability request of this call within the limits; never rejects. */
   async run(name: string, argsJson: string, invoke: (signal: AbortSignal) => Promise<CapabilityReply>): Promise<CapabilityReply> {
     if (this.ended) return { ok: false, error: { type: "ExecutionError", fault: "tool", message: `${name}: the call had already ended` } };
-    if (argsJson.length > MAX_CAPABILITY_ARGS_CHARS) return { ok: false, error: { type: "InvalidArguments", fault: "tool", message: `${name}: the arguments are too large` } };
+    if (argsJson.length > MAX_CAPABILITY_ARGS_CHARS)
+      return { ok: false, error: { type: "InvalidArguments", fault: "tool", message: `${name}: the arguments are too large` } };
     const { maxInFlightPerCall, maxInFlightPerAnima } = this.budget.limits;
     if (this.inFlight >= maxInFlightPerCall) return this.refuse(name, `too many capability calls in flight (limit ${maxInFlightPerCall} per call)`);
-    if (this.account.inFlight >= maxInFlightPerAnima) return this.refuse(name, `too many capability calls in flight for this Anima (limit ${maxInFlightPerAnima})`);
+    if (this.account.inFlight >= maxInFlightPerAnima)
+      return this.refuse(name, `too many capability calls in flight for this Anima (limit ${maxInFlightPerAnima})`);
     this.inFlight++;
     this.account.inFlight++;
     const bytes = argsJson.length + answerReserveBytes(name);

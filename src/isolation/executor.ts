@@ -32,10 +32,19 @@ export interface SandboxHandle {
 }
 
 /** Picks where isolates run (see `HostOptions.isolation`). */
-export function createExecutor(config: HostConfig, onLog: (line: ToolLogLine) => void, invokeCapability?: CapabilityInvoker, reports: ExecutorReports = {}): SandboxHandle {
+export function createExecutor(
+  config: HostConfig,
+  onLog: (line: ToolLogLine) => void,
+  invokeCapability?: CapabilityInvoker,
+  reports: ExecutorReports = {},
+): SandboxHandle {
   const reportLost = (reason: string) => {
     try {
-      config.onLog({ level: "error", logger: "animaworks.host", message: `${reason}; in-process isolation cannot reclaim it (use isolation "process" for long-running hosts)` });
+      config.onLog({
+        level: "error",
+        logger: "animaworks.host",
+        message: `${reason}; in-process isolation cannot reclaim it (use isolation "process" for long-running hosts)`,
+      });
     } catch {
       // nowhere else to report it
     }
@@ -67,7 +76,11 @@ export function createExecutor(config: HostConfig, onLog: (line: ToolLogLine) =>
   });
   // Said once, loudly, when the second layer is missing (and in `audit`).
   if (!pool.osSandbox.enabled && config.osSandbox === "auto") {
-    config.onLog({ level: "warn", logger: "animaworks.host", message: `${describeOsSandbox(pool.osSandbox)}. Install bubblewrap for a second isolation layer.` });
+    config.onLog({
+      level: "warn",
+      logger: "animaworks.host",
+      message: `${describeOsSandbox(pool.osSandbox)}. Install bubblewrap for a second isolation layer.`,
+    });
   }
   return {
     executor: new AnimaQueues(pool, callLimits),

@@ -61,7 +61,9 @@ export { MAX_TIMER_MS };
 export function duration(value: number | undefined, fallback: number, name: string, allowZero = false): number {
   if (value === undefined) return fallback;
   if (!Number.isFinite(value) || value < 0 || (value === 0 && !allowZero) || value > MAX_TIMER_MS) {
-    throw new TypeError(`${name} must be a ${allowZero ? "" : "positive "}number of ms${allowZero ? ", 0 or more," : ""} up to 2,147,483,647, got ${String(value)}`);
+    throw new TypeError(
+      `${name} must be a ${allowZero ? "" : "positive "}number of ms${allowZero ? ", 0 or more," : ""} up to 2,147,483,647, got ${String(value)}`,
+    );
   }
   return value;
 }

@@ -31,7 +31,14 @@ export function hostJobRunner(host: ToolHost, getBundle: (hash: string) => Promi
   return async (job: Job, context) => {
     const code = await bundle(job.bundleHash);
     if (code === undefined) {
-      return { ok: false, error: { type: "LoadError", fault: "host", message: `the tool version job ${job.id} was submitted with (bundle ${job.bundleHash.slice(0, 12)}) is no longer stored` } };
+      return {
+        ok: false,
+        error: {
+          type: "LoadError",
+          fault: "host",
+          message: `the tool version job ${job.id} was submitted with (bundle ${job.bundleHash.slice(0, 12)}) is no longer stored`,
+        },
+      };
     }
     const prepared: PreparedCall = {
       anima: job.anima,

@@ -145,7 +145,6 @@ const MIGRATIONS: readonly string[] = [
 
 export const PG_SCHEMA_VERSION = MIGRATIONS.length;
 
-
 /** A PostgreSQL identifier for the store's schema: lower-case letters, digits and underscores only. */
 export function checkSchemaName(name: string): string {
   if (!/^[a-z_][a-z0-9_]{0,62}$/.test(name)) {

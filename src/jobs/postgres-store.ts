@@ -74,7 +74,9 @@ export class PostgresJobStore implements JobStore {
       connectionTimeoutMillis: options.connectTimeoutMs ?? 5_000,
       options: `-c search_path=${this.schema}`,
       // bigint columns hold epoch ms and counts well inside 2^53: read them as numbers.
-      types: { getTypeParser: (oid: number, format?: "text" | "binary") => (oid === 20 ? Number : (pg.types.getTypeParser(oid, format) as (value: string) => unknown)) },
+      types: {
+        getTypeParser: (oid: number, format?: "text" | "binary") => (oid === 20 ? Number : (pg.types.getTypeParser(oid, format) as (value: string) => unknown)),
+      },
     });
     // An idle connection the server dropped is reported here; the next query opens a new one.
     this.pool.on("error", () => {});
@@ -128,7 +130,22 @@ export class PostgresJobStore implements JobStore {
           WHERE EXISTS (SELECT 1 FROM bundles WHERE hash = $7)
          RETURNING id)
        SELECT id${notify ? ", pg_notify($14, 'runnable')" : ""} FROM inserted`,
-      [id, job.anima, job.tool, job.action, job.schemaName, job.argsJson, job.bundleHash, job.priority, job.idempotencyKey ?? null, job.maxAttempts, job.retryBackoffMs, job.timeoutMs, now, ...(notify ? [this.channel()] : [])],
+      [
+        id,
+        job.anima,
+        job.tool,
+        job.action,
+        job.schemaName,
+        job.argsJson,
+        job.bundleHash,
+        job.priority,
+        job.idempotencyKey ?? null,
+        job.maxAttempts,
+        job.retryBackoffMs,
+        job.timeoutMs,
+        now,
+        ...(notify ? [this.channel()] : []),
+      ],
     );
     if (inserted.rowCount !== 1) throw new ToolHostError("NotFound", `bundle ${job.bundleHash} is not stored`, "putBundle before submitting");
     if (!notify) this.notifySoon();
@@ -144,7 +161,11 @@ export class PostgresJobStore implements JobStore {
 
   async list(anima: string, options: ListJobsOptions = {}): Promise<Job[]> {
     const statuses = options.status === undefined ? [...JOB_STATUSES] : [options.status].flat();
-    const rows = await this.queryRows("SELECT * FROM jobs WHERE anima = $1 AND status = ANY($2) ORDER BY seq DESC LIMIT $3", [anima, statuses, options.limit ?? 100]);
+    const rows = await this.queryRows("SELECT * FROM jobs WHERE anima = $1 AND status = ANY($2) ORDER BY seq DESC LIMIT $3", [
+      anima,
+      statuses,
+      options.limit ?? 100,
+    ]);
     return rows.map(rowToJob);
   }
 
@@ -182,7 +203,13 @@ export class PostgresJobStore implements JobStore {
   async reportProgress(lease: JobLease, progress: JobProgress): Promise<boolean> {
     const { fraction, message } = normaliseProgress(progress);
     const result = await this.run((client) =>
-      client.query(`UPDATE jobs SET progress_fraction = $4, progress_message = $5 WHERE ${LEASE_MATCH}`, [lease.id, lease.owner, lease.attempt, fraction, message]),
+      client.query(`UPDATE jobs SET progress_fraction = $4, progress_message = $5 WHERE ${LEASE_MATCH}`, [
+        lease.id,
+        lease.owner,
+        lease.attempt,
+        fraction,
+        message,
+      ]),
     );
     return result.rowCount === 1;
   }
@@ -193,7 +220,18 @@ export class PostgresJobStore implements JobStore {
       `UPDATE jobs SET status = $4, finished_at = $5, result = $6, error_type = $7, error_message = $8,
          error_fault = $9, error_hint = $10, lease_owner = NULL, lease_expires_at = NULL
        WHERE ${LEASE_MATCH} RETURNING *`,
-      [lease.id, lease.owner, lease.attempt, outcome.status, this.clock(), outcome.status === "succeeded" ? outcome.result : null, error?.type ?? null, error?.message ?? null, error?.fault ?? null, error?.hint ?? null],
+      [
+        lease.id,
+        lease.owner,
+        lease.attempt,
+        outcome.status,
+        this.clock(),
+        outcome.status === "succeeded" ? outcome.result : null,
+        error?.type ?? null,
+        error?.message ?? null,
+        error?.fault ?? null,
+        error?.hint ?? null,
+      ],
     );
     return row ? rowToJob(row) : undefined;
   }
@@ -203,7 +241,12 @@ export class PostgresJobStore implements JobStore {
       const row = await one(client, "SELECT * FROM jobs WHERE id = $1 FOR UPDATE", [id]);
       if (!row || row.anima !== anima) return undefined;
       if (row.status === "queued") {
-        return rowToJob((await one(client, "UPDATE jobs SET status = 'cancelled', finished_at = $1, not_before = 0 WHERE seq = $2 RETURNING *", [this.clock(), row.seq])) as JobRow);
+        return rowToJob(
+          (await one(client, "UPDATE jobs SET status = 'cancelled', finished_at = $1, not_before = 0 WHERE seq = $2 RETURNING *", [
+            this.clock(),
+            row.seq,
+          ])) as JobRow,
+        );
       }
       if (row.status === "running") {
         await this.notify(client, `cancel:${row.id}`);
@@ -218,7 +261,9 @@ export class PostgresJobStore implements JobStore {
       const now = this.clock();
       const result: RecoveryResult = { requeued: [], ended: [] };
       // SKIP LOCKED: a job another worker is recovering (or completing) right now is left to it.
-      const expired = await client.query<JobRow>("SELECT * FROM jobs WHERE status = 'running' AND lease_expires_at <= $1 ORDER BY seq FOR UPDATE SKIP LOCKED", [now]);
+      const expired = await client.query<JobRow>("SELECT * FROM jobs WHERE status = 'running' AND lease_expires_at <= $1 ORDER BY seq FOR UPDATE SKIP LOCKED", [
+        now,
+      ]);
       const endLost = async (row: JobRow, status: "cancelled" | "interrupted", error: JobError | null) =>
         rowToJob(
           (await one(
@@ -234,10 +279,16 @@ export class PostgresJobStore implements JobStore {
           result.ended.push(await endLost(row, "cancelled", null));
         } else if (row.attempts < row.max_attempts) {
           const notBefore = now + retryDelayMs(row.retry_backoff_ms, row.attempts);
-          const requeued = await one(client, "UPDATE jobs SET status = 'queued', not_before = $1, lease_owner = NULL, lease_expires_at = NULL WHERE seq = $2 RETURNING *", [notBefore, row.seq]);
+          const requeued = await one(
+            client,
+            "UPDATE jobs SET status = 'queued', not_before = $1, lease_owner = NULL, lease_expires_at = NULL WHERE seq = $2 RETURNING *",
+            [notBefore, row.seq],
+          );
           result.requeued.push(rowToJob(requeued as JobRow));
         } else {
-          result.ended.push(await endLost(row, "interrupted", { type: "ExecutionError", message: interruptedMessage(row.attempts, row.max_attempts), fault: "host" }));
+          result.ended.push(
+            await endLost(row, "interrupted", { type: "ExecutionError", message: interruptedMessage(row.attempts, row.max_attempts), fault: "host" }),
+          );
         }
       }
       return result;
@@ -264,7 +315,8 @@ export class PostgresJobStore implements JobStore {
       // A bundle stored moments ago for a submit still on its way must survive: only bundles untouched
       // for as long as the retention period and used by no kept job go.
       const bundles =
-        (await client.query("DELETE FROM bundles b WHERE touched_at < $1 AND NOT EXISTS (SELECT 1 FROM jobs WHERE jobs.bundle_hash = b.hash)", [cutoff])).rowCount ?? 0;
+        (await client.query("DELETE FROM bundles b WHERE touched_at < $1 AND NOT EXISTS (SELECT 1 FROM jobs WHERE jobs.bundle_hash = b.hash)", [cutoff]))
+          .rowCount ?? 0;
       return { jobs, bundles };
     });
   }
@@ -272,7 +324,11 @@ export class PostgresJobStore implements JobStore {
   async putBundle(hash: string, code: string): Promise<void> {
     checkBundleHash(hash, code);
     await this.run((client) =>
-      client.query("INSERT INTO bundles (hash, code, touched_at) VALUES ($1, $2, $3) ON CONFLICT (hash) DO UPDATE SET touched_at = EXCLUDED.touched_at", [hash, code, this.clock()]),
+      client.query("INSERT INTO bundles (hash, code, touched_at) VALUES ($1, $2, $3) ON CONFLICT (hash) DO UPDATE SET touched_at = EXCLUDED.touched_at", [
+        hash,
+        code,
+        this.clock(),
+      ]),
     );
   }
 
@@ -282,16 +338,18 @@ export class PostgresJobStore implements JobStore {
 
   async queueStatus(): Promise<QueueStatus> {
     const now = this.clock();
-    const row = (await this.run((client) =>
-      client.query<{ queued: number; runnable: number; running: number; next: number | null }>(
-        `SELECT
+    const row = (
+      await this.run((client) =>
+        client.query<{ queued: number; runnable: number; running: number; next: number | null }>(
+          `SELECT
            (SELECT COUNT(*)::int FROM jobs WHERE status = 'queued') AS queued,
            (SELECT COUNT(*)::int FROM jobs WHERE status = 'queued' AND not_before <= $1) AS runnable,
            (SELECT COUNT(*)::int FROM jobs WHERE status = 'running') AS running,
            (SELECT MIN(not_before) FROM jobs WHERE status = 'queued' AND not_before > $1) AS next`,
-        [now],
-      ),
-    )).rows[0] as { queued: number; runnable: number; running: number; next: number | null };
+          [now],
+        ),
+      )
+    ).rows[0] as { queued: number; runnable: number; running: number; next: number | null };
     const status: QueueStatus = { queued: row.queued, runnable: row.runnable, running: row.running };
     if (row.next !== null) status.nextNotBefore = row.next;
     return status;
@@ -301,7 +359,10 @@ export class PostgresJobStore implements JobStore {
   async subscribe(listener: (event: StoreEvent) => void): Promise<() => Promise<void>> {
     if (this.closed) throw closedError();
     await this.open();
-    return listen({ url: this.options.url, connectTimeoutMs: this.options.connectTimeoutMs ?? 5_000, channel: this.channel(), closed: () => this.closed }, listener);
+    return listen(
+      { url: this.options.url, connectTimeoutMs: this.options.connectTimeoutMs ?? 5_000, channel: this.channel(), closed: () => this.closed },
+      listener,
+    );
   }
 
   async close(): Promise<void> {

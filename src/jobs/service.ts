@@ -114,7 +114,8 @@ export class JobService {
     this.openedStore = options.store;
     this.ownsStore = options.store === undefined;
     const timeout = options.defaultTimeoutMs ?? JOB_DEFAULTS.timeoutMs;
-    if (!Number.isSafeInteger(timeout) || timeout < 1 || timeout > MAX_TIMER_MS) throw new TypeError(`defaultTimeoutMs must be a whole number of ms from 1 to ${MAX_TIMER_MS}`);
+    if (!Number.isSafeInteger(timeout) || timeout < 1 || timeout > MAX_TIMER_MS)
+      throw new TypeError(`defaultTimeoutMs must be a whole number of ms from 1 to ${MAX_TIMER_MS}`);
     this.defaultTimeoutMs = timeout;
     const grace = options.cancelGraceMs;
     if (grace !== undefined && (!Number.isSafeInteger(grace) || grace < 0)) throw new TypeError("cancelGraceMs must be a whole number of ms, 0 or more");
@@ -143,7 +144,12 @@ export class JobService {
       // its profile can make it, never the submitter.
       ...(profile?.retry ? { maxAttempts: profile.retry.attempts, retryBackoffMs: Math.round((profile.retry.backoff ?? 1) * 1000) } : {}),
     });
-    return { job, created, backgroundEligible: profile?.background_eligible === true, ...(profile?.expected_seconds !== undefined ? { expectedSeconds: profile.expected_seconds } : {}) };
+    return {
+      job,
+      created,
+      backgroundEligible: profile?.background_eligible === true,
+      ...(profile?.expected_seconds !== undefined ? { expectedSeconds: profile.expected_seconds } : {}),
+    };
   }
 
   /** The Anima's jobs, newest first (default: the 100 newest). */
@@ -205,7 +211,11 @@ export class JobService {
       if (isTerminal(job.status)) return job;
       const leftMs = deadline - Date.now();
       if (leftMs <= 0) {
-        throw new ToolHostError("Timeout", `job ${id} is still ${job.status} after waiting ${options.timeoutMs} ms`, `it goes on; check later with: animaworks-tool jobs show ${id}`);
+        throw new ToolHostError(
+          "Timeout",
+          `job ${id} is still ${job.status} after waiting ${options.timeoutMs} ms`,
+          `it goes on; check later with: animaworks-tool jobs show ${id}`,
+        );
       }
       await delay(Math.min(pollMs, leftMs), undefined, options.signal ? { signal: options.signal } : undefined);
     }

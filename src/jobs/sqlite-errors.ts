@@ -37,23 +37,48 @@ export function jobStoreError(error: unknown, path: string): unknown {
   const code = error.code;
   switch (family(code)) {
     case "SQLITE_FULL":
-      return new ToolHostError("ExecutionError", `cannot write the job database ${path}: its file system is full (${code})`, "free space on the data dir's file system (or raise its quota), then run it again", "host");
+      return new ToolHostError(
+        "ExecutionError",
+        `cannot write the job database ${path}: its file system is full (${code})`,
+        "free space on the data dir's file system (or raise its quota), then run it again",
+        "host",
+      );
     case "SQLITE_NOTADB":
     case "SQLITE_CORRUPT":
       return new ToolHostError("ExecutionError", `the job database ${path} is damaged: ${error.message} (${code})`, damagedHint(path), "host");
     case "SQLITE_CANTOPEN":
-      return new ToolHostError("ExecutionError", `cannot open the job database ${path} (${code})`, "it must be a regular file in a folder the user who runs animaworks-tool can write to", "host");
+      return new ToolHostError(
+        "ExecutionError",
+        `cannot open the job database ${path} (${code})`,
+        "it must be a regular file in a folder the user who runs animaworks-tool can write to",
+        "host",
+      );
     case "SQLITE_READONLY":
     case "SQLITE_PERM":
     case "SQLITE_AUTH":
       return new ToolHostError("PermissionDenied", `cannot write the job database ${path}: ${error.message} (${code})`, accessHint(), "host");
     case "SQLITE_BUSY":
     case "SQLITE_LOCKED":
-      return new ToolHostError("ExecutionError", `the job database ${path} stayed locked by another process (${code})`, "run it again; if it persists, look for a stuck animaworks-tool process using this data dir", "host");
+      return new ToolHostError(
+        "ExecutionError",
+        `the job database ${path} stayed locked by another process (${code})`,
+        "run it again; if it persists, look for a stuck animaworks-tool process using this data dir",
+        "host",
+      );
     case "SQLITE_IOERR":
-      return new ToolHostError("ExecutionError", `the disk failed a read or write of the job database ${path} (${code})`, "check the disk and its file system (dmesg), then run it again", "host");
+      return new ToolHostError(
+        "ExecutionError",
+        `the disk failed a read or write of the job database ${path} (${code})`,
+        "check the disk and its file system (dmesg), then run it again",
+        "host",
+      );
     default:
-      return new ToolHostError("ExecutionError", `the job database ${path} failed: ${error.message} (${code})`, "run it again; if it persists, move the database aside as for a damaged one", "host");
+      return new ToolHostError(
+        "ExecutionError",
+        `the job database ${path} failed: ${error.message} (${code})`,
+        "run it again; if it persists, move the database aside as for a damaged one",
+        "host",
+      );
   }
 }
 

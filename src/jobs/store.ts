@@ -142,10 +142,7 @@ export interface LeaseState {
   cancelRequested: boolean;
 }
 
-export type JobOutcome =
-  | { status: "succeeded"; result: string }
-  | { status: "failed"; error: JobError }
-  | { status: "cancelled"; error?: JobError };
+export type JobOutcome = { status: "succeeded"; result: string } | { status: "failed"; error: JobError } | { status: "cancelled"; error?: JobError };
 
 export interface RecoveryResult {
   /** Running jobs whose lease expired and that have attempts left: queued again after their backoff. */
@@ -222,7 +219,6 @@ export interface JobStore {
   /** Finishes pending writes and releases the store. */
   close(): Promise<void>;
 }
-
 
 /** 12 lowercase hex characters (48 random bits), the id format AnimaWorks users know. */
 export function newJobId(): string {
@@ -336,11 +332,14 @@ export function checkBundleHash(hash: string, code: string): void {
  */
 export function toJobError(row: { error_type: unknown; error_message: unknown; error_fault: unknown; error_hint: unknown }): JobError {
   const type = isErrorType(row.error_type) ? row.error_type : "ExecutionError";
-  const error: JobError = { type, message: typeof row.error_message === "string" ? row.error_message : "", fault: isFault(row.error_fault) ? row.error_fault : DEFAULT_FAULT[type] };
+  const error: JobError = {
+    type,
+    message: typeof row.error_message === "string" ? row.error_message : "",
+    fault: isFault(row.error_fault) ? row.error_fault : DEFAULT_FAULT[type],
+  };
   if (typeof row.error_hint === "string" && row.error_hint !== "") error.hint = row.error_hint;
   return error;
 }
-
 
 /** The PostgreSQL server a job store URL names, without its password: for messages. */
 export function describeServer(url: string): string {

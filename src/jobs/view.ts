@@ -71,7 +71,10 @@ const STATUS_ALIASES: Record<string, JobStatus> = { pending: "queued", completed
 /** `--status` values (each may be a comma list) as statuses; throws InvalidArguments naming a bad one. */
 export function parseStatuses(values: readonly string[]): JobStatus[] {
   const statuses = new Set<JobStatus>();
-  for (const word of values.flatMap((v) => v.split(",")).map((w) => w.trim().toLowerCase()).filter(Boolean)) {
+  for (const word of values
+    .flatMap((v) => v.split(","))
+    .map((w) => w.trim().toLowerCase())
+    .filter(Boolean)) {
     const status = STATUS_ALIASES[word] ?? (JOB_STATUSES as readonly string[]).find((s) => s === word);
     if (!status) throw new ToolHostError("InvalidArguments", `unknown job status "${word}"`, `statuses: ${JOB_STATUSES.join(", ")}`);
     statuses.add(status as JobStatus);
@@ -84,7 +87,11 @@ export function jobsTable(jobs: readonly Job[]): string {
   const rows = jobs.map((job) => [job.id, job.status, `${job.tool} ${job.action}`, iso(job.submittedAt), detail(job)]);
   const header = ["ID", "STATUS", "ACTION", "SUBMITTED", ""];
   const widths = header.map((h, i) => Math.max(h.length, ...rows.map((r) => (r[i] as string).length)));
-  const line = (cells: string[]) => cells.map((c, i) => (i === cells.length - 1 ? c : c.padEnd(widths[i] as number))).join("  ").trimEnd();
+  const line = (cells: string[]) =>
+    cells
+      .map((c, i) => (i === cells.length - 1 ? c : c.padEnd(widths[i] as number)))
+      .join("  ")
+      .trimEnd();
   return [line(header), ...rows.map(line)].join("\n");
 }
 

@@ -202,7 +202,8 @@ export class JobWorker {
       this.schedulePump();
       await this.changes.next(idleMs, signal);
       // Nothing claimable yet (a retry backoff, or other workers' runs): look again later rather than spin.
-      if (this.stats.started === startedBefore && this.active.size === 0) await delay(idleMs, undefined, signal ? { signal } : undefined).catch(() => undefined);
+      if (this.stats.started === startedBefore && this.active.size === 0)
+        await delay(idleMs, undefined, signal ? { signal } : undefined).catch(() => undefined);
     }
   }
 

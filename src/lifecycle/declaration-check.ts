@@ -38,13 +38,27 @@ export function checkDeclaration(tool: string, scan: SourceScan, staticSchemas: 
   const exported = (name: string): boolean => scan.exports.has(name);
   if (![...SCHEMA_FUNCTIONS].some(exported)) {
     if (scan.exportsUnknown) {
-      checklist.push({ level: "warning", check: "exports", message: "the module's exports are built at run time; the required get_tool_schemas() export could not be confirmed" });
+      checklist.push({
+        level: "warning",
+        check: "exports",
+        message: "the module's exports are built at run time; the required get_tool_schemas() export could not be confirmed",
+      });
     } else {
-      checklist.push({ level: "error", check: "exports", line: scan.schemas?.line, message: "get_tool_schemas() (or getToolSchemas) is not exported; every tool must export it" });
+      checklist.push({
+        level: "error",
+        check: "exports",
+        line: scan.schemas?.line,
+        message: "get_tool_schemas() (or getToolSchemas) is not exported; every tool must export it",
+      });
     }
   }
   if (scan.schemas?.kind === "dynamic" && staticSchemas) {
-    checklist.push({ level: "warning", check: "schemas", line: scan.schemas.line, message: "get_tool_schemas() builds its list at run time; its schemas and handlers are checked only when the tool is loaded" });
+    checklist.push({
+      level: "warning",
+      check: "schemas",
+      line: scan.schemas.line,
+      message: "get_tool_schemas() builds its list at run time; its schemas and handlers are checked only when the tool is loaded",
+    });
   }
   if (scan.schemas?.kind !== "literal") return nothingDeclared;
   const { value: schemas, locations } = scan.schemas;
@@ -57,7 +71,12 @@ export function checkDeclaration(tool: string, scan: SourceScan, staticSchemas: 
     const description = record["description"];
     // A description of another type is the load's to refuse (a `schemas` finding); here: none written.
     if (description === undefined || description === null || (typeof description === "string" && description.trim() === "")) {
-      checklist.push({ level: "error", check: "description", ...at([index, "description"]), message: `${label} has no description; the model chooses tools by it (one or two sentences)` });
+      checklist.push({
+        level: "error",
+        check: "description",
+        ...at([index, "description"]),
+        message: `${label} has no description; the model chooses tools by it (one or two sentences)`,
+      });
     }
     if (record["input_schema"] === undefined && record["parameters"] === undefined) {
       checklist.push({
@@ -76,14 +95,20 @@ export function checkDeclaration(tool: string, scan: SourceScan, staticSchemas: 
     ...(issue.in === "profile" ? (profile ? at(issue.path, profile.locations) : {}) : at(issue.path)),
     message: issue.message,
   }));
-  const handlerless = scan.exportsUnknown || exported("dispatch")
-    ? []
-    : schemas.flatMap((entry, index) => {
-      const name = typeof entry === "object" && entry !== null ? (entry as Record<string, unknown>)["name"] : undefined;
-      return typeof name === "string" && !exported(name) ? [{ name, index }] : [];
-    });
+  const handlerless =
+    scan.exportsUnknown || exported("dispatch")
+      ? []
+      : schemas.flatMap((entry, index) => {
+          const name = typeof entry === "object" && entry !== null ? (entry as Record<string, unknown>)["name"] : undefined;
+          return typeof name === "string" && !exported(name) ? [{ name, index }] : [];
+        });
   for (const { name, index } of handlerless) {
-    declared.push({ level: "error", check: "handlers", ...at([index, "name"]), message: `no handler for schema "${name}": export dispatch(name, args), or a function named ${name}` });
+    declared.push({
+      level: "error",
+      check: "handlers",
+      ...at([index, "name"]),
+      message: `no handler for schema "${name}": export dispatch(name, args), or a function named ${name}`,
+    });
   }
   const schemaNames = schemas.flatMap((entry) => {
     const name = typeof entry === "object" && entry !== null ? (entry as Record<string, unknown>)["name"] : undefined;

@@ -1,8 +1,23 @@
 /** What `validate` reports (validate.ts): one finding per problem, with its check and, where the source shows one, its line. */
 export type FindingLevel = "error" | "warning";
 export type CheckName =
-  | "file" | "file-name" | "source" | "exports" | "schemas" | "profile" | "description" | "input-schema" | "handlers"
-  | "secrets" | "credentials" | "cancellation" | "imports" | "network-timeout" | "load" | "shadowing" | "collisions";
+  | "file"
+  | "file-name"
+  | "source"
+  | "exports"
+  | "schemas"
+  | "profile"
+  | "description"
+  | "input-schema"
+  | "handlers"
+  | "secrets"
+  | "credentials"
+  | "cancellation"
+  | "imports"
+  | "network-timeout"
+  | "load"
+  | "shadowing"
+  | "collisions";
 
 export interface Finding {
   level: FindingLevel;

@@ -20,24 +20,43 @@ export function installedToolsCheck(host: Pick<ToolHost, "list" | "describe">, a
     const listing = await host.list(anima);
     const same = listing.tools.find((info) => info.name === tool);
     if (same?.origin === "core") {
-      return [error("shadowing", `a core tool named "${tool}" exists: a shared or personal tool of that name would be skipped; choose another name (rename the file, or check it with --name NAME)`)];
+      return [
+        error(
+          "shadowing",
+          `a core tool named "${tool}" exists: a shared or personal tool of that name would be skipped; choose another name (rename the file, or check it with --name NAME)`,
+        ),
+      ];
     }
     const findings: Finding[] = [];
     if (same?.origin === "personal") {
-      findings.push(warning("shadowing", `Anima "${anima}" already has a personal tool named "${tool}": installing this one as its personal tool would replace it`));
+      findings.push(
+        warning("shadowing", `Anima "${anima}" already has a personal tool named "${tool}": installing this one as its personal tool would replace it`),
+      );
     }
     // The Anima's own tool hides a shared one of the same name from its listing.
     const shared = same?.origin === "shared" || (same?.origin === "personal" && (await sharedToolExists(host, tool)));
     if (shared) {
-      findings.push(warning("shadowing", anima !== undefined
-        ? `a shared tool named "${tool}" exists: as a personal tool of "${anima}" this one would override it for "${anima}" (personal tools take precedence over shared ones), and share would refuse it (it never overwrites)`
-        : `a shared tool named "${tool}" exists: share would refuse this one (it never overwrites), and as a personal tool it would override the shared one for its Anima`));
+      findings.push(
+        warning(
+          "shadowing",
+          anima !== undefined
+            ? `a shared tool named "${tool}" exists: as a personal tool of "${anima}" this one would override it for "${anima}" (personal tools take precedence over shared ones), and share would refuse it (it never overwrites)`
+            : `a shared tool named "${tool}" exists: share would refuse this one (it never overwrites), and as a personal tool it would override the shared one for its Anima`,
+        ),
+      );
     }
     // Files of this name that are not loaded now (two files for one name, …): installing one more does not help.
     for (const problem of listing.problems) {
-      if (problem.name === tool && problem.origin !== "core") findings.push(warning("shadowing", `an installed ${problem.origin} file for "${tool}" is not loaded now: ${problem.message}`));
+      if (problem.name === tool && problem.origin !== "core")
+        findings.push(warning("shadowing", `an installed ${problem.origin} file for "${tool}" is not loaded now: ${problem.message}`));
     }
-    findings.push(...schemaCollisions(tool, schemas, listing.tools.filter((info) => info.name !== tool)));
+    findings.push(
+      ...schemaCollisions(
+        tool,
+        schemas,
+        listing.tools.filter((info) => info.name !== tool),
+      ),
+    );
     return findings;
   };
 }
@@ -58,14 +77,24 @@ function schemaCollisions(tool: string, schemas: string[] | undefined, others: T
   for (const schema of schemas ?? []) {
     const owner = longer.find((info) => schema.startsWith(`${info.name}_`));
     if (!owner) continue;
-    findings.push(error("collisions", `schema "${schema}" belongs to the ${owner.origin} tool "${owner.name}" (it is its action "${schema.slice(owner.name.length + 1)}"): installed, this tool would not load; rename the schema, or the tool`));
+    findings.push(
+      error(
+        "collisions",
+        `schema "${schema}" belongs to the ${owner.origin} tool "${owner.name}" (it is its action "${schema.slice(owner.name.length + 1)}"): installed, this tool would not load; rename the schema, or the tool`,
+      ),
+    );
   }
   // Installed tools with a shorter name whose schemas this name would take over.
   for (const other of others) {
     if (other.status !== "ok" || !tool.startsWith(`${other.name}_`)) continue;
     const taken = other.schemas.map((schema) => schema.name).filter((name) => name.startsWith(`${tool}_`));
     if (taken.length === 0) continue;
-    findings.push(error("collisions", `the ${other.origin} tool "${other.name}" declares ${taken.map((name) => `"${name}"`).join(", ")}, which would belong to this tool: installing it would make "${other.name}" fail to load; choose another name`));
+    findings.push(
+      error(
+        "collisions",
+        `the ${other.origin} tool "${other.name}" declares ${taken.map((name) => `"${name}"`).join(", ")}, which would belong to this tool: installing it would make "${other.name}" fail to load; choose another name`,
+      ),
+    );
   }
   return findings;
 }

@@ -29,11 +29,45 @@ export interface LexResult {
 
 /** Keywords after which `/` starts a regular expression rather than a division. */
 const REGEX_AFTER_WORDS = new Set(["return", "typeof", "case", "do", "else", "in", "instanceof", "new", "delete", "void", "throw", "yield", "await", "of"]);
-const PUNCTUATORS = [">>>=", "...", "===", "!==", "**=", "<<=", ">>=", ">>>", "&&=", "||=", "??=", "=>", "==", "!=", "<=", ">=", "&&", "||", "??", "?.", "++", "--", "+=", "-=", "*=", "/=", "%=", "&=", "|=", "^=", "**", "<<", ">>"];
+const PUNCTUATORS = [
+  ">>>=",
+  "...",
+  "===",
+  "!==",
+  "**=",
+  "<<=",
+  ">>=",
+  ">>>",
+  "&&=",
+  "||=",
+  "??=",
+  "=>",
+  "==",
+  "!=",
+  "<=",
+  ">=",
+  "&&",
+  "||",
+  "??",
+  "?.",
+  "++",
+  "--",
+  "+=",
+  "-=",
+  "*=",
+  "/=",
+  "%=",
+  "&=",
+  "|=",
+  "^=",
+  "**",
+  "<<",
+  ">>",
+];
 
 export function lex(source: string): LexResult {
   const tokens: Token[] = [];
-  let pos = source.startsWith("#!") ? source.indexOf("\n") === -1 ? source.length : source.indexOf("\n") : 0;
+  let pos = source.startsWith("#!") ? (source.indexOf("\n") === -1 ? source.length : source.indexOf("\n")) : 0;
   let line = 1;
   /** Offset of the first character of the current line, for columns. */
   let lineStart = 0;

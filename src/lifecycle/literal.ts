@@ -6,8 +6,10 @@ import type { Token } from "./lexer.js";
  * be shown at its line. Shared by source-scan.ts and the validator's other token checks.
  */
 
-export const is = (token: Token | undefined, value: string): boolean => token !== undefined && (token.kind === "punct" || token.kind === "name") && token.value === value;
-export const isStringish = (token: Token | undefined): boolean => token !== undefined && (token.kind === "string" || (token.kind === "template" && !token.dynamic));
+export const is = (token: Token | undefined, value: string): boolean =>
+  token !== undefined && (token.kind === "punct" || token.kind === "name") && token.value === value;
+export const isStringish = (token: Token | undefined): boolean =>
+  token !== undefined && (token.kind === "string" || (token.kind === "template" && !token.dynamic));
 
 /** Keys and indexes from a literal's top to one of its parts. */
 export type LiteralPath = ReadonlyArray<string | number>;
@@ -117,7 +119,8 @@ function numberAt(text: string, next: number, sign: number): Parsed {
   return Number.isFinite(value) ? { ok: true, value: sign * value, next } : { ok: false };
 }
 
-const child = (track: Tracking | undefined, key: string | number): Tracking | undefined => (track ? { locations: track.locations, path: [...track.path, key] } : undefined);
+const child = (track: Tracking | undefined, key: string | number): Tracking | undefined =>
+  track ? { locations: track.locations, path: [...track.path, key] } : undefined;
 
 function parseArray(tokens: Token[], start: number, depth: number, track: Tracking | undefined): Parsed {
   const items: unknown[] = [];

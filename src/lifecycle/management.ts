@@ -60,9 +60,19 @@ export class ManagementService {
     this.host.refresh();
     const listing = await this.host.list(anima);
     const file = this.snapshotPath(anima);
-    const before = (await readFile(file, "utf8").then((t) => JSON.parse(t) as Record<string, string>).catch(() => ({}))) as Record<string, string>;
+    const before = (await readFile(file, "utf8")
+      .then((t) => JSON.parse(t) as Record<string, string>)
+      .catch(() => ({}))) as Record<string, string>;
     const now: Record<string, string> = {};
-    const report: RefreshReport = { anima, loaded: [], changed: [], removed: [], failed: [], skipped: listing.problems.map((p) => ({ name: p.name, reason: p.message })), tools: [] };
+    const report: RefreshReport = {
+      anima,
+      loaded: [],
+      changed: [],
+      removed: [],
+      failed: [],
+      skipped: listing.problems.map((p) => ({ name: p.name, reason: p.message })),
+      tools: [],
+    };
     for (const tool of listing.tools) {
       const version = versionOf(tool);
       now[tool.name] = version;
@@ -117,7 +127,11 @@ export class ManagementService {
       throw new ToolHostError("PermissionDenied", `${READ_MEMORY_FILE}: this host has no capability path to read through`, "use a host made by createHost");
     }
     const ref = await resolveAnima(this.host.config.dataDir, anima);
-    const reply = await this.options.capabilities({ anima: ref.name, animaDir: ref.dir, tool: READ_MEMORY_FILE }, "fs.readFile", JSON.stringify([path ?? null]));
+    const reply = await this.options.capabilities(
+      { anima: ref.name, animaDir: ref.dir, tool: READ_MEMORY_FILE },
+      "fs.readFile",
+      JSON.stringify([path ?? null]),
+    );
     if (!reply.ok) throw ToolHostError.fromInfo(reply.error);
     // A file's text may arrive undecoded; it serialises as its text (isolation/wire/messages.ts CapabilityReply).
     return typeof reply.value === "string" ? reply.value : (JSON.parse(JSON.stringify(reply.value)) as string);

@@ -60,7 +60,13 @@ export function nameOf(target: ConfinedPath): string {
  * (O_NONBLOCK), only a regular file without other hard links (one could be another Anima's file),
  * at most `maxBytes` (counted on bytes read). Undefined when it does not exist.
  */
-export async function readRegularFile(dirFdPath: string, name: string, shownPath: string, operation: string, maxBytes: number): Promise<{ bytes: Buffer; mode: number } | undefined> {
+export async function readRegularFile(
+  dirFdPath: string,
+  name: string,
+  shownPath: string,
+  operation: string,
+  maxBytes: number,
+): Promise<{ bytes: Buffer; mode: number } | undefined> {
   let handle: FileHandle;
   try {
     handle = await open(`${dirFdPath}/${name}`, constants.O_RDONLY | constants.O_NOFOLLOW | constants.O_NONBLOCK);

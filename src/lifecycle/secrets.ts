@@ -26,10 +26,26 @@ const KNOWN_FORMATS: Array<{ label: string; pattern: RegExp }> = [
 ];
 
 /** Names that hold a credential, compared lower-case without `_`/`-`, as a whole name or its ending. */
-const SECRET_NAME_ENDINGS = ["apikey", "apisecret", "apitoken", "secret", "secretkey", "token", "password", "passwd", "privatekey", "accesskey", "accesskeyid", "clientsecret", "authorization", "bearer"];
+const SECRET_NAME_ENDINGS = [
+  "apikey",
+  "apisecret",
+  "apitoken",
+  "secret",
+  "secretkey",
+  "token",
+  "password",
+  "passwd",
+  "privatekey",
+  "accesskey",
+  "accesskeyid",
+  "clientsecret",
+  "authorization",
+  "bearer",
+];
 /** Names ending like a secret name that never hold one (`max_tokens`, `tokenizer` do not end so anyway). */
 const NOT_SECRET_NAMES = new Set(["nexttoken", "pagetoken", "nextpagetoken", "continuationtoken", "csrftoken", "tokentype", "keyname"]);
-const PLACEHOLDER = /^(?:x+|\*+|\.+|your[\w-]*|<[^>]*>|\{[^}]*\}|changeme|change_me|placeholder|example[\w-]*|dummy[\w-]*|test[\w-]*|todo|none|null|undefined|redacted)$/i;
+const PLACEHOLDER =
+  /^(?:x+|\*+|\.+|your[\w-]*|<[^>]*>|\{[^}]*\}|changeme|change_me|placeholder|example[\w-]*|dummy[\w-]*|test[\w-]*|todo|none|null|undefined|redacted)$/i;
 
 export function findSecrets(source: string, tokens: Token[]): SecretHit[] {
   const hits: SecretHit[] = [];

@@ -72,7 +72,8 @@ function decodeRecord(bytes: Buffer, tool: string): ShareRecord | string {
   }
   const r = value as Partial<ShareRecord> | null;
   if (typeof r !== "object" || r === null || r.version !== 1) return "not a version 1 share record";
-  if (r.tool !== tool || typeof r.file !== "string" || typeof r.sha256 !== "string" || !/^[0-9a-f]{64}$/.test(r.sha256)) return "fields tool/file/sha256 are missing or wrong";
+  if (r.tool !== tool || typeof r.file !== "string" || typeof r.sha256 !== "string" || !/^[0-9a-f]{64}$/.test(r.sha256))
+    return "fields tool/file/sha256 are missing or wrong";
   if (typeof r.shared_by !== "string" || typeof r.shared_at !== "string" || typeof r.bytes !== "number") return "fields shared_by/shared_at/bytes are missing";
   return r as ShareRecord;
 }

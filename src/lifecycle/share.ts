@@ -77,7 +77,11 @@ export async function shareTool(options: ShareOptions): Promise<string> {
     problems = [error instanceof Error ? error.message : String(error)];
   }
   if (problems.length > 0) {
-    throw new ToolHostError("LoadError", `Tool '${name}' did not pass validation: ${problems.join("; ")}`, `fix it, check with: animaworks-tool validate tools/${source.file}`);
+    throw new ToolHostError(
+      "LoadError",
+      `Tool '${name}' did not pass validation: ${problems.join("; ")}`,
+      `fix it, check with: animaworks-tool validate tools/${source.file}`,
+    );
   }
   const again = await readPersonalTool(animaPaths, name);
   if (again.file !== source.file || !again.bytes.equals(source.bytes)) {
@@ -100,18 +104,30 @@ export async function shareTool(options: ShareOptions): Promise<string> {
 
 function checkName(raw: unknown): string {
   if (typeof raw !== "string" || raw === "") {
-    throw new ToolHostError("InvalidArguments", "tool_name is required: the personal tool's file name without the extension", "e.g. share_tool(tool_name=\"my_tool\")");
+    throw new ToolHostError(
+      "InvalidArguments",
+      "tool_name is required: the personal tool's file name without the extension",
+      'e.g. share_tool(tool_name="my_tool")',
+    );
   }
   const shown = raw.length > 80 ? `${raw.slice(0, 80)}…` : raw;
   if (!SHARE_NAME_PATTERN.test(raw)) {
     throw new ToolHostError("InvalidArguments", `Invalid tool name '${shown}'. Must be a valid identifier`, "Use only letters, digits, and underscores");
   }
   if (raw.startsWith("_")) {
-    throw new ToolHostError("InvalidArguments", `Invalid tool name '${shown}': files starting with "_" are helpers and are never loaded as tools`, "rename the tool so it starts with a letter");
+    throw new ToolHostError(
+      "InvalidArguments",
+      `Invalid tool name '${shown}': files starting with "_" are helpers and are never loaded as tools`,
+      "rename the tool so it starts with a letter",
+    );
   }
   if (!TOOL_NAME_PATTERN.test(raw)) throw new ToolHostError("InvalidArguments", `Invalid tool name '${shown}': at most 64 characters`);
   if (RESERVED_NAMES.has(raw)) {
-    throw new ToolHostError("InvalidArguments", `Invalid tool name '${raw}': it is an animaworks-tool command, so the tool could never be called`, "rename the tool");
+    throw new ToolHostError(
+      "InvalidArguments",
+      `Invalid tool name '${raw}': it is an animaworks-tool command, so the tool could never be called`,
+      "rename the tool",
+    );
   }
   return raw;
 }
@@ -128,7 +144,11 @@ async function readPersonalTool(paths: PathConfinement, name: string): Promise<{
       }
       if (present.length === 0) throw notFound();
       if (present.length > 1) {
-        throw new ToolHostError("InvalidArguments", `more than one file defines tool '${name}' (${present.map((f) => `tools/${f}`).join(", ")})`, "keep one of them");
+        throw new ToolHostError(
+          "InvalidArguments",
+          `more than one file defines tool '${name}' (${present.map((f) => `tools/${f}`).join(", ")})`,
+          "keep one of them",
+        );
       }
       const file = present[0] as string;
       const content = await readRegularFile(dirFdPath, file, `tools/${file}`, OPERATION, MAX_TOOL_SOURCE_BYTES);

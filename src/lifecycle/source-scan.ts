@@ -72,7 +72,11 @@ function findImports(tokens: Token[]): ImportUse[] {
         // import("x") / require("x"): a literal specifier is followed by `)` or `,` (import options).
         const argument = tokens[i + 2];
         const literal = isStringish(argument) && (is(tokens[i + 3], ")") || is(tokens[i + 3], ","));
-        found.push({ specifier: literal ? (argument as Token).value : undefined, kind: token.value === "import" ? "dynamic-import" : "require", line: token.line });
+        found.push({
+          specifier: literal ? (argument as Token).value : undefined,
+          kind: token.value === "import" ? "dynamic-import" : "require",
+          line: token.line,
+        });
         continue;
       }
       if (token.value === "require") continue;
@@ -183,7 +187,10 @@ function findSchemaLiteral(tokens: Token[]): SourceScan["schemas"] {
   for (let i = 0; i < tokens.length; i++) {
     const token = tokens[i] as Token;
     if (token.kind !== "name" || !SCHEMA_FUNCTIONS.has(token.value)) continue;
-    const definition = is(tokens[i - 1], "function") || is(tokens[i + 1], "=") || is(tokens[i + 1], ":") ||
+    const definition =
+      is(tokens[i - 1], "function") ||
+      is(tokens[i + 1], "=") ||
+      is(tokens[i + 1], ":") ||
       (is(tokens[i + 1], "(") && (is(tokens[i - 1], "{") || is(tokens[i - 1], ",") || is(tokens[i - 1], "async")));
     if (!definition) continue;
     definitionLine ??= token.line;
@@ -191,7 +198,8 @@ function findSchemaLiteral(tokens: Token[]): SourceScan["schemas"] {
     if (returned === undefined) continue;
     const locations: LiteralLocations = new Map();
     const value = parseLiteral(tokens, resolveIdentifier(tokens, returned), locations);
-    if (value.ok && Array.isArray(value.value) && endsExpression(tokens, value.next)) return { kind: "literal", value: value.value, line: token.line, locations };
+    if (value.ok && Array.isArray(value.value) && endsExpression(tokens, value.next))
+      return { kind: "literal", value: value.value, line: token.line, locations };
     return { kind: "dynamic", line: token.line };
   }
   return definitionLine === undefined ? undefined : { kind: "dynamic", line: definitionLine };

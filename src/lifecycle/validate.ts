@@ -87,7 +87,10 @@ export async function validateToolFile(path: string, options: ValidateOptions = 
   let schemas: string[] | undefined;
   let findings: Finding[];
   if (source.tooLarge) {
-    findings = [...nameFindings, { level: "error" as const, check: "file" as const, message: `the file is ${source.bytes} bytes; tool sources may be at most ${maxBytes} bytes` }];
+    findings = [
+      ...nameFindings,
+      { level: "error" as const, check: "file" as const, message: `the file is ${source.bytes} bytes; tool sources may be at most ${maxBytes} bytes` },
+    ];
   } else if (!options.load) {
     findings = validateSource(fileName, source.text, { staticSchemas: true, ...(options.name !== undefined ? { name: options.name } : {}) });
   } else {
@@ -122,7 +125,11 @@ export async function validateToolFile(path: string, options: ValidateOptions = 
       findings.push(...(await options.installed(tool, schemas)));
     } catch (error) {
       const message = error instanceof Error ? error.message : String(error);
-      findings.push({ level: "error", check: "shadowing", message: `the installed tools could not be listed (${message}); run validate again, or check them with animaworks-tool list` });
+      findings.push({
+        level: "error",
+        check: "shadowing",
+        message: `the installed tools could not be listed (${message}); run validate again, or check them with animaworks-tool list`,
+      });
     }
   }
   return summarise(path, tool, findings, loaded);
@@ -139,7 +146,11 @@ export function validateSource(fileName: string, source: string, options: { stat
 }
 
 /** The checks on the text, with what the declaration checks found kept apart for the caller to weigh against a load. */
-function staticChecks(fileName: string, source: string, options: { staticSchemas: boolean; name?: string | undefined }): { findings: Finding[]; declaration: DeclarationCheck; scan: SourceScan; tool: string } {
+function staticChecks(
+  fileName: string,
+  source: string,
+  options: { staticSchemas: boolean; name?: string | undefined },
+): { findings: Finding[]; declaration: DeclarationCheck; scan: SourceScan; tool: string } {
   const findings = checkFileName(fileName, options.name);
   const tool = options.name ?? toolNameOf(fileName);
   const scan = scanSource(source);
@@ -195,9 +206,14 @@ export function checkFileName(fileName: string, name?: string): Finding[] {
   const stem = name ?? fileName.slice(0, -extension.length);
   const problem = toolNameProblem(stem, extension);
   if (problem !== undefined) {
-    return error(stem.startsWith("_") && name === undefined ? `"${fileName}" starts with "_": such files are helpers that tools import, never loaded as tools` : problem);
+    return error(
+      stem.startsWith("_") && name === undefined ? `"${fileName}" starts with "_": such files are helpers that tools import, never loaded as tools` : problem,
+    );
   }
-  if (!/^[a-z][a-z0-9_]*$/.test(stem)) return [{ level: "warning", check: "file-name", message: `"${stem}" is not snake_case; tool names are conventionally snake_case (e.g. ${snakeCase(stem)})` }];
+  if (!/^[a-z][a-z0-9_]*$/.test(stem))
+    return [
+      { level: "warning", check: "file-name", message: `"${stem}" is not snake_case; tool names are conventionally snake_case (e.g. ${snakeCase(stem)})` },
+    ];
   return [];
 }
 
@@ -224,32 +240,86 @@ function importProblem(use: ImportUse): string | undefined {
     if (normal === ".." || normal.startsWith("../")) return `${how} "${specifier}" leaves the tool's folder; tools may import only files in their own folder`;
     return undefined;
   }
-  const why = /^node:/.test(specifier) || NODE_BUILTINS.has(specifier.split("/")[0] ?? "")
-    ? "Node built-ins are not available in the sandbox"
-    : /^[a-z][a-z0-9+.-]*:/i.test(specifier)
-      ? "URL imports are not allowed"
-      : specifier.startsWith("/")
-        ? "absolute paths are not allowed"
-        : "npm packages are not available in the sandbox";
+  const why =
+    /^node:/.test(specifier) || NODE_BUILTINS.has(specifier.split("/")[0] ?? "")
+      ? "Node built-ins are not available in the sandbox"
+      : /^[a-z][a-z0-9+.-]*:/i.test(specifier)
+        ? "URL imports are not allowed"
+        : specifier.startsWith("/")
+          ? "absolute paths are not allowed"
+          : "npm packages are not available in the sandbox";
   return `${how} "${specifier}" is not allowed: ${why}. Tools may import only relative files in their own folder and "${TOOL_API}"`;
 }
 
 const NODE_BUILTINS = new Set([
-  "assert", "async_hooks", "buffer", "child_process", "cluster", "console", "crypto", "dgram", "diagnostics_channel", "dns", "events", "fs",
-  "http", "http2", "https", "inspector", "module", "net", "os", "path", "perf_hooks", "process", "querystring", "readline", "repl", "stream",
-  "string_decoder", "timers", "tls", "tty", "url", "util", "v8", "vm", "wasi", "worker_threads", "zlib",
+  "assert",
+  "async_hooks",
+  "buffer",
+  "child_process",
+  "cluster",
+  "console",
+  "crypto",
+  "dgram",
+  "diagnostics_channel",
+  "dns",
+  "events",
+  "fs",
+  "http",
+  "http2",
+  "https",
+  "inspector",
+  "module",
+  "net",
+  "os",
+  "path",
+  "perf_hooks",
+  "process",
+  "querystring",
+  "readline",
+  "repl",
+  "stream",
+  "string_decoder",
+  "timers",
+  "tls",
+  "tty",
+  "url",
+  "util",
+  "v8",
+  "vm",
+  "wasi",
+  "worker_threads",
+  "zlib",
 ]);
 
 function summarise(path: string, tool: string, findings: Finding[], loaded: boolean | undefined): ValidationReport {
   const order: CheckName[] = [
-    "file", "file-name", "source", "exports", "schemas", "profile", "description", "input-schema", "handlers", "imports", "secrets", "credentials",
-    "cancellation", "network-timeout", "load", "shadowing", "collisions",
+    "file",
+    "file-name",
+    "source",
+    "exports",
+    "schemas",
+    "profile",
+    "description",
+    "input-schema",
+    "handlers",
+    "imports",
+    "secrets",
+    "credentials",
+    "cancellation",
+    "network-timeout",
+    "load",
+    "shadowing",
+    "collisions",
   ];
   const sorted = findings
     .map((finding, index) => ({ finding, index }))
-    .sort((a, b) =>
-      order.indexOf(a.finding.check) - order.indexOf(b.finding.check) || (a.finding.line ?? 0) - (b.finding.line ?? 0) ||
-      (a.finding.column ?? 0) - (b.finding.column ?? 0) || a.index - b.index)
+    .sort(
+      (a, b) =>
+        order.indexOf(a.finding.check) - order.indexOf(b.finding.check) ||
+        (a.finding.line ?? 0) - (b.finding.line ?? 0) ||
+        (a.finding.column ?? 0) - (b.finding.column ?? 0) ||
+        a.index - b.index,
+    )
     .map(({ finding }) => finding);
   const errors = sorted.filter((f) => f.level === "error").length;
   return { path, tool, findings: sorted, errors, warnings: sorted.length - errors, loaded };
@@ -263,9 +333,11 @@ export function formatValidation(report: ValidationReport): { text: string; exit
   const lines = report.findings.map((f) => `${report.path}${f.line !== undefined ? `:${f.line}` : ""}: ${f.level} [${f.check}] ${f.message}`);
   const count = (n: number, word: string): string => `${n} ${word}${n === 1 ? "" : "s"}`;
   const loadNote = report.loaded === true ? " (loaded in the sandbox)" : "";
-  lines.push(report.errors === 0 && report.warnings === 0
-    ? `${report.path}: OK, no problems found${loadNote}`
-    : `${report.path}: ${count(report.errors, "error")}, ${count(report.warnings, "warning")}${loadNote}`);
+  lines.push(
+    report.errors === 0 && report.warnings === 0
+      ? `${report.path}: OK, no problems found${loadNote}`
+      : `${report.path}: ${count(report.errors, "error")}, ${count(report.warnings, "warning")}${loadNote}`,
+  );
   return { text: lines.join("\n"), exitCode: report.errors > 0 ? VALIDATE_EXIT_CODES.errors : VALIDATE_EXIT_CODES.ok };
 }
 
@@ -322,9 +394,7 @@ export function validationJson(outcome: ValidateOutcome): Record<string, unknown
 export function errorsForShare(options: ValidateOptions = {}): (sourcePath: string) => Promise<string[]> {
   return async (sourcePath) => {
     const report = await validateToolFile(sourcePath, options);
-    return report.findings
-      .filter((f) => f.level === "error")
-      .map((f) => `[${f.check}]${f.line !== undefined ? ` line ${f.line}:` : ""} ${f.message}`);
+    return report.findings.filter((f) => f.level === "error").map((f) => `[${f.check}]${f.line !== undefined ? ` line ${f.line}:` : ""} ${f.message}`);
   };
 }
 

@@ -40,7 +40,14 @@ export const DEFAULT_MAX_MEMORY_FILE_BYTES = 10 * 1024 * 1024;
 
 /** First path segments that are never written by write_memory_file. */
 export const WRITE_PROTECTED_ENTRIES: ReadonlySet<string> = new Set([
-  "permissions.json", "permissions.md", "permissions.md.bak", "state", "identity.md", "bootstrap.md", "status.json", "activity_log",
+  "permissions.json",
+  "permissions.md",
+  "permissions.md.bak",
+  "state",
+  "identity.md",
+  "bootstrap.md",
+  "status.json",
+  "activity_log",
 ]);
 
 const OPERATION = "write_memory_file";

@@ -27,7 +27,11 @@ export async function coreToolExposure(host: ToolHost): Promise<CoreToolExposure
     const unknown = [...listed].filter((name) => !core.includes(name));
     if (unknown.length > 0) {
       const file = host.config.operator.file;
-      throw new ToolHostError("InvalidArguments", `${MCP_CORE_TOOLS_KEY} in ${file} names ${unknown.map((n) => JSON.stringify(n)).join(", ")}, which ${unknown.length === 1 ? "is not a core tool" : "are not core tools"}`, `core tools: ${core.join(", ")}`);
+      throw new ToolHostError(
+        "InvalidArguments",
+        `${MCP_CORE_TOOLS_KEY} in ${file} names ${unknown.map((n) => JSON.stringify(n)).join(", ")}, which ${unknown.length === 1 ? "is not a core tool" : "are not core tools"}`,
+        `core tools: ${core.join(", ")}`,
+      );
     }
   }
   const exposes = (tool: ToolInfo): boolean => tool.origin !== "core" || listed === undefined || listed.has(tool.name);

@@ -72,9 +72,19 @@ export class JobTaskStore implements TaskStore {
 /** A job as an MCP task: queued and running jobs are `working`; interrupted ones `failed`. */
 export function taskOf(job: Job, ttl: number | null = null): Task {
   const status: Task["status"] =
-    job.status === "succeeded" ? "completed" : job.status === "cancelled" ? "cancelled" : job.status === "failed" || job.status === "interrupted" ? "failed" : "working";
+    job.status === "succeeded"
+      ? "completed"
+      : job.status === "cancelled"
+        ? "cancelled"
+        : job.status === "failed" || job.status === "interrupted"
+          ? "failed"
+          : "working";
   const updatedAt = job.finishedAt ?? job.startedAt ?? job.submittedAt;
-  const message = isTerminal(job.status) ? (job.status === "succeeded" ? undefined : resultOfMessage(job)) : job.progress?.message || (job.status === "queued" ? "queued" : undefined);
+  const message = isTerminal(job.status)
+    ? job.status === "succeeded"
+      ? undefined
+      : resultOfMessage(job)
+    : job.progress?.message || (job.status === "queued" ? "queued" : undefined);
   return {
     taskId: job.id,
     status,

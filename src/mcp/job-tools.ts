@@ -69,7 +69,8 @@ export function jobTools(service: JobService, anima: string, options: JobToolsOp
     },
     {
       name: "list_jobs",
-      description: "List your background jobs, newest first, optionally only those with given statuses (queued, running, succeeded, failed, cancelled, interrupted).",
+      description:
+        "List your background jobs, newest first, optionally only those with given statuses (queued, running, succeeded, failed, cancelled, interrupted).",
       inputSchema: {
         type: "object",
         properties: {
@@ -79,9 +80,11 @@ export function jobTools(service: JobService, anima: string, options: JobToolsOp
       },
       run: async (args) => {
         const status = args["status"];
-        if (status !== undefined && (!Array.isArray(status) || !status.every((s) => typeof s === "string"))) throw invalid("status must be a list of status words");
+        if (status !== undefined && (!Array.isArray(status) || !status.every((s) => typeof s === "string")))
+          throw invalid("status must be a list of status words");
         const limit = args["limit"];
-        if (limit !== undefined && (typeof limit !== "number" || !Number.isSafeInteger(limit) || limit < 1 || limit > 1000)) throw invalid("limit must be a whole number from 1 to 1000");
+        if (limit !== undefined && (typeof limit !== "number" || !Number.isSafeInteger(limit) || limit < 1 || limit > 1000))
+          throw invalid("limit must be a whole number from 1 to 1000");
         const jobs = await service.list(anima, {
           ...(status !== undefined ? { status: parseStatuses(status) } : {}),
           ...(limit !== undefined ? { limit: limit } : {}),
@@ -116,7 +119,8 @@ export function jobTools(service: JobService, anima: string, options: JobToolsOp
           if (error instanceof ToolHostError && error.type === "Timeout") return service.get(anima, id);
           throw error;
         });
-        if (!isTerminal(job.status)) return json({ job_id: id, status: job.status, ...(job.progress ? { progress: job.progress } : {}), note: "not finished yet; ask again later" });
+        if (!isTerminal(job.status))
+          return json({ job_id: id, status: job.status, ...(job.progress ? { progress: job.progress } : {}), note: "not finished yet; ask again later" });
         const result = resultOf(job);
         // A failed or cancelled job's result is an error result, as a failed direct call is.
         return result.status === "error" ? { text: json({ job_id: id, ...result }), isError: true as const } : json({ job_id: id, ...result });

@@ -85,13 +85,16 @@ export class JsonRpcGate {
   }
 
   private message(value: unknown): GateVerdict {
-    if (typeof value !== "object" || value === null) return answer(null, ErrorCode.InvalidRequest, `Invalid Request: a message must be a JSON object, not ${kindOf(value)}`);
+    if (typeof value !== "object" || value === null)
+      return answer(null, ErrorCode.InvalidRequest, `Invalid Request: a message must be a JSON object, not ${kindOf(value)}`);
     const message = value as Record<string, unknown>;
     const id = readableId(message);
     const isRequestLike = "method" in message;
     if (!isRequestLike && ("result" in message || "error" in message)) {
       // A response to a request of the server's: never answered, only passed on if it is one.
-      return JSONRPCResponseSchema.safeParse(message).success ? { kind: "pass", message: message as JSONRPCMessage } : { kind: "drop", note: "a malformed response was dropped" };
+      return JSONRPCResponseSchema.safeParse(message).success
+        ? { kind: "pass", message: message as JSONRPCMessage }
+        : { kind: "drop", note: "a malformed response was dropped" };
     }
     const problem = shapeProblem(message);
     if (problem !== undefined) return answer(id, ErrorCode.InvalidRequest, `Invalid Request: ${problem}`);
@@ -136,18 +139,23 @@ function batch(values: unknown[]): GateVerdict {
   if (values.length === 0) return answer(null, ErrorCode.InvalidRequest, text);
   const replies = values
     .filter((value) => !isNotification(value))
-    .map((value) => errorResponse(typeof value === "object" && value !== null ? readableId(value as Record<string, unknown>) : null, ErrorCode.InvalidRequest, text));
+    .map((value) =>
+      errorResponse(typeof value === "object" && value !== null ? readableId(value as Record<string, unknown>) : null, ErrorCode.InvalidRequest, text),
+    );
   return replies.length > 0 ? { kind: "answer", reply: replies } : { kind: "drop", note: "a batch of notifications was dropped" };
 }
 
 /** A well-formed notification (never answered, also inside a batch); anything else in a batch is answered. */
 function isNotification(value: unknown): boolean {
-  return typeof value === "object" && value !== null && !Array.isArray(value) && !("id" in value) && shapeProblem(value as Record<string, unknown>) === undefined;
+  return (
+    typeof value === "object" && value !== null && !Array.isArray(value) && !("id" in value) && shapeProblem(value as Record<string, unknown>) === undefined
+  );
 }
 
 /** What makes `message` no JSON-RPC request or notification, in words; undefined when it is one. */
 function shapeProblem(message: Record<string, unknown>): string | undefined {
-  if (message["jsonrpc"] !== "2.0") return `"jsonrpc" must be "2.0"${"jsonrpc" in message ? `, not ${JSON.stringify(message["jsonrpc"])}` : " (it is missing)"}`;
+  if (message["jsonrpc"] !== "2.0")
+    return `"jsonrpc" must be "2.0"${"jsonrpc" in message ? `, not ${JSON.stringify(message["jsonrpc"])}` : " (it is missing)"}`;
   if (!("method" in message)) return `a message needs a "method" (a request or notification) or a "result" or "error" (a response)`;
   if (typeof message["method"] !== "string") return `"method" must be a string, not ${kindOf(message["method"])}`;
   if ("id" in message && readableId(message) === null) return `"id" must be a string or an integer, not ${kindOf(message["id"])}`;
@@ -237,7 +245,16 @@ function valueAt(value: unknown, path: readonly PropertyKey[]): unknown {
 
 /** A zod type name as a reader says it. */
 function typeName(expected: string): string {
-  const names: Record<string, string> = { record: "an object", object: "an object", array: "an array", string: "a string", number: "a number", int: "an integer", boolean: "true or false", literal: "a fixed value" };
+  const names: Record<string, string> = {
+    record: "an object",
+    object: "an object",
+    array: "an array",
+    string: "a string",
+    number: "a number",
+    int: "an integer",
+    boolean: "true or false",
+    literal: "a fixed value",
+  };
   return names[expected] ?? `a ${expected}`;
 }
 

@@ -1,7 +1,15 @@
 import { Server } from "@modelcontextprotocol/sdk/server/index.js";
 import type { Transport } from "@modelcontextprotocol/sdk/shared/transport.js";
 import type { RequestHandlerExtra } from "@modelcontextprotocol/sdk/shared/protocol.js";
-import { type CallToolRequest, CallToolRequestSchema, ErrorCode, ListToolsRequestSchema, McpError, type ServerNotification, type ServerRequest } from "@modelcontextprotocol/sdk/types.js";
+import {
+  type CallToolRequest,
+  CallToolRequestSchema,
+  ErrorCode,
+  ListToolsRequestSchema,
+  McpError,
+  type ServerNotification,
+  type ServerRequest,
+} from "@modelcontextprotocol/sdk/types.js";
 import { type ErrorInfo, ToolHostError, errorEnvelope, errorInfoOf, infoOfWire } from "../errors.js";
 import type { ToolChangeSource, ToolHost } from "../host-api.js";
 import { READ_MEMORY_FILE, WRITE_MEMORY_FILE, formatRefresh, managementOf } from "../lifecycle/management.js";
@@ -64,13 +72,15 @@ export async function startMcpServer(host: ToolHost, anima: string, transport: T
   // One look at a time, so that the last one always compares with what the client was last told.
   let looking: Promise<void> = Promise.resolve();
   const notifyIfChanged = (): Promise<void> =>
-    (looking = looking.then(async () => {
-      const names = await toolNames(host, anima);
-      if (names.join("\n") !== knownNames.join("\n")) {
-        knownNames = names;
-        await server.sendToolListChanged().catch(() => {});
-      }
-    }).catch(() => {}));
+    (looking = looking
+      .then(async () => {
+        const names = await toolNames(host, anima);
+        if (names.join("\n") !== knownNames.join("\n")) {
+          knownNames = names;
+          await server.sendToolListChanged().catch(() => {});
+        }
+      })
+      .catch(() => {}));
   const management = managementOf(host);
 
   const managementTools: ManagementTool[] = [
@@ -86,7 +96,8 @@ export async function startMcpServer(host: ToolHost, anima: string, transport: T
         },
         required: ["path", "content"],
       },
-      run: async (args) => management.writeMemory(anima, { path: args["path"], content: args["content"], mode: args["mode"] === "append" ? "append" : "overwrite" }),
+      run: async (args) =>
+        management.writeMemory(anima, { path: args["path"], content: args["content"], mode: args["mode"] === "append" ? "append" : "overwrite" }),
     },
     {
       name: READ_MEMORY_FILE,
@@ -108,7 +119,11 @@ export async function startMcpServer(host: ToolHost, anima: string, transport: T
     {
       name: "share_tool",
       description: "Share one of your personal tools with every Anima (needs the shared-tool permission).",
-      inputSchema: { type: "object", properties: { tool_name: { type: "string", description: "the name of one of your personal tools" } }, required: ["tool_name"] },
+      inputSchema: {
+        type: "object",
+        properties: { tool_name: { type: "string", description: "the name of one of your personal tools" } },
+        required: ["tool_name"],
+      },
       run: async (args) => management.share(anima, args["tool_name"]),
     },
     {
@@ -117,7 +132,13 @@ export async function startMcpServer(host: ToolHost, anima: string, transport: T
       inputSchema: { type: "object", properties: {} },
       run: async () => {
         const listing = await host.list(anima);
-        const tools = listing.tools.map((t) => ({ name: t.name, origin: t.origin, status: t.status, actions: t.schemas.map((s) => s.action), ...(t.error ? { error: t.error.message } : {}) }));
+        const tools = listing.tools.map((t) => ({
+          name: t.name,
+          origin: t.origin,
+          status: t.status,
+          actions: t.schemas.map((s) => s.action),
+          ...(t.error ? { error: t.error.message } : {}),
+        }));
         // Files that are not loaded as tools (a core tool's name, a reserved name…), with the reason.
         const skipped = listing.problems.map((p) => ({ name: p.name, origin: p.origin, reason: p.message }));
         return JSON.stringify(skipped.length > 0 ? { tools, skipped } : tools, null, 2);
@@ -153,7 +174,10 @@ export async function startMcpServer(host: ToolHost, anima: string, transport: T
     const args = (request.params.arguments ?? {}) as Record<string, unknown>;
     if (request.params.task !== undefined) {
       // A task is a background job: only for actions marked background_eligible (their taskSupport).
-      const schema = findSchema((await host.list(anima)).tools.filter((tool) => exposure.exposes(tool)), name)?.schema;
+      const schema = findSchema(
+        (await host.list(anima)).tools.filter((tool) => exposure.exposes(tool)),
+        name,
+      )?.schema;
       if (!schema?.profile?.background_eligible || !extra.taskStore) {
         throw new McpError(ErrorCode.InvalidParams, `${name} does not run as a task: only actions marked background_eligible in EXECUTION_PROFILE do`);
       }
@@ -168,7 +192,9 @@ export async function startMcpServer(host: ToolHost, anima: string, transport: T
     if (managementTool) {
       try {
         const result = await managementTool.run(args);
-        return typeof result === "string" ? { content: [{ type: "text" as const, text: result }] } : { content: [{ type: "text" as const, text: result.text }], isError: true };
+        return typeof result === "string"
+          ? { content: [{ type: "text" as const, text: result }] }
+          : { content: [{ type: "text" as const, text: result.text }], isError: true };
       } catch (error) {
         // Without the hint, as management tools have always answered.
         const { hint: _hint, ...info } = errorInfoOf(error);
@@ -176,14 +202,21 @@ export async function startMcpServer(host: ToolHost, anima: string, transport: T
       }
     }
     const hidden = await exposure.hiddenCoreTool(anima, name);
-    if (hidden) return errorContent({ type: "ToolNotFound", fault: "caller", message: `the core tool "${hidden}" is not offered over MCP on this host`, hint: `call it through Bash: animaworks-tool ${hidden} <action> …` });
+    if (hidden)
+      return errorContent({
+        type: "ToolNotFound",
+        fault: "caller",
+        message: `the core tool "${hidden}" is not offered over MCP on this host`,
+        hint: `call it through Bash: animaworks-tool ${hidden} <action> …`,
+      });
     const result = await host.call(anima, name, args, { structured: true });
     if (result.status === "ok") {
       return { content: [{ type: "text" as const, text: result.output }], ...(result.structured ? { structuredContent: result.structured } : {}) };
     }
     // An unknown name is answered with the names this client can call (the CLI's hint lists tools).
     const info = infoOfWire(result);
-    if (info.type === "ToolNotFound" && info.message.startsWith("unknown tool")) info.hint = `MCP tools: ${(await listedTools()).map((tool) => tool.name).join(", ")}`;
+    if (info.type === "ToolNotFound" && info.message.startsWith("unknown tool"))
+      info.hint = `MCP tools: ${(await listedTools()).map((tool) => tool.name).join(", ")}`;
     return errorContent(info);
   }
 
@@ -208,7 +241,10 @@ export async function startMcpServer(host: ToolHost, anima: string, transport: T
 
 async function toolNames(host: ToolHost, anima: string): Promise<string[]> {
   const listing = await host.list(anima);
-  return listing.tools.filter((t) => t.status === "ok").flatMap((t) => t.schemas.map((s) => `${s.name}\0${t.bundleHash ?? ""}`)).sort();
+  return listing.tools
+    .filter((t) => t.status === "ok")
+    .flatMap((t) => t.schemas.map((s) => `${s.name}\0${t.bundleHash ?? ""}`))
+    .sort();
 }
 
 function errorContent(info: ErrorInfo) {

@@ -57,7 +57,11 @@ async function readIfPresent(path: string): Promise<string | undefined> {
 }
 
 function broken(file: string, problem: string): ToolHostError {
-  return new ToolHostError("PermissionDenied", `${file} is invalid: ${problem}; permission-dependent operations are refused until it is fixed`, `fix ${file} in the Anima's folder`);
+  return new ToolHostError(
+    "PermissionDenied",
+    `${file} is invalid: ${problem}; permission-dependent operations are refused until it is fixed`,
+    `fix ${file} in the Anima's folder`,
+  );
 }
 
 export function parsePermissionsJson(text: string): Permissions {
@@ -95,7 +99,10 @@ function parseSandbox(raw: unknown): SandboxPolicy {
       return { network: { mode: "allowlist", hosts: allow.map((h: string) => h.toLowerCase()) } };
     }
   }
-  throw broken("permissions.json", '"sandbox.network" must be "public", "none" or {"allow": ["host.example.com", "*.example.org", "api.example.com:443"]} (ports 1-65535)');
+  throw broken(
+    "permissions.json",
+    '"sandbox.network" must be "public", "none" or {"allow": ["host.example.com", "*.example.org", "api.example.com:443"]} (ports 1-65535)',
+  );
 }
 
 function validAllowEntry(entry: string): boolean {

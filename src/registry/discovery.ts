@@ -26,9 +26,7 @@ export interface DiscoveryProblem {
 export const TOOL_EXTENSIONS = [".ts", ".mts", ".js", ".mjs"] as const;
 
 /** CLI management commands (docs/design.md §4): a tool with one of these names could never be called. */
-export const RESERVED_NAMES = new Set([
-  "list", "describe", "refresh", "share", "validate", "submit", "jobs", "serve", "mcp", "audit", "help", "daemon",
-]);
+export const RESERVED_NAMES = new Set(["list", "describe", "refresh", "share", "validate", "submit", "jobs", "serve", "mcp", "audit", "help", "daemon"]);
 
 export const TOOL_NAME_PATTERN = /^[A-Za-z][A-Za-z0-9_]{0,63}$/;
 

@@ -173,7 +173,10 @@ export class ToolRegistry {
       if (!outcome.ok) return { entry: { ...base, state: "error", error: { ...outcome.error, type: "LoadError" } }, transient: true };
       const check = checkToolSchemas(source.name, outcome.module.schemas, outcome.module.profile);
       if (!check.ok) {
-        return { entry: { ...base, state: "error", error: { type: "LoadError", fault: "tool", message: `${source.name}: ${check.problems.join("; ")}` } }, transient: false };
+        return {
+          entry: { ...base, state: "error", error: { type: "LoadError", fault: "tool", message: `${source.name}: ${check.problems.join("; ")}` } },
+          transient: false,
+        };
       }
       const exportsInfo = outcome.module.exports;
       const hasDispatch = exportsInfo["dispatch"] === "function";

@@ -80,13 +80,19 @@ type Mode = "first" | "all";
 type Path = Array<string | number>;
 type Located = { message: string; path: Path };
 
-function inspectSchemas(toolName: string, raw: unknown, rawProfile: unknown, mode: Mode): { issues: SchemaIssue[]; schemas: ToolSchema[]; profile: Record<string, ProfileEntry> } {
+function inspectSchemas(
+  toolName: string,
+  raw: unknown,
+  rawProfile: unknown,
+  mode: Mode,
+): { issues: SchemaIssue[]; schemas: ToolSchema[]; profile: Record<string, ProfileEntry> } {
   const issues: SchemaIssue[] = [];
   const listIssue = (message: string) => ({ issues: [{ message, in: "schemas" as const, path: [] }], schemas: [], profile: {} });
   if (raw === null || raw === undefined) return listIssue("the module does not export get_tool_schemas() (alias getToolSchemas)");
   if (!Array.isArray(raw)) return listIssue("get_tool_schemas() must return an array of schemas");
   if (raw.length === 0) return listIssue("get_tool_schemas() returned no schemas");
-  if (raw.length > SCHEMA_LIMITS.maxSchemas) return listIssue(`get_tool_schemas() returned ${raw.length} schemas; at most ${SCHEMA_LIMITS.maxSchemas} are allowed`);
+  if (raw.length > SCHEMA_LIMITS.maxSchemas)
+    return listIssue(`get_tool_schemas() returned ${raw.length} schemas; at most ${SCHEMA_LIMITS.maxSchemas} are allowed`);
   const schemas: ToolSchema[] = [];
   const seen = new Set<string>();
   raw.forEach((entry, index) => {
@@ -141,7 +147,12 @@ function inspectSchema(toolName: string, entry: unknown, index: number, seen: Se
   const outputKey = record["output_schema"] !== undefined && record["output_schema"] !== null ? "output_schema" : "outputSchema";
   const rawOutput = record[outputKey];
   if (rawOutput !== undefined && rawOutput !== null) {
-    const outputProblems = schemaObjectProblems(rawOutput, "output_schema", "results checked against it reach MCP clients as structuredContent, which is an object", mode);
+    const outputProblems = schemaObjectProblems(
+      rawOutput,
+      "output_schema",
+      "results checked against it reach MCP clients as structuredContent, which is an object",
+      mode,
+    );
     for (const problem of outputProblems) found.push({ message: `${label}: ${problem.message}`, path: [outputKey, ...problem.path] });
   }
   if (found.length > 0 || typeof name !== "string" || typeof description !== "string") return undefined;
@@ -213,7 +224,9 @@ function everyJsonSchemaProblem(schema: Record<string, unknown>, label: string):
     const kept = required.filter((key, i) => {
       if (typeof key !== "string" || defined.has(key)) return true;
       const where = node.path.length === 0 ? "" : `at "${node.path.join(".")}": `;
-      problems.push(invalid(`${where}required property "${key}" is not in "properties" (a required parameter must be declared there)`, [...node.path, "required", i]));
+      problems.push(
+        invalid(`${where}required property "${key}" is not in "properties" (a required parameter must be declared there)`, [...node.path, "required", i]),
+      );
       return false;
     });
     node.value["required"] = kept;
@@ -260,7 +273,12 @@ function schemaNodes(schema: unknown, path: Path, skip: string[] = []): Array<{ 
 }
 
 function pointerPath(pointer: string): Path {
-  return pointer === "" ? [] : pointer.slice(1).split("/").map((part) => part.replaceAll("~1", "/").replaceAll("~0", "~"));
+  return pointer === ""
+    ? []
+    : pointer
+        .slice(1)
+        .split("/")
+        .map((part) => part.replaceAll("~1", "/").replaceAll("~0", "~"));
 }
 
 /** Keywords whose value is a schema, a map of schemas or a list of schemas (draft-07 plus `$defs`). */
@@ -279,7 +297,11 @@ function findNonLocalReferences(schema: unknown, path: Path, label: string, foun
   const node = schema as Record<string, unknown>;
   const where = path.length === 0 ? "" : ` (at ${path.join(".")})`;
   for (const keyword of ["$id", "$anchor", "$dynamicAnchor", "$recursiveAnchor"]) {
-    if (keyword in node) found.push({ message: `${label} may not use "${keyword}"${where}; tool schemas stand alone, use local references such as "#/definitions/x"`, path: [...path, keyword] });
+    if (keyword in node)
+      found.push({
+        message: `${label} may not use "${keyword}"${where}; tool schemas stand alone, use local references such as "#/definitions/x"`,
+        path: [...path, keyword],
+      });
   }
   const ref = node["$ref"];
   if (ref !== undefined && (typeof ref !== "string" || !ref.startsWith("#"))) {
@@ -332,7 +354,8 @@ function checkProfile(raw: unknown, problem: ProblemSink): Record<string, Profil
     for (const key of ["expected_seconds", "timeout_seconds"] as const) {
       const v = entry[key];
       if (v === undefined || v === null) continue;
-      if (typeof v !== "number" || !Number.isFinite(v) || v <= 0) problem(`EXECUTION_PROFILE.${action}.${key} must be a positive number of seconds`, [action, key]);
+      if (typeof v !== "number" || !Number.isFinite(v) || v <= 0)
+        problem(`EXECUTION_PROFILE.${action}.${key} must be a positive number of seconds`, [action, key]);
       else out[key] = v;
     }
     for (const key of ["background_eligible", "gated"] as const) {

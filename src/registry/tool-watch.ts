@@ -120,7 +120,10 @@ export class ToolWatch {
       for (const change of toolsChanges(dataDir, paths)) this.tell(change, scope);
     };
     if (scope !== null) return watchToolFolders([join(dataDir, "common_tools"), join(dataDir, "animas", scope, "tools")], onChange);
-    return watchToolFolders([join(dataDir, "common_tools"), join(dataDir, "animas")], onChange, { depth: 2, accept: (path) => ownerOfPath(dataDir, path) !== undefined });
+    return watchToolFolders([join(dataDir, "common_tools"), join(dataDir, "animas")], onChange, {
+      depth: 2,
+      accept: (path) => ownerOfPath(dataDir, path) !== undefined,
+    });
   }
 
   private tell(change: ToolsChange, from: Scope): void {

@@ -22,7 +22,11 @@ export interface ToolFolderWatcher {
   close(): Promise<void>;
 }
 
-export async function watchToolFolders(folders: string[], onChange: (paths: string[]) => Promise<void> | void, options: WatchOptions = {}): Promise<ToolFolderWatcher> {
+export async function watchToolFolders(
+  folders: string[],
+  onChange: (paths: string[]) => Promise<void> | void,
+  options: WatchOptions = {},
+): Promise<ToolFolderWatcher> {
   const debounceMs = options.debounceMs ?? 25;
   const watcher = watch(folders, {
     ignoreInitial: true,

@@ -190,7 +190,11 @@ function explainCompileError(error: unknown): string {
 }
 
 function pointerToPath(pointer: string): string {
-  return pointer.slice(1).split("/").map((part) => part.replaceAll("~1", "/").replaceAll("~0", "~")).join(".");
+  return pointer
+    .slice(1)
+    .split("/")
+    .map((part) => part.replaceAll("~1", "/").replaceAll("~0", "~"))
+    .join(".");
 }
 
 function valueAt(root: unknown, pointer: string): unknown {

@@ -80,12 +80,66 @@ function unitOf(file: string): string {
  */
 const MAY_IMPORT: Record<string, string[]> = {
   "index.ts": ["host.ts", "host-api.ts", "host-options.ts", "errors.ts", "jobs", "audit", "mcp"],
-  cli: ["endpoint", "mcp", "jobs", "host.ts", "host-api.ts", "lifecycle", "audit", "registry", "isolation", "config.ts", "host-options.ts", "node-runtime.ts", "project-root.ts", "regular-file.ts", "environment.ts", "errors.ts"],
+  cli: [
+    "endpoint",
+    "mcp",
+    "jobs",
+    "host.ts",
+    "host-api.ts",
+    "lifecycle",
+    "audit",
+    "registry",
+    "isolation",
+    "config.ts",
+    "host-options.ts",
+    "node-runtime.ts",
+    "project-root.ts",
+    "regular-file.ts",
+    "environment.ts",
+    "errors.ts",
+  ],
   endpoint: ["host-api.ts", "registry", "config.ts", "host-options.ts", "project-root.ts", "file-lock.ts", "environment.ts", "errors.ts", "clock.ts"],
   mcp: ["jobs", "host-api.ts", "lifecycle", "execution", "registry", "errors.ts"],
-  jobs: ["host.ts", "host-api.ts", "registry", "config.ts", "host-options.ts", "node-runtime.ts", "project-root.ts", "errors.ts", "clock.ts", "byte-lru.ts", "process-alive.ts"],
-  "host.ts": ["composition.ts", "host-support.ts", "host-api.ts", "audit", "capabilities", "execution", "isolation", "registry", "config.ts", "host-options.ts", "errors.ts", "clock.ts"],
-  "composition.ts": ["lifecycle", "host-api.ts", "audit", "build", "capabilities", "credentials", "isolation", "registry", "config.ts", "host-options.ts", "errors.ts"],
+  jobs: [
+    "host.ts",
+    "host-api.ts",
+    "registry",
+    "config.ts",
+    "host-options.ts",
+    "node-runtime.ts",
+    "project-root.ts",
+    "errors.ts",
+    "clock.ts",
+    "byte-lru.ts",
+    "process-alive.ts",
+  ],
+  "host.ts": [
+    "composition.ts",
+    "host-support.ts",
+    "host-api.ts",
+    "audit",
+    "capabilities",
+    "execution",
+    "isolation",
+    "registry",
+    "config.ts",
+    "host-options.ts",
+    "errors.ts",
+    "clock.ts",
+  ],
+  "composition.ts": [
+    "lifecycle",
+    "host-api.ts",
+    "audit",
+    "build",
+    "capabilities",
+    "credentials",
+    "isolation",
+    "registry",
+    "config.ts",
+    "host-options.ts",
+    "errors.ts",
+  ],
   "host-support.ts": ["host-api.ts", "registry", "errors.ts"],
   lifecycle: ["host-api.ts", "audit", "capabilities", "policy", "registry", "config.ts", "host-options.ts", "errors.ts"],
   "host-api.ts": ["capabilities", "audit", "isolation", "policy", "registry", "config.ts", "host-options.ts", "errors.ts"],
@@ -155,7 +209,9 @@ describe("layering", () => {
 
   it("MAY_IMPORT lists each part above every part it may import (a topological order: the folder graph has no cycle)", () => {
     const order = Object.keys(MAY_IMPORT);
-    const upward = order.flatMap((unit, index) => (MAY_IMPORT[unit] ?? []).filter((to) => order.indexOf(to) <= index).map((to) => `${unit} may import ${to}, listed above it or unlisted`));
+    const upward = order.flatMap((unit, index) =>
+      (MAY_IMPORT[unit] ?? []).filter((to) => order.indexOf(to) <= index).map((to) => `${unit} may import ${to}, listed above it or unlisted`),
+    );
     expect(upward).toEqual([]);
   });
 
@@ -166,7 +222,10 @@ describe("layering", () => {
 
   it("each room of src/isolation/ imports only the rooms it may (the child's never the host's)", () => {
     const files = SRC.filter((file) => within(file, "src/isolation"));
-    expect([...new Set(files.map(roomOf))].filter((room) => !(room in ISOLATION_ROOMS)), "new rooms: say what they may import").toEqual([]);
+    expect(
+      [...new Set(files.map(roomOf))].filter((room) => !(room in ISOLATION_ROOMS)),
+      "new rooms: say what they may import",
+    ).toEqual([]);
     const broken = IMPORTS.filter((i) => within(i.from, "src/isolation") && within(i.target, "src/isolation")).filter((i) => {
       const [from, to] = [roomOf(i.from), roomOf(i.target as string)];
       return from !== to && !(ISOLATION_ROOMS[from] ?? []).includes(to);
@@ -179,13 +238,16 @@ describe("layering", () => {
   });
 
   it("sandbox/ and src/ share nothing but the shared contract", () => {
-    const broken = IMPORTS.filter((i) => i.target !== undefined && !SHARED_CONTRACT.includes(i.target))
-      .filter((i) => (within(i.from, "sandbox") && !within(i.target, "sandbox")) || (within(i.from, "src") && within(i.target, "sandbox")));
+    const broken = IMPORTS.filter((i) => i.target !== undefined && !SHARED_CONTRACT.includes(i.target)).filter(
+      (i) => (within(i.from, "sandbox") && !within(i.target, "sandbox")) || (within(i.from, "src") && within(i.target, "sandbox")),
+    );
     expect(show(broken)).toEqual([]);
   });
 
   it("only the isolate runner imports isolated-vm (others its types), and only src/build/ imports esbuild", () => {
-    const isolatedVm = IMPORTS.filter((i) => i.specifier === "isolated-vm" && i.from !== "src/isolation/isolate/isolate-runner.ts" && !(i.typeOnly && within(i.from, "src/isolation/isolate")));
+    const isolatedVm = IMPORTS.filter(
+      (i) => i.specifier === "isolated-vm" && i.from !== "src/isolation/isolate/isolate-runner.ts" && !(i.typeOnly && within(i.from, "src/isolation/isolate")),
+    );
     const esbuild = IMPORTS.filter((i) => (i.specifier === "esbuild" || i.specifier.startsWith("esbuild/")) && !within(i.from, "src/build"));
     expect(show([...isolatedVm, ...esbuild])).toEqual([]);
   });
@@ -221,7 +283,15 @@ describe("layering", () => {
     }
     expect(findCycles(graph)).toEqual([]);
     // The search finds cycles, dynamic edges included.
-    expect(findCycles(new Map([["a", ["b"]], ["b", ["c"]], ["c", ["a"]]]))).toEqual(["a → b → c → a"]);
+    expect(
+      findCycles(
+        new Map([
+          ["a", ["b"]],
+          ["b", ["c"]],
+          ["c", ["a"]],
+        ]),
+      ),
+    ).toEqual(["a → b → c → a"]);
   });
 });
 

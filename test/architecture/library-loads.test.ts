@@ -41,7 +41,10 @@ describe("the library", () => {
     const urls = readFileSync(loaded, "utf8").split("\n").filter(Boolean);
     // It did load the library and what was used of it: the host, the management service, the MCP server.
     for (const module of ["dist/src/index.js", "dist/src/host.js", "dist/src/composition.js", "dist/src/lifecycle/management.js", "dist/src/mcp/server.js"]) {
-      expect(urls.some((url) => url.endsWith(`/${module}`)), module).toBe(true);
+      expect(
+        urls.some((url) => url.endsWith(`/${module}`)),
+        module,
+      ).toBe(true);
     }
     expect(urls.filter((url) => FORBIDDEN.some((pattern) => pattern.test(url)))).toEqual([]);
   }, 90_000);

@@ -63,7 +63,9 @@ function declaredExports(): Record<string, "type" | "value"> {
       if (!statement.exportClause || !ts.isNamedExports(statement.exportClause)) throw new Error("src/index.ts: name every export (no export *)");
       for (const element of statement.exportClause.elements) names[element.name.text] = statement.isTypeOnly || element.isTypeOnly ? "type" : "value";
     } else if (exported) {
-      throw new Error(`src/index.ts: declare exports in the modules they belong to and re-export them by name (found: ${statement.getText(source).slice(0, 60)})`);
+      throw new Error(
+        `src/index.ts: declare exports in the modules they belong to and re-export them by name (found: ${statement.getText(source).slice(0, 60)})`,
+      );
     }
   }
   return names;
@@ -84,12 +86,40 @@ describe("the public API (src/index.ts)", () => {
   });
 
   it("has at run time exactly the value exports it declares", () => {
-    const values = Object.entries(declaredExports()).filter(([, kind]) => kind === "value").map(([name]) => name);
+    const values = Object.entries(declaredExports())
+      .filter(([, kind]) => kind === "value")
+      .map(([name]) => name);
     expect(Object.keys(library).sort()).toEqual(values.sort());
   });
 
   it("keeps the documented error types and exit codes", () => {
-    expect(library.ERROR_TYPES).toEqual(["InvalidArguments", "ToolNotFound", "LoadError", "Timeout", "MemoryLimit", "PermissionDenied", "SandboxViolation", "ToolConfigError", "ExecutionError", "NotFound", "SandboxCrashed", "Busy"]);
-    expect(library.EXIT_CODES).toEqual({ ExecutionError: 1, ToolConfigError: 1, SandboxCrashed: 1, Busy: 1, InvalidArguments: 2, NotFound: 2, Timeout: 3, MemoryLimit: 3, PermissionDenied: 4, SandboxViolation: 4, ToolNotFound: 5, LoadError: 6 });
+    expect(library.ERROR_TYPES).toEqual([
+      "InvalidArguments",
+      "ToolNotFound",
+      "LoadError",
+      "Timeout",
+      "MemoryLimit",
+      "PermissionDenied",
+      "SandboxViolation",
+      "ToolConfigError",
+      "ExecutionError",
+      "NotFound",
+      "SandboxCrashed",
+      "Busy",
+    ]);
+    expect(library.EXIT_CODES).toEqual({
+      ExecutionError: 1,
+      ToolConfigError: 1,
+      SandboxCrashed: 1,
+      Busy: 1,
+      InvalidArguments: 2,
+      NotFound: 2,
+      Timeout: 3,
+      MemoryLimit: 3,
+      PermissionDenied: 4,
+      SandboxViolation: 4,
+      ToolNotFound: 5,
+      LoadError: 6,
+    });
   });
 });

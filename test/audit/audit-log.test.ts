@@ -28,7 +28,10 @@ describe("JsonlAuditLog", () => {
     for (const name of files) {
       expect(statSync(join(dir, "logs", name)).size).toBeLessThan(4_000);
       expect(statSync(join(dir, "logs", name)).mode & 0o777).toBe(0o600);
-      for (const line of readFileSync(join(dir, "logs", name), "utf8").trim().split("\n")) expect(JSON.parse(line).kind).toBe("call");
+      for (const line of readFileSync(join(dir, "logs", name), "utf8")
+        .trim()
+        .split("\n"))
+        expect(JSON.parse(line).kind).toBe("call");
     }
     const records = await log.read();
     expect(records.at(-1)).toMatchObject({ schema: "t_199" });

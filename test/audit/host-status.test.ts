@@ -38,7 +38,11 @@ describe("host status in audit", () => {
     const stdout: string[] = [];
     const code = await main(["--data-dir", data.dir, "audit"], { stdout: (t) => stdout.push(t), stderr: () => {} });
     expect(code).toBe(0);
-    expect(stdout.join("\n")).toMatch(new RegExp(`Running hosts:\\n  pid ${process.pid}, since .*\\n    sandbox process \\d+: 1 Animas placed, 1 idle isolates, \\d+\\.\\d of \\d+\\.\\d MB, 0 evicted`));
+    expect(stdout.join("\n")).toMatch(
+      new RegExp(
+        `Running hosts:\\n  pid ${process.pid}, since .*\\n    sandbox process \\d+: 1 Animas placed, 1 idle isolates, \\d+\\.\\d of \\d+\\.\\d MB, 0 evicted`,
+      ),
+    );
     const json = JSON.parse((await captureJson()).join("\n")) as { hosts: Array<{ pid: number }> };
     expect(json.hosts.map((h) => h.pid)).toEqual([process.pid]);
 

@@ -42,7 +42,9 @@ describe("load_error records", () => {
   it("are written once per broken tool version, however many processes load it", async () => {
     await loadInFreshHost();
     await loadInFreshHost();
-    expect(await loadErrors()).toMatchObject([{ kind: "load_error", anima: "alice", tool: "broken", origin: "personal", message: expect.stringContaining("wrong_1") }]);
+    expect(await loadErrors()).toMatchObject([
+      { kind: "load_error", anima: "alice", tool: "broken", origin: "personal", message: expect.stringContaining("wrong_1") },
+    ]);
 
     // A new version, broken differently, is a new failure to record (once).
     data.write("animas/alice/tools/broken.ts", BROKEN(2));
@@ -77,11 +79,21 @@ describe("load_error records", () => {
     const audit = new MemoryAuditLog();
     const total = MAX_LOAD_ERROR_MARKERS + 20;
     for (let i = 0; i < total; i++) {
-      recordLoadError(data.dir, audit, { kind: "load_error", anima: "alice", tool: `t${i}`, origin: "personal", message: "boom" }, { path: "/nowhere", bundleHash: "h" });
+      recordLoadError(
+        data.dir,
+        audit,
+        { kind: "load_error", anima: "alice", tool: `t${i}`, origin: "personal", message: "boom" },
+        { path: "/nowhere", bundleHash: "h" },
+      );
     }
     expect(readdirSync(loadErrorMarkerDir(data.dir)).length).toBeLessThanOrEqual(MAX_LOAD_ERROR_MARKERS);
     // The newest are still known: recording one again writes nothing.
-    recordLoadError(data.dir, audit, { kind: "load_error", anima: "alice", tool: `t${total - 1}`, origin: "personal", message: "boom" }, { path: "/nowhere", bundleHash: "h" });
+    recordLoadError(
+      data.dir,
+      audit,
+      { kind: "load_error", anima: "alice", tool: `t${total - 1}`, origin: "personal", message: "boom" },
+      { path: "/nowhere", bundleHash: "h" },
+    );
     expect(await audit.read()).toHaveLength(total);
   });
 });

@@ -127,7 +127,14 @@ describe("reload records", () => {
 
     await writeUntil(data, "animas/alice/tools/alpha.ts", BROKEN, async () => (await reloads(host.audit)).length > 0);
     const [record] = await reloads(host.audit);
-    expect(record).toMatchObject({ anima: "alice", tool: "alpha", origin: "personal", change: "failed", trigger: "watcher", message: expect.stringMatching(/wrong/) });
+    expect(record).toMatchObject({
+      anima: "alice",
+      tool: "alpha",
+      origin: "personal",
+      change: "failed",
+      trigger: "watcher",
+      message: expect.stringMatching(/wrong/),
+    });
   });
 
   it("CLI refresh and share are recorded, and the audit report shows them (text and JSON)", async () => {
@@ -156,10 +163,26 @@ describe("reload records", () => {
   });
 
   it("the text report lists the last 10 reloads", () => {
-    const reloads = Array.from({ length: 12 }, (_, i) => ({ ts: `2026-01-01T00:00:${String(i).padStart(2, "0")}.000Z`, tool: `t${i}`, origin: "personal", change: "failed", trigger: "watcher", message: "bad" }));
+    const reloads = Array.from({ length: 12 }, (_, i) => ({
+      ts: `2026-01-01T00:00:${String(i).padStart(2, "0")}.000Z`,
+      tool: `t${i}`,
+      origin: "personal",
+      change: "failed",
+      trigger: "watcher",
+      message: "bad",
+    }));
     const report = {
       anima: "alice",
-      policy: { source: "default", allowInternalHosts: [], fsLimits: { quotaBytes: 1, maxFiles: 1, maxReadBytes: 1, maxWriteBytes: 1 }, allowedEnvironment: [], timeoutMs: 1, memoryLimitMb: 1, cordon: "anima:a", cordonMates: [] },
+      policy: {
+        source: "default",
+        allowInternalHosts: [],
+        fsLimits: { quotaBytes: 1, maxFiles: 1, maxReadBytes: 1, maxWriteBytes: 1 },
+        allowedEnvironment: [],
+        timeoutMs: 1,
+        memoryLimitMb: 1,
+        cordon: "anima:a",
+        cordonMates: [],
+      },
       tools: [],
       activity: [],
       loadErrors: [],

@@ -22,7 +22,15 @@ describe("bundle cache", () => {
   });
   afterEach(() => data.cleanup());
 
-  const source = { get path() { return join(folder, "uses_helper.ts"); }, get folder() { return folder; }, displayName: "shared/uses_helper.ts" };
+  const source = {
+    get path() {
+      return join(folder, "uses_helper.ts");
+    },
+    get folder() {
+      return folder;
+    },
+    displayName: "shared/uses_helper.ts",
+  };
 
   function ok(result: BuildResult) {
     if (!result.ok) throw new Error(result.error.message);
@@ -64,7 +72,10 @@ describe("bundle cache", () => {
 
   it("ignores a corrupt or tampered record", async () => {
     const first = ok(await new ToolBundler(cacheDir).build(source));
-    const file = join(cacheDir, readdirSync(cacheDir).find((f) => f.endsWith(".bundle.json"))!);
+    const file = join(
+      cacheDir,
+      readdirSync(cacheDir).find((f) => f.endsWith(".bundle.json"))!,
+    );
     const record = JSON.parse(readFileSync(file, "utf8")) as { bundle: { code: string } };
     record.bundle.code += "\nglobalThis.injected = true;";
     writeFileSync(file, JSON.stringify(record));
@@ -76,7 +87,10 @@ describe("bundle cache", () => {
   });
 
   function recordFile(): string {
-    return join(cacheDir, readdirSync(cacheDir).find((f) => f.endsWith(".bundle.json"))!);
+    return join(
+      cacheDir,
+      readdirSync(cacheDir).find((f) => f.endsWith(".bundle.json"))!,
+    );
   }
 
   /** Rewrites the record so that it claims other content for every input, keeping their status. */

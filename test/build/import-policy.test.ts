@@ -59,7 +59,10 @@ describe("import policy", () => {
   it("refuses a helper that is a symlink to a file outside the folder", async () => {
     const outside = data.write("elsewhere/_secret.ts", 'export const secret = "host file";\n');
     symlinkSync(outside, join(folder, "_link.ts"));
-    writeFileSync(join(folder, "via_link.ts"), 'import { secret } from "./_link";\nexport function get_tool_schemas() { return [{ name: "via_link_x" }]; }\nexport function dispatch() { return secret; }\n');
+    writeFileSync(
+      join(folder, "via_link.ts"),
+      'import { secret } from "./_link";\nexport function get_tool_schemas() { return [{ name: "via_link_x" }]; }\nexport function dispatch() { return secret; }\n',
+    );
     expect(await refusal("via_link.ts")).toContain('import "./_link" leaves the tool\'s folder');
   });
 
@@ -67,12 +70,18 @@ describe("import policy", () => {
     mkdirSync(join(data.dir, "elsewhere"), { recursive: true });
     data.write("elsewhere/_x.ts", 'export const x = "outside";\n');
     symlinkSync(join(data.dir, "elsewhere"), join(folder, "linked_dir"));
-    writeFileSync(join(folder, "via_dir.ts"), 'import { x } from "./linked_dir/_x";\nexport function get_tool_schemas() { return [{ name: "via_dir_x" }]; }\nexport function dispatch() { return x; }\n');
+    writeFileSync(
+      join(folder, "via_dir.ts"),
+      'import { x } from "./linked_dir/_x";\nexport function get_tool_schemas() { return [{ name: "via_dir_x" }]; }\nexport function dispatch() { return x; }\n',
+    );
     expect(await refusal("via_dir.ts")).toContain('import "./linked_dir/_x" leaves the tool\'s folder');
   });
 
   it("refuses a tool file that is itself a symlink to a file outside the folder", async () => {
-    const outside = data.write("elsewhere/tool.ts", 'export function get_tool_schemas() { return [{ name: "linked_x" }]; }\nexport function dispatch() { return 1; }\n');
+    const outside = data.write(
+      "elsewhere/tool.ts",
+      'export function get_tool_schemas() { return [{ name: "linked_x" }]; }\nexport function dispatch() { return 1; }\n',
+    );
     symlinkSync(outside, join(folder, "linked.ts"));
     const result = await build("linked.ts");
     expect(result.ok).toBe(false);
@@ -81,7 +90,10 @@ describe("import policy", () => {
 
   it("allows a symlink that stays inside the folder", async () => {
     symlinkSync(join(folder, "_strings.ts"), join(folder, "_alias.ts"));
-    writeFileSync(join(folder, "via_alias.ts"), 'import { shout } from "./_alias";\nexport function get_tool_schemas() { return [{ name: "via_alias_x" }]; }\nexport function dispatch() { return shout("ok"); }\n');
+    writeFileSync(
+      join(folder, "via_alias.ts"),
+      'import { shout } from "./_alias";\nexport function get_tool_schemas() { return [{ name: "via_alias_x" }]; }\nexport function dispatch() { return shout("ok"); }\n',
+    );
     expect((await build("via_alias.ts")).ok).toBe(true);
   });
 
@@ -95,7 +107,10 @@ describe("import policy", () => {
 
   it("refuses URL schemes of every kind", async () => {
     for (const specifier of ["data:text/javascript,export default 1", "file:///etc/passwd"]) {
-      writeFileSync(join(folder, "url_kind.ts"), `import x from ${JSON.stringify(specifier)};\nexport function get_tool_schemas() { return [{ name: "url_kind_x" }]; }\nexport function dispatch() { return x; }\n`);
+      writeFileSync(
+        join(folder, "url_kind.ts"),
+        `import x from ${JSON.stringify(specifier)};\nexport function get_tool_schemas() { return [{ name: "url_kind_x" }]; }\nexport function dispatch() { return x; }\n`,
+      );
       expect(await refusal("url_kind.ts")).toContain(`import ${JSON.stringify(specifier)} is not allowed: URL imports are not allowed`);
     }
   });
@@ -103,14 +118,22 @@ describe("import policy", () => {
   it("imports only code and JSON from the folder (no CSS, text or native addons)", async () => {
     for (const file of ["_style.css", "_notes.txt", "_addon.node"]) {
       writeFileSync(join(folder, file), "x");
-      writeFileSync(join(folder, "odd_import.ts"), `import x from "./${file}";\nexport function get_tool_schemas() { return [{ name: "odd_import_x" }]; }\nexport function dispatch() { return String(x); }\n`);
-      expect(await refusal("odd_import.ts")).toContain(`import "./${file}" is not allowed: tools may import only .ts, .mts, .cts, .js, .mjs, .cjs and .json files`);
+      writeFileSync(
+        join(folder, "odd_import.ts"),
+        `import x from "./${file}";\nexport function get_tool_schemas() { return [{ name: "odd_import_x" }]; }\nexport function dispatch() { return String(x); }\n`,
+      );
+      expect(await refusal("odd_import.ts")).toContain(
+        `import "./${file}" is not allowed: tools may import only .ts, .mts, .cts, .js, .mjs, .cjs and .json files`,
+      );
     }
   });
 
   it("says when a relative import does not exist", async () => {
     // (The import must be used: TypeScript drops imports whose bindings are never used.)
-    writeFileSync(join(folder, "missing_helper.ts"), 'import { x } from "./_nope";\nexport function get_tool_schemas() { return [{ name: "missing_helper_x" }]; }\nexport function dispatch() { return x; }\n');
+    writeFileSync(
+      join(folder, "missing_helper.ts"),
+      'import { x } from "./_nope";\nexport function get_tool_schemas() { return [{ name: "missing_helper_x" }]; }\nexport function dispatch() { return x; }\n',
+    );
     expect(await refusal("missing_helper.ts")).toContain('import "./_nope" was not found next to personal/missing_helper.ts');
   });
 
@@ -136,8 +159,13 @@ export function dispatch() { return [${TOOL_API_EXPORTS.map((name) => `typeof ${
   });
 
   it("says which names @animaworks/tool provides when a tool imports one it does not", async () => {
-    writeFileSync(join(folder, "wants_spawn.ts"), 'import { spawn } from "@animaworks/tool";\nexport function get_tool_schemas() { return [{ name: "wants_spawn_x" }]; }\nexport function dispatch() { return spawn("ls"); }\n');
-    expect(await refusal("wants_spawn.ts")).toContain(`wants_spawn.ts:1:9: "@animaworks/tool" has no export "spawn" (it provides: ${TOOL_API_EXPORTS.join(", ")})`);
+    writeFileSync(
+      join(folder, "wants_spawn.ts"),
+      'import { spawn } from "@animaworks/tool";\nexport function get_tool_schemas() { return [{ name: "wants_spawn_x" }]; }\nexport function dispatch() { return spawn("ls"); }\n',
+    );
+    expect(await refusal("wants_spawn.ts")).toContain(
+      `wants_spawn.ts:1:9: "@animaworks/tool" has no export "spawn" (it provides: ${TOOL_API_EXPORTS.join(", ")})`,
+    );
   });
 });
 

@@ -23,7 +23,13 @@ describe("@animaworks/tool: prelude, import list and type declarations agree", (
     const prelude = readFileSync(join(REPO_ROOT, "sandbox", "prelude.ts"), "utf8");
     const provided = /const toolApi = freeze\(\{([^}]*)\}\)/.exec(prelude)?.[1];
     expect(provided, "the prelude's toolApi object").toBeDefined();
-    expect(provided!.split(",").map((name) => name.trim()).filter(Boolean).sort()).toEqual([...TOOL_API_EXPORTS].sort());
+    expect(
+      provided!
+        .split(",")
+        .map((name) => name.trim())
+        .filter(Boolean)
+        .sort(),
+    ).toEqual([...TOOL_API_EXPORTS].sort());
   });
 });
 

@@ -66,7 +66,9 @@ for (const isolation of ["in-process", "process"] as const) {
       expect(stolen).toMatchObject({ status: "error", error_type: "PermissionDenied" });
       const missing = await host.call("alice", "notes_fs_secret", { name: "nothing" });
       expect(missing).toMatchObject({ status: "error", error_type: "ToolConfigError" });
-      expect((missing as { message: string }).message).toBe("Tool 'notes_fs' requires credential 'nothing'. Set it in: config.json credentials.nothing.api_key");
+      expect((missing as { message: string }).message).toBe(
+        "Tool 'notes_fs' requires credential 'nothing'. Set it in: config.json credentials.nothing.api_key",
+      );
       expect(JSON.stringify(logs)).not.toContain(BOB_SECRET);
     });
 

@@ -155,7 +155,9 @@ describe("fetch: response size caps", () => {
   });
 
   it("a body cut short is an error, not a silently truncated answer", async () => {
-    expect((await fails(capability().fetch(CTX, `${base}/truncated`, {}, PUBLIC), "ExecutionError")).message).toContain("before the response body was complete");
+    expect((await fails(capability().fetch(CTX, `${base}/truncated`, {}, PUBLIC), "ExecutionError")).message).toContain(
+      "before the response body was complete",
+    );
   });
 });
 

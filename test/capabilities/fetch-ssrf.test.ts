@@ -93,13 +93,45 @@ async function refused(promise: Promise<unknown>, type = "SandboxViolation"): Pr
 
 describe("fetch: addresses in every spelling are refused by default, before any connection", () => {
   const literals = [
-    "http://127.0.0.1/", "http://2130706433/", "http://0177.0.0.1/", "http://0x7f.1/", "http://0x7f000001/", "http://127.1/",
-    "http://127.0.0.1./", "http://evil@127.0.0.1/", "http://①②⑦.0.0.1/", "http://127。0。0。1/", "http://%31%32%37.0.0.1/", "https://127.0.0.1/",
-    "http://0/", "http://0.0.0.0/", "http://[::]/", "http://[::1]/", "http://[::ffff:127.0.0.1]/", "http://[0:0:0:0:0:ffff:7f00:1]/",
-    "http://[::127.0.0.1]/", "http://[64:ff9b::10.0.0.1]/", "http://[64:ff9b::127.0.0.1]/", "http://[2002:a00:1::1]/", "http://[2002:7f00:1::1]/",
-    "http://10.0.0.1/", "http://172.16.5.4/", "http://192.168.0.1/", "http://169.254.169.254/latest/meta-data/", "http://[fd00:ec2::254]/",
-    "http://100.64.0.1/", "http://100.100.100.200/", "http://224.0.0.1/", "http://255.255.255.255/", "http://240.0.0.1/", "http://192.0.2.1/",
-    "http://[fe80::1]/", "http://[fc00::1]/", "http://[ff02::1]/", "http://[2001::1]/", "http://[::ffff:169.254.169.254]/",
+    "http://127.0.0.1/",
+    "http://2130706433/",
+    "http://0177.0.0.1/",
+    "http://0x7f.1/",
+    "http://0x7f000001/",
+    "http://127.1/",
+    "http://127.0.0.1./",
+    "http://evil@127.0.0.1/",
+    "http://①②⑦.0.0.1/",
+    "http://127。0。0。1/",
+    "http://%31%32%37.0.0.1/",
+    "https://127.0.0.1/",
+    "http://0/",
+    "http://0.0.0.0/",
+    "http://[::]/",
+    "http://[::1]/",
+    "http://[::ffff:127.0.0.1]/",
+    "http://[0:0:0:0:0:ffff:7f00:1]/",
+    "http://[::127.0.0.1]/",
+    "http://[64:ff9b::10.0.0.1]/",
+    "http://[64:ff9b::127.0.0.1]/",
+    "http://[2002:a00:1::1]/",
+    "http://[2002:7f00:1::1]/",
+    "http://10.0.0.1/",
+    "http://172.16.5.4/",
+    "http://192.168.0.1/",
+    "http://169.254.169.254/latest/meta-data/",
+    "http://[fd00:ec2::254]/",
+    "http://100.64.0.1/",
+    "http://100.100.100.200/",
+    "http://224.0.0.1/",
+    "http://255.255.255.255/",
+    "http://240.0.0.1/",
+    "http://192.0.2.1/",
+    "http://[fe80::1]/",
+    "http://[fc00::1]/",
+    "http://[ff02::1]/",
+    "http://[2001::1]/",
+    "http://[::ffff:169.254.169.254]/",
   ];
   it.each(literals)("%s", async (url) => {
     forbidConnections();
@@ -111,8 +143,15 @@ describe("fetch: addresses in every spelling are refused by default, before any 
   it("refuses local and metadata names without asking DNS", async () => {
     forbidConnections();
     for (const url of [
-      "http://localhost/", "http://LOCALHOST./", "http://api.localhost/", "http://metadata.google.internal/computeMetadata/v1/",
-      "http://metadata.google.internal./", "http://metadata/", "http://printer.local/", "http://router.home.arpa/", "http://metadata.goog/",
+      "http://localhost/",
+      "http://LOCALHOST./",
+      "http://api.localhost/",
+      "http://metadata.google.internal/computeMetadata/v1/",
+      "http://metadata.google.internal./",
+      "http://metadata/",
+      "http://printer.local/",
+      "http://router.home.arpa/",
+      "http://metadata.goog/",
     ]) {
       await refused(capability().fetch(CTX, url, {}, PUBLIC));
     }
@@ -141,7 +180,14 @@ describe("fetch: addresses in every spelling are refused by default, before any 
 
   it("refuses other schemes and non-HTTP ports", async () => {
     forbidConnections();
-    for (const url of ["file:///etc/passwd", "ftp://example.com/", "gopher://127.0.0.1:70/", "data:text/plain,hi", "ws://example.com/", "http://example.com:25/"]) {
+    for (const url of [
+      "file:///etc/passwd",
+      "ftp://example.com/",
+      "gopher://127.0.0.1:70/",
+      "data:text/plain,hi",
+      "ws://example.com/",
+      "http://example.com:25/",
+    ]) {
       await refused(capability().fetch(CTX, url, {}, PUBLIC));
     }
     expect(lookups).toEqual([]);
@@ -162,7 +208,10 @@ describe("fetch: operator and Anima policy", () => {
     const result = await capability({ allowInternalHosts: ["127.0.0.1"] }).fetch(CTX, `http://127.0.0.1:${port}/a?token=secret`, {}, PUBLIC);
     expect(result.body).toBe("hello from 127.0.0.1");
     expect(seen).toHaveLength(1);
-    expect(audit.map((e) => [e.operation, e.outcome, e.status])).toEqual([["fetch", "denied", undefined], ["fetch", "ok", 200]]);
+    expect(audit.map((e) => [e.operation, e.outcome, e.status])).toEqual([
+      ["fetch", "denied", undefined],
+      ["fetch", "ok", 200],
+    ]);
     expect(audit[1]?.target).toBe(`http://127.0.0.1:${port}/a?…`); // the query (a secret) is never audited
   });
 
@@ -256,7 +305,10 @@ describe("fetch: every redirect hop is checked like the first request", () => {
       expect(error.message).toContain("redirect 1");
       expect(connectSpy).toHaveBeenCalledTimes(1);
       expect(seen).toHaveLength(1);
-      expect(audit.map((e) => [e.operation, e.outcome])).toEqual([["fetch", "ok"], ["fetch.redirect", "denied"]]);
+      expect(audit.map((e) => [e.operation, e.outcome])).toEqual([
+        ["fetch", "ok"],
+        ["fetch.redirect", "denied"],
+      ]);
     }
   });
 

@@ -124,7 +124,12 @@ function echoed(body: string): { method: string; url: string; headers: Record<st
 
 describe("fetch: requests and responses round-trip", () => {
   it("sends method, headers and a text body; returns status, headers and the final URL", async () => {
-    const result = await fetcher.fetch(CTX, `${base}/echo?q=1`, { method: "post", headers: { "X-Test": "yes", "Content-Type": "text/plain" }, body: "hé" }, PUBLIC);
+    const result = await fetcher.fetch(
+      CTX,
+      `${base}/echo?q=1`,
+      { method: "post", headers: { "X-Test": "yes", "Content-Type": "text/plain" }, body: "hé" },
+      PUBLIC,
+    );
     expect(result).toMatchObject({ status: 201, statusText: "Made", url: `${base}/echo?q=1`, redirected: false });
     expect(result.headers["content-type"]).toBe("application/json");
     expect(result.headers["x-multi"]).toBe("one, two");
@@ -141,7 +146,8 @@ describe("fetch: requests and responses round-trip", () => {
     const bytes = Buffer.from([0, 255, 10, 13, 128]);
     const put = await fetcher.fetch(CTX, `${base}/echo`, { method: "PUT", body: bytes.toString("base64"), bodyEncoding: "base64" }, PUBLIC);
     expect(Buffer.from(echoed(put.body).body, "base64")).toEqual(bytes);
-    for (const method of ["PATCH", "DELETE", "OPTIONS"]) expect(echoed((await fetcher.fetch(CTX, `${base}/echo`, { method }, PUBLIC)).body).method).toBe(method);
+    for (const method of ["PATCH", "DELETE", "OPTIONS"])
+      expect(echoed((await fetcher.fetch(CTX, `${base}/echo`, { method }, PUBLIC)).body).method).toBe(method);
     const head = await fetcher.fetch(CTX, `${base}/text`, { method: "HEAD" }, PUBLIC);
     expect([head.status, head.body]).toEqual([200, ""]);
   });
@@ -163,7 +169,14 @@ describe("fetch: requests and responses round-trip", () => {
 
 describe("fetch: untrusted arguments are validated before anything is sent", () => {
   it("refuses CR, LF and NUL in header names and values, and a Host override, as violations", async () => {
-    for (const headers of [{ "X-A": "1\r\nX-Injected: 1" }, { "X-A": "1\nx" }, { "X-A": "a\0b" }, { "X-A\r\nX-B": "1" }, { Host: "internal.admin" }, { host: "x" }]) {
+    for (const headers of [
+      { "X-A": "1\r\nX-Injected: 1" },
+      { "X-A": "1\nx" },
+      { "X-A": "a\0b" },
+      { "X-A\r\nX-B": "1" },
+      { Host: "internal.admin" },
+      { host: "x" },
+    ]) {
       await fails(fetcher.fetch(CTX, `${base}/echo`, { headers }, PUBLIC), "SandboxViolation");
     }
     expect(seen).toEqual([]);
@@ -173,9 +186,23 @@ describe("fetch: untrusted arguments are validated before anything is sent", () 
     let getterCalled = false;
     const withGetter = Object.defineProperty({}, "X-A", { enumerable: true, get: () => ((getterCalled = true), "v") });
     for (const headers of [
-      { "Transfer-Encoding": "chunked" }, { "content-length": "1" }, { Connection: "upgrade" }, { Upgrade: "websocket" }, { TE: "trailers" },
-      { "Proxy-Authorization": "x" }, { "Accept-Encoding": "zstd" }, { "X-A": "1", "x-a": "2" }, { "X A": "1" }, { "": "1" }, { "X-A": 1 },
-      { "X-A": ["1"] }, { "X-A": "\u0001" }, { "X-A": "✓" }, [["X-A", "1"]], "X-A: 1", withGetter,
+      { "Transfer-Encoding": "chunked" },
+      { "content-length": "1" },
+      { Connection: "upgrade" },
+      { Upgrade: "websocket" },
+      { TE: "trailers" },
+      { "Proxy-Authorization": "x" },
+      { "Accept-Encoding": "zstd" },
+      { "X-A": "1", "x-a": "2" },
+      { "X A": "1" },
+      { "": "1" },
+      { "X-A": 1 },
+      { "X-A": ["1"] },
+      { "X-A": "\u0001" },
+      { "X-A": "✓" },
+      [["X-A", "1"]],
+      "X-A: 1",
+      withGetter,
     ]) {
       await fails(fetcher.fetch(CTX, `${base}/echo`, { headers }, PUBLIC), "InvalidArguments");
     }
@@ -185,13 +212,30 @@ describe("fetch: untrusted arguments are validated before anything is sent", () 
 
   it("refuses bad URLs, methods, bodies, timeouts, response types and unknown options", async () => {
     const bad: Array<[unknown, unknown]> = [
-      [42, {}], [{ href: `${base}/echo` }, {}], [new URL(`${base}/echo`), {}], ["/echo", {}], [`${base}/${"a".repeat(9000)}`, {}],
-      [`${base}/echo`, { method: "TRACE" }], [`${base}/echo`, { method: "CONNECT" }], [`${base}/echo`, { method: "GET\r\nX: 1" }], [`${base}/echo`, { method: 1 }],
-      [`${base}/echo`, { body: "x" }], [`${base}/echo`, { method: "POST", body: 5 }], [`${base}/echo`, { method: "POST", body: { a: 1 } }],
-      [`${base}/echo`, { method: "POST", body: "x", bodyEncoding: "hex" }], [`${base}/echo`, { method: "POST", body: "not base64!", bodyEncoding: "base64" }],
-      [`${base}/echo`, { timeoutMs: 0 }], [`${base}/echo`, { timeoutMs: -1 }], [`${base}/echo`, { timeoutMs: "100" }], [`${base}/echo`, { timeoutMs: 1e9 }],
-      [`${base}/echo`, { timeoutMs: Number.NaN }], [`${base}/echo`, { responseType: "blob" }], [`${base}/echo`, { redirect: "manual" }], [`${base}/echo`, []],
-      [`${base}/echo`, "GET"], [`${base}/echo`, Object.defineProperty({}, "method", { enumerable: true, get: () => "GET" })],
+      [42, {}],
+      [{ href: `${base}/echo` }, {}],
+      [new URL(`${base}/echo`), {}],
+      ["/echo", {}],
+      [`${base}/${"a".repeat(9000)}`, {}],
+      [`${base}/echo`, { method: "TRACE" }],
+      [`${base}/echo`, { method: "CONNECT" }],
+      [`${base}/echo`, { method: "GET\r\nX: 1" }],
+      [`${base}/echo`, { method: 1 }],
+      [`${base}/echo`, { body: "x" }],
+      [`${base}/echo`, { method: "POST", body: 5 }],
+      [`${base}/echo`, { method: "POST", body: { a: 1 } }],
+      [`${base}/echo`, { method: "POST", body: "x", bodyEncoding: "hex" }],
+      [`${base}/echo`, { method: "POST", body: "not base64!", bodyEncoding: "base64" }],
+      [`${base}/echo`, { timeoutMs: 0 }],
+      [`${base}/echo`, { timeoutMs: -1 }],
+      [`${base}/echo`, { timeoutMs: "100" }],
+      [`${base}/echo`, { timeoutMs: 1e9 }],
+      [`${base}/echo`, { timeoutMs: Number.NaN }],
+      [`${base}/echo`, { responseType: "blob" }],
+      [`${base}/echo`, { redirect: "manual" }],
+      [`${base}/echo`, []],
+      [`${base}/echo`, "GET"],
+      [`${base}/echo`, Object.defineProperty({}, "method", { enumerable: true, get: () => "GET" })],
     ];
     for (const [url, init] of bad) await fails(fetcher.fetch(CTX, url, init, PUBLIC), "InvalidArguments");
     const small = capability({ limits: { maxRequestBytes: 10 } });
@@ -213,7 +257,11 @@ describe("fetch: redirects", () => {
   it("follows relative and absolute redirects, auditing every hop", async () => {
     const result = await fetcher.fetch(CTX, via(via("/echo?end=1", 301), 308), {}, PUBLIC);
     expect(result).toMatchObject({ status: 201, url: `${base}/echo?end=1`, redirected: true });
-    expect(audit.map((e) => [e.operation, e.outcome, e.status])).toEqual([["fetch", "ok", 308], ["fetch.redirect", "ok", 301], ["fetch.redirect", "ok", 201]]);
+    expect(audit.map((e) => [e.operation, e.outcome, e.status])).toEqual([
+      ["fetch", "ok", 308],
+      ["fetch.redirect", "ok", 301],
+      ["fetch.redirect", "ok", 201],
+    ]);
   });
 
   it("303 (and 301/302 after POST) continue as a body-less GET; 307/308 keep method and body", async () => {
@@ -234,7 +282,12 @@ describe("fetch: redirects", () => {
     expect([same.headers["authorization"], same.headers["cookie"]]).toEqual(["Bearer t", "c=1"]);
     const port = new URL(base).port;
     const cross = echoed((await fetcher.fetch(CTX, via(`http://pinned.test:${port}/echo`), { headers }, PUBLIC)).body);
-    expect([cross.headers["authorization"], cross.headers["cookie"], cross.headers["x-other"], cross.headers["host"]]).toEqual([undefined, undefined, "o", `pinned.test:${port}`]);
+    expect([cross.headers["authorization"], cross.headers["cookie"], cross.headers["x-other"], cross.headers["host"]]).toEqual([
+      undefined,
+      undefined,
+      "o",
+      `pinned.test:${port}`,
+    ]);
   });
 
   it("stops after maxRedirects, and at an unparsable Location", async () => {
@@ -250,10 +303,29 @@ describe("fetch: redirects", () => {
 function makeCertificate(): { key: string; cert: string } | undefined {
   const dir = mkdtempSync(join(tmpdir(), "awt-tls-"));
   try {
-    execFileSync("openssl", [
-      "req", "-x509", "-newkey", "ec", "-pkeyopt", "ec_paramgen_curve:prime256v1", "-nodes", "-days", "1", "-subj", "/CN=pinned.test",
-      "-addext", "subjectAltName=DNS:pinned.test,IP:127.0.0.1", "-keyout", join(dir, "key.pem"), "-out", join(dir, "cert.pem"),
-    ], { stdio: "ignore", timeout: 10_000 });
+    execFileSync(
+      "openssl",
+      [
+        "req",
+        "-x509",
+        "-newkey",
+        "ec",
+        "-pkeyopt",
+        "ec_paramgen_curve:prime256v1",
+        "-nodes",
+        "-days",
+        "1",
+        "-subj",
+        "/CN=pinned.test",
+        "-addext",
+        "subjectAltName=DNS:pinned.test,IP:127.0.0.1",
+        "-keyout",
+        join(dir, "key.pem"),
+        "-out",
+        join(dir, "cert.pem"),
+      ],
+      { stdio: "ignore", timeout: 10_000 },
+    );
     return { key: readFileSync(join(dir, "key.pem"), "utf8"), cert: readFileSync(join(dir, "cert.pem"), "utf8") };
   } catch {
     return undefined;

@@ -29,19 +29,16 @@ async function refused(promise: Promise<unknown>): Promise<void> {
 }
 
 describe("the newstaff skill cannot be created, changed, moved or removed by tools", () => {
-  it.each([
-    "skills/newstaff/SKILL.md",
-    "skills/newstaff.md",
-    "./skills//newstaff/SKILL.md",
-    "skills/x/../newstaff/SKILL.md",
-    "skills/newstaff/other.md",
-  ])("writeFile and appendFile of %s", async (path) => {
-    await fs.mkdir("skills");
-    await refused(fs.writeFile(path, "# newstaff"));
-    await refused(fs.appendFile(path, "# newstaff"));
-    expect(existsSync(join(alice, "skills", "newstaff"))).toBe(false);
-    expect(existsSync(join(alice, "skills", "newstaff.md"))).toBe(false);
-  });
+  it.each(["skills/newstaff/SKILL.md", "skills/newstaff.md", "./skills//newstaff/SKILL.md", "skills/x/../newstaff/SKILL.md", "skills/newstaff/other.md"])(
+    "writeFile and appendFile of %s",
+    async (path) => {
+      await fs.mkdir("skills");
+      await refused(fs.writeFile(path, "# newstaff"));
+      await refused(fs.appendFile(path, "# newstaff"));
+      expect(existsSync(join(alice, "skills", "newstaff"))).toBe(false);
+      expect(existsSync(join(alice, "skills", "newstaff.md"))).toBe(false);
+    },
+  );
 
   it("mkdir of the folder, rename into either name, and rename of a folder holding it onto skills/", async () => {
     await fs.mkdir("drafts/newstaff");

@@ -42,13 +42,26 @@ describe("capability service: dispatch over the contract's capabilities", () => 
     expect(reply).toEqual({ ok: false, error: { type: "InvalidArguments", fault: "tool", message: `unknown capability ${name}` } });
     const records = await audit.read();
     expect(records).toEqual([
-      expect.objectContaining({ kind: "capability", anima: "alice", tool: "probe", operation: name, outcome: "error", reason: `InvalidArguments: unknown capability ${name}` }),
+      expect.objectContaining({
+        kind: "capability",
+        anima: "alice",
+        tool: "probe",
+        operation: name,
+        outcome: "error",
+        reason: `InvalidArguments: unknown capability ${name}`,
+      }),
     ]);
   });
 
   it("refuses arguments that are not a JSON array, before looking at the name", async () => {
-    expect(await service.invoke(context, "fs.stat", "{")).toEqual({ ok: false, error: { type: "InvalidArguments", fault: "tool", message: "fs.stat: the arguments are not valid JSON" } });
-    expect(await service.invoke(context, "fs.stat", '{"0":"."}')).toEqual({ ok: false, error: { type: "InvalidArguments", fault: "tool", message: "fs.stat: malformed call" } });
+    expect(await service.invoke(context, "fs.stat", "{")).toEqual({
+      ok: false,
+      error: { type: "InvalidArguments", fault: "tool", message: "fs.stat: the arguments are not valid JSON" },
+    });
+    expect(await service.invoke(context, "fs.stat", '{"0":"."}')).toEqual({
+      ok: false,
+      error: { type: "InvalidArguments", fault: "tool", message: "fs.stat: malformed call" },
+    });
   });
 
   it("runs each fs capability with its positional arguments, in the calling Anima's directory", async () => {

@@ -45,7 +45,9 @@ describe.runIf(process.getuid?.() === 0)("a data dir this user cannot read or wr
     const run = asNobody(["--anima", "alice", "echo", "say", "hi"]);
     expect(run.status).toBe(0);
     expect(run.stdout).toBe("said hi\n");
-    expect(run.stderr).toContain(`[error] animaworks.host: the audit log is not being written (cannot create the folder ${join(data!.dir, "logs", "animaworks-tool")}: permission denied (EACCES))`);
+    expect(run.stderr).toContain(
+      `[error] animaworks.host: the audit log is not being written (cannot create the folder ${join(data!.dir, "logs", "animaworks-tool")}: permission denied (EACCES))`,
+    );
     expect(run.stderr).toContain("run it as the data dir's owner, or fix the permissions");
   });
 
@@ -53,7 +55,9 @@ describe.runIf(process.getuid?.() === 0)("a data dir this user cannot read or wr
     readOnlyDataDir();
     const run = asNobody(["--anima", "alice", "submit", "echo", "say", "hi"]);
     expect(run.status).toBe(4);
-    expect(run.stderr).toMatch(/^Error \(PermissionDenied\): cannot create the folder .*\/state\/animaworks-tool: permission denied \(EACCES\) — the data dir must be readable and writable by the user who runs animaworks-tool \(uid 65534\)/);
+    expect(run.stderr).toMatch(
+      /^Error \(PermissionDenied\): cannot create the folder .*\/state\/animaworks-tool: permission denied \(EACCES\) — the data dir must be readable and writable by the user who runs animaworks-tool \(uid 65534\)/,
+    );
     expect(run.stderr).not.toMatch(/ExecutionError|the tool/);
     expect(existsSync(join(data!.dir, "state"))).toBe(false);
   });

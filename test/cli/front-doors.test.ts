@@ -23,7 +23,10 @@ export function dispatch(name, args) { return "said " + args.text; }
 /** Settles within `ms` or fails the test with `what` (a door that hangs must fail, not wedge the suite). */
 function within<T>(ms: number, what: string, work: Promise<T>): Promise<T> {
   let timer: NodeJS.Timeout | undefined;
-  return Promise.race([work, new Promise<never>((_, reject) => (timer = setTimeout(() => reject(new Error(`${what} did not finish within ${ms} ms`)), ms)))]).finally(() => clearTimeout(timer));
+  return Promise.race([
+    work,
+    new Promise<never>((_, reject) => (timer = setTimeout(() => reject(new Error(`${what} did not finish within ${ms} ms`)), ms))),
+  ]).finally(() => clearTimeout(timer));
 }
 
 const STACK = /\n\s+at .+:\d+:\d+/;
@@ -56,22 +59,35 @@ describe.each(CLI_MODES)("the CLI's doors under bad input (%s)", (mode) => {
     const fifo = join(scratch, "args.fifo");
     execFileSync("mkfifo", [fifo]);
     const runs = await Promise.all(Array.from({ length: 5 }, () => cli("--anima", "alice", "echo", "say", "--args-file", fifo)));
-    for (const run of runs) expectOneErrorLine(run, 2, new RegExp(`^Error \\(InvalidArguments\\): --args-file ${fifo} is not a regular file \\(it is a FIFO\\)`));
+    for (const run of runs)
+      expectOneErrorLine(run, 2, new RegExp(`^Error \\(InvalidArguments\\): --args-file ${fifo} is not a regular file \\(it is a FIFO\\)`));
     const next = await cli("--anima", "alice", "echo", "say", "after");
     expect(next).toMatchObject({ code: 0, stdout: "said after" });
     if (mode === "daemon") expect(next.ranBy).toBe("host");
   });
 
   it("refuses /dev/zero and a file over the size cap as --args-file, without reading them", async () => {
-    expectOneErrorLine(await cli("--anima", "alice", "echo", "say", "--args-file", "/dev/zero"), 2, /^Error \(InvalidArguments\): --args-file \/dev\/zero is not a regular file \(it is a character device\)/);
+    expectOneErrorLine(
+      await cli("--anima", "alice", "echo", "say", "--args-file", "/dev/zero"),
+      2,
+      /^Error \(InvalidArguments\): --args-file \/dev\/zero is not a regular file \(it is a character device\)/,
+    );
     const big = join(scratch, "big.json");
     writeFileSync(big, "");
     truncateSync(big, MAX_ARGUMENTS_BYTES + 1); // sparse: costs no disk
-    expectOneErrorLine(await cli("--anima", "alice", "echo", "say", "--args-file", big), 2, new RegExp(`--args-file ${big} is larger than the ${MAX_ARGUMENTS_BYTES}-byte limit`));
+    expectOneErrorLine(
+      await cli("--anima", "alice", "echo", "say", "--args-file", big),
+      2,
+      new RegExp(`--args-file ${big} is larger than the ${MAX_ARGUMENTS_BYTES}-byte limit`),
+    );
   });
 
   it("refuses arguments on stdin over the cap with an argument error (exit 2), and serves the next call", async () => {
-    const run = await within(60_000, "a call with too much stdin", runner.run(["--data-dir", data.dir, "--anima", "alice", "echo", "say", "--args-file", "-"], { stdin: "x".repeat(MAX_ARGUMENTS_BYTES + 1) }));
+    const run = await within(
+      60_000,
+      "a call with too much stdin",
+      runner.run(["--data-dir", data.dir, "--anima", "alice", "echo", "say", "--args-file", "-"], { stdin: "x".repeat(MAX_ARGUMENTS_BYTES + 1) }),
+    );
     expectOneErrorLine(run, 2, new RegExp(`^Error \\(InvalidArguments\\): the arguments on stdin are larger than the ${MAX_ARGUMENTS_BYTES}-byte limit`));
     expect((await cli("--anima", "alice", "echo", "say", "next")).stdout).toBe("said next");
   }, 60_000);
@@ -118,11 +134,15 @@ describe("the CLI's doors as processes", () => {
     const data = makeDataDir({ "animas/alice/tools/echo.ts": ECHO_TOOL });
     try {
       const zero = openSync("/dev/zero", "r"); // endless stdin
-      const run = spawnSync(process.execPath, [join(PROJECT_ROOT, "bin", "animaworks-tool.cjs"), "--no-daemon", "--data-dir", data.dir, "--anima", "alice", "echo", "say", "--args-file", "-"], {
-        stdio: [zero, "pipe", "pipe"],
-        timeout: 30_000,
-        encoding: "utf8",
-      });
+      const run = spawnSync(
+        process.execPath,
+        [join(PROJECT_ROOT, "bin", "animaworks-tool.cjs"), "--no-daemon", "--data-dir", data.dir, "--anima", "alice", "echo", "say", "--args-file", "-"],
+        {
+          stdio: [zero, "pipe", "pipe"],
+          timeout: 30_000,
+          encoding: "utf8",
+        },
+      );
       closeSync(zero);
       expect(run.status).toBe(2);
       expect(run.stderr).toMatch(new RegExp(`^Error \\(InvalidArguments\\): the arguments on stdin are larger than the ${MAX_ARGUMENTS_BYTES}-byte limit`));
@@ -147,10 +167,18 @@ describe("the CLI's doors as processes", () => {
             console.log(JSON.stringify({ served: outcome.served, daemon: outcome.daemon !== undefined }));
           }
         })();`;
-      const run = spawnSync(process.execPath, ["-e", script, data.dir, join(data.dir, "plain-file"), join(data.dir, "plain-file", "below")], { timeout: 15_000, encoding: "utf8" });
+      const run = spawnSync(process.execPath, ["-e", script, data.dir, join(data.dir, "plain-file"), join(data.dir, "plain-file", "below")], {
+        timeout: 15_000,
+        encoding: "utf8",
+      });
       expect(run.error).toBeUndefined();
       expect(run.stderr).toBe("");
-      expect(run.stdout.trim().split("\n").map((line) => JSON.parse(line))).toEqual([
+      expect(
+        run.stdout
+          .trim()
+          .split("\n")
+          .map((line) => JSON.parse(line)),
+      ).toEqual([
         { served: false, daemon: true },
         { served: false, daemon: false },
         { served: false, daemon: false },

@@ -225,7 +225,13 @@ describe.each(CLI_MODES)("animaworks-tool CLI (%s)", (mode) => {
   it("validate prints one line per finding and exits non-zero on errors", async () => {
     const good = await cli("validate", join(data.dir, "animas/alice/tools/notes.ts"));
     expect(good.code).toBe(0);
-    const bad = await cli("validate", data.write("elsewhere/leaky.ts", 'import fs from "node:fs";\nconst API_KEY = "sk-abcdefghijklmnopqrstuvwxyz123456";\nexport function get_tool_schemas(){return [{name:"leaky_x",description:"x"}]}\nexport function dispatch(){}'));
+    const bad = await cli(
+      "validate",
+      data.write(
+        "elsewhere/leaky.ts",
+        'import fs from "node:fs";\nconst API_KEY = "sk-abcdefghijklmnopqrstuvwxyz123456";\nexport function get_tool_schemas(){return [{name:"leaky_x",description:"x"}]}\nexport function dispatch(){}',
+      ),
+    );
     expect(bad.code).toBe(6);
     expect(bad.stdout).toMatch(/error \[.*\].*node:fs/);
     expect(bad.stdout).toMatch(/secret/i);
@@ -239,12 +245,16 @@ describe.each(CLI_MODES)("animaworks-tool CLI (%s)", (mode) => {
     const bad = await runner.run(["--data-dir", data.dir, "validate", "scratch/draft.ts"], { cwd });
     expect(bad.ranBy).toBe(mode === "daemon" ? "host" : "in-process"); // the relative path is the client's
     expect(bad.code).toBe(6);
-    expect(bad.stdout).toBe(`${path}:1: error [schemas] schema "wrongprefix_b" must be named draft_<action> (the file is draft; e.g. draft_query)\n${path}: 1 error, 0 warnings`);
+    expect(bad.stdout).toBe(
+      `${path}:1: error [schemas] schema "wrongprefix_b" must be named draft_<action> (the file is draft; e.g. draft_query)\n${path}: 1 error, 0 warnings`,
+    );
     data.write("animas/alice/scratch/draft.ts", draft("notes_add"));
     // --name: checked as tool "notes", which alice already has (a warning); without an Anima, no such tool.
     const named = await runner.run(["--data-dir", data.dir, "--anima", "alice", "validate", "scratch/draft.ts", "--name", "notes"], { cwd });
     expect(named.code).toBe(0);
-    expect(named.stdout).toBe(`${path}: warning [shadowing] Anima "alice" already has a personal tool named "notes": installing this one as its personal tool would replace it\n${path}: 0 errors, 1 warning (loaded in the sandbox)`);
+    expect(named.stdout).toBe(
+      `${path}: warning [shadowing] Anima "alice" already has a personal tool named "notes": installing this one as its personal tool would replace it\n${path}: 0 errors, 1 warning (loaded in the sandbox)`,
+    );
     expect((await cli("validate", path, "--name=notes")).stdout).toBe(`${path}: OK, no problems found (loaded in the sandbox)`);
     const badName = await cli("validate", path, "--name", "list");
     expect(badName.code).toBe(2);
@@ -268,11 +278,15 @@ describe.each(CLI_MODES)("animaworks-tool CLI (%s)", (mode) => {
     expect((await cli("audit", "--anima", "alice")).stdout).not.toContain("do not match");
     data.write("common_tools/notes.ts", `${NOTES_TOOL}\n// edited in place`);
     const audit = await cli("audit", "--anima", "alice");
-    expect(audit.stdout).toMatch(/^Configuration \(flag > environment > "animaworks_tool" in .*config\.json > default\):\n( {2}.*\n)+\nIsolation layers \(long-running hosts: serve, mcp\):\n {2}runtime: Node\.js .*, isolated-vm \d+\.\d+\.\d+.*\n( {2}WARNING: .*\n)* {2}isolate: isolated-vm, \d+ MB heap, \d+ ms per call\n {2}sandbox processes: \d+/);
+    expect(audit.stdout).toMatch(
+      /^Configuration \(flag > environment > "animaworks_tool" in .*config\.json > default\):\n( {2}.*\n)+\nIsolation layers \(long-running hosts: serve, mcp\):\n {2}runtime: Node\.js .*, isolated-vm \d+\.\d+\.\d+.*\n( {2}WARNING: .*\n)* {2}isolate: isolated-vm, \d+ MB heap, \d+ ms per call\n {2}sandbox processes: \d+/,
+    );
     expect(audit.stdout).toMatch(/\n {2}OS sandbox: (bubblewrap \(namespaces user, pid, net|OFF \()/);
     const auditJson = JSON.parse((await cli("audit", "--anima", "alice", "--json")).stdout) as { isolation: { osSandbox: { mode: string; enabled: boolean } } };
     expect(auditJson.isolation.osSandbox.mode).toBe("auto");
-    const offJson = JSON.parse((await cli("--os-sandbox", "off", "audit", "--anima", "alice", "--json")).stdout) as { isolation: { osSandbox: { enabled: boolean; reason: string } } };
+    const offJson = JSON.parse((await cli("--os-sandbox", "off", "audit", "--anima", "alice", "--json")).stdout) as {
+      isolation: { osSandbox: { enabled: boolean; reason: string } };
+    };
     expect(offJson.isolation.osSandbox).toMatchObject({ enabled: false, reason: expect.stringContaining("disabled by configuration") });
     expect(audit.stdout).toMatch(/Shared tools that do not match their share record:\n {2}notes: modified \(shared by alice\)/);
   });
@@ -296,14 +310,21 @@ describe("the bin launcher", () => {
 
   it("ends a one-shot call with the call's own exit status, whatever isolates it made (no abort as Node tears down)", () => {
     // A cold cache and a broken tool beside: the call builds, loads and disposes several isolates.
-    const cold = makeDataDir({ "animas/alice/tools/notes.ts": NOTES_TOOL, "animas/alice/tools/broken.ts": "export function get_tool_schemas() { return [{ name: 'wrong_name' }]; }" });
+    const cold = makeDataDir({
+      "animas/alice/tools/notes.ts": NOTES_TOOL,
+      "animas/alice/tools/broken.ts": "export function get_tool_schemas() { return [{ name: 'wrong_name' }]; }",
+    });
     try {
       for (let run = 0; run < 3; run++) {
         rmSync(join(cold.dir, "cache"), { recursive: true, force: true });
         // As `npm run demo` starts it (in this process at once); reading --args-file leaves a FileHandle to
         // Node's last collection, which made the abort all but certain.
         const args = cold.write("args.json", JSON.stringify({ title: "a", body: "b" }));
-        const result = spawnSync(process.execPath, ["--no-node-snapshot", bin, "--data-dir", cold.dir, "--anima", "alice", "notes", "add", "--args-file", args], { encoding: "utf8" });
+        const result = spawnSync(
+          process.execPath,
+          ["--no-node-snapshot", bin, "--data-dir", cold.dir, "--anima", "alice", "notes", "add", "--args-file", args],
+          { encoding: "utf8" },
+        );
         expect({ status: result.status, signal: result.signal, stderr: result.stderr }).toEqual({ status: 0, signal: null, stderr: "" });
         expect(JSON.parse(result.stdout)).toEqual({ saved: { title: "a", body: "b" }, anima: "alice" });
       }

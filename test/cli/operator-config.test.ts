@@ -46,7 +46,10 @@ describe.each(CLI_MODES)("operator configuration through the CLI (%s)", (mode) =
   });
 
   async function runnerWith(section: unknown) {
-    data = makeDataDir({ "animas/alice/tools/probe.ts": PROBE, ...(section === undefined ? {} : { "config.json": JSON.stringify({ animaworks_tool: section }) }) });
+    data = makeDataDir({
+      "animas/alice/tools/probe.ts": PROBE,
+      ...(section === undefined ? {} : { "config.json": JSON.stringify({ animaworks_tool: section }) }),
+    });
     const runner = await cliRunner(mode, data.dir);
     close.push(() => runner.close());
     return runner;

@@ -31,9 +31,29 @@ const BOB = animaScope("bob");
 const ANIMA_NAMED_SHARED = animaScope("shared");
 const ALL_SCOPES: readonly CredentialScope[] = [SHARED_SCOPE, ALICE, BOB, ANIMA_NAMED_SHARED];
 export const PROTOTYPE_NAMES = ["__proto__", "constructor", "toString", "hasOwnProperty", "valueOf"];
-export const LOOK_ALIKES = ["api_token", "Api_Token", "API_TOKEN ", " API_TOKEN", "ＡＰＩ_ＴＯＫＥＮ", "API_TОKEN" /* Cyrillic О */, "API\u200B_TOKEN", "API_TOKEN\u0000"];
+export const LOOK_ALIKES = [
+  "api_token",
+  "Api_Token",
+  "API_TOKEN ",
+  " API_TOKEN",
+  "ＡＰＩ_ＴＯＫＥＮ",
+  "API_TОKEN" /* Cyrillic О */,
+  "API\u200B_TOKEN",
+  "API_TOKEN\u0000",
+];
 /** Every name the suite asks for, so a store with an allowlist (the environment) can allow them all. */
-export const CONTRACT_NAMES = ["MISSING_TOKEN", "OTHER_TOKEN", "EMPTY_TOKEN", "REAL_TOKEN", "API_TOKEN", "SCOPED_TOKEN", "SAME_NAME", ...PROTOTYPE_NAMES, ...LOOK_ALIKES, ...Array.from({ length: 6 }, (_, i) => `TOKEN_${i}`)];
+export const CONTRACT_NAMES = [
+  "MISSING_TOKEN",
+  "OTHER_TOKEN",
+  "EMPTY_TOKEN",
+  "REAL_TOKEN",
+  "API_TOKEN",
+  "SCOPED_TOKEN",
+  "SAME_NAME",
+  ...PROTOTYPE_NAMES,
+  ...LOOK_ALIKES,
+  ...Array.from({ length: 6 }, (_, i) => `TOKEN_${i}`),
+];
 
 function describeScope(scope: CredentialScope): string {
   return scope.kind === "shared" ? "shared" : `anima:${scope.anima}`;
@@ -82,7 +102,7 @@ export function runCredentialStoreContract(label: string, subject: StoreSubject)
     });
 
     it("round-trips values exactly", async () => {
-      const values = ["sk-0123456789abcdef", "秘密のトークン🔑", "  spaces inside and around  ", "quote\" backslash\\ newline\n", "A".repeat(4096), "YWJjZGVm"];
+      const values = ["sk-0123456789abcdef", "秘密のトークン🔑", "  spaces inside and around  ", 'quote" backslash\\ newline\n', "A".repeat(4096), "YWJjZGVm"];
       const entries = subject.scopes.flatMap((scope) => values.map((value, index) => ({ scope, name: `TOKEN_${index}`, value })));
       const store = await seed(entries);
       for (const entry of entries) expect(await store.get(entry.scope, subject.keyOf(entry.name))).toBe(entry.value);

@@ -8,7 +8,8 @@ import { ToolHostError } from "../../src/errors.js";
 import { type TempDataDir, makeDataDir } from "../helpers/data-dir.js";
 
 const CHATWORK: CredentialRequest = { credentialName: "chatwork", toolName: "chatwork", envVar: "CHATWORK_API_TOKEN" };
-const MISSING_CHATWORK = "Tool 'chatwork' requires credential 'chatwork'. Set it in: config.json credentials.chatwork.api_key or vault.json or environment variable CHATWORK_API_TOKEN";
+const MISSING_CHATWORK =
+  "Tool 'chatwork' requires credential 'chatwork'. Set it in: config.json credentials.chatwork.api_key or vault.json or environment variable CHATWORK_API_TOKEN";
 
 let data: TempDataDir;
 let vault: Vault;
@@ -83,7 +84,11 @@ describe("resolution order (docs/animaworks-reference.md checklist 66-70)", () =
     await vault.delete("alice", "CHATWORK_API_TOKEN");
     expect(await resolve("alice", CHATWORK)).toEqual({ value: "from-vault-shared", source: "vault.json", location: "vault.json [shared] CHATWORK_API_TOKEN" });
     await vault.store("shared", "CHATWORK_API_TOKEN", "");
-    expect(await resolve("alice", CHATWORK)).toEqual({ value: "from-legacy", source: "shared/credentials.json", location: "shared/credentials.json CHATWORK_API_TOKEN" });
+    expect(await resolve("alice", CHATWORK)).toEqual({
+      value: "from-legacy",
+      source: "shared/credentials.json",
+      location: "shared/credentials.json CHATWORK_API_TOKEN",
+    });
     writeLegacy({ CHATWORK_API_TOKEN: "" });
     expect(await resolve("alice", CHATWORK)).toEqual({ value: "from-env", source: "environment", location: "environment variable CHATWORK_API_TOKEN" });
     environment["CHATWORK_API_TOKEN"] = "";
@@ -92,7 +97,10 @@ describe("resolution order (docs/animaworks-reference.md checklist 66-70)", () =
 
   it("reads keys[keyName] for another key name, never api_key", async () => {
     writeConfig({ chatwork: { api_key: "the-api-key", keys: { room_id: "room-42" } } });
-    expect(await resolve("alice", { ...CHATWORK, keyName: "room_id" })).toMatchObject({ value: "room-42", location: "config.json credentials.chatwork.room_id" });
+    expect(await resolve("alice", { ...CHATWORK, keyName: "room_id" })).toMatchObject({
+      value: "room-42",
+      location: "config.json credentials.chatwork.room_id",
+    });
     writeConfig({ chatwork: { api_key: "the-api-key", keys: {} } });
     setEnv("CHATWORK_API_TOKEN", "env-value");
     expect(await resolve("alice", { ...CHATWORK, keyName: "room_id" })).toMatchObject({ value: "env-value", source: "environment" });
@@ -132,7 +140,9 @@ describe("ToolConfigError message (docs/animaworks-reference.md checklist 71)", 
     expect(error.type).toBe("ToolConfigError");
     expect(error.exitCode).toBe(1);
     expect(error.message).toBe(MISSING_CHATWORK);
-    const withKey = await failure(resolve("alice", { credentialName: "gmail", toolName: "gmail_tool", keyName: "client_secret", envVar: "GMAIL_CLIENT_SECRET" }));
+    const withKey = await failure(
+      resolve("alice", { credentialName: "gmail", toolName: "gmail_tool", keyName: "client_secret", envVar: "GMAIL_CLIENT_SECRET" }),
+    );
     expect(withKey.message).toBe(
       "Tool 'gmail_tool' requires credential 'gmail'. Set it in: config.json credentials.gmail.client_secret or vault.json or environment variable GMAIL_CLIENT_SECRET",
     );
@@ -213,15 +223,23 @@ describe("per-Anima scoping (docs/design.md §9)", () => {
   });
 
   it("takes the Anima from the host context, ignoring anything extra in the request", async () => {
-    const smuggled = { credentialName: "mine", toolName: "mine", envVar: "MY_TOKEN", anima: "bob", scope: { kind: "anima", anima: "bob" } } as CredentialRequest;
+    const smuggled = {
+      credentialName: "mine",
+      toolName: "mine",
+      envVar: "MY_TOKEN",
+      anima: "bob",
+      scope: { kind: "anima", anima: "bob" },
+    } as CredentialRequest;
     expect((await failure(resolve("alice", smuggled))).type).toBe("ToolConfigError");
   });
 
   it("gives an Anima named 'shared' no private section aliasing the shared one", async () => {
     await vault.store("shared", "ONLY_SHARED", "shared-value");
     const { sources: from, lookups } = recording(sources());
-    expect(await resolve("shared", { credentialName: "x", toolName: "x", envVar: "ONLY_SHARED" }, from)).toMatchObject({ location: "vault.json [shared] ONLY_SHARED" });
-    expect(lookups).toEqual(["config.json:shared:[\"x\",\"api_key\"]", "vault.json:shared:ONLY_SHARED"]);
+    expect(await resolve("shared", { credentialName: "x", toolName: "x", envVar: "ONLY_SHARED" }, from)).toMatchObject({
+      location: "vault.json [shared] ONLY_SHARED",
+    });
+    expect(lookups).toEqual(['config.json:shared:["x","api_key"]', "vault.json:shared:ONLY_SHARED"]);
   });
 
   it("parses owners after the first '__', so Anima names with underscores stay unambiguous", () => {
@@ -273,7 +291,9 @@ describe("logging", () => {
     await vault.store("shared", "CHATWORK_API_TOKEN", "cw-0123456789");
     await resolve("alice", CHATWORK);
     const lines = logs.map((record) => record.message).join("\n");
-    expect(logs.map((record) => record.message)).toContain("Credential 'chatwork.api_key' for tool 'chatwork' resolved from vault.json [shared] CHATWORK_API_TOKEN");
+    expect(logs.map((record) => record.message)).toContain(
+      "Credential 'chatwork.api_key' for tool 'chatwork' resolved from vault.json [shared] CHATWORK_API_TOKEN",
+    );
     expect(lines).not.toContain("cw-0");
     expect(logs.find((record) => record.message.startsWith("Credential"))).toMatchObject({ level: "debug", anima: "alice" });
   });

@@ -1,7 +1,13 @@
 import { afterEach, describe, expect, it } from "vitest";
 import type { LogRecord } from "../../src/host-options.js";
 import { SHARED_SCOPE, animaScope, configCredentialKey } from "../../src/credentials/store.js";
-import { ConfigCredentialStore, EnvironmentCredentialStore, LegacyCredentialStore, VaultCredentialStore, openCredentialSources } from "../../src/credentials/stores.js";
+import {
+  ConfigCredentialStore,
+  EnvironmentCredentialStore,
+  LegacyCredentialStore,
+  VaultCredentialStore,
+  openCredentialSources,
+} from "../../src/credentials/stores.js";
 import { Vault } from "../../src/credentials/vault.js";
 import { ToolHostError } from "../../src/errors.js";
 import { type TempDataDir, makeDataDir } from "../helpers/data-dir.js";
@@ -63,7 +69,10 @@ runCredentialStoreContract("vault.json written with raw sealed boxes (PyNaCl lay
   async seed(entries) {
     const data = makeDataDir();
     const key = await writeRawKey(data.dir);
-    writeRawVault(data.dir, bySection(entries, (e) => sealRaw(key, e.value)));
+    writeRawVault(
+      data.dir,
+      bySection(entries, (e) => sealRaw(key, e.value)),
+    );
     return { store: new VaultCredentialStore(new Vault(data.dir)), cleanup: data.cleanup };
   },
 });
@@ -144,12 +153,20 @@ describe("ConfigCredentialStore", () => {
     await vault.generateKey();
     await vault.store("shared", "CHATWORK_API_TOKEN", "from-vault");
     await vault.store("alice", "CHATWORK_API_TOKEN", "alice-section");
-    writeConfig(data, { chatwork: { api_key: { $vault: "CHATWORK_API_TOKEN" } }, broken: { api_key: { $vault: "NOPE" } }, blank: { api_key: { $vault: " " } } });
+    writeConfig(data, {
+      chatwork: { api_key: { $vault: "CHATWORK_API_TOKEN" } },
+      broken: { api_key: { $vault: "NOPE" } },
+      blank: { api_key: { $vault: " " } },
+    });
     const store = new ConfigCredentialStore(`${data.dir}/config.json`, { vault });
     expect(await store.get(SHARED_SCOPE, configCredentialKey("chatwork"))).toBe("from-vault");
-    await expect(store.get(SHARED_SCOPE, configCredentialKey("broken"))).rejects.toThrow("config.json credentials.broken.api_key refers to vault key 'NOPE', which is not in vault.json's shared section");
+    await expect(store.get(SHARED_SCOPE, configCredentialKey("broken"))).rejects.toThrow(
+      "config.json credentials.broken.api_key refers to vault key 'NOPE', which is not in vault.json's shared section",
+    );
     await expect(store.get(SHARED_SCOPE, configCredentialKey("blank"))).rejects.toThrow(/non-empty string key/);
-    await expect(new ConfigCredentialStore(`${data.dir}/config.json`).get(SHARED_SCOPE, configCredentialKey("chatwork"))).rejects.toThrow(/no vault is configured/);
+    await expect(new ConfigCredentialStore(`${data.dir}/config.json`).get(SHARED_SCOPE, configCredentialKey("chatwork"))).rejects.toThrow(
+      /no vault is configured/,
+    );
   });
 
   it("sees an edit of config.json on the next lookup", async () => {

@@ -178,7 +178,14 @@ describe("AnimaWorks interop", () => {
     expect(await vault.get("shared", "LEGACY_PLAIN")).toBe("legacy-plaintext-value");
     expect(await vault.get("alice", "MY_TOKEN")).toBe("alice-own-secret");
     expect(await vault.get("bob", "MY_TOKEN")).toBe("bob-own-secret");
-    expect(await vault.list("shared")).toEqual(["CHATWORK_API_TOKEN", "SLACK_BOT_TOKEN__alice", "SLACK_BOT_TOKEN__bob", "UNICODE_SECRET", "EMPTY", "LEGACY_PLAIN"]);
+    expect(await vault.list("shared")).toEqual([
+      "CHATWORK_API_TOKEN",
+      "SLACK_BOT_TOKEN__alice",
+      "SLACK_BOT_TOKEN__bob",
+      "UNICODE_SECRET",
+      "EMPTY",
+      "LEGACY_PLAIN",
+    ]);
     expect(warnings).toEqual([]);
   });
 

@@ -94,7 +94,11 @@ describe("the self-starting daemon", () => {
     expect(first.status).toBe(0);
     await waitFor(() => status(data).running, 20_000, 50);
     const second = cli(data, ["--anima", "alice", "echo", "say", "one", "-j"]);
-    expect({ status: second.status, stdout: second.stdout, stderr: second.stderr }).toEqual({ status: first.status, stdout: first.stdout, stderr: first.stderr });
+    expect({ status: second.status, stdout: second.stdout, stderr: second.stderr }).toEqual({
+      status: first.status,
+      stdout: first.stdout,
+      stderr: first.stderr,
+    });
     expect(JSON.parse(second.stdout)).toEqual({ status: "ok", output: { said: "one" } });
     expect(second.stderr).toBe("[info] animaworks.tools (alice/echo): saying one\n");
     const after = status(data);
@@ -115,7 +119,10 @@ describe("the self-starting daemon", () => {
       preload,
       `process.on("exit", () => require("node:fs").writeFileSync(${JSON.stringify(report)}, JSON.stringify({ execArgv: process.execArgv, files: Object.keys(require.cache), builtins: process.moduleLoadList })));\n`,
     );
-    const run = spawnSync(process.execPath, ["--require", preload, BIN, "--data-dir", data.dir, "--anima", "alice", "echo", "say", "thin"], { encoding: "utf8", env: ENV });
+    const run = spawnSync(process.execPath, ["--require", preload, BIN, "--data-dir", data.dir, "--anima", "alice", "echo", "say", "thin"], {
+      encoding: "utf8",
+      env: ENV,
+    });
     expect(run.stdout).toBe('{\n  "said": "thin"\n}\n');
     expect(run.status).toBe(0);
     expect(status(data).host?.calls).toBe(1);
@@ -124,7 +131,8 @@ describe("the self-starting daemon", () => {
     // The launcher and the client bundle; nothing of the host (dist/cli/main.cjs or dist/src) or node_modules.
     expect(loaded.files.filter((file) => file !== preload)).toEqual([BIN, join(PROJECT_ROOT, "dist", "cli", "client.cjs")]);
     // (The ES module loader's modules are in Node 26's start-up snapshot, free to have.)
-    for (const unwanted of ["NativeModule child_process", "NativeModule worker_threads", "NativeModule v8", "NativeModule vm"]) expect(loaded.builtins).not.toContain(unwanted);
+    for (const unwanted of ["NativeModule child_process", "NativeModule worker_threads", "NativeModule v8", "NativeModule vm"])
+      expect(loaded.builtins).not.toContain(unwanted);
   });
 
   it("is started once by concurrent first calls", async () => {
@@ -161,7 +169,9 @@ describe("the self-starting daemon", () => {
   it("is managed with daemon start|status|stop, and exits by itself when idle", async () => {
     const data = dataDir();
     expect(cli(data, ["daemon", "status"]).stdout).toMatch(/^no host serves CLI calls for /);
-    expect(cli(data, ["daemon", "start", "--idle-timeout", "600"]).stdout).toMatch(/^started: daemon pid \d+ serves CLI calls for .* exits after 600 s without a call\n$/);
+    expect(cli(data, ["daemon", "start", "--idle-timeout", "600"]).stdout).toMatch(
+      /^started: daemon pid \d+ serves CLI calls for .* exits after 600 s without a call\n$/,
+    );
     expect(cli(data, ["daemon", "start"]).stdout).toMatch(/^already running: daemon pid/);
     expect(cli(data, ["daemon", "stop"]).stdout).toBe("daemon stopped\n");
     expect(status(data).running).toBe(false);
@@ -198,7 +208,13 @@ describe("the self-starting daemon", () => {
     const data = dataDir();
     const host = createHost({ dataDir: data.dir, isolation: "process", onLog: () => {} });
     const reasons: string[] = [];
-    const old = await Endpoint.open({ host, kind: "daemon", runInvocation: main, build: { build: "an-older-build", install: readBuildInfo(PROJECT_ROOT).install }, onStopRequest: (reason) => void reasons.push(reason) });
+    const old = await Endpoint.open({
+      host,
+      kind: "daemon",
+      runInvocation: main,
+      build: { build: "an-older-build", install: readBuildInfo(PROJECT_ROOT).install },
+      onStopRequest: (reason) => void reasons.push(reason),
+    });
     try {
       // Not spawnSync: the old endpoint is served by this very process.
       const run = await cliAsync(data, ["--anima", "alice", "echo", "say", "fresh"]);

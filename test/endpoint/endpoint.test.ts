@@ -44,7 +44,12 @@ function collectingIo(stdin = ""): ClientIo & { out: { 1: string[]; 2: string[] 
 
 async function throughHost(argv: string[], options: { env?: Record<string, string>; cwd?: string; stdin?: string } = {}) {
   const io = collectingIo(options.stdin);
-  const outcome = await runThroughHost(["--data-dir", data.dir, ...argv], io, { ...build, env: options.env ?? {}, cwd: options.cwd ?? "/", hostname: hostname() });
+  const outcome = await runThroughHost(["--data-dir", data.dir, ...argv], io, {
+    ...build,
+    env: options.env ?? {},
+    cwd: options.cwd ?? "/",
+    hostname: hostname(),
+  });
   return { outcome, stdout: io.out[1].join(""), stderr: io.out[2].join("") };
 }
 
@@ -64,7 +69,13 @@ function rawExchange(bytes: Buffer | undefined): Promise<HostMessage[]> {
 beforeAll(async () => {
   data = makeDataDir({ "animas/alice/tools/logger.mjs": LOGGER, "animas/bob/tools/.keep": "", "animas/alice/tools/list.mjs": "export const x = 1;" });
   host = createHost({ dataDir: data.dir, isolation: "process", watch: true, timeoutMs: 10_000, onLog: () => {} });
-  const opened = await Endpoint.open({ host, kind: "daemon", runInvocation: main, firstMessageTimeoutMs: 300, onStopRequest: (reason) => void stopRequests.push(reason) });
+  const opened = await Endpoint.open({
+    host,
+    kind: "daemon",
+    runInvocation: main,
+    firstMessageTimeoutMs: 300,
+    onStopRequest: (reason) => void stopRequests.push(reason),
+  });
   if (!opened) throw new Error("no endpoint");
   endpoint = opened;
 });
@@ -86,11 +97,18 @@ describe("the host endpoint", () => {
   // Another user is kept out (0700 directory, 0600 socket), even where the data dir is open to all.
   it.runIf(process.getuid?.() === 0)("cannot be reached by another user", () => {
     for (const dir of [data.dir, join(data.dir, "state"), join(data.dir, "state", "animaworks-tool")]) chmodSync(dir, 0o755);
-    const probe = spawnSync(process.execPath, ["-e", `require("node:net").connect(${JSON.stringify(endpoint.paths.socket)}).on("connect", () => { console.log("connected"); process.exit(0); }).on("error", (e) => { console.log(e.code); process.exit(0); })`], {
-      uid: 65534,
-      gid: 65534,
-      encoding: "utf8",
-    });
+    const probe = spawnSync(
+      process.execPath,
+      [
+        "-e",
+        `require("node:net").connect(${JSON.stringify(endpoint.paths.socket)}).on("connect", () => { console.log("connected"); process.exit(0); }).on("error", (e) => { console.log(e.code); process.exit(0); })`,
+      ],
+      {
+        uid: 65534,
+        gid: 65534,
+        encoding: "utf8",
+      },
+    );
     expect(probe.stdout.trim()).toBe("EACCES");
   });
 
@@ -111,7 +129,10 @@ describe("the host endpoint", () => {
     const runs = await Promise.all(words.map((word) => throughHost(["--anima", "alice", "logger", "say", word, "--ms", "5"])));
     runs.forEach((run, i) => {
       expect(run.stdout).toBe(`said ${words[i]}\n`);
-      const lines = run.stderr.trim().split("\n").filter((line) => line.includes("animaworks.tools"));
+      const lines = run.stderr
+        .trim()
+        .split("\n")
+        .filter((line) => line.includes("animaworks.tools"));
       expect(lines).toHaveLength(5);
       for (const line of lines) expect(line).toContain(`of ${words[i]}`);
     });
@@ -135,7 +156,18 @@ describe("the host endpoint", () => {
   it("stops a call whose client went away", async () => {
     const socket = connect(endpoint.paths.socket);
     await new Promise((resolve) => socket.once("connect", resolve));
-    socket.write(encodeFrame({ type: "call", protocol: PROTOCOL_VERSION, ...build, argv: ["--data-dir", data.dir, "--anima", "alice", "logger", "spin"], cwd: "/", env: {}, stdoutIsTerminal: false, stderrIsTerminal: false }));
+    socket.write(
+      encodeFrame({
+        type: "call",
+        protocol: PROTOCOL_VERSION,
+        ...build,
+        argv: ["--data-dir", data.dir, "--anima", "alice", "logger", "spin"],
+        cwd: "/",
+        env: {},
+        stdoutIsTerminal: false,
+        stderrIsTerminal: false,
+      }),
+    );
     await waitFor(() => endpoint.activeCalls === 1, 5_000);
     socket.destroy();
     await waitFor(() => endpoint.activeCalls === 0, 3_000); // not the 10 s call timeout
@@ -143,7 +175,13 @@ describe("the host endpoint", () => {
   });
 
   it("refuses a client of another build or protocol", async () => {
-    const foreign = await runThroughHost(["--data-dir", data.dir, "list"], collectingIo(), { build: "x", install: "/elsewhere", env: {}, cwd: "/", hostname: hostname() });
+    const foreign = await runThroughHost(["--data-dir", data.dir, "list"], collectingIo(), {
+      build: "x",
+      install: "/elsewhere",
+      env: {},
+      cwd: "/",
+      hostname: hostname(),
+    });
     expect(foreign).toMatchObject({ served: false });
     expect(foreign).not.toHaveProperty("daemon");
     expect(stopRequests).toEqual([]); // a daemon of another install is not outdated
@@ -157,7 +195,13 @@ describe("the host endpoint", () => {
     const reasons: string[] = [];
     const old = await Endpoint.open({ host: otherHost, kind: "daemon", runInvocation: main, onStopRequest: (reason) => void reasons.push(reason) });
     try {
-      const newer = await runThroughHost(["--data-dir", other.dir, "list"], collectingIo(), { build: "newer-build", install: build.install, env: {}, cwd: "/", hostname: hostname() });
+      const newer = await runThroughHost(["--data-dir", other.dir, "list"], collectingIo(), {
+        build: "newer-build",
+        install: build.install,
+        env: {},
+        cwd: "/",
+        hostname: hostname(),
+      });
       expect(newer).toMatchObject({ served: false, daemon: { dataDir: other.dir } });
       expect(reasons).toEqual(["outdated"]);
       expect(old?.stillOurs()).toBe(false);
@@ -194,7 +238,19 @@ describe("the host endpoint against bad clients", () => {
   });
 
   it("forged-fields: a call with wrongly typed fields, or stdin first", async () => {
-    const bad = Buffer.from(JSON.stringify({ type: "call", protocol: 1, build: build.build, install: build.install, argv: "list", cwd: "/", env: {}, stdoutIsTerminal: false, stderrIsTerminal: false }));
+    const bad = Buffer.from(
+      JSON.stringify({
+        type: "call",
+        protocol: 1,
+        build: build.build,
+        install: build.install,
+        argv: "list",
+        cwd: "/",
+        env: {},
+        stdoutIsTerminal: false,
+        stderrIsTerminal: false,
+      }),
+    );
     const header = Buffer.alloc(4);
     header.writeUInt32BE(bad.length);
     expect(await rawExchange(Buffer.concat([header, bad]))).toEqual([{ type: "error", message: expect.stringContaining("argv must be an array of strings") }]);
@@ -208,7 +264,16 @@ describe("the host endpoint against bad clients", () => {
   });
 
   it("unsolicited-stdin: stdin nobody asked for ends that connection", async () => {
-    const call = encodeFrame({ type: "call", protocol: PROTOCOL_VERSION, ...build, argv: ["--data-dir", data.dir, "--anima", "alice", "logger", "say", "x", "--ms", "50"], cwd: "/", env: {}, stdoutIsTerminal: false, stderrIsTerminal: false });
+    const call = encodeFrame({
+      type: "call",
+      protocol: PROTOCOL_VERSION,
+      ...build,
+      argv: ["--data-dir", data.dir, "--anima", "alice", "logger", "say", "x", "--ms", "50"],
+      cwd: "/",
+      env: {},
+      stdoutIsTerminal: false,
+      stderrIsTerminal: false,
+    });
     const replies = await rawExchange(Buffer.concat([call, encodeFrame({ type: "stdin", data: "{}" })]));
     expect(replies.at(-1)).toEqual({ type: "error", message: "unexpected stdin message" });
     await waitFor(() => endpoint.activeCalls === 0, 3_000);
@@ -269,7 +334,12 @@ describe("closing the endpoint", () => {
     const opened = await Endpoint.open({ host: otherHost, kind: "serve", runInvocation: main });
     try {
       const io = collectingIo();
-      const spinning = runThroughHost(["--data-dir", other.dir, "--anima", "dave", "logger", "spin"], io, { ...build, env: {}, cwd: "/", hostname: hostname() });
+      const spinning = runThroughHost(["--data-dir", other.dir, "--anima", "dave", "logger", "spin"], io, {
+        ...build,
+        env: {},
+        cwd: "/",
+        hostname: hostname(),
+      });
       await waitFor(() => opened?.activeCalls === 1, 10_000);
       const started = Date.now();
       await opened?.close({ graceMs: 200 });

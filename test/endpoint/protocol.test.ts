@@ -1,5 +1,14 @@
 import { describe, expect, it, vi } from "vitest";
-import { CHUNK_CHARS, FrameDecoder, MAX_FRAME_BYTES, ProtocolError, chunks, decodeClientMessage, decodeHostMessage, encodeFrame } from "../../src/endpoint/protocol.js";
+import {
+  CHUNK_CHARS,
+  FrameDecoder,
+  MAX_FRAME_BYTES,
+  ProtocolError,
+  chunks,
+  decodeClientMessage,
+  decodeHostMessage,
+  encodeFrame,
+} from "../../src/endpoint/protocol.js";
 
 describe("endpoint frames", () => {
   it("decodes frames split anywhere and several in one chunk", () => {
@@ -7,7 +16,10 @@ describe("endpoint frames", () => {
     for (let cut = 0; cut <= bytes.length; cut++) {
       const decoder = new FrameDecoder();
       const values = [...decoder.push(bytes.subarray(0, cut)), ...decoder.push(bytes.subarray(cut))];
-      expect(values.map(decodeHostMessage)).toEqual([{ type: "stdout", text: "a\n" }, { type: "exit", code: 3 }]);
+      expect(values.map(decodeHostMessage)).toEqual([
+        { type: "stdout", text: "a\n" },
+        { type: "exit", code: 3 },
+      ]);
       expect(decoder.pendingBytes).toBe(0);
     }
   });
@@ -38,7 +50,17 @@ describe("endpoint frames", () => {
   });
 
   it("checks every field of a client message", () => {
-    const call = { type: "call", protocol: 1, build: "b", install: "/i", argv: ["x"], cwd: "/", env: { HOME: "/h" }, stdoutIsTerminal: false, stderrIsTerminal: true };
+    const call = {
+      type: "call",
+      protocol: 1,
+      build: "b",
+      install: "/i",
+      argv: ["x"],
+      cwd: "/",
+      env: { HOME: "/h" },
+      stdoutIsTerminal: false,
+      stderrIsTerminal: true,
+    };
     expect(decodeClientMessage(call)).toEqual(call);
     expect(() => decodeClientMessage({ ...call, argv: ["x", 1] })).toThrow(/argv must be an array of strings/);
     expect(() => decodeClientMessage({ ...call, cwd: "relative" })).toThrow(/cwd must be an absolute path/);
@@ -53,7 +75,12 @@ describe("endpoint frames", () => {
   it("checks host messages", () => {
     expect(() => decodeHostMessage({ type: "exit", code: 300 })).toThrow(/exit code/);
     expect(() => decodeHostMessage({ type: "refused", reason: "whim", message: "" })).toThrow(/refusal reason/);
-    expect(decodeHostMessage({ type: "refused", reason: "busy", message: "m", restarting: true })).toEqual({ type: "refused", reason: "busy", message: "m", restarting: true });
+    expect(decodeHostMessage({ type: "refused", reason: "busy", message: "m", restarting: true })).toEqual({
+      type: "refused",
+      reason: "busy",
+      message: "m",
+      restarting: true,
+    });
   });
 
   it("splits long text into chunks without breaking a surrogate pair", () => {

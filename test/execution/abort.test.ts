@@ -53,7 +53,12 @@ for (const isolation of ["process", "in-process"] as const) {
       const abortedAt = performance.now();
       controller.abort();
       const result = await call;
-      expect(result).toMatchObject({ status: "error", error_type: "ExecutionError", fault: "caller", message: "the call was stopped by its caller before it finished" });
+      expect(result).toMatchObject({
+        status: "error",
+        error_type: "ExecutionError",
+        fault: "caller",
+        message: "the call was stopped by its caller before it finished",
+      });
       expect(performance.now() - abortedAt).toBeLessThan(1_500);
       // A fresh isolate serves the next call (the stopped one was disposed, never reused).
       expect(await host.call("alice", "halt_count")).toMatchObject({ status: "ok", output: "1" });

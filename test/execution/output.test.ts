@@ -96,8 +96,16 @@ describe("results through the host", () => {
   });
 
   it("reports errors thrown by the tool as results, not exceptions (ref 26)", async () => {
-    expect(await t.host.call("alice", "results_throws")).toMatchObject({ status: "error", error_type: "ExecutionError", message: "the upstream service said no" });
-    expect(await t.host.call("alice", "results_config_error")).toMatchObject({ status: "error", error_type: "ToolConfigError", message: "MYAPI_KEY is not set" });
+    expect(await t.host.call("alice", "results_throws")).toMatchObject({
+      status: "error",
+      error_type: "ExecutionError",
+      message: "the upstream service said no",
+    });
+    expect(await t.host.call("alice", "results_config_error")).toMatchObject({
+      status: "error",
+      error_type: "ToolConfigError",
+      message: "MYAPI_KEY is not set",
+    });
     const fn = await t.host.call("alice", "results_function");
     expect(fn).toMatchObject({ status: "error", error_type: "ExecutionError" });
     expect(fn.status === "error" && fn.message).toMatch(/returned a function/);

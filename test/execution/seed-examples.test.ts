@@ -70,7 +70,12 @@ describe("the seed's example tools", () => {
     t = useTestHost();
     installFixtures("seed", join(t.data.dir, "common_tools"), ["myapi"]);
     const unknown = await t.host.call("alice", "myapi_delete", {});
-    expect(unknown).toMatchObject({ status: "error", error_type: "ToolNotFound", message: 'tool "myapi" has no action "delete"', hint: "actions: query, post" });
+    expect(unknown).toMatchObject({
+      status: "error",
+      error_type: "ToolNotFound",
+      message: 'tool "myapi" has no action "delete"',
+      hint: "actions: query, post",
+    });
     const bare = await t.host.call("alice", "myapi", {});
     expect(bare).toMatchObject({ status: "error", error_type: "ToolNotFound", hint: "name an action: query, post" });
     const nothing = await t.host.call("alice", "nosuch_tool_x", {});

@@ -11,7 +11,11 @@ describe("core tool text_stats", () => {
 
   const count = async (text: string) => JSON.parse(okOutput(await t.host.call("alice", "text_stats_count", { text }))) as Record<string, number>;
   const top = async (args: Record<string, unknown>) =>
-    JSON.parse(okOutput(await t.host.call("alice", "text_stats_top_words", args))) as { total_words: number; distinct_words: number; top: Array<{ word: string; count: number; share: number }> };
+    JSON.parse(okOutput(await t.host.call("alice", "text_stats_top_words", args))) as {
+      total_words: number;
+      distinct_words: number;
+      top: Array<{ word: string; count: number; share: number }>;
+    };
 
   it("is a core tool with two documented actions and a profile", async () => {
     const info = await t.host.describe("alice", "text_stats");
@@ -46,7 +50,16 @@ describe("core tool text_stats", () => {
   });
 
   it("handles empty and whitespace-only text", async () => {
-    expect(await count("")).toEqual({ characters: 0, characters_excluding_spaces: 0, utf8_bytes: 0, words: 0, lines: 0, sentences: 0, paragraphs: 0, average_word_length: 0 });
+    expect(await count("")).toEqual({
+      characters: 0,
+      characters_excluding_spaces: 0,
+      utf8_bytes: 0,
+      words: 0,
+      lines: 0,
+      sentences: 0,
+      paragraphs: 0,
+      average_word_length: 0,
+    });
     expect(await count(" \n\t")).toMatchObject({ words: 0, lines: 2, paragraphs: 0, sentences: 0 });
     expect((await count("one\r\ntwo\rthree")).lines).toBe(3);
   });

@@ -44,12 +44,16 @@ async function inProcess(argv: string[], options: CliRunOptions): Promise<CliRun
     if (fd === 1) options.onStdout?.(text);
     out[fd].push(text.endsWith("\n") ? text : `${text}\n`);
   };
-  const code = await main(argv, { stdout: line(1), stderr: line(2) }, {
-    env: options.env ?? {},
-    ...(options.cwd ? { cwd: options.cwd } : {}),
-    readStdin: async () => options.stdin ?? "",
-    stderrIsTerminal: false,
-  });
+  const code = await main(
+    argv,
+    { stdout: line(1), stderr: line(2) },
+    {
+      env: options.env ?? {},
+      ...(options.cwd ? { cwd: options.cwd } : {}),
+      readStdin: async () => options.stdin ?? "",
+      stderrIsTerminal: false,
+    },
+  );
   return { ranBy: "in-process", code, stdout: trimmed(out[1]), stderr: trimmed(out[2]) };
 }
 
@@ -71,7 +75,8 @@ export async function cliRunner(mode: CliMode, dataDir: string): Promise<CliRunn
             if (fd === 1) options.onStdout?.(text);
             out[fd].push(text);
           },
-          readStdin: async () => options.stdin ?? "", isTerminal: () => false,
+          readStdin: async () => options.stdin ?? "",
+          isTerminal: () => false,
         },
         { ...build, env: options.env ?? {}, cwd: options.cwd ?? process.cwd(), hostname: hostname() },
       );

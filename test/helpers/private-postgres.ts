@@ -53,7 +53,8 @@ export async function startPrivatePostgres(): Promise<PrivatePostgres> {
   const dir = mkdtempSync(join(tmpdir(), "awt-pg-"));
   chownSync(dir, user.uid, user.gid);
   const port = await freePort();
-  const asPostgres = (command: string, args: string[]) => execFileSync("runuser", ["-u", "postgres", "--", join(bin, command), ...args], { stdio: "pipe", cwd: dir });
+  const asPostgres = (command: string, args: string[]) =>
+    execFileSync("runuser", ["-u", "postgres", "--", join(bin, command), ...args], { stdio: "pipe", cwd: dir });
   const data = join(dir, "data");
   asPostgres("initdb", ["-D", data, "-A", "trust", "-U", "postgres", "--no-sync"]);
   const options = ["-D", data, "-w", "-l", join(dir, "server.log"), "-o", `-p ${port} -k ${dir} -c listen_addresses=127.0.0.1 -c fsync=off`];

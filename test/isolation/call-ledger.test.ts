@@ -35,9 +35,15 @@ describe("CallLedger", () => {
     const first = new CallLedger(context(), limits, budget, (_c, name, error) => refusals.push(`${name} ${error.type}`));
     const second = new CallLedger(context(), limits, budget, (_c, name, error) => refusals.push(`${name} ${error.type}`));
     const runs = [first.run("fs.stat", "[]", g.invoke), first.run("fs.stat", "[]", g.invoke)];
-    expect(await first.run("fs.stat", "[]", g.invoke)).toMatchObject({ ok: false, error: { type: "SandboxViolation", message: expect.stringMatching(/limit 2 per call/) } });
+    expect(await first.run("fs.stat", "[]", g.invoke)).toMatchObject({
+      ok: false,
+      error: { type: "SandboxViolation", message: expect.stringMatching(/limit 2 per call/) },
+    });
     runs.push(second.run("fs.stat", "[]", g.invoke));
-    expect(await second.run("fs.stat", "[]", g.invoke)).toMatchObject({ ok: false, error: { type: "SandboxViolation", message: expect.stringMatching(/for this Anima \(limit 3\)/) } });
+    expect(await second.run("fs.stat", "[]", g.invoke)).toMatchObject({
+      ok: false,
+      error: { type: "SandboxViolation", message: expect.stringMatching(/for this Anima \(limit 3\)/) },
+    });
     // Another Anima is not affected.
     const other = new CallLedger(context("alice"), limits, budget);
     const aliceRun = other.run("fs.stat", "[]", g.invoke);
@@ -74,7 +80,9 @@ describe("CallLedger", () => {
     let seen: AbortSignal | undefined;
     const run = ledger.run("fetch", "[]", (signal) => {
       seen = signal;
-      return new Promise<CapabilityReply>((resolve) => signal.addEventListener("abort", () => resolve({ ok: false, error: { type: "ExecutionError", fault: "tool", message: "aborted" } })));
+      return new Promise<CapabilityReply>((resolve) =>
+        signal.addEventListener("abort", () => resolve({ ok: false, error: { type: "ExecutionError", fault: "tool", message: "aborted" } })),
+      );
     });
     await new Promise((resolve) => setImmediate(resolve));
     expect(seen?.aborted).toBe(false);
@@ -97,7 +105,11 @@ describe("CallLedger", () => {
     const ledger = new CallLedger(context(), limits, new CapabilityBudget());
     await ledger.run("fs.readFile", "[]", async () => ({ ok: false, error: { type: "PermissionDenied", fault: "tool", message: "state/ is the host's" } }));
     // The fault is the host's record too, whatever the sandbox claims.
-    expect(ledger.judge({ type: "PermissionDenied", fault: "host", message: "state/ is the host's" })).toEqual({ type: "PermissionDenied", fault: "tool", message: "state/ is the host's" });
+    expect(ledger.judge({ type: "PermissionDenied", fault: "host", message: "state/ is the host's" })).toEqual({
+      type: "PermissionDenied",
+      fault: "tool",
+      message: "state/ is the host's",
+    });
     expect(ledger.judge({ type: "SandboxViolation", fault: "tool", message: "state/ is the host's" }).type).toBe("ExecutionError");
     expect(ledger.judge({ type: "PermissionDenied", fault: "tool", message: "access to /etc/shadow denied" }).type).toBe("ExecutionError");
     expect(ledger.judge({ type: "ToolConfigError", fault: "host", message: "set API_KEY" }).type).toBe("ToolConfigError");

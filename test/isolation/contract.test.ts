@@ -62,7 +62,12 @@ describe("the isolate contract", () => {
       expect(context.evalSync("typeof globalThis.__awHost")).toBe("undefined");
       const after = JSON.parse(context.evalSync("JSON.stringify(Reflect.ownKeys(globalThis).map(String).sort())") as string) as string[];
       // What the prelude adds for tools, and nothing of the bridge, the entry object or the contract.
-      expect(after.filter((key) => !(JSON.parse(before) as string[]).includes(key)).sort()).toEqual(["__animaworksTool", "__awRegister", "clearTimeout", "setTimeout"]);
+      expect(after.filter((key) => !(JSON.parse(before) as string[]).includes(key)).sort()).toEqual([
+        "__animaworksTool",
+        "__awRegister",
+        "clearTimeout",
+        "setTimeout",
+      ]);
       for (const name of ["BIND_GLOBAL", "CAPABILITY_NAMES", "MAX_TIMERS_PER_CALL", "installPrelude", "exposeBinder"]) {
         expect(context.evalSync(`typeof ${name}`), name).toBe("undefined");
       }
@@ -72,8 +77,12 @@ describe("the isolate contract", () => {
       ) as string[];
       expect(keys).toEqual(["call", "describe", "fireTimer", "receiveText", "settleCapabilities"]);
       // A tool's log line and a capability request reach the host's bridge with the contract's arguments.
-      isolate.compileScriptSync(`__awRegister({ dispatch: () => { __animaworksTool.logger.info("hello"); __animaworksTool.fs.stat("x"); return "ok"; } })`).runSync(context);
-      const text = await entry.getSync("call", { reference: true }).apply(undefined, ["call", "t_run", "{}", 1_000, 10, 100], { result: { promise: true, copy: true } });
+      isolate
+        .compileScriptSync(`__awRegister({ dispatch: () => { __animaworksTool.logger.info("hello"); __animaworksTool.fs.stat("x"); return "ok"; } })`)
+        .runSync(context);
+      const text = await entry
+        .getSync("call", { reference: true })
+        .apply(undefined, ["call", "t_run", "{}", 1_000, 10, 100], { result: { promise: true, copy: true } });
       expect(JSON.parse(text)).toEqual({ ok: true, kind: "text", text: "ok", bytes: 2, truncated: false });
       await new Promise((resolve) => setImmediate(resolve));
       expect(calls).toEqual(["log(info,hello)", 'capability(1,fs.stat,["x"])']);
@@ -97,7 +106,14 @@ describe("envelopes: the decoder of the contract's types", () => {
       truncated: false,
       recycle: false,
     });
-    expect(decodeCallEnvelope('{"ok":true,"kind":"text","text":"é"}', 100)).toEqual({ ok: true, kind: "text", text: "é", bytes: 2, truncated: false, recycle: false });
+    expect(decodeCallEnvelope('{"ok":true,"kind":"text","text":"é"}', 100)).toEqual({
+      ok: true,
+      kind: "text",
+      text: "é",
+      bytes: 2,
+      truncated: false,
+      recycle: false,
+    });
     expect(decodeCallEnvelope('{"ok":true,"kind":"none","recycle":true}', 100)).toEqual({ ok: true, kind: "none", recycle: true });
     expect(decodeCallEnvelope('{"ok":false}', 100)).toEqual({ ok: false, errorType: "ExecutionError", message: "the tool failed", recycle: false });
   });
@@ -111,14 +127,32 @@ describe("envelopes: the decoder of the contract's types", () => {
     ["not text", 42],
   ])("refuses %s", (_label, text) => {
     expect(decodeCallEnvelope(text, 100)).toBeUndefined();
-    expect(parseCallEnvelope(text, limits)).toEqual({ ok: false, error: { type: "ExecutionError", fault: "tool", message: "the tool's result could not be read" }, recycle: true });
+    expect(parseCallEnvelope(text, limits)).toEqual({
+      ok: false,
+      error: { type: "ExecutionError", fault: "tool", message: "the tool's result could not be read" },
+      recycle: true,
+    });
   });
 
   it("passes through only the failure types a tool may carry out", () => {
-    expect(parseCallEnvelope('{"ok":false,"errorType":"PermissionDenied","message":"no"}', limits)).toEqual({ ok: false, error: { type: "PermissionDenied", fault: "tool", message: "no" }, recycle: false });
-    expect(parseCallEnvelope('{"ok":false,"errorType":"Timeout","message":"fake"}', limits)).toEqual({ ok: false, error: { type: "ExecutionError", fault: "tool", message: "fake" }, recycle: false });
-    expect(parseCallEnvelope('{"ok":false,"errorType":"MemoryLimit","message":"x"}', limits)).toMatchObject({ ok: false, error: { type: "MemoryLimit" }, recycle: true });
-    expect(parseCallEnvelope('{"ok":false,"errorType":"ExecutionError","message":""}', limits)).toMatchObject({ error: { message: "the tool failed without a message" } });
+    expect(parseCallEnvelope('{"ok":false,"errorType":"PermissionDenied","message":"no"}', limits)).toEqual({
+      ok: false,
+      error: { type: "PermissionDenied", fault: "tool", message: "no" },
+      recycle: false,
+    });
+    expect(parseCallEnvelope('{"ok":false,"errorType":"Timeout","message":"fake"}', limits)).toEqual({
+      ok: false,
+      error: { type: "ExecutionError", fault: "tool", message: "fake" },
+      recycle: false,
+    });
+    expect(parseCallEnvelope('{"ok":false,"errorType":"MemoryLimit","message":"x"}', limits)).toMatchObject({
+      ok: false,
+      error: { type: "MemoryLimit" },
+      recycle: true,
+    });
+    expect(parseCallEnvelope('{"ok":false,"errorType":"ExecutionError","message":""}', limits)).toMatchObject({
+      error: { message: "the tool failed without a message" },
+    });
   });
 
   it("decodes a describe envelope; its failures are load errors", () => {
@@ -128,8 +162,14 @@ describe("envelopes: the decoder of the contract's types", () => {
       schemas: [],
       profile: null,
     });
-    expect(parseDescribeEnvelope('{"ok":false,"errorType":"MemoryLimit","message":"boom\\n    at x (y:1:2)"}')).toEqual({ ok: false, error: { type: "LoadError", fault: "tool", message: "boom" } });
-    expect(parseDescribeEnvelope('{"ok":true}')).toEqual({ ok: false, error: { type: "LoadError", fault: "tool", message: "the tool's description could not be read" } });
+    expect(parseDescribeEnvelope('{"ok":false,"errorType":"MemoryLimit","message":"boom\\n    at x (y:1:2)"}')).toEqual({
+      ok: false,
+      error: { type: "LoadError", fault: "tool", message: "boom" },
+    });
+    expect(parseDescribeEnvelope('{"ok":true}')).toEqual({
+      ok: false,
+      error: { type: "LoadError", fault: "tool", message: "the tool's description could not be read" },
+    });
   });
 });
 
@@ -163,7 +203,12 @@ describe("a sandbox process and messages from the host that are not part of the 
 
     send({ type: "request", id: 7, request: { op: "call", bundle: { hash: "h", code: "x", displayName: "t.js" } } });
     for (const message of [{ type: "stats" }, { type: "stats", statsId: 4 }, { type: "launch", secret: "s3cret" }]) send(message);
-    await waitFor(() => received.some((m) => m.type === "response") && received.some((m) => m.type === "warmPool") && (stderr.match(/not part of the protocol/g) ?? []).length >= 3);
+    await waitFor(
+      () =>
+        received.some((m) => m.type === "response") &&
+        received.some((m) => m.type === "warmPool") &&
+        (stderr.match(/not part of the protocol/g) ?? []).length >= 3,
+    );
 
     expect(received.find((m) => m.type === "response")).toEqual({
       type: "response",

@@ -46,7 +46,15 @@ for (const isolateSnapshot of [true, false]) {
     let host: ToolHost;
     beforeAll(() => {
       data = makeDataDir(Object.fromEntries(ANIMAS.map((anima) => [`animas/${anima}/tools/probe.ts`, PROBE])));
-      host = createHost({ dataDir: data.dir, isolation: "process", cordons: "all", sandboxProcesses: 1, spareSandboxProcesses: 0, isolateSnapshot, timeoutMs: 10_000 });
+      host = createHost({
+        dataDir: data.dir,
+        isolation: "process",
+        cordons: "all",
+        sandboxProcesses: 1,
+        spareSandboxProcesses: 0,
+        isolateSnapshot,
+        timeoutMs: 10_000,
+      });
     });
     afterAll(async () => {
       await host.close();

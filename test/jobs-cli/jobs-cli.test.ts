@@ -124,7 +124,9 @@ describe.each(CLI_MODES)("job commands (%s)", (mode) => {
       expect(cancel.stdout).toBe(`job ${id} cancelled`);
       const notice = noticePath(data.anima("alice"), id);
       expect(readFileSync(notice, "utf8")).toContain(`- Task ID: ${id}`);
-      expect(readFileSync(notice, "utf8")).toMatch(/^# Background task cancelled: bg:echo\n[^]*- Status: cancelled\n- Result: \[bg:echo\] cancelled: [^\n]*\n$/);
+      expect(readFileSync(notice, "utf8")).toMatch(
+        /^# Background task cancelled: bg:echo\n[^]*- Status: cancelled\n- Result: \[bg:echo\] cancelled: [^\n]*\n$/,
+      );
       await drain();
       const job = JSON.parse((await asAlice("--json", "jobs", "show", id)).stdout).job;
       expect(job).toMatchObject({ status: "cancelled", attempts: 0 });

@@ -55,7 +55,10 @@ async function progressOf(id: string): Promise<string | undefined> {
   const client = new pg.Client({ connectionString: database.url });
   await client.connect();
   try {
-    return (await client.query<{ progress_message: string | null }>("SELECT progress_message FROM animaworks_tool.jobs WHERE id = $1", [id])).rows[0]?.progress_message ?? undefined;
+    return (
+      (await client.query<{ progress_message: string | null }>("SELECT progress_message FROM animaworks_tool.jobs WHERE id = $1", [id])).rows[0]
+        ?.progress_message ?? undefined
+    );
   } finally {
     await client.end();
   }

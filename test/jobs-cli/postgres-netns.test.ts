@@ -59,7 +59,9 @@ async function owners(): Promise<string[]> {
   const client = new pg.Client({ connectionString: database.url });
   await client.connect();
   try {
-    return (await client.query("SELECT lease_owner FROM animaworks_tool.jobs WHERE status = 'running'")).rows.map((row: { lease_owner: string }) => row.lease_owner);
+    return (await client.query("SELECT lease_owner FROM animaworks_tool.jobs WHERE status = 'running'")).rows.map(
+      (row: { lease_owner: string }) => row.lease_owner,
+    );
   } finally {
     await client.end();
   }
@@ -68,7 +70,10 @@ async function owners(): Promise<string[]> {
 function marks(anima: string): Array<{ tag: string; start: number; end: number }> {
   const dir = join(data.dir, "animas", anima, "marks");
   if (!existsSync(dir)) return [];
-  return readdirSync(dir).map((file) => ({ tag: file.split(".")[0] as string, ...(JSON.parse(readFileSync(join(dir, file), "utf8")) as { start: number; end: number }) }));
+  return readdirSync(dir).map((file) => ({
+    tag: file.split(".")[0] as string,
+    ...(JSON.parse(readFileSync(join(dir, file), "utf8")) as { start: number; end: number }),
+  }));
 }
 
 function mostAtOnce(runs: Array<{ start: number; end: number }>): number {
@@ -86,10 +91,14 @@ function worker(index: number): ChildProcess {
   url.hostname = namespace.hostAddress;
   url.port = String(relays[index]?.port);
   const [command, ...prefix] = namespace.exec;
-  const child = spawn(command as string, [...prefix, process.execPath, "--no-node-snapshot", BIN, "--data-dir", data.dir, "serve", "--concurrency", "2", "--per-anima", "2"], {
-    stdio: ["ignore", "ignore", "ignore"],
-    env: { ...process.env, ANIMAWORKS_JOBS_URL: url.toString() },
-  });
+  const child = spawn(
+    command as string,
+    [...prefix, process.execPath, "--no-node-snapshot", BIN, "--data-dir", data.dir, "serve", "--concurrency", "2", "--per-anima", "2"],
+    {
+      stdio: ["ignore", "ignore", "ignore"],
+      env: { ...process.env, ANIMAWORKS_JOBS_URL: url.toString() },
+    },
+  );
   workers.push(child);
   return child;
 }
@@ -120,7 +129,12 @@ describe.runIf(available)("serve workers on two machines (network namespaces) sh
     expect(Date.now() - cancelledAt).toBeLessThan(4_000);
 
     // The killed worker's running jobs come back after its 30 s lease (recovered by the survivor).
-    await waitFor("every job to reach an end", async () => (await rows()).every((r) => ["succeeded", "interrupted", "cancelled"].includes(r.status)), 60_000, 200);
+    await waitFor(
+      "every job to reach an end",
+      async () => (await rows()).every((r) => ["succeeded", "interrupted", "cancelled"].includes(r.status)),
+      60_000,
+      200,
+    );
     const end = await rows();
     expect(end.every((r) => r.attempts <= r.max_attempts)).toBe(true);
     const done = [...marks("alice"), ...marks("bob")];

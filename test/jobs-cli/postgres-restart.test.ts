@@ -15,7 +15,8 @@ import { cli, markTool, waitFor } from "./helpers.js";
 const BIN = join(PROJECT_ROOT, "bin", "animaworks-tool.cjs");
 const available = privatePostgresAvailable();
 // Skipped only off CI; on CI (root, PostgreSQL's binaries installed) a missing one fails.
-if (!available && process.env["CI"] === "true") throw new Error("a private PostgreSQL server (root, initdb, pg_ctl, the postgres user) is required on CI but cannot be started here");
+if (!available && process.env["CI"] === "true")
+  throw new Error("a private PostgreSQL server (root, initdb, pg_ctl, the postgres user) is required on CI but cannot be started here");
 let data: TempDataDir;
 let server: PrivatePostgres | undefined;
 let workerProcess: ChildProcess | undefined;

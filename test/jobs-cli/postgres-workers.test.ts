@@ -71,7 +71,12 @@ describe("two serve workers on one PostgreSQL database", () => {
     expect(Date.now() - cancelledAt).toBeLessThan(4_000);
 
     // The killed worker's jobs come back after its 30 s lease (recovered by the survivor's maintenance).
-    await waitFor("every job to reach an end", async () => (await rows()).every((r) => ["succeeded", "interrupted", "cancelled"].includes(r.status)), 60_000, 200);
+    await waitFor(
+      "every job to reach an end",
+      async () => (await rows()).every((r) => ["succeeded", "interrupted", "cancelled"].includes(r.status)),
+      60_000,
+      200,
+    );
     const end = await rows();
     expect(end.every((r) => r.attempts <= r.max_attempts)).toBe(true);
     expect(end.filter((r) => r.status === "succeeded").length).toBeGreaterThanOrEqual(3);

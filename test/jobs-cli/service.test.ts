@@ -43,7 +43,9 @@ describe("JobService (library API)", () => {
     expect(eligibilityWarning(quick)).toBe("Warning: bg quick is not marked as long-running (expected ~5s). Consider running directly instead.");
     // An action without a profile entry claims no expected time.
     const { expectedSeconds: _quickSeconds, ...unprofiled } = quick;
-    expect(eligibilityWarning(unprofiled)).toBe("Warning: bg quick is not marked as long-running (no EXECUTION_PROFILE entry). Consider running directly instead.");
+    expect(eligibilityWarning(unprofiled)).toBe(
+      "Warning: bg quick is not marked as long-running (no EXECUTION_PROFILE entry). Consider running directly instead.",
+    );
     const sleep = await service.submit("alice", "bg_sleep", { ms: 1 });
     expect(sleep.job.timeoutMs).toBe(120_000);
     expect(eligibilityWarning(sleep)).toBeUndefined();
@@ -86,8 +88,24 @@ describe("JobService (library API)", () => {
 });
 
 describe("job display", () => {
-  const job = (over: Partial<Job>): Job =>
-    ({ id: "abcdef012345", anima: "alice", tool: "bg", action: "echo", schemaName: "bg_echo", argsJson: "{}", bundleHash: "0", priority: 0, status: "running", attempts: 1, maxAttempts: 1, retryBackoffMs: 1, timeoutMs: 1000, submittedAt: 0, cancelRequested: false, ...over });
+  const job = (over: Partial<Job>): Job => ({
+    id: "abcdef012345",
+    anima: "alice",
+    tool: "bg",
+    action: "echo",
+    schemaName: "bg_echo",
+    argsJson: "{}",
+    bundleHash: "0",
+    priority: 0,
+    status: "running",
+    attempts: 1,
+    maxAttempts: 1,
+    retryBackoffMs: 1,
+    timeoutMs: 1000,
+    submittedAt: 0,
+    cancelRequested: false,
+    ...over,
+  });
 
   it("draws a bar for terminals and accepts AnimaWorks' status words", () => {
     expect(progressBar(job({ progress: { fraction: 0.5, message: "halfway" } }), 10)).toBe("[#####-----]  50% running halfway  (job abcdef012345)");

@@ -56,12 +56,7 @@ export function fakeClock(start = 1_700_000_000_000): { now: () => number; advan
 }
 
 /** Polls `check` until it holds; fails after `timeoutMs` with `what` in the message. Never an open-ended wait. */
-export async function waitFor(
-  what: string,
-  check: () => boolean | Promise<boolean>,
-  timeoutMs = 5_000,
-  intervalMs = 5,
-): Promise<void> {
+export async function waitFor(what: string, check: () => boolean | Promise<boolean>, timeoutMs = 5_000, intervalMs = 5): Promise<void> {
   const deadline = Date.now() + timeoutMs;
   while (!(await check())) {
     if (Date.now() > deadline) throw new Error(`timed out after ${timeoutMs} ms waiting for ${what}`);

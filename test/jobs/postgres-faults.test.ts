@@ -67,7 +67,9 @@ function worker(
     ...timing,
     pollIntervalMs: 200,
     notices: false,
-    onLog: (r) => { if (process.env.PGF_DEBUG) console.error("LOG", r.message); },
+    onLog: (r) => {
+      if (process.env.PGF_DEBUG) console.error("LOG", r.message);
+    },
   });
   return { store, worker };
 }
@@ -86,7 +88,9 @@ describe("PostgresJobStore faults", () => {
     expect(await dropEveryConnection(database.url)).toBeGreaterThan(0);
     for (let i = 0; i < 40; i++) ids.push((await retryingStaleConnections(() => submitter.submit(jobInput(`anima${i % 5}`)))).job.id);
     const done = async () =>
-      (await Promise.all(ids.map(async (id) => (await retryingStaleConnections(() => submitter.get(`anima${ids.indexOf(id) % 5}`, id)))?.status))).every((s) => s === "succeeded");
+      (await Promise.all(ids.map(async (id) => (await retryingStaleConnections(() => submitter.get(`anima${ids.indexOf(id) % 5}`, id)))?.status))).every(
+        (s) => s === "succeeded",
+      );
     await waitFor("every job to succeed", done, 30_000, 100);
     expect([...runs.values()].every((n) => n === 1)).toBe(true);
     expect(runs.size).toBe(ids.length);
@@ -131,7 +135,12 @@ describe("PostgresJobStore faults", () => {
     const runsAfter = new Map<string, number>();
     const survivor = worker(schema, runsAfter);
     survivor.worker.start();
-    await waitFor("the survivor to finish them", async () => (await Promise.all(ids.map((id) => submitter.get("alice", id)))).every((j) => j?.status === "succeeded"), 20_000, 100);
+    await waitFor(
+      "the survivor to finish them",
+      async () => (await Promise.all(ids.map((id) => submitter.get("alice", id)))).every((j) => j?.status === "succeeded"),
+      20_000,
+      100,
+    );
     expect([...runsAfter.values()]).toEqual([1, 1, 1]);
     expect((await submitter.get("alice", ids[0]!))?.attempts).toBe(2);
     await survivor.worker.stop();

@@ -95,7 +95,10 @@ describe("job store shared by worker processes", () => {
       expect(readFileSync(notice, "utf8")).toContain(job.status === "succeeded" ? "- Status: completed" : "- Status: interrupted");
     }
     // The kills really hit running jobs (otherwise this test proved nothing).
-    expect(final.some((j) => j.attempts > 1 || j.status === "interrupted"), context).toBe(true);
+    expect(
+      final.some((j) => j.attempts > 1 || j.status === "interrupted"),
+      context,
+    ).toBe(true);
     await store.close();
   }, 60_000);
 });

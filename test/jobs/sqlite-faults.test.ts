@@ -112,8 +112,14 @@ describe("SqliteJobStore under faults", () => {
     await filledStore(path);
     overwrite(path, 0, garbage(100));
     const out = { stdout: [] as string[], stderr: [] as string[] };
-    const code = await main(["--data-dir", dir.dir, "--anima", "alice", "jobs", "list"], { stdout: (t) => void out.stdout.push(t), stderr: (t) => void out.stderr.push(t) }, { env: {} });
+    const code = await main(
+      ["--data-dir", dir.dir, "--anima", "alice", "jobs", "list"],
+      { stdout: (t) => void out.stdout.push(t), stderr: (t) => void out.stderr.push(t) },
+      { env: {} },
+    );
     expect(code).toBe(1);
-    expect(out.stderr.join("\n")).toMatch(new RegExp(`^Error \\(ExecutionError\\): the job database ${path} is damaged: file is not a database \\(SQLITE_NOTADB\\) — move it`));
+    expect(out.stderr.join("\n")).toMatch(
+      new RegExp(`^Error \\(ExecutionError\\): the job database ${path} is damaged: file is not a database \\(SQLITE_NOTADB\\) — move it`),
+    );
   });
 });

@@ -61,7 +61,10 @@ describe("SqliteJobStore specifics", () => {
     expect((await store.get("alice", job.id))?.error).toEqual({ type: "SandboxCrashed", fault: "host", message: "gone" });
     const { job: next } = await store.submit(jobInput("alice"));
     const [running] = await store.claim({ owner: "w2", leaseMs: 1_000, limit: 1 });
-    await store.complete({ id: running!.id, owner: "w2", attempt: 1 }, { status: "failed", error: { type: "ExecutionError", fault: "host", message: "bug", hint: "report it" } });
+    await store.complete(
+      { id: running!.id, owner: "w2", attempt: 1 },
+      { status: "failed", error: { type: "ExecutionError", fault: "host", message: "bug", hint: "report it" } },
+    );
     expect((await store.get("alice", next.id))?.error).toEqual({ type: "ExecutionError", fault: "host", message: "bug", hint: "report it" });
     await store.close();
   });

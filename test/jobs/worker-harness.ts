@@ -79,7 +79,12 @@ export function workerHarness() {
       onLog: (r) => logs.push(r.message),
       ...options,
     });
-    cleanups.push(dir.cleanup, () => store.close(), () => worker.stop({ abortRunning: true }), () => runs.releaseAll());
+    cleanups.push(
+      dir.cleanup,
+      () => store.close(),
+      () => worker.stop({ abortRunning: true }),
+      () => runs.releaseAll(),
+    );
     const jobOf = async (job: Job) => (await store.get(job.anima, job.id))!;
     const openOther = () => {
       const other = new SqliteJobStore({ path });

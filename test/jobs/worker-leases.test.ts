@@ -20,10 +20,14 @@ describe("JobWorker: leases and store maintenance", () => {
     const other = openOther();
     const firstExpiry = (await jobOf(job)).leaseExpiresAt!;
     // Run well past several lease lengths, recovering as a second worker would at every renewal seen.
-    await waitFor("four lease lengths", async () => {
-      expect((await other.recoverExpiredLeases()).requeued).toEqual([]);
-      return (await jobOf(job)).leaseExpiresAt! > firstExpiry + 4 * 400;
-    }, 10_000);
+    await waitFor(
+      "four lease lengths",
+      async () => {
+        expect((await other.recoverExpiredLeases()).requeued).toEqual([]);
+        return (await jobOf(job)).leaseExpiresAt! > firstExpiry + 4 * 400;
+      },
+      10_000,
+    );
     runs.release(job.id);
     await waitFor("the job done", async () => (await jobOf(job)).status === "succeeded");
     expect((await jobOf(job)).attempts).toBe(1);

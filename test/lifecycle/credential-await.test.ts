@@ -39,7 +39,10 @@ describe("validate: getCredential() without await", () => {
 
   it("is a warning: the draft still validates (exit 0)", async () => {
     const path = join(scratch, "t.ts");
-    writeFileSync(path, [SCHEMAS, "export async function dispatch() {", '  const key = getCredential("weather", "t");', '  return "Bearer " + key;', "}"].join("\n"));
+    writeFileSync(
+      path,
+      [SCHEMAS, "export async function dispatch() {", '  const key = getCredential("weather", "t");', '  return "Bearer " + key;', "}"].join("\n"),
+    );
     expect(await runValidate(path)).toMatchObject({
       exitCode: 0,
       text: `${path}:3: warning [credentials] getCredential() returns a Promise: used without await, the value here is the Promise, not the credential (sent on, it reads "[object Promise]"); write await getCredential(…)\n${path}: 0 errors, 1 warning`,
@@ -47,41 +50,47 @@ describe("validate: getCredential() without await", () => {
   });
 
   it("says nothing of awaited, returned, chained or combined calls", () => {
-    expect(warnings([
-      "export async function dispatch(name, args) {",
-      '  const key = await getCredential("weather", "t");',
-      '  const trimmed = (await getCredential("weather", "t")).trim();',
-      '  const grouped = await (getCredential("weather", "t"));',
-      '  const [a, b] = await Promise.all([getCredential("a", "t"), getCredential("b", "t")]);',
-      '  getCredential("c", "t").then((value) => value.length);',
-      '  const pending = getCredential("d", "t");',
-      "  const d = await pending;",
-      '  const lookup = () => getCredential("e", "t");',
-      '  if (name === "t_other") return getCredential("f", "t");',
-      "  return { key, trimmed, grouped, a, b, d, lookup };",
-      "}",
-      'export const load = async () => { return getCredential("g", "t"); };',
-    ])).toEqual([]);
+    expect(
+      warnings([
+        "export async function dispatch(name, args) {",
+        '  const key = await getCredential("weather", "t");',
+        '  const trimmed = (await getCredential("weather", "t")).trim();',
+        '  const grouped = await (getCredential("weather", "t"));',
+        '  const [a, b] = await Promise.all([getCredential("a", "t"), getCredential("b", "t")]);',
+        '  getCredential("c", "t").then((value) => value.length);',
+        '  const pending = getCredential("d", "t");',
+        "  const d = await pending;",
+        '  const lookup = () => getCredential("e", "t");',
+        '  if (name === "t_other") return getCredential("f", "t");',
+        "  return { key, trimmed, grouped, a, b, d, lookup };",
+        "}",
+        'export const load = async () => { return getCredential("g", "t"); };',
+      ]),
+    ).toEqual([]);
   });
 
   it("says nothing of the name in strings, templates, comments or declarations", () => {
-    expect(warnings([
-      '// const key = getCredential("weather", "t");',
-      '/* const key = getCredential("weather", "t"); */',
-      "const note = 'const key = getCredential(\"weather\", \"t\")';",
-      'const hint = `const key = getCredential("weather", "t")`;',
-      "const api = { getCredential(name) { return name; } };",
-      'function getCredentialLocal() { return getCredential.length; }',
-      'export function dispatch() { return [note, hint, api]; }',
-    ])).toEqual([]);
+    expect(
+      warnings([
+        '// const key = getCredential("weather", "t");',
+        '/* const key = getCredential("weather", "t"); */',
+        'const note = \'const key = getCredential("weather", "t")\';',
+        'const hint = `const key = getCredential("weather", "t")`;',
+        "const api = { getCredential(name) { return name; } };",
+        "function getCredentialLocal() { return getCredential.length; }",
+        "export function dispatch() { return [note, hint, api]; }",
+      ]),
+    ).toEqual([]);
   });
 
   it("a variable holding the call that is never awaited is still the mistake", () => {
-    expect(warnings([
-      "export async function dispatch() {",
-      '  const pending = getCredential("d", "t");',
-      '  return fetch("https://api.example.com/", { headers: { key: pending }, timeoutMs: 1000 });',
-      "}",
-    ]).map((f) => f.line)).toEqual([4]);
+    expect(
+      warnings([
+        "export async function dispatch() {",
+        '  const pending = getCredential("d", "t");',
+        '  return fetch("https://api.example.com/", { headers: { key: pending }, timeoutMs: 1000 });',
+        "}",
+      ]).map((f) => f.line),
+    ).toEqual([4]);
   });
 });

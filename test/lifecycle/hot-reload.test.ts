@@ -81,7 +81,10 @@ describe("hot reload", () => {
   });
 
   it("picks up new tools and drops deleted ones", async () => {
-    writeFileSync(join(data.dir, "animas", "alice", "tools", "fresh.ts"), 'export function get_tool_schemas(){return [{name:"fresh_x"}]}\nexport function dispatch(){return "new"}');
+    writeFileSync(
+      join(data.dir, "animas", "alice", "tools", "fresh.ts"),
+      'export function get_tool_schemas(){return [{name:"fresh_x"}]}\nexport function dispatch(){return "new"}',
+    );
     const started = performance.now();
     while ((await host.call("alice", "fresh_x", {})).status !== "ok") {
       if (performance.now() - started > 3_000) throw new Error("new tool never appeared");

@@ -19,7 +19,10 @@ beforeEach(() => {
 afterEach(() => t.close());
 
 async function rejectsWith(work: Promise<unknown>, type: ToolHostError["type"]): Promise<void> {
-  const error = await work.then(() => undefined, (thrown: unknown) => thrown);
+  const error = await work.then(
+    () => undefined,
+    (thrown: unknown) => thrown,
+  );
   expect(error).toBeInstanceOf(ToolHostError);
   expect((error as ToolHostError).type).toBe(type);
 }
@@ -33,14 +36,18 @@ describe("read_memory_file", () => {
   it("reads through the host's capability path, audited as an fs.readFile of the Anima", async () => {
     t.data.write("animas/alice/notes/today.md", "remember the milk");
     expect(await managementOf(t.host).readMemory("alice", "notes/today.md")).toBe("remember the milk");
-    expect(await capabilityRecords()).toMatchObject([{ anima: "alice", tool: "read_memory_file", operation: "fs.readFile", target: "notes/today.md", outcome: "ok" }]);
+    expect(await capabilityRecords()).toMatchObject([
+      { anima: "alice", tool: "read_memory_file", operation: "fs.readFile", target: "notes/today.md", outcome: "ok" },
+    ]);
   });
 
   it("is held to the same policy as a tool: a path out of the Anima's directory is denied, and the denial recorded", async () => {
     t.data.anima("bob");
     t.data.write("animas/bob/secret.md", "bob's");
     await rejectsWith(managementOf(t.host).readMemory("alice", "../bob/secret.md"), "SandboxViolation");
-    expect(await capabilityRecords()).toMatchObject([{ tool: "read_memory_file", operation: "fs.readFile", outcome: "denied", reason: expect.stringMatching(/^SandboxViolation: /) }]);
+    expect(await capabilityRecords()).toMatchObject([
+      { tool: "read_memory_file", operation: "fs.readFile", outcome: "denied", reason: expect.stringMatching(/^SandboxViolation: /) },
+    ]);
     expect(t.logs.some((line) => line.level === "warn" && line.message.startsWith("denied fs.readFile"))).toBe(true);
   });
 

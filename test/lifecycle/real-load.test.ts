@@ -44,8 +44,12 @@ describe("scratchLoader: any file, loaded in a throwaway host", () => {
 
   it("reports a tool shadowed by a core tool of the same name", async () => {
     t.core("good_tool.ts", simpleTool("good_tool"));
-    const report = await validateToolFile(fixture("good_tool.ts"), { load: scratchLoader({ hostFactory: hostFromConfig, coreToolsDir: t.coreDir, tempDir: t.data.dir }) });
-    expect(report.findings).toMatchObject([{ check: "load", message: 'a core tool named "good_tool" takes precedence, so this file would never be used; rename it' }]);
+    const report = await validateToolFile(fixture("good_tool.ts"), {
+      load: scratchLoader({ hostFactory: hostFromConfig, coreToolsDir: t.coreDir, tempDir: t.data.dir }),
+    });
+    expect(report.findings).toMatchObject([
+      { check: "load", message: 'a core tool named "good_tool" takes precedence, so this file would never be used; rename it' },
+    ]);
   });
 
   it("loads a file under another tool name (its helpers still resolve), and without core tools when asked", async () => {
@@ -57,7 +61,11 @@ describe("scratchLoader: any file, loaded in a throwaway host", () => {
     ]);
     // coreToolsDir null: a core tool of the same name does not hide the file, which is loaded itself.
     t.core("good_tool.ts", simpleTool("good_tool"));
-    expect(await scratchLoader({ hostFactory: hostFromConfig, coreToolsDir: null, tempDir: t.data.dir })(fixture("good_tool.ts"))).toEqual({ ok: true, problems: [], schemas: ["good_tool_action"] });
+    expect(await scratchLoader({ hostFactory: hostFromConfig, coreToolsDir: null, tempDir: t.data.dir })(fixture("good_tool.ts"))).toEqual({
+      ok: true,
+      problems: [],
+      schemas: ["good_tool_action"],
+    });
   });
 });
 
@@ -86,7 +94,9 @@ describe("hostLoader and the write → validate → share → use lifecycle", ()
     expect((await load(join(alice, "tools", "list.ts"))).problems).toEqual(['"list" is an animaworks-tool command and cannot be a tool name; rename the file']);
     expect((await load(fixture("good_tool.ts"))).problems[0]).toMatch(/not in a tools folder of the host's data dir/);
     // It is loaded under its own name only: another name is a draft's (scratchLoader).
-    expect((await load(path, "other_tool")).problems).toEqual(['the host loads this file as tool "my_tool", not "other_tool"; check it as a draft outside the tools folder']);
+    expect((await load(path, "other_tool")).problems).toEqual([
+      'the host loads this file as tool "my_tool", not "other_tool"; check it as a draft outside the tools folder',
+    ]);
   });
 
   it("a shared tool passes validation with a real load, and another Anima can use it", async () => {
@@ -109,7 +119,10 @@ describe("hostLoader and the write → validate → share → use lifecycle", ()
     const share = (toolName: string) => shareTool({ dataDir: t.data.dir, animaDir: alice, anima: "alice", toolName, validate });
     await expect(share("throws_at_load")).rejects.toMatchObject({ type: "LoadError", message: expect.stringContaining("[load]") });
     await writeMemoryFile({ animaDir: alice, path: "tools/leaky.ts", content: `const api_key = "hunter2hunter2";\n${simpleTool("leaky")}` });
-    await expect(share("leaky")).rejects.toMatchObject({ type: "LoadError", message: expect.stringMatching(/\[secrets\] line 1: "api_key" is set to a literal \("hunt\*\*\*\*"\)/) });
+    await expect(share("leaky")).rejects.toMatchObject({
+      type: "LoadError",
+      message: expect.stringMatching(/\[secrets\] line 1: "api_key" is set to a literal \("hunt\*\*\*\*"\)/),
+    });
     expect(readdirSync(t.data.dir)).not.toContain("common_tools");
   });
 });

@@ -142,7 +142,11 @@ describe("share_tool: checks, in order", () => {
     data.write("animas/alice/permissions.json", ALLOW);
     data.write("animas/alice/tools/_strings.ts", "export const shout = (s: string) => s.toUpperCase();");
     data.write("animas/alice/tools/helped.ts", `import { shout } from "./_strings";\n${simpleTool("helped")}`);
-    const error = await refused(share("helped"), "InvalidArguments", /imports helper files \("\.\/_strings" \(line 1\)\); only single-file tools can be shared/);
+    const error = await refused(
+      share("helped"),
+      "InvalidArguments",
+      /imports helper files \("\.\/_strings" \(line 1\)\); only single-file tools can be shared/,
+    );
     expect(error.hint).toContain("inline the helpers");
     expect(validated).toEqual([]);
   });
@@ -151,7 +155,11 @@ describe("share_tool: checks, in order", () => {
     data.write("animas/alice/permissions.json", ALLOW);
     data.write("animas/alice/tools/my_tool.ts", simpleTool("my_tool"));
     const validate = async () => ["[secrets] line 3: a GitHub token is written in the file", "[load] no handler for my_tool_x"];
-    await refused(share("my_tool", { validate }), "LoadError", /^Tool 'my_tool' did not pass validation: \[secrets\] line 3: .*; \[load\] no handler for my_tool_x$/);
+    await refused(
+      share("my_tool", { validate }),
+      "LoadError",
+      /^Tool 'my_tool' did not pass validation: \[secrets\] line 3: .*; \[load\] no handler for my_tool_x$/,
+    );
     await refused(share("my_tool", { validate: () => Promise.reject(new Error("sandbox unavailable")) }), "LoadError", /sandbox unavailable/);
     expect(existsSync(common())).toBe(false);
   });
@@ -186,7 +194,11 @@ describe("share_tool: never overwrites", () => {
 
   it.each(["my_tool.ts", "my_tool.js", "my_tool.mts", "my_tool.mjs"])("an existing common_tools/%s is left untouched", async (existing) => {
     data.write(`common_tools/${existing}`, "// someone else's tool");
-    const error = await refused(share("my_tool"), "InvalidArguments", new RegExp(`^A shared tool named 'my_tool' already exists \\(common_tools/${existing.replace(".", "\\.")}\\)$`));
+    const error = await refused(
+      share("my_tool"),
+      "InvalidArguments",
+      new RegExp(`^A shared tool named 'my_tool' already exists \\(common_tools/${existing.replace(".", "\\.")}\\)$`),
+    );
     expect(error.hint).toBe("Choose a different name or remove the existing tool");
     expect(readFileSync(join(common(), existing), "utf8")).toBe("// someone else's tool");
     expect(readdirSync(common())).toEqual([existing]);

@@ -11,7 +11,7 @@ describe("lexer", () => {
       '/* require("child_process") */',
       "const s = 'import(\"x\")';",
       'const t = `require("y") ${1 + 1} import("z")`;',
-      "const r = /require\\(\"w\"\\)/g;",
+      'const r = /require\\("w"\\)/g;',
       "const d = 4 / 2 / 1;",
     ].join("\n");
     const { tokens, unterminated } = lex(source);
@@ -80,7 +80,8 @@ describe("exports", () => {
 describe("schema literal", () => {
   it("extracts the returned array from the usual ways of writing get_tool_schemas", () => {
     const expected = [{ name: "t_run", description: "Run", input_schema: { type: "object", properties: { n: { type: "integer", default: -1 } } } }];
-    const literal = '[{ name: "t_run", "description": \'Run\', input_schema: { type: "object" as const, properties: { n: { type: "integer", default: -1, }, }, }, }]';
+    const literal =
+      '[{ name: "t_run", "description": \'Run\', input_schema: { type: "object" as const, properties: { n: { type: "integer", default: -1, }, }, }, }]';
     const forms = [
       `export function get_tool_schemas(): Array<{ name: string }> { return ${literal}; }`,
       `export const getToolSchemas = (): ToolSchema[] => ${literal};`,
@@ -95,7 +96,8 @@ describe("schema literal", () => {
   });
 
   it("follows names of other const literals inside the list", () => {
-    const source = 'const MAX = 5;\nconst param = { type: "integer", maximum: MAX } as const;\nexport function get_tool_schemas() { return [{ name: "t_x", input_schema: { type: "object", properties: { n: param } } }]; }';
+    const source =
+      'const MAX = 5;\nconst param = { type: "integer", maximum: MAX } as const;\nexport function get_tool_schemas() { return [{ name: "t_x", input_schema: { type: "object", properties: { n: param } } }]; }';
     expect(scanSource(source).schemas).toMatchObject({ kind: "literal", value: [{ input_schema: { properties: { n: { type: "integer", maximum: 5 } } } }] });
     // `let` may be reassigned before the call, and a name without a const is unknown: both dynamic.
     expect(scanSource('let p = {};\nexport function get_tool_schemas() { return [{ name: "t_x", input_schema: p }]; }').schemas?.kind).toBe("dynamic");
@@ -113,13 +115,15 @@ describe("schema literal", () => {
 
 describe("fetch calls", () => {
   it("tells calls with a timeoutMs option from calls without one", () => {
-    const scan = scanSource([
-      'await fetch("u");',
-      'await fetch("u", { timeoutMs: 5_000 });',
-      'await fetch("u", { method: "GET" });',
-      'const s = "fetch(x)";',
-      "function fetch(url) { return url; }",
-    ].join("\n"));
+    const scan = scanSource(
+      [
+        'await fetch("u");',
+        'await fetch("u", { timeoutMs: 5_000 });',
+        'await fetch("u", { method: "GET" });',
+        'const s = "fetch(x)";',
+        "function fetch(url) { return url; }",
+      ].join("\n"),
+    );
     expect(scan.fetchCalls).toEqual([
       { line: 1, hasTimeout: false },
       { line: 2, hasTimeout: true },

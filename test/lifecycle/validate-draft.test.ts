@@ -25,7 +25,16 @@ afterEach(() => t.close());
 /** Runs `validate` as the CLI does, from `cwd` (default: the data dir), for `anima`. */
 async function validate(argv: string[], anima: string | undefined, cwd = t.data.dir): Promise<{ code: number; lines: string[] }> {
   const stdout: string[] = [];
-  const code = await runLifecycleCommand(t.host, "validate", argv, anima, false, { stdout: (text) => stdout.push(text), stderr: () => {} }, cwd, hostFromConfig);
+  const code = await runLifecycleCommand(
+    t.host,
+    "validate",
+    argv,
+    anima,
+    false,
+    { stdout: (text) => stdout.push(text), stderr: () => {} },
+    cwd,
+    hostFromConfig,
+  );
   return { code, lines: stdout.join("\n").split("\n") };
 }
 
@@ -115,7 +124,9 @@ describe("validate: a draft set against the installed tools", () => {
     expect((await validate([path], "bob")).lines).toEqual([`${path}: OK, no problems found (loaded in the sandbox)`]);
     expect((await validate([path], undefined)).lines).toEqual([`${path}: OK, no problems found (loaded in the sandbox)`]);
     // The file in the tools folder itself is checked where it is, not as a draft that would replace itself.
-    expect((await validate(["animas/alice/tools/notes.ts"], "alice")).lines).toEqual([`${join(t.data.dir, "animas/alice/tools/notes.ts")}: OK, no problems found (loaded in the sandbox)`]);
+    expect((await validate(["animas/alice/tools/notes.ts"], "alice")).lines).toEqual([
+      `${join(t.data.dir, "animas/alice/tools/notes.ts")}: OK, no problems found (loaded in the sandbox)`,
+    ]);
     // Also when it is reached through a link to the data dir (named then as the host names it).
     const link = join(outside, "data-link");
     symlinkSync(t.data.dir, link);
@@ -151,10 +162,15 @@ describe("validate: a draft set against the installed tools", () => {
       `${image}: error [collisions] schema "image_gen_run" belongs to the personal tool "image_gen" (it is its action "run"): installed, this tool would not load; rename the schema, or the tool`,
     );
     // The installed "audio" declares audio_gen_run (its action "gen_run"): a new tool "audio_gen" would take it.
-    t.shared("audio.ts", `export function get_tool_schemas() { return [{ name: "audio_gen_run", description: "x" }]; }\nexport function dispatch() { return 1; }\n`);
+    t.shared(
+      "audio.ts",
+      `export function get_tool_schemas() { return [{ name: "audio_gen_run", description: "x" }]; }\nexport function dispatch() { return 1; }\n`,
+    );
     t.host.refresh();
     const theirs = await validate([outsideDraft("audio_gen.ts", draft("audio_gen_play"))], "alice");
     expect(theirs.code).toBe(6);
-    expect(theirs.lines[0]).toMatch(/error \[collisions\] the shared tool "audio" declares "audio_gen_run", which would belong to this tool: installing it would make "audio" fail to load; choose another name$/);
+    expect(theirs.lines[0]).toMatch(
+      /error \[collisions\] the shared tool "audio" declares "audio_gen_run", which would belong to this tool: installing it would make "audio" fail to load; choose another name$/,
+    );
   });
 });

@@ -83,7 +83,16 @@ describe("validate: every finding of a draft, each at its line", () => {
 
     async function validate(path: string, json: boolean): Promise<{ code: number; stdout: string }> {
       const stdout: string[] = [];
-      const code = await runLifecycleCommand(t.host, "validate", [path], undefined, json, { stdout: (text) => stdout.push(text), stderr: () => {} }, t.data.dir, hostFromConfig);
+      const code = await runLifecycleCommand(
+        t.host,
+        "validate",
+        [path],
+        undefined,
+        json,
+        { stdout: (text) => stdout.push(text), stderr: () => {} },
+        t.data.dir,
+        hostFromConfig,
+      );
       return { code, stdout: stdout.join("\n") };
     }
 
@@ -106,10 +115,20 @@ describe("validate: every finding of a draft, each at its line", () => {
       const path = t.data.write("drafts/forecast.ts", FORECAST);
       const { code, stdout } = await validate(path, true);
       expect(code).toBe(6);
-      const body = JSON.parse(stdout) as { status: string; tool: string; errors: number; warnings: number; loaded: boolean; findings: Finding[]; report: string };
+      const body = JSON.parse(stdout) as {
+        status: string;
+        tool: string;
+        errors: number;
+        warnings: number;
+        loaded: boolean;
+        findings: Finding[];
+        report: string;
+      };
       expect(body).toMatchObject({ status: "error", tool: "forecast", errors: 8, warnings: 2, loaded: false });
       expectEveryFinding(body.findings);
-      expect(body.report.split("\n")[0]).toBe(`${path}:6: error [schemas] schema "weather_now" must be named forecast_<action> (the file is forecast; e.g. forecast_query)`);
+      expect(body.report.split("\n")[0]).toBe(
+        `${path}:6: error [schemas] schema "weather_now" must be named forecast_<action> (the file is forecast; e.g. forecast_query)`,
+      );
     });
 
     it("what only the load can say is kept, without a line: a profile built at run time", async () => {
@@ -131,13 +150,16 @@ describe("validate: every finding of a draft, each at its line", () => {
     });
 
     it("a load that succeeds leaves nothing of the declaration checks but the checklist's", async () => {
-      const path = t.data.write("drafts/fine.ts", [
-        "export function get_tool_schemas() {",
-        '  return [{ name: "fine_run", description: "Runs.", input_schema: { type: "object", properties: { n: { type: "integer" } }, required: ["n"] } }];',
-        "}",
-        "export function fine_run() { return 1; }",
-        "export function fine_walk() { return 2; }",
-      ].join("\n"));
+      const path = t.data.write(
+        "drafts/fine.ts",
+        [
+          "export function get_tool_schemas() {",
+          '  return [{ name: "fine_run", description: "Runs.", input_schema: { type: "object", properties: { n: { type: "integer" } }, required: ["n"] } }];',
+          "}",
+          "export function fine_run() { return 1; }",
+          "export function fine_walk() { return 2; }",
+        ].join("\n"),
+      );
       const report = await validateToolFile(path, { load: async () => ({ ok: true, problems: [], schemas: ["fine_run"] }) });
       expect(report.findings).toEqual([
         {
@@ -145,7 +167,8 @@ describe("validate: every finding of a draft, each at its line", () => {
           check: "handlers",
           line: 5,
           column: 17,
-          message: 'fine_walk is exported like a handler, but no schema declares "fine_walk": the host never calls it; declare it in get_tool_schemas() (or stop exporting it)',
+          message:
+            'fine_walk is exported like a handler, but no schema declares "fine_walk": the host never calls it; declare it in get_tool_schemas() (or stop exporting it)',
         },
       ]);
     });

@@ -19,7 +19,6 @@ function randomish(length: number, alphabet: string, seed: number): string {
   for (let i = 0; i < length; i++) {
     state = (state * 1103515245 + 12345) % 2 ** 31;
     out += alphabet[(state >>> 8) % alphabet.length]; // the low bits of this generator repeat quickly
-
   }
   return out;
 }
@@ -227,6 +226,12 @@ describe("validate: report and exit codes", () => {
     expect(brief(invalid.findings)).toEqual(["error file-name"]);
     expect(seen).toHaveLength(1);
     const failing = await validateToolFile(join(FIXTURES, "good_tool.ts"), { load, installed: () => Promise.reject(new Error("host closed")) });
-    expect(failing.findings).toEqual([{ level: "error", check: "shadowing", message: "the installed tools could not be listed (host closed); run validate again, or check them with animaworks-tool list" }]);
+    expect(failing.findings).toEqual([
+      {
+        level: "error",
+        check: "shadowing",
+        message: "the installed tools could not be listed (host closed); run validate again, or check them with animaworks-tool list",
+      },
+    ]);
   });
 });

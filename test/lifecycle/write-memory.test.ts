@@ -69,7 +69,17 @@ describe("write_memory_file: ordinary writes", () => {
 
 describe("write_memory_file: the tool-creation permission", () => {
   const deny = (): string => data.write("animas/alice/permissions.json", JSON.stringify({ tool_creation: { personal: false, shared: true } }));
-  const toolPaths = (): string[] => ["tools/my_tool.ts", "tools/my_tool.mts", "tools/my_tool.js", "tools/my_tool.mjs", "tools/_helper.ts", "tools/data.json", "tools/sub/deep.ts", "./tools//my_tool.ts", join(alice, "tools", "my_tool.ts")];
+  const toolPaths = (): string[] => [
+    "tools/my_tool.ts",
+    "tools/my_tool.mts",
+    "tools/my_tool.js",
+    "tools/my_tool.mjs",
+    "tools/_helper.ts",
+    "tools/data.json",
+    "tools/sub/deep.ts",
+    "./tools//my_tool.ts",
+    join(alice, "tools", "my_tool.ts"),
+  ];
 
   it("without a permissions file, personal tools may be written (the AnimaWorks default)", async () => {
     for (const path of toolPaths()) await write(path, "export {}");
@@ -107,16 +117,23 @@ describe("write_memory_file: the tool-creation permission", () => {
 });
 
 describe("write_memory_file: host files are never writable", () => {
-  it.each(["permissions.json", "permissions.md", "permissions.md.bak", "state/jobs.db", "state/background_notifications/x.md", "identity.md", "status.json", "activity_log/x.jsonl", join("ALICE", "state", "x")])(
-    "refuses %s",
-    async (path) => {
-      const target = path.replace("ALICE", alice);
-      data.write("animas/alice/permissions.json", JSON.stringify({ tool_creation: { personal: false } }));
-      await refused(write(target, JSON.stringify({ tool_creation: { personal: true, shared: true } })), "PermissionDenied", /belongs to the host/);
-      expect(readFileSync(join(alice, "permissions.json"), "utf8")).toContain('"personal":false');
-      expect(existsSync(join(alice, "state"))).toBe(false);
-    },
-  );
+  it.each([
+    "permissions.json",
+    "permissions.md",
+    "permissions.md.bak",
+    "state/jobs.db",
+    "state/background_notifications/x.md",
+    "identity.md",
+    "status.json",
+    "activity_log/x.jsonl",
+    join("ALICE", "state", "x"),
+  ])("refuses %s", async (path) => {
+    const target = path.replace("ALICE", alice);
+    data.write("animas/alice/permissions.json", JSON.stringify({ tool_creation: { personal: false } }));
+    await refused(write(target, JSON.stringify({ tool_creation: { personal: true, shared: true } })), "PermissionDenied", /belongs to the host/);
+    expect(readFileSync(join(alice, "permissions.json"), "utf8")).toContain('"personal":false');
+    expect(existsSync(join(alice, "state"))).toBe(false);
+  });
 });
 
 describe("write_memory_file: confinement", () => {
@@ -159,7 +176,11 @@ describe("verified folders (safe-dir)", () => {
     symlinkSync(join(alice, "state"), join(alice, "notes"));
     const paths = new PathConfinement(alice);
     const visited: string[] = [];
-    await refused(withExactDir(paths, "notes/sub", "test", { create: false }, async (fd) => void visited.push(fd)), "SandboxViolation", /goes through a symbolic link/);
+    await refused(
+      withExactDir(paths, "notes/sub", "test", { create: false }, async (fd) => void visited.push(fd)),
+      "SandboxViolation",
+      /goes through a symbolic link/,
+    );
     expect(visited).toEqual([]);
     await withExactDir(paths, "state/sub", "test", { create: false }, async (fd) => void visited.push(fd));
     expect(visited).toHaveLength(1);

@@ -7,7 +7,12 @@ import { BoundedLineReader, EDGE_BYTES } from "../../src/mcp/line-reader.js";
  * codes, readable messages), valid messages pass unchanged, and the lifecycle holds (initialize first).
  */
 const LIMIT = 1024;
-const INITIALIZE = { jsonrpc: "2.0", id: 0, method: "initialize", params: { protocolVersion: "2025-11-25", capabilities: {}, clientInfo: { name: "t", version: "1" } } };
+const INITIALIZE = {
+  jsonrpc: "2.0",
+  id: 0,
+  method: "initialize",
+  params: { protocolVersion: "2025-11-25", capabilities: {}, clientInfo: { name: "t", version: "1" } },
+};
 
 function gateAfterInitialize(): JsonRpcGate {
   const gate = new JsonRpcGate();
@@ -53,7 +58,10 @@ describe("the JSON-RPC gate of the MCP server", () => {
     const verdict = check(gate, [{ jsonrpc: "2.0", id: 1, method: "ping" }, { jsonrpc: "2.0", method: "notifications/initialized" }, 7]);
     expect(verdict.kind).toBe("answer");
     const replies = (verdict as Extract<GateVerdict, { kind: "answer" }>).reply as Array<{ id: unknown; error: { code: number } }>;
-    expect(replies.map((reply) => [reply.id, reply.error.code])).toEqual([[1, -32600], [null, -32600]]);
+    expect(replies.map((reply) => [reply.id, reply.error.code])).toEqual([
+      [1, -32600],
+      [null, -32600],
+    ]);
     expect(errorOf(check(gate, []))).toMatchObject({ id: null, code: -32600 });
   });
 
@@ -67,7 +75,11 @@ describe("the JSON-RPC gate of the MCP server", () => {
 
   it("answers requests before initialize (but ping), then lets them pass", () => {
     const gate = new JsonRpcGate();
-    expect(errorOf(check(gate, { jsonrpc: "2.0", id: 1, method: "tools/list" }))).toMatchObject({ id: 1, code: -32600, message: expect.stringMatching(/not initialized; send "initialize" first/) });
+    expect(errorOf(check(gate, { jsonrpc: "2.0", id: 1, method: "tools/list" }))).toMatchObject({
+      id: 1,
+      code: -32600,
+      message: expect.stringMatching(/not initialized; send "initialize" first/),
+    });
     expect(check(gate, { jsonrpc: "2.0", id: 2, method: "ping" }).kind).toBe("pass");
     // An initialize that is itself invalid does not initialize.
     expect(errorOf(check(gate, { ...INITIALIZE, params: {} })).code).toBe(-32602);
@@ -90,7 +102,11 @@ describe("the JSON-RPC gate of the MCP server", () => {
   it("answers a line over the limit with its id, read from either end of the text", () => {
     const gate = new JsonRpcGate();
     const oversize = (head: string, tail: string) => errorOf(gate.check({ kind: "oversize", bytes: 5_000, head, tail }, LIMIT));
-    expect(oversize('{"jsonrpc":"2.0","id":41,"method":"tools/call","params":{"a":"xx', 'xx"}}')).toMatchObject({ id: 41, code: -32600, message: expect.stringMatching(/5000 bytes, more than the 1024-byte limit/) });
+    expect(oversize('{"jsonrpc":"2.0","id":41,"method":"tools/call","params":{"a":"xx', 'xx"}}')).toMatchObject({
+      id: 41,
+      code: -32600,
+      message: expect.stringMatching(/5000 bytes, more than the 1024-byte limit/),
+    });
     expect(oversize('{"method":"tools/call","params":{"a":"xx', 'xx"}},"jsonrpc":"2.0","id":"k-7"}')).toMatchObject({ id: "k-7" });
     expect(oversize('{"method":"x","params":{"id":5,"a":"', 'zz"}}')).toMatchObject({ id: null });
   });

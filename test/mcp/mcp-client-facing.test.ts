@@ -17,7 +17,13 @@ let data: TempDataDir;
 const clients: Client[] = [];
 async function connect(anima: string): Promise<Client> {
   const client = new Client({ name: "test", version: "1.0.0" });
-  await client.connect(new StdioClientTransport({ command: process.execPath, args: ["--no-node-snapshot", BIN, "--data-dir", data.dir, "mcp", "--anima", anima], stderr: "ignore" }));
+  await client.connect(
+    new StdioClientTransport({
+      command: process.execPath,
+      args: ["--no-node-snapshot", BIN, "--data-dir", data.dir, "mcp", "--anima", anima],
+      stderr: "ignore",
+    }),
+  );
   clients.push(client);
   return client;
 }
@@ -44,12 +50,15 @@ describe("the MCP server, as a client meets it", () => {
     expect(JSON.parse(text(unknown)).hint).toMatch(/^MCP tools: .*write_memory_file.*slow_wait/);
     const { tools } = await client.listTools();
     for (const tool of tools.filter((t) => !t.name.startsWith("slow_"))) {
-      for (const [name, schema] of Object.entries(tool.inputSchema.properties ?? {})) expect((schema as { description?: string }).description, `${tool.name}.${name}`).toBeTruthy();
+      for (const [name, schema] of Object.entries(tool.inputSchema.properties ?? {}))
+        expect((schema as { description?: string }).description, `${tool.name}.${name}`).toBeTruthy();
     }
   });
 
   it("answers a call in flight before it exits when the client closes stdin", async () => {
-    const child = spawn(process.execPath, ["--no-node-snapshot", BIN, "--data-dir", data.dir, "mcp", "--anima", "alice"], { stdio: ["pipe", "pipe", "ignore"] });
+    const child = spawn(process.execPath, ["--no-node-snapshot", BIN, "--data-dir", data.dir, "mcp", "--anima", "alice"], {
+      stdio: ["pipe", "pipe", "ignore"],
+    });
     let stdout = "";
     child.stdout.on("data", (chunk) => (stdout += chunk));
     const send = (message: object) => child.stdin.write(`${JSON.stringify(message)}\n`);
@@ -59,7 +68,11 @@ describe("the MCP server, as a client meets it", () => {
     child.stdin.end();
     const code = await new Promise<number | null>((resolve) => child.on("close", resolve));
     expect(code).toBe(0);
-    const answer = stdout.split("\n").filter(Boolean).map((line) => JSON.parse(line) as { id?: number; result?: { content: Array<{ text: string }> } }).find((m) => m.id === 2);
+    const answer = stdout
+      .split("\n")
+      .filter(Boolean)
+      .map((line) => JSON.parse(line) as { id?: number; result?: { content: Array<{ text: string }> } })
+      .find((m) => m.id === 2);
     expect(answer?.result?.content[0]?.text).toBe("waited");
   });
 });

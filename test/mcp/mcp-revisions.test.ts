@@ -14,7 +14,11 @@ beforeAll(() => {
 afterAll(() => data.cleanup());
 
 async function initializeWith(protocolVersion: string): Promise<{ initialized: Record<string, unknown>; tools: Array<{ name: string }> }> {
-  const transport = new StdioClientTransport({ command: process.execPath, args: ["--no-node-snapshot", join(PROJECT_ROOT, "bin", "animaworks-tool.cjs"), "--data-dir", data.dir, "mcp", "--anima", "alice"], stderr: "ignore" });
+  const transport = new StdioClientTransport({
+    command: process.execPath,
+    args: ["--no-node-snapshot", join(PROJECT_ROOT, "bin", "animaworks-tool.cjs"), "--data-dir", data.dir, "mcp", "--anima", "alice"],
+    stderr: "ignore",
+  });
   const replies = new Map<number, (message: JSONRPCMessage) => void>();
   transport.onmessage = (message) => {
     if ("id" in message && typeof message.id === "number") replies.get(message.id)?.(message);

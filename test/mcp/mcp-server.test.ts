@@ -48,7 +48,20 @@ describe("MCP server over stdio", () => {
   it("lists the management tools and the Anima's tools with their JSON Schemas", async () => {
     const { tools } = await client.listTools();
     const names = tools.map((t) => t.name);
-    for (const name of ["write_memory_file", "read_memory_file", "refresh_tools", "share_tool", "list_tools", "submit_job", "list_jobs", "job_status", "job_result", "cancel_job", "note_echo", "note_fail"]) {
+    for (const name of [
+      "write_memory_file",
+      "read_memory_file",
+      "refresh_tools",
+      "share_tool",
+      "list_tools",
+      "submit_job",
+      "list_jobs",
+      "job_status",
+      "job_result",
+      "cancel_job",
+      "note_echo",
+      "note_fail",
+    ]) {
       expect(names).toContain(name);
     }
     expect(tools.find((t) => t.name === "note_echo")?.inputSchema).toMatchObject({ required: ["text"] });
@@ -73,7 +86,10 @@ describe("MCP server over stdio", () => {
     const before = listChanged;
     const write = await client.callTool({
       name: "write_memory_file",
-      arguments: { path: "tools/hello.ts", content: 'export function get_tool_schemas(){return [{name:"hello_world",description:"hi"}]}\nexport function dispatch(){return "hello!"}' },
+      arguments: {
+        path: "tools/hello.ts",
+        content: 'export function get_tool_schemas(){return [{name:"hello_world",description:"hi"}]}\nexport function dispatch(){return "hello!"}',
+      },
     });
     expect(write.isError).toBeFalsy();
     await waitFor(() => listChanged > before, 10_000);

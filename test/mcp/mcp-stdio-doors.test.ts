@@ -52,7 +52,10 @@ describe("the MCP server's stdio door", () => {
     expect((await session.answerTo("params-null")).error?.code).toBe(-32600);
     expect((await session.answerTo("in-batch")).error?.code).toBe(-32600);
     await session.until(() => session.answersTo(null).length >= before + 2, 10_000, "the two id-null answers");
-    const nulls = session.answersTo(null).slice(before).map((answer) => answer.error?.code);
+    const nulls = session
+      .answersTo(null)
+      .slice(before)
+      .map((answer) => answer.error?.code);
     expect(nulls.sort()).toEqual([-32700, -32600].sort());
     expect((await session.request("ping")).result).toEqual({});
   });
@@ -65,7 +68,9 @@ describe("the MCP server's stdio door", () => {
     ] as const) {
       expect((await session.request("tools/call", params)).error).toEqual({ code: -32602, message });
     }
-    expect((await session.request("tools/call", { name: "echo_say", arguments: { text: "hi" } })).result).toMatchObject({ content: [{ type: "text", text: "said hi" }] });
+    expect((await session.request("tools/call", { name: "echo_say", arguments: { text: "hi" } })).result).toMatchObject({
+      content: [{ type: "text", text: "said hi" }],
+    });
   });
 
   it("reads a write_memory_file of nearly 10 MiB, sent as a message far over 10 MiB of JSON", async () => {
@@ -79,10 +84,14 @@ describe("the MCP server's stdio door", () => {
     const limit = mcpMessageLimitBytes(DEFAULT_FS_LIMITS);
     const content = "\u0001".repeat(Math.ceil(limit / 6) + 1024); // six bytes of JSON per character
     // As the SDK's clients write it: the id last.
-    session.send(`{"method":"tools/call","params":${JSON.stringify({ name: "write_memory_file", arguments: { path: "notes/huge.md", content } })},"jsonrpc":"2.0","id":"huge"}`);
+    session.send(
+      `{"method":"tools/call","params":${JSON.stringify({ name: "write_memory_file", arguments: { path: "notes/huge.md", content } })},"jsonrpc":"2.0","id":"huge"}`,
+    );
     const answer = await session.answerTo("huge", 60_000);
     expect(answer.error).toMatchObject({ code: -32600, message: expect.stringMatching(new RegExp(`more than the ${limit}-byte limit`)) });
-    expect((await session.request("tools/call", { name: "echo_say", arguments: { text: "still here" } })).result).toMatchObject({ content: [{ text: "said still here" }] });
+    expect((await session.request("tools/call", { name: "echo_say", arguments: { text: "still here" } })).result).toMatchObject({
+      content: [{ text: "said still here" }],
+    });
     expect(() => readFileSync(join(data.anima("alice"), "notes", "huge.md"))).toThrow();
   }, 60_000);
 

@@ -35,7 +35,11 @@ let client: Client;
 
 function connect(dir: string): Promise<Client> {
   const mcp = new Client({ name: "test", version: "1.0.0" });
-  const transport = new StdioClientTransport({ command: process.execPath, args: ["--no-node-snapshot", BIN, "--data-dir", dir, "mcp", "--anima", "alice"], stderr: "ignore" });
+  const transport = new StdioClientTransport({
+    command: process.execPath,
+    args: ["--no-node-snapshot", BIN, "--data-dir", dir, "mcp", "--anima", "alice"],
+    stderr: "ignore",
+  });
   return mcp.connect(transport).then(() => mcp);
 }
 
@@ -101,7 +105,10 @@ describe("curated core tools over MCP (config.json animaworks_tool.mcp_core_tool
     expect(names).toContain("stats_count"); // personal tools are always offered
     const hidden = await client.callTool({ name: "web_fetch_text", arguments: { url: "http://127.0.0.1:9/" } });
     expect(hidden.isError).toBe(true);
-    expect(JSON.parse((hidden.content as Array<{ text: string }>)[0]?.text as string)).toMatchObject({ error_type: "ToolNotFound", hint: expect.stringContaining("animaworks-tool web_fetch") });
+    expect(JSON.parse((hidden.content as Array<{ text: string }>)[0]?.text as string)).toMatchObject({
+      error_type: "ToolNotFound",
+      hint: expect.stringContaining("animaworks-tool web_fetch"),
+    });
   });
 
   it("refuses to start with a list that is not of core tool names, naming the key", () => {
@@ -136,7 +143,10 @@ describe("output_schema declarations", () => {
 describe("output_schema in background jobs", () => {
   it("holds for a job's run too: a result that breaks it fails the job with ExecutionError", async () => {
     const jobsData = makeDataDir({
-      "animas/alice/tools/stats.ts": STATS_TOOL.replace("export function get_tool_schemas", 'export const EXECUTION_PROFILE = { wrong: { background_eligible: true }, count: { background_eligible: true } };\nexport function get_tool_schemas'),
+      "animas/alice/tools/stats.ts": STATS_TOOL.replace(
+        "export function get_tool_schemas",
+        "export const EXECUTION_PROFILE = { wrong: { background_eligible: true }, count: { background_eligible: true } };\nexport function get_tool_schemas",
+      ),
     });
     const host = createHost({ dataDir: jobsData.dir, isolation: "in-process", onLog: () => {} });
     const service = new JobService({ host, worker: { pollIntervalMs: 20 }, idleCheckIntervalMs: 20 });

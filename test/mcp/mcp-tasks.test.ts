@@ -17,7 +17,13 @@ const statusNotes: Array<{ taskId: string; status: string }> = [];
 async function connect(anima: string): Promise<Client> {
   const client = new Client({ name: "test", version: "1.0.0" });
   client.setNotificationHandler(TaskStatusNotificationSchema, async (note) => void statusNotes.push(note.params));
-  await client.connect(new StdioClientTransport({ command: process.execPath, args: ["--no-node-snapshot", join(PROJECT_ROOT, "bin", "animaworks-tool.cjs"), "--data-dir", data.dir, "mcp", "--anima", anima], stderr: "ignore" }));
+  await client.connect(
+    new StdioClientTransport({
+      command: process.execPath,
+      args: ["--no-node-snapshot", join(PROJECT_ROOT, "bin", "animaworks-tool.cjs"), "--data-dir", data.dir, "mcp", "--anima", anima],
+      stderr: "ignore",
+    }),
+  );
   clients.push(client);
   return client;
 }

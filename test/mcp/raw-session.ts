@@ -51,9 +51,13 @@ export class RawMcpSession {
 
   /** `animaworks-tool --data-dir DIR mcp --anima NAME` as a client starts it; stderr is collected. */
   static spawned(dataDir: string, anima: string): RawMcpSession & { stderr(): string } {
-    const child: ChildProcessWithoutNullStreams = spawn(process.execPath, ["--no-node-snapshot", join(PROJECT_ROOT, "bin", "animaworks-tool.cjs"), "--data-dir", dataDir, "mcp", "--anima", anima], {
-      stdio: ["pipe", "pipe", "pipe"],
-    });
+    const child: ChildProcessWithoutNullStreams = spawn(
+      process.execPath,
+      ["--no-node-snapshot", join(PROJECT_ROOT, "bin", "animaworks-tool.cjs"), "--data-dir", dataDir, "mcp", "--anima", anima],
+      {
+        stdio: ["pipe", "pipe", "pipe"],
+      },
+    );
     let stderr = "";
     child.stderr.on("data", (chunk: Buffer) => void (stderr += chunk.toString()));
     const exited = new Promise<number | null>((resolve) => child.once("exit", (code) => resolve(code)));

@@ -21,12 +21,60 @@ export interface ArgvPlaces {
 
 export function argvArbitrary(places: ArgvPlaces): fc.Arbitrary<string[]> {
   const token = fc.oneof(
-    { weight: 4, arbitrary: fc.constantFrom("-j", "--json", "-h", "--help", "--version", "--no-daemon", "--", "-", "--anima", "--data-dir", "--args-json", "--args-file", "--os-sandbox", "--jobs-url") },
-    { weight: 2, arbitrary: fc.constantFrom("--anima=alice", "--anima=", "--data-dir=", "--args-file=-", "--text", "--text=", "--no-text", "--limit", "-x", "--nope", "--json=1") },
+    {
+      weight: 4,
+      arbitrary: fc.constantFrom(
+        "-j",
+        "--json",
+        "-h",
+        "--help",
+        "--version",
+        "--no-daemon",
+        "--",
+        "-",
+        "--anima",
+        "--data-dir",
+        "--args-json",
+        "--args-file",
+        "--os-sandbox",
+        "--jobs-url",
+      ),
+    },
+    {
+      weight: 2,
+      arbitrary: fc.constantFrom(
+        "--anima=alice",
+        "--anima=",
+        "--data-dir=",
+        "--args-file=-",
+        "--text",
+        "--text=",
+        "--no-text",
+        "--limit",
+        "-x",
+        "--nope",
+        "--json=1",
+      ),
+    },
     { weight: 3, arbitrary: fc.constantFrom("list", "describe", "refresh", "share", "validate", "jobs", "help", "audit", "show", "cancel", "result", "wait") },
     { weight: 4, arbitrary: fc.constantFrom("echo", "say", "ghost", "alice", "bob", "a3 ") },
     { weight: 2, arbitrary: fc.constantFrom(places.dataDir, places.fifo, places.regularFile, places.missing, "/dev/zero", "/dev/null", "", ".", "/", "~") },
-    { weight: 2, arbitrary: fc.constantFrom('{"text":"a"}', "{", "[]", "null", "5", '{"text":5}', "auto", "required", "off", "postgres://nobody@127.0.0.1:1/none", "http://x") },
+    {
+      weight: 2,
+      arbitrary: fc.constantFrom(
+        '{"text":"a"}',
+        "{",
+        "[]",
+        "null",
+        "5",
+        '{"text":5}',
+        "auto",
+        "required",
+        "off",
+        "postgres://nobody@127.0.0.1:1/none",
+        "http://x",
+      ),
+    },
     { weight: 2, arbitrary: fc.string({ maxLength: 12 }) },
   );
   return fc.array(token, { maxLength: 8 });
@@ -36,10 +84,18 @@ export function argvArbitrary(places: ArgvPlaces): fc.Arbitrary<string[]> {
 export function toolCallArbitrary(places: ArgvPlaces): fc.Arbitrary<string[]> {
   const value = fc.oneof(fc.constantFrom("hi", "", "5", '{"text":"a"}', "{", places.fifo, places.regularFile, "/dev/zero", "-"), fc.string({ maxLength: 10 }));
   const flag = fc.oneof(
-    fc.tuple(fc.constantFrom("--text", "--limit", "--args-json", "--args-file", "--text=x", "-j", "--json", "--help", "--no-text", "--"), value).map(([name, v]) => (name.includes("=") || name.startsWith("-j") || name === "--json" || name === "--help" ? [name] : [name, v])),
+    fc
+      .tuple(fc.constantFrom("--text", "--limit", "--args-json", "--args-file", "--text=x", "-j", "--json", "--help", "--no-text", "--"), value)
+      .map(([name, v]) => (name.includes("=") || name.startsWith("-j") || name === "--json" || name === "--help" ? [name] : [name, v])),
     value.map((v) => [v]),
   );
-  return fc.tuple(fc.constantFrom("echo", "ghost", "list", "describe", "validate", "jobs"), fc.constantFrom("say", "x", "list", places.regularFile), fc.array(flag, { maxLength: 4 })).map(([tool, action, flags]) => [tool, action, ...flags.flat()]);
+  return fc
+    .tuple(
+      fc.constantFrom("echo", "ghost", "list", "describe", "validate", "jobs"),
+      fc.constantFrom("say", "x", "list", places.regularFile),
+      fc.array(flag, { maxLength: 4 }),
+    )
+    .map(([tool, action, flags]) => [tool, action, ...flags.flat()]);
 }
 
 /** The argv a test runs: `--data-dir` first (it may be given again later), and an Anima most of the time. */
@@ -83,7 +139,8 @@ export function expectDocumentedOutcome(argv: readonly string[], run: CliRun): v
 /** Settles within `ms`, or fails naming `what`: no input may hang a door. */
 export function within<T>(ms: number, what: string, work: Promise<T>): Promise<T> {
   let timer: NodeJS.Timeout | undefined;
-  return Promise.race([work, new Promise<never>((_, reject) => (timer = setTimeout(() => reject(new Error(`${what} did not finish within ${ms} ms`)), ms)))]).finally(() =>
-    clearTimeout(timer),
-  );
+  return Promise.race([
+    work,
+    new Promise<never>((_, reject) => (timer = setTimeout(() => reject(new Error(`${what} did not finish within ${ms} ms`)), ms))),
+  ]).finally(() => clearTimeout(timer));
 }

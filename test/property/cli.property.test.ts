@@ -47,7 +47,8 @@ describe.each(CLI_MODES)("any argv (%s)", (mode) => {
           if (mode === "daemon") {
             // The host that took the call serves the next one.
             const next = await within(CALL_BOUND_MS, "the next call", runner.run(["--data-dir", data.dir, "--anima", "alice", "echo", "say", "next"]));
-            if (next.code !== 0 || next.stdout !== "said next" || next.ranBy !== "host") throw new Error(`the host did not serve the call after ${JSON.stringify(argv)}: ${JSON.stringify(next)}`);
+            if (next.code !== 0 || next.stdout !== "said next" || next.ranBy !== "host")
+              throw new Error(`the host did not serve the call after ${JSON.stringify(argv)}: ${JSON.stringify(next)}`);
           }
         }),
         fuzzParameters(RUNS),

@@ -70,11 +70,20 @@ function clientMessage(dataDir: string): fc.Arbitrary<unknown> {
       install: fc.oneof({ weight: 4, arbitrary: fc.constant(build.install) }, { weight: 1, arbitrary: fc.string() }),
       argv: fc.oneof({ weight: 4, arbitrary: argv }, { weight: 1, arbitrary: anyValue }),
       cwd: fc.oneof({ weight: 4, arbitrary: fc.constant("/") }, { weight: 1, arbitrary: anyValue }),
-      env: fc.oneof({ weight: 4, arbitrary: fc.constant({}) }, { weight: 1, arbitrary: fc.dictionary(fc.string({ maxLength: 5 }), fc.string({ maxLength: 5 })) }, { weight: 1, arbitrary: anyValue }),
+      env: fc.oneof(
+        { weight: 4, arbitrary: fc.constant({}) },
+        { weight: 1, arbitrary: fc.dictionary(fc.string({ maxLength: 5 }), fc.string({ maxLength: 5 })) },
+        { weight: 1, arbitrary: anyValue },
+      ),
       stdoutIsTerminal: fc.oneof(fc.boolean(), anyValue),
       stderrIsTerminal: fc.oneof(fc.boolean(), anyValue),
     }),
-    fc.record({ type: fc.constantFrom("status", "stop"), protocol: fc.oneof(fc.constant(PROTOCOL_VERSION), fc.integer()), build: fc.constant(build.build), install: fc.constant(build.install) }),
+    fc.record({
+      type: fc.constantFrom("status", "stop"),
+      protocol: fc.oneof(fc.constant(PROTOCOL_VERSION), fc.integer()),
+      build: fc.constant(build.build),
+      install: fc.constant(build.install),
+    }),
     fc.record({ type: fc.constantFrom("stdin", "stdin-end"), data: fc.oneof(fc.string(), anyValue) }),
     fc.record({ type: fc.oneof(fc.string({ maxLength: 10 }), anyValue) }),
     anyValue,
@@ -87,7 +96,12 @@ function connectionBytes(dataDir: string): fc.Arbitrary<Buffer[]> {
     { weight: 4, arbitrary: clientMessage(dataDir).map((message) => frame(Buffer.from(JSON.stringify(message) ?? "null"))) },
     { weight: 1, arbitrary: fc.uint8Array({ maxLength: 64 }).map((bytes) => Buffer.from(bytes)) },
     { weight: 1, arbitrary: fc.string({ maxLength: 40 }).map((text) => frame(Buffer.from(text))) },
-    { weight: 1, arbitrary: fc.constantFrom(MAX_FRAME_BYTES + 1, 0xffffffff, 1_000_000).map((length) => Buffer.from([length >>> 24, (length >>> 16) & 255, (length >>> 8) & 255, length & 255])) },
+    {
+      weight: 1,
+      arbitrary: fc
+        .constantFrom(MAX_FRAME_BYTES + 1, 0xffffffff, 1_000_000)
+        .map((length) => Buffer.from([length >>> 24, (length >>> 16) & 255, (length >>> 8) & 255, length & 255])),
+    },
   );
   return fc.array(piece, { minLength: 0, maxLength: 5 });
 }

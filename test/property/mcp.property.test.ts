@@ -22,12 +22,36 @@ export function dispatch(name, args) { return "said " + args.text; }
 const RUNS = 150;
 const ANSWER_BOUND_MS = 20_000;
 
-const METHODS = ["initialize", "ping", "tools/list", "tools/call", "tasks/get", "tasks/result", "tasks/list", "tasks/cancel", "resources/list", "prompts/get", "logging/setLevel", "completion/complete", "notifications/initialized", "notifications/cancelled", "notifications/progress", "no/such"];
+const METHODS = [
+  "initialize",
+  "ping",
+  "tools/list",
+  "tools/call",
+  "tasks/get",
+  "tasks/result",
+  "tasks/list",
+  "tasks/cancel",
+  "resources/list",
+  "prompts/get",
+  "logging/setLevel",
+  "completion/complete",
+  "notifications/initialized",
+  "notifications/cancelled",
+  "notifications/progress",
+  "no/such",
+];
 
 /** Values in the places JSON-RPC and MCP give types to, right and wrong. */
 function messageArbitrary(): fc.Arbitrary<unknown> {
   const anyJson = fc.jsonValue({ maxDepth: 3 });
-  const id = fc.oneof(fc.integer(), fc.string({ maxLength: 6 }), fc.double(), fc.constant(null), fc.boolean(), fc.dictionary(fc.string({ maxLength: 3 }), fc.integer(), { maxKeys: 2 }));
+  const id = fc.oneof(
+    fc.integer(),
+    fc.string({ maxLength: 6 }),
+    fc.double(),
+    fc.constant(null),
+    fc.boolean(),
+    fc.dictionary(fc.string({ maxLength: 3 }), fc.integer(), { maxKeys: 2 }),
+  );
   const method = fc.oneof({ weight: 5, arbitrary: fc.constantFrom(...METHODS) }, { weight: 1, arbitrary: anyJson });
   const toolParams = fc.record(
     {
@@ -41,7 +65,15 @@ function messageArbitrary(): fc.Arbitrary<unknown> {
   );
   const params = fc.oneof({ weight: 4, arbitrary: toolParams }, { weight: 1, arbitrary: anyJson });
   const message = fc.record(
-    { jsonrpc: fc.oneof({ weight: 6, arbitrary: fc.constant("2.0") }, { weight: 1, arbitrary: anyJson }), id, method, params, result: anyJson, error: anyJson, extra: anyJson },
+    {
+      jsonrpc: fc.oneof({ weight: 6, arbitrary: fc.constant("2.0") }, { weight: 1, arbitrary: anyJson }),
+      id,
+      method,
+      params,
+      result: anyJson,
+      error: anyJson,
+      extra: anyJson,
+    },
     { requiredKeys: [] },
   );
   return fc.oneof({ weight: 8, arbitrary: message }, { weight: 1, arbitrary: fc.array(message, { maxLength: 3 }) }, { weight: 1, arbitrary: anyJson });
@@ -51,7 +83,13 @@ function messageArbitrary(): fc.Arbitrary<unknown> {
 function lineArbitrary(): fc.Arbitrary<{ text: string; value?: unknown }> {
   return fc.oneof(
     { weight: 9, arbitrary: messageArbitrary().map((value) => ({ text: JSON.stringify(value) ?? "null", value })) },
-    { weight: 1, arbitrary: fc.string({ maxLength: 40 }).filter((text) => !text.includes("\n") && !text.includes("\r")).map((text) => ({ text })) },
+    {
+      weight: 1,
+      arbitrary: fc
+        .string({ maxLength: 40 })
+        .filter((text) => !text.includes("\n") && !text.includes("\r"))
+        .map((text) => ({ text })),
+    },
   );
 }
 
@@ -59,7 +97,7 @@ let nextId = 1;
 /** The message with a readable id made unique (same type), so that its answer can be told apart. */
 function withUniqueId(value: unknown): unknown {
   if (typeof value !== "object" || value === null || Array.isArray(value) || !("id" in value)) return value;
-  const id = (value).id;
+  const id = value.id;
   if (Number.isSafeInteger(id)) return { ...value, id: 1_000_000_000 + nextId++ };
   if (typeof id === "string") return { ...value, id: `u${nextId++}:${id}` };
   return value;
@@ -145,12 +183,17 @@ describe("the MCP server, under any line", () => {
             const answer = await within(ANSWER_BOUND_MS, `the answer to ${context}`, session.answerTo(id, ANSWER_BOUND_MS));
             expectWellFormed(answer, context);
             expect(session.answersTo(id), context).toHaveLength(1);
-          } else if (!parsesAsJson || (Array.isArray(value) ? value.some((item) => !isNotification(item)) || value.length === 0 : !isNotification(value) && !isResponseShaped(value))) {
+          } else if (
+            !parsesAsJson ||
+            (Array.isArray(value) ? value.some((item) => !isNotification(item)) || value.length === 0 : !isNotification(value) && !isResponseShaped(value))
+          ) {
             if (text.trim() === "") return;
             // Answered before the ping after it (the gate answers as it reads the line).
             const since = session.answers.slice(answered).flat();
             // A batch is answered as an array (each request in it); anything else with its id or id null.
-            const mine = Array.isArray(value) ? since.filter((answer) => answer.id !== ping.id) : since.filter((answer) => answer.id === null || (id !== undefined && answer.id === id));
+            const mine = Array.isArray(value)
+              ? since.filter((answer) => answer.id !== ping.id)
+              : since.filter((answer) => answer.id === null || (id !== undefined && answer.id === id));
             expect(mine.length, `${context}: no answer`).toBeGreaterThanOrEqual(1);
             for (const answer of mine) expectWellFormed(answer, context);
           }

@@ -146,7 +146,10 @@ describe("ToolRegistry: failures to run a module are retried, failed checks are 
   }
 
   it("asks the executor again after LOAD_FAILURE_RETRY_MS when loading failed (e.g. a crashed sandbox)", async () => {
-    const good: DescribeOutcome = { ok: true, module: { exports: { dispatch: "function", get_tool_schemas: "function" }, schemas: [{ name: "flaky_run" }], profile: null } };
+    const good: DescribeOutcome = {
+      ok: true,
+      module: { exports: { dispatch: "function", get_tool_schemas: "function" }, schemas: [{ name: "flaky_run" }], profile: null },
+    };
     const { registry, describe } = registryWith([
       { ok: false, error: { type: "LoadError", fault: "tool", message: "the sandbox process stopped (signal SIGKILL) while the call was running" } },
       good,

@@ -16,11 +16,15 @@ const QUERY_PARAMS = { type: "object", properties: { q: { type: "string" } }, re
 describe("normalising schemas (docs/animaworks-reference.md §3.1, docs/animaworks-reference.md checklist 15, 16)", () => {
   it("uses input_schema as parameters, and input_schema wins over parameters", () => {
     const { schemas } = ok(
-      checkToolSchemas("t", [
-        { name: "t_a", description: "A", input_schema: QUERY_PARAMS },
-        { name: "t_b", description: "B", parameters: QUERY_PARAMS },
-        { name: "t_c", description: "C", input_schema: QUERY_PARAMS, parameters: { type: "object", properties: { other: { type: "number" } } } },
-      ], null),
+      checkToolSchemas(
+        "t",
+        [
+          { name: "t_a", description: "A", input_schema: QUERY_PARAMS },
+          { name: "t_b", description: "B", parameters: QUERY_PARAMS },
+          { name: "t_c", description: "C", input_schema: QUERY_PARAMS, parameters: { type: "object", properties: { other: { type: "number" } } } },
+        ],
+        null,
+      ),
     );
     expect(schemas.map((s) => [s.name, s.action, s.description])).toEqual([
       ["t_a", "a", "A"],
@@ -37,10 +41,14 @@ describe("normalising schemas (docs/animaworks-reference.md §3.1, docs/animawor
 
   it('reads `{}` as "no arguments" and adds the implied "type": "object"', () => {
     const { schemas } = ok(
-      checkToolSchemas("t", [
-        { name: "t_empty", parameters: {} },
-        { name: "t_untyped", input_schema: { properties: { n: { type: "integer" } }, required: ["n"] } },
-      ], null),
+      checkToolSchemas(
+        "t",
+        [
+          { name: "t_empty", parameters: {} },
+          { name: "t_untyped", input_schema: { properties: { n: { type: "integer" } }, required: ["n"] } },
+        ],
+        null,
+      ),
     );
     expect(schemas[0]?.parameters).toEqual({ type: "object", properties: {} });
     expect(schemas[1]?.parameters).toEqual({ type: "object", properties: { n: { type: "integer" } }, required: ["n"] });
@@ -80,11 +88,9 @@ describe("what get_tool_schemas() returned", () => {
 
   it("lists every problem at once, not only the first", () => {
     const found = problems(
-      checkToolSchemas("t", [
-        { name: "x_wrong" },
-        { name: "t_desc", description: 42 },
-        { name: "t_params", input_schema: { type: "array" } },
-      ], { run: { timeout_seconds: -1 } }),
+      checkToolSchemas("t", [{ name: "x_wrong" }, { name: "t_desc", description: 42 }, { name: "t_params", input_schema: { type: "array" } }], {
+        run: { timeout_seconds: -1 },
+      }),
     );
     expect(found).toHaveLength(4);
     expect(found.join("\n")).toMatch(/x_wrong/);
@@ -104,17 +110,23 @@ describe("invalid JSON Schema is a load problem that says what to fix", () => {
   });
 
   it("reports wrongly shaped keywords", () => {
-    expect(check({ type: "object", properties: { n: { type: "string", minLength: "3" } } })).toMatch(/at "properties\.n\.minLength": must be integer \(got "3"\)/);
+    expect(check({ type: "object", properties: { n: { type: "string", minLength: "3" } } })).toMatch(
+      /at "properties\.n\.minLength": must be integer \(got "3"\)/,
+    );
     expect(check({ type: "object", required: "q" })).toMatch(/at "required": must be array \(got "q"\)/);
   });
 
   it("refuses unknown keywords and required names missing from properties (strict mode)", () => {
-    expect(check({ type: "object", properties: { q: { type: "string", hint: "x" } } })).toMatch(/unknown keyword: "hint".*put notes for the model in "description"/);
+    expect(check({ type: "object", properties: { q: { type: "string", hint: "x" } } })).toMatch(
+      /unknown keyword: "hint".*put notes for the model in "description"/,
+    );
     expect(check({ type: "object", properties: { q: { type: "string" } }, required: ["query"] })).toMatch(/required property "query" is not defined/);
   });
 
   it("refuses patterns RE2 cannot run, saying why", () => {
-    expect(check({ type: "object", properties: { q: { type: "string", pattern: "^(?!admin).*" } } })).toMatch(/look-arounds and back-references are not supported/);
+    expect(check({ type: "object", properties: { q: { type: "string", pattern: "^(?!admin).*" } } })).toMatch(
+      /look-arounds and back-references are not supported/,
+    );
     expect(check({ type: "object", properties: { q: { type: "string", pattern: "(a)\\1" } } })).toMatch(/not valid JSON Schema/);
   });
 
@@ -127,7 +139,9 @@ describe("invalid JSON Schema is a load problem that says what to fix", () => {
   it("allows only local references: no $id, no anchors, no remote $ref (all tools share one validator)", () => {
     expect(check({ $id: "https://example.com/s", type: "object" })).toMatch(/may not use "\$id"/);
     expect(check({ type: "object", properties: { a: { $id: "inner", type: "string" } } })).toMatch(/may not use "\$id" \(at properties\.a\)/);
-    expect(check({ type: "object", properties: { a: { anyOf: [{ $anchor: "x", type: "string" }] } } })).toMatch(/may not use "\$anchor" \(at properties\.a\.anyOf\.0\)/);
+    expect(check({ type: "object", properties: { a: { anyOf: [{ $anchor: "x", type: "string" }] } } })).toMatch(
+      /may not use "\$anchor" \(at properties\.a\.anyOf\.0\)/,
+    );
     expect(check({ type: "object", properties: { a: { $ref: "https://evil.example/schema.json" } } })).toMatch(/only use local references/);
     expect(check({ type: "object", properties: { a: { $ref: "other.json#/x" } } })).toMatch(/only use local references/);
     // A property that is merely *named* "$id" is data, not the keyword.
@@ -193,9 +207,7 @@ describe("EXECUTION_PROFILE", () => {
   });
 
   it("refuses values of the wrong type", () => {
-    const found = problems(
-      checkToolSchemas("t", [{ name: "t_run" }], { run: { timeout_seconds: "10", background_eligible: "yes" }, other: 5 }),
-    );
+    const found = problems(checkToolSchemas("t", [{ name: "t_run" }], { run: { timeout_seconds: "10", background_eligible: "yes" }, other: 5 }));
     expect(found).toEqual([
       "EXECUTION_PROFILE.run.timeout_seconds must be a positive number of seconds",
       "EXECUTION_PROFILE.run.background_eligible must be true or false",

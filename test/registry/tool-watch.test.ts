@@ -117,7 +117,14 @@ describe("toolsChanges", () => {
   it("groups a burst's paths by the folder they are in, leaving out hidden files and other places", () => {
     const dir = "/data";
     expect(
-      toolsChanges(dir, ["/data/animas/alice/tools/a.ts", "/data/common_tools/b.ts", "/data/animas/alice/tools/_h.ts", "/data/animas/alice/tools/.a.ts.tmp", "/data/animas/alice/notes.md", "/elsewhere/x.ts"]),
+      toolsChanges(dir, [
+        "/data/animas/alice/tools/a.ts",
+        "/data/common_tools/b.ts",
+        "/data/animas/alice/tools/_h.ts",
+        "/data/animas/alice/tools/.a.ts.tmp",
+        "/data/animas/alice/notes.md",
+        "/elsewhere/x.ts",
+      ]),
     ).toEqual([
       { anima: "alice", paths: ["/data/animas/alice/tools/a.ts", "/data/animas/alice/tools/_h.ts"] },
       { anima: undefined, paths: ["/data/common_tools/b.ts"] },

@@ -19,7 +19,15 @@ describe("the audit trail survives a noisy tool", () => {
     const file = join(data.dir, "logs", "audit.jsonl");
     const audit = new JsonlAuditLog(file, { maxBytes: 64 * 1024, keepFiles: 3 });
     for (let i = 0; i < 40; i++) {
-      audit.append({ kind: "capability", anima: "eve", tool: "t", operation: "fs.readFile", target: `../eve2/secret-${i}`, outcome: "denied", reason: "SandboxViolation: outside" });
+      audit.append({
+        kind: "capability",
+        anima: "eve",
+        tool: "t",
+        operation: "fs.readFile",
+        target: `../eve2/secret-${i}`,
+        outcome: "denied",
+        reason: "SandboxViolation: outside",
+      });
     }
     const huge = `\u001b]0;owned\u0007${"E".repeat(11 * 1024 * 1024)}`;
     for (let i = 0; i < 3; i++) audit.append({ kind: "load_error", anima: "eve", tool: "noisy", origin: "personal", message: huge });

@@ -72,10 +72,24 @@ describe("a call's footprint ends with the call", () => {
   it("the one-shot CLI exits once it has printed the result, without waiting for the fetches", async () => {
     const server = await silentServer();
     try {
-      const child = spawn(process.execPath, ["--no-node-snapshot", join(PROJECT_ROOT, "bin", "animaworks-tool.cjs"), "--data-dir", data.dir, "--anima", "eve", "leaves_fetches_open", "run", server.url], {
-        env: { ...process.env, ANIMAWORKS_ALLOW_INTERNAL_HOSTS: "127.0.0.1", ANIMAWORKS_OS_SANDBOX: "auto" },
-        stdio: ["ignore", "pipe", "pipe"],
-      });
+      const child = spawn(
+        process.execPath,
+        [
+          "--no-node-snapshot",
+          join(PROJECT_ROOT, "bin", "animaworks-tool.cjs"),
+          "--data-dir",
+          data.dir,
+          "--anima",
+          "eve",
+          "leaves_fetches_open",
+          "run",
+          server.url,
+        ],
+        {
+          env: { ...process.env, ANIMAWORKS_ALLOW_INTERNAL_HOSTS: "127.0.0.1", ANIMAWORKS_OS_SANDBOX: "auto" },
+          stdio: ["ignore", "pipe", "pipe"],
+        },
+      );
       let printedAt: number | undefined;
       let stdout = "";
       child.stdout.on("data", (chunk: Buffer) => {

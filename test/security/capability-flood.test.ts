@@ -29,7 +29,14 @@ describe("capability flood (process isolation, one sandbox process)", () => {
       "animas/bob/tools/counter.ts": COUNTER_TOOL,
     });
     const logs: LogRecord[] = [];
-    host = createHost({ dataDir: data.dir, coreToolsDir: join(data.dir, "no-core-tools"), timeoutMs: 5_000, cordons: "all", sandboxProcesses: 1, onLog: (r) => logs.push(r) });
+    host = createHost({
+      dataDir: data.dir,
+      coreToolsDir: join(data.dir, "no-core-tools"),
+      timeoutMs: 5_000,
+      cordons: "all",
+      sandboxProcesses: 1,
+      onLog: (r) => logs.push(r),
+    });
     const pidsBefore = sandboxOf(host)!.pids();
     const flood = await host.call("eve", "capability_flood_run", {});
     expectError(flood, "Timeout");

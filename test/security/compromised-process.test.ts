@@ -74,12 +74,20 @@ describe("a compromised sandbox process, byte by byte", () => {
   async function sent(p: SandboxPool, anima: string): Promise<{ id: number; pid: number }> {
     const internals = p as unknown as Internals;
     let found: { id: number; pid: number } | undefined;
-    await waitFor(() => {
-      for (const process of [...internals.pools.values()].flatMap((pool) => pool.processes))
-        for (const [id, pending] of process.pending) if (pending.request.context.anima === anima && pending.child !== undefined) found = { id, pid: pending.child.pid };
-      return found !== undefined;
-    }, 10_000, 2).catch((error: Error) => {
-      const pools = [...internals.pools].map(([c, pool]) => `${c}: ${pool.processes.map((x) => `${x.pid}[${[...x.pending.values()].map((q) => `${q.request.context.anima}@${q.child?.pid}`).join(",")}]`).join(" ")}`);
+    await waitFor(
+      () => {
+        for (const process of [...internals.pools.values()].flatMap((pool) => pool.processes))
+          for (const [id, pending] of process.pending)
+            if (pending.request.context.anima === anima && pending.child !== undefined) found = { id, pid: pending.child.pid };
+        return found !== undefined;
+      },
+      10_000,
+      2,
+    ).catch((error: Error) => {
+      const pools = [...internals.pools].map(
+        ([c, pool]) =>
+          `${c}: ${pool.processes.map((x) => `${x.pid}[${[...x.pending.values()].map((q) => `${q.request.context.anima}@${q.child?.pid}`).join(",")}]`).join(" ")}`,
+      );
       throw new Error(`${error.message}: no sent call of ${anima}; ${pools.join("; ")}`);
     });
     return found as { id: number; pid: number };
@@ -111,8 +119,12 @@ describe("a compromised sandbox process, byte by byte", () => {
     const { p, served, violations, aliceCall, alicePid } = await start();
     const { evePid, eveCall } = await attack(p, { attack: name });
     await waitFor(() => violations.length > 0 && !p.pids().includes(evePid), 10_000).catch((error: Error) => {
-      const pools = [...(p as unknown as { pools: Map<string, { processes: Array<{ pid: number | undefined; pending: Map<number, unknown> }> }> }).pools].map(([c, pool]) => `${c}: ${pool.processes.map((x) => `${x.pid}(${x.pending.size})`).join(",")}`);
-      throw new Error(`${error.message}; violations: ${JSON.stringify(violations)}; pids ${JSON.stringify(p.pids())}, eve's ${evePid}; ${pools.join("; ")}; spares ${JSON.stringify(p.sparePids())}`);
+      const pools = [...(p as unknown as { pools: Map<string, { processes: Array<{ pid: number | undefined; pending: Map<number, unknown> }> }> }).pools].map(
+        ([c, pool]) => `${c}: ${pool.processes.map((x) => `${x.pid}(${x.pending.size})`).join(",")}`,
+      );
+      throw new Error(
+        `${error.message}; violations: ${JSON.stringify(violations)}; pids ${JSON.stringify(p.pids())}, eve's ${evePid}; ${pools.join("; ")}; spares ${JSON.stringify(p.sparePids())}`,
+      );
     });
     expect(violations[0]).toMatch(reported);
     expect(violations[0]).toMatch(new RegExp(`sandbox process ${evePid} .*it was stopped and replaced`));
@@ -121,34 +133,37 @@ describe("a compromised sandbox process, byte by byte", () => {
     await stillServes(p, alicePid, aliceCall);
   });
 
-  it.each([
-    ["foreign_capability"],
-    ["foreign_result"],
-    ["foreign_log"],
-  ])("%s: a message under alice's call id from eve's process is a violation, and serves nothing", async (name) => {
-    const { p, served, violations, logs, aliceCall, aliceId, alicePid } = await start();
-    const { evePid } = await attack(p, { attack: name, target: aliceId });
-    await waitFor(() => violations.length > 0 && !p.pids().includes(evePid), 10_000);
-    expect(violations[0]).toMatch(new RegExp(`named request ${aliceId}, which the host never sent to it`));
-    expect(served).toEqual([]);
-    expect(logs).toEqual([]);
-    await stillServes(p, alicePid, aliceCall);
-  });
+  it.each([["foreign_capability"], ["foreign_result"], ["foreign_log"]])(
+    "%s: a message under alice's call id from eve's process is a violation, and serves nothing",
+    async (name) => {
+      const { p, served, violations, logs, aliceCall, aliceId, alicePid } = await start();
+      const { evePid } = await attack(p, { attack: name, target: aliceId });
+      await waitFor(() => violations.length > 0 && !p.pids().includes(evePid), 10_000);
+      expect(violations[0]).toMatch(new RegExp(`named request ${aliceId}, which the host never sent to it`));
+      expect(served).toEqual([]);
+      expect(logs).toEqual([]);
+      await stillServes(p, alicePid, aliceCall);
+    },
+  );
 
-  it.each([["warmPool"], ["log"]])("message_flood (%s): throttled, then retired as flooding; the host's event loop stays responsive", async (type) => {
-    const { p, violations, aliceCall, alicePid } = await start();
-    const lag = monitorEventLoopDelay({ resolution: 10 });
-    lag.enable();
-    const { evePid } = await attack(p, { attack: "message_flood", type });
-    // While it floods, alice's calls are answered.
-    for (let i = 0; i < 5; i++) expect(await p.call(request("alice", "waiting_quick"))).toMatchObject({ ok: true });
-    await waitFor(() => violations.length > 0 && !p.pids().includes(evePid), 20_000);
-    lag.disable();
-    expect(violations[0]).toMatch(/flooding the host/);
-    // Each read of the flood costs the host at most one read's worth of small frames: no long stall.
-    expect(lag.max / 1e6).toBeLessThan(2_000);
-    await stillServes(p, alicePid, aliceCall);
-  }, 40_000);
+  it.each([["warmPool"], ["log"]])(
+    "message_flood (%s): throttled, then retired as flooding; the host's event loop stays responsive",
+    async (type) => {
+      const { p, violations, aliceCall, alicePid } = await start();
+      const lag = monitorEventLoopDelay({ resolution: 10 });
+      lag.enable();
+      const { evePid } = await attack(p, { attack: "message_flood", type });
+      // While it floods, alice's calls are answered.
+      for (let i = 0; i < 5; i++) expect(await p.call(request("alice", "waiting_quick"))).toMatchObject({ ok: true });
+      await waitFor(() => violations.length > 0 && !p.pids().includes(evePid), 20_000);
+      lag.disable();
+      expect(violations[0]).toMatch(/flooding the host/);
+      // Each read of the flood costs the host at most one read's worth of small frames: no long stall.
+      expect(lag.max / 1e6).toBeLessThan(2_000);
+      await stillServes(p, alicePid, aliceCall);
+    },
+    40_000,
+  );
 
   it("part_flood: parts beyond a call's limit are refused before the host holds more", async () => {
     const { p, violations, aliceCall, alicePid } = await start();

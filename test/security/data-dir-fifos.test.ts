@@ -69,7 +69,9 @@ describe("a FIFO among the data dir's files the host reads on a call", () => {
     const dir = makeDataDir();
     try {
       execFileSync("ln", ["-s", "/dev/zero", join(dir.dir, "permissions.json")]);
-      await expect(within(10_000, "loadPermissions", loadPermissions(dir.dir))).rejects.toThrow(/permissions\.json is invalid: it is not a regular file \(it is a character device\)/);
+      await expect(within(10_000, "loadPermissions", loadPermissions(dir.dir))).rejects.toThrow(
+        /permissions\.json is invalid: it is not a regular file \(it is a character device\)/,
+      );
     } finally {
       dir.cleanup();
     }

@@ -11,7 +11,15 @@ for (const mode of MODES) {
     let h: Harness;
     beforeAll(() => {
       h = startHost({ mode, timeoutMs: 1_000 });
-      for (const fixture of ["escape_via_constructor", "escape_via_error_stack", "wasm_memory", "shared_array_buffer", "weakref_finalizer", "throws_with_host_path", "resizable_buffer"]) {
+      for (const fixture of [
+        "escape_via_constructor",
+        "escape_via_error_stack",
+        "wasm_memory",
+        "shared_array_buffer",
+        "weakref_finalizer",
+        "throws_with_host_path",
+        "resizable_buffer",
+      ]) {
         h.install("mallory", fixture);
       }
     });
@@ -49,7 +57,11 @@ for (const mode of MODES) {
     });
 
     it("wasm_memory: WebAssembly is not reachable", async () => {
-      expect(JSON.parse(expectOk(await h.call("mallory", "wasm_memory_probe")))).toEqual({ global: "undefined", viaFunction: "undefined", inGlobalNames: false });
+      expect(JSON.parse(expectOk(await h.call("mallory", "wasm_memory_probe")))).toEqual({
+        global: "undefined",
+        viaFunction: "undefined",
+        inGlobalNames: false,
+      });
       const result = await h.call("mallory", "wasm_memory_grow");
       expectError(result, "ExecutionError", /^TypeError: Cannot read properties of undefined \(reading 'Memory'\)$/);
       assertNoLeak(result, h.data);
@@ -57,7 +69,11 @@ for (const mode of MODES) {
     });
 
     it("shared_array_buffer: SharedArrayBuffer and Atomics are not reachable", async () => {
-      expect(JSON.parse(expectOk(await h.call("mallory", "shared_array_buffer_probe")))).toEqual({ SharedArrayBuffer: "undefined", Atomics: "undefined", viaWasm: "unavailable" });
+      expect(JSON.parse(expectOk(await h.call("mallory", "shared_array_buffer_probe")))).toEqual({
+        SharedArrayBuffer: "undefined",
+        Atomics: "undefined",
+        viaWasm: "unavailable",
+      });
       const result = await h.call("mallory", "shared_array_buffer_wait");
       expectError(result, "ExecutionError", /^TypeError: .*not a constructor$/);
       assertNoLeak(result, h.data);
@@ -72,7 +88,11 @@ for (const mode of MODES) {
     });
 
     it("resizable_buffer: resizable ArrayBuffers (memory outside the isolate's limit) are refused", async () => {
-      expect(JSON.parse(expectOk(await h.call("mallory", "resizable_buffer_probe")))).toEqual({ resizable: false, hasResize: false, viaConstructor: "refused" });
+      expect(JSON.parse(expectOk(await h.call("mallory", "resizable_buffer_probe")))).toEqual({
+        resizable: false,
+        hasResize: false,
+        viaConstructor: "refused",
+      });
       const result = await h.call("mallory", "resizable_buffer_grow");
       expectError(result, "ExecutionError", /resizable ArrayBuffers are not available/);
       await expectHealthy(h, "mallory");
@@ -95,7 +115,12 @@ for (const mode of MODES) {
       const result = await h.call("mallory", "throws_with_host_path_log_bridge");
       expect(JSON.parse(expectOk(result))).toEqual({ thrown: [] });
       const lines = h.logs.filter((r) => r.anima === "mallory" && r.message.startsWith("hostile"));
-      expect(lines.map((r) => r.message)).toEqual([expect.stringMatching(/^hostile x+… \[cut\]$/), "hostile Symbol(s)", "hostile 10", "hostile [unprintable value]"]);
+      expect(lines.map((r) => r.message)).toEqual([
+        expect.stringMatching(/^hostile x+… \[cut\]$/),
+        "hostile Symbol(s)",
+        "hostile 10",
+        "hostile [unprintable value]",
+      ]);
       await expectHealthy(h, "mallory");
     });
   });

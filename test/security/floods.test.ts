@@ -35,7 +35,10 @@ for (const mode of MODES) {
       while (!h.logs.slice(before).some((r) => r.message.startsWith("log limit reached")) && performance.now() < deadline) {
         await new Promise((resolve) => setImmediate(resolve));
       }
-      return h.logs.slice(before).filter((r) => r.anima === "mallory").map((r) => r.message);
+      return h.logs
+        .slice(before)
+        .filter((r) => r.anima === "mallory")
+        .map((r) => r.message);
     }
 
     it.each(["log_flood_lines", "log_flood_huge", "log_flood_console"])("%s: at most maxLogLinesPerCall lines of at most maxLogLineChars", async (schema) => {

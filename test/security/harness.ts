@@ -198,7 +198,8 @@ class InProcessHostChild {
     }
     // A crash of the host's process fails what was asked of it (a regression, not a hang).
     this.child.on("exit", (code, signal) => {
-      for (const wake of this.waiting.values()) wake({ status: "error", error_type: "SandboxCrashed", message: `the in-process host's process ended (${signal ?? code})`, durationMs: 0 });
+      for (const wake of this.waiting.values())
+        wake({ status: "error", error_type: "SandboxCrashed", message: `the in-process host's process ended (${signal ?? code})`, durationMs: 0 });
       this.waiting.clear();
     });
     this.child.on("message", (message: { type: string; id?: number; result?: unknown; record?: LogRecord }) => {
@@ -221,7 +222,9 @@ class InProcessHostChild {
 
   /** Closes the host (bounded), then ends its process with SIGKILL: a process with a lost thread cannot exit by itself. */
   async close(): Promise<void> {
-    const exited = new Promise<void>((resolve) => (this.child.exitCode !== null || this.child.signalCode !== null ? resolve() : this.child.once("exit", () => resolve())));
+    const exited = new Promise<void>((resolve) =>
+      this.child.exitCode !== null || this.child.signalCode !== null ? resolve() : this.child.once("exit", () => resolve()),
+    );
     await Promise.race([this.request({ type: "close" }).catch(() => undefined), new Promise((resolve) => setTimeout(resolve, 5_000))]);
     this.child.kill("SIGKILL");
     await exited;

@@ -34,8 +34,14 @@ describe("hermetic builds", () => {
     ["tsconfig.json extending the host's environment", { "tsconfig.json": JSON.stringify({ extends: "/proc/self/environ" }) }],
     ["tsconfig.json extending /dev/zero", { "tsconfig.json": JSON.stringify({ extends: "/dev/zero" }) }],
     ["jsconfig.json extending another Anima's secret", { "jsconfig.json": JSON.stringify({ extends: "../../eve2/secret.txt" }) }],
-    ["tsconfig.json remapping the tool API onto a secret", { "tsconfig.json": JSON.stringify({ compilerOptions: { baseUrl: ".", paths: { "@animaworks/tool": ["../../eve2/secret.txt"] } } }) }],
-    ["package.json with odd module settings", { "package.json": JSON.stringify({ type: "commonjs", browser: { "./plain.ts": "../../eve2/secret.txt" }, main: "/dev/zero" }) }],
+    [
+      "tsconfig.json remapping the tool API onto a secret",
+      { "tsconfig.json": JSON.stringify({ compilerOptions: { baseUrl: ".", paths: { "@animaworks/tool": ["../../eve2/secret.txt"] } } }) },
+    ],
+    [
+      "package.json with odd module settings",
+      { "package.json": JSON.stringify({ type: "commonjs", browser: { "./plain.ts": "../../eve2/secret.txt" }, main: "/dev/zero" }) },
+    ],
   ])("%s: ignored; the tool builds and runs", async (_label, files) => {
     const host = setUp(files);
     const result = await host.call("eve", "plain_run");

@@ -1,15 +1,5 @@
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
-import {
-  type Harness,
-  MODES,
-  assertNoLeak,
-  expectError,
-  expectHealthy,
-  expectOk,
-  expectTenantUnaffected,
-  isHeapLimitReport,
-  startHost,
-} from "./harness.js";
+import { type Harness, MODES, assertNoLeak, expectError, expectHealthy, expectOk, expectTenantUnaffected, isHeapLimitReport, startHost } from "./harness.js";
 
 /**
  * docs/design.md §9: a tool cannot exhaust host memory. Heap and ArrayBuffer bombs end as `MemoryLimit`
@@ -42,7 +32,17 @@ for (const mode of MODES) {
     let h: Harness;
     beforeAll(() => {
       h = startHost({ mode, timeoutMs: TIMEOUT_MS, memoryLimitMb: MEMORY_LIMIT_MB, loadTimeoutMs: 2_000 });
-      for (const fixture of ["heap_bomb", "array_buffer_bomb", "string_bomb_result", "top_level_heap_bomb", "deep_recursion", "returns_cycle", "json_indent_bomb", "intl_hoard", "guarded_builtins_behave"]) {
+      for (const fixture of [
+        "heap_bomb",
+        "array_buffer_bomb",
+        "string_bomb_result",
+        "top_level_heap_bomb",
+        "deep_recursion",
+        "returns_cycle",
+        "json_indent_bomb",
+        "intl_hoard",
+        "guarded_builtins_behave",
+      ]) {
         h.install("mallory", fixture);
       }
     });
@@ -93,13 +93,16 @@ for (const mode of MODES) {
       ["json_indent_bomb_to_json", /^RangeError: Maximum call stack size exceeded$/],
       ["json_indent_bomb_deep", /^RangeError: Invalid string length: indented JSON longer than/],
       ["json_indent_bomb_result", /could not be turned into JSON: RangeError: Invalid string length: indented JSON longer than/],
-    ])("json_indent_bomb: %s ends at once as an ExecutionError (indented JSON bounded), not at the timeout outside the memory limit", async (schema, message) => {
-      const result = await h.call("mallory", schema);
-      expectError(result, "ExecutionError", message);
-      assertNoLeak(result, h.data);
-      await expectHealthy(h, "mallory");
-      await expectHealthy(h, "bob");
-    });
+    ])(
+      "json_indent_bomb: %s ends at once as an ExecutionError (indented JSON bounded), not at the timeout outside the memory limit",
+      async (schema, message) => {
+        const result = await h.call("mallory", schema);
+        expectError(result, "ExecutionError", message);
+        assertNoLeak(result, h.data);
+        await expectHealthy(h, "mallory");
+        await expectHealthy(h, "bob");
+      },
+    );
 
     it("json_indent_bomb_plain: indented JSON is the text V8 makes", async () => {
       const texts = JSON.parse(expectOk(await h.call("mallory", "json_indent_bomb_plain"))) as string[];

@@ -50,7 +50,10 @@ async function untilHostActs(acted: () => boolean, pid: number, skip: (note: str
   const reader = setInterval(() => {
     const cpu = processTreeCpu(pid);
     const cores = (ms: number) => ms / (performance.now() - lastAt);
-    const busy = cpu && last && (cores(cpu.offMainMs - last.offMainMs) >= 1.2 * THRESHOLDS.busyOffMainCores || cores(cpu.totalMs - last.totalMs) >= 1.2 * THRESHOLDS.busyTreeCores);
+    const busy =
+      cpu &&
+      last &&
+      (cores(cpu.offMainMs - last.offMainMs) >= 1.2 * THRESHOLDS.busyOffMainCores || cores(cpu.totalMs - last.totalMs) >= 1.2 * THRESHOLDS.busyTreeCores);
     busyReadings = busy ? busyReadings + 1 : 0;
     wasBusy ||= busyReadings >= 3; // 750 ms: a whole reading of the host's after the call turned long
     [last, lastAt] = [cpu, performance.now()];
@@ -75,55 +78,59 @@ describe("noisy neighbour", () => {
   });
   afterAll(() => h.close());
 
-  it("a spinning tool's Anima runs in the low-priority process afterwards; quiet Animas keep their process and warm isolates", async ({ skip }) => {
-    const sandbox = sandboxOf(h.host!)!;
-    expect(await expectHealthy(h, "alice")).toBe(1);
-    expect(await expectHealthy(h, "mallory")).toBe(1);
-    const aliceHome = sandbox.pidFor("alice");
-    const normal = sandbox.pids();
-    expect(normal).toHaveLength(2);
-    const malloryFirst = normal.find((pid) => pid !== aliceHome) as number;
+  it(
+    "a spinning tool's Anima runs in the low-priority process afterwards; quiet Animas keep their process and warm isolates",
+    async ({ skip }) => {
+      const sandbox = sandboxOf(h.host!)!;
+      expect(await expectHealthy(h, "alice")).toBe(1);
+      expect(await expectHealthy(h, "mallory")).toBe(1);
+      const aliceHome = sandbox.pidFor("alice");
+      const normal = sandbox.pids();
+      expect(normal).toHaveLength(2);
+      const malloryFirst = normal.find((pid) => pid !== aliceHome) as number;
 
-    const stop = new AbortController();
-    const spins = [1, 2].map(() => h.call("mallory", "counter_hang", {}, { signal: stop.signal, timeoutMs: HANG_MS }));
-    try {
-      expect(await expectHealthy(h, "alice")).toBe(2);
-      // Mallory's spinning calls were all its process ran: that process is demoted in place (a fresh one
-      // takes its slot), and the low-priority process is started for mallory's next calls.
-      await untilHostActs(() => sandbox.pids().length === 3 && !sandbox.pids().slice(0, 2).includes(malloryFirst), malloryFirst, skip);
-    } finally {
-      stop.abort();
-    }
-    for (const spin of await Promise.all(spins)) expectError(spin, "ExecutionError", /stopped by its caller/);
-    // The demoted process ends after its calls.
-    await waitFor(() => !existsSync(`/proc/${malloryFirst}`), HANG_MS);
+      const stop = new AbortController();
+      const spins = [1, 2].map(() => h.call("mallory", "counter_hang", {}, { signal: stop.signal, timeoutMs: HANG_MS }));
+      try {
+        expect(await expectHealthy(h, "alice")).toBe(2);
+        // Mallory's spinning calls were all its process ran: that process is demoted in place (a fresh one
+        // takes its slot), and the low-priority process is started for mallory's next calls.
+        await untilHostActs(() => sandbox.pids().length === 3 && !sandbox.pids().slice(0, 2).includes(malloryFirst), malloryFirst, skip);
+      } finally {
+        stop.abort();
+      }
+      for (const spin of await Promise.all(spins)) expectError(spin, "ExecutionError", /stopped by its caller/);
+      // The demoted process ends after its calls.
+      await waitFor(() => !existsSync(`/proc/${malloryFirst}`), HANG_MS);
 
-    const pids = sandbox.pids();
-    const lowPriority = pids[2] as number;
-    expect(sandbox.pidFor("mallory")).toBe(lowPriority);
-    // Set by the host before the process runs (chrt; else by the process on itself, nice).
-    await waitFor(() => schedulingOf(lowPriority).every(lowered), HANG_MS);
-    for (const pid of pids.slice(0, 2)) expect(schedulingOf(pid).every((p) => p.nice === 0 && p.policy === SCHED_OTHER)).toBe(true);
-    expect(sandbox.pidFor("alice")).toBe(aliceHome);
-    expect(await expectHealthy(h, "alice")).toBe(3);
-    // Mallory's next call goes there, to a fresh isolate, if the process gets the CPU to run it; else it
-    // times out at the host's deadline (it was not lost).
-    const next = await h.call("mallory", "counter_count");
-    if (next.status === "error") expectError(next, "Timeout");
-    else {
-      expect(JSON.parse(next.output)).toEqual({ calls: 1 });
-      // The host reads the process's CPU itself (its Node start alone takes tens of ms); nice set by the process.
-      expect(processTreeCpu(lowPriority)?.totalMs).toBeGreaterThan(0);
-      expect(schedulingOf(lowPriority).at(-1)?.nice).toBe(LOW_PRIORITY_NICE);
-    }
+      const pids = sandbox.pids();
+      const lowPriority = pids[2] as number;
+      expect(sandbox.pidFor("mallory")).toBe(lowPriority);
+      // Set by the host before the process runs (chrt; else by the process on itself, nice).
+      await waitFor(() => schedulingOf(lowPriority).every(lowered), HANG_MS);
+      for (const pid of pids.slice(0, 2)) expect(schedulingOf(pid).every((p) => p.nice === 0 && p.policy === SCHED_OTHER)).toBe(true);
+      expect(sandbox.pidFor("alice")).toBe(aliceHome);
+      expect(await expectHealthy(h, "alice")).toBe(3);
+      // Mallory's next call goes there, to a fresh isolate, if the process gets the CPU to run it; else it
+      // times out at the host's deadline (it was not lost).
+      const next = await h.call("mallory", "counter_count");
+      if (next.status === "error") expectError(next, "Timeout");
+      else {
+        expect(JSON.parse(next.output)).toEqual({ calls: 1 });
+        // The host reads the process's CPU itself (its Node start alone takes tens of ms); nice set by the process.
+        expect(processTreeCpu(lowPriority)?.totalMs).toBeGreaterThan(0);
+        expect(schedulingOf(lowPriority).at(-1)?.nice).toBe(LOW_PRIORITY_NICE);
+      }
 
-    // The warm pools say what they hold (each process answers for itself; one that does not answer in
-    // time has no figures).
-    const report = await sandbox.warmPoolReport();
-    expect(report.map((r) => r.lowPriority)).toEqual([false, false, true]);
-    for (const r of report) if (r.maxIdleBytes !== undefined) expect(r.maxIdleBytes).toBeGreaterThan(0);
-    expect(report.find((r) => r.pid === aliceHome)?.idleIsolates ?? 1).toBeGreaterThanOrEqual(1);
-  }, HOST_ACTS_TEST_MS);
+      // The warm pools say what they hold (each process answers for itself; one that does not answer in
+      // time has no figures).
+      const report = await sandbox.warmPoolReport();
+      expect(report.map((r) => r.lowPriority)).toEqual([false, false, true]);
+      for (const r of report) if (r.maxIdleBytes !== undefined) expect(r.maxIdleBytes).toBeGreaterThan(0);
+      expect(report.find((r) => r.pid === aliceHome)?.idleIsolates ?? 1).toBeGreaterThanOrEqual(1);
+    },
+    HOST_ACTS_TEST_MS,
+  );
 });
 
 /**
@@ -190,13 +197,21 @@ describe("noisy neighbour: an attacker's first call", () => {
     return result;
   }
 
-  it("a read flood (its process's main thread busy relaying): lowered where it runs, replaced for everyone else", async ({ skip }) => {
-    expectError(await attackDemotedInPlace("mallory", "read_flood_run", skip), "ExecutionError", /stopped by its caller/);
-  }, HOST_ACTS_TEST_MS);
+  it(
+    "a read flood (its process's main thread busy relaying): lowered where it runs, replaced for everyone else",
+    async ({ skip }) => {
+      expectError(await attackDemotedInPlace("mallory", "read_flood_run", skip), "ExecutionError", /stopped by its caller/);
+    },
+    HOST_ACTS_TEST_MS,
+  );
 
-  it("a spinning tool (its isolate thread busy): the same", async ({ skip }) => {
-    expectError(await attackDemotedInPlace("trudy", "counter_hang", skip), "ExecutionError", /stopped by its caller/);
-  }, HOST_ACTS_TEST_MS);
+  it(
+    "a spinning tool (its isolate thread busy): the same",
+    async ({ skip }) => {
+      expectError(await attackDemotedInPlace("trudy", "counter_hang", skip), "ExecutionError", /stopped by its caller/);
+    },
+    HOST_ACTS_TEST_MS,
+  );
 
   it("a long call that waits while another Anima's short calls keep the process busy: nothing is demoted in place", async () => {
     const sandbox = sandboxOf(h.host!)!;
@@ -218,44 +233,48 @@ describe("noisy neighbour: an attacker's first call", () => {
 });
 
 describe("noisy neighbour: calls slowed by another Anima's long call", () => {
-  it("are not judged back to back: the quiet Anima keeps its process and warm isolate, the spinner's Anima is demoted", async ({ skip }) => {
-    const h = startHost({ mode: "process", cordons: "all", timeoutMs: 1_500, sandboxProcesses: 1, animas: ["trudy", "alice"] });
-    try {
-      const sandbox = sandboxOf(h.host!)!;
-      expect(await expectHealthy(h, "alice")).toBe(1);
-      const home = sandbox.pidFor("alice");
-      let spinning = true;
-      const stop = new AbortController();
-      const attack = h.call("trudy", "counter_hang", {}, { signal: stop.signal, timeoutMs: 2 * HANG_MS }).finally(() => {
-        spinning = false;
-      });
-      // Four of alice's calls in flight at all times while trudy's spins: her time in flight there is four
-      // times every window's, and trudy calls meanwhile.
-      const aliceCalls = Promise.all(
-        Array.from({ length: 4 }, async () => {
-          const results: CallResult[] = [];
-          while (spinning) results.push(await h.call("alice", "counter_count"));
-          return results;
-        }),
-      );
-      // The spin goes on until trudy is demoted and for at least 1.5 s (six readings) in all: alice's
-      // calls beside it are judged all that time.
-      const started = Date.now();
+  it(
+    "are not judged back to back: the quiet Anima keeps its process and warm isolate, the spinner's Anima is demoted",
+    async ({ skip }) => {
+      const h = startHost({ mode: "process", cordons: "all", timeoutMs: 1_500, sandboxProcesses: 1, animas: ["trudy", "alice"] });
       try {
-        await untilHostActs(() => sandbox.pidFor("trudy") === sandbox.pids()[1] && Date.now() - started >= 1_500, home as number, skip);
+        const sandbox = sandboxOf(h.host!)!;
+        expect(await expectHealthy(h, "alice")).toBe(1);
+        const home = sandbox.pidFor("alice");
+        let spinning = true;
+        const stop = new AbortController();
+        const attack = h.call("trudy", "counter_hang", {}, { signal: stop.signal, timeoutMs: 2 * HANG_MS }).finally(() => {
+          spinning = false;
+        });
+        // Four of alice's calls in flight at all times while trudy's spins: her time in flight there is four
+        // times every window's, and trudy calls meanwhile.
+        const aliceCalls = Promise.all(
+          Array.from({ length: 4 }, async () => {
+            const results: CallResult[] = [];
+            while (spinning) results.push(await h.call("alice", "counter_count"));
+            return results;
+          }),
+        );
+        // The spin goes on until trudy is demoted and for at least 1.5 s (six readings) in all: alice's
+        // calls beside it are judged all that time.
+        const started = Date.now();
+        try {
+          await untilHostActs(() => sandbox.pidFor("trudy") === sandbox.pids()[1] && Date.now() - started >= 1_500, home as number, skip);
+        } finally {
+          stop.abort();
+        }
+        expectError(await attack, "ExecutionError", /stopped by its caller/);
+        const alice = await aliceCalls;
+        expect(alice.flat().every((r) => r.status === "ok")).toBe(true);
+        expect(sandbox.pidFor("trudy")).toBe(sandbox.pids()[1]);
+        expect(sandbox.pidFor("alice"), `pids ${sandbox.pids().join(",")}`).toBe(home);
+        expect(await expectHealthy(h, "alice")).toBeGreaterThan(1); // its warm isolate, where it was
       } finally {
-        stop.abort();
+        await h.close();
       }
-      expectError(await attack, "ExecutionError", /stopped by its caller/);
-      const alice = await aliceCalls;
-      expect(alice.flat().every((r) => r.status === "ok")).toBe(true);
-      expect(sandbox.pidFor("trudy")).toBe(sandbox.pids()[1]);
-      expect(sandbox.pidFor("alice"), `pids ${sandbox.pids().join(",")}`).toBe(home);
-      expect(await expectHealthy(h, "alice")).toBeGreaterThan(1); // its warm isolate, where it was
-    } finally {
-      await h.close();
-    }
-  }, HOST_ACTS_TEST_MS);
+    },
+    HOST_ACTS_TEST_MS,
+  );
 });
 
 describe("noisy neighbour: short calls back to back", () => {
@@ -286,56 +305,64 @@ describe("noisy neighbour: short calls back to back", () => {
     expect(sandbox.pidFor("mallory")).toBe(sandbox.pids()[0]);
   });
 
-  it("beside another Anima's calls, their Anima is over its share: its next calls run in the low-priority process, the other's stay", async ({ skip }) => {
-    const sandbox = sandboxOf(h.host!)!;
-    expect(await expectHealthy(h, "alice")).toBeGreaterThanOrEqual(1);
-    const normal = sandbox.pids()[0];
-    let demoted = false;
-    const alice: CallResult[] = [];
-    const aliceCalls = (async () => {
-      while (!demoted) {
-        alice.push(await h.call("alice", "counter_count"));
-        await new Promise((resolve) => setTimeout(resolve, 5));
+  it(
+    "beside another Anima's calls, their Anima is over its share: its next calls run in the low-priority process, the other's stay",
+    async ({ skip }) => {
+      const sandbox = sandboxOf(h.host!)!;
+      expect(await expectHealthy(h, "alice")).toBeGreaterThanOrEqual(1);
+      const normal = sandbox.pids()[0];
+      let demoted = false;
+      const alice: CallResult[] = [];
+      const aliceCalls = (async () => {
+        while (!demoted) {
+          alice.push(await h.call("alice", "counter_count"));
+          await new Promise((resolve) => setTimeout(resolve, 5));
+        }
+      })();
+      const spins = spinsUntil(() => demoted);
+      try {
+        // Judged on the next reading of the process's CPU time (every 250 ms) once the calls are back to back.
+        await untilHostActs(() => sandbox.pids().length === 2 && sandbox.pidFor("mallory") === sandbox.pids()[1], normal as number, skip);
+      } finally {
+        demoted = true;
       }
-    })();
-    const spins = spinsUntil(() => demoted);
-    try {
-      // Judged on the next reading of the process's CPU time (every 250 ms) once the calls are back to back.
-      await untilHostActs(() => sandbox.pids().length === 2 && sandbox.pidFor("mallory") === sandbox.pids()[1], normal as number, skip);
-    } finally {
-      demoted = true;
-    }
-    await Promise.all([aliceCalls, spins]);
-    expect(alice.every((r) => r.status === "ok")).toBe(true);
-    expect(sandbox.pidFor("alice")).toBe(normal);
-    // Mallory's next call runs there (the process may have been started only now: one call has it up).
-    // At idle priority it gets only the CPU nothing else wants: on a busy machine it may time out.
-    const next = await h.call("mallory", "back_to_back_spins_run");
-    if (next.status === "error") expectError(next, "Timeout");
-    const low = sandbox.pids()[1] as number;
-    expect(sandbox.pidFor("mallory")).toBe(low);
-    await waitFor(() => schedulingOf(low).every(lowered), HANG_MS);
-    expect(await expectHealthy(h, "alice")).toBeGreaterThan(1); // its warm isolate, still in the normal process
-  }, HOST_ACTS_TEST_MS);
+      await Promise.all([aliceCalls, spins]);
+      expect(alice.every((r) => r.status === "ok")).toBe(true);
+      expect(sandbox.pidFor("alice")).toBe(normal);
+      // Mallory's next call runs there (the process may have been started only now: one call has it up).
+      // At idle priority it gets only the CPU nothing else wants: on a busy machine it may time out.
+      const next = await h.call("mallory", "back_to_back_spins_run");
+      if (next.status === "error") expectError(next, "Timeout");
+      const low = sandbox.pids()[1] as number;
+      expect(sandbox.pidFor("mallory")).toBe(low);
+      await waitFor(() => schedulingOf(low).every(lowered), HANG_MS);
+      expect(await expectHealthy(h, "alice")).toBeGreaterThan(1); // its warm isolate, still in the normal process
+    },
+    HOST_ACTS_TEST_MS,
+  );
 });
 
 describe("noisy neighbour: closing the host while a demoted process still runs its call", () => {
-  it("stops the demoted process too; the call fails as the host shutting down", async ({ skip }) => {
-    const h = startHost({ mode: "process", cordons: "all", timeoutMs: 5_000, sandboxProcesses: 1, animas: ["trudy", "alice"] });
-    try {
-      const sandbox = sandboxOf(h.host!)!;
-      expect(await expectHealthy(h, "alice")).toBe(1);
-      const shared = sandbox.pidFor("alice") as number;
-      const attack = h.call("trudy", "counter_hang", {}, { timeoutMs: 2 * HANG_MS });
-      await untilHostActs(() => !sandbox.pids().includes(shared), shared, skip);
-      expect(existsSync(`/proc/${shared}`)).toBe(true);
-      await h.host!.close();
-      expectError(await attack, "SandboxCrashed", /shutting down/);
-      expect(existsSync(`/proc/${shared}`)).toBe(false);
-    } finally {
-      await h.close();
-    }
-  }, HOST_ACTS_TEST_MS);
+  it(
+    "stops the demoted process too; the call fails as the host shutting down",
+    async ({ skip }) => {
+      const h = startHost({ mode: "process", cordons: "all", timeoutMs: 5_000, sandboxProcesses: 1, animas: ["trudy", "alice"] });
+      try {
+        const sandbox = sandboxOf(h.host!)!;
+        expect(await expectHealthy(h, "alice")).toBe(1);
+        const shared = sandbox.pidFor("alice") as number;
+        const attack = h.call("trudy", "counter_hang", {}, { timeoutMs: 2 * HANG_MS });
+        await untilHostActs(() => !sandbox.pids().includes(shared), shared, skip);
+        expect(existsSync(`/proc/${shared}`)).toBe(true);
+        await h.host!.close();
+        expectError(await attack, "SandboxCrashed", /shutting down/);
+        expect(existsSync(`/proc/${shared}`)).toBe(false);
+      } finally {
+        await h.close();
+      }
+    },
+    HOST_ACTS_TEST_MS,
+  );
 });
 
 /** A long call that mostly waits on capabilities: it keeps the host busy, not its isolate thread. */

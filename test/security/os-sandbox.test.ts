@@ -84,7 +84,9 @@ function expectConfined(pid: number, dataDir: string): void {
 }
 
 function statusField(pid: number, name: string): string {
-  const line = readFileSync(`/proc/${pid}/status`, "utf8").split("\n").find((l) => l.startsWith(`${name}:`));
+  const line = readFileSync(`/proc/${pid}/status`, "utf8")
+    .split("\n")
+    .find((l) => l.startsWith(`${name}:`));
   return (line ?? "").slice(name.length + 1).trim();
 }
 
@@ -101,7 +103,12 @@ suite("OS sandbox (bubblewrap)", () => {
   });
 
   it("is reported as on, with its layers", () => {
-    expect(sandboxOf(host)!.osSandbox).toMatchObject({ enabled: true, namespaces: expect.arrayContaining(["user", "pid", "net", "ipc", "uts"]), uid: 65534, seccomp: process.arch === "x64" });
+    expect(sandboxOf(host)!.osSandbox).toMatchObject({
+      enabled: true,
+      namespaces: expect.arrayContaining(["user", "pid", "net", "ipc", "uts"]),
+      uid: 65534,
+      seccomp: process.arch === "x64",
+    });
   });
 
   it("every sandbox process has its own namespaces, no capabilities, no_new_privs, seccomp and no view of the data dir", async () => {
@@ -111,19 +118,27 @@ suite("OS sandbox (bubblewrap)", () => {
     for (const bwrapPid of pids) expectConfined(nodeInside(bwrapPid), data.dir);
   });
 
-  it.each([["serve"], ["mcp", "--anima", "alice"]])("every sandbox process of `animaworks-tool %s` is confined the same way", async (...command) => {
-    const cli = spawn(process.execPath, ["--no-node-snapshot", join(PROJECT_ROOT, "bin", "animaworks-tool.cjs"), "--data-dir", data.dir, "--os-sandbox", "required", ...command], {
-      stdio: ["pipe", "ignore", "ignore"],
-    });
-    try {
-      // Its sandbox processes start with it: each an outer bwrap, bwrap as pid 1 inside, and node.
-      let sandboxes: number[] = [];
-      await waitFor(() => (sandboxes = nodeDescendants(cli.pid as number)).length >= 2, 15_000);
-      for (const pid of sandboxes) expectConfined(pid, data.dir);
-    } finally {
-      cli.kill("SIGKILL");
-    }
-  }, 30_000);
+  it.each([["serve"], ["mcp", "--anima", "alice"]])(
+    "every sandbox process of `animaworks-tool %s` is confined the same way",
+    async (...command) => {
+      const cli = spawn(
+        process.execPath,
+        ["--no-node-snapshot", join(PROJECT_ROOT, "bin", "animaworks-tool.cjs"), "--data-dir", data.dir, "--os-sandbox", "required", ...command],
+        {
+          stdio: ["pipe", "ignore", "ignore"],
+        },
+      );
+      try {
+        // Its sandbox processes start with it: each an outer bwrap, bwrap as pid 1 inside, and node.
+        let sandboxes: number[] = [];
+        await waitFor(() => (sandboxes = nodeDescendants(cli.pid as number)).length >= 2, 15_000);
+        for (const pid of sandboxes) expectConfined(pid, data.dir);
+      } finally {
+        cli.kill("SIGKILL");
+      }
+    },
+    30_000,
+  );
 
   it("code running in a sandbox process's own Node realm reaches no file, port, process or socket of the host", async () => {
     // The same launch as a sandbox process (bwrapCommand), running an escaped attacker's code instead.
@@ -148,7 +163,9 @@ suite("OS sandbox (bubblewrap)", () => {
     let written = "";
     (child.stdio[3] as NodeJS.ReadableStream).on("data", (chunk: Buffer) => (written += chunk.toString()));
     const report = await new Promise<Record<string, string>>((resolve, reject) => {
-      child.once("close", (code) => (written ? resolve(JSON.parse(written) as Record<string, string>) : reject(new Error(`the attack process ended (${code}) without a report`))));
+      child.once("close", (code) =>
+        written ? resolve(JSON.parse(written) as Record<string, string>) : reject(new Error(`the attack process ended (${code}) without a report`)),
+      );
     });
     server.close();
     expect(report["secret"]).toBe("ENOENT");
@@ -159,7 +176,7 @@ suite("OS sandbox (bubblewrap)", () => {
     expect(["EPERM", "ECONNREFUSED", "ENETUNREACH", "EACCES"]).toContain(report["connect"]);
   });
 
-  it("\"required\" refuses to start without bwrap and names the package; \"off\" runs without it", () => {
+  it('"required" refuses to start without bwrap and names the package; "off" runs without it', () => {
     expect(osSandboxStatus("off")).toMatchObject({ enabled: false, reason: expect.stringMatching(/disabled/) });
     const pool = new SandboxPool({ processes: 1, osSandbox: "off" });
     expect(pool.osSandbox.enabled).toBe(false);

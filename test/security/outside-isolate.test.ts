@@ -36,7 +36,14 @@ afterEach(() => {
 /** The attack under the real launch; `lines` collects what it prints on stderr. */
 function launch(attack: string) {
   const osSandbox = osSandboxStatus("required");
-  const child = spawnSandboxChild({ osSandbox, nice: 0, warmPoolBytes: 0, maxIdleIsolates: 0, isolateSnapshot: false, entryScript: join(FIXTURES, `${attack}.mjs`) });
+  const child = spawnSandboxChild({
+    osSandbox,
+    nice: 0,
+    warmPoolBytes: 0,
+    maxIdleIsolates: 0,
+    isolateSnapshot: false,
+    entryScript: join(FIXTURES, `${attack}.mjs`),
+  });
   started.push(child);
   const lines: string[] = [];
   let pending = "";
@@ -54,11 +61,19 @@ function launch(attack: string) {
 async function watchAndKill(attack: ReturnType<typeof launch>, limits: ResourceLimits): Promise<string> {
   watchdog = new ResourceWatchdog();
   const what = await new Promise<string>((resolve, reject) => {
-    const timer = setTimeout(() => reject(new Error(`the watchdog reported nothing in 20 s; the attack printed: ${attack.lines.slice(-3).join(" | ")}`)), 20_000);
-    (watchdog as ResourceWatchdog).watch(attack.child.pid as number, limits, (over) => {
-      clearTimeout(timer);
-      resolve(over);
-    }, { childrenFixedUnderSeccomp: attack.childrenFixed });
+    const timer = setTimeout(
+      () => reject(new Error(`the watchdog reported nothing in 20 s; the attack printed: ${attack.lines.slice(-3).join(" | ")}`)),
+      20_000,
+    );
+    (watchdog as ResourceWatchdog).watch(
+      attack.child.pid as number,
+      limits,
+      (over) => {
+        clearTimeout(timer);
+        resolve(over);
+      },
+      { childrenFixedUnderSeccomp: attack.childrenFixed },
+    );
   });
   const tree = processTree(attack.child.pid as number);
   expect(tree.length).toBe(3); // bwrap, its init, node

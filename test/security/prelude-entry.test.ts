@@ -29,7 +29,10 @@ for (const mode of MODES) {
       } catch {
         // not written yet
       }
-      return text.split("\n").filter(Boolean).map((line) => JSON.parse(line) as Record<string, unknown>);
+      return text
+        .split("\n")
+        .filter(Boolean)
+        .map((line) => JSON.parse(line) as Record<string, unknown>);
     }
 
     it("reenters_prelude_probe: no entry point is reachable from tool code, and logging stops at the limit", async () => {
@@ -54,7 +57,10 @@ for (const mode of MODES) {
       expectError(result, "ExecutionError", message);
       assertNoLeak(result, h.data);
       // The audit log is written in batches (every 20 ms): wait for this call's record.
-      const findCall = () => auditRecords().filter((r) => r["kind"] === "call" && r["schema"] === schema).at(-1);
+      const findCall = () =>
+        auditRecords()
+          .filter((r) => r["kind"] === "call" && r["schema"] === schema)
+          .at(-1);
       await waitFor(() => findCall() !== undefined, 2_000);
       expect(findCall()?.["errorType"]).toBe("ExecutionError");
       expect(auditRecords().filter((r) => r["outcome"] === "denied")).toEqual([]);

@@ -19,7 +19,10 @@ const FIXTURES = join(dirname(fileURLToPath(import.meta.url)), "..", "fixtures",
 const bwrapWorks = spawnSync("bwrap", ["--unshare-all", "--ro-bind", "/", "/", "true"]).status === 0;
 if (!bwrapWorks && process.env["CI"] === "true") throw new Error("bubblewrap is required on CI (.ci/run installs it) but does not work here");
 const sandboxed = bwrapWorks && process.arch === "x64";
-if (!sandboxed) console.warn(`process-escape tests skipped: ${bwrapWorks ? "the seccomp filter is built for x86_64 only" : "bubblewrap is not installed or cannot create namespaces"}`);
+if (!sandboxed)
+  console.warn(
+    `process-escape tests skipped: ${bwrapWorks ? "the seccomp filter is built for x86_64 only" : "bubblewrap is not installed or cannot create namespaces"}`,
+  );
 const suite = sandboxed ? describe : describe.skip;
 
 /** A python3 the launch can see (its read-only binds hold /usr and /bin, not a home folder's). */

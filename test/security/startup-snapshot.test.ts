@@ -46,7 +46,15 @@ describe("startup snapshot", () => {
     }
     expect(runner.usesStartupSnapshot).toBe(true);
     for (const probe of seen) {
-      expect(probe).toMatchObject({ WebAssembly: "undefined", SharedArrayBuffer: "undefined", Atomics: "undefined", WeakRef: "undefined", resize: "undefined", bind: "undefined", host: "undefined" });
+      expect(probe).toMatchObject({
+        WebAssembly: "undefined",
+        SharedArrayBuffer: "undefined",
+        Atomics: "undefined",
+        WeakRef: "undefined",
+        resize: "undefined",
+        bind: "undefined",
+        host: "undefined",
+      });
     }
     expect(new Set(seen.map((p) => p["random"])).size).toBe(seen.length);
   });

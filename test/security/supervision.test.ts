@@ -93,7 +93,11 @@ describe("supervision (in-process isolation: the one-shot CLI)", () => {
     const source = readFileSync(join(HOSTILE_DIR, "uncatchable_allocation.ts"), "utf8");
     data.write("animas/mallory/tools/uncatchable_allocation.ts", `${source}\nexport const EXECUTION_PROFILE = { run: { timeout_seconds: 1 } };\n`);
     const started = performance.now();
-    const run = await runProcess(process.execPath, ["--no-node-snapshot", BIN, "--data-dir", data.dir, "--anima", "mallory", "--json", "uncatchable_allocation", "run"], 20_000);
+    const run = await runProcess(
+      process.execPath,
+      ["--no-node-snapshot", BIN, "--data-dir", data.dir, "--anima", "mallory", "--json", "uncatchable_allocation", "run"],
+      20_000,
+    );
     const elapsedMs = performance.now() - started;
     expect(run.signal, `stdout: ${run.stdout}\nstderr: ${run.stderr}`).toBe("SIGKILL");
     expect(JSON.parse(run.stdout)).toMatchObject({ status: "error", error_type: "Timeout" });
@@ -110,7 +114,11 @@ describe("the one-shot CLI and V8's fatal errors", () => {
     const data = makeDataDir();
     data.anima("mallory");
     data.write("animas/mallory/tools/string_bomb_result.ts", readFileSync(join(HOSTILE_DIR, "string_bomb_result.ts"), "utf8"));
-    const run = await runProcess(process.execPath, ["--no-node-snapshot", BIN, "--data-dir", data.dir, "--anima", "mallory", "string_bomb_result", "too_big"], 20_000);
+    const run = await runProcess(
+      process.execPath,
+      ["--no-node-snapshot", BIN, "--data-dir", data.dir, "--anima", "mallory", "string_bomb_result", "too_big"],
+      20_000,
+    );
     expect({ code: run.code, signal: run.signal }).toEqual({ code: 1, signal: null });
     expect(run.stderr.trim()).toBe("Error (ExecutionError): RangeError: Invalid array length: the split would give too many pieces");
     data.cleanup();
@@ -118,7 +126,11 @@ describe("the one-shot CLI and V8's fatal errors", () => {
 });
 
 /** Runs a command to its end (killing it after `limitMs`) and returns what it printed and how it ended. */
-function runProcess(command: string, args: string[], limitMs: number): Promise<{ stdout: string; stderr: string; code: number | null; signal: NodeJS.Signals | null }> {
+function runProcess(
+  command: string,
+  args: string[],
+  limitMs: number,
+): Promise<{ stdout: string; stderr: string; code: number | null; signal: NodeJS.Signals | null }> {
   return new Promise((resolve, reject) => {
     const child = spawn(command, args, { stdio: ["ignore", "pipe", "pipe"] });
     let stdout = "";

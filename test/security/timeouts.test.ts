@@ -1,14 +1,5 @@
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
-import {
-  type Harness,
-  MODES,
-  assertNoLeak,
-  expectError,
-  expectHealthy,
-  expectOk,
-  expectTenantUnaffected,
-  startHost,
-} from "./harness.js";
+import { type Harness, MODES, assertNoLeak, expectError, expectHealthy, expectOk, expectTenantUnaffected, startHost } from "./harness.js";
 
 /**
  * docs/design.md §9: a tool cannot run past its timeout, and tenant A's misbehaving tool does not stall

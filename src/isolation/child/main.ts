@@ -135,7 +135,6 @@ const runner = new IsolateRunner({
   },
 });
 
-
 /**
  * A message from the host that is not part of the protocol: a bug of the host's, never acted on. It is
  * reported (on stderr, which the host logs) by its type only, since it may carry a tool's data. A request
@@ -143,7 +142,7 @@ const runner = new IsolateRunner({
  */
 function refuse(raw: unknown): void {
   const message = typeof raw === "object" && raw !== null ? (raw as Record<string, unknown>) : undefined;
-  const type = typeof message?.["type"] === "string" ? JSON.stringify((message["type"]).slice(0, 40)) : typeof raw;
+  const type = typeof message?.["type"] === "string" ? JSON.stringify(message["type"].slice(0, 40)) : typeof raw;
   process.stderr.write(`animaworks sandbox ${process.pid}: the host sent a message that is not part of the protocol (${type}); dropped\n`);
   const id = message?.["id"];
   if (message?.["type"] === "request" && typeof id === "number" && Number.isSafeInteger(id) && id > 0) {
@@ -209,7 +208,11 @@ function handle(message: ToSandbox): void {
       (outcome) => outcome,
       (error: unknown) => ({
         ok: false as const,
-        error: { type: "ExecutionError" as const, fault: "host" as const, message: `sandbox failure: ${stripHostDetails(error instanceof Error ? error.message : String(error))}` },
+        error: {
+          type: "ExecutionError" as const,
+          fault: "host" as const,
+          message: `sandbox failure: ${stripHostDetails(error instanceof Error ? error.message : String(error))}`,
+        },
         durationMs: 0,
       }),
     )

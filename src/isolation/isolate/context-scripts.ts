@@ -74,7 +74,10 @@ export class ContextScripts {
     let toolScript: ivm.Script;
     try {
       const cachedData = this.toolCodeCache.get(bundle.hash);
-      toolScript = await isolate.compileScript(bundle.code, { filename: `tool:${bundle.displayName}`, ...(cachedData ? { cachedData } : { produceCachedData: true }) });
+      toolScript = await isolate.compileScript(bundle.code, {
+        filename: `tool:${bundle.displayName}`,
+        ...(cachedData ? { cachedData } : { produceCachedData: true }),
+      });
       const compiled = toolScript as ivm.Script & { cachedData?: ivm.ExternalCopy<ArrayBuffer>; cachedDataRejected?: boolean };
       if (compiled.cachedDataRejected) this.toolCodeCache.delete(bundle.hash);
       else if (!cachedData && compiled.cachedData) this.toolCodeCache.set(bundle.hash, compiled.cachedData, compiled.cachedData.copy().byteLength);

@@ -14,7 +14,6 @@ import { type CallEnvelope, type DescribeEnvelope, type FailureEnvelope, MAX_TOO
 /** Longest error message a tool's failure or load error carries out of the sandbox (the contract's). */
 export { MAX_TOOL_MESSAGE_CHARS };
 
-
 export type ParsedCall = ({ ok: true; value: ResultValue } | { ok: false; error: ErrorInfo }) & {
   /** The prelude asks for its isolate not to serve another call (a budget was used up). */
   recycle: boolean;

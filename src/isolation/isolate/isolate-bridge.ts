@@ -137,4 +137,3 @@ function haltAfterFailedEntry(pooled: PooledIsolate, active: ActiveCall, error: 
   const memory = classifyIvmError(error) === "MemoryLimit" || pooled.hitMemoryLimit;
   active.guard.halt(memory ? "MemoryLimit" : "Timeout");
 }
-

@@ -127,7 +127,10 @@ export class IsolateRunner implements Executor {
     this.onUnrecoverable = options.onUnrecoverable ?? (() => {});
     this.invokeCapability =
       options.invokeCapability ??
-      (async (): Promise<CapabilityReply> => ({ ok: false, error: { type: "PermissionDenied", fault: "host", message: "capabilities are not available in this host" } }));
+      (async (): Promise<CapabilityReply> => ({
+        ok: false,
+        error: { type: "PermissionDenied", fault: "host", message: "capabilities are not available in this host" },
+      }));
     this.budget = new CapabilityBudget(options.capabilityLimits);
     this.onRefusal = options.onRefusal;
   }
@@ -138,7 +141,9 @@ export class IsolateRunner implements Executor {
     const deadline = monotonicMs() + request.timeoutMs;
     let pooled: PooledIsolate | undefined;
     try {
-      pooled = await unlessAbandoned(this.entries.track(this.createIsolate("describe", request.bundle, limits, deadline, guard)), guard, (late) => late.disposeByHost());
+      pooled = await unlessAbandoned(this.entries.track(this.createIsolate("describe", request.bundle, limits, deadline, guard)), guard, (late) =>
+        late.disposeByHost(),
+      );
       const text = await unlessAbandoned(
         this.entries.track(pooled.entry!.describe.apply(undefined, [], { timeout: remainingMs(deadline), result: { promise: true, copy: true } })),
         guard,

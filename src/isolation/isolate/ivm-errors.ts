@@ -23,11 +23,7 @@ export function classifyIvmError(error: unknown): IvmFailure {
 }
 
 /** Why a call ended badly, in words for the tool author. `why` overrides what the error string says. */
-export function ivmErrorInfo(
-  error: unknown,
-  limits: { timeoutMs: number; memoryLimitMb: number },
-  why?: "Timeout" | "MemoryLimit" | "Aborted",
-): ErrorInfo {
+export function ivmErrorInfo(error: unknown, limits: { timeoutMs: number; memoryLimitMb: number }, why?: "Timeout" | "MemoryLimit" | "Aborted"): ErrorInfo {
   const kind = why ?? classifyIvmError(error);
   switch (kind) {
     case "Aborted":

@@ -83,7 +83,6 @@ export function heldBytes(pooled: PooledIsolate): number {
   return heap.total_heap_size + heap.externally_allocated_size;
 }
 
-
 interface KeyState {
   idle: PooledIsolate[];
   busy: number;

@@ -117,7 +117,18 @@ function nativeModulePaths(): string[] {
 }
 
 function baseArgs(extra: string[]): string[] {
-  const args = ["--unshare-all", "--uid", String(SANDBOX_UID), "--gid", String(SANDBOX_UID), "--cap-drop", "ALL", "--die-with-parent", "--new-session", "--clearenv"];
+  const args = [
+    "--unshare-all",
+    "--uid",
+    String(SANDBOX_UID),
+    "--gid",
+    String(SANDBOX_UID),
+    "--cap-drop",
+    "ALL",
+    "--die-with-parent",
+    "--new-session",
+    "--clearenv",
+  ];
   // bwrap mounts in argument order: the empty /tmp comes first, so that a project or a Node installed
   // under /tmp is bound on top of it rather than hidden by it. In-memory file systems are memory no
   // process's RSS shows: /tmp is capped at `TMP_BYTES`, and the root and /dev are made read-only once
@@ -134,7 +145,11 @@ function baseArgs(extra: string[]): string[] {
  * fd 3, inherited; nothing in the environment. `extraReadOnly`: more paths bound read-only (a test's
  * stand-in for the process's entry).
  */
-export function bwrapCommand(nodeArgs: string[], seccompFd: number, extraReadOnly: string[] = []): { command: string; args: string[]; seccomp: Buffer | undefined } {
+export function bwrapCommand(
+  nodeArgs: string[],
+  seccompFd: number,
+  extraReadOnly: string[] = [],
+): { command: string; args: string[]; seccomp: Buffer | undefined } {
   const seccomp = seccompProgram();
   const extra = extraReadOnly.flatMap((path) => ["--ro-bind", path, path]);
   if (seccomp) extra.push("--seccomp", String(seccompFd));

@@ -111,7 +111,9 @@ function unreadable(error: unknown, pid: number, file: string, watchedRoot: bool
     if (watchedRoot) throw GONE;
     return undefined;
   }
-  throw new Verdict(`unmeasurable: /proc/${pid}/${file} cannot be read (${code ?? (error as Error).message}); a sandbox process the host cannot measure is treated as over its limits`);
+  throw new Verdict(
+    `unmeasurable: /proc/${pid}/${file} cannot be read (${code ?? (error as Error).message}); a sandbox process the host cannot measure is treated as over its limits`,
+  );
 }
 
 /** The children `pid` forked from its thread `tid` (each child is listed under its forking thread); none once the thread ended. */

@@ -231,7 +231,8 @@ export class ResourceWatchdog {
       let files = 0;
       for (const process of tree) {
         files += countFds(process.pid, process.fdSize, limits.openFiles - files + 1, process.pid === pid);
-        if (files > limits.openFiles) return new Verdict(`open files: more than ${limits.openFiles} in sandbox process ${pid}'s tree, limit ${limits.openFiles}`);
+        if (files > limits.openFiles)
+          return new Verdict(`open files: more than ${limits.openFiles} in sandbox process ${pid}'s tree, limit ${limits.openFiles}`);
       }
     }
     const inner = tree.at(-1)?.pid ?? pid;
@@ -241,7 +242,9 @@ export class ResourceWatchdog {
     }
     const written = usedBytes(entry.memoryFileSystems.paths);
     if (rss + written > limits.memoryBytes) {
-      return new Verdict(`memory: ${mb(rss + written)} (${mb(rss)} resident, ${mb(written)} in files of its in-memory /, /tmp and /dev) in sandbox process ${pid}'s tree, limit ${mb(limits.memoryBytes)}`);
+      return new Verdict(
+        `memory: ${mb(rss + written)} (${mb(rss)} resident, ${mb(written)} in files of its in-memory /, /tmp and /dev) in sandbox process ${pid}'s tree, limit ${mb(limits.memoryBytes)}`,
+      );
     }
     return undefined;
   }

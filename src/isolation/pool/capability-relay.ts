@@ -43,9 +43,10 @@ export function relayCapability(
   const context = pending.request.context;
   void ledger
     .run(name, argsJson, async (signal) => {
-      const reply = await invoke(context, name, argsJson, signal).catch(
-        (): CapabilityReply => ({ ok: false, error: { type: "ExecutionError", fault: "host", message: `${name} failed on the host` } }),
-      );
+      const reply = await invoke(context, name, argsJson, signal).catch((): CapabilityReply => ({
+        ok: false,
+        error: { type: "ExecutionError", fault: "host", message: `${name} failed on the host` },
+      }));
       await answer(reply);
       return reply;
     })

@@ -10,7 +10,6 @@ import type { CallOutcome, DescribeOutcome, FromSandbox, ToSandbox } from "../wi
 import { monotonicMs } from "../../clock.js";
 import type { WarmPoolStats } from "../isolate/pooled-isolate.js";
 
-
 const CRASH_WINDOW_MS = 10_000;
 const MAX_CRASHES_IN_WINDOW = 5;
 const RESTART_BACKOFF_MS = 1_000;
@@ -163,7 +162,10 @@ export class SandboxProcess {
     this.ready = false;
     this.readyAt = undefined;
     this.sentBundles = new Set();
-    const handlers = { onMessage: (link: ChildLink, raw: unknown) => this.onMessage(link, raw), onBroken: (link: ChildLink, reason: string) => this.violation(link, reason) };
+    const handlers = {
+      onMessage: (link: ChildLink, raw: unknown) => this.onMessage(link, raw),
+      onBroken: (link: ChildLink, reason: string) => this.violation(link, reason),
+    };
     // A blank spare has said it is ready and run nothing: it becomes this slot's, for good.
     const spare = this.pool.takeSpare(this.nice);
     const child = spare ?? new ChildLink(spawnSpec(this.pool, this.nice), handlers, (message) => this.pool.onStderr(message), this.pool.guard);
@@ -214,7 +216,8 @@ export class SandboxProcess {
       if (!outcome) return this.violation(child, "answered a request with an outcome that is not part of the protocol");
       if (message.parted) {
         const text = child.parts.take(message.id);
-        if (text === undefined || !outcome.ok || !("value" in outcome) || outcome.value.kind === "none") return this.violation(child, "sent a parted answer without its parts");
+        if (text === undefined || !outcome.ok || !("value" in outcome) || outcome.value.kind === "none")
+          return this.violation(child, "sent a parted answer without its parts");
         outcome = { ...outcome, value: { ...outcome.value, text } };
       }
       this.settle(message.id, pending, outcome);
@@ -310,8 +313,18 @@ export class SandboxProcess {
   private onExit(child: ChildLink, code: number | null, signal: NodeJS.Signals | null): void {
     const reason = signal ? `signal ${signal}` : `exit code ${code}`;
     const crashed: ErrorInfo = child.stoppedFromOutside
-      ? { type: "SandboxCrashed", fault: "host", message: "the sandbox process was stopped from outside the host (SIGSTOP) and was restarted while the call was running", hint: "retry the call; the tool did nothing wrong" }
-      : { type: "SandboxCrashed", fault: "host", message: `the sandbox process stopped (${reason}) while the call was running`, hint: "retry the call; if it keeps failing, the tool is crashing its sandbox" };
+      ? {
+          type: "SandboxCrashed",
+          fault: "host",
+          message: "the sandbox process was stopped from outside the host (SIGSTOP) and was restarted while the call was running",
+          hint: "retry the call; the tool did nothing wrong",
+        }
+      : {
+          type: "SandboxCrashed",
+          fault: "host",
+          message: `the sandbox process stopped (${reason}) while the call was running`,
+          hint: "retry the call; if it keeps failing, the tool is crashing its sandbox",
+        };
     this.failAll(crashed, child);
     if (child !== this.child) return; // a retired child: its replacement is already running
     this.child = undefined;
@@ -353,7 +366,11 @@ export class SandboxProcess {
       return;
     }
     this.backlog = this.backlog.filter((m) => !(m.type === "request" && m.id === id));
-    this.settle(id, pending, failureFor(pending, { type: "ExecutionError", fault: "caller", message: "the call was stopped by its caller before it finished" }));
+    this.settle(
+      id,
+      pending,
+      failureFor(pending, { type: "ExecutionError", fault: "caller", message: "the call was stopped by its caller before it finished" }),
+    );
   }
 
   /**

@@ -78,9 +78,14 @@ export class ChildLink {
       // 'exit' follows
     });
     if (guard && this.process.pid !== undefined) {
-      const unwatch = guard.watchdog.watch(this.process.pid, guard.limits, (what) => this.onBroken(`went over a limit the host keeps outside its isolates (${what})`), {
-        childrenFixedUnderSeccomp: guard.childrenFixedUnderSeccomp,
-      });
+      const unwatch = guard.watchdog.watch(
+        this.process.pid,
+        guard.limits,
+        (what) => this.onBroken(`went over a limit the host keeps outside its isolates (${what})`),
+        {
+          childrenFixedUnderSeccomp: guard.childrenFixedUnderSeccomp,
+        },
+      );
       this.process.once("exit", unwatch);
     }
     const socket = (this.process.stdio as unknown[])[CHANNEL_FD] as Socket;

@@ -192,7 +192,10 @@ export class CordonPool implements ProcessOwner {
       slot: process.index,
       lowPriority: process === this.lowPriority,
       readyAtMs: process.readyAt,
-      cpu: cpu === undefined || last === undefined ? undefined : { sinceMs: last.at, offMainMs: cpu.offMainMs - last.offMainMs, treeMs: cpu.totalMs - last.totalMs },
+      cpu:
+        cpu === undefined || last === undefined
+          ? undefined
+          : { sinceMs: last.at, offMainMs: cpu.offMainMs - last.offMainMs, treeMs: cpu.totalMs - last.totalMs },
       ...this.placement.callWindowOn(process, now),
       relayed: this.relayedSince(process),
     };
@@ -222,7 +225,13 @@ export class CordonPool implements ProcessOwner {
   /** What each process's warm pool holds now, as the processes report it (for operators; no limit relies on it). */
   async warmPoolStats(): Promise<WarmPoolReport[]> {
     return Promise.all(
-      this.all().map(async (p) => ({ pid: p.pid, cordon: this.cordon, lowPriority: p === this.lowPriority, animas: this.placement.animasOf(p), ...(await p.warmPoolStats()) })),
+      this.all().map(async (p) => ({
+        pid: p.pid,
+        cordon: this.cordon,
+        lowPriority: p === this.lowPriority,
+        animas: this.placement.animasOf(p),
+        ...(await p.warmPoolStats()),
+      })),
     );
   }
 
@@ -267,14 +276,29 @@ export class CordonPool implements ProcessOwner {
     onId?.(id);
     const ledger =
       request.op === "call"
-        ? new CallLedger(request.context, { maxLogLines: request.maxLogLines, maxLogLineChars: request.maxLogLineChars }, this.shared.budget, this.shared.onRefusal)
+        ? new CallLedger(
+            request.context,
+            { maxLogLines: request.maxLogLines, maxLogLineChars: request.maxLogLineChars },
+            this.shared.budget,
+            this.shared.onRefusal,
+          )
         : undefined;
     const outcome = new Promise<CallOutcome | DescribeOutcome>((resolve) => {
       // The last-resort hard stop (see the invariants), derived from the request's deadline.
       const killAfterMs = request.timeoutMs + this.shared.deadlineGraceMs;
       const timer = setTimeout(() => target.killUnanswered(id, "deadline"), killAfterMs);
       const startedAt = monotonicMs();
-      target.pending.set(id, { request, child: undefined, resolve, timer, killAt: startedAt + killAfterMs, hardStopMs: killAfterMs, startedAt, ledger, relayedBytes: 0 });
+      target.pending.set(id, {
+        request,
+        child: undefined,
+        resolve,
+        timer,
+        killAt: startedAt + killAfterMs,
+        hardStopMs: killAfterMs,
+        startedAt,
+        ledger,
+        relayedBytes: 0,
+      });
       target.send({ type: "request", id, request });
     });
     if (!signal) return outcome;

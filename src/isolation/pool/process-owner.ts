@@ -64,8 +64,17 @@ export interface Pending {
 }
 
 /** How a process of `owner`'s is started (child-spawn.ts). */
-export function spawnSpec(owner: Pick<ProcessOwner, "osSandbox" | "warmPoolBytes" | "maxIdleIsolates" | "isolateSnapshot" | "entryScript">, nice: number): SandboxChildSpec {
-  const spec: SandboxChildSpec = { osSandbox: owner.osSandbox, nice, warmPoolBytes: owner.warmPoolBytes, maxIdleIsolates: owner.maxIdleIsolates, isolateSnapshot: owner.isolateSnapshot };
+export function spawnSpec(
+  owner: Pick<ProcessOwner, "osSandbox" | "warmPoolBytes" | "maxIdleIsolates" | "isolateSnapshot" | "entryScript">,
+  nice: number,
+): SandboxChildSpec {
+  const spec: SandboxChildSpec = {
+    osSandbox: owner.osSandbox,
+    nice,
+    warmPoolBytes: owner.warmPoolBytes,
+    maxIdleIsolates: owner.maxIdleIsolates,
+    isolateSnapshot: owner.isolateSnapshot,
+  };
   return owner.entryScript === undefined ? spec : { ...spec, entryScript: owner.entryScript };
 }
 
@@ -73,7 +82,6 @@ export function failureFor(pending: Pending, error: ErrorInfo): CallOutcome | De
   if (pending.request.op === "describe") return { ok: false, error: { ...error, type: "LoadError" } };
   return { ok: false, error, durationMs: monotonicMs() - pending.startedAt };
 }
-
 
 /** Why a request's process was killed unanswered: its deadline passed, its caller stopped it, or it was stopped from outside. */
 export function unansweredError(timeoutMs: number, after: "deadline" | "stopped" | "stopped from outside"): ErrorInfo {

@@ -108,7 +108,11 @@ export class SandboxPool implements Executor {
     const rescheduler = createRescheduler();
     this.watchdog = new ResourceWatchdog();
     const guard = watchdogStatus().holds
-      ? { watchdog: this.watchdog, limits: defaultResourceLimits(this.warmPoolBytes), childrenFixedUnderSeccomp: this.osSandbox.enabled && this.osSandbox.seccomp }
+      ? {
+          watchdog: this.watchdog,
+          limits: defaultResourceLimits(this.warmPoolBytes),
+          childrenFixedUnderSeccomp: this.osSandbox.enabled && this.osSandbox.seccomp,
+        }
       : undefined;
     // Its spawn here, with the processes', rather than in the middle of the first demotion in place.
     rescheduler.prepare();
@@ -119,7 +123,8 @@ export class SandboxPool implements Executor {
       isolateSnapshot: options.isolateSnapshot ?? true,
       onLog: options.onLog ?? (() => {}),
       invokeCapability:
-        options.invokeCapability ?? (async () => ({ ok: false, error: { type: "PermissionDenied", fault: "host", message: "capabilities are not available in this host" } })),
+        options.invokeCapability ??
+        (async () => ({ ok: false, error: { type: "PermissionDenied", fault: "host", message: "capabilities are not available in this host" } })),
       onViolation: options.onViolation ?? (() => {}),
       onStderr: options.onStderr ?? ((message) => process.stderr.write(`${message}\n`)),
       osSandbox: this.osSandbox,
@@ -135,7 +140,14 @@ export class SandboxPool implements Executor {
     const spec = { ...spawnSpec({ ...this.shared, warmPoolBytes: this.warmPoolBytes }, 0), warmUp: true };
     // With one cordon for all, its processes are started at once: a spare would serve no one.
     const spares = options.spareProcesses ?? (this.cordons === "all" ? 0 : 1);
-    this.spares = new SpareProcesses(Math.max(0, Math.floor(spares)), spec, () => this.liveProcesses() < this.maxProcesses, this.shared.onStderr, this.shared.onViolation, guard);
+    this.spares = new SpareProcesses(
+      Math.max(0, Math.floor(spares)),
+      spec,
+      () => this.liveProcesses() < this.maxProcesses,
+      this.shared.onStderr,
+      this.shared.onViolation,
+      guard,
+    );
     // All Animas in one cordon: its processes start now, as the host's did before cordons.
     if (this.cordons === "all") this.poolOf("all");
     this.spares.fill();

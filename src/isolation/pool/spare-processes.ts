@@ -77,17 +77,22 @@ export class SpareProcesses {
   }
 
   private startOne(): void {
-    const link = new ChildLink(this.spec, {
-      onMessage: (self, raw) => {
-        const message = decodeFromSandbox(raw);
-        if (message?.type === "ready" && this.starting.delete(self)) {
-          this.ready.push(self);
-          return;
-        }
-        this.refuse(self, message?.type === "ready" ? "said it was ready twice" : "sent a message before it served anything");
+    const link = new ChildLink(
+      this.spec,
+      {
+        onMessage: (self, raw) => {
+          const message = decodeFromSandbox(raw);
+          if (message?.type === "ready" && this.starting.delete(self)) {
+            this.ready.push(self);
+            return;
+          }
+          this.refuse(self, message?.type === "ready" ? "said it was ready twice" : "sent a message before it served anything");
+        },
+        onBroken: (self, reason) => this.refuse(self, reason),
       },
-      onBroken: (self, reason) => this.refuse(self, reason),
-    }, this.onStderr, this.guard);
+      this.onStderr,
+      this.guard,
+    );
     this.starting.add(link);
     link.process.once("exit", () => this.drop(link));
   }

@@ -193,7 +193,9 @@ export function judgeReadings(readings: Readings, held: HeldJudgments): Decision
       for (const anima of heldBackToBack.animas) demote(anima, process.slot, "back to back, a reading later");
     }
     if (busy && window.windowMs > 0 && !window.hadLongCall) {
-      const found = [...window.byAnima].filter(([anima, ms]) => ms >= THRESHOLDS.backToBackInFlightShare * window.windowMs && calling.size > (calling.has(anima) ? 1 : 0));
+      const found = [...window.byAnima].filter(
+        ([anima, ms]) => ms >= THRESHOLDS.backToBackInFlightShare * window.windowMs && calling.size > (calling.has(anima) ? 1 : 0),
+      );
       // No call in flight there is long (the window has none), but another Anima's may still turn long,
       // and would then have slowed these: their judgment waits for the next reading.
       const shortCallers = new Set(process.inFlight.map(({ anima }) => anima));

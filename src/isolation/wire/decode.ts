@@ -1,7 +1,18 @@
 import { ERROR_TYPES, type ErrorInfo, isFault } from "../../errors.js";
 import { CAPABILITY_NAMES, LOG_LEVELS } from "../../contract/isolate.js";
 import { boundToolMessage } from "./tool-text.js";
-import type { CallContext, CallOutcome, CapabilityReply, DescribeOutcome, FromSandbox, ModuleDescription, ResultValue, SandboxRequest, ToSandbox, ToolBundle } from "./messages.js";
+import type {
+  CallContext,
+  CallOutcome,
+  CapabilityReply,
+  DescribeOutcome,
+  FromSandbox,
+  ModuleDescription,
+  ResultValue,
+  SandboxRequest,
+  ToSandbox,
+  ToolBundle,
+} from "./messages.js";
 
 /**
  * Decoding of the messages between the host and a sandbox process, both ways, against the unions of
@@ -77,7 +88,8 @@ export function decodeFromSandbox(raw: unknown): FromSandbox | undefined {
     case "part":
       return isId(raw["id"]) && typeof raw["text"] === "string" && raw["text"].length > 0 ? { type: "part", id: raw["id"], text: raw["text"] } : undefined;
     case "warmPool": {
-      if (!isId(raw["statsId"]) || !WARM_POOL_FIGURES.every((key) => typeof raw[key] === "number" && Number.isFinite(raw[key]) && raw[key] >= 0)) return undefined;
+      if (!isId(raw["statsId"]) || !WARM_POOL_FIGURES.every((key) => typeof raw[key] === "number" && Number.isFinite(raw[key]) && raw[key] >= 0))
+        return undefined;
       const [idleIsolates, idleBytes, maxIdleBytes, evictions] = WARM_POOL_FIGURES.map((key) => raw[key] as number) as [number, number, number, number];
       return { type: "warmPool", statsId: raw["statsId"], idleIsolates, idleBytes, maxIdleBytes, evictions };
     }
@@ -87,7 +99,8 @@ export function decodeFromSandbox(raw: unknown): FromSandbox | undefined {
 }
 
 function decodeError(raw: unknown): ErrorInfo | undefined {
-  if (!isObject(raw) || typeof raw["type"] !== "string" || !ERROR_TYPE_SET.has(raw["type"]) || typeof raw["message"] !== "string" || !isFault(raw["fault"])) return undefined;
+  if (!isObject(raw) || typeof raw["type"] !== "string" || !ERROR_TYPE_SET.has(raw["type"]) || typeof raw["message"] !== "string" || !isFault(raw["fault"]))
+    return undefined;
   const info: ErrorInfo = { type: raw["type"] as ErrorInfo["type"], message: boundToolMessage(raw["message"]), fault: raw["fault"] };
   if (typeof raw["hint"] === "string") info.hint = boundToolMessage(raw["hint"]);
   return info;
@@ -96,7 +109,12 @@ function decodeError(raw: unknown): ErrorInfo | undefined {
 function decodeValue(raw: unknown): ResultValue | undefined {
   if (!isObject(raw)) return undefined;
   if (raw["kind"] === "none") return { kind: "none" };
-  if ((raw["kind"] === "text" || raw["kind"] === "json") && typeof raw["text"] === "string" && typeof raw["bytes"] === "number" && Number.isFinite(raw["bytes"])) {
+  if (
+    (raw["kind"] === "text" || raw["kind"] === "json") &&
+    typeof raw["text"] === "string" &&
+    typeof raw["bytes"] === "number" &&
+    Number.isFinite(raw["bytes"])
+  ) {
     return { kind: raw["kind"], text: raw["text"], bytes: raw["bytes"], truncated: raw["truncated"] === true };
   }
   return undefined;

@@ -18,7 +18,8 @@ export function fitToFrames(message: FromSandbox): FromSandbox[] {
   if (message.type === "capability" && message.argsJson.length > PART_CHARS) {
     return [...partsOf(message.id, message.argsJson), { ...message, argsJson: "", parted: true }];
   }
-  if (message.type === "log" && message.message.length > MAX_LOG_MESSAGE_CHARS) return [{ ...message, message: message.message.slice(0, MAX_LOG_MESSAGE_CHARS) }];
+  if (message.type === "log" && message.message.length > MAX_LOG_MESSAGE_CHARS)
+    return [{ ...message, message: message.message.slice(0, MAX_LOG_MESSAGE_CHARS) }];
   if (message.type !== "response") return [message];
   const outcome = message.outcome;
   if (outcome.ok && "value" in outcome && outcome.value.kind !== "none" && outcome.value.text.length > PART_CHARS) {
@@ -28,7 +29,12 @@ export function fitToFrames(message: FromSandbox): FromSandbox[] {
     const bytes = Buffer.byteLength(JSON.stringify(outcome.module));
     if (bytes > MAX_FRAME_FROM_SANDBOX_BYTES - DESCRIBE_FRAME_MARGIN_BYTES) {
       const limit = MAX_FRAME_FROM_SANDBOX_BYTES - DESCRIBE_FRAME_MARGIN_BYTES;
-      const error = { type: "LoadError" as const, fault: "tool" as const, message: `the tool's schemas and profile take ${bytes} bytes as JSON, more than the ${limit}-byte limit`, hint: "declare fewer or smaller schemas" };
+      const error = {
+        type: "LoadError" as const,
+        fault: "tool" as const,
+        message: `the tool's schemas and profile take ${bytes} bytes as JSON, more than the ${limit}-byte limit`,
+        hint: "declare fewer or smaller schemas",
+      };
       return [{ type: "response", id: message.id, outcome: { ok: false, error } }];
     }
   }

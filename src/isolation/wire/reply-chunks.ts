@@ -34,12 +34,7 @@ function largeString(reply: CapabilityReply): { slot: Slot; text: string } | und
  * the channel is closed), sliced when large, with undecoded file text as bytes on `bulk` when given;
  * resolves once all is handed over.
  */
-export async function sendReply(
-  send: (message: ToSandbox) => Promise<boolean>,
-  capabilityId: number,
-  reply: CapabilityReply,
-  bulk?: Writable,
-): Promise<void> {
+export async function sendReply(send: (message: ToSandbox) => Promise<boolean>, capabilityId: number, reply: CapabilityReply, bulk?: Writable): Promise<void> {
   if (reply.ok && reply.value instanceof UndecodedText) {
     const text = reply.value;
     const bytes = text.byteLength;
@@ -65,7 +60,7 @@ export async function sendReply(
   for (let start = 0; start < large.text.length; start += REPLY_SLICE_CHARS) {
     if (!(await send({ type: "capabilityReplyPart", capabilityId, text: large.text.slice(start, start + REPLY_SLICE_CHARS) }))) return;
   }
-  const value = large.slot === "value" ? "" : { ...((reply as { value: object }).value), body: "" };
+  const value = large.slot === "value" ? "" : { ...(reply as { value: object }).value, body: "" };
   await send({ type: "capabilityReply", capabilityId, reply: { ok: true, value }, joinSlicesInto: large.slot });
 }
 

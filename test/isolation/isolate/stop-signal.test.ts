@@ -61,7 +61,12 @@ describe("a call's stop signal", () => {
     const [pid] = sandboxOf(h)!.pids();
     process.kill(pid!, "SIGSTOP");
     try {
-      expect(await call).toMatchObject({ status: "error", error_type: "SandboxCrashed", fault: "host", message: expect.stringMatching(/stopped by a signal from outside the host \(SIGSTOP\)/) });
+      expect(await call).toMatchObject({
+        status: "error",
+        error_type: "SandboxCrashed",
+        fault: "host",
+        message: expect.stringMatching(/stopped by a signal from outside the host \(SIGSTOP\)/),
+      });
     } finally {
       try {
         process.kill(pid!, "SIGCONT");
@@ -69,7 +74,13 @@ describe("a call's stop signal", () => {
         // already killed by the host
       }
     }
-    await waitFor(() => sandboxOf(h)!.pids().some((p) => p !== pid), 10_000);
+    await waitFor(
+      () =>
+        sandboxOf(h)!
+          .pids()
+          .some((p) => p !== pid),
+      10_000,
+    );
     expect(await h.call("alice", "waiter_run", {}, { timeoutMs: 300 })).toMatchObject({ status: "error", error_type: "Timeout", fault: "tool" });
   });
 
@@ -96,7 +107,13 @@ describe("a call's stop signal", () => {
         // already killed by the host, as expected
       }
     }
-    await waitFor(() => sandboxOf(h)!.pids().some((p) => p !== pid), 10_000);
+    await waitFor(
+      () =>
+        sandboxOf(h)!
+          .pids()
+          .some((p) => p !== pid),
+      10_000,
+    );
     expect(await h.call("alice", "waiter_run", {}, { timeoutMs: 300 })).toMatchObject({ status: "error", error_type: "Timeout" });
   });
 });

@@ -24,7 +24,10 @@ describe("the globals V8 offers (reviewed per Node/V8 version)", () => {
   it("each global of a fresh context is either given to tools or removed on purpose", () => {
     const reviewed = new Set<string>([...TOOL_GLOBALS, ...Object.keys(REMOVED_GLOBALS)]);
     const unreviewed = ownKeysOf("globalThis").filter((name) => !reviewed.has(name));
-    expect(unreviewed, `V8 ${process.versions.v8} offers globals nobody decided on: add each to TOOL_GLOBALS or REMOVED_GLOBALS (src/contract/isolate.ts)`).toEqual([]);
+    expect(
+      unreviewed,
+      `V8 ${process.versions.v8} offers globals nobody decided on: add each to TOOL_GLOBALS or REMOVED_GLOBALS (src/contract/isolate.ts)`,
+    ).toEqual([]);
   });
 
   it("each member of Intl is either given to tools or removed on purpose", () => {
@@ -96,7 +99,13 @@ describe("a tool's global, once bound", () => {
     for (let i = 0; i < 5; i++) {
       const outcome = await runner.call(probe.request(`anima${i}`, { timeoutMs: 5_000, maxResultBytes: 1_000_000 }));
       if (!outcome.ok || outcome.value.kind === "none") throw new Error(JSON.stringify(outcome));
-      const seen = JSON.parse(outcome.value.text) as { globals: string[]; intl: string[]; temporal: string; float16Guarded: boolean; ivm: { found: string[]; walked: number } };
+      const seen = JSON.parse(outcome.value.text) as {
+        globals: string[];
+        intl: string[];
+        temporal: string;
+        float16Guarded: boolean;
+        ivm: { found: string[]; walked: number };
+      };
       expect(seen.globals).toEqual([...TOOL_GLOBALS, "__awToolModule"].sort());
       expect(seen.intl).toEqual([...TOOL_INTL_MEMBERS, "Symbol(Symbol.toStringTag)"].sort());
       expect(seen.temporal).toBe("undefined");
@@ -113,7 +122,9 @@ describe("a tool's global, once bound", () => {
       const context = isolate.createContextSync();
       await context.global.set("leaked", new ivm.Reference({ secret: 1 }));
       const walker = PROBE.slice(PROBE.indexOf("const IVM_CLASSES"), PROBE.indexOf("export function get_tool_schemas"));
-      const found = JSON.parse(context.evalSync(`${walker}; JSON.stringify(ivmObjectsIn([{ name: "globalThis", value: globalThis }]).found)`) as string) as string[];
+      const found = JSON.parse(
+        context.evalSync(`${walker}; JSON.stringify(ivmObjectsIn([{ name: "globalThis", value: globalThis }]).found)`) as string,
+      ) as string[];
       expect(found.some((entry) => entry.startsWith("globalThis.leaked"))).toBe(true);
     } finally {
       isolate.dispose();

@@ -15,7 +15,10 @@ const reschedulers: Rescheduler[] = [];
 async function startTarget(): Promise<ChildProcess> {
   const child = spawn(
     process.execPath,
-    ["-e", `const { Worker } = require("node:worker_threads"); new Worker("setInterval(() => {}, 1000); require('node:worker_threads').parentPort.postMessage(1)", { eval: true }).on("message", () => console.log("ready")); setInterval(() => {}, 1000);`],
+    [
+      "-e",
+      `const { Worker } = require("node:worker_threads"); new Worker("setInterval(() => {}, 1000); require('node:worker_threads').parentPort.postMessage(1)", { eval: true }).on("message", () => console.log("ready")); setInterval(() => {}, 1000);`,
+    ],
     { stdio: ["ignore", "pipe", "inherit"] },
   );
   started.push(child);

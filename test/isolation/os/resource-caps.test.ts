@@ -24,7 +24,9 @@ const bwrapWorks = spawnSync("bwrap", ["--unshare-all", "--ro-bind", "/", "/", "
 
 /** Soft and hard value of one line of a /proc/<pid>/limits file ("Max open files" → [256, 256]). */
 function limitOf(pid: number, label: string): [string, string] {
-  const line = readFileSync(`/proc/${pid}/limits`, "utf8").split("\n").find((l) => l.startsWith(label));
+  const line = readFileSync(`/proc/${pid}/limits`, "utf8")
+    .split("\n")
+    .find((l) => l.startsWith(label));
   if (!line) throw new Error(`no "${label}" in /proc/${pid}/limits`);
   const [soft, hard] = line.slice(label.length).trim().split(/\s+/);
   return [soft as string, hard as string];
@@ -78,7 +80,13 @@ describe("resource caps of a sandbox process", () => {
   ];
   for (const [mode, osSandbox, nice] of modes) {
     it.skipIf(!PRLIMIT || !osSandbox)(`a process started by spawnSandboxChild ${mode} runs its Node under them`, async () => {
-      const child = spawnSandboxChild({ osSandbox: osSandbox as OsSandboxStatus, nice, warmPoolBytes: 64 * 2 ** 20, maxIdleIsolates: 4, isolateSnapshot: false });
+      const child = spawnSandboxChild({
+        osSandbox: osSandbox as OsSandboxStatus,
+        nice,
+        warmPoolBytes: 64 * 2 ** 20,
+        maxIdleIsolates: 4,
+        isolateSnapshot: false,
+      });
       started.push(child);
       const node = await nodeOf(child);
       const nofile = String(Math.min(DEFAULT_RLIMIT_NOFILE, Number(limitOf(process.pid, "Max open files")[0])));
@@ -102,7 +110,9 @@ describe("resource caps of a sandbox process", () => {
       expect(text).toContain(`rlimits (${PRLIMIT}): RLIMIT_NOFILE`);
       expect(text).toContain("RLIMIT_CORE 0");
       expect(status.nprocEnforced).toBe(process.getuid?.() !== 0);
-      expect(text).toMatch(process.getuid?.() === 0 ? /RLIMIT_NPROC [\d,]+ \(not enforced: the host runs as root/ : /RLIMIT_NPROC [\d,]+ \(counts every task of the host's user/);
+      expect(text).toMatch(
+        process.getuid?.() === 0 ? /RLIMIT_NPROC [\d,]+ \(not enforced: the host runs as root/ : /RLIMIT_NPROC [\d,]+ \(counts every task of the host's user/,
+      );
     } else {
       expect(text).toMatch(/^rlimits: none \(prlimit/m);
     }

@@ -75,7 +75,12 @@ function reported(pid: number, limits: ResourceLimits, timeoutMs = 20_000): Prom
 }
 
 /** When the host first read a figure over `limit` (the crossing), and the reported message. */
-async function crossing(figures: Array<{ word: string; value: number; at: number }>, word: string, limit: number, report: Promise<{ what: string; at: number }>) {
+async function crossing(
+  figures: Array<{ word: string; value: number; at: number }>,
+  word: string,
+  limit: number,
+  report: Promise<{ what: string; at: number }>,
+) {
   const { what, at } = await report;
   // The fixture's line may still be in the pipe when the watchdog reported: wait for it (bounded).
   await waitFor(() => figures.some((f) => f.word === word && f.value > limit), 5_000);
@@ -127,9 +132,12 @@ describe.runIf(watchdogStatus().holds)("ResourceWatchdog", () => {
   it("never reports processes under their limits, beside one that is over, and drops one that ended", async () => {
     watchdog = new ResourceWatchdog();
     // A quiet process with a worker thread and a few open files, under the default limits.
-    const quiet = start(["-e", `new (require("node:worker_threads").Worker)("setInterval(() => {}, 60_000)", { eval: true });
+    const quiet = start([
+      "-e",
+      `new (require("node:worker_threads").Worker)("setInterval(() => {}, 60_000)", { eval: true });
       const held = []; for (let i = 0; i < 20; i++) held.push(require("node:fs").openSync("/dev/null", "r"));
-      Buffer.alloc(32 * 2 ** 20, 1); setInterval(() => held.length, 60_000);`]);
+      Buffer.alloc(32 * 2 ** 20, 1); setInterval(() => held.length, 60_000);`,
+    ]);
     const ending = start(["-e", "setTimeout(() => {}, 300)"]);
     const hog = start([join(FIXTURES, "memory_hoard.mjs")], { TARGET_MB: "300" });
     const reports: string[] = [];

@@ -12,7 +12,11 @@ describe("a sandbox process's stderr", () => {
     for (let i = 0; i < MAX_STDERR_LINES_PER_WINDOW * 2; i++) stream.write(`flood ${i}\n`);
     stream.end("no newline at the end");
     await new Promise((resolve) => stream.on("end", resolve));
-    expect(lines.slice(0, 3)).toEqual(["sandbox process 42: <--- Last few GCs --->", "sandbox process 42: half a line", "sandbox process 42: \\u001b[2Jclear screen"]);
+    expect(lines.slice(0, 3)).toEqual([
+      "sandbox process 42: <--- Last few GCs --->",
+      "sandbox process 42: half a line",
+      "sandbox process 42: \\u001b[2Jclear screen",
+    ]);
     expect(lines).toHaveLength(MAX_STDERR_LINES_PER_WINDOW);
     expect(lines.at(-1)).toBe("sandbox process 42: further output dropped for up to a minute");
   });

@@ -93,7 +93,11 @@ describe("AnimaQueues", () => {
   });
 
   it("ends a call whose signal aborts with the signal's reason when it is a host error, waiting or running", async () => {
-    const stopped: CallOutcome = { ok: false, error: { type: "ExecutionError", fault: "tool", message: "the call was stopped by its caller before it finished" }, durationMs: 1 };
+    const stopped: CallOutcome = {
+      ok: false,
+      error: { type: "ExecutionError", fault: "tool", message: "the call was stopped by its caller before it finished" },
+      durationMs: 1,
+    };
     let stopRunning: (() => void) | undefined;
     const executor: Executor = {
       describe: async () => ({ ok: false, error: { type: "LoadError", fault: "tool", message: "unused" } }),

@@ -68,9 +68,11 @@ describe("file reads through a sandbox process", () => {
   let data: TempDataDir | undefined;
   afterEach(() => data?.cleanup());
 
-  it.each(["process", "in-process"] as const)("give the tool the same text as the file holds (%s isolation)", async (isolation) => {
-    data = makeDataDir({
-      "animas/alice/tools/reader.ts": `
+  it.each(["process", "in-process"] as const)(
+    "give the tool the same text as the file holds (%s isolation)",
+    async (isolation) => {
+      data = makeDataDir({
+        "animas/alice/tools/reader.ts": `
 import { fs } from "@animaworks/tool";
 export function get_tool_schemas() { return [{ name: "reader_read", description: "r", input_schema: { type: "object", properties: { encoding: { type: "string" } } } }]; }
 function sum(t) { let s = 0; for (let i = 0; i < t.length; i++) s = (s * 31 + (typeof t === "string" ? t.charCodeAt(i) : t[i])) >>> 0; return s; }
@@ -78,23 +80,28 @@ export async function dispatch(name, args) {
   const texts = await Promise.all([1, 2, 3].map(() => fs.readFile("big.txt", args.encoding)));
   return texts.map((t) => [t.length, sum(t)]);
 }`,
-    });
-    data.write("animas/alice/big.txt", TEXT);
-    const sum = (t: string | Buffer) => {
-      let s = 0;
-      for (let i = 0; i < t.length; i++) s = (s * 31 + (typeof t === "string" ? t.charCodeAt(i) : (t[i] as number))) >>> 0;
-      return s;
-    };
-    const host = createHost({ dataDir: data.dir, isolation, timeoutMs: 20_000, memoryLimitMb: 128 });
-    try {
-      for (const [encoding, expected] of [["utf8", TEXT], ["bytes", BYTES]] as const) {
-        const result = await host.call("alice", "reader_read", { encoding });
-        expect(result.status).toBe("ok");
-        const output = JSON.parse((result as { output: string }).output) as number[][];
-        expect(output).toEqual([1, 2, 3].map(() => [expected.length, sum(expected)]));
+      });
+      data.write("animas/alice/big.txt", TEXT);
+      const sum = (t: string | Buffer) => {
+        let s = 0;
+        for (let i = 0; i < t.length; i++) s = (s * 31 + (typeof t === "string" ? t.charCodeAt(i) : (t[i] as number))) >>> 0;
+        return s;
+      };
+      const host = createHost({ dataDir: data.dir, isolation, timeoutMs: 20_000, memoryLimitMb: 128 });
+      try {
+        for (const [encoding, expected] of [
+          ["utf8", TEXT],
+          ["bytes", BYTES],
+        ] as const) {
+          const result = await host.call("alice", "reader_read", { encoding });
+          expect(result.status).toBe("ok");
+          const output = JSON.parse((result as { output: string }).output) as number[][];
+          expect(output).toEqual([1, 2, 3].map(() => [expected.length, sum(expected)]));
+        }
+      } finally {
+        await host.close();
       }
-    } finally {
-      await host.close();
-    }
-  }, 60_000);
+    },
+    60_000,
+  );
 });

@@ -14,12 +14,18 @@ describe("decodeFromSandbox", () => {
     });
     expect(decodeFromSandbox({ type: "needBundle", id: 1 })).toEqual({ type: "needBundle", id: 1 });
     expect(decodeFromSandbox({ type: "part", id: 1, text: "abc" })).toEqual({ type: "part", id: 1, text: "abc" });
-    expect(decodeFromSandbox({ type: "capability", capabilityId: 1, id: 2, name: "fs.writeFile", argsJson: "", parted: true })).toMatchObject({ argsJson: "", parted: true });
+    expect(decodeFromSandbox({ type: "capability", capabilityId: 1, id: 2, name: "fs.writeFile", argsJson: "", parted: true })).toMatchObject({
+      argsJson: "",
+      parted: true,
+    });
     expect(decodeFromSandbox({ type: "response", id: 2, outcome: { ok: true }, parted: true })).toMatchObject({ parted: true });
   });
 
   it.each([
-    ["a context (the host attributes by request id only)", { type: "capability", capabilityId: 1, id: 2, name: "fs.stat", argsJson: "[]", context: { anima: "alice", animaDir: "/" } }],
+    [
+      "a context (the host attributes by request id only)",
+      { type: "capability", capabilityId: 1, id: 2, name: "fs.stat", argsJson: "[]", context: { anima: "alice", animaDir: "/" } },
+    ],
     ["an anima field on a log line", { type: "log", id: 1, level: "info", message: "m", anima: "alice" }],
     ["the old log shape", { type: "log", line: { level: "info", message: "m", context: { anima: "alice" } } }],
     ["an unknown type", { type: "exec", command: "sh" }],

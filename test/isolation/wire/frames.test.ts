@@ -48,10 +48,20 @@ describe("parts", () => {
   });
 
   it("a result text too long for a frame crosses in parts; a description too large becomes a load error", () => {
-    const result: FromSandbox = { type: "response", id: 9, outcome: { ok: true, value: { kind: "text", text: "r".repeat(PART_CHARS + 1), bytes: PART_CHARS + 1, truncated: false }, durationMs: 1 } };
+    const result: FromSandbox = {
+      type: "response",
+      id: 9,
+      outcome: { ok: true, value: { kind: "text", text: "r".repeat(PART_CHARS + 1), bytes: PART_CHARS + 1, truncated: false }, durationMs: 1 },
+    };
     expect(fitToFrames(result).map((m) => m.type)).toEqual(["part", "part", "response"]);
-    const description: FromSandbox = { type: "response", id: 9, outcome: { ok: true, module: { exports: {}, schemas: "s".repeat(MAX_FRAME_FROM_SANDBOX_BYTES), profile: null } } };
-    expect(fitToFrames(description)).toEqual([{ type: "response", id: 9, outcome: { ok: false, error: expect.objectContaining({ type: "LoadError", fault: "tool" }) } }]);
+    const description: FromSandbox = {
+      type: "response",
+      id: 9,
+      outcome: { ok: true, module: { exports: {}, schemas: "s".repeat(MAX_FRAME_FROM_SANDBOX_BYTES), profile: null } },
+    };
+    expect(fitToFrames(description)).toEqual([
+      { type: "response", id: 9, outcome: { ok: false, error: expect.objectContaining({ type: "LoadError", fault: "tool" }) } },
+    ]);
   });
 
   it("the assembler holds no more than a request's limit, nor the process's", () => {

@@ -41,6 +41,6 @@ describe("TextPieces.groups", () => {
   });
 
   it("goes out as its whole text in JSON", () => {
-    expect(JSON.stringify({ value: new TextPieces(["a\"", "b\n"]) })).toBe(JSON.stringify({ value: "a\"b\n" }));
+    expect(JSON.stringify({ value: new TextPieces(['a"', "b\n"]) })).toBe(JSON.stringify({ value: 'a"b\n' }));
   });
 });
