@@ -36,19 +36,17 @@ function valueOf(config: HostConfig, field: (typeof SETTINGS)[number]["field"]):
 }
 
 export function formatSettings(config: HostConfig, settings: EffectiveSetting[]): string {
-  const shown = (value: unknown): string =>
-    // eslint-disable-next-line @typescript-eslint/no-base-to-string -- objects are listed by their entries first: what reaches String() is a primitive
-    value === null
-      ? "(none)"
-      : Array.isArray(value)
-        ? value.length
-          ? value.join(", ")
-          : "(none)"
-        : typeof value === "object"
-          ? Object.entries(value)
-              .map(([k, v]) => `${k} ${String(v)}`)
-              .join(", ")
-          : String(value);
+  const shown = (value: unknown): string => {
+    if (typeof value === "string") return value;
+    if (typeof value === "number" || typeof value === "boolean" || typeof value === "bigint") return String(value);
+    if (Array.isArray(value)) return value.length ? value.join(", ") : "(none)";
+    if (typeof value === "object" && value !== null) {
+      return Object.entries(value)
+        .map(([k, v]) => `${k} ${String(v)}`)
+        .join(", ");
+    }
+    return "(none)"; // null, or undefined: not set
+  };
   return [
     `Configuration (flag > environment > "${CONFIG_SECTION}" in ${config.operator.file} > default):`,
     ...settings.map(
