@@ -8,7 +8,7 @@ import type { HostOptions } from "./host-options.js";
 import { ToolHostError } from "./errors.js";
 import { checkArguments } from "./execution/arguments.js";
 import { formatOutput } from "./execution/output.js";
-import type { CallContext, CallOutcome, Executor } from "./isolation/wire/messages.js";
+import type { CallContext, CallOutcome, CallRequest, Executor, ToolBundle } from "./isolation/wire/messages.js";
 import type { SandboxHandle } from "./isolation/executor.js";
 import { listAnimas, resolveAnima } from "./registry/animas.js";
 import type { DiscoveryProblem } from "./registry/discovery.js";
@@ -154,29 +154,39 @@ class Host implements ToolHost, ToolChangeSource, CapabilityPathSource {
       if (job) unregisterJob = this.jobCalls.register(job.id, ref.name, job);
       const context: CallContext = { anima: ref.name, animaDir: ref.dir, tool: prepared.tool, ...(job ? { jobId: job.id } : {}) };
       if (options.onLog) this.toolLogs.sendCallLogsTo(context, options.onLog);
-      const outcome = await this.executor.call(
-        {
-          op: "call",
-          bundle: prepared.bundle,
-          context,
-          entry: "call",
-          schemaName: prepared.schemaName,
-          // anima_dir is injected here, after validation, so no caller can choose it.
-          payloadJson: withAnimaDir(prepared.argsJson, ref.dir),
-          timeoutMs: prepared.timeoutMs,
-          memoryLimitMb: this.config.memoryLimitMb,
-          maxResultBytes: this.config.maxResultTransferBytes,
-          maxLogLines: this.config.maxLogLinesPerCall,
-          maxLogLineChars: this.config.maxLogLineChars,
-        },
-        options.signal,
-      );
+      // anima_dir is injected here, after validation, so no caller can choose it.
+      const request = this.callRequest(prepared.bundle, context, "call", prepared.schemaName, withAnimaDir(prepared.argsJson, ref.dir), prepared.timeoutMs);
+      const outcome = await this.executor.call(request, options.signal);
       return this.audited(ref.name, prepared.tool, prepared.schemaName, this.toResult(outcome, structured));
     } catch (error) {
       return this.audited(prepared.anima, prepared.tool, prepared.schemaName, errorResult(error, monotonicMs() - startedAt));
     } finally {
       unregisterJob?.();
     }
+  }
+
+  /** The one builder of a call for the executor: the host's limits on every call come from its config here. */
+  private callRequest(
+    bundle: ToolBundle,
+    context: CallContext,
+    entry: CallRequest["entry"],
+    schemaName: string,
+    payloadJson: string,
+    timeoutMs: number,
+  ): CallRequest {
+    return {
+      op: "call",
+      bundle,
+      context,
+      entry,
+      schemaName,
+      payloadJson,
+      timeoutMs,
+      memoryLimitMb: this.config.memoryLimitMb,
+      maxResultBytes: this.config.maxResultTransferBytes,
+      maxLogLines: this.config.maxLogLinesPerCall,
+      maxLogLineChars: this.config.maxLogLineChars,
+    };
   }
 
   async callCli(anima: string, toolName: string, argv: string[], options: Pick<CallOptions, "signal" | "onLog"> = {}): Promise<CallResult> {
@@ -188,22 +198,8 @@ class Host implements ToolHost, ToolChangeSource, CapabilityPathSource {
       if (!tool.hasCliMain) throw new ToolHostError("ToolNotFound", `tool "${toolName}" has no cli_main`);
       const context: CallContext = { anima: ref.name, animaDir: ref.dir, tool: tool.name };
       if (options.onLog) this.toolLogs.sendCallLogsTo(context, options.onLog);
-      const outcome = await this.executor.call(
-        {
-          op: "call",
-          bundle: tool.bundle,
-          context,
-          entry: "cli",
-          schemaName: "",
-          payloadJson: JSON.stringify(argv.map(String)),
-          timeoutMs: this.timeoutFor(undefined, undefined),
-          memoryLimitMb: this.config.memoryLimitMb,
-          maxResultBytes: this.config.maxResultTransferBytes,
-          maxLogLines: this.config.maxLogLinesPerCall,
-          maxLogLineChars: this.config.maxLogLineChars,
-        },
-        options.signal,
-      );
+      const request = this.callRequest(tool.bundle, context, "cli", "", JSON.stringify(argv.map(String)), this.timeoutFor(undefined, undefined));
+      const outcome = await this.executor.call(request, options.signal);
       return this.toResult(outcome);
     } catch (error) {
       return errorResult(error, monotonicMs() - startedAt);
