@@ -157,9 +157,9 @@ class Host implements ToolHost, ToolChangeSource, CapabilityPathSource {
       // anima_dir is injected here, after validation, so no caller can choose it.
       const request = this.callRequest(prepared.bundle, context, "call", prepared.schemaName, withAnimaDir(prepared.argsJson, ref.dir), prepared.timeoutMs);
       const outcome = await this.executor.call(request, options.signal);
-      return this.audited(ref.name, prepared.tool, prepared.schemaName, this.toResult(outcome, structured));
+      return this.audited(ref.name, prepared.tool, prepared.schemaName, this.toResult(outcome, structured), options.job?.id);
     } catch (error) {
-      return this.audited(prepared.anima, prepared.tool, prepared.schemaName, errorResult(error, monotonicMs() - startedAt));
+      return this.audited(prepared.anima, prepared.tool, prepared.schemaName, errorResult(error, monotonicMs() - startedAt), options.job?.id);
     } finally {
       unregisterJob?.();
     }
@@ -287,12 +287,13 @@ class Host implements ToolHost, ToolChangeSource, CapabilityPathSource {
     return this.executor.stuckEntries() === 0;
   }
 
-  private audited(anima: string, tool: string, schema: string, result: CallResult): CallResult {
+  private audited(anima: string, tool: string, schema: string, result: CallResult, jobId?: string): CallResult {
     this.audit.append({
       kind: "call",
       anima,
       tool,
       schema,
+      ...(jobId !== undefined ? { jobId } : {}),
       durationMs: Math.round(result.durationMs * 1000) / 1000,
       outcome: result.status,
       ...(result.status === "error" ? { errorType: result.error_type, errorFault: result.fault } : {}),

@@ -105,6 +105,10 @@ describe("tools that see their job", () => {
     expect(done.progress).toEqual({ fraction: 1, message: "step 4" });
     // Seen while running, not only at the end.
     expect(seen.some((p) => p !== undefined && p.fraction > 0 && p.fraction < 1)).toBe(true);
+    // The call's audit record names its job: an auditor ties the two together.
+    await host.audit.flush();
+    const records = await host.audit.read({ anima: "alice" });
+    expect(records.filter((r) => r.kind === "call" && r.schema === "steps_work" && r.jobId === job.id)).toHaveLength(1);
   });
 
   it("lets a cancelled tool see isCancelled() and end by itself within the grace", async () => {
