@@ -346,9 +346,6 @@ export const CAPABILITY_NAMES = [
   "job.cancelled",
 ] as const satisfies readonly CapabilityName[];
 
-/** A capability request as the prelude makes it: discriminated by `name`. */
-export type CapabilityRequest = { [N in CapabilityName]: { name: N; args: CapabilityArgs<N> } }[CapabilityName];
-
 /** A capability request as the host receives it: a known name, its arguments not checked yet. */
 export type UncheckedCapabilityRequest = { [N in CapabilityName]: { name: N; args: Unchecked<CapabilityArgs<N>> } }[CapabilityName];
 
