@@ -207,7 +207,7 @@ async function main() {
     const env = { ...process.env, ANIMAWORKS_NO_DAEMON: "1" };
     for (const args of [cli, demo]) spawnSync(process.execPath, args, { env }); // fill the caches
     // A cache record is checked by content until its files are older than its racy window (3 s,
-    // src/build/bundle-cache.ts); measure the settled state, as a tool that is not being edited has.
+    // src/bundling/bundle-cache.ts); measure the settled state, as a tool that is not being edited has.
     await new Promise((resolve) => setTimeout(resolve, 3_100));
     for (const args of [cli, demo]) spawnSync(process.execPath, args, { env });
     const times = { node: [], cli: [], demo: [] };

@@ -3,7 +3,7 @@
 // spends tens of milliseconds resolving and linking about forty small ES modules, and any ES module
 // entry loads Node's ES module loader (≈ 8 ms without the start-up snapshot isolated-vm needs).
 //
-// - The esbuild CLI is spawned rather than imported: src/build/bundler.ts is the only module that may
+// - The esbuild CLI is spawned rather than imported: src/bundling/bundler.ts is the only module that may
 //   import esbuild.
 // - Modules reached only through a dynamic `import()` (jobs, MCP, lifecycle, fetch, the isolate
 //   runner) are bundled as lazily initialised functions: a tool call parses them but never runs their

@@ -1,7 +1,7 @@
 import type { AuditLog } from "./audit/audit-log.js";
 import { HostStatusPublisher } from "./audit/host-status.js";
 import { JsonlAuditLog } from "./audit/jsonl-audit-log.js";
-import { ToolBundler } from "./build/bundler.js";
+import { ToolBundler } from "./bundling/bundler.js";
 import type { FetchCapability } from "./capabilities/fetch.js";
 import { JobCalls } from "./capabilities/job-calls.js";
 import { CapabilityService, type NetworkRequester } from "./capabilities/service.js";

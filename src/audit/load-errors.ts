@@ -1,6 +1,6 @@
 import { closeSync, mkdirSync, openSync, readFileSync, readdirSync, rmSync, statSync } from "node:fs";
 import { join } from "node:path";
-import { sha256 } from "../build/sha256.js";
+import { sha256 } from "../bundling/sha256.js";
 import type { AuditEvent, AuditLog } from "./audit-log.js";
 
 /**

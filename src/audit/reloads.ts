@@ -1,6 +1,6 @@
 import { mkdir, readFile, rename, writeFile } from "node:fs/promises";
 import { dirname, join } from "node:path";
-import { sha256 } from "../build/sha256.js";
+import { sha256 } from "../bundling/sha256.js";
 import { withLock } from "../file-lock.js";
 import type { ToolInfo, ToolListing } from "../registry/listing.js";
 import { changedTools } from "../registry/tool-watch.js";

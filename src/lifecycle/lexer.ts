@@ -1,5 +1,5 @@
 /**
- * A small JavaScript/TypeScript tokenizer for the validator's static checks. Only src/build/bundler.ts may
+ * A small JavaScript/TypeScript tokenizer for the validator's static checks. Only src/bundling/bundler.ts may
  * load esbuild, and the TypeScript compiler is a dev dependency, so the checks read source text with this
  * instead. It knows exactly enough to never mistake a comment, string, template or regular expression
  * for code (which regexes over raw text get wrong), and nothing about grammar beyond that.

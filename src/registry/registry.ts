@@ -1,6 +1,6 @@
 import { join } from "node:path";
-import type { ToolBundler } from "../build/bundler.js";
-import { sha256 } from "../build/sha256.js";
+import type { ToolBundler } from "../bundling/bundler.js";
+import { sha256 } from "../bundling/sha256.js";
 import type { ErrorInfo } from "../errors.js";
 import type { Executor, ToolBundle } from "../isolation/wire/messages.js";
 import { type DiscoveredTool, type DiscoveryProblem, type ToolOrigin, discoverFolder } from "./discovery.js";

@@ -131,7 +131,7 @@ const MAY_IMPORT: Record<string, string[]> = {
     "lifecycle",
     "host-api.ts",
     "audit",
-    "build",
+    "bundling",
     "capabilities",
     "credentials",
     "isolation",
@@ -144,11 +144,11 @@ const MAY_IMPORT: Record<string, string[]> = {
   lifecycle: ["host-api.ts", "audit", "capabilities", "policy", "registry", "config.ts", "host-options.ts", "errors.ts"],
   "host-api.ts": ["capabilities", "audit", "isolation", "policy", "registry", "config.ts", "host-options.ts", "errors.ts"],
   capabilities: ["audit", "credentials", "policy", "isolation", "fs-limits.ts", "host-options.ts", "config.ts", "errors.ts"],
-  audit: ["registry", "policy", "build", "isolation", "config.ts", "operator-config.ts", "file-lock.ts", "process-alive.ts"],
+  audit: ["registry", "policy", "bundling", "isolation", "config.ts", "operator-config.ts", "file-lock.ts", "process-alive.ts"],
   credentials: ["config.ts", "host-options.ts", "regular-file.ts", "errors.ts"],
   execution: ["registry", "isolation", "validation", "errors.ts"],
-  registry: ["build", "isolation", "validation", "errors.ts", "clock.ts"],
-  build: ["isolation", "errors.ts"],
+  registry: ["bundling", "isolation", "validation", "errors.ts", "clock.ts"],
+  bundling: ["isolation", "errors.ts"],
   isolation: ["config.ts", "node-runtime.ts", "project-root.ts", "errors.ts", "clock.ts", "byte-lru.ts"],
   policy: ["regular-file.ts", "errors.ts"],
   "config.ts": ["operator-config.ts", "host-options.ts", "fs-limits.ts", "project-root.ts", "environment.ts", "errors.ts"],
@@ -191,7 +191,7 @@ const roomOf = (file: string): string => file.split("/")[2] as string;
 describe("layering", () => {
   it("finds the imports it checks (the reader works)", () => {
     expect(IMPORTS.some((i) => i.from === "src/host.ts" && i.target === "src/composition.ts")).toBe(true);
-    expect(IMPORTS.some((i) => i.from === "src/build/bundler.ts" && i.specifier === "esbuild" && i.dynamic)).toBe(true);
+    expect(IMPORTS.some((i) => i.from === "src/bundling/bundler.ts" && i.specifier === "esbuild" && i.dynamic)).toBe(true);
     expect(IMPORTS.some((i) => i.from === "src/index.ts" && i.typeOnly)).toBe(true);
     expect(IMPORTS.some((i) => i.from === "src/cli/main.ts" && i.target === "src/cli/jobs.ts" && i.dynamic)).toBe(true);
   });
@@ -244,11 +244,11 @@ describe("layering", () => {
     expect(show(broken)).toEqual([]);
   });
 
-  it("only the isolate runner imports isolated-vm (others its types), and only src/build/ imports esbuild", () => {
+  it("only the isolate runner imports isolated-vm (others its types), and only src/bundling/ imports esbuild", () => {
     const isolatedVm = IMPORTS.filter(
       (i) => i.specifier === "isolated-vm" && i.from !== "src/isolation/isolate/isolate-runner.ts" && !(i.typeOnly && within(i.from, "src/isolation/isolate")),
     );
-    const esbuild = IMPORTS.filter((i) => (i.specifier === "esbuild" || i.specifier.startsWith("esbuild/")) && !within(i.from, "src/build"));
+    const esbuild = IMPORTS.filter((i) => (i.specifier === "esbuild" || i.specifier.startsWith("esbuild/")) && !within(i.from, "src/bundling"));
     expect(show([...isolatedVm, ...esbuild])).toEqual([]);
   });
 

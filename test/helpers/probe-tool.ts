@@ -1,4 +1,4 @@
-import { ToolBundler } from "../../src/build/bundler.js";
+import { ToolBundler } from "../../src/bundling/bundler.js";
 import type { CallRequest, ToolBundle } from "../../src/isolation/wire/messages.js";
 import { makeDataDir } from "./data-dir.js";
 

@@ -1,6 +1,6 @@
 import { join } from "node:path";
 import { afterEach, describe, expect, it, vi } from "vitest";
-import { ToolBundler } from "../../src/build/bundler.js";
+import { ToolBundler } from "../../src/bundling/bundler.js";
 import type { DescribeOutcome, Executor } from "../../src/isolation/wire/messages.js";
 import { LOAD_FAILURE_RETRY_MS, ToolRegistry, ownerOf } from "../../src/registry/registry.js";
 import { type TempDataDir, makeDataDir } from "../helpers/data-dir.js";

@@ -1,7 +1,7 @@
 import { readdirSync, readFileSync, rmSync, writeFileSync } from "node:fs";
 import { join } from "node:path";
 import { afterEach, beforeEach, describe, expect, it } from "vitest";
-import { type BuildResult, ToolBundler } from "../../src/build/bundler.js";
+import { type BuildResult, ToolBundler } from "../../src/bundling/bundler.js";
 import { type TempDataDir, makeDataDir } from "../helpers/data-dir.js";
 import { installFixtures } from "../helpers/tools.js";
 

@@ -3,11 +3,11 @@ import type { LogRecord } from "../../src/host-options.js";
 import { readFileSync } from "node:fs";
 import { join } from "node:path";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
-import { TOOL_API_EXPORTS } from "../../src/build/tool-api.js";
+import { TOOL_API_EXPORTS } from "../../src/bundling/tool-api.js";
 import { REPO_ROOT, type TestHost, okOutput, useTestHost } from "../helpers/tools.js";
 
 /**
- * `@animaworks/tool` is defined in three places: the prelude (values), src/build/tool-api.ts (what the
+ * `@animaworks/tool` is defined in three places: the prelude (values), src/bundling/tool-api.ts (what the
  * bundler lets a tool import) and sandbox/animaworks-tool.d.ts (types for authors). They must agree.
  */
 describe("@animaworks/tool: prelude, import list and type declarations agree", () => {

@@ -1,6 +1,6 @@
 import { createHash, randomBytes } from "node:crypto";
 import { describe, expect, it } from "vitest";
-import { sha256, sha256Js } from "../../src/build/sha256.js";
+import { sha256, sha256Js } from "../../src/bundling/sha256.js";
 
 const reference = (input: string | Uint8Array) => createHash("sha256").update(input).digest("hex");
 
