@@ -144,6 +144,11 @@ export async function readTextFileIfPresent(path: string, maxBytes: number): Pro
   }
 }
 
+/** Why a read failed, as the phrase after the file's name: an `UnreadableFile`'s reason, else the error's message. */
+export function unreadableReason(error: unknown): string {
+  return error instanceof UnreadableFile ? describeReason(error.reason) : `cannot be read (${error instanceof Error ? error.message : String(error)})`;
+}
+
 /** A `ToolHostError` (InvalidArguments, exit 2) for a file given on the command line as `option`. */
 export function argumentFileError(option: string, error: UnreadableFile): ToolHostError {
   const hint =

@@ -13,7 +13,7 @@ import {
   parseConfigCredentialKey,
 } from "./store.js";
 import { SHARED_SECTION, Vault } from "./vault.js";
-import { UnreadableFile, describeReason, readTextFileIfPresent } from "../regular-file.js";
+import { readTextFileIfPresent, unreadableReason } from "../regular-file.js";
 
 /** Largest credential file read (config.json, shared/credentials.json), bytes: a FIFO or a device there must not hold the host. */
 const MAX_CREDENTIAL_FILE_BYTES = 4 * 1024 * 1024;
@@ -53,7 +53,7 @@ export class ConfigCredentialStore implements CredentialStore {
     try {
       text = await readTextFileIfPresent(this.configPath, MAX_CREDENTIAL_FILE_BYTES);
     } catch (error) {
-      throw invalidConfig(error instanceof UnreadableFile ? describeReason(error.reason) : `cannot be read (${String(error)})`);
+      throw invalidConfig(unreadableReason(error));
     }
     if (text === undefined) return {};
     let parsed: unknown;
@@ -145,7 +145,7 @@ export class LegacyCredentialStore implements CredentialStore {
     try {
       text = await readTextFileIfPresent(this.path, MAX_CREDENTIAL_FILE_BYTES);
     } catch (error) {
-      this.warn(error instanceof UnreadableFile ? describeReason(error.reason) : `cannot be read (${String(error)})`);
+      this.warn(unreadableReason(error));
       return undefined;
     }
     if (text === undefined || text.trim() === "") return undefined;

@@ -17,7 +17,7 @@ function loadSodium(): Promise<typeof sodiumType> {
 }
 import { ToolHostError } from "../errors.js";
 import { type CredentialLog, SILENT_LOG, hostLog, isJsonObject, ownValue } from "./store.js";
-import { UnreadableFile, describeReason, readTextFileIfPresent } from "../regular-file.js";
+import { readTextFileIfPresent, unreadableReason } from "../regular-file.js";
 
 /** Largest vault.json read, bytes: a FIFO or a device there must not hold the host. */
 const MAX_VAULT_BYTES = 16 * 1024 * 1024;
@@ -197,7 +197,7 @@ export class Vault {
     try {
       text = await readTextFileIfPresent(this.vaultPath, MAX_VAULT_BYTES);
     } catch (error) {
-      return this.corrupt(error instanceof UnreadableFile ? describeReason(error.reason) : `cannot be read (${String(error)})`);
+      return this.corrupt(unreadableReason(error));
     }
     if (text === undefined) return { state: "absent", data: {} };
     let parsed: unknown;
@@ -243,7 +243,7 @@ export class Vault {
     try {
       text = await readTextFileIfPresent(this.keyPath, MAX_VAULT_KEY_BYTES);
     } catch (error) {
-      this.warnOnce(`vault key ${this.keyPath} ${error instanceof UnreadableFile ? describeReason(error.reason) : `cannot be read (${String(error)})`}`);
+      this.warnOnce(`vault key ${this.keyPath} ${unreadableReason(error)}`);
       return undefined;
     }
     if (text === undefined) {

@@ -1,6 +1,6 @@
 import { join } from "node:path";
 import { ToolHostError } from "../errors.js";
-import { UnreadableFile, describeReason, readTextFileIfPresent } from "../regular-file.js";
+import { readTextFileIfPresent, unreadableReason } from "../regular-file.js";
 
 /**
  * Per-Anima permissions (docs/design.md §6, docs/animaworks-reference.md §1.3-1.4): `permissions.json`, else the legacy
@@ -51,8 +51,7 @@ async function readIfPresent(path: string): Promise<string | undefined> {
   try {
     return await readTextFileIfPresent(path, MAX_PERMISSIONS_BYTES);
   } catch (error) {
-    if (!(error instanceof UnreadableFile)) throw error;
-    throw broken(path.endsWith(".json") ? "permissions.json" : "permissions.md", `it ${describeReason(error.reason)}`);
+    throw broken(path.endsWith(".json") ? "permissions.json" : "permissions.md", `it ${unreadableReason(error)}`);
   }
 }
 

@@ -6,7 +6,7 @@ import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { MAX_ARGUMENTS_BYTES } from "../../src/endpoint/invocation.js";
 import { PROJECT_ROOT } from "../../src/project-root.js";
 import { CLI_MODES, type CliRun, type CliRunner, cliRunner } from "../helpers/cli-modes.js";
-import { type TempDataDir, makeDataDir } from "../helpers/data-dir.js";
+import { type TempDataDir, makeDataDir, within } from "../helpers/data-dir.js";
 
 /**
  * The CLI's doors under bad input, in-process and through a running host alike: every input gets its
@@ -19,15 +19,6 @@ export function get_tool_schemas() {
 }
 export function dispatch(name, args) { return "said " + args.text; }
 `;
-
-/** Settles within `ms` or fails the test with `what` (a door that hangs must fail, not wedge the suite). */
-function within<T>(ms: number, what: string, work: Promise<T>): Promise<T> {
-  let timer: NodeJS.Timeout | undefined;
-  return Promise.race([
-    work,
-    new Promise<never>((_, reject) => (timer = setTimeout(() => reject(new Error(`${what} did not finish within ${ms} ms`)), ms))),
-  ]).finally(() => clearTimeout(timer));
-}
 
 const STACK = /\n\s+at .+:\d+:\d+/;
 

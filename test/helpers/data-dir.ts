@@ -41,3 +41,12 @@ export async function waitFor(check: () => boolean | Promise<boolean>, timeoutMs
     await new Promise((resolve) => setTimeout(resolve, intervalMs));
   }
 }
+
+/** Settles as `work` does within `ms`, or fails naming `what`: a door or a read that hangs must fail the test, not wedge the suite. */
+export function within<T>(ms: number, what: string, work: Promise<T>): Promise<T> {
+  let timer: NodeJS.Timeout | undefined;
+  return Promise.race([
+    work,
+    new Promise<never>((_, reject) => (timer = setTimeout(() => reject(new Error(`${what} did not finish within ${ms} ms`)), ms))),
+  ]).finally(() => clearTimeout(timer));
+}

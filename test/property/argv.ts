@@ -135,12 +135,3 @@ export function expectDocumentedOutcome(argv: readonly string[], run: CliRun): v
     expect(run.code, context).toBe(EXIT_CODES[envelope.error_type]);
   }
 }
-
-/** Settles within `ms`, or fails naming `what`: no input may hang a door. */
-export function within<T>(ms: number, what: string, work: Promise<T>): Promise<T> {
-  let timer: NodeJS.Timeout | undefined;
-  return Promise.race([
-    work,
-    new Promise<never>((_, reject) => (timer = setTimeout(() => reject(new Error(`${what} did not finish within ${ms} ms`)), ms))),
-  ]).finally(() => clearTimeout(timer));
-}

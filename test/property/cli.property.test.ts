@@ -3,8 +3,8 @@ import { join } from "node:path";
 import fc from "fast-check";
 import { afterAll, beforeAll, describe, it } from "vitest";
 import { CLI_MODES, type CliRunner, cliRunner } from "../helpers/cli-modes.js";
-import { type TempDataDir, makeDataDir } from "../helpers/data-dir.js";
-import { type ArgvPlaces, expectDocumentedOutcome, withPlace, within } from "./argv.js";
+import { type TempDataDir, makeDataDir, within } from "../helpers/data-dir.js";
+import { type ArgvPlaces, expectDocumentedOutcome, withPlace } from "./argv.js";
 import { fuzzParameters, propertyTimeoutMs } from "./settings.js";
 
 /**

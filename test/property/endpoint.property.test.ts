@@ -11,8 +11,7 @@ import { endpointPaths, readBuildInfo } from "../../src/endpoint/paths.js";
 import { FrameDecoder, type HostMessage, MAX_FRAME_BYTES, PROTOCOL_VERSION, decodeHostMessage } from "../../src/endpoint/protocol.js";
 import { Endpoint } from "../../src/endpoint/server.js";
 import { type ToolHost, createHost } from "../../src/host.js";
-import { type TempDataDir, makeDataDir } from "../helpers/data-dir.js";
-import { within } from "./argv.js";
+import { type TempDataDir, makeDataDir, within } from "../helpers/data-dir.js";
 import { STACK_TRACE, fuzzParameters, propertyTimeoutMs } from "./settings.js";
 
 /**

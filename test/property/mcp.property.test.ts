@@ -1,9 +1,8 @@
 import fc from "fast-check";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { type ToolHost, createHost } from "../../src/host.js";
-import { type TempDataDir, makeDataDir } from "../helpers/data-dir.js";
+import { type TempDataDir, makeDataDir, within } from "../helpers/data-dir.js";
 import { type Answer, RawMcpSession } from "../mcp/raw-session.js";
-import { within } from "./argv.js";
 import { STACK_TRACE, fuzzParameters, propertyTimeoutMs } from "./settings.js";
 
 /**

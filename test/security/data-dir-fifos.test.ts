@@ -7,7 +7,7 @@ import { Vault } from "../../src/credentials/vault.js";
 import { ToolHostError } from "../../src/errors.js";
 import { type ToolHost, createHost } from "../../src/host.js";
 import { loadPermissions } from "../../src/policy/permissions.js";
-import { type TempDataDir, makeDataDir } from "../helpers/data-dir.js";
+import { type TempDataDir, makeDataDir, within } from "../helpers/data-dir.js";
 
 /**
  * Attack: an Anima's owner (or anyone who can write its folder) puts a FIFO, or a device, where the host
@@ -18,17 +18,6 @@ import { type TempDataDir, makeDataDir } from "../helpers/data-dir.js";
  */
 
 const mkfifo = (path: string): void => void execFileSync("mkfifo", [path]);
-
-/** Settles within `ms` or fails the test (a read of a FIFO would never settle). */
-async function within<T>(ms: number, what: string, promise: Promise<T>): Promise<T> {
-  let timer: NodeJS.Timeout | undefined;
-  const timeout = new Promise<never>((_, reject) => (timer = setTimeout(() => reject(new Error(`${what}: no answer within ${ms} ms`)), ms)));
-  try {
-    return await Promise.race([promise, timeout]);
-  } finally {
-    clearTimeout(timer);
-  }
-}
 
 const FETCHER = `
 import { fetch } from "@animaworks/tool";

@@ -225,7 +225,10 @@ function handle(message: ToSandbox): void {
     .catch((error: unknown) => {
       // Only framing the response can fail here. The host would wait for this call until its deadline:
       // say why on stderr (relayed to the operator) and end, so that the host fails this process's calls now.
-      writeSync(2, `sandbox process: the response of request ${id} could not be sent: ${error instanceof Error ? error.message : String(error)}\n`);
+      writeSync(
+        2,
+        `animaworks sandbox ${process.pid}: the response of request ${id} could not be sent (it ends, so the host fails its calls now): ${error instanceof Error ? error.message : String(error)}\n`,
+      );
       process.kill(process.pid, "SIGKILL");
     });
 }
