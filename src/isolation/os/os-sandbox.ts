@@ -132,7 +132,9 @@ function baseArgs(extra: string[]): string[] {
   // bwrap mounts in argument order: the empty /tmp comes first, so that a project or a Node installed
   // under /tmp is bound on top of it rather than hidden by it. In-memory file systems are memory no
   // process's RSS shows: /tmp is capped at `TMP_BYTES`, and the root and /dev are made read-only once
-  // everything is mounted (device nodes such as /dev/null stay usable on a read-only mount).
+  // everything is mounted (device nodes such as /dev/null stay usable on a read-only mount). /dev/shm,
+  // where POSIX shared memory (`shm_open`) puts its files, is a directory of that read-only /dev, not a
+  // mount of its own: it takes nothing (memfd and System V IPC are refused by seccomp-filter.ts).
   args.push("--size", String(TMP_BYTES), "--tmpfs", "/tmp");
   for (const path of readOnlyPaths()) args.push("--ro-bind", path, path);
   args.push("--proc", "/proc", "--dev", "/dev", ...extra, "--remount-ro", "/dev", "--remount-ro", "/", "--chdir", "/");

@@ -26,8 +26,11 @@ import { tasksOf } from "./process-cpu.js";
  * dropped silently; the pool sees its exit. Where /proc itself cannot be read, `watchdogStatus` says the
  * watchdog does not hold, and `watch` does nothing.
  *
- * Not counted: memory in memfd files or SysV shared memory that is not mapped, and the kernel's own
- * memory for the process (page tables, socket buffers). The tree is followed to `MAX_TREE_PROCESSES`
+ * Not counted: memory in memfd files or System V IPC (shared memory not mapped, message queues,
+ * semaphores): under the OS sandbox the seccomp filter refuses all of these (seccomp-filter.ts), and
+ * POSIX shared memory has nowhere to go (/dev/shm is read-only there; a file in /tmp is counted above
+ * and /tmp holds 8 MiB); without the OS sandbox nothing refuses them. Nor the kernel's own memory for
+ * the process (page tables, socket and pipe buffers). The tree is followed to `MAX_TREE_PROCESSES`
  * processes: a sandbox process has three (one without bwrap), and more is reported as over.
  *
  * This module holds the limits, the timer and the tree walk; the readings are proc-readers.ts's (one

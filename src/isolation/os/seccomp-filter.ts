@@ -2,8 +2,21 @@
  * The seccomp filter loaded into every sandbox process by bubblewrap (`bwrap --seccomp FD`), as a
  * classic BPF program. It refuses, with EPERM, the system calls a sandbox process never needs and that
  * an attacker who escaped an isolate would reach for: tracing other processes, mounting, namespaces,
- * kernel modules and keyrings, eBPF, io_uring, `userfaultfd`, and every socket that is not a Unix one
- * (the IPC channel is one, inherited; tools reach the network only through the host's fetch).
+ * kernel modules and keyrings, eBPF, io_uring, `userfaultfd`, memory outside every resident set
+ * (memfd, System V IPC), and every socket that is not a Unix one (the IPC channel is one, inherited;
+ * tools reach the network only through the host's fetch).
+ *
+ * Memory the host cannot measure: the watchdog (resource-watchdog.ts) counts what a process tree has
+ * resident and what it wrote into its in-memory file systems, and nothing else. A `memfd_create` file
+ * (and `memfd_secret`) holds memory for as long as a descriptor to it is open, mapped or not, and shows
+ * in no resident set while unmapped; a System V shared memory segment lives on, unmapped, until its IPC
+ * namespace ends; System V message queues and semaphore sets are kernel memory (the IPC namespace's
+ * defaults allow ≈ 500 MB of messages and a billion semaphores). So all of System V IPC and both memfd
+ * calls are refused, and `mq_open` with them (POSIX message queues: bounded by RLIMIT_MSGQUEUE, but no
+ * sandbox process needs them). POSIX shared memory (`shm_open`) is a file in /dev/shm, which the launch
+ * mounts read-only (os-sandbox.ts). Traced with the pinned Node (calls, descriptions, the startup
+ * snapshot): a sandbox process makes none of these calls; Node's own `memfd_create` serves only native
+ * addons loaded from a virtual file system, and V8's only its tests.
  *
  * Processes and namespaces: a sandbox process never starts another process, so `fork`, `vfork` and a
  * `clone` without CLONE_THREAD are refused, and so is a `clone` carrying any namespace flag (otherwise
@@ -86,6 +99,23 @@ export const REFUSED_SYSCALLS_X86_64: Readonly<Record<string, number>> = {
   // New processes: a sandbox process runs threads only (clone is checked below).
   fork: 57,
   vfork: 58,
+  // Memory no process's resident set shows (see the header): anonymous files and System V and POSIX
+  // message-queue IPC. Node, V8 and isolated-vm call none of them in a sandbox process (traced).
+  memfd_create: 319,
+  memfd_secret: 447,
+  shmget: 29,
+  shmat: 30,
+  shmctl: 31,
+  shmdt: 67,
+  semget: 64,
+  semop: 65,
+  semctl: 66,
+  semtimedop: 220,
+  msgget: 68,
+  msgsnd: 69,
+  msgrcv: 70,
+  msgctl: 71,
+  mq_open: 240,
 };
 const SOCKET_X86_64 = 41;
 const CLONE_X86_64 = 56;

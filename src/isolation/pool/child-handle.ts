@@ -159,6 +159,7 @@ export class SandboxProcess {
   }
 
   private start(): void {
+    if (this.pool.closing) return; // nothing starts once the pool closes: the close would not see it
     this.ready = false;
     this.readyAt = undefined;
     this.sentBundles = new Set();
@@ -170,6 +171,7 @@ export class SandboxProcess {
     const spare = this.pool.takeSpare(this.nice);
     const child = spare ?? new ChildLink(spawnSpec(this.pool, this.nice), handlers, (message) => this.pool.onStderr(message), this.pool.guard);
     this.child = child;
+    this.pool.live.add(child);
     child.process.on("exit", (code, signal) => this.onExit(child, code, signal));
     if (spare) {
       spare.rebind(handlers);
@@ -292,7 +294,7 @@ export class SandboxProcess {
   /** A protocol violation: reported, and the process is killed at once (it may be compromised). */
   private violation(child: ChildLink, what: string): void {
     try {
-      this.pool.onViolation(`sandbox process ${child.pid ?? "?"} ${what}; it was stopped and replaced (cordon ${this.pool.cordon})`);
+      this.pool.onViolation(`sandbox process ${child.pid ?? "?"} ${what}; it was stopped and replaced (cordon ${this.pool.cordon})`, this.pool.cordon);
     } catch {
       // reporting must not stop the kill
     }

@@ -8,6 +8,7 @@ import { type SandboxChildSpec, spawnSandboxChild } from "./child-spawn.js";
 import { forwardStderr } from "./child-stderr.js";
 import { bulkPipeOf } from "../wire/bulk-channel.js";
 import type { ResourceLimits, ResourceWatchdog } from "../os/resource-watchdog.js";
+import { killProcessTree } from "../os/process-lifetime.js";
 
 /** The host's watch on what a process holds outside its isolates (os/resource-watchdog.ts). */
 export interface ProcessGuard {
@@ -123,9 +124,20 @@ export class ChildLink {
     this.channel.send([message]);
   }
 
+  /**
+   * Kills the process and every process of its tree (process-lifetime.ts): bwrap's init too, which
+   * outlives a killed bwrap when that bwrap was still starting. Only while the host has not reaped it
+   * (afterwards its pid may be another process's).
+   */
   kill(): void {
     this.channel.close();
-    this.process.kill("SIGKILL");
+    const pid = this.process.pid;
+    if (pid !== undefined && this.process.exitCode === null && this.process.signalCode === null) killProcessTree(pid);
+  }
+
+  /** True once the host has seen the process end (or it never started). */
+  get exited(): boolean {
+    return this.process.pid === undefined || this.process.exitCode !== null || this.process.signalCode !== null;
   }
 
   /** Counts a message against the process's window, and stops reading it for the rest of a full one. */

@@ -1,10 +1,10 @@
-import type { ErrorInfo } from "../../errors.js";
 import { CallLedger, type CapabilityBudget } from "../call-ledger.js";
 import type { CapabilityInvoker, CallOutcome, CallRequest, DescribeOutcome, DescribeRequest, SandboxRequest, ToolLogLine } from "../wire/messages.js";
 import { SandboxProcess } from "./child-handle.js";
-import type { Pending, ProcessOwner } from "./process-owner.js";
+import { type Pending, type ProcessOwner, shuttingDown } from "./process-owner.js";
 import type { OsSandboxStatus } from "../os/os-sandbox.js";
 import type { ChildLink, ProcessGuard } from "./child-link.js";
+import type { LiveChildren } from "./live-children.js";
 import type { Rescheduler } from "../os/rescheduler.js";
 import { monotonicMs } from "../../clock.js";
 import { Placement } from "../scheduling/placement.js";
@@ -76,12 +76,13 @@ export interface PoolShared extends Omit<ProcessOwner, "cordon" | "closing" | "e
 
 export class CordonPool implements ProcessOwner {
   readonly guard: ProcessGuard | undefined;
+  readonly live: LiveChildren;
   readonly entryScript: string | undefined;
   readonly maxIdleIsolates: number;
   readonly isolateSnapshot: boolean;
   readonly onLog: (line: ToolLogLine) => void;
   readonly invokeCapability: CapabilityInvoker;
-  readonly onViolation: (message: string) => void;
+  readonly onViolation: (message: string, cordon?: string) => void;
   readonly onStderr: (message: string) => void;
   readonly osSandbox: OsSandboxStatus;
   readonly rescheduler: Rescheduler;
@@ -110,6 +111,7 @@ export class CordonPool implements ProcessOwner {
     readonly warmPoolBytes: number,
   ) {
     this.guard = shared.guard;
+    this.live = shared.live;
     this.entryScript = shared.entryScript;
     this.maxIdleIsolates = shared.maxIdleIsolates;
     this.isolateSnapshot = shared.isolateSnapshot;
@@ -268,10 +270,7 @@ export class CordonPool implements ProcessOwner {
   }
 
   private dispatch(target: SandboxProcess, request: SandboxRequest, signal?: AbortSignal, onId?: (id: number) => void): Promise<CallOutcome | DescribeOutcome> {
-    if (this.closing) {
-      const error: ErrorInfo = { type: "SandboxCrashed", fault: "host", message: "the host is shutting down" };
-      return Promise.resolve(request.op === "describe" ? { ok: false, error: { ...error, type: "LoadError" } } : { ok: false, error, durationMs: 0 });
-    }
+    if (this.closing) return Promise.resolve(shuttingDown(request.op));
     const id = this.shared.nextRequestId(target.index);
     onId?.(id);
     const ledger =

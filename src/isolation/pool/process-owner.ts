@@ -6,6 +6,7 @@ import type { ErrorInfo } from "../../errors.js";
 import { monotonicMs } from "../../clock.js";
 import type { ChildLink, ProcessGuard } from "./child-link.js";
 import type { SandboxChildSpec } from "./child-spawn.js";
+import type { LiveChildren } from "./live-children.js";
 
 /**
  * What one supervised sandbox process (child-handle.ts) needs of the pool that owns it, and the record
@@ -18,6 +19,8 @@ export interface ProcessOwner {
   readonly cordon: string;
   /** The watch on what each process holds outside its isolates; none where /proc cannot be read. */
   readonly guard: ProcessGuard | undefined;
+  /** Every process the pool started and has not seen end (live-children.ts): each is added when spawned. */
+  readonly live: LiveChildren;
   /** A test's stand-in for the process's entry (child-spawn.ts `entryScript`). */
   readonly entryScript: string | undefined;
   readonly maxIdleIsolates: number;
@@ -27,7 +30,7 @@ export interface ProcessOwner {
   readonly closing: boolean;
   readonly invokeCapability: CapabilityInvoker;
   readonly onLog: (line: ToolLogLine) => void;
-  readonly onViolation: (message: string) => void;
+  readonly onViolation: (message: string, cordon?: string) => void;
   /** A line a sandbox process wrote to its stderr (bounded; see child-stderr.ts). */
   readonly onStderr: (message: string) => void;
   /** Whether children start inside bubblewrap. */
@@ -76,6 +79,12 @@ export function spawnSpec(
     isolateSnapshot: owner.isolateSnapshot,
   };
   return owner.entryScript === undefined ? spec : { ...spec, entryScript: owner.entryScript };
+}
+
+/** The answer to a request that comes while its pool is closing: no process is started for it. */
+export function shuttingDown(op: "call" | "describe"): CallOutcome | DescribeOutcome {
+  const error: ErrorInfo = { type: "SandboxCrashed", fault: "host", message: "the host is shutting down" };
+  return op === "describe" ? { ok: false, error: { ...error, type: "LoadError" } } : { ok: false, error, durationMs: 0 };
 }
 
 export function failureFor(pending: Pending, error: ErrorInfo): CallOutcome | DescribeOutcome {

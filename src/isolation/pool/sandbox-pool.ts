@@ -6,7 +6,8 @@ import { type OsSandboxMode, type OsSandboxStatus, osSandboxStatus } from "../os
 import { createRescheduler } from "../os/low-priority.js";
 import { type CordonSetting, cordonOf } from "../scheduling/cordons.js";
 import { CordonPool, type PoolShared, type WarmPoolReport } from "./cordon-pool.js";
-import { spawnSpec } from "./process-owner.js";
+import { shuttingDown, spawnSpec } from "./process-owner.js";
+import { LiveChildren } from "./live-children.js";
 import { SpareProcesses } from "./spare-processes.js";
 import { ResourceWatchdog, defaultResourceLimits, watchdogStatus } from "../os/resource-watchdog.js";
 
@@ -60,7 +61,7 @@ export interface SandboxPoolOptions {
   /** Told of each capability request a host-side limit refused. */
   onRefusal?: (context: CallContext, name: string, error: ErrorInfo) => void;
   /** Told of each protocol violation by a sandbox process (the process is killed and replaced). */
-  onViolation?: (message: string) => void;
+  onViolation?: (message: string, cordon?: string) => void;
   /** Receives what sandbox processes write to stderr, a line at a time (bounded). Default: this process's stderr. */
   onStderr?: (message: string) => void;
   /** Start sandbox processes inside bubblewrap (os-sandbox.ts): "auto", "required" or "off". Default: "auto". */
@@ -88,6 +89,8 @@ export class SandboxPool implements Executor {
   private readonly describeQueue = new PQueue({ concurrency: DESCRIBERS_AT_ONCE });
   private readonly spares: SpareProcesses;
   private readonly watchdog: ResourceWatchdog;
+  /** Every process started and not yet seen to end, whoever holds it (live-children.ts). */
+  private readonly live = new LiveChildren();
   private readonly processesPerCordon: number;
   private readonly maxProcesses: number;
   private readonly warmPoolBytes: number;
@@ -118,6 +121,7 @@ export class SandboxPool implements Executor {
     rescheduler.prepare();
     this.shared = {
       guard,
+      live: this.live,
       entryScript: options.entryScript,
       maxIdleIsolates: options.maxIdleIsolates ?? Number.POSITIVE_INFINITY,
       isolateSnapshot: options.isolateSnapshot ?? true,
@@ -147,6 +151,7 @@ export class SandboxPool implements Executor {
       this.shared.onStderr,
       this.shared.onViolation,
       guard,
+      this.live,
     );
     // All Animas in one cordon: its processes start now, as the host's did before cordons.
     if (this.cordons === "all") this.poolOf("all");
@@ -154,10 +159,13 @@ export class SandboxPool implements Executor {
   }
 
   call(request: CallRequest, signal?: AbortSignal): Promise<CallOutcome> {
+    // Once closing, no cordon's pool is made (its processes would start after the close).
+    if (this.closing) return Promise.resolve(shuttingDown("call") as CallOutcome);
     return this.poolOf(cordonOf(this.cordons, request.context.anima)).call(request, signal);
   }
 
   describe(request: DescribeRequest): Promise<DescribeOutcome> {
+    if (this.closing) return Promise.resolve(shuttingDown("describe") as DescribeOutcome);
     if (request.owner !== undefined) return this.poolOf(cordonOf(this.cordons, request.owner)).describe(request);
     return this.describeQueue.add<DescribeOutcome>(async () => {
       const describer = new CordonPool(this.shared, `describe:${this.nextDescriber++}`, 1, this.warmPoolBytes);
@@ -198,11 +206,17 @@ export class SandboxPool implements Executor {
     return [...reports.flat(), ...spares];
   }
 
+  /**
+   * Ends every sandbox process: the cordons' processes are asked to shut down (killed after a grace),
+   * spares are killed, and then every process still alive, whoever holds it (one starting, one being
+   * retired), is killed with its whole tree (ChildLink.kill). Resolves once all have exited.
+   */
   async close(): Promise<void> {
     this.closing = true;
     this.spares.close();
     this.describeQueue.clear();
     await Promise.all([...this.pools.values(), ...this.describers].map((pool) => pool.close()));
+    await this.live.endAll();
     this.shared.rescheduler.stop();
     this.watchdog.close();
   }

@@ -1,4 +1,5 @@
 import { ChildLink, type ProcessGuard } from "./child-link.js";
+import type { LiveChildren } from "./live-children.js";
 import type { SandboxChildSpec } from "./child-spawn.js";
 import { decodeFromSandbox } from "../wire/decode.js";
 
@@ -33,6 +34,8 @@ export class SpareProcesses {
     private readonly onStderr: (message: string) => void,
     private readonly onViolation: (message: string) => void,
     private readonly guard: ProcessGuard | undefined,
+    /** The pool's record of every process it started (live-children.ts): closing ends those still starting. */
+    private readonly live: LiveChildren,
   ) {}
 
   /** Live spare processes, ready or starting. */
@@ -67,7 +70,7 @@ export class SpareProcesses {
 
   private refill: NodeJS.Timeout | undefined;
 
-  /** Ends every spare. */
+  /** Ends every spare (killed at once: none has served anything); the pool waits for them through `live`. */
   close(): void {
     this.closed = true;
     clearTimeout(this.refill);
@@ -94,6 +97,7 @@ export class SpareProcesses {
       this.guard,
     );
     this.starting.add(link);
+    this.live.add(link);
     link.process.once("exit", () => this.drop(link));
   }
 
