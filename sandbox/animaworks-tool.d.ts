@@ -1,9 +1,10 @@
 /**
  * Types of `@animaworks/tool`, the virtual module the host provides to every tool (docs/design.md §3).
  *
- * The values are defined by the sandbox prelude (`sandbox/prelude.ts`); the list of importable names is
- * `src/build/tool-api.ts`. Keep all three in step: a name declared here but missing there would type-check
- * and then fail when the tool is built.
+ * The values are defined by the sandbox prelude (`sandbox/prelude.ts`); the list of importable names,
+ * which both the prelude and the bundler read, is `TOOL_API_EXPORTS` in src/contract/isolate.ts. Keep this
+ * file in step with it (test/bundling/tool-api.test.ts checks): a name declared here but missing there
+ * would type-check and then fail when the tool is built.
  *
  * This file is an ambient declaration on purpose (no top-level import/export), so that an author's
  * tsconfig can simply include it, as `tools/tsconfig.json` does:

@@ -204,6 +204,8 @@ function installPrelude(global: Record<string, unknown>, host: GuestBridge): Gue
   // ---- the @animaworks/tool module -----------------------------------------------------------------
   const capabilities = installCapabilities(host, ToolError, ToolConfigError);
   const { fs, fetch, getCredential, get_credential, progress, isCancelled, CapabilityError } = capabilities.api;
+  // Exactly the contract's `TOOL_API_EXPORTS`, which the bundler lets tools import: a name missing here
+  // or added here without the list fails the type check.
   const toolApi = freeze({
     logger,
     setTimeout,
@@ -218,7 +220,7 @@ function installPrelude(global: Record<string, unknown>, host: GuestBridge): Gue
     progress,
     isCancelled,
     CapabilityError,
-  });
+  } satisfies Record<ToolApiExport, unknown>);
 
   const hidden = { enumerable: false, writable: false, configurable: false } as const;
   defineProperty(global, "__animaworksTool", { ...hidden, value: toolApi });

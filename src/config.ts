@@ -1,7 +1,8 @@
 import { ToolHostError } from "./errors.js";
 import { join, resolve } from "node:path";
 import { PROJECT_ROOT } from "./project-root.js";
-import { DEFAULT_FS_LIMITS, type FsLimits } from "./fs-limits.js";
+import type { FsLimits } from "./fs-limits.js";
+import { HOST_DEFAULTS, MIN_MEMORY_LIMIT_MB } from "./host-defaults.js";
 import type { HostOptions, LogRecord } from "./host-options.js";
 import { LOG_LEVELS } from "./contract/isolate.js";
 import { type Environment, defaultDataDirIn } from "./environment.js";
@@ -11,7 +12,9 @@ import { type FileSettings, type SettingSource, SETTINGS, checkedSeconds, enviro
  * The only module that reads `process.env`. Everything else receives a resolved `HostConfig`, made here
  * of the `HostOptions` (src/host-options.ts), the environment and the operator's config.json.
  */
-export type HostConfig = Required<Omit<HostOptions, "onLog" | "fsLimits" | "environment" | "jobsUrl" | "mcpCoreTools">> & {
+export type HostConfig = Required<
+  Omit<HostOptions, "onLog" | "fsLimits" | "environment" | "jobsUrl" | "mcpCoreTools" | "sandboxEntryScript" | "auditOtlpEndpoint">
+> & {
   /** PostgreSQL URL of the job store, or undefined for the embedded SQLite store. */
   jobsUrl: string | undefined;
   onLog: (record: LogRecord) => void;
@@ -20,6 +23,10 @@ export type HostConfig = Required<Omit<HostOptions, "onLog" | "fsLimits" | "envi
   environment: Record<string, string>;
   /** Core tools the MCP server offers, or undefined for all. */
   mcpCoreTools: string[] | undefined;
+  /** The OpenTelemetry collector's OTLP/HTTP logs URL that audit records are copied to, or undefined for none. */
+  auditOtlpEndpoint: string | undefined;
+  /** A test's stand-in for the sandbox processes' entry (`HostOptions.sandboxEntryScript`), or undefined. Never read from the environment or a file. */
+  sandboxEntryScript: string | undefined;
   daemon: DaemonSettings;
   /** Where the operator's settings came from. */
   operator: {
@@ -41,7 +48,7 @@ export function processEnvironment(): Environment {
 export interface DaemonSettings {
   /** Whether a CLI call starts a daemon when no host serves it (`daemon`; `$ANIMAWORKS_NO_DAEMON=1`: not for this run). Default: true. */
   enabled: boolean;
-  /** A daemon exits after this long without a call, ms (`daemon_idle_seconds`, `$ANIMAWORKS_DAEMON_IDLE_SECONDS`). Default: 900,000 (15 min). */
+  /** A daemon exits after this long without a call, ms (`daemon_idle_seconds`, `$ANIMAWORKS_DAEMON_IDLE_SECONDS`). Default: 900,000 (15 min; `HOST_DEFAULTS`). */
   idleTimeoutMs: number;
 }
 
@@ -92,42 +99,51 @@ export function resolveConfig(options: HostOptions = {}, env: Environment = proc
   const allowedEnvironment = [...(pick("allowedEnvironment", options.allowedEnvironment) ?? [])];
   const fsLimits = pick("fsLimits", options.fsLimits);
   const idleSeconds = pick("daemonIdleSeconds", undefined);
-  const cordons = pick("cordons", options.cordons) ?? "anima";
+  const d = HOST_DEFAULTS;
+  const cordons = pick("cordons", options.cordons) ?? d.cordons;
   checkCordons(cordons);
   return {
     dataDir,
     coreToolsDir: resolve(options.coreToolsDir ?? join(PROJECT_ROOT, "tools")),
     cacheDir: resolve(options.cacheDir ?? join(dataDir, "cache", "animaworks-tool", "bundles")),
-    timeoutMs: positive(pick("timeoutMs", options.timeoutMs), 30_000, "timeoutMs"),
-    maxCallTimeoutMs: positive(pick("maxCallTimeoutMs", options.maxCallTimeoutMs), 600_000, "maxCallTimeoutMs"),
-    memoryLimitMb: Math.max(8, positive(pick("memoryLimitMb", options.memoryLimitMb), 128, "memoryLimitMb")),
-    loadTimeoutMs: positive(pick("loadTimeoutMs", options.loadTimeoutMs), 5_000, "loadTimeoutMs"),
-    maxOutputBytes: positive(pick("maxOutputBytes", options.maxOutputBytes), 50_000, "maxOutputBytes"),
-    maxResultTransferBytes: positive(pick("maxResultTransferBytes", options.maxResultTransferBytes), 1024 * 1024, "maxResultTransferBytes"),
-    isolation: options.isolation ?? "process",
+    timeoutMs: positive(pick("timeoutMs", options.timeoutMs), d.timeoutMs, "timeoutMs"),
+    maxCallTimeoutMs: positive(pick("maxCallTimeoutMs", options.maxCallTimeoutMs), d.maxCallTimeoutMs, "maxCallTimeoutMs"),
+    memoryLimitMb: Math.max(MIN_MEMORY_LIMIT_MB, positive(pick("memoryLimitMb", options.memoryLimitMb), d.memoryLimitMb, "memoryLimitMb")),
+    loadTimeoutMs: positive(pick("loadTimeoutMs", options.loadTimeoutMs), d.loadTimeoutMs, "loadTimeoutMs"),
+    maxOutputBytes: positive(pick("maxOutputBytes", options.maxOutputBytes), d.maxOutputBytes, "maxOutputBytes"),
+    maxResultTransferBytes: positive(pick("maxResultTransferBytes", options.maxResultTransferBytes), d.maxResultTransferBytes, "maxResultTransferBytes"),
+    isolation: options.isolation ?? d.isolation,
     cordons,
-    sandboxProcesses: Math.floor(positive(pick("sandboxProcesses", options.sandboxProcesses), cordons === "all" ? 2 : 1, "sandboxProcesses")) || 1,
-    maxSandboxProcesses: Math.floor(positive(pick("maxSandboxProcesses", options.maxSandboxProcesses), 64, "maxSandboxProcesses")) || 1,
-    spareSandboxProcesses: Math.floor(pick("spareSandboxProcesses", options.spareSandboxProcesses) ?? (cordons === "all" ? 0 : 1)),
-    osSandbox: osSandboxMode(pick("osSandbox", options.osSandbox) ?? "auto"),
-    warmIsolatesMb: positive(pick("warmIsolatesMb", options.warmIsolatesMb), defaultWarmIsolatesMb(), "warmIsolatesMb"),
-    maxIdleIsolates: positive(pick("maxIdleIsolates", options.maxIdleIsolates), Number.POSITIVE_INFINITY, "maxIdleIsolates"),
-    isolateSnapshot: pick("isolateSnapshot", options.isolateSnapshot) ?? true,
+    sandboxProcesses: Math.floor(positive(pick("sandboxProcesses", options.sandboxProcesses), d.sandboxProcesses(cordons), "sandboxProcesses")) || 1,
+    maxSandboxProcesses: Math.floor(positive(pick("maxSandboxProcesses", options.maxSandboxProcesses), d.maxSandboxProcesses, "maxSandboxProcesses")) || 1,
+    spareSandboxProcesses: Math.floor(pick("spareSandboxProcesses", options.spareSandboxProcesses) ?? d.spareSandboxProcesses(cordons)),
+    osSandbox: osSandboxMode(pick("osSandbox", options.osSandbox) ?? d.osSandbox),
+    warmIsolatesMb: positive(pick("warmIsolatesMb", options.warmIsolatesMb), d.warmIsolatesMb(machineMemoryMb()), "warmIsolatesMb"),
+    maxIdleIsolates: positive(pick("maxIdleIsolates", options.maxIdleIsolates), d.maxIdleIsolates, "maxIdleIsolates"),
+    isolateSnapshot: pick("isolateSnapshot", options.isolateSnapshot) ?? d.isolateSnapshot,
     maxConcurrentCallsPerAnima:
-      Math.floor(positive(pick("maxConcurrentCallsPerAnima", options.maxConcurrentCallsPerAnima), 8, "maxConcurrentCallsPerAnima")) || 1,
-    maxQueuedCallsPerAnima: Math.floor(positive(pick("maxQueuedCallsPerAnima", options.maxQueuedCallsPerAnima), 1_000, "maxQueuedCallsPerAnima")) || 1,
-    maxLogLinesPerCall: positive(pick("maxLogLinesPerCall", options.maxLogLinesPerCall), 200, "maxLogLinesPerCall"),
-    maxLogLineChars: positive(pick("maxLogLineChars", options.maxLogLineChars), 2_000, "maxLogLineChars"),
+      Math.floor(
+        positive(pick("maxConcurrentCallsPerAnima", options.maxConcurrentCallsPerAnima), d.maxConcurrentCallsPerAnima, "maxConcurrentCallsPerAnima"),
+      ) || 1,
+    maxQueuedCallsPerAnima:
+      Math.floor(positive(pick("maxQueuedCallsPerAnima", options.maxQueuedCallsPerAnima), d.maxQueuedCallsPerAnima, "maxQueuedCallsPerAnima")) || 1,
+    maxLogLinesPerCall: positive(pick("maxLogLinesPerCall", options.maxLogLinesPerCall), d.maxLogLinesPerCall, "maxLogLinesPerCall"),
+    maxLogLineChars: positive(pick("maxLogLineChars", options.maxLogLineChars), d.maxLogLineChars, "maxLogLineChars"),
     ...logSettings(pick("logLevel", options.logLevel), options.onLog ?? writeLogToStderr),
     allowedEnvironment,
     environment: environmentSnapshot(allowedEnvironment, options.environment ?? env),
-    auditFile: resolve(options.auditFile ?? join(dataDir, "logs", "animaworks-tool", "audit.jsonl")),
+    auditDir: resolve(options.auditDir ?? join(dataDir, "logs", "animaworks-tool", "audit")),
     allowInternalHosts: [...(pick("allowInternalHosts", options.allowInternalHosts) ?? [])],
-    fsLimits: { ...DEFAULT_FS_LIMITS, ...fsLimits },
-    watch: options.watch ?? false,
+    fsLimits: { ...d.fsLimits, ...fsLimits },
+    watch: options.watch ?? d.watch,
     jobsUrl: jobsUrl(pick("jobsUrl", options.jobsUrl)),
     mcpCoreTools: pick("mcpCoreTools", options.mcpCoreTools),
-    daemon: { enabled: pick("daemon", undefined) ?? true, idleTimeoutMs: idleSeconds === undefined ? 900_000 : Math.round(idleSeconds * 1000) },
+    auditOtlpEndpoint: otlpLogsUrl(pick("auditOtlpEndpoint", options.auditOtlpEndpoint)),
+    sandboxEntryScript: options.sandboxEntryScript,
+    daemon: {
+      enabled: pick("daemon", undefined) ?? d.daemon,
+      idleTimeoutMs: idleSeconds === undefined ? d.daemonIdleTimeoutMs : Math.round(idleSeconds * 1000),
+    },
     operator: { file: file.path, fingerprint: file.fingerprint, sources },
   };
 }
@@ -186,10 +202,9 @@ function settingName(field: string): string {
   return SETTINGS.find((spec) => spec.field === field)?.key ?? field;
 }
 
-/** One sixth of the machine's memory, between 256 and 8,192 MB (see `HostOptions.warmIsolatesMb`). */
-function defaultWarmIsolatesMb(): number {
-  const machineMb = process.getBuiltinModule("node:os").totalmem() / 2 ** 20;
-  return Math.round(Math.min(8_192, Math.max(256, machineMb / 6)));
+/** The machine's memory, MB (the default of `warmIsolatesMb` is a share of it). */
+function machineMemoryMb(): number {
+  return process.getBuiltinModule("node:os").totalmem() / 2 ** 20;
 }
 
 /** The allowed variables only: nothing else of the host's environment is ever handed on. */
@@ -221,6 +236,30 @@ function jobsUrl(value: string | undefined): string | undefined {
   return value.trim();
 }
 
+/**
+ * The collector's logs URL: an http(s) URL; one without a path gets OTLP's `/v1/logs` (as
+ * `OTEL_EXPORTER_OTLP_ENDPOINT` does), one with a path is taken as the logs URL itself. The message
+ * never repeats the value (it may hold a password).
+ */
+function otlpLogsUrl(value: string | undefined): string | undefined {
+  if (value === undefined || value.trim() === "") return undefined;
+  let url: URL | undefined;
+  try {
+    url = new URL(value.trim());
+  } catch {
+    // reported below
+  }
+  if (url === undefined || (url.protocol !== "http:" && url.protocol !== "https:")) {
+    throw new ToolHostError(
+      "InvalidArguments",
+      "the audit OpenTelemetry endpoint ($ANIMAWORKS_AUDIT_OTLP_ENDPOINT or audit_otlp_endpoint in config.json) must be an http:// or https:// URL",
+      "e.g. http://collector.internal:4318 (the OTLP/HTTP port; /v1/logs is added)",
+    );
+  }
+  if (url.pathname === "/" || url.pathname === "") url.pathname = "/v1/logs";
+  return url.toString();
+}
+
 function osSandboxMode(value: string): "auto" | "required" | "off" {
   if (value === "auto" || value === "required" || value === "off") return value;
   throw new TypeError(`osSandbox must be "auto", "required" or "off", got ${JSON.stringify(value)}`);
@@ -235,7 +274,7 @@ function positive(value: number | undefined, fallback: number, name: string): nu
 }
 
 function checkedLogLevel(value: string | undefined): LogRecord["level"] {
-  const level = value?.trim().toLowerCase() || "info";
+  const level = value?.trim().toLowerCase() || HOST_DEFAULTS.logLevel;
   if (!(LOG_LEVELS as readonly string[]).includes(level)) {
     throw new ToolHostError(
       "InvalidArguments",

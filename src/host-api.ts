@@ -1,11 +1,8 @@
 import type { AuditLog } from "./audit/audit-log.js";
-import type { JobCallHooks } from "./capabilities/job-calls.js";
 import type { HostConfig } from "./config.js";
 import type { LogRecord } from "./host-options.js";
 import type { ErrorInfo, WireError } from "./errors.js";
-import type { ToolBundle } from "./isolation/wire/messages.js";
 import type { DiscoveryProblem } from "./registry/discovery.js";
-import type { ProfileEntry } from "./registry/schemas.js";
 import type { ToolsChange } from "./registry/tool-watch.js";
 import type { ToolInfo, ToolListing } from "./registry/listing.js";
 import type { AnimaReport } from "./audit/report.js";
@@ -27,10 +24,12 @@ export type CallResult =
       truncated: boolean;
       originalBytes: number;
       durationMs: number;
+      /** The call's id in the audit trail (`audit events`, `audit --call`): on every record the call caused. */
+      callId?: string;
       /** The object the tool returned (with `CallOptions.structured`, or when the action declares `output_schema`). */
       structured?: Record<string, unknown>;
     }
-  | ({ status: "error"; durationMs: number } & WireError);
+  | ({ status: "error"; durationMs: number; callId?: string } & WireError);
 
 export interface CallOptions {
   /** Overrides the action's timeout, in ms (still capped by the host's `maxCallTimeoutMs`). */
@@ -52,35 +51,11 @@ export interface CallOptions {
   onLog?: (record: LogRecord) => void;
 }
 
-/** How `runPrepared` runs a call: on behalf of a background job, and stoppable. */
-export interface RunOptions {
-  /**
-   * Aborting stops the call at once (its isolate is disposed); it then ends as `ExecutionError`, or as the
-   * signal's reason when that is a `ToolHostError`. A background job's run signal is its one deadline: it
-   * aborts with `Timeout` at the job's deadline, or names the cancel once its grace ran out.
-   */
-  signal?: AbortSignal;
-  /** The call runs background job `id`: the tool's `progress()` and `isCancelled()` reach these hooks. */
-  job?: { id: string } & JobCallHooks;
-  /** Receives this call's tool log lines instead of the host's `onLog` (see `CallOptions.onLog`). */
-  onLog?: (record: LogRecord) => void;
-}
+/** The audit log as the public `ToolHost` offers it: its records, read (a record is written by the host only). */
+export type AuditReader = Pick<AuditLog, "read" | "coverage" | "flush">;
 
-/**
- * A call checked and bound to the tool version current when it was prepared: what a background job
- * stores at submit and runs later (a later edit of the tool does not change it). Plain data.
- */
-export interface PreparedCall {
-  anima: string;
-  tool: string;
-  action: string;
-  schemaName: string;
-  /** Validated arguments, without anima_dir (injected when it runs). */
-  argsJson: string;
-  bundle: ToolBundle;
-  timeoutMs: number;
-  profile?: ProfileEntry;
-}
+/** What records an event in a host's audit log. */
+export type AuditWriter = Pick<AuditLog, "append">;
 
 /**
  * Makes a host of a resolved configuration: `hostFromConfig`, handed by the program's entry (the CLI's
@@ -91,8 +66,8 @@ export type HostFactory = (config: HostConfig) => ToolHost;
 
 export interface ToolHost {
   readonly config: HostConfig;
-  /** Every call, capability use, denial, credential access, load failure and crash. */
-  readonly audit: AuditLog;
+  /** Every call, capability use, denial, credential access, load failure and crash: read here, written by the host only. */
+  readonly audit: AuditReader;
   /**
    * Forgets every loaded tool and discovered folder, so the next call rescans and reloads (bundles whose
    * content did not change come from the cache). Long-running hosts see file changes only after this.
@@ -102,10 +77,6 @@ export interface ToolHost {
   refresh(anima?: string): void;
   /** Calls schema `schemaName` (`{tool}_{action}`) for an Anima. Never throws for tool failures. */
   call(anima: string, schemaName: string, args?: unknown, options?: CallOptions): Promise<CallResult>;
-  /** Validates a call and pins the tool version, without running it (for background jobs). */
-  prepare(anima: string, schemaName: string, args?: unknown, options?: CallOptions): Promise<PreparedCall>;
-  /** Runs a prepared call with exactly the bundle it names. Never throws for tool failures. */
-  runPrepared(prepared: PreparedCall, options?: RunOptions): Promise<CallResult>;
   /** Runs a tool's `cli_main(argv)` inside the sandbox. */
   callCli(anima: string, toolName: string, argv: string[], options?: Pick<CallOptions, "signal" | "onLog">): Promise<CallResult>;
   /** Every tool the Anima sees (core, shared, personal), loaded, with its schemas or its load error. */
@@ -164,4 +135,14 @@ export type CapabilityPath = (
  */
 export interface CapabilityPathSource {
   readonly capabilityPath: CapabilityPath;
+}
+
+/**
+ * A host whose audit log takes records from the services around it: every host the composition root
+ * makes (not part of the public `ToolHost`, whose `audit` only reads). The management service records
+ * its operations through it (lifecycle/management.ts); a host without one (a test double) leaves them
+ * unrecorded.
+ */
+export interface AuditWriterSource {
+  readonly auditWriter: AuditWriter;
 }

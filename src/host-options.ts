@@ -6,10 +6,11 @@ import type { LogLevel } from "./contract/isolate.js";
  * the configuration (src/config.ts, which resolves these to a `HostConfig`) and the operator's file
  * settings (src/operator-config.ts, a subset of them) both depend on it and not on each other.
  *
- * Every option is listed with its default and unit. Each option an operator sets (src/operator-config.ts
- * lists them with their keys in the data dir's config.json and their variables) is taken from, in this
- * order: the option given here (a flag of the CLI), its environment variable, the `animaworks_tool`
- * section of `{dataDir}/config.json`, the default.
+ * Every option is listed with its default and unit; the values themselves are `HOST_DEFAULTS`
+ * (src/host-defaults.ts), the one place code takes them from. Each option an operator sets
+ * (src/operator-config.ts lists them with their keys in the data dir's config.json and their variables)
+ * is taken from, in this order: the option given here (a flag of the CLI), its environment variable, the
+ * `animaworks_tool` section of `{dataDir}/config.json`, the default.
  */
 export interface HostOptions {
   /** Data dir. Default: `$ANIMAWORKS_DATA_DIR`, else `~/.animaworks`. */
@@ -28,7 +29,7 @@ export interface HostOptions {
   loadTimeoutMs?: number;
   /** Result text cap in UTF-8 bytes before the truncation notice. Default: 50,000 (docs/design.md §3). */
   maxOutputBytes?: number;
-  /** Hard cap on the serialised result a tool may hand back, in bytes; larger is cut inside the isolate. Default: 1 MiB. */
+  /** Hard cap on the serialised result a tool may hand back, in bytes; larger is cut inside the isolate. Default: 1,048,576 (1 MiB). */
   maxResultTransferBytes?: number;
   /**
    * Where isolates run. `"process"`: supervised sandbox processes (a native crash fails only the calls in
@@ -102,8 +103,18 @@ export interface HostOptions {
   allowedEnvironment?: string[];
   /** Values for `allowedEnvironment`. Default: read from this process's environment. */
   environment?: Record<string, string>;
-  /** Audit log file (JSON lines, rotated). Default: `{dataDir}/logs/animaworks-tool/audit.jsonl`. */
-  auditFile?: string;
+  /**
+   * Audit log folder: chained JSON-lines trails, one pair per Anima and one for the host, each rotated on its
+   * own (audit/jsonl-audit-log.ts). Default: `{dataDir}/logs/animaworks-tool/audit`.
+   */
+  auditDir?: string;
+  /**
+   * An OpenTelemetry collector that gets a copy of every audit record the host writes, as OTLP/HTTP log
+   * records (audit/otel-export.ts; docs/audit-records.md): the collector's URL (`http://collector:4318`,
+   * to which `/v1/logs` is added, or the full URL of its logs path). The export never delays or fails a
+   * call; the trail on disk stays the record. Default: `$ANIMAWORKS_AUDIT_OTLP_ENDPOINT`, else none.
+   */
+  auditOtlpEndpoint?: string;
   /**
    * Hosts (names, IPs or CIDRs) that tools may reach although they are private or loopback, e.g. an
    * internal API. Default: `$ANIMAWORKS_ALLOW_INTERNAL_HOSTS` (comma-separated), else none.
@@ -118,6 +129,15 @@ export interface HostOptions {
   fsLimits?: Partial<FsLimits>;
   /** Core tools the MCP server offers, by name. Default: every core tool. */
   mcpCoreTools?: string[];
+  /**
+   * Test seam, not a setting: a script every sandbox process of the host runs instead of its entry, under
+   * the very same launch (bubblewrap, seccomp, empty environment, descriptors), so that a test can put a
+   * compromised sandbox process behind a real host's doors (the daemon, the MCP server:
+   * test/security/compromised-doors-*.test.ts). Only code that makes a host sets it: no flag, variable or
+   * config.json key does (src/operator-config.ts does not list it), so neither a tool nor a data dir can.
+   * `isolation: "process"` only. Default: the real entry (src/isolation/child/main.ts).
+   */
+  sandboxEntryScript?: string;
 }
 
 export interface LogRecord {

@@ -1,6 +1,7 @@
 import { join } from "node:path";
 import type { HostOptions } from "./host-options.js";
 import type { FsLimits } from "./fs-limits.js";
+import { MIN_MEMORY_LIMIT_MB } from "./host-defaults.js";
 import { LOG_LEVELS } from "./contract/isolate.js";
 import { ToolHostError, systemFileError } from "./errors.js";
 import { UnreadableFile, readRegularFileSync } from "./regular-file.js";
@@ -63,6 +64,7 @@ export type FileSettings = Pick<
   | "maxLogLineChars"
   | "fsLimits"
   | "mcpCoreTools"
+  | "auditOtlpEndpoint"
 > & {
   daemon?: boolean;
   daemonIdleSeconds?: number;
@@ -115,7 +117,7 @@ export const SETTINGS: readonly SettingSpec[] = [
   { key: "log_level", field: "logLevel", env: "ANIMAWORKS_LOG_LEVEL", schema: { enum: [...LOG_LEVELS] }, description: "least level of the host's log lines" },
   { key: "timeout_ms", field: "timeoutMs", schema: positiveNumber, description: "default per-call timeout, ms" },
   { key: "max_call_timeout_ms", field: "maxCallTimeoutMs", schema: positiveNumber, description: "upper bound of any call's timeout, ms" },
-  { key: "memory_limit_mb", field: "memoryLimitMb", schema: { type: "number", minimum: 8 }, description: "V8 heap limit per isolate, MB" },
+  { key: "memory_limit_mb", field: "memoryLimitMb", schema: { type: "number", minimum: MIN_MEMORY_LIMIT_MB }, description: "V8 heap limit per isolate, MB" },
   { key: "load_timeout_ms", field: "loadTimeoutMs", schema: positiveNumber, description: "time to load a tool, ms" },
   { key: "max_output_bytes", field: "maxOutputBytes", schema: positiveInteger, description: "result text kept before the truncation notice, bytes" },
   {
@@ -185,6 +187,15 @@ export const SETTINGS: readonly SettingSpec[] = [
     description: "seconds a daemon waits without a call before it exits",
   },
   { key: "mcp_core_tools", field: "mcpCoreTools", schema: names, description: "core tools the MCP server offers (default: all)" },
+  {
+    key: "audit_otlp_endpoint",
+    field: "auditOtlpEndpoint",
+    env: "ANIMAWORKS_AUDIT_OTLP_ENDPOINT",
+    schema: { type: "string", pattern: "^https?://" },
+    description: "OpenTelemetry collector (OTLP/HTTP) that gets a copy of every audit record, e.g. http://collector:4318 (default: none)",
+    // A URL may carry a password (https://user:secret@collector): shown masked.
+    secret: true,
+  },
 ];
 
 export interface OperatorFile {

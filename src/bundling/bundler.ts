@@ -2,10 +2,10 @@ import { constants } from "node:fs";
 import { access, open, realpath, stat } from "node:fs/promises";
 import { dirname, extname, isAbsolute, relative, resolve, sep } from "node:path";
 import type { Plugin } from "esbuild";
+import { TOOL_API_EXPORTS, TOOL_API_MODULE } from "../contract/isolate.js";
 import type { ErrorInfo } from "../errors.js";
 import type { ToolBundle } from "../isolation/wire/messages.js";
 import { BundleCache, type BundleCacheOptions, type BundleInput, sha256, signatureOf } from "./bundle-cache.js";
-import { TOOL_API_EXPORTS, TOOL_API_MODULE } from "./tool-api.js";
 
 /**
  * The only module that imports esbuild (lazily: a process whose bundles are all cached never loads it).

@@ -250,6 +250,34 @@ export const REMOVED_INTL_MEMBERS = {
   v8BreakIterator: "V8's non-standard ICU break iterator: ICU memory that the Intl budget did not count (use Intl.Segmenter)",
 } as const;
 
+// ---- the @animaworks/tool module ------------------------------------------------------------------
+
+/** The one module a tool may import besides its own files (src/bundling/bundler.ts resolves it). */
+export const TOOL_API_MODULE = "@animaworks/tool";
+
+/**
+ * The names `@animaworks/tool` exports, read by both sides: the prelude provides exactly these (its
+ * `toolApi` object is typed by this list), and the bundler lets a tool import exactly these. Types for
+ * authors: sandbox/animaworks-tool.d.ts (test/bundling/tool-api.test.ts holds all three together).
+ */
+export const TOOL_API_EXPORTS = [
+  "logger",
+  "setTimeout",
+  "clearTimeout",
+  "sleep",
+  "ToolError",
+  "ToolConfigError",
+  "fs",
+  "fetch",
+  "getCredential",
+  "get_credential",
+  "progress",
+  "isCancelled",
+  "CapabilityError",
+] as const;
+
+export type ToolApiExport = (typeof TOOL_API_EXPORTS)[number];
+
 // ---- limits both sides keep (the host on its own counts; the prelude only to fail early) -----------
 
 /** Timers one call may have pending. */

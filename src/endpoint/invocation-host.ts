@@ -1,6 +1,7 @@
 import { join } from "node:path";
 import type { LogRecord } from "../host-options.js";
-import type { CallOptions, CallResult, PreparedCall, RunOptions, ToolHost, ToolInfo, ToolListing } from "../host-api.js";
+import type { AuditWriter, AuditWriterSource, CallOptions, CallResult, ToolHost, ToolInfo, ToolListing } from "../host-api.js";
+import { type PreparedCall, type PreparedCallRunner, type RunOptions, preparedCallsOf } from "../prepared-calls.js";
 import type { DiscoveryProblem } from "../registry/discovery.js";
 import { folderStamp } from "../registry/folder-stamp.js";
 
@@ -36,7 +37,7 @@ export class FolderFreshness {
  * own stderr for its calls' tool log lines and for the host's warnings about its tool folders (printed
  * once per invocation, as a one-shot CLI process prints them), and closing it leaves the host running.
  */
-export class InvocationHost implements ToolHost {
+export class InvocationHost implements ToolHost, PreparedCallRunner {
   readonly config: ToolHost["config"];
   private readonly warned = new Set<string>();
   private readonly looked = new Set<string>();
@@ -61,6 +62,11 @@ export class InvocationHost implements ToolHost {
     return this.host.audit;
   }
 
+  /** The running host's (`AuditWriterSource`): an invocation's refresh or share is recorded as the host's own. */
+  get auditWriter(): AuditWriter | undefined {
+    return (this.host as ToolHost & Partial<AuditWriterSource>).auditWriter;
+  }
+
   async call(anima: string, schemaName: string, args?: unknown, options: CallOptions = {}): Promise<CallResult> {
     await this.look(anima);
     return this.host.call(anima, schemaName, args, { ...options, onLog: this.onLog });
@@ -68,11 +74,11 @@ export class InvocationHost implements ToolHost {
 
   async prepare(anima: string, schemaName: string, args?: unknown, options: CallOptions = {}): Promise<PreparedCall> {
     await this.look(anima);
-    return this.host.prepare(anima, schemaName, args, options);
+    return preparedCallsOf(this.host).prepare(anima, schemaName, args, options);
   }
 
   async runPrepared(prepared: PreparedCall, options: RunOptions = {}): Promise<CallResult> {
-    return this.host.runPrepared(prepared, { ...options, onLog: this.onLog });
+    return preparedCallsOf(this.host).runPrepared(prepared, { ...options, onLog: this.onLog });
   }
 
   async callCli(anima: string, toolName: string, argv: string[], options: Pick<CallOptions, "signal" | "onLog"> = {}): Promise<CallResult> {

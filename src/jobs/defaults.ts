@@ -4,6 +4,7 @@ import { MAX_TIMER_MS } from "../registry/schemas.js";
  * `JobServiceOptions.worker` takes), the service's, and a submit's. Durations are in ms. A setting that is
  * not given takes the value here; the three that scale with the lease are functions of the lease in force.
  * Each option's own documentation names its default and refers here; nothing else states a default value.
+ * The host's own options have theirs in `HOST_DEFAULTS` (src/host-defaults.ts).
  */
 export const JOB_DEFAULTS = {
   // ---- a submitted job -------------------------------------------------------------------------------

@@ -1,7 +1,7 @@
 import { ByteLru } from "../byte-lru.js";
 import { monotonicMs } from "../clock.js";
 import { infoOfWire } from "../errors.js";
-import type { PreparedCall, ToolHost } from "../host.js";
+import type { PreparedCall, PreparedCallRunner } from "../prepared-calls.js";
 import type { JobRunner } from "./worker.js";
 import type { Job } from "./store.js";
 
@@ -17,7 +17,7 @@ const MAX_CACHED_BUNDLE_CHARS = 64 * 2 ** 20;
  * the end of the grace after a cancel or a shutdown). The call's own timeout is the time left until that
  * same deadline, so the isolate's limit and the signal name one instant. The worker records the reason.
  */
-export function hostJobRunner(host: ToolHost, getBundle: (hash: string) => Promise<string | undefined>): JobRunner {
+export function hostJobRunner(calls: PreparedCallRunner, getBundle: (hash: string) => Promise<string | undefined>): JobRunner {
   // Content-addressed: an entry is never stale.
   const bundleCode = new ByteLru<string>(MAX_CACHED_BUNDLE_CHARS);
   const bundle = async (hash: string): Promise<string | undefined> => {
@@ -51,7 +51,7 @@ export function hostJobRunner(host: ToolHost, getBundle: (hash: string) => Promi
       // the long-running ones.
       timeoutMs: Math.max(1, Math.ceil(context.deadline - monotonicMs())),
     };
-    const result = await host.runPrepared(prepared, {
+    const result = await calls.runPrepared(prepared, {
       signal: context.signal,
       job: { id: job.id, reportProgress: context.reportProgress, cancelled: () => context.stopRequested() !== undefined },
     });

@@ -3,13 +3,15 @@ import { setTimeout as delay } from "node:timers/promises";
 import { workerEnvironment } from "../config.js";
 import { PROJECT_ROOT } from "../project-root.js";
 import { type ErrorEnvelope, ToolHostError, errorEnvelope } from "../errors.js";
-import type { ToolHost } from "../host.js";
+import type { ToolHost } from "../host-api.js";
+import { preparedCallsOf } from "../prepared-calls.js";
 import { resolveAnima } from "../registry/animas.js";
 import { type NoticeSink, deliverNotices } from "./notices.js";
 import { JOB_DEFAULTS, MAX_TIMER_MS } from "./defaults.js";
 import { profileTimeoutMs } from "../registry/schemas.js";
 import { hostJobRunner } from "./host-runner.js";
-import { JobWorker, type JobWorkerSettings, type WorkerStats } from "./worker.js";
+import { JobWorker, type JobWorkerSettings, type WorkerRunOptions, type WorkerStats } from "./worker.js";
+import { resolveWorkerSettings } from "./worker-settings.js";
 import { SqliteJobStore } from "./sqlite-store.js";
 import { PostgresJobStore } from "./postgres-store.js";
 import { type Job, type JobStatus, type JobStore, isTerminal } from "./store.js";
@@ -19,16 +21,17 @@ import { liveWorkers, registerWorker, startWorkerProcess } from "./workers.js";
 /**
  * The library API of background jobs (docs/design.md §8), used by the CLI's `submit`, `jobs` and `serve`.
  *
- * Submit = `host.prepare` (validation, and the tool bundle current now) + the bundle stored by its hash
- * + the job stored durably; so a job always runs the tool version it was submitted with, whatever edits
- * follow. Run = the stored bundle back into a `PreparedCall` + `host.runPrepared`, in the sandbox (host-runner.ts).
+ * Submit = `prepare` (validation, and the tool bundle current now) + the bundle stored by its hash + the
+ * job stored durably; so a job always runs the tool version it was submitted with, whatever edits follow.
+ * Run = the stored bundle back into a `PreparedCall` + `runPrepared`, in the sandbox (host-runner.ts). Both
+ * steps are the host's `PreparedCallRunner` (prepared-calls.ts), which every host made by `createHost` has.
  *
  * Scoping: every method takes the acting Anima, and another Anima's job id is answered exactly like an
  * unknown one (`NotFound`, CLI exit 2), so ids of other Animas cannot even be probed.
  */
 
 export interface JobServiceOptions {
-  /** The host whose tools jobs call: `prepare` at submit, `runPrepared` in the worker. A worker's host should use process isolation. */
+  /** The host whose tools jobs call, made by `createHost` (it prepares calls at submit and runs them in the worker). A worker's host should use process isolation. */
   host: ToolHost;
   /**
    * Where jobs are kept. Default: a `PostgresJobStore` when the host's config has a `jobsUrl`, else a
@@ -39,10 +42,6 @@ export interface JobServiceOptions {
   defaultTimeoutMs?: number;
   /** The worker's settings for `runWorker` (worker.ts `JobWorkerSettings`: concurrency 4, per Anima 2, …; defaults in defaults.ts). */
   worker?: JobWorkerSettings;
-  /** How often an `untilDrained` worker checks for an empty queue while idle, ms (the same as `worker.idleCheckIntervalMs`). Default: 1,000. */
-  idleCheckIntervalMs?: number;
-  /** After a cancel (or a forced stop), how long a running tool may wrap up (it sees `isCancelled()`) before it is stopped, ms (the same as `worker.cancelGraceMs`). Default: 2,000. */
-  cancelGraceMs?: number;
 }
 
 export interface SubmitOptions {
@@ -72,16 +71,11 @@ export interface WaitOptions {
   signal?: AbortSignal;
 }
 
-export interface RunWorkerOptions {
-  /** Exit once nothing is queued or running in the whole store (the mode of a worker started on demand). Default: false. */
-  untilDrained?: boolean;
-  /** Graceful stop: claim nothing more, let running jobs finish (up to `drainTimeoutMs`), then return. */
-  signal?: AbortSignal;
-  /** Stop now: running jobs are aborted and their leases handed back (interrupted, or retried per their policy). */
-  abortRunning?: AbortSignal;
-  /** How long a graceful stop lets running jobs go on before they are stopped, ms. Default: 600,000 (`JOB_DEFAULTS`). */
-  drainTimeoutMs?: number;
-}
+/**
+ * How `runWorker` runs: the worker's own run options (worker-settings.ts `WorkerRunOptions`: `untilDrained`,
+ * `signal`, `abortRunning`, `drainTimeoutMs`), less `mayLeave`, which the service decides itself.
+ */
+export type RunWorkerOptions = Omit<WorkerRunOptions, "mayLeave">;
 
 /** A finished job's result (`JobService.result`): its output, or its error as the JSON edges spell it. */
 export type JobResult = { status: "ok"; output: string } | ErrorEnvelope;
@@ -117,13 +111,13 @@ export class JobService {
     if (!Number.isSafeInteger(timeout) || timeout < 1 || timeout > MAX_TIMER_MS)
       throw new TypeError(`defaultTimeoutMs must be a whole number of ms from 1 to ${MAX_TIMER_MS}`);
     this.defaultTimeoutMs = timeout;
-    const grace = options.cancelGraceMs;
-    if (grace !== undefined && (!Number.isSafeInteger(grace) || grace < 0)) throw new TypeError("cancelGraceMs must be a whole number of ms, 0 or more");
+    // A wrong worker setting fails here, where it was given, rather than when a worker first starts.
+    if (options.worker) resolveWorkerSettings(options.worker);
   }
 
   /** Validates the call (throwing `ToolHostError` before anything is stored), then records the job durably. */
   async submit(anima: string, schemaName: string, args: unknown, options: SubmitOptions = {}): Promise<SubmittedJob> {
-    const prepared = await this.host.prepare(anima, schemaName, args);
+    const prepared = await preparedCallsOf(this.host).prepare(anima, schemaName, args);
     const profile = prepared.profile;
     // The profile is part of the version pinned here: a later edit of timeout_seconds does not change this job.
     const timeoutMs = profileTimeoutMs(profile) ?? this.defaultTimeoutMs;
@@ -251,10 +245,8 @@ export class JobService {
     const worker = new JobWorker({
       onLog: this.host.config.onLog,
       ...this.options.worker,
-      ...(this.options.idleCheckIntervalMs !== undefined ? { idleCheckIntervalMs: this.options.idleCheckIntervalMs } : {}),
-      ...(this.options.cancelGraceMs !== undefined ? { cancelGraceMs: this.options.cancelGraceMs } : {}),
       store: this.store(),
-      runJob: hostJobRunner(this.host, (hash) => this.store().getBundle(hash)),
+      runJob: hostJobRunner(preparedCallsOf(this.host), (hash) => this.store().getBundle(hash)),
       animaDirOf: (anima) => this.animaDirOf(anima),
     });
     const mode = options.untilDrained ? "until-drained" : "serve";

@@ -3,7 +3,7 @@ import { dirname, join } from "node:path";
 import { recordReloads, shareReloadEvent } from "../audit/reloads.js";
 import { truncateForAudit } from "../audit/audit-log.js";
 import { ToolHostError, errorInfoOf } from "../errors.js";
-import type { CapabilityPath, CapabilityPathSource, ToolHost, ToolInfo } from "../host-api.js";
+import type { AuditWriter, AuditWriterSource, CapabilityPath, CapabilityPathSource, ToolHost, ToolInfo } from "../host-api.js";
 import { resolveAnima } from "../registry/animas.js";
 import { hostLoader } from "./load-check.js";
 import { shareTool } from "./share.js";
@@ -13,21 +13,23 @@ import { writeMemoryFile } from "./write-memory.js";
 /**
  * The management operations an Anima (over MCP) or an operator (the CLI) asks of a host: refresh its
  * tools, share one, write and read files of its own directory. One service for both front ends, on the
- * host's public API plus its capability path; every operation leaves its audit record:
+ * host's public API plus its capability path and its audit writer; every operation leaves its audit record:
  *  - refresh: the reloads it found (audit/reloads.ts), once per change whoever notices it;
  *  - share: the shared tool's reload record;
  *  - write_memory_file: a `capability` record (`write_memory_file`, the path, ok / denied / error);
  *  - read_memory_file: an `fs.readFile` through the capability service, as a tool of the Anima would
  *    read the file: the same policy checks and the same audit record (its tool: `read_memory_file`).
  *
- * `managementOf(host)` gives a host's service, with the capability path of a host the composition root
- * (src/composition.ts) made. A service holds no state of its own (what a refresh compares with is on
- * disk; the rest is the host's), so each caller may make its own.
+ * `managementOf(host)` gives a host's service, with the capability path and the audit writer of a host
+ * the composition root (src/composition.ts) made. A service holds no state of its own (what a refresh
+ * compares with is on disk; the rest is the host's), so each caller may make its own.
  */
 
 export interface ManagementOptions {
   /** How `readMemory` reads. Absent: reading is refused (no host capability path to go through). */
   capabilities?: CapabilityPath;
+  /** Where the operations' records go (the public `ToolHost.audit` only reads). Absent: they go unrecorded. */
+  audit?: AuditWriter;
 }
 
 export interface RefreshReport {
@@ -90,20 +92,36 @@ export class ManagementService {
     await rename(`${file}.tmp`, file);
     // The audit log's record of the reload, against what it last recorded (not this report's memory: a
     // watcher may have recorded the change already).
-    await recordReloads({ dataDir: this.host.config.dataDir, audit: this.host.audit, listing, trigger: "refresh" }).catch(() => {});
+    const audit = this.options.audit;
+    if (audit) await recordReloads({ dataDir: this.host.config.dataDir, audit, listing, trigger: "refresh" }).catch(() => {});
     return report;
   }
 
   /** Copies the Anima's personal tool `toolName` to common_tools/ (lifecycle/share.ts); returns what was done. */
-  share(anima: string, toolName: unknown): Promise<string> {
-    return shareTool({
-      dataDir: this.host.config.dataDir,
-      animaDir: this.animaDir(anima),
-      anima,
-      toolName,
-      validate: errorsForShare({ load: hostLoader(this.host) }),
-      onShared: (tool) => this.host.audit.append(shareReloadEvent(anima, tool)),
-    });
+  async share(anima: string, toolName: unknown): Promise<string> {
+    try {
+      return await shareTool({
+        dataDir: this.host.config.dataDir,
+        animaDir: this.animaDir(anima),
+        anima,
+        toolName,
+        validate: errorsForShare({ load: hostLoader(this.host) }),
+        onShared: (tool) => this.options.audit?.append(shareReloadEvent(anima, tool)),
+      });
+    } catch (error) {
+      // A refused share is recorded as a refusal, whatever refused it (the permission, validation, a name).
+      const info = errorInfoOf(error);
+      this.options.audit?.append({
+        kind: "refusal",
+        anima,
+        command: "share_tool",
+        target: truncateForAudit(typeof toolName === "string" ? toolName : (JSON.stringify(toolName) ?? "(none)")),
+        errorType: info.type,
+        errorFault: info.fault,
+        reason: truncateForAudit(info.message),
+      });
+      throw error;
+    }
   }
 
   /** `write_memory_file` (lifecycle/write-memory.ts) for the Anima; returns what was written. */
@@ -147,7 +165,7 @@ export class ManagementService {
   }
 
   private record(anima: string, target: string, outcome: "ok" | "denied" | "error", reason?: string): void {
-    this.host.audit.append({
+    this.options.audit?.append({
       kind: "capability",
       anima,
       tool: WRITE_MEMORY_FILE,
@@ -177,15 +195,13 @@ export function formatRefresh(report: RefreshReport): string {
 
 /**
  * The management service of `host`, with its capability path when it is a host the composition root made
- * (`CapabilityPathSource`); any other ToolHost (a CLI invocation's view of a running host, a test double)
- * gets one without, which cannot read files.
+ * (`CapabilityPathSource`; any other ToolHost, such as a CLI invocation's view of a running host or a test
+ * double, gets one without, which cannot read files), and its audit writer (`AuditWriterSource`; a CLI
+ * invocation's view hands on the running host's).
  */
 export function managementOf(host: ToolHost): ManagementService {
-  const capabilities = capabilityPathOf(host);
-  return new ManagementService(host, capabilities ? { capabilities } : {});
-}
-
-function capabilityPathOf(host: ToolHost): CapabilityPath | undefined {
-  const source = host as ToolHost & Partial<CapabilityPathSource>;
-  return typeof source.capabilityPath === "function" ? source.capabilityPath : undefined;
+  const source = host as ToolHost & Partial<CapabilityPathSource & AuditWriterSource>;
+  const capabilities = typeof source.capabilityPath === "function" ? source.capabilityPath : undefined;
+  const audit = typeof source.auditWriter?.append === "function" ? source.auditWriter : undefined;
+  return new ManagementService(host, { ...(capabilities ? { capabilities } : {}), ...(audit ? { audit } : {}) });
 }

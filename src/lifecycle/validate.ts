@@ -1,6 +1,7 @@
 import { constants } from "node:fs";
 import { open } from "node:fs/promises";
 import { basename, posix } from "node:path";
+import { TOOL_API_MODULE } from "../contract/isolate.js";
 import { ToolHostError } from "../errors.js";
 import { RESERVED_NAMES, TOOL_EXTENSIONS, TOOL_NAME_PATTERN } from "../registry/discovery.js";
 import { findUnawaitedCredentials } from "./credential-await.js";
@@ -73,8 +74,6 @@ export const MAX_TOOL_SOURCE_BYTES = 1024 * 1024;
 
 /** Exit codes of `validate` (docs/design.md §4): 0 no errors (warnings allowed), 2 no such file, 6 errors found (like a tool that fails to load). */
 export const VALIDATE_EXIT_CODES = { ok: 0, missingFile: 2, errors: 6 } as const;
-
-const TOOL_API = "@animaworks/tool";
 
 /** Validates one tool file. A missing or unreadable file throws (NotFound / InvalidArguments), everything else is a finding. */
 export async function validateToolFile(path: string, options: ValidateOptions = {}): Promise<ValidationReport> {
@@ -233,7 +232,7 @@ function importProblem(use: ImportUse): string | undefined {
     return `${how} with a computed module name cannot be bundled; import files by their literal relative path`;
   }
   const specifier = use.specifier;
-  if (specifier === TOOL_API) return undefined;
+  if (specifier === TOOL_API_MODULE) return undefined;
   if (isRelativeSpecifier(specifier)) {
     // A tool sits at the top of its tools folder, so climbing above the file's own folder leaves it.
     const normal = posix.normalize(specifier);
@@ -248,7 +247,7 @@ function importProblem(use: ImportUse): string | undefined {
         : specifier.startsWith("/")
           ? "absolute paths are not allowed"
           : "npm packages are not available in the sandbox";
-  return `${how} "${specifier}" is not allowed: ${why}. Tools may import only relative files in their own folder and "${TOOL_API}"`;
+  return `${how} "${specifier}" is not allowed: ${why}. Tools may import only relative files in their own folder and "${TOOL_API_MODULE}"`;
 }
 
 const NODE_BUILTINS = new Set([

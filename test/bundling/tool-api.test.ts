@@ -3,12 +3,16 @@ import type { LogRecord } from "../../src/host-options.js";
 import { readFileSync } from "node:fs";
 import { join } from "node:path";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
-import { TOOL_API_EXPORTS } from "../../src/bundling/tool-api.js";
+import ivm from "isolated-vm";
+import { BRIDGE_METHODS, TOOL_API_EXPORTS } from "../../src/contract/isolate.js";
+import { type Bridge, bindPrelude } from "../../src/isolation/isolate/pooled-isolate.js";
+import { readPrelude } from "../../src/isolation/isolate/prelude-source.js";
 import { REPO_ROOT, type TestHost, okOutput, useTestHost } from "../helpers/tools.js";
 
 /**
- * `@animaworks/tool` is defined in three places: the prelude (values), src/bundling/tool-api.ts (what the
- * bundler lets a tool import) and sandbox/animaworks-tool.d.ts (types for authors). They must agree.
+ * `@animaworks/tool` is one list, `TOOL_API_EXPORTS` (src/contract/isolate.ts), read by the prelude that
+ * provides the values (its `toolApi` object is typed by the list) and by the bundler that lets a tool
+ * import them; sandbox/animaworks-tool.d.ts declares their types for authors. These fail when they differ.
  */
 describe("@animaworks/tool: prelude, import list and type declarations agree", () => {
   const valueNames = (text: string) => new Set([...text.matchAll(/^\s*export (?:const|function|class) (\w+)/gm)].map((m) => m[1]));
@@ -19,17 +23,21 @@ describe("@animaworks/tool: prelude, import list and type declarations agree", (
     expect([...valueNames(declarations)].sort()).toEqual([...TOOL_API_EXPORTS].sort());
   });
 
-  it("lets a tool import exactly what the prelude provides", () => {
-    const prelude = readFileSync(join(REPO_ROOT, "sandbox", "prelude.ts"), "utf8");
-    const provided = /const toolApi = freeze\(\{([^}]*)\}\)/.exec(prelude)?.[1];
-    expect(provided, "the prelude's toolApi object").toBeDefined();
-    expect(
-      provided!
-        .split(",")
-        .map((name) => name.trim())
-        .filter(Boolean)
-        .sort(),
-    ).toEqual([...TOOL_API_EXPORTS].sort());
+  it("the prelude, once bound, provides exactly the names a tool may import, each a value", () => {
+    const isolate = new ivm.Isolate({ memoryLimit: 16 });
+    try {
+      const context = isolate.createContextSync();
+      isolate.compileScriptSync(readPrelude()).runSync(context);
+      const bridge = Object.fromEntries(BRIDGE_METHODS.map((method) => [method, new ivm.Callback(() => undefined, { ignored: true })])) as Bridge;
+      bindPrelude(context, bridge).release();
+      const provided = JSON.parse(
+        context.evalSync("JSON.stringify(Object.entries(__animaworksTool).map(([name, value]) => [name, value !== undefined]))") as string,
+      ) as Array<[string, boolean]>;
+      expect(provided.map(([name]) => name).sort()).toEqual([...TOOL_API_EXPORTS].sort());
+      expect(provided.filter(([, defined]) => !defined)).toEqual([]);
+    } finally {
+      isolate.dispose();
+    }
   });
 });
 

@@ -1,10 +1,11 @@
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { type ToolHost, createHost } from "../../src/host.js";
+import { preparedCallsOf } from "../../src/prepared-calls.js";
 import { type TempDataDir, makeDataDir } from "../helpers/data-dir.js";
 
 /**
  * `runPrepared(prepared, { signal })`: the caller can stop a running call at once (background jobs use it
- * to cancel). The isolate is disposed, the call ends as ExecutionError, and the host keeps serving.
+ * to cancel; they reach the host's prepared calls as the job service does, through `preparedCallsOf`). The isolate is disposed, the call ends as ExecutionError, and the host keeps serving.
  */
 const TOOL = `
 import { logger } from "@animaworks/tool";
@@ -45,10 +46,10 @@ for (const isolation of ["process", "in-process"] as const) {
 
     it("stops a spinning call when its signal aborts, long before its timeout, and the next call works", async () => {
       expect(await host.call("alice", "halt_count")).toMatchObject({ status: "ok", output: "1" });
-      const prepared = await host.prepare("alice", "halt_spin", {});
+      const prepared = await preparedCallsOf(host).prepare("alice", "halt_spin", {});
       const controller = new AbortController();
       const started = new Promise<void>((resolve) => (spinning = resolve));
-      const call = host.runPrepared(prepared, { signal: controller.signal });
+      const call = preparedCallsOf(host).runPrepared(prepared, { signal: controller.signal });
       await started;
       const abortedAt = performance.now();
       controller.abort();
@@ -65,10 +66,10 @@ for (const isolation of ["process", "in-process"] as const) {
     });
 
     it("does not start a call whose signal is already aborted", async () => {
-      const prepared = await host.prepare("alice", "halt_spin", {});
+      const prepared = await preparedCallsOf(host).prepare("alice", "halt_spin", {});
       const controller = new AbortController();
       controller.abort();
-      const result = await host.runPrepared(prepared, { signal: controller.signal });
+      const result = await preparedCallsOf(host).runPrepared(prepared, { signal: controller.signal });
       expect(result).toMatchObject({ status: "error", error_type: "ExecutionError", fault: "caller" });
       expect(result.durationMs).toBeLessThan(1_500);
     });

@@ -76,7 +76,7 @@ beforeAll(() => {
   data = makeDataDir({ "animas/alice/tools/steps.ts": STEPS_TOOL });
   host = createHost({ dataDir: data.dir, isolation: "process", sandboxProcesses: 1, onLog: (record) => logs.push(record) });
   // Heartbeat every 100 ms: a cancel is seen that soon. A short grace keeps the forced stop quick.
-  service = new JobService({ host, worker: { pollIntervalMs: 20, heartbeatIntervalMs: 100 }, idleCheckIntervalMs: 20, cancelGraceMs: 300 });
+  service = new JobService({ host, worker: { pollIntervalMs: 20, heartbeatIntervalMs: 100, idleCheckIntervalMs: 20, cancelGraceMs: 300 } });
 });
 afterAll(async () => {
   await service.close();

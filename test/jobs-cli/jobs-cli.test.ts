@@ -22,7 +22,7 @@ describe.each(CLI_MODES)("job commands (%s)", (mode) => {
 
   /** Runs every queued job through a real worker (sandbox processes) until the store is drained. */
   async function drain(): Promise<void> {
-    const service = new JobService({ host: workerHost, worker: { pollIntervalMs: 20 }, idleCheckIntervalMs: 20 });
+    const service = new JobService({ host: workerHost, worker: { pollIntervalMs: 20, idleCheckIntervalMs: 20 } });
     try {
       await service.runWorker({ untilDrained: true });
     } finally {

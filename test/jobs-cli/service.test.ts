@@ -18,7 +18,7 @@ beforeAll(() => {
   data = makeDataDir({ "animas/alice/tools/bg.ts": jobsTool(), "animas/bob/tools/.keep": "" });
   host = createHost({ dataDir: data.dir, isolation: "process", sandboxProcesses: 1, onLog: () => {} });
   // Heartbeat every 100 ms: a cancel made by another process is seen that soon.
-  service = new JobService({ host, worker: { pollIntervalMs: 20, heartbeatIntervalMs: 100 }, idleCheckIntervalMs: 20 });
+  service = new JobService({ host, worker: { pollIntervalMs: 20, heartbeatIntervalMs: 100, idleCheckIntervalMs: 20 } });
 });
 afterAll(async () => {
   await service.close();

@@ -4,6 +4,7 @@ import { afterEach, beforeEach, describe, expect, it } from "vitest";
 import type { AuditRecord } from "../../src/audit/audit-log.js";
 import { ManagementService, formatRefresh, managementOf } from "../../src/lifecycle/management.js";
 import { ToolHostError } from "../../src/errors.js";
+import { FolderFreshness, InvocationHost } from "../../src/endpoint/invocation-host.js";
 import type { ToolHost } from "../../src/host-api.js";
 import { type TestHost, simpleTool, useTestHost } from "../helpers/tools.js";
 
@@ -80,6 +81,15 @@ describe("write_memory_file", () => {
       { operation: "write_memory_file", target: "permissions.json", outcome: "denied", reason: expect.stringMatching(/^PermissionDenied: /) },
       { operation: "write_memory_file", target: "a.md", outcome: "error", reason: expect.stringMatching(/^InvalidArguments: /) },
     ]);
+  });
+
+  it("records through the host's audit writer, which a CLI invocation's view hands on; a host without one records nothing", async () => {
+    const invocation = new InvocationHost(t.host, t.host.config, new FolderFreshness(t.host));
+    await managementOf(invocation).writeMemory("alice", { path: "a.md", content: "a" });
+    const double = { config: t.host.config, audit: t.host.audit } as Partial<ToolHost> as ToolHost;
+    await managementOf(double).writeMemory("alice", { path: "b.md", content: "b" });
+    expect(readFileSync(join(t.data.dir, "animas", "alice", "b.md"), "utf8")).toBe("b");
+    expect((await capabilityRecords()).map((record) => record.target)).toEqual(["a.md"]);
   });
 });
 
