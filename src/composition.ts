@@ -1,6 +1,10 @@
 import type { AuditLog } from "./audit/audit-log.js";
 import { HostStatusPublisher } from "./audit/host-status.js";
+import { statSync } from "node:fs";
+import { join } from "node:path";
 import { JsonlAuditLog } from "./audit/jsonl-audit-log.js";
+import { ExportingAuditLog } from "./audit/otel-export.js";
+import { PolicyLedger } from "./audit/policy-ledger.js";
 import { ToolBundler } from "./bundling/bundler.js";
 import type { FetchCapability } from "./capabilities/fetch.js";
 import { JobCalls } from "./capabilities/job-calls.js";
@@ -9,6 +13,7 @@ import type { HostConfig } from "./config.js";
 import type { LogRecord } from "./host-options.js";
 import { openCredentialSources, redactSecrets } from "./credentials/index.js";
 import type { CapabilityPath, ToolHost } from "./host-api.js";
+import type { PreparedCallRunner } from "./prepared-calls.js";
 import { type SandboxHandle, createExecutor } from "./isolation/executor.js";
 import type { CallContext, ToolLogLine } from "./isolation/wire/messages.js";
 import { ToolRegistry } from "./registry/registry.js";
@@ -30,6 +35,8 @@ export interface HostParts {
   sandbox: SandboxHandle;
   registry: ToolRegistry;
   audit: AuditLog;
+  /** The policy in force per Anima and the operator's, with their changes recorded (audit/policy-ledger.ts). */
+  policies: PolicyLedger;
   jobCalls: JobCalls;
   status: HostStatusPublisher | undefined;
   /** Where the tool log lines of the host's calls go; the host registers the calls that want their own. */
@@ -38,14 +45,19 @@ export interface HostParts {
   capabilityPath: CapabilityPath;
 }
 
-/** What composeHost needs of the host object it builds. */
-export interface ComposedHost extends ToolHost {
+/**
+ * What composeHost needs of the host object it builds: besides the public API, the prepared calls the job
+ * service runs (prepared-calls.ts), so that every host made here can serve background jobs.
+ */
+export interface ComposedHost extends ToolHost, PreparedCallRunner {
   /** Watches the tool folders of every Anima (`HostOptions.watch`). */
   startWatching(): void;
 }
 
 export function composeHost<H extends ComposedHost>(config: HostConfig, construct: (parts: HostParts) => H): H {
-  const audit = new JsonlAuditLog(config.auditFile, {
+  const trail = new JsonlAuditLog(config.auditDir, {
+    // Only an Anima of this data dir gets a trail of its own: a caller naming made-up Animas makes no files.
+    isAnima: (name) => isDirectory(join(config.dataDir, "animas", name)),
     onWriteError: (error, file) => {
       const known = systemFileError(error, file);
       const reason = known?.message ?? `cannot write ${file}: ${error instanceof Error ? error.message : String(error)}`;
@@ -56,14 +68,20 @@ export function composeHost<H extends ComposedHost>(config: HostConfig, construc
       });
     },
   });
+  // Every record also goes to the operator's OpenTelemetry collector, if one is named (the SDK loads only then).
+  const audit: AuditLog =
+    config.auditOtlpEndpoint === undefined ? trail : new ExportingAuditLog(trail, { endpoint: config.auditOtlpEndpoint, onLog: config.onLog });
+  const policies = new PolicyLedger(config, (event) => audit.append(event));
+  const policyOf = (anima: string) => policies.policyOf(anima);
   const jobCalls = new JobCalls();
   const capabilities = new CapabilityService({
+    policyOf,
     jobs: jobCalls,
     fsLimits: config.fsLimits,
     credentials: openCredentialSources(config.dataDir, { environment: config.environment, allowedEnvironment: config.allowedEnvironment, log: config.onLog }),
     audit,
     log: config.onLog,
-    network: lazyNetwork(config, audit),
+    network: lazyNetwork(config, audit, policyOf),
   });
   const toolLogs = new ToolLogRouter(config, capabilities);
   const sandbox = createExecutor(config, (line) => toolLogs.forward(line), capabilities.invoke, {
@@ -72,13 +90,17 @@ export function composeHost<H extends ComposedHost>(config: HostConfig, construc
         kind: "capability",
         anima: context.anima,
         tool: context.tool,
+        ...(context.callId !== undefined ? { callId: context.callId } : {}),
+        ...withPolicy(policyOf(context.anima)),
         operation: name,
         target: "",
         outcome: "denied",
         reason: `${error.type}: ${error.message}`,
       }),
-    onViolation: (message) => {
-      audit.append({ kind: "sandbox_crash", message });
+    onViolation: (message, cordon) => {
+      // A process of one Anima's own cordon broke the protocol: the record is that Anima's (a group's is the host's).
+      const anima = cordon?.startsWith("anima:") ? cordon.slice("anima:".length) : undefined;
+      audit.append({ kind: "sandbox_crash", ...(anima !== undefined ? { anima } : {}), message });
       config.onLog({ level: "error", logger: "animaworks.host", message });
     },
   });
@@ -93,19 +115,22 @@ export function composeHost<H extends ComposedHost>(config: HostConfig, construc
   // Long-running hosts say what their warm pools hold, for `audit` in another process.
   const status = config.isolation === "process" ? new HostStatusPublisher(config.dataDir, () => sandbox.warmPoolReport()) : undefined;
   // read_memory_file reads through the capability path as a tool of the Anima would (lifecycle/management.ts).
-  const host = construct({ config, sandbox, registry, audit, jobCalls, status, toolLogs, capabilityPath: capabilities.invoke });
+  const host = construct({ config, sandbox, registry, audit, policies, jobCalls, status, toolLogs, capabilityPath: capabilities.invoke });
   if (config.watch) host.startWatching();
   return host;
 }
 
 /** The fetch capability, loaded on the first request (its network stack is not needed by most calls). */
-function lazyNetwork(config: HostConfig, audit: AuditLog): NetworkRequester {
+function lazyNetwork(config: HostConfig, audit: AuditLog, policyOf: (anima: string) => string | undefined): NetworkRequester {
   let capability: Promise<FetchCapability> | undefined;
   return {
     fetch: async (context, url, init, policy, signal) => {
       capability ??= import("./capabilities/fetch.js").then(
         ({ FetchCapability }) =>
-          new FetchCapability({ allowInternalHosts: config.allowInternalHosts, onAudit: (event) => audit.append({ kind: "capability", ...event }) }),
+          new FetchCapability({
+            allowInternalHosts: config.allowInternalHosts,
+            onAudit: (event) => audit.append({ kind: "capability", ...event, ...(event.outcome === "denied" ? withPolicy(policyOf(event.anima)) : {}) }),
+          }),
       );
       return (await capability).fetch(context, url, init, policy, signal);
     },
@@ -143,4 +168,16 @@ export class ToolLogRouter {
       tool: line.context.tool,
     });
   }
+}
+
+function isDirectory(path: string): boolean {
+  try {
+    return statSync(path).isDirectory();
+  } catch {
+    return false;
+  }
+}
+
+function withPolicy(policy: string | undefined): { policy?: string } {
+  return policy !== undefined ? { policy } : {};
 }

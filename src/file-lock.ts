@@ -25,6 +25,18 @@ export async function withLock<T>(path: string, fn: () => Promise<T>): Promise<T
   }
 }
 
+/**
+ * Takes the lock file `path` now if no live process holds it (a dead holder's lock is taken over);
+ * false when one does. For writers that must not wait (the audit trail retries on its next flush).
+ */
+export function tryLockSync(path: string): boolean {
+  return tryLock(path);
+}
+
+export function unlockSync(path: string): void {
+  rmSync(path, { force: true });
+}
+
 function tryLock(path: string): boolean {
   try {
     const fd = openSync(path, "wx", 0o600);

@@ -1,7 +1,6 @@
 import type { AuditLog } from "./audit/audit-log.js";
 import type { HostStatusPublisher } from "./audit/host-status.js";
 import { recordLoadError } from "./audit/load-errors.js";
-import { buildAnimaReport } from "./audit/report.js";
 import { type HostParts, type ToolLogRouter, composeHost } from "./composition.js";
 import { type HostConfig, resolveConfig } from "./config.js";
 import type { HostOptions } from "./host-options.js";
@@ -9,7 +8,9 @@ import { ToolHostError } from "./errors.js";
 import { checkArguments } from "./execution/arguments.js";
 import { formatOutput } from "./execution/output.js";
 import type { CallContext, CallOutcome, CallRequest, Executor, ToolBundle } from "./isolation/wire/messages.js";
-import type { SandboxHandle } from "./isolation/executor.js";
+import { type SandboxHandle, isolationLayers } from "./isolation/executor.js";
+import { CallAudit } from "./audit/call-audit.js";
+import type { PolicyLedger } from "./audit/policy-ledger.js";
 import { listAnimas, resolveAnima } from "./registry/animas.js";
 import type { DiscoveryProblem } from "./registry/discovery.js";
 import { type AnimaRef, type LoadedTool, type ToolEntry, type ToolRegistry, type ToolSources, ownerOf } from "./registry/registry.js";
@@ -19,23 +20,24 @@ import { structuredResult } from "./execution/result-check.js";
 import { callFailure, errorResult, toToolInfo, unknownTool, withAnimaDir } from "./host-support.js";
 import type {
   AnimaReport,
+  AuditWriter,
+  AuditWriterSource,
   CallOptions,
   CallResult,
   CapabilityPath,
   CapabilityPathSource,
-  PreparedCall,
-  RunOptions,
   ToolChangeSource,
   ToolHost,
   ToolInfo,
   ToolListing,
   ToolsChange,
 } from "./host-api.js";
+import type { PreparedCall, PreparedCallRunner, RunOptions } from "./prepared-calls.js";
 import type { JobCalls } from "./capabilities/job-calls.js";
 import { ToolWatch } from "./registry/tool-watch.js";
 import { monotonicMs } from "./clock.js";
 
-export type { CallOptions, CallResult, PreparedCall, RunOptions, SchemaInfo, ToolHost, ToolInfo, ToolListing } from "./host-api.js";
+export type { CallOptions, CallResult, SchemaInfo, ToolHost, ToolInfo, ToolListing } from "./host-api.js";
 export type { SandboxHandle } from "./isolation/executor.js";
 
 /** A host: `options` (else the operator configuration, else defaults; see HostOptions) wired by the composition root. */
@@ -65,11 +67,16 @@ interface AnimaView {
   entries: Map<string, Promise<ToolEntry>>;
 }
 
-class Host implements ToolHost, ToolChangeSource, CapabilityPathSource {
+class Host implements ToolHost, PreparedCallRunner, ToolChangeSource, CapabilityPathSource, AuditWriterSource {
   readonly config: HostConfig;
   readonly audit: AuditLog;
+  /** For the management service's records (lifecycle/management.ts): the public `audit` only reads. */
+  readonly auditWriter: AuditWriter;
   /** The executor and its sandbox processes (`sandboxOf`). */
   readonly sandbox: SandboxHandle;
+  private readonly policies: PolicyLedger;
+  /** The records of each call (audit/call-audit.ts). */
+  private readonly calls: CallAudit;
   /** For the management service's read_memory_file (lifecycle/management.ts). */
   readonly capabilityPath: CapabilityPath;
   private readonly executor: Executor;
@@ -91,8 +98,12 @@ class Host implements ToolHost, ToolChangeSource, CapabilityPathSource {
 
   /** Every part is made by the composition root (composition.ts), which hands them over here. */
   constructor(parts: HostParts) {
+    this.calls = new CallAudit(parts.audit, isolationLayers(parts.sandbox));
+    this.policies = parts.policies;
+    void this.policies.recheckOperator();
     this.config = parts.config;
     this.audit = parts.audit;
+    this.auditWriter = parts.audit;
     this.sandbox = parts.sandbox;
     this.capabilityPath = parts.capabilityPath;
     this.executor = parts.sandbox.executor;
@@ -105,10 +116,13 @@ class Host implements ToolHost, ToolChangeSource, CapabilityPathSource {
   async call(anima: string, schemaName: string, args: unknown = {}, options: CallOptions = {}): Promise<CallResult> {
     const startedAt = monotonicMs();
     let prepared: { call: PreparedCall; schema: ToolSchema };
+    const found: { tool?: string; version?: string } = {};
     try {
-      prepared = await this.prepareWithSchema(anima, schemaName, args, options);
+      prepared = await this.prepareWithSchema(anima, schemaName, args, options, found);
     } catch (error) {
-      return this.audited(anima, schemaName.split("_")[0] ?? schemaName, schemaName, errorResult(error, monotonicMs() - startedAt));
+      // A call refused before it ran is recorded under the tool it named, or `(unknown)` when there is none.
+      const record = this.calls.record({ anima, tool: found.tool ?? "(unknown)", schema: schemaName, ...(found.version ? { version: found.version } : {}) });
+      return this.calls.end(record, errorResult(error, monotonicMs() - startedAt), false);
     }
     const run: RunOptions = { ...(options.signal ? { signal: options.signal } : {}), ...(options.onLog ? { onLog: options.onLog } : {}) };
     return this.run(prepared.call, run, { schema: prepared.schema, always: options.structured === true });
@@ -118,10 +132,18 @@ class Host implements ToolHost, ToolChangeSource, CapabilityPathSource {
     return (await this.prepareWithSchema(anima, schemaName, args, options)).call;
   }
 
-  private async prepareWithSchema(anima: string, schemaName: string, args: unknown, options: CallOptions): Promise<{ call: PreparedCall; schema: ToolSchema }> {
+  private async prepareWithSchema(
+    anima: string,
+    schemaName: string,
+    args: unknown,
+    options: CallOptions,
+    found: { tool?: string; version?: string } = {},
+  ): Promise<{ call: PreparedCall; schema: ToolSchema }> {
     const view = await this.view(anima);
     const ref = view.ref as AnimaRef;
     const tool = await this.toolForSchema(view, schemaName);
+    found.tool = tool.name;
+    found.version = tool.bundle.hash;
     const schema = schemaOf(tool, schemaName);
     const checked = checkArguments(schema, args);
     const profile = profileFor(tool.profile, schema.action);
@@ -148,18 +170,27 @@ class Host implements ToolHost, ToolChangeSource, CapabilityPathSource {
   private async run(prepared: PreparedCall, options: RunOptions, structured: { schema: ToolSchema; always: boolean } | undefined): Promise<CallResult> {
     const startedAt = monotonicMs();
     let unregisterJob: (() => void) | undefined;
+    const job = options.job;
+    const record = this.calls.record({
+      anima: prepared.anima,
+      tool: prepared.tool,
+      schema: prepared.schemaName,
+      version: prepared.bundle.hash,
+      ...(job ? { jobId: job.id } : {}),
+    });
     try {
       const ref = (await this.view(prepared.anima)).ref as AnimaRef;
-      const job = options.job;
+      record.anima = ref.name;
       if (job) unregisterJob = this.jobCalls.register(job.id, ref.name, job);
-      const context: CallContext = { anima: ref.name, animaDir: ref.dir, tool: prepared.tool, ...(job ? { jobId: job.id } : {}) };
+      const context: CallContext = { anima: ref.name, animaDir: ref.dir, tool: prepared.tool, callId: record.callId, ...(job ? { jobId: job.id } : {}) };
+      this.calls.start(record);
       if (options.onLog) this.toolLogs.sendCallLogsTo(context, options.onLog);
       // anima_dir is injected here, after validation, so no caller can choose it.
       const request = this.callRequest(prepared.bundle, context, "call", prepared.schemaName, withAnimaDir(prepared.argsJson, ref.dir), prepared.timeoutMs);
       const outcome = await this.executor.call(request, options.signal);
-      return this.audited(ref.name, prepared.tool, prepared.schemaName, this.toResult(outcome, structured), options.job?.id);
+      return this.calls.end(record, this.toResult(outcome, structured), true);
     } catch (error) {
-      return this.audited(prepared.anima, prepared.tool, prepared.schemaName, errorResult(error, monotonicMs() - startedAt), options.job?.id);
+      return this.calls.end(record, errorResult(error, monotonicMs() - startedAt), false);
     } finally {
       unregisterJob?.();
     }
@@ -191,18 +222,22 @@ class Host implements ToolHost, ToolChangeSource, CapabilityPathSource {
 
   async callCli(anima: string, toolName: string, argv: string[], options: Pick<CallOptions, "signal" | "onLog"> = {}): Promise<CallResult> {
     const startedAt = monotonicMs();
+    // A cli_main run is a call like any other in the trail; its schema is `cli`.
+    const record = this.calls.record({ anima, tool: toolName, schema: "cli" });
     try {
       const view = await this.view(anima);
       const ref = view.ref as AnimaRef;
       const tool = await this.loadTool(view, toolName);
       if (!tool.hasCliMain) throw new ToolHostError("ToolNotFound", `tool "${toolName}" has no cli_main`);
-      const context: CallContext = { anima: ref.name, animaDir: ref.dir, tool: tool.name };
+      Object.assign(record, { anima: ref.name, tool: tool.name, version: tool.bundle.hash });
+      const context: CallContext = { anima: ref.name, animaDir: ref.dir, tool: tool.name, callId: record.callId };
       if (options.onLog) this.toolLogs.sendCallLogsTo(context, options.onLog);
+      this.calls.start(record);
       const request = this.callRequest(tool.bundle, context, "cli", "", JSON.stringify(argv.map(String)), this.timeoutFor(undefined, undefined));
       const outcome = await this.executor.call(request, options.signal);
-      return this.toResult(outcome);
+      return this.calls.end(record, this.toResult(outcome), true);
     } catch (error) {
-      return errorResult(error, monotonicMs() - startedAt);
+      return this.calls.end(record, errorResult(error, monotonicMs() - startedAt), false);
     }
   }
 
@@ -235,13 +270,12 @@ class Host implements ToolHost, ToolChangeSource, CapabilityPathSource {
 
   async auditReport(anima?: string, options: { sinceMs?: number } = {}): Promise<AnimaReport[]> {
     const names = anima === undefined ? await this.animas() : [anima];
-    const reports: AnimaReport[] = [];
-    for (const name of names) {
-      const view = await this.view(name);
-      const records = await this.audit.read({ anima: name, ...(options.sinceMs !== undefined ? { sinceMs: options.sinceMs } : {}) });
-      reports.push(await buildAnimaReport(this.config, name, (view.ref as AnimaRef).dir, await this.list(name), records));
-    }
-    return reports;
+    // Loaded on use: a tool call never pays for the report's modules (the credential inventory, the matchers).
+    const { buildAnimaReports } = await import("./audit/report.js");
+    return buildAnimaReports(this.config, this.audit, names, options, async (name) => ({
+      dir: ((await this.view(name)).ref as AnimaRef).dir,
+      listing: await this.list(name),
+    }));
   }
 
   animas(): Promise<string[]> {
@@ -280,26 +314,12 @@ class Host implements ToolHost, ToolChangeSource, CapabilityPathSource {
     await this.watches?.close();
     await this.recording;
     await this.executor.close();
+    await this.policies.settled();
     await this.audit.close();
   }
 
   canExitCleanly(): boolean {
     return this.executor.stuckEntries() === 0;
-  }
-
-  private audited(anima: string, tool: string, schema: string, result: CallResult, jobId?: string): CallResult {
-    this.audit.append({
-      kind: "call",
-      anima,
-      tool,
-      schema,
-      ...(jobId !== undefined ? { jobId } : {}),
-      durationMs: Math.round(result.durationMs * 1000) / 1000,
-      outcome: result.status,
-      ...(result.status === "error" ? { errorType: result.error_type, errorFault: result.fault } : {}),
-    });
-    if (result.status === "error" && result.error_type === "SandboxCrashed") this.audit.append({ kind: "sandbox_crash", anima, tool, message: result.message });
-    return result;
   }
 
   // ---- helpers ------------------------------------------------------------------------------------
@@ -319,6 +339,8 @@ class Host implements ToolHost, ToolChangeSource, CapabilityPathSource {
 
   private async discover(anima: string | undefined): Promise<AnimaView> {
     const ref = anima === undefined ? undefined : await resolveAnima(this.config.dataDir, anima);
+    // The Anima's policy as this host first serves it (a change since any host last looked is recorded).
+    if (ref) await this.policies.recheck(ref.name);
     const sources = await this.registry.sources(ref);
     this.warnProblems(sources.problems);
     return { ref, sources, names: [...sources.tools.keys()], entries: new Map() };

@@ -144,6 +144,16 @@ export async function readTextFileIfPresent(path: string, maxBytes: number): Pro
   }
 }
 
+/** `readTextFileIfPresent`, synchronous: for the one-shot CLI's path, which must not load fs/promises. */
+export function readTextFileIfPresentSync(path: string, maxBytes: number): string | undefined {
+  try {
+    return readRegularFileSync(path, maxBytes).toString("utf8");
+  } catch (error) {
+    if (error instanceof UnreadableFile && error.reason.kind === "missing") return undefined;
+    throw error;
+  }
+}
+
 /** Why a read failed, as the phrase after the file's name: an `UnreadableFile`'s reason, else the error's message. */
 export function unreadableReason(error: unknown): string {
   return error instanceof UnreadableFile ? describeReason(error.reason) : `cannot be read (${error instanceof Error ? error.message : String(error)})`;

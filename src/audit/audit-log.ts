@@ -5,10 +5,30 @@
  */
 export type AuditEvent =
   | {
-      kind: "call";
+      /** Written when a call starts, so that a call the host never finished (a crash, kill -9) still shows. */
+      kind: "call_start";
+      callId: string;
       anima: string;
       tool: string;
       schema: string;
+      /** The tool version called: its bundle's hash. */
+      version: string;
+      jobId?: string;
+      /** The process of the host that runs the call: `audit` shows a start without an end as interrupted once it is gone. */
+      pid: number;
+    }
+  | {
+      kind: "call";
+      /** Ties this record to its start and to every capability, credential and fetch record of the call. */
+      callId: string;
+      anima: string;
+      /** The tool's name; `(unknown)` when no tool of that action exists (`schema` is what was asked for). */
+      tool: string;
+      schema: string;
+      /** The tool version called (bundle hash); absent when the call failed before a version was chosen. */
+      version?: string;
+      /** The isolation layers that ran it, outermost first (`bwrap+seccomp`, `process`, `isolate`); absent when it never ran. */
+      layers?: string[];
       durationMs: number;
       outcome: "ok" | "error";
       errorType?: string;
@@ -19,6 +39,7 @@ export type AuditEvent =
     }
   | {
       kind: "capability";
+      callId?: string;
       anima: string;
       tool: string;
       /** e.g. `fs.readFile`, `fetch`. */
@@ -28,9 +49,12 @@ export type AuditEvent =
       outcome: "ok" | "denied" | "error";
       /** Why it was denied or failed (an error type and a short reason). */
       reason?: string;
+      /** On a denial: the hash of the Anima's policy in force (policy-ledger.ts), as in its `policy_change` records. */
+      policy?: string;
     }
   | {
       kind: "credential";
+      callId?: string;
       anima: string;
       tool: string;
       /** The credential or variable name asked for — never the value. */
@@ -38,9 +62,53 @@ export type AuditEvent =
       outcome: "ok" | "missing" | "denied";
       /** Where the value came from: `config.json`, `vault.json`, `shared/credentials.json`, `environment`. */
       source?: string;
+      /** Why it was denied, when the name alone does not say (a variable outside `allowed_environment`). */
+      reason?: string;
+      /** On a denial: the policy in force, as for capabilities. */
+      policy?: string;
     }
-  | { kind: "load_error"; anima?: string; tool: string; origin: string; message: string }
-  | { kind: "sandbox_crash"; anima?: string; tool?: string; message: string }
+  | { kind: "load_error"; callId?: string; anima?: string; tool: string; origin: string; message: string }
+  | { kind: "sandbox_crash"; callId?: string; anima?: string; tool?: string; message: string }
+  | {
+      /** A management command or door that refused (a share without the permission, a write into another Anima's folder). */
+      kind: "refusal";
+      anima?: string;
+      /** What was asked: `share_tool`, `write_memory_file`, `refresh_tools`, `submit_job`… */
+      command: string;
+      /** What it was asked of: a tool name, a path. */
+      target: string;
+      errorType: string;
+      errorFault?: string;
+      reason: string;
+      policy?: string;
+    }
+  | {
+      /** An Anima's permissions or the operator's `animaworks_tool` settings changed (policy-ledger.ts). */
+      kind: "policy_change";
+      /** Absent for the operator's settings, which hold for every Anima. */
+      anima?: string;
+      scope: "permissions" | "operator";
+      /** Policy hash before (absent the first time a policy is seen) and after. */
+      from?: string;
+      to: string;
+      /** The policy before and after, as JSON text (bounded). */
+      before?: string;
+      after: string;
+      /** When the file that holds it was last changed, if known (the change is recorded when a host notices it). */
+      changedAt?: string;
+    }
+  | {
+      /** A trail of an Anima was started (verify checks that every trail named here still exists). */
+      kind: "trail";
+      anima: string;
+    }
+  | {
+      /** Records this writer could not write and dropped (a trail locked or unwritable for too long). */
+      kind: "audit_gap";
+      anima?: string;
+      lost: number;
+      reason: string;
+    }
   | {
       kind: "reload";
       /** The Anima whose view of its tools changed; absent for a reload of what every Anima sees (no Anima named). */
@@ -54,15 +122,28 @@ export type AuditEvent =
       trigger?: ReloadTrigger;
     };
 
+export type AuditKind = AuditEvent["kind"];
+
 export type ReloadChange = "loaded" | "changed" | "removed" | "failed";
 export type ReloadTrigger = "refresh" | "watcher" | "share";
 
-export type AuditRecord = AuditEvent & { ts: string };
+/**
+ * A record as read back: the event, its time, and its place in its trail (trail.ts): the record schema
+ * version `v`, the sequence number `seq` and the hash of the record before it `prev` (absent in records
+ * written before chaining, and in MemoryAuditLog's).
+ */
+export type AuditRecord = AuditEvent & { ts: string; v?: number; seq?: number; prev?: string };
 
 export interface AuditQuery {
   anima?: string;
   /** Only records at or after this time (ms since the epoch). */
   sinceMs?: number;
+  /** Only records before this time (ms since the epoch). */
+  untilMs?: number;
+  tool?: string;
+  kind?: AuditKind;
+  /** `ok`, `error`, `denied`, `missing`… (records without an outcome never match). */
+  outcome?: string;
 }
 
 /** The seam: one contract test suite (test/audit/contract.ts) holds every implementation to it. */
@@ -71,9 +152,18 @@ export interface AuditLog {
   append(event: AuditEvent): void;
   /** Records in the order they were appended, oldest first. */
   read(query?: AuditQuery): Promise<AuditRecord[]>;
+  /** Which period the kept records of an Anima (or of all, without one) cover: what retention left. */
+  coverage(anima?: string): Promise<AuditCoverage>;
   /** Writes out anything buffered. */
   flush(): Promise<void>;
   close(): Promise<void>;
+}
+
+export interface AuditCoverage {
+  /** The oldest record kept (absent: none). */
+  oldestTs?: string;
+  /** Whether older records were rotated away (or dropped) before it: a report of an earlier period is incomplete. */
+  rotatedAway: boolean;
 }
 
 /** Longest argument kept in a record; the rest is cut with a marker. */
@@ -91,15 +181,23 @@ export const MAX_AUDIT_MESSAGE_CHARS = 2_000;
 export function boundEvent(event: AuditEvent): AuditEvent {
   const bounded: Record<string, unknown> = {};
   for (const [key, value] of Object.entries(event)) {
-    bounded[key] =
-      typeof value === "string" ? truncateForAudit(value, key === "message" || key === "reason" ? MAX_AUDIT_MESSAGE_CHARS : MAX_AUDIT_FIELD_CHARS) : value;
+    bounded[key] = typeof value === "string" ? truncateForAudit(value, FIELD_LIMITS[key] ?? MAX_AUDIT_FIELD_CHARS) : value;
   }
   return bounded as AuditEvent;
 }
 
-/** Denials, crashes and protocol violations: what the audit trail must keep longest (see JsonlAuditLog). */
+/** Fields allowed longer than `MAX_AUDIT_FIELD_CHARS`: free text, and a policy's JSON (policy_change). */
+const FIELD_LIMITS: Record<string, number> = { message: MAX_AUDIT_MESSAGE_CHARS, reason: MAX_AUDIT_MESSAGE_CHARS, before: 4_100, after: 4_100 };
+
+/** Denials, refusals, crashes, violations and policy changes: what the audit trail must keep longest (see JsonlAuditLog). */
 export function isSecurityEvent(event: AuditEvent): boolean {
-  return event.kind === "sandbox_crash" || ("outcome" in event && event.outcome === "denied");
+  return (
+    event.kind === "sandbox_crash" ||
+    event.kind === "refusal" ||
+    event.kind === "policy_change" ||
+    event.kind === "audit_gap" ||
+    ("outcome" in event && event.outcome === "denied")
+  );
 }
 
 export function truncateForAudit(text: string, maxChars = MAX_AUDIT_FIELD_CHARS): string {
@@ -121,24 +219,37 @@ export function isoTimestamp(date = new Date()): string {
 }
 
 export function matches(record: AuditRecord, query: AuditQuery): boolean {
+  // A trail's announcement is the trail's own bookkeeping (verify reads it): asked for by kind only.
+  if (record.kind === "trail" && query.kind !== "trail") return false;
   if (query.anima !== undefined && ("anima" in record ? record.anima : undefined) !== query.anima) return false;
+  if (query.kind !== undefined && record.kind !== query.kind) return false;
+  if (query.tool !== undefined && ("tool" in record ? record.tool : undefined) !== query.tool) return false;
+  if (query.outcome !== undefined && ("outcome" in record ? record.outcome : undefined) !== query.outcome) return false;
   if (query.sinceMs !== undefined && Date.parse(record.ts) < query.sinceMs) return false;
+  if (query.untilMs !== undefined && Date.parse(record.ts) >= query.untilMs) return false;
   return true;
 }
 
 /** Keeps records in memory: for tests and for embedding where no file is wanted. */
 export class MemoryAuditLog implements AuditLog {
   private readonly records: AuditRecord[] = [];
+  private seq = 0;
 
   constructor(private readonly maxRecords = 100_000) {}
 
   append(event: AuditEvent): void {
-    this.records.push({ ...boundEvent(event), ts: isoTimestamp() });
+    this.records.push({ ...boundEvent(event), ts: isoTimestamp(), seq: ++this.seq });
     if (this.records.length > this.maxRecords) this.records.splice(0, this.records.length - this.maxRecords);
   }
 
   async read(query: AuditQuery = {}): Promise<AuditRecord[]> {
     return this.records.filter((record) => matches(record, query));
+  }
+
+  async coverage(anima?: string): Promise<AuditCoverage> {
+    const kept = anima === undefined ? this.records : this.records.filter((record) => "anima" in record && record.anima === anima);
+    const first = kept[0];
+    return { ...(first ? { oldestTs: first.ts } : {}), rotatedAway: first !== undefined && first.seq !== undefined && this.records[0]?.seq !== 1 };
   }
 
   async flush(): Promise<void> {}

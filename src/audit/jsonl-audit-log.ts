@@ -1,170 +1,261 @@
-import { closeSync, fstatSync, mkdirSync, openSync, renameSync, writeSync } from "node:fs";
+import { existsSync, readdirSync } from "node:fs";
 import { readFile } from "node:fs/promises";
-import { dirname } from "node:path";
-import { type AuditEvent, type AuditLog, type AuditQuery, type AuditRecord, boundEvent, isSecurityEvent, isoTimestamp, matches } from "./audit-log.js";
-
-/** `audit.jsonl` → `audit.security.jsonl`. */
-function securityFileOf(file: string): string {
-  return file.endsWith(".jsonl") ? `${file.slice(0, -".jsonl".length)}.security.jsonl` : `${file}.security`;
-}
+import { join } from "node:path";
+import {
+  type AuditCoverage,
+  type AuditEvent,
+  type AuditLog,
+  type AuditQuery,
+  type AuditRecord,
+  boundEvent,
+  isSecurityEvent,
+  isoTimestamp,
+  matches,
+} from "./audit-log.js";
+import { type PendingRecord, type TrailOptions, appendChained, generationsOf, headFileOf, readHead } from "./trail.js";
 
 /**
- * An append-only JSON-lines audit log, bounded in size by rotation: when the file passes `maxBytes` it
- * becomes `<file>.1` (`.1` → `.2` …, the oldest beyond `keepFiles` is dropped).
+ * The audit log on disk: a folder of chained trails (trail.ts), one pair per Anima and one for the host.
  *
- * Security events (denials, crashes, protocol violations) are also written to a trail of their own,
- * `<file without .jsonl>.security.jsonl`, rotated the same way but only by other security events: a
- * flood of ordinary records (calls, load errors) cannot rotate a denial out of the audit trail. `read`
- * merges both. Every record is bounded first (`boundEvent`).
+ *   <dir>/host.jsonl, host.security.jsonl                  records of no known Anima (crashes, core reloads,
+ *                                                          calls naming an Anima that does not exist)
+ *   <dir>/animas/<anima>.jsonl, <anima>.security.jsonl     everything of one Anima
  *
- * Records are buffered and written at most `flushIntervalMs` later in one `write` to a file opened
- * with O_APPEND, so a call never waits on the disk and several processes (one-shot CLI runs next to a
- * server) can share the file without interleaving inside a line. `close()` writes what is buffered.
+ * Why a pair per Anima: retention is per trail, so one Anima's flood of calls rotates away only its own
+ * records, never another's; and security records (denials, refusals, crashes, policy changes) have a trail
+ * of their own that ordinary records never rotate, so a tool cannot flood its own denials away either.
+ * Each record is written to exactly one trail; `read` merges them, oldest first.
+ *
+ * Records are buffered and written at most `flushIntervalMs` later, in one locked append per trail, so a
+ * call never waits on the disk. Every record is bounded first (`boundEvent`). A record that cannot be
+ * written stays buffered (up to `maxBufferedRecords` per trail); what is dropped beyond that is counted and
+ * written as an `audit_gap` record when the trail can be written again: nothing is lost unseen.
  */
 export interface JsonlAuditLogOptions {
-  /** Rotate when the file reaches this size, in bytes. Default: 10 MiB. */
+  /** Rotate a trail's file when it reaches this size, in bytes. Default: 10 MiB. */
   maxBytes?: number;
-  /** Rotated files kept besides the current one. Default: 3. */
+  /** Rotated files kept per trail besides the current one. Default: 3. */
   keepFiles?: number;
   /** Longest time a record waits in memory before it is written, in ms. Default: 20. */
   flushIntervalMs?: number;
+  /** Records kept in memory per trail while it cannot be written; older ones are dropped and counted. Default: 50,000. */
+  maxBufferedRecords?: number;
+  /**
+   * Whether a name is an Anima of this data dir (its records get a trail of their own). Names it refuses go
+   * to the host trail, so a caller cannot make files for made-up Animas. Default: any plain name.
+   */
+  isAnima?: (name: string) => boolean;
   /**
    * Told when records could not be written (a read-only or full data dir), once until a write succeeds
-   * again: the records are lost, and the operator must hear of it. Default: none.
+   * again: the records wait in memory, and the operator must hear of it. Default: none.
    */
   onWriteError?: (error: unknown, file: string) => void;
 }
 
+/** How soon a write blocked by another process's lock is tried again, ms. */
+const LOCK_RETRY_MS = 5;
+const PLAIN_NAME = /^(?!\.)[^/\\\0]{1,128}$/;
+
+interface PendingTrail {
+  records: PendingRecord[];
+  /** Records dropped because the buffer was full, not yet reported. */
+  lost: number;
+}
+
 export class JsonlAuditLog implements AuditLog {
-  private readonly maxBytes: number;
-  private readonly keepFiles: number;
-  private buffer: string[] = [];
-  private scheduled = false;
-  private fd: number | undefined;
-  /** Size of the open file as this writer knows it (other writers may add more; rotation is approximate). */
-  private sizeBytes = 0;
+  private readonly trail: TrailOptions;
   private readonly flushIntervalMs: number;
+  private readonly maxBuffered: number;
+  private readonly isAnima: (name: string) => boolean;
+  private readonly onWriteError: ((error: unknown, file: string) => void) | undefined;
+  private readonly pending = new Map<string, PendingTrail>();
+  /** Trail files this writer has checked for a head (a new Anima trail is announced in the host trail). */
+  private readonly known = new Set<string>();
+  /** Animas known to have trails of their own (only positive answers are kept: a made-up name costs a lookup, not memory). */
+  private readonly animaBases = new Map<string, string>();
+  private timer: NodeJS.Timeout | undefined;
   private closed = false;
   private failing = false;
-  private readonly onWriteError: ((error: unknown, file: string) => void) | undefined;
-  /** The security trail (see above); undefined inside it. */
-  private readonly security: JsonlAuditLog | undefined;
 
   constructor(
-    readonly file: string,
+    readonly dir: string,
     options: JsonlAuditLogOptions = {},
-    securityTrail = false,
   ) {
-    this.maxBytes = options.maxBytes ?? 10 * 1024 * 1024;
-    this.keepFiles = options.keepFiles ?? 3;
+    this.trail = { maxBytes: options.maxBytes ?? 10 * 1024 * 1024, keepFiles: Math.max(1, options.keepFiles ?? 3) };
     this.flushIntervalMs = options.flushIntervalMs ?? 20;
+    this.maxBuffered = options.maxBufferedRecords ?? 50_000;
+    this.isAnima = options.isAnima ?? ((name) => PLAIN_NAME.test(name));
     this.onWriteError = options.onWriteError;
-    this.security = securityTrail ? undefined : new JsonlAuditLog(securityFileOf(file), options, true);
+  }
+
+  /** The trail file an event goes to. */
+  fileFor(event: AuditEvent): string {
+    // A trail's announcement goes to the host's security trail, which the Animas' volume never rotates.
+    if (event.kind === "trail") return join(this.dir, "host.security.jsonl");
+    return `${this.baseOf("anima" in event ? event.anima : undefined)}${isSecurityEvent(event) ? ".security" : ""}.jsonl`;
+  }
+
+  private baseOf(anima: string | undefined): string {
+    if (anima === undefined) return join(this.dir, "host");
+    let base = this.animaBases.get(anima);
+    if (base === undefined && PLAIN_NAME.test(anima) && this.isAnima(anima)) this.animaBases.set(anima, (base = join(this.dir, "animas", anima)));
+    return base ?? join(this.dir, "host");
   }
 
   append(event: AuditEvent): void {
     if (this.closed) return;
-    const line = JSON.stringify({ ts: isoTimestamp(), ...boundEvent(event) });
-    this.appendLine(line);
-    if (this.security && isSecurityEvent(event)) this.security.appendLine(line);
+    const file = this.fileFor(event);
+    if (!this.known.has(file)) this.announce(file, event);
+    this.enqueue(file, { ts: isoTimestamp(), event: boundEvent(event) });
   }
 
-  private appendLine(line: string): void {
-    this.buffer.push(line);
-    if (!this.scheduled) {
-      this.scheduled = true;
-      setTimeout(() => this.writeBuffered(), this.flushIntervalMs).unref();
+  /** The first record of an Anima's trails ever written is announced in the host's security trail (verify then misses none). */
+  private announce(file: string, event: AuditEvent): void {
+    this.known.add(file);
+    const anima = "anima" in event ? event.anima : undefined;
+    const base = this.baseOf(anima);
+    if (anima === undefined || event.kind === "trail" || !base.startsWith(join(this.dir, "animas")) || this.known.has(base)) return;
+    this.known.add(base);
+    if (existsSync(headFileOf(`${base}.jsonl`)) || existsSync(headFileOf(`${base}.security.jsonl`))) return;
+    const trail: AuditEvent = { kind: "trail", anima };
+    this.enqueue(this.fileFor(trail), { ts: isoTimestamp(), event: trail });
+  }
+
+  private enqueue(file: string, record: PendingRecord): void {
+    let trail = this.pending.get(file);
+    if (!trail) this.pending.set(file, (trail = { records: [], lost: 0 }));
+    trail.records.push(record);
+    if (trail.records.length > this.maxBuffered) {
+      trail.records.shift();
+      trail.lost++;
     }
+    this.schedule(this.flushIntervalMs);
+  }
+
+  private schedule(delayMs: number): void {
+    if (this.timer) return;
+    this.timer = setTimeout(() => {
+      this.timer = undefined;
+      this.writeBuffered();
+    }, delayMs);
+    this.timer.unref();
+  }
+
+  /** Writes every trail it can; true when nothing is left waiting on a lock. */
+  private writeBuffered(): boolean {
+    let blocked = false;
+    for (const [file, trail] of this.pending) {
+      if (trail.records.length === 0 && trail.lost === 0) continue;
+      const records = trail.lost > 0 ? [gapRecord(trail.lost), ...trail.records] : trail.records;
+      try {
+        if (!appendChained(file, this.trail, records)) {
+          blocked = true;
+          continue;
+        }
+        this.pending.delete(file);
+        this.failing = false;
+      } catch (error) {
+        // The audit log must never take a call down with it: the records wait (bounded), and the operator hears of it once.
+        if (!this.failing) {
+          this.failing = true;
+          try {
+            this.onWriteError?.(error, file);
+          } catch {
+            // a broken report sink changes nothing
+          }
+        }
+      }
+    }
+    if (blocked && !this.closed) this.schedule(LOCK_RETRY_MS);
+    return !blocked;
   }
 
   async read(query: AuditQuery = {}): Promise<AuditRecord[]> {
     await this.flush();
-    const lines = await this.readLines();
-    if (this.security) {
-      // Security records rotated out of the main files survive in their own trail.
-      const present = new Set(lines);
-      const kept = (await this.security.readLines()).filter((line) => !present.has(line));
-      if (kept.length > 0) lines.push(...kept);
-    }
     const records: AuditRecord[] = [];
-    for (const line of lines) {
-      try {
-        const record = JSON.parse(line) as AuditRecord;
-        if (matches(record, query)) records.push(record);
-      } catch {
-        // a torn last line after a crash: skip it
-      }
-    }
-    // Oldest first (ISO timestamps sort as text; the sort is stable for records of the same instant).
-    return this.security ? records.sort((a, b) => (a.ts < b.ts ? -1 : a.ts > b.ts ? 1 : 0)) : records;
-  }
-
-  private async readLines(): Promise<string[]> {
-    await this.flush();
-    const files = [...Array.from({ length: this.keepFiles }, (_, i) => `${this.file}.${this.keepFiles - i}`), this.file];
-    const lines: string[] = [];
-    for (const file of files) {
-      const text = await readFile(file, "utf8").catch(() => "");
-      for (const line of text.split("\n")) if (line.trim() !== "") lines.push(line);
-    }
-    return lines;
-  }
-
-  async flush(): Promise<void> {
-    this.writeBuffered();
-    if (this.security) await this.security.flush();
-  }
-
-  async close(): Promise<void> {
-    if (this.security) await this.security.close();
-    this.writeBuffered();
-    this.closed = true;
-    if (this.fd !== undefined) closeSync(this.fd);
-    this.fd = undefined;
-  }
-
-  private writeBuffered(): void {
-    this.scheduled = false;
-    if (this.buffer.length === 0) return;
-    const text = `${this.buffer.join("\n")}\n`;
-    this.buffer = [];
-    try {
-      const fd = this.open();
-      this.sizeBytes += writeSync(fd, text);
-      this.failing = false;
-      if (this.sizeBytes >= this.maxBytes && fstatSync(fd).size >= this.maxBytes) this.rotate();
-    } catch (error) {
-      // The audit log must never take a call down with it; a lost write is the lesser harm, and is reported.
-      if (!this.failing) {
-        this.failing = true;
-        try {
-          this.onWriteError?.(error, this.file);
-        } catch {
-          // a broken report sink changes nothing
+    for (const file of this.trailFiles(query.anima)) {
+      for (const generation of generationsOf(file, this.trail.keepFiles)) {
+        const text = await readFile(generation, "utf8").catch(() => "");
+        for (const line of text.split("\n")) {
+          if (line.trim() === "") continue;
+          try {
+            const record = JSON.parse(line) as AuditRecord;
+            if (matches(record, query)) records.push(record);
+          } catch {
+            // a torn line after a crash: skip it (verify reports it)
+          }
         }
       }
     }
+    // Oldest first (ISO timestamps sort as text; the sort is stable, so a trail's own order holds within an instant).
+    return records.sort((a, b) => (a.ts < b.ts ? -1 : a.ts > b.ts ? 1 : 0));
   }
 
-  private open(): number {
-    if (this.fd === undefined) {
-      mkdirSync(dirname(this.file), { recursive: true });
-      this.fd = openSync(this.file, "a", 0o600);
-      this.sizeBytes = fstatSync(this.fd).size;
-    }
-    return this.fd;
-  }
-
-  private rotate(): void {
-    if (this.fd !== undefined) closeSync(this.fd);
-    this.fd = undefined;
-    for (let i = this.keepFiles - 1; i >= 1; i--) {
-      try {
-        renameSync(`${this.file}.${i}`, `${this.file}.${i + 1}`);
-      } catch {
-        // that generation does not exist yet
+  async coverage(anima?: string): Promise<AuditCoverage> {
+    await this.flush();
+    let oldestTs: string | undefined;
+    let rotatedAway = false;
+    // An Anima's coverage is its own trails' (the host's trail holds records of other Animas and none).
+    for (const file of this.trailFiles(anima, true)) {
+      if ((readHead(file)?.droppedThroughSeq ?? 0) > 0) rotatedAway = true;
+      for (const generation of generationsOf(file, this.trail.keepFiles)) {
+        const first = await firstRecordTs(generation);
+        if (first === undefined) continue;
+        if (oldestTs === undefined || first < oldestTs) oldestTs = first;
+        break;
       }
     }
-    renameSync(this.file, `${this.file}.1`);
+    return { ...(oldestTs !== undefined ? { oldestTs } : {}), rotatedAway };
+  }
+
+  /** Every trail's current file (for one Anima: its own and the host's; `ownOnly`: its own alone, when it has one). */
+  trailFiles(anima?: string, ownOnly = false): string[] {
+    const host = [join(this.dir, "host.jsonl"), join(this.dir, "host.security.jsonl")];
+    if (anima !== undefined) {
+      const base = this.baseOf(anima);
+      if (!base.startsWith(join(this.dir, "animas"))) return host;
+      return ownOnly ? [`${base}.jsonl`, `${base}.security.jsonl`] : [`${base}.jsonl`, `${base}.security.jsonl`, ...host];
+    }
+    let names: string[] = [];
+    try {
+      names = readdirSync(join(this.dir, "animas"));
+    } catch {
+      // no Anima trail yet
+    }
+    const animaFiles = names.filter((name) => name.endsWith(".jsonl")).map((name) => join(this.dir, "animas", name));
+    return [...host, ...animaFiles];
+  }
+
+  async flush(): Promise<void> {
+    if (this.timer) {
+      clearTimeout(this.timer);
+      this.timer = undefined;
+    }
+    // Another process holding a trail's lock holds it for one append: wait for it, boundedly.
+    for (let attempt = 0; !this.writeBuffered() && attempt < 2_000; attempt++) await new Promise((resolve) => setTimeout(resolve, LOCK_RETRY_MS));
+  }
+
+  async close(): Promise<void> {
+    await this.flush();
+    this.closed = true;
+    if (this.timer) clearTimeout(this.timer);
+    this.timer = undefined;
+  }
+}
+
+function gapRecord(lost: number): PendingRecord {
+  const event: AuditEvent = { kind: "audit_gap", lost, reason: "the trail could not be written and the records waiting for it passed the buffer's bound" };
+  return { ts: isoTimestamp(), event: event };
+}
+
+async function firstRecordTs(file: string): Promise<string | undefined> {
+  const text = await readFile(file, "utf8").catch(() => "");
+  const newline = text.indexOf("\n");
+  const line = newline < 0 ? text : text.slice(0, newline);
+  if (line.trim() === "") return undefined;
+  try {
+    return (JSON.parse(line) as { ts?: string }).ts;
+  } catch {
+    return undefined;
   }
 }

@@ -63,6 +63,7 @@ export const DEFAULT_FETCH_LIMITS: Readonly<FetchLimits> = Object.freeze({
 export interface FetchAuditEvent {
   anima: string;
   tool: string;
+  callId?: string;
   /** `fetch` for the tool's own request, `fetch.redirect` for each redirect hop. */
   operation: "fetch" | "fetch.redirect";
   /** The URL without credentials and query (`?…` marks one), truncated. */
@@ -92,7 +93,7 @@ export interface FetchHostOptions {
 /** What a fetch answers: the contract's `FetchAnswer` (text: the decoded text; json: the JSON text, verified to parse). */
 export type FetchResult = FetchAnswer;
 
-type Context = Pick<CallContext, "anima" | "tool">;
+type Context = Pick<CallContext, "anima" | "tool" | "callId">;
 
 const REDIRECT_STATUSES = new Set([301, 302, 303, 307, 308]);
 /** Headers describing a request body, dropped when a redirect turns the request into a GET. */
@@ -222,6 +223,7 @@ export class FetchCapability {
     const event: FetchAuditEvent = {
       anima: context.anima,
       tool: context.tool,
+      ...(context.callId !== undefined ? { callId: context.callId } : {}),
       operation,
       target: auditTarget(url),
       outcome: info === undefined ? "ok" : info.type === "SandboxViolation" || info.type === "PermissionDenied" ? "denied" : "error",

@@ -36,6 +36,8 @@ export interface CapabilityServiceOptions {
   network?: NetworkRequester;
   /** Background job runs, for `progress` and `isCancelled`. Default: none (every call is a direct call). */
   jobs?: JobCalls;
+  /** The policy in force per Anima, for denials' records (audit/policy-ledger.ts). Default: none (denials carry no policy hash). */
+  policyOf?: (anima: string) => string | undefined;
 }
 
 const CAPABILITIES: ReadonlySet<string> = new Set(CAPABILITY_NAMES);
@@ -164,11 +166,32 @@ export class CapabilityService {
       let known = this.secrets.get(context.anima);
       if (!known) this.secrets.set(context.anima, (known = new Set()));
       known.add(resolved.value);
-      this.options.audit.append({ kind: "credential", anima: context.anima, tool: context.tool, name: audited, outcome: "ok", source: resolved.source });
+      this.options.audit.append({ kind: "credential", ...callOf(context), name: audited, outcome: "ok", source: resolved.source });
       return resolved.value;
     } catch (error) {
-      const denied = error instanceof CredentialDeniedError || (error instanceof ToolHostError && error.type === "PermissionDenied");
-      this.options.audit.append({ kind: "credential", anima: context.anima, tool: context.tool, name: audited, outcome: denied ? "denied" : "missing" });
+      // A denial names what was refused: another Anima's name (whichever of the three names spelled it), or
+      // a variable the operator has not allowed, although the tool sees the latter as missing configuration.
+      const envVar = asString(request["envVar"]);
+      const refusedVariable =
+        !(error instanceof CredentialDeniedError) && envVar !== undefined && this.options.credentials.environment.allows?.(envVar) === false
+          ? envVar
+          : undefined;
+      const denied =
+        error instanceof CredentialDeniedError || (error instanceof ToolHostError && error.type === "PermissionDenied") || refusedVariable !== undefined;
+      const name =
+        error instanceof CredentialDeniedError
+          ? truncateForAudit(error.deniedName)
+          : refusedVariable !== undefined
+            ? truncateForAudit(refusedVariable)
+            : audited;
+      this.options.audit.append({
+        kind: "credential",
+        ...callOf(context),
+        name,
+        outcome: denied ? "denied" : "missing",
+        ...(refusedVariable !== undefined ? { reason: "not in allowed_environment" } : {}),
+        ...(denied ? this.policyField(context) : {}),
+      });
       throw error;
     }
   }
@@ -187,11 +210,16 @@ export class CapabilityService {
     return { ok: false, error };
   }
 
+  private policyField(context: CallContext): { policy?: string } {
+    const policy = this.options.policyOf?.(context.anima);
+    return policy !== undefined ? { policy } : {};
+  }
+
   private audit(context: CallContext, operation: string, target: string, outcome: "ok" | "denied" | "error", reason?: string): void {
     this.options.audit.append({
       kind: "capability",
-      anima: context.anima,
-      tool: context.tool,
+      ...callOf(context),
+      ...(outcome === "denied" ? this.policyField(context) : {}),
       operation,
       target: truncateForAudit(target),
       outcome,
@@ -206,4 +234,9 @@ export class CapabilityService {
  */
 function toolFacing(info: ErrorInfo): ErrorInfo {
   return info.fault === "caller" ? { ...info, fault: "tool" } : info;
+}
+
+/** Who made a capability request, as every record of it says: the Anima, the tool and the call's id. */
+function callOf(context: CallContext): { anima: string; tool: string; callId?: string } {
+  return { anima: context.anima, tool: context.tool, ...(context.callId !== undefined ? { callId: context.callId } : {}) };
 }

@@ -1,6 +1,10 @@
 import { effectiveSettings, formatSettings } from "../audit/effective-config.js";
-import { formatAnimaReport } from "../audit/report.js";
+import { type HostHistory, formatAnimaReport, hostHistory } from "../audit/report.js";
+import { buildSummary, formatSummary } from "../audit/summary.js";
+import { operatorLeastPrivilege } from "../audit/least-privilege.js";
 import { type HostStatus, readHostStatuses } from "../audit/host-status.js";
+import { writeFileSync } from "node:fs";
+import { resolve } from "node:path";
 import { ToolHostError } from "../errors.js";
 import type { HostConfig } from "../config.js";
 import type { ToolHost } from "../host-api.js";
@@ -13,16 +17,52 @@ import { type RuntimeReport, runtimeReport } from "../node-runtime.js";
 import { scanArgs } from "./options.js";
 import type { Output } from "./output.js";
 
-export const AUDIT_USAGE = "Usage: animaworks-tool audit [--anima NAME] [--since 2026-12-01T00:00Z|30m|12h|7d] [--json]";
+export const AUDIT_USAGE = `Usage: animaworks-tool audit [--anima NAME] [--since 2026-12-01T00:00Z|30m|12h|7d] [--json] [--html FILE]
+       --html FILE   write the report as one self-contained HTML page (summary, timeline, policy and version history)
+       animaworks-tool audit verify [--json]     check every audit trail's hash chain (exit 1 when broken)
+       animaworks-tool audit events [--format jsonl|csv] [--anima NAME] [--tool T] [--kind K] [--outcome O] [--since S] [--until U] [--call ID]
+                                                 stream the records (docs/audit-records.md)
+       animaworks-tool audit policy-history [--anima NAME] [--json]     every recorded policy change, with the keys that changed`;
 
-/** `animaworks-tool audit`: each Anima's effective sandbox policy and what its tools attempted. */
-export async function runAudit(host: ToolHost, argv: string[], anima: string | undefined, json: boolean, out: Output): Promise<number> {
-  let sinceMs: number | undefined;
-  for (const token of scanArgs(argv, { "--since": "value" })) {
-    if (token.kind !== "option") throw new ToolHostError("InvalidArguments", `audit: unexpected argument "${argv[token.index]}"`, AUDIT_USAGE);
-    sinceMs = parseSince(token.value);
+/** `animaworks-tool audit [verify]`: each Anima's effective sandbox policy and what its tools attempted; or a subcommand. */
+export async function runAudit(host: ToolHost, argv: string[], anima: string | undefined, json: boolean, out: Output, cwd = process.cwd()): Promise<number> {
+  switch (argv[0]) {
+    case "verify":
+      return (await import("./audit-verify.js")).runAuditVerify(host, argv.slice(1), json, out);
+    case "events":
+      return (await import("./audit-events.js")).runAuditEvents(host, argv.slice(1), anima, out);
+    case "policy-history":
+      return (await import("./audit-policy-history.js")).runAuditPolicyHistory(host, argv.slice(1), anima, json, out);
+    default:
+      return runAuditReport(host, argv, anima, json, out, cwd);
   }
-  const reports = await host.auditReport(anima, sinceMs === undefined ? {} : { sinceMs });
+}
+
+async function runAuditReport(host: ToolHost, argv: string[], anima: string | undefined, json: boolean, out: Output, cwd: string): Promise<number> {
+  let sinceMs: number | undefined;
+  let htmlFile: string | undefined;
+  for (const token of scanArgs(argv, { "--since": "value", "--html": "value" })) {
+    if (token.kind !== "option") throw new ToolHostError("InvalidArguments", `audit: unexpected argument "${argv[token.index]}"`, AUDIT_USAGE);
+    if (token.name === "--since") sinceMs = parseSince(token.value);
+    else if (token.value === undefined || token.value === "") throw new ToolHostError("InvalidArguments", "--html needs a file name", AUDIT_USAGE);
+    else htmlFile = resolve(cwd, token.value);
+  }
+  const period = sinceMs === undefined ? {} : { sinceMs };
+  const reports = await host.auditReport(anima, period);
+  const summary = buildSummary(reports);
+  // Host-wide settings can be judged only over every Anima: with --anima one, there is nothing to compare.
+  const operator = anima === undefined ? operatorLeastPrivilege(reports, host.config.allowInternalHosts) : undefined;
+  const history = await hostHistory(host.audit, period);
+  const since = sinceMs === undefined ? undefined : new Date(sinceMs).toISOString();
+  if (htmlFile !== undefined) {
+    const { renderHtmlReport } = await import("../audit/html-report.js");
+    const page = renderHtmlReport({ generatedAt: new Date().toISOString(), ...(since ? { since } : {}), summary, reports, operator, history });
+    writeFileSync(htmlFile, page, { mode: 0o600 });
+    out.stdout(
+      json ? JSON.stringify({ status: "ok", html: htmlFile, animas: reports.length }) : `Wrote the audit report of ${reports.length} Animas to ${htmlFile}`,
+    );
+    return 0;
+  }
   // Shared tools whose file no longer matches what was shared (edited in place, or never shared properly).
   const sharedTools = await checkSharedIntegrity(host.config.dataDir);
   const isolation = isolationLayers(host.config);
@@ -30,13 +70,17 @@ export async function runAudit(host: ToolHost, argv: string[], anima: string | u
   const hosts = readHostStatuses(host.config.dataDir);
   const settings = effectiveSettings(host.config);
   if (json) {
-    out.stdout(JSON.stringify({ status: "ok", settings, isolation, hosts, reports, sharedTools }, null, 2));
+    out.stdout(
+      JSON.stringify({ status: "ok", summary, settings, isolation, hosts, operator: { grants: operator ?? null, ...history }, reports, sharedTools }, null, 2),
+    );
     return 0;
   }
   const text = [
+    formatSummary(summary, { ...(operator ? { operator } : {}), ...(since ? { since } : {}) }),
     formatSettings(host.config, settings),
     formatIsolation(isolation),
     formatHosts(hosts),
+    ...formatHostHistory(history),
     ...(reports.length === 0 ? ["No Animas found."] : reports.map(formatAnimaReport)),
   ];
   if (sharedTools.length > 0) {
@@ -49,6 +93,23 @@ export async function runAudit(host: ToolHost, argv: string[], anima: string | u
   }
   out.stdout(text.join("\n\n"));
   return 0;
+}
+
+/** The operator's policy changes (the last 5) and host-wide reloads (the last 10), when there were any. */
+function formatHostHistory(history: HostHistory): string[] {
+  const lines: string[] = [];
+  if (history.policyHistory.length > 0) {
+    lines.push(`Operator settings changed ${history.policyHistory.length} time${history.policyHistory.length === 1 ? "" : "s"} in the period:`);
+    for (const c of history.policyHistory.slice(-5)) lines.push(`  ${c.from ?? "(first seen)"} → ${c.to} (${c.changedAt ?? c.ts})`);
+  }
+  if (history.reloads.length > 0) {
+    lines.push(`Reloads of what every Anima sees: ${history.reloads.length} in the period${history.reloads.length > 10 ? " (the last 10)" : ""}:`);
+    for (const r of history.reloads.slice(-10))
+      lines.push(
+        `  reload ${r.tool} (${r.origin}) ${r.change}${r.message !== undefined ? `: ${r.message}` : ""}${r.trigger ? ` by ${r.trigger}` : ""} (${r.ts})`,
+      );
+  }
+  return lines.length > 0 ? [lines.join("\n")] : [];
 }
 
 /** An ISO date, or a duration back from now: `30m`, `12h`, `7d`. */

@@ -215,7 +215,7 @@ async function runCommand(
     case "audit": {
       const { AUDIT_USAGE, runAudit } = await import("./audit.js");
       if (options.help) return (out.stdout(AUDIT_USAGE), 0);
-      return runAudit(host, argv, anima, options.json, out);
+      return runAudit(host, argv, anima, options.json, out, ctx.cwd);
     }
     case "submit":
     case "jobs":

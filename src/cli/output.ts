@@ -7,14 +7,20 @@ export type Output = InvocationOutput;
 
 /** Prints a call's result; returns the exit code. Errors are one line on stderr, or a JSON envelope on stdout. */
 export function printResult(out: Output, result: CallResult, json: boolean): number {
+  // The call's id in the audit trail (`audit events --call ID`), in the envelope of either outcome.
+  const callId = result.callId !== undefined ? { call_id: result.callId } : {};
   if (result.status === "error") {
-    return printError(out, infoOfWire(result), json);
+    if (!json) return printError(out, infoOfWire(result), json);
+    const info = infoOfWire(result);
+    out.stdout(JSON.stringify({ ...errorEnvelope(info), ...callId }));
+    return EXIT_CODES[info.type];
   }
   if (json) {
     // An object result is JSON in the envelope (as `describe -j` shows data); other results are their text.
     const envelope: Record<string, unknown> = {
       status: "ok",
       output: result.structured !== undefined && !result.truncated ? result.structured : result.output,
+      ...callId,
     };
     if (result.truncated) {
       envelope["truncated"] = true;

@@ -9,7 +9,8 @@ import { type OsSandboxStatus, describeOsSandbox } from "./os/os-sandbox.js";
 /** What the host learns from the executor besides results: refusals by its limits, protocol violations. */
 export interface ExecutorReports {
   onRefusal?: (context: CallContext, name: string, error: ErrorInfo) => void;
-  onViolation?: (message: string) => void;
+  /** `cordon`: the cordon of the process that broke the protocol (absent for a blank spare). */
+  onViolation?: (message: string, cordon?: string) => void;
 }
 
 /**
@@ -73,6 +74,8 @@ export function createExecutor(
     ...(invokeCapability ? { invokeCapability } : {}),
     onStderr: (message) => config.onLog({ level: "warn", logger: "animaworks.host", message }),
     ...reports,
+    // A test's compromised stand-in (HostOptions.sandboxEntryScript); undefined: the real entry.
+    entryScript: config.sandboxEntryScript,
   });
   // Said once, loudly, when the second layer is missing (and in `audit`).
   if (!pool.osSandbox.enabled && config.osSandbox === "auto") {
@@ -139,4 +142,10 @@ class InProcessExecutor implements Executor {
   stuckEntries(): number {
     return this.loaded?.stuckEntries() ?? 0;
   }
+}
+
+/** The isolation layers a handle's calls run in, outermost first, as call records name them. */
+export function isolationLayers(handle: Pick<SandboxHandle, "osSandbox">): string[] {
+  if (!handle.osSandbox) return ["isolate"];
+  return handle.osSandbox.enabled ? [handle.osSandbox.seccomp ? "bwrap+seccomp" : "bwrap", "process", "isolate"] : ["process", "isolate"];
 }

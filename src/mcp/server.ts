@@ -210,14 +210,16 @@ export async function startMcpServer(host: ToolHost, anima: string, transport: T
         hint: `call it through Bash: animaworks-tool ${hidden} <action> …`,
       });
     const result = await host.call(anima, name, args, { structured: true });
+    // The call's id in the audit trail, as the CLI's `-j` envelope gives it (`call_id`).
+    const meta = result.callId !== undefined ? { _meta: { [CALL_ID_META_KEY]: result.callId } } : {};
     if (result.status === "ok") {
-      return { content: [{ type: "text" as const, text: result.output }], ...(result.structured ? { structuredContent: result.structured } : {}) };
+      return { content: [{ type: "text" as const, text: result.output }], ...(result.structured ? { structuredContent: result.structured } : {}), ...meta };
     }
     // An unknown name is answered with the names this client can call (the CLI's hint lists tools).
     const info = infoOfWire(result);
     if (info.type === "ToolNotFound" && info.message.startsWith("unknown tool"))
       info.hint = `MCP tools: ${(await listedTools()).map((tool) => tool.name).join(", ")}`;
-    return errorContent(info);
+    return { ...errorContent(info), ...meta };
   }
 
   // The host reloads (and records the reloads) before it tells; this only tells the client.
@@ -246,6 +248,9 @@ async function toolNames(host: ToolHost, anima: string): Promise<string[]> {
     .flatMap((t) => t.schemas.map((s) => `${s.name}\0${t.bundleHash ?? ""}`))
     .sort();
 }
+
+/** The `_meta` key of a tool result's call id (the audit trail's `callId`). */
+export const CALL_ID_META_KEY = "animaworks/call_id";
 
 function errorContent(info: ErrorInfo) {
   return { content: [{ type: "text" as const, text: JSON.stringify(errorEnvelope(info)) }], isError: true };

@@ -1,6 +1,6 @@
 import { join } from "node:path";
 import { ToolHostError } from "../errors.js";
-import { readTextFileIfPresent, unreadableReason } from "../regular-file.js";
+import { readTextFileIfPresent, readTextFileIfPresentSync, unreadableReason } from "../regular-file.js";
 
 /**
  * Per-Anima permissions (docs/design.md §6, docs/animaworks-reference.md §1.3-1.4): `permissions.json`, else the legacy
@@ -40,6 +40,25 @@ export async function loadPermissions(animaDir: string): Promise<Permissions> {
   const json = await readIfPresent(jsonPath);
   if (json !== undefined) return parsePermissionsJson(json);
   const md = await readIfPresent(join(animaDir, "permissions.md"));
+  if (md !== undefined) return parsePermissionsMarkdown(md);
+  return DEFAULT_PERMISSIONS;
+}
+
+/**
+ * `loadPermissions`, synchronous: for the policy ledger (audit/policy-ledger.ts), which checks an Anima's
+ * policy on the one-shot CLI's path too, where fs/promises is a cost a cold start cannot afford.
+ */
+export function loadPermissionsSync(animaDir: string): Permissions {
+  const read = (file: string) => {
+    try {
+      return readTextFileIfPresentSync(join(animaDir, file), MAX_PERMISSIONS_BYTES);
+    } catch (error) {
+      throw broken(file, `it ${unreadableReason(error)}`);
+    }
+  };
+  const json = read("permissions.json");
+  if (json !== undefined) return parsePermissionsJson(json);
+  const md = read("permissions.md");
   if (md !== undefined) return parsePermissionsMarkdown(md);
   return DEFAULT_PERMISSIONS;
 }

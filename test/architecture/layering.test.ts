@@ -76,7 +76,8 @@ function unitOf(file: string): string {
  * top, leaf modules (errors, clock, the file lock…) at the bottom. Notes:
  *  - cli → endpoint only: the endpoint runs an invocation through the `InvocationRunner` the CLI hands
  *    it (endpoint/invocation.ts), and the thin client lives in cli/.
- *  - jobs → host.ts: types only (`ToolHost`, `PreparedCall`).
+ *  - jobs → prepared-calls.ts, not host.ts: the job service prepares and runs calls through the host's
+ *    `PreparedCallRunner`, an internal interface kept off the public `ToolHost` (host-api.ts).
  */
 const MAY_IMPORT: Record<string, string[]> = {
   "index.ts": ["host.ts", "host-api.ts", "host-options.ts", "errors.ts", "jobs", "audit", "mcp"],
@@ -98,10 +99,21 @@ const MAY_IMPORT: Record<string, string[]> = {
     "environment.ts",
     "errors.ts",
   ],
-  endpoint: ["host-api.ts", "registry", "config.ts", "host-options.ts", "project-root.ts", "file-lock.ts", "environment.ts", "errors.ts", "clock.ts"],
+  endpoint: [
+    "prepared-calls.ts",
+    "host-api.ts",
+    "registry",
+    "config.ts",
+    "host-options.ts",
+    "project-root.ts",
+    "file-lock.ts",
+    "environment.ts",
+    "errors.ts",
+    "clock.ts",
+  ],
   mcp: ["jobs", "host-api.ts", "lifecycle", "execution", "registry", "errors.ts"],
   jobs: [
-    "host.ts",
+    "prepared-calls.ts",
     "host-api.ts",
     "registry",
     "config.ts",
@@ -116,6 +128,7 @@ const MAY_IMPORT: Record<string, string[]> = {
   "host.ts": [
     "composition.ts",
     "host-support.ts",
+    "prepared-calls.ts",
     "host-api.ts",
     "audit",
     "capabilities",
@@ -129,6 +142,7 @@ const MAY_IMPORT: Record<string, string[]> = {
   ],
   "composition.ts": [
     "lifecycle",
+    "prepared-calls.ts",
     "host-api.ts",
     "audit",
     "bundling",
@@ -142,17 +156,20 @@ const MAY_IMPORT: Record<string, string[]> = {
   ],
   "host-support.ts": ["host-api.ts", "registry", "errors.ts"],
   lifecycle: ["host-api.ts", "audit", "capabilities", "policy", "registry", "config.ts", "host-options.ts", "errors.ts"],
+  "prepared-calls.ts": ["host-api.ts", "capabilities", "isolation", "registry", "host-options.ts"],
   "host-api.ts": ["capabilities", "audit", "isolation", "policy", "registry", "config.ts", "host-options.ts", "errors.ts"],
   capabilities: ["audit", "credentials", "policy", "isolation", "fs-limits.ts", "host-options.ts", "config.ts", "errors.ts"],
-  audit: ["registry", "policy", "bundling", "isolation", "config.ts", "operator-config.ts", "file-lock.ts", "process-alive.ts"],
+  // audit → credentials: the report lists which credential names each Anima can read (credentials/inventory.ts), never a value.
+  audit: ["registry", "policy", "bundling", "isolation", "credentials", "config.ts", "operator-config.ts", "file-lock.ts", "process-alive.ts"],
   credentials: ["config.ts", "host-options.ts", "regular-file.ts", "errors.ts"],
   execution: ["registry", "isolation", "validation", "errors.ts"],
   registry: ["bundling", "isolation", "validation", "errors.ts", "clock.ts"],
   bundling: ["isolation", "errors.ts"],
   isolation: ["config.ts", "node-runtime.ts", "project-root.ts", "errors.ts", "clock.ts", "byte-lru.ts"],
   policy: ["regular-file.ts", "errors.ts"],
-  "config.ts": ["operator-config.ts", "host-options.ts", "fs-limits.ts", "project-root.ts", "environment.ts", "errors.ts"],
-  "operator-config.ts": ["host-options.ts", "fs-limits.ts", "validation", "regular-file.ts", "errors.ts"],
+  "config.ts": ["operator-config.ts", "host-defaults.ts", "host-options.ts", "fs-limits.ts", "project-root.ts", "environment.ts", "errors.ts"],
+  "operator-config.ts": ["host-defaults.ts", "host-options.ts", "fs-limits.ts", "validation", "regular-file.ts", "errors.ts"],
+  "host-defaults.ts": ["host-options.ts", "fs-limits.ts"],
   validation: [],
   "host-options.ts": ["fs-limits.ts"],
   "fs-limits.ts": [],
@@ -250,6 +267,12 @@ describe("layering", () => {
     );
     const esbuild = IMPORTS.filter((i) => (i.specifier === "esbuild" || i.specifier.startsWith("esbuild/")) && !within(i.from, "src/bundling"));
     expect(show([...isolatedVm, ...esbuild])).toEqual([]);
+  });
+
+  it("only the audit export imports the OpenTelemetry SDK, and loads it on use (its types aside): a host without a collector never does", () => {
+    const otel = IMPORTS.filter((i) => i.specifier.startsWith("@opentelemetry/"));
+    expect(otel.length).toBeGreaterThan(0);
+    expect(show(otel.filter((i) => i.from !== "src/audit/otel-export.ts" || !(i.dynamic || i.typeOnly)))).toEqual([]);
   });
 
   it("only src/config.ts reads process.env", () => {

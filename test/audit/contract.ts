@@ -6,7 +6,7 @@ export function runAuditLogContract(name: string, make: () => { log: AuditLog; c
   describe(`AuditLog contract: ${name}`, () => {
     it("returns appended records in order, each with a timestamp", async () => {
       const { log, cleanup } = make();
-      log.append({ kind: "call", anima: "a", tool: "t", schema: "t_x", durationMs: 1, outcome: "ok" });
+      log.append({ kind: "call", callId: "c1", anima: "a", tool: "t", schema: "t_x", durationMs: 1, outcome: "ok" });
       log.append({ kind: "capability", anima: "b", tool: "t", operation: "fs.readFile", target: "../x", outcome: "denied", reason: "SandboxViolation" });
       const records = await log.read();
       expect(records.map((r) => r.kind)).toEqual(["call", "capability"]);

@@ -30,7 +30,7 @@ async function loadInFreshHost(): Promise<void> {
 }
 
 async function loadErrors(): Promise<AuditRecord[]> {
-  const audit = new JsonlAuditLog(join(data.dir, "logs", "animaworks-tool", "audit.jsonl"));
+  const audit = new JsonlAuditLog(join(data.dir, "logs", "animaworks-tool", "audit"));
   try {
     return (await audit.read()).filter((record) => record.kind === "load_error");
   } finally {

@@ -3,9 +3,10 @@ import { join } from "node:path";
 import { Client } from "@modelcontextprotocol/sdk/client/index.js";
 import { InMemoryTransport } from "@modelcontextprotocol/sdk/inMemory.js";
 import { afterEach, describe, expect, it } from "vitest";
-import type { AuditLog, AuditRecord } from "../../src/audit/audit-log.js";
+import type { AuditRecord } from "../../src/audit/audit-log.js";
 import { JsonlAuditLog } from "../../src/audit/jsonl-audit-log.js";
 import { formatAnimaReport } from "../../src/audit/report.js";
+import type { AuditReader } from "../../src/host-api.js";
 import { type ToolHost, createHost } from "../../src/host.js";
 import { managementOf } from "../../src/lifecycle/management.js";
 import { startMcpServer } from "../../src/mcp/server.js";
@@ -20,7 +21,7 @@ type Reload = Extract<AuditRecord, { kind: "reload" }>;
 
 const refreshTools = (host: ToolHost, anima: string) => managementOf(host).refresh(anima);
 
-async function reloads(audit: AuditLog): Promise<Reload[]> {
+async function reloads(audit: AuditReader): Promise<Reload[]> {
   return (await audit.read()).filter((record): record is Reload => record.kind === "reload");
 }
 
@@ -148,7 +149,7 @@ describe("reload records", () => {
     expect(shared.code, shared.stderr).toBe(0);
     expect((await cli("refresh")).code).toBe(0); // alice still sees her own alpha: nothing to record
 
-    const audit = new JsonlAuditLog(join(data.dir, "logs", "animaworks-tool", "audit.jsonl"));
+    const audit = new JsonlAuditLog(join(data.dir, "logs", "animaworks-tool", "audit"));
     cleanups.push(() => audit.close());
     expect(summary(await reloads(audit))).toEqual(["loaded alpha (personal) refresh alice", "loaded alpha (shared) share alice"]);
 
@@ -187,6 +188,23 @@ describe("reload records", () => {
       activity: [],
       loadErrors: [],
       reloads,
+      records: 12,
+      coverage: { rotatedAway: false, lostRecords: 0 },
+      interrupted: [],
+      inFlight: [],
+      violations: [],
+      refusals: [],
+      leastPrivilege: {
+        network: { mode: "public", grants: [], hosts: [], hostsReached: 0 },
+        internalHosts: [],
+        credentials: [],
+        lookups: [],
+        unusedGrants: [],
+      },
+      policyHistory: [],
+      versions: [],
+      timeline: [],
+      timelineDropped: 0,
     } as unknown as Parameters<typeof formatAnimaReport>[0];
     const text = formatAnimaReport(report);
     expect(text).toContain("… 2 earlier reloads");

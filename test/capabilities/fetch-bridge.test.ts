@@ -5,6 +5,7 @@ import { join } from "node:path";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { type ToolHost, createHost } from "../../src/host.js";
 import { type TempDataDir, makeDataDir } from "../helpers/data-dir.js";
+import { auditText } from "../helpers/audit-files.js";
 
 // Only a server this test starts on 127.0.0.1, reached through an explicit operator allowance.
 let server: Server;
@@ -92,7 +93,7 @@ describe("fetch through the sandbox", () => {
 
   it("audits requests and denials without query strings or secrets", async () => {
     await host.audit.flush();
-    const text = readFileSync(host.config.auditFile, "utf8");
+    const text = auditText(host.config.auditDir);
     expect(text).toContain('"operation":"fetch"');
     expect(text).toContain('"outcome":"denied"');
     expect(text).not.toContain("cats");

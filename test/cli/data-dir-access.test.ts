@@ -46,7 +46,7 @@ describe.runIf(process.getuid?.() === 0)("a data dir this user cannot read or wr
     expect(run.status).toBe(0);
     expect(run.stdout).toBe("said hi\n");
     expect(run.stderr).toContain(
-      `[error] animaworks.host: the audit log is not being written (cannot create the folder ${join(data!.dir, "logs", "animaworks-tool")}: permission denied (EACCES))`,
+      `[error] animaworks.host: the audit log is not being written (cannot create the folder ${join(data!.dir, "logs", "animaworks-tool", "audit")}: permission denied (EACCES))`,
     );
     expect(run.stderr).toContain("run it as the data dir's owner, or fix the permissions");
   });
@@ -88,13 +88,15 @@ describe("the audit log's write failures", () => {
   it("are reported once until a write succeeds again, and never thrown", async () => {
     data = makeDataDir({ "not-a-folder": "x" });
     const failures: string[] = [];
-    const log = new JsonlAuditLog(join(data.dir, "not-a-folder", "audit.jsonl"), { flushIntervalMs: 1, onWriteError: (_error, file) => failures.push(file) });
-    log.append({ kind: "call", anima: "alice", tool: "echo", schema: "echo_say", outcome: "ok", durationMs: 1 });
-    log.append({ kind: "call", anima: "alice", tool: "echo", schema: "echo_say", outcome: "ok", durationMs: 1 });
+    const log = new JsonlAuditLog(join(data.dir, "not-a-folder", "audit"), { flushIntervalMs: 1, onWriteError: (_error, file) => failures.push(file) });
+    log.append({ kind: "call", callId: "c1", anima: "alice", tool: "echo", schema: "echo_say", outcome: "ok", durationMs: 1 });
+    log.append({ kind: "call", callId: "c1", anima: "alice", tool: "echo", schema: "echo_say", outcome: "ok", durationMs: 1 });
     await waitFor(() => failures.length > 0);
-    log.append({ kind: "call", anima: "alice", tool: "echo", schema: "echo_say", outcome: "ok", durationMs: 1 });
+    log.append({ kind: "call", callId: "c1", anima: "alice", tool: "echo", schema: "echo_say", outcome: "ok", durationMs: 1 });
     await log.flush();
-    expect(failures).toEqual([join(data.dir, "not-a-folder", "audit.jsonl")]);
+    // Once, naming the first trail that could not be written (the announcement of alice's trail, or her trail).
+    expect(failures).toHaveLength(1);
+    expect(failures[0]!.startsWith(join(data.dir, "not-a-folder", "audit"))).toBe(true);
     await log.close();
   });
 });

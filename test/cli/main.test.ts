@@ -103,7 +103,14 @@ describe.each(CLI_MODES)("animaworks-tool CLI (%s)", (mode) => {
     expect(missing.stderr).toContain('missing required parameter "body"');
     const raised = await cli("--anima", "alice", "-j", "notes", "fail");
     expect(raised.code).toBe(1);
-    expect(JSON.parse(raised.stdout)).toEqual({ status: "error", error_type: "ExecutionError", fault: "tool", message: "disk is full" });
+    // The envelope names the call in the audit trail (`audit events --call`).
+    expect(JSON.parse(raised.stdout)).toEqual({
+      status: "error",
+      error_type: "ExecutionError",
+      fault: "tool",
+      message: "disk is full",
+      call_id: expect.stringMatching(/^[0-9a-z]+-[0-9a-z]+-[0-9a-z]+$/),
+    });
   });
 
   it("exits 5 for an unknown tool or action, listing what exists", async () => {
@@ -279,7 +286,7 @@ describe.each(CLI_MODES)("animaworks-tool CLI (%s)", (mode) => {
     data.write("common_tools/notes.ts", `${NOTES_TOOL}\n// edited in place`);
     const audit = await cli("audit", "--anima", "alice");
     expect(audit.stdout).toMatch(
-      /^Configuration \(flag > environment > "animaworks_tool" in .*config\.json > default\):\n( {2}.*\n)+\nIsolation layers \(long-running hosts: serve, mcp\):\n {2}runtime: Node\.js .*, isolated-vm \d+\.\d+\.\d+.*\n( {2}WARNING: .*\n)* {2}isolate: isolated-vm, \d+ MB heap, \d+ ms per call\n {2}sandbox processes: \d+/,
+      /^Summary: 1 Animas, [^\n]*\n( {2}.*\n)+\nConfiguration \(flag > environment > "animaworks_tool" in .*config\.json > default\):\n( {2}.*\n)+\nIsolation layers \(long-running hosts: serve, mcp\):\n {2}runtime: Node\.js .*, isolated-vm \d+\.\d+\.\d+.*\n( {2}WARNING: .*\n)* {2}isolate: isolated-vm, \d+ MB heap, \d+ ms per call\n {2}sandbox processes: \d+/,
     );
     expect(audit.stdout).toMatch(/\n {2}OS sandbox: (bubblewrap \(namespaces user, pid, net|OFF \()/);
     const auditJson = JSON.parse((await cli("audit", "--anima", "alice", "--json")).stdout) as { isolation: { osSandbox: { mode: string; enabled: boolean } } };

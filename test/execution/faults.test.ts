@@ -1,8 +1,8 @@
-import { readFileSync } from "node:fs";
 import { join } from "node:path";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { errorEnvelope } from "../../src/errors.js";
 import { type TestHost, useTestHost } from "../helpers/tools.js";
+import { auditRecords } from "../helpers/audit-files.js";
 
 /**
  * Every failed call says who must act on it (`fault`): the tool's author, the caller, or the host's
@@ -57,10 +57,7 @@ describe("who is at fault", () => {
   it("writes the fault into the call's audit record and the JSON envelope", async () => {
     await t.host.call("alice", "faulty_config", {});
     await t.host.close();
-    const records = readFileSync(join(t.data.dir, "logs", "animaworks-tool", "audit.jsonl"), "utf8")
-      .trim()
-      .split("\n")
-      .map((line) => JSON.parse(line) as Record<string, unknown>);
+    const records = auditRecords(join(t.data.dir, "logs", "animaworks-tool", "audit"));
     expect(records.filter((record) => record["kind"] === "call" && record["schema"] === "faulty_config").at(-1)).toMatchObject({
       outcome: "error",
       errorType: "ToolConfigError",

@@ -149,7 +149,7 @@ describe("output_schema in background jobs", () => {
       ),
     });
     const host = createHost({ dataDir: jobsData.dir, isolation: "in-process", onLog: () => {} });
-    const service = new JobService({ host, worker: { pollIntervalMs: 20 }, idleCheckIntervalMs: 20 });
+    const service = new JobService({ host, worker: { pollIntervalMs: 20, idleCheckIntervalMs: 20 } });
     try {
       const wrong = await service.submit("alice", "stats_wrong", {});
       const right = await service.submit("alice", "stats_count", { n: 2 });

@@ -1,9 +1,9 @@
-import { readFileSync, readdirSync } from "node:fs";
 import { join } from "node:path";
 import { afterEach, describe, expect, it } from "vitest";
 import { JsonlAuditLog } from "../../src/audit/jsonl-audit-log.js";
 import { terminalSafe } from "../../src/cli/output.js";
 import { type TempDataDir, makeDataDir } from "../helpers/data-dir.js";
+import { auditText } from "../helpers/audit-files.js";
 
 /**
  * Attack: hide one's tracks by flooding the audit trail. A tool whose module failed to load with an
@@ -16,8 +16,8 @@ describe("the audit trail survives a noisy tool", () => {
 
   it("records are bounded, and denials outlive any flood of other records", async () => {
     data = makeDataDir();
-    const file = join(data.dir, "logs", "audit.jsonl");
-    const audit = new JsonlAuditLog(file, { maxBytes: 64 * 1024, keepFiles: 3 });
+    const auditDir = join(data.dir, "logs", "audit");
+    const audit = new JsonlAuditLog(auditDir, { maxBytes: 64 * 1024, keepFiles: 3 });
     for (let i = 0; i < 40; i++) {
       audit.append({
         kind: "capability",
@@ -31,18 +31,16 @@ describe("the audit trail survives a noisy tool", () => {
     }
     const huge = `\u001b]0;owned\u0007${"E".repeat(11 * 1024 * 1024)}`;
     for (let i = 0; i < 3; i++) audit.append({ kind: "load_error", anima: "eve", tool: "noisy", origin: "personal", message: huge });
-    for (let i = 0; i < 20_000; i++) audit.append({ kind: "call", anima: "eve", tool: "t", schema: "t_run", durationMs: 1, outcome: "ok" });
+    for (let i = 0; i < 20_000; i++) audit.append({ kind: "call", callId: "c1", anima: "eve", tool: "t", schema: "t_run", durationMs: 1, outcome: "ok" });
     await audit.flush();
 
     const records = await audit.read({ anima: "eve" });
     const denials = records.filter((r) => "outcome" in r && r.outcome === "denied");
     expect(denials.map((r) => (r as { target: string }).target)).toEqual(Array.from({ length: 40 }, (_, i) => `../eve2/secret-${i}`));
     // The main files rotated many times over; every line written is small, and holds no raw control character.
-    for (const name of readdirSync(join(data.dir, "logs"))) {
-      for (const line of readFileSync(join(data.dir, "logs", name), "utf8").split("\n")) {
-        expect(line.length).toBeLessThan(4_096);
-        expect(line).not.toMatch(/[\u0000-\u001f]/);
-      }
+    for (const line of auditText(auditDir).split("\n")) {
+      expect(line.length).toBeLessThan(4_096);
+      expect(line).not.toMatch(/[\u0000-\u001f]/);
     }
     await audit.close();
   });

@@ -1,8 +1,8 @@
-import { readFileSync } from "node:fs";
 import { join } from "node:path";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { waitFor } from "../helpers/data-dir.js";
 import { type Harness, MODES, assertNoLeak, expectError, expectHealthy, expectOk, startHost } from "./harness.js";
+import { auditRecords } from "../helpers/audit-files.js";
 
 /**
  * The prelude's entry points (run a call, fire a timer, settle capability answers) are for the host
@@ -22,17 +22,8 @@ for (const mode of MODES) {
     });
     afterAll(() => h.close());
 
-    function auditRecords(): Array<Record<string, unknown>> {
-      let text = "";
-      try {
-        text = readFileSync(join(h.data.dir, "logs", "animaworks-tool", "audit.jsonl"), "utf8");
-      } catch {
-        // not written yet
-      }
-      return text
-        .split("\n")
-        .filter(Boolean)
-        .map((line) => JSON.parse(line) as Record<string, unknown>);
+    function trailRecords(): Array<Record<string, unknown>> {
+      return auditRecords(join(h.data.dir, "logs", "animaworks-tool", "audit"));
     }
 
     it("reenters_prelude_probe: no entry point is reachable from tool code, and logging stops at the limit", async () => {
@@ -58,12 +49,12 @@ for (const mode of MODES) {
       assertNoLeak(result, h.data);
       // The audit log is written in batches (every 20 ms): wait for this call's record.
       const findCall = () =>
-        auditRecords()
+        trailRecords()
           .filter((r) => r["kind"] === "call" && r["schema"] === schema)
           .at(-1);
       await waitFor(() => findCall() !== undefined, 2_000);
       expect(findCall()?.["errorType"]).toBe("ExecutionError");
-      expect(auditRecords().filter((r) => r["outcome"] === "denied")).toEqual([]);
+      expect(trailRecords().filter((r) => r["outcome"] === "denied")).toEqual([]);
       await expectHealthy(h, "mallory");
     });
   });

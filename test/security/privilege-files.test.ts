@@ -1,8 +1,9 @@
-import { existsSync, readFileSync } from "node:fs";
+import { existsSync } from "node:fs";
 import { join } from "node:path";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { waitFor } from "../helpers/data-dir.js";
 import { type Harness, assertNoLeak, expectError, expectHealthy, startHost } from "./harness.js";
+import { auditRecords } from "../helpers/audit-files.js";
 
 /**
  * A tool must not grant its Anima a capability by writing a file whose presence AnimaWorks reads as a
@@ -23,13 +24,10 @@ describe("privilege files", () => {
     const skills = join(h.data.dir, "animas", "mallory", "skills");
     expect(existsSync(join(skills, "newstaff"))).toBe(false);
     expect(existsSync(join(skills, "newstaff.md"))).toBe(false);
-    const auditFile = join(h.data.dir, "logs", "animaworks-tool", "audit.jsonl");
     const denials = () =>
-      (existsSync(auditFile) ? readFileSync(auditFile, "utf8") : "")
-        .split("\n")
-        .filter(Boolean)
-        .map((line) => JSON.parse(line) as Record<string, unknown>)
-        .filter((r) => r["anima"] === "mallory" && r["outcome"] === "denied" && String(r["target"]).includes("newstaff"));
+      auditRecords(join(h.data.dir, "logs", "animaworks-tool", "audit")).filter(
+        (r) => r["anima"] === "mallory" && r["outcome"] === "denied" && String(r["target"]).includes("newstaff"),
+      );
     await waitFor(() => denials().length > 0, 2_000);
     await expectHealthy(h, "mallory");
   });

@@ -27,6 +27,8 @@ export interface CallContext {
   anima: string;
   animaDir: string;
   tool: string;
+  /** The call's id in the audit trail: every record the call causes carries it (audit/audit-log.ts). */
+  callId?: string;
   /** Set when the call runs a background job: `progress` and `isCancelled` reach that job (see JobCalls). */
   jobId?: string;
 }

@@ -1,0 +1,202 @@
+import { closeSync, fstatSync, mkdirSync, openSync, readFileSync, readSync, renameSync, statSync, writeFileSync, writeSync } from "node:fs";
+import { dirname } from "node:path";
+import { sha256 } from "../bundling/sha256.js";
+import { tryLockSync, unlockSync } from "../file-lock.js";
+
+/**
+ * One chained audit trail: a JSON-lines file and its rotated generations (`<file>.1` … `<file>.<keepFiles>`).
+ *
+ * Invariants (what `audit verify`, verify.ts, checks):
+ * - every record line is `{"v":1,"seq":N,"ts":…,"prev":H,…event}`: `seq` counts up by one across files and
+ *   rotations, and `prev` is `recordHash` of the line before it (`GENESIS` for seq 1), so a deleted, edited
+ *   or reordered record breaks the chain where it was;
+ * - the head file `<file>.head` holds the last record's seq and hash, the file's size after it, and what
+ *   rotation dropped (the last seq and hash of the generation that fell off): so a truncated tail and a
+ *   deleted oldest generation are told apart from retention;
+ * - several processes (a daemon, one-shot CLI runs, MCP servers) append to one trail: each write takes the
+ *   trail's lock file (file-lock.ts), continues the chain from the head, writes, rotates if due, and moves
+ *   the head, all under the lock. A writer that died between its write and its head is noticed by the
+ *   size mismatch, and the next writer continues from the file's last complete line instead.
+ *
+ * Tamper evidence, not tamper proof: whoever can write the data dir can rewrite a whole trail and its head.
+ * What the chain gives an auditor is that any partial change shows; an exported copy (OpenTelemetry) is
+ * the answer to a rewrite of everything.
+ */
+
+export const RECORD_SCHEMA_VERSION = 1;
+/** `prev` of a trail's first record. */
+export const GENESIS = "0".repeat(32);
+
+/** The first 128 bits of the SHA-256 of a record's line (UTF-8, without its newline), hex. */
+export function recordHash(line: string): string {
+  return sha256(line).slice(0, 32);
+}
+
+export interface TrailHead {
+  seq: number;
+  hash: string;
+  /** Size of the current file after the last record, bytes. */
+  sizeBytes: number;
+  /** Last seq and hash of the generation rotation dropped last (0 and GENESIS when none was). */
+  droppedThroughSeq: number;
+  droppedThroughHash: string;
+}
+
+export interface TrailOptions {
+  /** Rotate when the file reaches this size, in bytes. */
+  maxBytes: number;
+  /** Rotated files kept besides the current one. */
+  keepFiles: number;
+}
+
+/** Longest record line looked for at the end of a file when the head cannot be trusted, bytes. */
+const TAIL_WINDOW_BYTES = 256 * 1024;
+
+export function headFileOf(file: string): string {
+  return `${file}.head`;
+}
+
+/** Generations oldest first: `<file>.<keepFiles>` … `<file>.1`, `<file>`. */
+export function generationsOf(file: string, keepFiles: number): string[] {
+  return [...Array.from({ length: keepFiles }, (_, i) => `${file}.${keepFiles - i}`), file];
+}
+
+export function readHead(file: string): TrailHead | undefined {
+  try {
+    const head = JSON.parse(readFileSync(headFileOf(file), "utf8")) as TrailHead;
+    return Number.isSafeInteger(head.seq) && typeof head.hash === "string" ? head : undefined;
+  } catch {
+    return undefined;
+  }
+}
+
+/** The last complete line of a file, and whether the file ends in a torn (unterminated) line. */
+export function lastLineOf(file: string): { line: string | undefined; torn: boolean } {
+  let fd: number;
+  try {
+    fd = openSync(file, "r");
+  } catch {
+    return { line: undefined, torn: false };
+  }
+  try {
+    const size = fstatSync(fd).size;
+    const length = Math.min(size, TAIL_WINDOW_BYTES);
+    const buffer = Buffer.alloc(length);
+    readSync(fd, buffer, 0, length, size - length);
+    const text = buffer.toString("utf8");
+    const torn = text.length > 0 && !text.endsWith("\n");
+    const complete = torn ? text.slice(0, text.lastIndexOf("\n") + 1) : text;
+    const lines = complete.split("\n").filter((l) => l.trim() !== "");
+    return { line: lines.at(-1), torn };
+  } finally {
+    closeSync(fd);
+  }
+}
+
+/** The chain state to continue from, when the head is missing or behind its file. */
+function headFromFile(file: string, keepFiles: number, previous: TrailHead | undefined): TrailHead {
+  for (const generation of generationsOf(file, keepFiles).reverse()) {
+    const { line } = lastLineOf(generation);
+    if (line === undefined) continue;
+    try {
+      const record = JSON.parse(line) as { seq?: unknown };
+      if (typeof record.seq === "number" && Number.isSafeInteger(record.seq)) {
+        return { ...emptyHead(previous), seq: record.seq, hash: recordHash(line), sizeBytes: sizeOf(file) };
+      }
+    } catch {
+      // not a record: the chain restarts (verify reports the break)
+    }
+    break;
+  }
+  return { ...emptyHead(previous), sizeBytes: sizeOf(file) };
+}
+
+function emptyHead(previous: TrailHead | undefined): TrailHead {
+  return {
+    seq: 0,
+    hash: GENESIS,
+    sizeBytes: 0,
+    droppedThroughSeq: previous?.droppedThroughSeq ?? 0,
+    droppedThroughHash: previous?.droppedThroughHash ?? GENESIS,
+  };
+}
+
+function sizeOf(file: string): number {
+  try {
+    return statSync(file).size;
+  } catch {
+    return 0;
+  }
+}
+
+/** A record waiting to be chained: its time and its event fields. */
+export interface PendingRecord {
+  ts: string;
+  event: Record<string, unknown>;
+}
+
+/**
+ * Appends `records` to the trail under its lock. Returns false, writing nothing, when another live
+ * process holds the lock (the caller tries again later); throws when the file cannot be written.
+ */
+export function appendChained(file: string, options: TrailOptions, records: PendingRecord[]): boolean {
+  const lock = `${file}.lock`;
+  mkdirSync(dirname(file), { recursive: true });
+  if (!tryLockSync(lock)) return false;
+  try {
+    const stored = readHead(file);
+    const size = sizeOf(file);
+    let head = stored && stored.sizeBytes === size ? stored : headFromFile(file, options.keepFiles, stored);
+    let text = lastLineOf(file).torn ? "\n" : ""; // a writer that died mid-line: start on a line of our own
+    let { seq, hash } = head;
+    for (const record of records) {
+      const line = JSON.stringify({ v: RECORD_SCHEMA_VERSION, seq: seq + 1, ts: record.ts, prev: hash, ...record.event });
+      seq++;
+      hash = recordHash(line);
+      text += `${line}\n`;
+    }
+    const fd = openSync(file, "a", 0o600);
+    let sizeBytes: number;
+    try {
+      writeSync(fd, text);
+      sizeBytes = fstatSync(fd).size;
+    } finally {
+      closeSync(fd);
+    }
+    head = { ...head, seq, hash, sizeBytes };
+    if (sizeBytes >= options.maxBytes) head = rotate(file, options.keepFiles, head);
+    writeHead(file, head);
+    return true;
+  } finally {
+    unlockSync(lock);
+  }
+}
+
+function rotate(file: string, keepFiles: number, head: TrailHead): TrailHead {
+  const oldest = `${file}.${keepFiles}`;
+  const { line } = lastLineOf(oldest);
+  let dropped = { droppedThroughSeq: head.droppedThroughSeq, droppedThroughHash: head.droppedThroughHash };
+  if (line !== undefined) {
+    try {
+      const record = JSON.parse(line) as { seq?: unknown };
+      if (typeof record.seq === "number") dropped = { droppedThroughSeq: record.seq, droppedThroughHash: recordHash(line) };
+    } catch {
+      // an unreadable last line: what was dropped cannot be named; verify reports the start as unanchored
+    }
+  }
+  for (let i = keepFiles - 1; i >= 1; i--) {
+    try {
+      renameSync(`${file}.${i}`, `${file}.${i + 1}`);
+    } catch {
+      // that generation does not exist yet
+    }
+  }
+  renameSync(file, `${file}.1`);
+  return { ...head, ...dropped, sizeBytes: 0 };
+}
+
+function writeHead(file: string, head: TrailHead): void {
+  const path = headFileOf(file);
+  writeFileSync(`${path}.tmp`, JSON.stringify(head), { mode: 0o600 });
+  renameSync(`${path}.tmp`, path);
+}

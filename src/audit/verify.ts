@@ -1,0 +1,181 @@
+import { existsSync, readFileSync, readdirSync } from "node:fs";
+import { join, relative } from "node:path";
+import { GENESIS, generationsOf, readHead, recordHash } from "./trail.js";
+
+/**
+ * `audit verify`: walks every trail of an audit folder (jsonl-audit-log.ts) along its chain (trail.ts) and
+ * reports what breaks it. What it catches, each as a `broken` finding:
+ * - an edited record (its hash no longer matches the `prev` of the record after it, or the head);
+ * - a deleted record or run of records (a gap in `seq`), and a deleted oldest generation (the first kept
+ *   record does not follow what the head says rotation dropped);
+ * - reordered or duplicated records (`seq` going back);
+ * - a truncated trail (the files end before the head's last record) and a deleted head;
+ * - a lost trail: an Anima trail announced in the host's trail whose files are gone;
+ * - an unchained record among chained ones (inserted).
+ * `note`s are what a crash leaves (a torn line, records written after the head was last moved) and
+ * records from before chaining: reported, not failures.
+ */
+export interface VerifyFinding {
+  severity: "broken" | "note";
+  /** The trail's file, relative to the audit folder. */
+  trail: string;
+  /** Where: a generation file and 1-based line, when it is about one record. */
+  at?: string;
+  message: string;
+}
+
+export interface VerifyReport {
+  trails: Array<{ trail: string; records: number; firstSeq?: number; lastSeq?: number; oldestTs?: string; newestTs?: string }>;
+  findings: VerifyFinding[];
+  /** True when no finding is `broken`. */
+  ok: boolean;
+}
+
+export function verifyAuditDir(dir: string, keepFiles = 3): VerifyReport {
+  const trails = trailFilesIn(dir);
+  const report: VerifyReport = { trails: [], findings: [], ok: true };
+  const announced = new Set<string>();
+  for (const file of trails) verifyTrail(dir, file, keepFiles, report, announced);
+  for (const anima of announced) {
+    const base = join(dir, "animas", anima);
+    const present = [`${base}.jsonl`, `${base}.security.jsonl`].some(
+      (file) => generationsOf(file, keepFiles).some((generation) => existsSync(generation)) || readHead(file),
+    );
+    if (!present)
+      report.findings.push({
+        severity: "broken",
+        trail: relative(dir, `${base}.jsonl`),
+        message: `the trail of Anima ${anima} was announced but its files are gone`,
+      });
+  }
+  report.ok = report.findings.every((finding) => finding.severity !== "broken");
+  return report;
+}
+
+function trailFilesIn(dir: string): string[] {
+  const files = [join(dir, "host.jsonl"), join(dir, "host.security.jsonl")];
+  try {
+    for (const name of readdirSync(join(dir, "animas")).sort()) if (name.endsWith(".jsonl")) files.push(join(dir, "animas", name));
+  } catch {
+    // no Anima trails
+  }
+  // A trail whose current file is gone but whose head is left is still a trail to check.
+  try {
+    for (const name of readdirSync(join(dir, "animas")).sort()) {
+      const file = join(dir, "animas", name.replace(/\.head$/, ""));
+      if (name.endsWith(".jsonl.head") && !files.includes(file)) files.push(file);
+    }
+  } catch {
+    // none
+  }
+  return files;
+}
+
+function verifyTrail(dir: string, file: string, keepFiles: number, report: VerifyReport, announced: Set<string>): void {
+  const trail = relative(dir, file);
+  const head = readHead(file);
+  const broken = (message: string, at?: string) => report.findings.push({ severity: "broken", trail, message, ...(at ? { at } : {}) });
+  const note = (message: string, at?: string) => report.findings.push({ severity: "note", trail, message, ...(at ? { at } : {}) });
+  const generations = generationsOf(file, keepFiles);
+  let expectedSeq: number | undefined;
+  let prevHash: string | undefined;
+  let chained = 0;
+  let unchained = 0;
+  let firstSeq: number | undefined;
+  let oldestTs: string | undefined;
+  let newestTs: string | undefined;
+  let anyFile = false;
+  generations.forEach((generation, index) => {
+    let text: string;
+    try {
+      text = readFileSync(generation, "utf8");
+    } catch {
+      return;
+    }
+    anyFile = true;
+    const name = relative(dir, generation);
+    const lines = text.split("\n");
+    const torn = lines.at(-1) !== "";
+    lines.forEach((line, i) => {
+      if (line === "") return;
+      const at = `${name}:${i + 1}`;
+      let record: { seq?: unknown; prev?: unknown; ts?: unknown; kind?: unknown; anima?: unknown };
+      try {
+        record = JSON.parse(line) as typeof record;
+      } catch {
+        // Not a record: what a writer that died mid-line leaves (the next writer starts on a new line). The
+        // chain does not pass through it, so the records around it still prove themselves; a record edited
+        // into garbage breaks the chain at the next record instead.
+        if (torn && i === lines.length - 1) note("an unfinished last line (a writer ended mid-write)", at);
+        else note("a line that is not a record (a writer ended mid-line, or inserted text); the chain runs past it", at);
+        return;
+      }
+      if (typeof record.seq !== "number") {
+        if (chained > 0) broken("an unchained line among chained records (inserted)", at);
+        else unchained++;
+        return;
+      }
+      if (record.kind === "trail" && typeof record.anima === "string") announced.add(record.anima);
+      if (typeof record.ts === "string") {
+        oldestTs ??= record.ts;
+        newestTs = record.ts;
+      }
+      if (expectedSeq === undefined) {
+        // The chain's start: seq 1 from genesis, or right after what rotation dropped.
+        const fromSeq = head?.droppedThroughSeq ?? 0;
+        const fromHash = head?.droppedThroughHash ?? GENESIS;
+        firstSeq = record.seq;
+        if (record.seq !== fromSeq + 1) {
+          broken(
+            fromSeq === 0 && head
+              ? `the trail starts at seq ${record.seq}, not 1, and nothing was rotated away: records 1–${record.seq - 1} were deleted`
+              : `the oldest kept record is seq ${record.seq}, but rotation dropped through seq ${fromSeq}: records ${fromSeq + 1}–${record.seq - 1} were deleted (a generation removed?)`,
+            at,
+          );
+        } else if (head && record.prev !== fromHash) broken(`seq ${record.seq} does not follow the records before it (prev hash mismatch)`, at);
+      } else if (record.seq > expectedSeq) {
+        broken(`records seq ${expectedSeq}${record.seq - 1 > expectedSeq ? `–${record.seq - 1}` : ""} are missing (deleted)`, at);
+      } else if (record.seq < expectedSeq) {
+        broken(`seq ${record.seq} comes after seq ${expectedSeq - 1} (reordered or duplicated)`, at);
+      } else if (record.prev !== prevHash) {
+        broken(`seq ${record.seq - 1} was changed: its hash is not the one seq ${record.seq} recorded`, at);
+      }
+      expectedSeq = record.seq + 1;
+      prevHash = recordHash(line);
+      chained++;
+    });
+    if (torn && index < generations.length - 1) broken(`${name} ends mid-line, and it is not the current file (truncated)`);
+  });
+  if (!anyFile && !head) return;
+  const lastSeq = expectedSeq === undefined ? undefined : expectedSeq - 1;
+  if (unchained > 0) note(`${unchained} records from before chaining (not verifiable)`);
+  if (!head) {
+    if (chained > 0) broken("the head file is missing (deleted?): the trail's end cannot be checked");
+  } else if (lastSeq === undefined ? head.seq > 0 : lastSeq < head.seq) {
+    broken(`truncated: the head says the trail runs to seq ${head.seq}, the files end at ${lastSeq ?? "no record"}`);
+  } else if (lastSeq === head.seq && prevHash !== head.hash) {
+    broken(`seq ${lastSeq} (the last record) was changed: its hash is not the head's`);
+  } else if (lastSeq !== undefined && lastSeq > head.seq) {
+    note(`records after seq ${head.seq} were written after the head was last moved (a writer ended between the two)`);
+  }
+  report.trails.push({
+    trail,
+    records: chained,
+    ...(firstSeq !== undefined ? { firstSeq } : {}),
+    ...(lastSeq !== undefined ? { lastSeq } : {}),
+    ...(oldestTs !== undefined ? { oldestTs } : {}),
+    ...(newestTs !== undefined ? { newestTs } : {}),
+  });
+}
+
+export function formatVerifyReport(report: VerifyReport): string {
+  const lines = [
+    report.ok ? "audit trail verified: every chain is whole" : "audit trail BROKEN: records were changed, removed, reordered or truncated",
+    ...report.trails.map(
+      (t) =>
+        `  ${t.trail}: ${t.records} records${t.firstSeq !== undefined ? `, seq ${t.firstSeq}–${t.lastSeq}` : ""}${t.oldestTs ? ` (${t.oldestTs} … ${t.newestTs})` : ""}`,
+    ),
+    ...report.findings.map((f) => `  ${f.severity === "broken" ? "BROKEN" : "note"}: ${f.trail}${f.at ? ` (${f.at})` : ""}: ${f.message}`),
+  ];
+  return lines.join("\n");
+}

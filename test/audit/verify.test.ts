@@ -1,0 +1,121 @@
+import { mkdtempSync, readFileSync, readdirSync, rmSync, writeFileSync } from "node:fs";
+import { tmpdir } from "node:os";
+import { join } from "node:path";
+import { afterEach, describe, expect, it } from "vitest";
+import { JsonlAuditLog } from "../../src/audit/jsonl-audit-log.js";
+import { verifyAuditDir } from "../../src/audit/verify.js";
+
+/**
+ * `audit verify` against each way a trail can be tampered with: every one is a `broken` finding (exit 1
+ * from the CLI), and what a crash leaves is a note. Trails are written through JsonlAuditLog, then edited
+ * as an attacker with write access to the data dir would.
+ */
+
+let dir: string;
+afterEach(() => rmSync(dir, { recursive: true, force: true }));
+
+async function trail(records = 20, options: { maxBytes?: number; keepFiles?: number } = {}): Promise<string> {
+  dir = mkdtempSync(join(tmpdir(), "awt-verify-"));
+  const auditDir = join(dir, "audit");
+  const log = new JsonlAuditLog(auditDir, options);
+  for (let i = 0; i < records; i++) {
+    log.append({ kind: "capability", anima: "eve", tool: "t", operation: "fs.readFile", target: `f${i}`, outcome: i % 5 === 0 ? "denied" : "ok" });
+    if (i % 10 === 9) await log.flush();
+  }
+  await log.close();
+  return auditDir;
+}
+
+const file = (auditDir: string, name = "eve.jsonl") => join(auditDir, "animas", name);
+const linesOf = (path: string) => readFileSync(path, "utf8").trimEnd().split("\n");
+const writeLines = (path: string, lines: string[]) => writeFileSync(path, `${lines.join("\n")}\n`);
+const broken = (auditDir: string) =>
+  verifyAuditDir(auditDir)
+    .findings.filter((f) => f.severity === "broken")
+    .map((f) => f.message);
+
+describe("audit verify", () => {
+  it("passes an untouched trail, every chain whole", async () => {
+    const auditDir = await trail();
+    const report = verifyAuditDir(auditDir);
+    expect(report.ok).toBe(true);
+    expect(report.trails.find((t) => t.trail === join("animas", "eve.jsonl"))).toMatchObject({ records: 16, firstSeq: 1, lastSeq: 16 });
+  });
+
+  it("reports an edited record", async () => {
+    const auditDir = await trail();
+    const lines = linesOf(file(auditDir));
+    lines[3] = lines[3]!.replace('"outcome":"ok"', '"outcome":"denied"');
+    writeLines(file(auditDir), lines);
+    expect(broken(auditDir)).toEqual([expect.stringMatching(/seq 4 was changed/)]);
+  });
+
+  it("reports an edited last record against the head", async () => {
+    const auditDir = await trail();
+    const lines = linesOf(file(auditDir));
+    lines[lines.length - 1] = lines.at(-1)!.replace('"target":"f19"', '"target":"fX9"');
+    writeLines(file(auditDir), lines);
+    expect(broken(auditDir)).toEqual([expect.stringMatching(/last record\) was changed/)]);
+  });
+
+  it("reports a deleted record (a denial removed from the security trail)", async () => {
+    const auditDir = await trail();
+    const security = file(auditDir, "eve.security.jsonl");
+    const lines = linesOf(security);
+    lines.splice(1, 1);
+    writeLines(security, lines);
+    expect(broken(auditDir)).toEqual([expect.stringMatching(/records seq 2 are missing/)]);
+  });
+
+  it("reports reordered records", async () => {
+    const auditDir = await trail();
+    const lines = linesOf(file(auditDir));
+    [lines[5], lines[6]] = [lines[6]!, lines[5]!];
+    writeLines(file(auditDir), lines);
+    expect(broken(auditDir).join("\n")).toMatch(/missing|reordered/);
+  });
+
+  it("reports a truncated trail and a deleted head", async () => {
+    const auditDir = await trail();
+    writeLines(file(auditDir), linesOf(file(auditDir)).slice(0, -3));
+    expect(broken(auditDir)).toEqual([expect.stringMatching(/truncated: the head says the trail runs to seq 16, the files end at 13/)]);
+    rmSync(`${file(auditDir)}.head`);
+    expect(broken(auditDir)).toEqual([expect.stringMatching(/head file is missing/)]);
+  });
+
+  it("tells retention from a deleted generation", async () => {
+    const auditDir = await trail(200, { maxBytes: 3_000, keepFiles: 2 });
+    expect(verifyAuditDir(auditDir, 2).ok).toBe(true); // generations fell off by rotation: retention, not tampering
+    rmSync(`${file(auditDir)}.2`);
+    expect(
+      verifyAuditDir(auditDir, 2)
+        .findings.filter((f) => f.severity === "broken")
+        .map((f) => f.message),
+    ).toEqual([expect.stringMatching(/rotation dropped through seq \d+: records .* were deleted/)]);
+  });
+
+  it("reports a lost Anima trail and an inserted unchained line", async () => {
+    const auditDir = await trail();
+    const lines = linesOf(file(auditDir));
+    lines.splice(4, 0, JSON.stringify({ ts: new Date().toISOString(), kind: "call", anima: "eve", tool: "t", schema: "x", durationMs: 1, outcome: "ok" }));
+    writeLines(file(auditDir), lines);
+    expect(broken(auditDir)).toEqual([expect.stringMatching(/unchained line/)]);
+    for (const name of readdirSync(join(auditDir, "animas"))) rmSync(join(auditDir, "animas", name));
+    expect(broken(auditDir)).toEqual([expect.stringMatching(/trail of Anima eve was announced but its files are gone/)]);
+  });
+
+  it("notes what a crash leaves (a torn last line) without failing, and the next writer chains on", async () => {
+    const auditDir = await trail();
+    writeFileSync(file(auditDir), `${readFileSync(file(auditDir), "utf8")}{"v":1,"seq":17,"ts":"2026-`);
+    const report = verifyAuditDir(auditDir);
+    expect(report.ok).toBe(true);
+    expect(report.findings).toEqual([expect.objectContaining({ severity: "note", message: expect.stringMatching(/unfinished last line/) })]);
+    const log = new JsonlAuditLog(auditDir);
+    log.append({ kind: "capability", anima: "eve", tool: "t", operation: "fs.readFile", target: "after", outcome: "ok" });
+    await log.close();
+    const after = verifyAuditDir(auditDir);
+    expect(after.ok).toBe(true);
+    expect(after.findings).toEqual([expect.objectContaining({ severity: "note", message: expect.stringMatching(/not a record/) })]);
+    expect(after.trails.find((t) => t.trail === join("animas", "eve.jsonl"))).toMatchObject({ lastSeq: 17 });
+  });
+});
