@@ -1,6 +1,8 @@
-import type { CallResult } from "../host-api.js";
 import type { AuditLog } from "./audit-log.js";
 import { newCallId } from "./call-id.js";
+
+/** What the end record reads of a call's result (host-api.ts `CallResult`, which audit/ does not import). */
+type EndedCall = { status: "ok"; durationMs: number } | { status: "error"; durationMs: number; error_type: string; fault: string; message: string };
 
 /** What a call's records share: who called what, which version, and the call's id. */
 export interface CallRecord {
@@ -37,7 +39,7 @@ export class CallAudit {
   }
 
   /** The end record; `ran`: the call reached the executor (its layers are named). Returns the result with its call id. */
-  end(record: CallRecord, result: CallResult, ran: boolean): CallResult {
+  end<R extends EndedCall>(record: CallRecord, result: R, ran: boolean): R & { callId: string } {
     this.audit.append({
       kind: "call",
       ...record,

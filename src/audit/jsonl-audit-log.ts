@@ -187,8 +187,10 @@ export class JsonlAuditLog implements AuditLog {
         }
       }
     }
-    // Oldest first (ISO timestamps sort as text; the sort is stable, so a trail's own order holds within an instant).
-    return records.sort((a, b) => (a.ts < b.ts ? -1 : a.ts > b.ts ? 1 : 0));
+    // Oldest first (ISO timestamps sort as text). Within one millisecond records of different trails have no
+    // order of their own: a call's start comes first and its end last, and the sort is stable, so each
+    // trail's own order holds.
+    return records.sort((a, b) => (a.ts < b.ts ? -1 : a.ts > b.ts ? 1 : rankInInstant(a) - rankInInstant(b)));
   }
 
   async coverage(anima?: string): Promise<AuditCoverage> {
@@ -258,4 +260,8 @@ async function firstRecordTs(file: string): Promise<string | undefined> {
   } catch {
     return undefined;
   }
+}
+
+function rankInInstant(record: AuditRecord): number {
+  return record.kind === "call_start" ? 0 : record.kind === "call" ? 2 : 1;
 }

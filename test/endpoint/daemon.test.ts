@@ -94,12 +94,15 @@ describe("the self-starting daemon", () => {
     expect(first.status).toBe(0);
     await waitFor(() => status(data).running, 20_000, 50);
     const second = cli(data, ["--anima", "alice", "echo", "say", "one", "-j"]);
-    expect({ status: second.status, stdout: second.stdout, stderr: second.stderr }).toEqual({
+    // The same output but for the call's own id in the audit trail.
+    const withoutCallId = (stdout: string) => stdout.replace(/,"call_id":"[^"]+"/, "");
+    expect({ status: second.status, stdout: withoutCallId(second.stdout), stderr: second.stderr }).toEqual({
       status: first.status,
-      stdout: first.stdout,
+      stdout: withoutCallId(first.stdout),
       stderr: first.stderr,
     });
-    expect(JSON.parse(second.stdout)).toEqual({ status: "ok", output: { said: "one" } });
+    expect(JSON.parse(second.stdout)).toEqual({ status: "ok", output: { said: "one" }, call_id: expect.any(String) });
+    expect(JSON.parse(second.stdout).call_id).not.toBe(JSON.parse(first.stdout).call_id);
     expect(second.stderr).toBe("[info] animaworks.tools (alice/echo): saying one\n");
     const after = status(data);
     expect(after.host).toMatchObject({ kind: "daemon", calls: 1, active: 0 });
