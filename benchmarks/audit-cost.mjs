@@ -30,14 +30,24 @@ for (let i = 0; i < ANIMAS; i++) mkdirSync(join(dataDir, "animas", name(i), "too
 
 const started = performance.now();
 const log = new JsonlAuditLog(auditDir, { maxBytes: 2 ** 40, isAnima: () => true });
-for (let n = 0; n < RECORDS; ) {
+for (let n = 0; n < RECORDS;) {
   const anima = name(n % ANIMAS);
   const callId = `c${n}`;
   log.append({ kind: "call_start", callId, anima, tool: "notes", schema: "notes_add", version: "v1", pid: 1 });
   log.append({ kind: "capability", callId, anima, tool: "notes", operation: "fs.writeFile", target: `notes/${n}.md`, outcome: "ok" });
   const denied = n % 50 === 0;
   if (denied)
-    log.append({ kind: "capability", callId, anima, tool: "notes", operation: "fetch", target: "http://10.0.0.1/", outcome: "denied", reason: "SandboxViolation: private address", policy: "a.b" });
+    log.append({
+      kind: "capability",
+      callId,
+      anima,
+      tool: "notes",
+      operation: "fetch",
+      target: "http://10.0.0.1/",
+      outcome: "denied",
+      reason: "SandboxViolation: private address",
+      policy: "a.b",
+    });
   log.append({ kind: "call", callId, anima, tool: "notes", schema: "notes_add", version: "v1", layers: ["isolate"], durationMs: 1.5, outcome: "ok" });
   n += denied ? 4 : 3;
   if (n % 30_000 < 4) await log.flush();

@@ -82,7 +82,12 @@ describe("write_memory_file", () => {
     expect(records).toHaveLength(2);
     expect(records).toEqual(
       expect.arrayContaining([
-        expect.objectContaining({ operation: "write_memory_file", target: "permissions.json", outcome: "denied", reason: expect.stringMatching(/^PermissionDenied: /) }),
+        expect.objectContaining({
+          operation: "write_memory_file",
+          target: "permissions.json",
+          outcome: "denied",
+          reason: expect.stringMatching(/^PermissionDenied: /),
+        }),
         expect.objectContaining({ operation: "write_memory_file", target: "a.md", outcome: "error", reason: expect.stringMatching(/^InvalidArguments: /) }),
       ]),
     );
