@@ -1,7 +1,7 @@
 // Audit at scale: `audit` (the text report), `audit --json`, `audit events` and `audit verify` over N
 // records (default 1,000,000) of 200 Animas, as the CLI runs them (`node bin/animaworks-tool.cjs …`).
 //
-//   node benchmarks/audit-cost.mjs [--records N] [--animas N] [--keep]    (after npm run build)
+//   node benchmarks/audit-cost.mjs [--records N] [--animas N] [--keep] [--generate-only]    (after npm run build)
 //
 // The records are written through the host's own JsonlAuditLog (chained, per-Anima trails) with a large
 // rotation size so that all of them are kept: a day of a busy host's calls, capability uses and denials.
@@ -57,6 +57,11 @@ const written = performance.now() - started;
 let bytes = 0;
 for (const entry of readdirSync(join(auditDir, "animas"))) bytes += statSync(join(auditDir, "animas", entry)).size;
 console.log(`${RECORDS.toLocaleString("en-US")} records of ${ANIMAS} Animas written in ${(written / 1000).toFixed(1)} s, ${(bytes / 2 ** 20).toFixed(0)} MiB`);
+
+if (process.argv.includes("--generate-only")) {
+  console.log(`kept ${dir}`);
+  process.exit(0);
+}
 
 function timed(args) {
   const times = [];

@@ -136,6 +136,8 @@ export type AuditRecord = AuditEvent & { ts: string; v?: number; seq?: number; p
 
 export interface AuditQuery {
   anima?: string;
+  /** Only records that name no Anima (the operator's policy, core and shared tools' reloads, crashes of no cordon). */
+  hostWide?: boolean;
   /** Only records at or after this time (ms since the epoch). */
   sinceMs?: number;
   /** Only records before this time (ms since the epoch). */
@@ -222,6 +224,7 @@ export function matches(record: AuditRecord, query: AuditQuery): boolean {
   // A trail's announcement is the trail's own bookkeeping (verify reads it): asked for by kind only.
   if (record.kind === "trail" && query.kind !== "trail") return false;
   if (query.anima !== undefined && ("anima" in record ? record.anima : undefined) !== query.anima) return false;
+  if (query.hostWide === true && "anima" in record && record.anima !== undefined) return false;
   if (query.kind !== undefined && record.kind !== query.kind) return false;
   if (query.tool !== undefined && ("tool" in record ? record.tool : undefined) !== query.tool) return false;
   if (query.outcome !== undefined && ("outcome" in record ? record.outcome : undefined) !== query.outcome) return false;

@@ -276,12 +276,11 @@ export interface HostHistory {
 }
 
 export async function hostHistory(audit: Pick<AuditLog, "read">, period: { sinceMs?: number }): Promise<HostHistory> {
-  const hostWide = (record: AuditRecord) => !("anima" in record) || record.anima === undefined;
-  const changes = await audit.read({ kind: "policy_change", ...period });
-  const reloads = await audit.read({ kind: "reload", ...period });
+  const changes = await audit.read({ kind: "policy_change", hostWide: true, ...period });
+  const reloads = await audit.read({ kind: "reload", hostWide: true, ...period });
   return {
-    policyHistory: changes.filter(hostWide).flatMap((r) => (r.kind === "policy_change" ? [policyChangeOf(r)] : [])),
-    reloads: reloads.filter(hostWide).flatMap((r) => (r.kind === "reload" ? [reloadOf(r)] : [])),
+    policyHistory: changes.flatMap((r) => (r.kind === "policy_change" ? [policyChangeOf(r)] : [])),
+    reloads: reloads.flatMap((r) => (r.kind === "reload" ? [reloadOf(r)] : [])),
   };
 }
 
