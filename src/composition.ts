@@ -1,4 +1,4 @@
-import type { AuditLog } from "./audit/audit-log.js";
+import type { AuditLog, AuditRecord } from "./audit/audit-log.js";
 import { HostStatusPublisher } from "./audit/host-status.js";
 import { statSync } from "node:fs";
 import { join } from "node:path";
@@ -55,22 +55,26 @@ export interface ComposedHost extends ToolHost, PreparedCallRunner {
 }
 
 export function composeHost<H extends ComposedHost>(config: HostConfig, construct: (parts: HostParts) => H): H {
-  const trail = new JsonlAuditLog(config.auditDir, {
-    // Only an Anima of this data dir gets a trail of its own: a caller naming made-up Animas makes no files.
-    isAnima: (name) => isDirectory(join(config.dataDir, "animas", name)),
-    onWriteError: (error, file) => {
-      const known = systemFileError(error, file);
-      const reason = known?.message ?? `cannot write ${file}: ${error instanceof Error ? error.message : String(error)}`;
-      config.onLog({
-        level: "error",
-        logger: "animaworks.host",
-        message: `the audit log is not being written (${reason}); calls, denials and credential uses go unrecorded until it can be — ${known?.hint ?? accessHint()}`,
-      });
-    },
-  });
+  const makeTrail = (onWritten?: (records: AuditRecord[]) => void) =>
+    new JsonlAuditLog(config.auditDir, {
+      ...(onWritten ? { onWritten } : {}),
+      // Only an Anima of this data dir gets a trail of its own: a caller naming made-up Animas makes no files.
+      isAnima: (name) => isDirectory(join(config.dataDir, "animas", name)),
+      onWriteError: (error, file) => {
+        const known = systemFileError(error, file);
+        const reason = known?.message ?? `cannot write ${file}: ${error instanceof Error ? error.message : String(error)}`;
+        config.onLog({
+          level: "error",
+          logger: "animaworks.host",
+          message: `the audit log is not being written (${reason}); calls, denials and credential uses go unrecorded until it can be — ${known?.hint ?? accessHint()}`,
+        });
+      },
+    });
   // Every record also goes to the operator's OpenTelemetry collector, if one is named (the SDK loads only then).
   const audit: AuditLog =
-    config.auditOtlpEndpoint === undefined ? trail : new ExportingAuditLog(trail, { endpoint: config.auditOtlpEndpoint, onLog: config.onLog });
+    config.auditOtlpEndpoint === undefined
+      ? makeTrail()
+      : new ExportingAuditLog((onWritten) => makeTrail(onWritten), { endpoint: config.auditOtlpEndpoint, onLog: config.onLog });
   const policies = new PolicyLedger(config, (event) => audit.append(event));
   const policyOf = (anima: string) => policies.policyOf(anima);
   const jobCalls = new JobCalls();

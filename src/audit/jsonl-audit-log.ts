@@ -47,6 +47,11 @@ export interface JsonlAuditLogOptions {
    */
   isAnima?: (name: string) => boolean;
   /**
+   * Given each batch of records as written to a trail (with `v`, `seq` and `prev`), e.g. to copy them to a
+   * collector (otel-export.ts). Must not throw (what it throws is ignored). Default: none.
+   */
+  onWritten?: (records: AuditRecord[]) => void;
+  /**
    * Told when records could not be written (a read-only or full data dir), once until a write succeeds
    * again: the records wait in memory, and the operator must hear of it. Default: none.
    */
@@ -54,7 +59,7 @@ export interface JsonlAuditLogOptions {
 }
 
 /** Kinds that are always security events (`isSecurityEvent`), so only ever in security trails. */
-const SECURITY_KINDS: ReadonlySet<string> = new Set<AuditKind>(["policy_change", "refusal", "sandbox_crash", "audit_gap", "trail"]);
+const SECURITY_KINDS: ReadonlySet<string> = new Set<AuditKind>(["policy_change", "refusal", "sandbox_crash", "trail"]);
 
 /** How soon a write blocked by another process's lock is tried again, ms. */
 const LOCK_RETRY_MS = 5;
@@ -72,6 +77,7 @@ export class JsonlAuditLog implements AuditLog {
   private readonly maxBuffered: number;
   private readonly isAnima: (name: string) => boolean;
   private readonly onWriteError: ((error: unknown, file: string) => void) | undefined;
+  private readonly onWritten: ((records: AuditRecord[]) => void) | undefined;
   private readonly pending = new Map<string, PendingTrail>();
   /** Trail files this writer has checked for a head (a new Anima trail is announced in the host trail). */
   private readonly known = new Set<string>();
@@ -90,6 +96,7 @@ export class JsonlAuditLog implements AuditLog {
     this.maxBuffered = options.maxBufferedRecords ?? 50_000;
     this.isAnima = options.isAnima ?? ((name) => PLAIN_NAME.test(name));
     this.onWriteError = options.onWriteError;
+    this.onWritten = options.onWritten;
   }
 
   /** The trail file an event goes to. */
@@ -152,12 +159,18 @@ export class JsonlAuditLog implements AuditLog {
       if (trail.records.length === 0 && trail.lost === 0) continue;
       const records = trail.lost > 0 ? [gapRecord(trail.lost), ...trail.records] : trail.records;
       try {
-        if (!appendChained(file, this.trail, records)) {
+        const written = appendChained(file, this.trail, records, this.onWritten !== undefined);
+        if (!written) {
           blocked = true;
           continue;
         }
         this.pending.delete(file);
         this.failing = false;
+        try {
+          this.onWritten?.(written as AuditRecord[]);
+        } catch {
+          // a copy's failure is the copy's to report; the trail is written
+        }
       } catch (error) {
         // The audit log must never take a call down with it: the records wait (bounded), and the operator hears of it once.
         if (!this.failing) {
@@ -199,10 +212,10 @@ export class JsonlAuditLog implements AuditLog {
         }
       }
     }
-    // Oldest first (ISO timestamps sort as text). Within one millisecond records of different trails have no
-    // order of their own: a call's start comes first and its end last, and the sort is stable, so each
-    // trail's own order holds.
-    return records.sort((a, b) => (a.ts < b.ts ? -1 : a.ts > b.ts ? 1 : rankInInstant(a) - rankInInstant(b)));
+    // Oldest first (ISO timestamps sort as text). Within one millisecond, records of one call that sit in
+    // different trails (its denials are in the security trail) go start, uses, end; otherwise the sort is
+    // stable, so each trail's own order holds.
+    return records.sort((a, b) => (a.ts < b.ts ? -1 : a.ts > b.ts ? 1 : sameCall(a, b) ? rankInInstant(a) - rankInInstant(b) : 0));
   }
 
   async coverage(anima?: string): Promise<AuditCoverage> {
@@ -232,7 +245,7 @@ export class JsonlAuditLog implements AuditLog {
     }
     let names: string[] = [];
     try {
-      names = readdirSync(join(this.dir, "animas"));
+      names = readdirSync(join(this.dir, "animas")).sort();
     } catch {
       // no Anima trail yet
     }
@@ -296,7 +309,7 @@ function gapRecord(lost: number): PendingRecord {
 
 /** The time of a trail file's first record: from its first line alone (a record is at most a few KiB). */
 async function firstRecordTs(file: string): Promise<string | undefined> {
-  let text = "";
+  let text: string;
   try {
     const fd = openSync(file, "r");
     try {
@@ -317,6 +330,10 @@ async function firstRecordTs(file: string): Promise<string | undefined> {
   } catch {
     return undefined;
   }
+}
+
+function sameCall(a: AuditRecord, b: AuditRecord): boolean {
+  return "callId" in a && "callId" in b && a.callId !== undefined && a.callId === b.callId;
 }
 
 function rankInInstant(record: AuditRecord): number {

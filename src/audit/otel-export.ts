@@ -2,7 +2,7 @@ import type { Logger } from "@opentelemetry/api";
 import type { LogRecordExporter, LoggerProvider } from "@opentelemetry/sdk-logs";
 import type { HostConfig } from "../config.js";
 import { maskUrlPassword } from "../operator-config.js";
-import { type AuditCoverage, type AuditEvent, type AuditLog, type AuditQuery, type AuditRecord, boundEvent, isoTimestamp } from "./audit-log.js";
+import { type AuditCoverage, type AuditEvent, type AuditLog, type AuditQuery, type AuditRecord } from "./audit-log.js";
 import { auditSeverity, recordSummary } from "./export.js";
 import { RECORD_SCHEMA_VERSION } from "./trail.js";
 
@@ -20,8 +20,8 @@ import { RECORD_SCHEMA_VERSION } from "./trail.js";
  *   told to the host's log once, and again only after an export succeeded in between;
  * - the trail on disk stays the record: what the collector missed, `audit events --since` exports.
  *
- * The record's `seq` and `prev` are not in the copy: they are given when the record is written to its
- * trail, under the trail's lock, shared with other processes, after the append returned.
+ * Records are copied as their trail wrote them (JsonlAuditLog's `onWritten`), so the copy carries `seq` and
+ * `prev` too: a collector's copy of a trail can be checked along the same chain as the trail on disk.
  */
 export interface AuditExportOptions {
   /** The collector's OTLP/HTTP logs URL (config.ts has added `/v1/logs` where needed). */
@@ -46,20 +46,21 @@ const MAX_BATCH = 512;
 /** ExportResultCode.SUCCESS (@opentelemetry/core, which this module does not import). */
 const EXPORT_SUCCESS = 0;
 
-/** An AuditLog that writes to `trail` and copies each record to an OpenTelemetry collector. */
+/**
+ * An AuditLog whose trail copies each record it writes to an OpenTelemetry collector: `make` builds the
+ * trail with the copy's `onWritten` hook (composition.ts), and closing this closes both.
+ */
 export class ExportingAuditLog implements AuditLog {
   private readonly copy: OtelAuditCopy;
+  private readonly trail: AuditLog;
 
-  constructor(
-    private readonly trail: AuditLog,
-    options: AuditExportOptions,
-  ) {
+  constructor(make: (onWritten: (records: AuditRecord[]) => void) => AuditLog, options: AuditExportOptions) {
     this.copy = new OtelAuditCopy(options);
+    this.trail = make((records) => this.copy.emitWritten(records));
   }
 
   append(event: AuditEvent): void {
     this.trail.append(event);
-    this.copy.emit(event);
   }
 
   read(query?: AuditQuery): Promise<AuditRecord[]> {
@@ -106,17 +107,22 @@ class OtelAuditCopy {
     this.where = maskUrlPassword(options.endpoint);
   }
 
-  emit(event: AuditEvent): void {
-    if (this.closed || this.state === "off") return;
-    try {
-      // The record as the trail keeps it: bounded, control characters escaped (tool-controlled text).
-      const record = { event: boundEvent(event), ts: isoTimestamp() };
-      if (this.state === "ready") return this.send(record);
-      if (this.waiting.length >= this.maxQueued) return this.lost(1);
-      this.waiting.push(record);
-      this.loading ??= this.load();
-    } catch (error) {
-      this.tell(`a record could not be copied (${messageOf(error)})`);
+  /** Records as their trail wrote them (bounded, chained): each is copied, or counted as not copied. */
+  emitWritten(records: AuditRecord[]): void {
+    for (const written of records) {
+      if (this.closed || this.state === "off") return;
+      try {
+        const { ts, ...event } = written;
+        const record = { event: event as AuditEvent, ts };
+        if (this.state === "ready") this.send(record);
+        else if (this.waiting.length >= this.maxQueued) this.lost(1);
+        else {
+          this.waiting.push(record);
+          this.loading ??= this.load();
+        }
+      } catch (error) {
+        this.tell(`a record could not be copied (${messageOf(error)})`);
+      }
     }
   }
 

@@ -136,22 +136,28 @@ export interface PendingRecord {
 }
 
 /**
- * Appends `records` to the trail under its lock. Returns false, writing nothing, when another live
- * process holds the lock (the caller tries again later); throws when the file cannot be written.
+ * Appends `records` to the trail under its lock; returns them as written (with `v`, `seq`, `prev`; the
+ * records themselves only `withRecords`, else an empty list). Returns
+ * undefined, writing nothing, when another live process holds the lock (the caller tries again later);
+ * throws when the file cannot be written.
  */
-export function appendChained(file: string, options: TrailOptions, records: PendingRecord[]): boolean {
+export function appendChained(file: string, options: TrailOptions, records: PendingRecord[], withRecords = false): Array<Record<string, unknown>> | undefined {
   const lock = `${file}.lock`;
   mkdirSync(dirname(file), { recursive: true });
-  if (!tryLockSync(lock)) return false;
+  if (!tryLockSync(lock)) return undefined;
   try {
     const stored = readHead(file);
     const size = sizeOf(file);
     let head = stored && stored.sizeBytes === size ? stored : headFromFile(file, options.keepFiles, stored);
-    let text = lastLineOf(file).torn ? "\n" : ""; // a writer that died mid-line: start on a line of our own
+    let text = endsMidLine(file, size) ? "\n" : ""; // a writer that died mid-line: start on a line of our own
     let { seq, hash } = head;
+    const written: Array<Record<string, unknown>> = [];
     for (const record of records) {
-      const line = JSON.stringify({ v: RECORD_SCHEMA_VERSION, seq: seq + 1, ts: record.ts, prev: hash, ...record.event });
       seq++;
+      // As JSON.stringify({ v, seq, ts, prev, ...event }) writes it, without building that object per record
+      // (ts and prev are ISO time and hex: nothing to escape). An event always has a kind, so never "{}".
+      const line = `{"v":${RECORD_SCHEMA_VERSION},"seq":${seq},"ts":"${record.ts}","prev":"${hash}",${JSON.stringify(record.event).slice(1)}`;
+      if (withRecords) written.push({ v: RECORD_SCHEMA_VERSION, seq, ts: record.ts, prev: hash, ...record.event });
       hash = recordHash(line);
       text += `${line}\n`;
     }
@@ -166,7 +172,7 @@ export function appendChained(file: string, options: TrailOptions, records: Pend
     head = { ...head, seq, hash, sizeBytes };
     if (sizeBytes >= options.maxBytes) head = rotate(file, options.keepFiles, head);
     writeHead(file, head);
-    return true;
+    return written;
   } finally {
     unlockSync(lock);
   }
@@ -195,8 +201,27 @@ function rotate(file: string, keepFiles: number, head: TrailHead): TrailHead {
   return { ...head, ...dropped, sizeBytes: 0 };
 }
 
+/** Through a renamed temporary file: a head is whole or the one before (it alone says what rotation dropped). */
 function writeHead(file: string, head: TrailHead): void {
   const path = headFileOf(file);
   writeFileSync(`${path}.tmp`, JSON.stringify(head), { mode: 0o600 });
   renameSync(`${path}.tmp`, path);
+}
+
+/** Whether the file's last byte is not a newline: a writer ended mid-line. Reads that byte only. */
+function endsMidLine(file: string, size: number): boolean {
+  if (size === 0) return false;
+  let fd: number;
+  try {
+    fd = openSync(file, "r");
+  } catch {
+    return false;
+  }
+  try {
+    const last = Buffer.alloc(1);
+    readSync(fd, last, 0, 1, size - 1);
+    return last[0] !== 0x0a;
+  } finally {
+    closeSync(fd);
+  }
 }

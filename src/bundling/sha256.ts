@@ -22,7 +22,8 @@ export function sha256(input: string | Uint8Array): string {
     }
     nodeCrypto = process.getBuiltinModule("node:crypto");
   }
-  return nodeCrypto.createHash("sha256").update(input).digest("hex");
+  // The one-shot `hash` (Node ≥ 21.7) where there is one: no Hash object per input (the audit trail hashes every record).
+  return typeof nodeCrypto.hash === "function" ? nodeCrypto.hash("sha256", input, "hex") : nodeCrypto.createHash("sha256").update(input).digest("hex");
 }
 
 /** Round constants and initial state: fractional parts of the cube and square roots of the first primes. */

@@ -13,7 +13,8 @@ export const MANAGEMENT_COMMANDS: ReadonlyArray<[string, string]> = [
   ["submit <tool> …", "queue a background job and print its id (submit --help)"],
   ["jobs <command>", "this Anima's background jobs: list, show, wait, cancel, result"],
   ["serve", "run the background job worker until stopped (serve --help)"],
-  ["audit", "each Anima's sandbox policy and what its tools attempted (--since 12h, --json)"],
+  ["audit", "each Anima's sandbox policy and what its tools attempted (--since 12h, --json, --html FILE)"],
+  ["audit verify|events|policy-history", "check the trail's hash chains; stream the records (JSONL/CSV); policy changes"],
   ["daemon <command>", "the host that serves CLI calls in the background: start, stop, status"],
   ["help [<tool>]", "this help, or a tool's"],
 ];
