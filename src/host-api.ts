@@ -54,6 +54,21 @@ export interface CallOptions {
 /** The audit log as the public `ToolHost` offers it: its records, read (a record is written by the host only). */
 export type AuditReader = Pick<AuditLog, "read" | "coverage" | "flush">;
 
+/**
+ * Records a call that a door refused before the host could run it (the CLI's argument parsing, a tool that
+ * failed to build, an unknown tool or action) and answers it as a call's error result with its `callId`:
+ * every call asked for leaves a record. Implemented by the hosts the composition root makes and by a CLI
+ * invocation's view of one; reached with `callRefusalsOf`.
+ */
+export interface CallRefusals {
+  refusedCall(anima: string, toolName: string, schemaName: string, error: unknown): CallResult;
+}
+
+export function callRefusalsOf(host: ToolHost): CallRefusals | undefined {
+  const refusals = host as ToolHost & Partial<CallRefusals>;
+  return typeof refusals.refusedCall === "function" ? (refusals as CallRefusals) : undefined;
+}
+
 /** What records an event in a host's audit log. */
 export type AuditWriter = Pick<AuditLog, "append">;
 

@@ -128,6 +128,11 @@ class Host implements ToolHost, PreparedCallRunner, ToolChangeSource, Capability
     return this.run(prepared.call, run, { schema: prepared.schema, always: options.structured === true });
   }
 
+  refusedCall(anima: string, toolName: string, schemaName: string, error: unknown): CallResult {
+    const unknown = error instanceof ToolHostError && error.type === "ToolNotFound";
+    return this.calls.end(this.calls.record({ anima, tool: unknown ? "(unknown)" : toolName, schema: schemaName }), errorResult(error, 0), false);
+  }
+
   async prepare(anima: string, schemaName: string, args: unknown = {}, options: CallOptions = {}): Promise<PreparedCall> {
     return (await this.prepareWithSchema(anima, schemaName, args, options)).call;
   }

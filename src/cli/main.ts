@@ -5,7 +5,7 @@ import { formatLogRecord, processEnvironment, resolveConfig } from "../config.js
 import type { LogRecord } from "../host-options.js";
 import { PROJECT_ROOT } from "../project-root.js";
 import { ToolHostError, errorInfoOf } from "../errors.js";
-import type { CallResult, ToolHost } from "../host-api.js";
+import { type CallResult, type ToolHost, callRefusalsOf } from "../host-api.js";
 import { hostFromConfig } from "../host.js";
 import { RESERVED_NAMES } from "../registry/discovery.js";
 import { actionOf, actionsHint } from "../registry/actions.js";
@@ -135,6 +135,28 @@ async function run(host: ToolHost, argv: string[], options: GlobalOptions, anima
   }
   if (RESERVED_NAMES.has(word)) return runCommand(host, word, takeGlobalOptions(rest, options, false), options, anima, safe, ctx);
 
+  try {
+    return await runTool(host, word, rest, options, anima, out, ctx);
+  } catch (error) {
+    // A call refused before it ran (no such tool or action, a tool that failed to build, bad arguments)
+    // is still a call asked for: recorded, and answered with its call id. Help and a missing Anima are not.
+    const refusals = callRefusalsOf(host);
+    if (anima === undefined || options.help || refusals === undefined) throw error;
+    const action = splitAction(rest).action;
+    return printResult(out, refusals.refusedCall(anima, word, action === undefined ? word : `${word}_${action}`, error), options.json);
+  }
+}
+
+async function runTool(
+  host: ToolHost,
+  word: string,
+  rest: string[],
+  options: GlobalOptions,
+  anima: string | undefined,
+  out: Output,
+  ctx: InvocationContext,
+): Promise<number> {
+  const safe = terminalSafeOutput(out);
   const tool = await host.describe(anima, word);
   if (tool.hasCliMain) {
     // cli_main gets the raw argv after the tool name, as in AnimaWorks.

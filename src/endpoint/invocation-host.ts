@@ -1,6 +1,15 @@
 import { join } from "node:path";
 import type { LogRecord } from "../host-options.js";
-import type { AuditWriter, AuditWriterSource, CallOptions, CallResult, ToolHost, ToolInfo, ToolListing } from "../host-api.js";
+import {
+  type AuditWriter,
+  type AuditWriterSource,
+  type CallOptions,
+  type CallResult,
+  type ToolHost,
+  type ToolInfo,
+  type ToolListing,
+  callRefusalsOf,
+} from "../host-api.js";
 import { type PreparedCall, type PreparedCallRunner, type RunOptions, preparedCallsOf } from "../prepared-calls.js";
 import type { DiscoveryProblem } from "../registry/discovery.js";
 import { folderStamp } from "../registry/folder-stamp.js";
@@ -70,6 +79,13 @@ export class InvocationHost implements ToolHost, PreparedCallRunner {
   async call(anima: string, schemaName: string, args?: unknown, options: CallOptions = {}): Promise<CallResult> {
     await this.look(anima);
     return this.host.call(anima, schemaName, args, { ...options, onLog: this.onLog });
+  }
+
+  /** The running host's (`CallRefusals`): a call this invocation refused is recorded as the host's own. */
+  refusedCall(anima: string, toolName: string, schemaName: string, error: unknown): CallResult {
+    const refusals = callRefusalsOf(this.host);
+    if (!refusals) throw error;
+    return refusals.refusedCall(anima, toolName, schemaName, error);
   }
 
   async prepare(anima: string, schemaName: string, args?: unknown, options: CallOptions = {}): Promise<PreparedCall> {
