@@ -143,7 +143,7 @@ async function run(host: ToolHost, argv: string[], options: GlobalOptions, anima
     const refusals = callRefusalsOf(host);
     if (anima === undefined || options.help || refusals === undefined) throw error;
     const action = splitAction(rest).action;
-    return printResult(out, refusals.refusedCall(anima, word, action === undefined ? word : `${word}_${action}`, error), options.json);
+    return printResult(out, refusals.refusedCall(anima, word, action === undefined ? word : `${word}_${action}`, error), options.json || jsonRequested(rest));
   }
 }
 

@@ -2,9 +2,9 @@ import { join } from "node:path";
 import { setTimeout as delay } from "node:timers/promises";
 import { workerEnvironment } from "../config.js";
 import { PROJECT_ROOT } from "../project-root.js";
-import { type ErrorEnvelope, ToolHostError, errorEnvelope } from "../errors.js";
-import type { ToolHost } from "../host-api.js";
-import { preparedCallsOf } from "../prepared-calls.js";
+import { type ErrorEnvelope, ToolHostError, errorEnvelope, errorInfoOf } from "../errors.js";
+import type { AuditWriterSource, ToolHost } from "../host-api.js";
+import { type PreparedCallRunner, preparedCallsOf } from "../prepared-calls.js";
 import { resolveAnima } from "../registry/animas.js";
 import { type NoticeSink, deliverNotices } from "./notices.js";
 import { JOB_DEFAULTS, MAX_TIMER_MS } from "./defaults.js";
@@ -117,7 +117,24 @@ export class JobService {
 
   /** Validates the call (throwing `ToolHostError` before anything is stored), then records the job durably. */
   async submit(anima: string, schemaName: string, args: unknown, options: SubmitOptions = {}): Promise<SubmittedJob> {
-    const prepared = await preparedCallsOf(this.host).prepare(anima, schemaName, args);
+    let prepared: Awaited<ReturnType<PreparedCallRunner["prepare"]>>;
+    try {
+      prepared = await preparedCallsOf(this.host).prepare(anima, schemaName, args);
+    } catch (error) {
+      // A refused submission is a refused management command: recorded (issue #34, nothing lost unseen).
+      const info = errorInfoOf(error);
+      (this.host as ToolHost & Partial<AuditWriterSource>).auditWriter?.append({
+        kind: "refusal",
+        anima,
+        command: "submit_job",
+        // (The audit log bounds every field of a record itself.)
+        target: typeof schemaName === "string" ? schemaName : String(schemaName),
+        errorType: info.type,
+        errorFault: info.fault,
+        reason: info.message,
+      });
+      throw error;
+    }
     const profile = prepared.profile;
     // The profile is part of the version pinned here: a later edit of timeout_seconds does not change this job.
     const timeoutMs = profileTimeoutMs(profile) ?? this.defaultTimeoutMs;
