@@ -57,6 +57,10 @@ describe("JobService (library API)", () => {
     expect((await service.list("alice", { status: "queued" })).map((j) => j.id)).toEqual([sleep.job.id, quick.job.id]);
     expect((await rejection(service.result("alice", quick.job.id))).type).toBe("InvalidArguments");
     expect((await rejection(service.submit("alice", "bg_echo", { text: 1 }))).type).toBe("InvalidArguments");
+    // A refused submission is recorded (issue #34: every refusal leaves a record).
+    expect(await host.audit.read({ kind: "refusal", anima: "alice" })).toMatchObject([
+      { kind: "refusal", command: "submit_job", target: "bg_echo", errorType: "InvalidArguments", errorFault: "caller" },
+    ]);
 
     await service.cancel("alice", quick.job.id);
     await service.runWorker({ untilDrained: true });
