@@ -119,14 +119,21 @@ export class PolicyLedger {
   }
 
   /**
-   * What a denial carries, now: `<permissions hash>.<operator hash>` as this host last checked them (when it
-   * first served the Anima; each denial checks again, after it is recorded, so a change shows next to it).
-   * Undefined before the first check.
+   * What a denial carries: `<permissions hash>.<operator hash>` of the policy in force at the denial — the
+   * Anima's permissions read now (a denial is rare; a few tens of µs), the operator's as this host started
+   * with them. A change not yet recorded is recorded right after (its `to` is this hash). Undefined only if
+   * the operator's settings were never hashed (the host's start check has not run).
    */
   policyOf(anima: string): string | undefined {
-    const permissions = this.seen.get(anima);
-    void this.recheck(anima);
-    return permissions !== undefined && this.operatorHash !== undefined ? `${permissions}.${this.operatorHash}` : undefined;
+    let permissions: string;
+    try {
+      permissions = policyHash(permissionsPolicyJson(join(this.config.dataDir, "animas", anima)));
+    } catch {
+      return undefined;
+    }
+    if (this.seen.get(anima) !== permissions) void this.recheck(anima);
+    const operator = this.operatorHash ?? policyHash(operatorPolicyJson(this.config));
+    return `${permissions}.${operator}`;
   }
 
   /** Checks again; never throws (a failed check is retried by the next). */

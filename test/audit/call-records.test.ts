@@ -116,6 +116,16 @@ describe("call records", () => {
     expect(changes).toHaveLength(2);
     expect(changes[1]!.from).toBe(changes[0]!.to);
     expect(JSON.parse(changes[1]!.after)).toMatchObject({ source: "permissions.json", sandbox: { network: { mode: "none" } } });
+    // Changed again with no refresh: the next denial carries the policy in force then, and the change is recorded.
+    t.data.write("animas/alice/permissions.json", JSON.stringify({ tool_creation: { personal: true, shared: false }, sandbox: { network: "public" } }));
+    const denied = await t.host.call("alice", "probe_touch", {});
+    let latest: (AuditRecord & { to: string; from?: string }) | undefined;
+    for (let i = 0; i < 500 && latest?.from !== changes[1]!.to; i++) {
+      latest = (await t.host.audit.read({ kind: "policy_change", anima: "alice" })).at(-1) as AuditRecord & { to: string; from?: string };
+      if (latest.from !== changes[1]!.to) await new Promise((resolve) => setTimeout(resolve, 10));
+    }
+    const denial = (await recordsOf(denied.callId)).find((r) => r.kind === "capability" && r.outcome === "denied") as { policy: string };
+    expect(denial.policy.split(".")[0]).toBe(latest!.to);
     await expect(managementOf(t.host).share("alice", "probe")).rejects.toThrow();
     expect(await t.host.audit.read({ kind: "refusal" })).toMatchObject([
       { kind: "refusal", anima: "alice", command: "share_tool", target: "probe", errorType: "PermissionDenied" },
