@@ -214,6 +214,11 @@ declare module "@animaworks/tool" {
     description?: string;
     input_schema?: ObjectSchema;
     parameters?: ObjectSchema;
+    /**
+     * The shape of the action's result object: the host checks what the tool returns against it and gives
+     * it as `structured` (MCP `structuredContent`). Default: none (any result).
+     */
+    output_schema?: ObjectSchema;
   }
 
   /** Settings of one action in `EXECUTION_PROFILE`. */
