@@ -139,6 +139,33 @@ export class ManagementService {
     }
   }
 
+  /**
+   * `write_memory_file` as an Anima calls it (MCP): the write, and for a tool file (`tools/<name>.ts|.js|.mjs`)
+   * what the host then did with it — refreshed at once, and answered with its actions or with why it does
+   * not load (an error result: an Anima must not be told that a broken tool worked).
+   */
+  async writeMemoryAndLoad(anima: string, request: { path: unknown; content: unknown; mode?: unknown }): Promise<{ text: string; isError?: true }> {
+    const written = await this.writeMemory(anima, request);
+    const tool = typeof request.path === "string" ? TOOL_FILE.exec(request.path.replace(/^\.\//, "")) : null;
+    if (!tool) return { text: written };
+    const name = tool[1]!;
+    const report = await this.refresh(anima);
+    const failure = report.failed.find((failed) => failed.name === name);
+    if (failure) {
+      return {
+        text: `${written} The tool "${name}" does not load: ${failure.error}${failure.hint ? ` (fix: ${failure.hint})` : ""}. Fix it and write it again; \`animaworks-tool validate tools/${tool[0].slice("tools/".length)}\` lists every problem.`,
+        isError: true,
+      };
+    }
+    const skipped = report.skipped.find((skip) => skip.name === name || skip.name.startsWith(`${name}.`));
+    if (skipped) return { text: `${written} It is not loaded: ${skipped.reason}.`, isError: true };
+    const listing = await this.host.list(anima);
+    const loaded = listing.tools.find((info) => info.name === name);
+    if (!loaded || loaded.status !== "ok") return { text: `${written} The tool "${name}" is not among this Anima's tools after a refresh.`, isError: true };
+    const origin = loaded.origin === "personal" ? "" : ` (a ${loaded.origin} tool of that name is used instead of yours)`;
+    return { text: `${written} Loaded "${name}"${origin}: ${loaded.schemas.map((schema) => schema.name).join(", ")}.` };
+  }
+
   /** A text file of the Anima's own directory, read through the host's capability path (see above). */
   async readMemory(anima: string, path: unknown): Promise<string> {
     if (!this.options.capabilities) {
@@ -176,6 +203,9 @@ export class ManagementService {
     });
   }
 }
+
+/** A personal tool's file: directly in tools/, a TypeScript or JavaScript module (group 1: the tool's name). */
+const TOOL_FILE = /^tools\/([^/]+)\.(?:ts|js|mjs)$/;
 
 function versionOf(tool: ToolInfo): string {
   return tool.status === "error" ? `error:${tool.error?.message ?? ""}` : `${tool.origin}:${JSON.stringify(tool.schemas)}:${tool.bundleHash ?? ""}`;

@@ -100,8 +100,7 @@ export async function writeMemoryFile(options: WriteMemoryOptions): Promise<stri
       }
       await syncDir(dirFdPath);
       if (mode === "append") return `Appended ${bytes.length} bytes to ${target.relative} (now ${content.length} bytes).`;
-      const reload = first === "tools" ? " Run refresh_tools to use it." : "";
-      return `Wrote ${target.relative} (${content.length} bytes).${reload}`;
+      return `Wrote ${target.relative} (${content.length} bytes).`;
     }),
   );
 }

@@ -96,8 +96,16 @@ export async function startMcpServer(host: ToolHost, anima: string, transport: T
         },
         required: ["path", "content"],
       },
-      run: async (args) =>
-        management.writeMemory(anima, { path: args["path"], content: args["content"], mode: args["mode"] === "append" ? "append" : "overwrite" }),
+      run: async (args) => {
+        const result = await management.writeMemoryAndLoad(anima, {
+          path: args["path"],
+          content: args["content"],
+          mode: args["mode"] === "append" ? "append" : "overwrite",
+        });
+        // A tool file was refreshed: the client hears of the change at once.
+        await notifyIfChanged();
+        return result.isError ? { text: result.text, isError: true as const } : result.text;
+      },
     },
     {
       name: READ_MEMORY_FILE,

@@ -49,7 +49,8 @@ describe("write_memory_file: ordinary writes", () => {
     expect(await write(join(alice, "notes", "2026", "a.md"), "!", { mode: "append" })).toMatch(/now 12 bytes/);
     expect(readFileSync(join(alice, "notes/2026/a.md"), "utf8")).toBe("hello world!");
     expect(await write("new.md", "first", { mode: "append" })).toBe("Appended 5 bytes to new.md (now 5 bytes).");
-    expect(await write("tools/my_tool.ts", "export {}")).toBe("Wrote tools/my_tool.ts (9 bytes). Run refresh_tools to use it.");
+    // What the host then did with a tool file is said by the management service (writeMemoryAndLoad).
+    expect(await write("tools/my_tool.ts", "export {}")).toBe("Wrote tools/my_tool.ts (9 bytes).");
     expect(tree().filter((entry) => entry.includes(".tmp"))).toEqual([]); // no temporary files left behind
   });
 

@@ -92,12 +92,27 @@ describe("MCP server over stdio", () => {
       },
     });
     expect(write.isError).toBeFalsy();
+    // The answer says what the host did with the file: loaded, with its actions.
+    expect((write.content as Array<{ text: string }>)[0]!.text).toMatch(/^Wrote tools\/hello\.ts \(\d+ bytes\)\. Loaded "hello": hello_world\.$/);
     await waitFor(() => listChanged > before, 10_000);
     const { tools } = await client.listTools();
     expect(tools.map((t) => t.name)).toContain("hello_world");
     expect((await client.callTool({ name: "hello_world", arguments: {} })).content).toEqual([{ type: "text", text: "hello!" }]);
     const refreshed = await client.callTool({ name: "refresh_tools", arguments: {} });
     expect((refreshed.content as Array<{ text: string }>)[0]!.text).toContain("These tools are now available for use.");
+  });
+
+  it("answers write_memory_file of a tool that does not build with why, at which line, as an error (issue #35)", async () => {
+    const write = await client.callTool({
+      name: "write_memory_file",
+      arguments: { path: "tools/halfdone.ts", content: "export function get_tool_schemas() {\n  return [{ name: 'halfdone_run', description: 'x' }\n}\n" },
+    });
+    expect(write.isError).toBe(true);
+    const answer = (write.content as Array<{ text: string }>)[0]!.text;
+    expect(answer).toMatch(/^Wrote tools\/halfdone\.ts \(\d+ bytes\)\. The tool "halfdone" does not load: .*halfdone\.ts:3:\d+/);
+    expect(answer).toContain("validate tools/halfdone.ts");
+    const { tools } = await client.listTools();
+    expect(tools.map((t) => t.name)).not.toContain("halfdone_run");
   });
 
   it("refuses to read outside the Anima through read_memory_file", async () => {
