@@ -219,7 +219,14 @@ export function formatRefresh(report: RefreshReport): string {
   for (const failure of report.failed) lines.push(`failed   ${failure.name}: ${failure.error}${failure.hint ? ` (fix: ${failure.hint})` : ""}`);
   for (const skip of report.skipped) lines.push(`skipped  ${skip.name}: ${skip.reason}`);
   if (report.tools.length === 0) lines.push("No personal or common tools found.");
-  else lines.push(`Refreshed tools (${report.tools.length} discovered): ${report.tools.join(", ")}`, "These tools are now available for use.");
+  else lines.push(`Refreshed tools (${report.tools.length} discovered): ${report.tools.join(", ")}`);
+  // Never "all available" when some are not (issue #35): the failed ones are named, with what to do.
+  const failed = report.failed.map((failure) => failure.name);
+  if (failed.length > 0) {
+    lines.push(
+      `${report.tools.length > 0 ? "These tools are available for use; " : ""}${failed.join(", ")} ${failed.length === 1 ? "does" : "do"} not load: fix ${failed.length === 1 ? "it" : "them"} (see "failed" above) and refresh again.`,
+    );
+  } else if (report.tools.length > 0) lines.push("These tools are now available for use.");
   return lines.join("\n");
 }
 

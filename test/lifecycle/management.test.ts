@@ -112,6 +112,17 @@ describe("refresh", () => {
     const report = await service.refresh("alice");
     expect(report).toMatchObject({ loaded: [], changed: ["alpha"] });
     expect(formatRefresh(report)).toBe("changed  alpha\nRefreshed tools (1 discovered): alpha\nThese tools are now available for use.");
+    // With a tool that does not load, the closing line never says that everything is available (issue #35).
+    const withFailure = { ...report, failed: [{ name: "halfdone", error: 'halfdone.ts:1:43: Expected "}"' }] };
+    expect(formatRefresh(withFailure).split("\n").slice(-2)).toEqual([
+      "Refreshed tools (1 discovered): alpha",
+      'These tools are available for use; halfdone does not load: fix it (see "failed" above) and refresh again.',
+    ]);
+    expect(
+      formatRefresh({ ...withFailure, tools: [] })
+        .split("\n")
+        .at(-1),
+    ).toBe('halfdone does not load: fix it (see "failed" above) and refresh again.');
   });
 
   it("keeps nothing of its own: a new service of the host compares with the last refresh of any other", async () => {
