@@ -13,6 +13,7 @@ import {
   isoTimestamp,
   matches,
 } from "./audit-log.js";
+import { isAnimaName } from "../registry/animas.js";
 import { type PendingRecord, type TrailOptions, appendChained, generationsOf, headFileOf, readHead } from "./trail.js";
 
 /**
@@ -63,7 +64,6 @@ const SECURITY_KINDS: ReadonlySet<string> = new Set<AuditKind>(["policy_change",
 
 /** How soon a write blocked by another process's lock is tried again, ms. */
 const LOCK_RETRY_MS = 5;
-const PLAIN_NAME = /^(?!\.)[^/\\\0]{1,128}$/;
 
 interface PendingTrail {
   records: PendingRecord[];
@@ -94,7 +94,7 @@ export class JsonlAuditLog implements AuditLog {
     this.trail = { maxBytes: options.maxBytes ?? 10 * 1024 * 1024, keepFiles: Math.max(1, options.keepFiles ?? 3) };
     this.flushIntervalMs = options.flushIntervalMs ?? 20;
     this.maxBuffered = options.maxBufferedRecords ?? 50_000;
-    this.isAnima = options.isAnima ?? ((name) => PLAIN_NAME.test(name));
+    this.isAnima = options.isAnima ?? ((name) => isAnimaName(name));
     this.onWriteError = options.onWriteError;
     this.onWritten = options.onWritten;
   }
@@ -109,7 +109,7 @@ export class JsonlAuditLog implements AuditLog {
   private baseOf(anima: string | undefined): string {
     if (anima === undefined) return join(this.dir, "host");
     let base = this.animaBases.get(anima);
-    if (base === undefined && PLAIN_NAME.test(anima) && this.isAnima(anima)) this.animaBases.set(anima, (base = join(this.dir, "animas", anima)));
+    if (base === undefined && isAnimaName(anima) && this.isAnima(anima)) this.animaBases.set(anima, (base = join(this.dir, "animas", anima)));
     return base ?? join(this.dir, "host");
   }
 
@@ -226,7 +226,7 @@ export class JsonlAuditLog implements AuditLog {
     for (const file of this.trailFiles(anima, true)) {
       if ((readHead(file)?.droppedThroughSeq ?? 0) > 0) rotatedAway = true;
       for (const generation of generationsOf(file, this.trail.keepFiles)) {
-        const first = await firstRecordTs(generation);
+        const first = firstRecordTs(generation);
         if (first === undefined) continue;
         if (oldestTs === undefined || first < oldestTs) oldestTs = first;
         break;
@@ -243,14 +243,7 @@ export class JsonlAuditLog implements AuditLog {
       if (!base.startsWith(join(this.dir, "animas"))) return host;
       return ownOnly ? [`${base}.jsonl`, `${base}.security.jsonl`] : [`${base}.jsonl`, `${base}.security.jsonl`, ...host];
     }
-    let names: string[] = [];
-    try {
-      names = readdirSync(join(this.dir, "animas")).sort();
-    } catch {
-      // no Anima trail yet
-    }
-    const animaFiles = names.filter((name) => name.endsWith(".jsonl")).map((name) => join(this.dir, "animas", name));
-    return [...host, ...animaFiles];
+    return trailFilesIn(this.dir);
   }
 
   async flush(): Promise<void> {
@@ -302,13 +295,25 @@ async function readTrailFile(file: string): Promise<string> {
 
 const FIRST_LINE_MAX_BYTES = 64 * 1024;
 
+/** Every trail's current file in an audit folder: the host's pair, then each Anima's, by name (verify.ts walks the same). */
+export function trailFilesIn(dir: string): string[] {
+  const host = [join(dir, "host.jsonl"), join(dir, "host.security.jsonl")];
+  let names: string[] = [];
+  try {
+    names = readdirSync(join(dir, "animas")).sort();
+  } catch {
+    // no Anima trail yet
+  }
+  return [...host, ...names.filter((name) => name.endsWith(".jsonl")).map((name) => join(dir, "animas", name))];
+}
+
 function gapRecord(lost: number): PendingRecord {
   const event: AuditEvent = { kind: "audit_gap", lost, reason: "the trail could not be written and the records waiting for it passed the buffer's bound" };
   return { ts: isoTimestamp(), event: event };
 }
 
 /** The time of a trail file's first record: from its first line alone (a record is at most a few KiB). */
-async function firstRecordTs(file: string): Promise<string | undefined> {
+function firstRecordTs(file: string): string | undefined {
   let text: string;
   try {
     const fd = openSync(file, "r");
@@ -321,7 +326,6 @@ async function firstRecordTs(file: string): Promise<string | undefined> {
   } catch {
     return undefined;
   }
-  await Promise.resolve();
   const newline = text.indexOf("\n");
   const line = newline < 0 ? text : text.slice(0, newline);
   if (line.trim() === "") return undefined;

@@ -2,6 +2,7 @@ import { mkdirSync, readFileSync, renameSync, statSync, writeFileSync } from "no
 import { join } from "node:path";
 import { setTimeout as delay } from "node:timers/promises";
 import { sha256 } from "../bundling/sha256.js";
+import { canonicalJson } from "../canonical-json.js";
 import type { HostConfig } from "../config.js";
 import { tryLockSync, unlockSync } from "../file-lock.js";
 import { loadPermissionsSync } from "../policy/permissions.js";
@@ -36,18 +37,6 @@ interface Snapshot {
 
 export function policyHash(json: string): string {
   return sha256(json).slice(0, 16);
-}
-
-/** Canonical JSON: keys sorted at every level, so that an equal policy always hashes the same. */
-export function canonicalJson(value: unknown): string {
-  if (Array.isArray(value)) return `[${value.map(canonicalJson).join(",")}]`;
-  if (typeof value === "object" && value !== null) {
-    const entries = Object.entries(value as Record<string, unknown>)
-      .filter(([, v]) => v !== undefined)
-      .sort(([a], [b]) => (a < b ? -1 : a > b ? 1 : 0));
-    return `{${entries.map(([k, v]) => `${JSON.stringify(k)}:${canonicalJson(v)}`).join(",")}}`;
-  }
-  return JSON.stringify(value ?? null);
 }
 
 /** The operator's policy as recorded: the config.json section's settings (secrets masked as `audit` shows them). */

@@ -70,13 +70,13 @@ export function readHead(file: string): TrailHead | undefined {
   }
 }
 
-/** The last complete line of a file, and whether the file ends in a torn (unterminated) line. */
-export function lastLineOf(file: string): { line: string | undefined; torn: boolean } {
+/** The last complete line of a file (a torn, unterminated tail is not one). */
+function lastLineOf(file: string): string | undefined {
   let fd: number;
   try {
     fd = openSync(file, "r");
   } catch {
-    return { line: undefined, torn: false };
+    return undefined;
   }
   try {
     const size = fstatSync(fd).size;
@@ -84,10 +84,8 @@ export function lastLineOf(file: string): { line: string | undefined; torn: bool
     const buffer = Buffer.alloc(length);
     readSync(fd, buffer, 0, length, size - length);
     const text = buffer.toString("utf8");
-    const torn = text.length > 0 && !text.endsWith("\n");
-    const complete = torn ? text.slice(0, text.lastIndexOf("\n") + 1) : text;
-    const lines = complete.split("\n").filter((l) => l.trim() !== "");
-    return { line: lines.at(-1), torn };
+    const complete = text.slice(0, text.lastIndexOf("\n") + 1);
+    return complete.split("\n").findLast((l) => l.trim() !== "");
   } finally {
     closeSync(fd);
   }
@@ -96,7 +94,7 @@ export function lastLineOf(file: string): { line: string | undefined; torn: bool
 /** The chain state to continue from, when the head is missing or behind its file. */
 function headFromFile(file: string, keepFiles: number, previous: TrailHead | undefined): TrailHead {
   for (const generation of generationsOf(file, keepFiles).reverse()) {
-    const { line } = lastLineOf(generation);
+    const line = lastLineOf(generation);
     if (line === undefined) continue;
     try {
       const record = JSON.parse(line) as { seq?: unknown };
@@ -180,7 +178,7 @@ export function appendChained(file: string, options: TrailOptions, records: Pend
 
 function rotate(file: string, keepFiles: number, head: TrailHead): TrailHead {
   const oldest = `${file}.${keepFiles}`;
-  const { line } = lastLineOf(oldest);
+  const line = lastLineOf(oldest);
   let dropped = { droppedThroughSeq: head.droppedThroughSeq, droppedThroughHash: head.droppedThroughHash };
   if (line !== undefined) {
     try {

@@ -1,5 +1,6 @@
 import { existsSync, readFileSync, readdirSync } from "node:fs";
 import { join, relative } from "node:path";
+import { trailFilesIn } from "./jsonl-audit-log.js";
 import { GENESIS, generationsOf, readHead, recordHash } from "./trail.js";
 
 /**
@@ -32,7 +33,7 @@ export interface VerifyReport {
 }
 
 export function verifyAuditDir(dir: string, keepFiles = 3): VerifyReport {
-  const trails = trailFilesIn(dir);
+  const trails = trailsToCheck(dir);
   const report: VerifyReport = { trails: [], findings: [], ok: true };
   const announced = new Set<string>();
   for (const file of trails) verifyTrail(dir, file, keepFiles, report, announced);
@@ -52,21 +53,16 @@ export function verifyAuditDir(dir: string, keepFiles = 3): VerifyReport {
   return report;
 }
 
-function trailFilesIn(dir: string): string[] {
-  const files = [join(dir, "host.jsonl"), join(dir, "host.security.jsonl")];
-  try {
-    for (const name of readdirSync(join(dir, "animas")).sort()) if (name.endsWith(".jsonl")) files.push(join(dir, "animas", name));
-  } catch {
-    // no Anima trails
-  }
-  // A trail whose current file is gone but whose head is left is still a trail to check.
+/** Every trail of the folder (jsonl-audit-log.ts), and a trail whose current file is gone but whose head is left. */
+function trailsToCheck(dir: string): string[] {
+  const files = trailFilesIn(dir);
   try {
     for (const name of readdirSync(join(dir, "animas")).sort()) {
       const file = join(dir, "animas", name.replace(/\.head$/, ""));
       if (name.endsWith(".jsonl.head") && !files.includes(file)) files.push(file);
     }
   } catch {
-    // none
+    // no Anima trails
   }
   return files;
 }

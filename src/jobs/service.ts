@@ -1,4 +1,5 @@
 import { join } from "node:path";
+import { canonicalJson } from "../canonical-json.js";
 import { setTimeout as delay } from "node:timers/promises";
 import { workerEnvironment } from "../config.js";
 import { PROJECT_ROOT } from "../project-root.js";
@@ -146,7 +147,7 @@ export class JobService {
       action: prepared.action,
       schemaName: prepared.schemaName,
       // Canonical key order, so that the same arguments given in another order are the same work for an idempotency key.
-      argsJson: canonicalJson(prepared.argsJson),
+      argsJson: canonicalJson(JSON.parse(prepared.argsJson)),
       bundleHash: prepared.bundle.hash,
       timeoutMs,
       ...(options.priority !== undefined ? { priority: options.priority } : {}),
@@ -325,17 +326,4 @@ export function resultOf(job: Job): JobResult {
 
 function notFound(anima: string, id: string): ToolHostError {
   return new ToolHostError("NotFound", `Anima "${anima}" has no job "${id}"`, "animaworks-tool jobs list shows this Anima's jobs");
-}
-
-/** JSON text with object keys sorted at every level. */
-function canonicalJson(text: string): string {
-  const sort = (value: unknown): unknown => {
-    if (Array.isArray(value)) return value.map(sort);
-    if (value === null || typeof value !== "object") return value;
-    // No prototype: a "__proto__" key from JSON must stay a plain key, not set the prototype.
-    const out = Object.create(null) as Record<string, unknown>;
-    for (const key of Object.keys(value).sort()) out[key] = sort((value as Record<string, unknown>)[key]);
-    return out;
-  };
-  return JSON.stringify(sort(JSON.parse(text)));
 }

@@ -11,6 +11,11 @@ import type { AnimaRef } from "./registry.js";
  */
 const ANIMA_NAME_PATTERN = /^(?!\.)[^/\\\0\uFFFD]{1,128}$/;
 
+/** Whether `name` could be an Anima's (its folder's) name: what may name a file of its own anywhere. */
+export function isAnimaName(name: string): boolean {
+  return ANIMA_NAME_PATTERN.test(name);
+}
+
 export async function listAnimas(dataDir: string): Promise<string[]> {
   const names: string[] = [];
   const folder = join(dataDir, "animas");

@@ -124,6 +124,7 @@ const MAY_IMPORT: Record<string, string[]> = {
     "clock.ts",
     "byte-lru.ts",
     "process-alive.ts",
+    "canonical-json.ts",
   ],
   "host.ts": [
     "composition.ts",
@@ -160,7 +161,18 @@ const MAY_IMPORT: Record<string, string[]> = {
   "host-api.ts": ["capabilities", "audit", "isolation", "policy", "registry", "config.ts", "host-options.ts", "errors.ts"],
   capabilities: ["audit", "credentials", "policy", "isolation", "fs-limits.ts", "host-options.ts", "config.ts", "errors.ts"],
   // audit → credentials: the report lists which credential names each Anima can read (credentials/inventory.ts), never a value.
-  audit: ["registry", "policy", "bundling", "isolation", "credentials", "config.ts", "operator-config.ts", "file-lock.ts", "process-alive.ts"],
+  audit: [
+    "registry",
+    "policy",
+    "bundling",
+    "isolation",
+    "credentials",
+    "config.ts",
+    "operator-config.ts",
+    "file-lock.ts",
+    "process-alive.ts",
+    "canonical-json.ts",
+  ],
   credentials: ["config.ts", "host-options.ts", "regular-file.ts", "errors.ts"],
   execution: ["registry", "isolation", "validation", "errors.ts"],
   registry: ["bundling", "isolation", "validation", "errors.ts", "clock.ts"],
@@ -182,6 +194,7 @@ const MAY_IMPORT: Record<string, string[]> = {
   "clock.ts": [],
   "byte-lru.ts": [],
   "process-alive.ts": [],
+  "canonical-json.ts": [],
   contract: [],
 };
 
