@@ -107,6 +107,20 @@ function versionsOf(path: string): { node: string; v8: string } {
   return sandboxVersions;
 }
 
+let ffiFlag: boolean | undefined;
+
+/**
+ * Whether the Node that sandbox processes run on knows `--no-experimental-ffi` (Node 26 has `node:ffi`
+ * on by default; older lines neither have the module nor accept the flag). Asked of that Node once
+ * when it is not this one.
+ */
+export function sandboxRuntimeHasFfi(): boolean {
+  const path = runtimeNodePath();
+  if (path === process.execPath) return process.allowedNodeEnvironmentFlags.has("--no-experimental-ffi");
+  ffiFlag ??= spawnSync(path, ["--no-experimental-ffi", "-e", ""], { env: {}, stdio: "ignore", timeout: 10_000 }).status === 0;
+  return ffiFlag;
+}
+
 /** What runs the host and its isolates, with what an operator should act on. */
 export function runtimeReport(now = new Date()): RuntimeReport {
   const found = pinnedRuntime();

@@ -1,23 +1,31 @@
-import { readdirSync, readlinkSync } from "node:fs";
-import { spawnSync } from "node:child_process";
+import { existsSync, readdirSync, readlinkSync } from "node:fs";
+import { type ChildProcess, spawn, spawnSync } from "node:child_process";
 import { join } from "node:path";
+import type { Writable } from "node:stream";
 import { afterEach, describe, expect, it } from "vitest";
 import type { CallOutcome, CallRequest } from "../../src/isolation/wire/messages.js";
 import { processTree } from "../../src/isolation/os/process-cpu.js";
 import { REFUSED_SYSCALLS_X86_64 } from "../../src/isolation/os/seccomp-filter.js";
 import { SandboxPool } from "../../src/isolation/pool/sandbox-pool.js";
+import { bwrapCommand } from "../../src/isolation/os/os-sandbox.js";
+import { runtimeNodePath, sandboxRuntimeHasFfi } from "../../src/node-runtime.js";
 import { PROJECT_ROOT } from "./harness.js";
 
 /**
- * Memory the host cannot see: a compromised sandbox process (test/fixtures/compromised/memfd-memory-bomb.mjs,
- * under the host's real launch) tries to hold memory in memfd files, System V shared memory, message
- * queues and semaphores, a POSIX message queue and POSIX shared memory (/dev/shm), none of which shows
- * in a resident set while unmapped (os/resource-watchdog.ts). The seccomp filter refuses each call with
- * EPERM, as it refuses everything else, and /dev/shm is read-only: nothing is held, and the process,
- * which harmed no one, keeps serving, as does everyone else's. The filter is built for x86_64 only;
- * without bwrap these tests are skipped (CI has it).
+ * Memory the host cannot see: code that escaped an isolate tries to hold memory in memfd files, System V
+ * shared memory, message queues and semaphores, a POSIX message queue and POSIX shared memory
+ * (/dev/shm), none of which shows in a resident set while unmapped (os/resource-watchdog.ts). Under the
+ * host's real launch: the seccomp filter refuses each call with EPERM, as it refuses everything else
+ * (test/fixtures/outside-isolate/memfd_bomb.py makes them natively, through ctypes); JavaScript in the
+ * process's main realm cannot make them at all, `node:ffi` being switched off
+ * (test/fixtures/compromised/memfd-memory-bomb.mjs, in place of the process's entry); /dev/shm is
+ * read-only. Nothing is held, and the process, which harmed no one, keeps serving, as does everyone
+ * else's. The filter is built for x86_64 only; without bwrap these tests are skipped (CI has it).
  */
 const BOMB = join(PROJECT_ROOT, "test", "fixtures", "compromised", "memfd-memory-bomb.mjs");
+const NATIVE_BOMB = join(PROJECT_ROOT, "test", "fixtures", "outside-isolate", "memfd_bomb.py");
+/** A python3 the launch can see (its read-only binds hold /usr and /bin). */
+const PYTHON = ["/usr/bin/python3", "/bin/python3"].find((path) => existsSync(path));
 const bwrapWorks = spawnSync("bwrap", ["--unshare-all", "--ro-bind", "/", "/", "true"]).status === 0;
 if (!bwrapWorks && process.env["CI"] === "true") throw new Error("bubblewrap is required on CI (.ci/run installs it) but does not work here");
 const sandboxed = bwrapWorks && process.arch === "x64";
@@ -64,7 +72,23 @@ describe.runIf(sandboxed)("memfd_memory_bomb: memory outside every resident set,
     pool = undefined;
   });
 
-  it("is refused (EPERM; /dev/shm read-only), nothing is held, and the host keeps serving", async () => {
+  it.runIf(PYTHON !== undefined)("memfd_bomb.py: each call is refused (EPERM) natively, and nothing is held", async () => {
+    // The launch of os-sandbox.ts, running python3 (native system calls through ctypes) instead of Node.
+    const { command, args, seccomp } = bwrapCommand([], 4, [join(NATIVE_BOMB, "..")]);
+    const node = args.lastIndexOf(runtimeNodePath());
+    expect(args[node - 1]).toBe("--");
+    const child = spawn(command, [...args.slice(0, node), PYTHON as string, NATIVE_BOMB], { env: {}, stdio: ["ignore", "pipe", "pipe", "ignore", "pipe"] });
+    (child.stdio[4] as Writable).end(seccomp);
+    const [{ text, code }, errors] = await Promise.all([outputOf(child, "stdout"), outputOf(child, "stderr")]);
+    expect(code, errors.text).toBe(0);
+    const report = JSON.parse(text) as Record<string, unknown>;
+    for (const call of ["memfd_create", "memfd_secret", "shmget", "msgget", "semget", "mq_open"]) expect(report[call], call).toEqual([-1, EPERM]);
+    expect(report["held"]).toEqual({});
+    expect(report["memfds"]).toEqual([]);
+    expect(report["sysvipc"]).toEqual({ shm: 0, msg: 0, sem: 0 });
+  });
+
+  it("from JavaScript: node:ffi is off, /dev/shm read-only, nothing is held, and the host keeps serving", async () => {
     const violations: string[] = [];
     pool = new SandboxPool({ osSandbox: "required", entryScript: BOMB, onStderr: () => {}, onViolation: (message) => violations.push(message) });
     expect(await pool.call(request("alice", "waiting_quick"))).toMatchObject({ ok: true, value: { text: "done" } });
@@ -73,11 +97,10 @@ describe.runIf(sandboxed)("memfd_memory_bomb: memory outside every resident set,
     const outcome: CallOutcome = await pool.call(request("eve", "waiting_forever", { attack: "memfd_memory_bomb" }));
     expect(outcome).toMatchObject({ ok: true, value: { kind: "text" } });
     const report = JSON.parse(outcome.ok && "value" in outcome && outcome.value.kind === "text" ? outcome.value.text : "{}") as Record<string, unknown>;
-    expect(report["ffi"], "the fixture makes its system calls through node:ffi").toBe("ok");
-    for (const call of ["memfd_create", "memfd_secret", "shmget", "msgget", "semget", "mq_open"]) expect(report[call], call).toEqual([-1, EPERM]);
+    // Where the runtime has node:ffi (Node 26), the launch switches it off; older lines have none.
+    expect(report["ffi"]).toBe("ERR_UNKNOWN_BUILTIN_MODULE");
     expect(report["shm_open"]).toBe("EROFS");
     // Nothing held: no memfd, no System V object in its IPC namespace, nothing in /dev/shm.
-    expect(report["held"]).toEqual({});
     expect(report["memfds"]).toEqual([]);
     expect(report["sysvipc"]).toEqual({ shm: 0, msg: 0, sem: 0 });
     expect(report["devShm"]).toEqual([]);
@@ -98,7 +121,21 @@ describe.runIf(sandboxed)("memfd_memory_bomb: memory outside every resident set,
   }, 30_000);
 });
 
+/** Everything a child wrote on `stream` until it exited (bounded: the probe prints one line). */
+function outputOf(child: ChildProcess, stream: "stdout" | "stderr"): Promise<{ text: string; code: number | null }> {
+  let text = "";
+  child[stream]?.on("data", (chunk: Buffer) => {
+    if (text.length < 100_000) text += chunk.toString();
+  });
+  return new Promise((resolve) => child.once("exit", (code) => resolve({ text, code })));
+}
+
 describe("the seccomp filter's refusals of memory outside every resident set", () => {
+  it("the pinned runtime has node:ffi, which the sandbox launch switches off", () => {
+    // If a runtime update drops the flag, this says so (and the launch then simply omits it).
+    expect(sandboxRuntimeHasFfi()).toBe(true);
+  });
+
   it("names each call by its x86_64 number", () => {
     expect(REFUSED_SYSCALLS_X86_64).toMatchObject({
       memfd_create: 319,

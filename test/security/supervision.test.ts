@@ -76,10 +76,13 @@ describe("supervision (process isolation)", () => {
     const [pid] = sandboxOf(h.host!)!.pids();
     const result = await h.call("mallory", "uncatchable_allocation_run");
     expectError(result, "Timeout");
-    expect(result.durationMs).toBeLessThan(1_000 + 700);
-    // The process retires as soon as the isolate fails to return after the stop, not when isolated-vm
-    // reports the thread lost (5 s later, by when it may hold locks the process needs).
-    await waitFor(() => !sandboxOf(h!.host!)!.pids().includes(pid!), 3_000, 20);
+    // The process retires because the isolate failed to return within the stop's grace, not because
+    // isolated-vm reported the thread lost (5 s later, by when it may hold locks the process needs): the
+    // process says which of the two it saw, and the host forwards its stderr to the log.
+    await waitFor(() => !sandboxOf(h!.host!)!.pids().includes(pid!), 15_000, 20);
+    const notices = h.logs.filter((r) => r.message.includes(`sandbox process ${pid}:`)).map((r) => r.message);
+    expect(notices.join("\n")).toMatch(/an isolate did not return after it was stopped; retiring this process/);
+    expect(notices.join("\n")).not.toMatch(/an isolate was lost/);
     expect(await expectHealthy(h, "bob")).toBe(1);
     expect(await expectHealthy(h, "mallory")).toBe(1);
   });
@@ -92,18 +95,17 @@ describe("supervision (in-process isolation: the one-shot CLI)", () => {
     data.anima("mallory");
     const source = readFileSync(join(HOSTILE_DIR, "uncatchable_allocation.ts"), "utf8");
     data.write("animas/mallory/tools/uncatchable_allocation.ts", `${source}\nexport const EXECUTION_PROFILE = { run: { timeout_seconds: 1 } };\n`);
-    const started = performance.now();
     const run = await runProcess(
       process.execPath,
       ["--no-node-snapshot", BIN, "--data-dir", data.dir, "--anima", "mallory", "--json", "uncatchable_allocation", "run"],
       20_000,
     );
-    const elapsedMs = performance.now() - started;
     expect(run.signal, `stdout: ${run.stdout}\nstderr: ${run.stderr}`).toBe("SIGKILL");
     expect(JSON.parse(run.stdout)).toMatchObject({ status: "error", error_type: "Timeout" });
+    // Ended by the CLI itself once the stop's grace passed (its notice), not by this test's 20 s limit
+    // (no notice then) and not after isolated-vm gave up on the thread ("lost").
     expect(run.stderr).toMatch(/could not be stopped; ending this process with SIGKILL/);
-    // Deadline (1 s) + the stop grace + the CLI's own start; never the 5 s isolated-vm takes to give up.
-    expect(elapsedMs).toBeLessThan(4_500);
+    expect(run.stderr).not.toMatch(/was lost/);
     assertNoLeak({ status: "error", error_type: "Timeout", fault: "tool", message: run.stdout + run.stderr, durationMs: 0 }, data);
     data.cleanup();
   });

@@ -2,7 +2,7 @@ import { type ChildProcess, type StdioOptions, spawn } from "node:child_process"
 import type { Writable } from "node:stream";
 import { dirname, join } from "node:path";
 import { PROJECT_ROOT } from "../../project-root.js";
-import { runtimeNodePath } from "../../node-runtime.js";
+import { runtimeNodePath, sandboxRuntimeHasFfi } from "../../node-runtime.js";
 import { type OsSandboxStatus, bwrapCommand } from "../os/os-sandbox.js";
 import { lowPriorityPrefix } from "../os/low-priority.js";
 import { resourceCapsPrefix } from "../os/resource-caps.js";
@@ -42,6 +42,16 @@ export interface SandboxChildSpec {
   entryScript?: string;
 }
 
+/**
+ * The Node flags of a sandbox process: isolated-vm's (v8-flags.ts), and `node:ffi` switched off where
+ * the runtime has it. Code that escaped an isolate runs in the process's main realm; with `node:ffi` it
+ * could make any system call from JavaScript alone (the seccomp filter still bounds which), without it
+ * it needs a memory-corruption exploit of its own to leave JavaScript.
+ */
+export function sandboxNodeFlags(): string[] {
+  return [...SANDBOX_NODE_FLAGS, ...(sandboxRuntimeHasFfi() ? ["--no-experimental-ffi"] : [])];
+}
+
 export function spawnSandboxChild(spec: SandboxChildSpec): ChildProcess {
   // child/main.ts's arguments: warm pool bytes, idle isolates at most, nice value, snapshot (1 or 0), warm-up (1 or 0).
   const childArgs = [String(spec.warmPoolBytes), String(spec.maxIdleIsolates), String(spec.nice), spec.isolateSnapshot ? "1" : "0", spec.warmUp ? "1" : "0"];
@@ -50,13 +60,13 @@ export function spawnSandboxChild(spec: SandboxChildSpec): ChildProcess {
   const prefix = [...resourceCapsPrefix(), ...idle];
   const entry = spec.entryScript ?? CHILD_ENTRY;
   if (spec.osSandbox.enabled) return spawnInBwrap(prefix, entry, childArgs);
-  const command = [...prefix, runtimeNodePath(), ...SANDBOX_NODE_FLAGS, entry, ...childArgs] as [string, ...string[]];
+  const command = [...prefix, runtimeNodePath(), ...sandboxNodeFlags(), entry, ...childArgs] as [string, ...string[]];
   return spawn(command[0], command.slice(1), { env: {}, stdio: ["ignore", "ignore", "pipe", "pipe", "ignore", "pipe"] as StdioOptions });
 }
 
 /** The child inside bubblewrap (os-sandbox.ts); the seccomp program goes to bwrap on `SECCOMP_FD`. */
 function spawnInBwrap(prefix: string[], entry: string, childArgs: string[]): ChildProcess {
-  const bwrap = bwrapCommand([...SANDBOX_NODE_FLAGS, entry, ...childArgs], SECCOMP_FD, entry === CHILD_ENTRY ? [] : [dirname(entry)]);
+  const bwrap = bwrapCommand([...sandboxNodeFlags(), entry, ...childArgs], SECCOMP_FD, entry === CHILD_ENTRY ? [] : [dirname(entry)]);
   const { seccomp } = bwrap;
   const [command, ...args] = [...prefix, bwrap.command, ...bwrap.args] as [string, ...string[]];
   const child = spawn(command, args, {
