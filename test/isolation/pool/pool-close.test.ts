@@ -21,7 +21,7 @@ import { waitFor } from "../../helpers/data-dir.js";
  * line (bwrap's arguments name it, and bwrap's init is a clone of bwrap), orphans included.
  */
 const FIXTURES = join(PROJECT_ROOT, "test", "fixtures", "shutdown-race");
-const LINGERING = join(FIXTURES, "lingering-process.mjs");
+const LINGERING = join(PROJECT_ROOT, "test", "fixtures", "compromised", "lingering-process.mjs");
 const bwrapWorks = spawnSync("bwrap", ["--unshare-all", "--ro-bind", "/", "/", "true"]).status === 0;
 if (!bwrapWorks && process.env["CI"] === "true") throw new Error("bubblewrap is required on CI (.ci/run installs it) but does not work here");
 if (!bwrapWorks) console.warn("pool-close tests skipped: bubblewrap is not installed or cannot create namespaces");
