@@ -191,15 +191,12 @@ export function boundEvent(event: AuditEvent): AuditEvent {
 /** Fields allowed longer than `MAX_AUDIT_FIELD_CHARS`: free text, and a policy's JSON (policy_change). */
 const FIELD_LIMITS: Record<string, number> = { message: MAX_AUDIT_MESSAGE_CHARS, reason: MAX_AUDIT_MESSAGE_CHARS, before: 4_100, after: 4_100 };
 
+/** Kinds that are security events whatever they say (other kinds are when their outcome is `denied`). */
+export const ALWAYS_SECURITY_KINDS: ReadonlySet<AuditKind> = new Set<AuditKind>(["sandbox_crash", "refusal", "policy_change", "audit_gap"]);
+
 /** Denials, refusals, crashes, violations and policy changes: what the audit trail must keep longest (see JsonlAuditLog). */
 export function isSecurityEvent(event: AuditEvent): boolean {
-  return (
-    event.kind === "sandbox_crash" ||
-    event.kind === "refusal" ||
-    event.kind === "policy_change" ||
-    event.kind === "audit_gap" ||
-    ("outcome" in event && event.outcome === "denied")
-  );
+  return ALWAYS_SECURITY_KINDS.has(event.kind) || ("outcome" in event && event.outcome === "denied");
 }
 
 export function truncateForAudit(text: string, maxChars = MAX_AUDIT_FIELD_CHARS): string {

@@ -9,6 +9,7 @@ import {
   type AuditQuery,
   type AuditRecord,
   boundEvent,
+  ALWAYS_SECURITY_KINDS,
   isSecurityEvent,
   isoTimestamp,
   matches,
@@ -59,8 +60,11 @@ export interface JsonlAuditLogOptions {
   onWriteError?: (error: unknown, file: string) => void;
 }
 
-/** Kinds that are always security events (`isSecurityEvent`), so only ever in security trails. */
-const SECURITY_KINDS: ReadonlySet<string> = new Set<AuditKind>(["policy_change", "refusal", "sandbox_crash", "trail"]);
+/**
+ * Kinds found only in security trails: those always security events, but for `audit_gap` (written into
+ * whichever trail lost records), and trail announcements (always in the host's security trail).
+ */
+const SECURITY_KINDS: ReadonlySet<string> = new Set<AuditKind>([...[...ALWAYS_SECURITY_KINDS].filter((kind) => kind !== "audit_gap"), "trail"]);
 
 /** How soon a write blocked by another process's lock is tried again, ms. */
 const LOCK_RETRY_MS = 5;
