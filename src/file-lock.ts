@@ -6,23 +6,50 @@ import { isProcessAlive } from "./process-alive.js";
 const LOCK_WAIT_MS = 10_000;
 const LOCK_RETRY_MS = 25;
 
+/** How long to wait for a lock a live process holds. */
+export interface LockWait {
+  /** Longest wait before giving up, ms. Default: 10,000. */
+  waitMs?: number;
+  /** Time between tries, ms. Default: 25. */
+  retryMs?: number;
+}
+
 /**
  * Runs `fn` holding the lock file `path` (created O_EXCL with this process's pid). A lock whose holder is
  * no longer alive on this machine is taken over. Used around the check-then-bind of the endpoint socket,
  * so that of several hosts starting at once exactly one binds and none removes another's live socket.
+ * Throws when a live holder keeps it past the wait.
  */
-export async function withLock<T>(path: string, fn: () => Promise<T>): Promise<T> {
-  const deadline = Date.now() + LOCK_WAIT_MS;
-  for (;;) {
-    if (tryLock(path)) break;
-    if (Date.now() > deadline) throw new Error(`could not take ${path}: held by a live process for ${LOCK_WAIT_MS} ms`);
-    await delay(LOCK_RETRY_MS);
-  }
+export async function withLock<T>(path: string, fn: () => Promise<T>, wait: LockWait = {}): Promise<T> {
+  const waitMs = wait.waitMs ?? LOCK_WAIT_MS;
+  if (!(await waitForLock(path, waitMs, wait.retryMs ?? LOCK_RETRY_MS))) throw new Error(`could not take ${path}: held by a live process for ${waitMs} ms`);
   try {
     return await fn();
   } finally {
     rmSync(path, { force: true });
   }
+}
+
+/**
+ * `withLock` for work that may be skipped: undefined, without running `fn`, when a live holder keeps the
+ * lock past the wait (the holder is doing the same work).
+ */
+export async function withLockIfFree<T>(path: string, fn: () => T | Promise<T>, wait: LockWait = {}): Promise<T | undefined> {
+  if (!(await waitForLock(path, wait.waitMs ?? LOCK_WAIT_MS, wait.retryMs ?? LOCK_RETRY_MS))) return undefined;
+  try {
+    return await fn();
+  } finally {
+    rmSync(path, { force: true });
+  }
+}
+
+async function waitForLock(path: string, waitMs: number, retryMs: number): Promise<boolean> {
+  const deadline = Date.now() + waitMs;
+  while (!tryLock(path)) {
+    if (Date.now() > deadline) return false;
+    await delay(retryMs);
+  }
+  return true;
 }
 
 /**

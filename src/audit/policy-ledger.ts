@@ -1,10 +1,9 @@
 import { mkdirSync, readFileSync, renameSync, statSync, writeFileSync } from "node:fs";
 import { join } from "node:path";
-import { setTimeout as delay } from "node:timers/promises";
 import { sha256 } from "../bundling/sha256.js";
 import { canonicalJson } from "../canonical-json.js";
 import type { HostConfig } from "../config.js";
-import { tryLockSync, unlockSync } from "../file-lock.js";
+import { withLockIfFree } from "../file-lock.js";
 import { loadPermissionsSync } from "../policy/permissions.js";
 import { type AuditEvent, isoTimestamp } from "./audit-log.js";
 import { effectiveSettings } from "./effective-config.js";
@@ -152,20 +151,17 @@ export class PolicyLedger {
 
   private async update(change: (snapshot: Snapshot) => boolean): Promise<void> {
     mkdirSync(this.config.auditDir, { recursive: true });
-    const lock = `${this.snapshotFile}.lock`;
-    const deadline = Date.now() + SNAPSHOT_LOCK_WAIT_MS;
-    while (!tryLockSync(lock)) {
-      if (Date.now() > deadline) return; // another host is recording; the next check sees it
-      await delay(5);
-    }
-    try {
-      const snapshot = readSnapshot(this.snapshotFile);
-      if (!change(snapshot)) return;
-      writeFileSync(`${this.snapshotFile}.tmp`, JSON.stringify(snapshot), { mode: 0o600 });
-      renameSync(`${this.snapshotFile}.tmp`, this.snapshotFile);
-    } finally {
-      unlockSync(lock);
-    }
+    // Given up after the wait: another host is recording, and the next check sees what it recorded.
+    await withLockIfFree(
+      `${this.snapshotFile}.lock`,
+      () => {
+        const snapshot = readSnapshot(this.snapshotFile);
+        if (!change(snapshot)) return;
+        writeFileSync(`${this.snapshotFile}.tmp`, JSON.stringify(snapshot), { mode: 0o600 });
+        renameSync(`${this.snapshotFile}.tmp`, this.snapshotFile);
+      },
+      { waitMs: SNAPSHOT_LOCK_WAIT_MS, retryMs: 5 },
+    );
   }
 }
 
