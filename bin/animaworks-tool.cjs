@@ -41,7 +41,8 @@ else {
       else process.exit(outcome.code);
       return;
     }
-    const started = outcome.daemon ? client.startDaemon(outcome.daemon, setup, __filename) : undefined;
+    // The first daemon started for a data dir is announced on stderr (once: src/cli/daemon-notice.ts).
+    const started = outcome.daemon ? client.startDaemon(outcome.daemon, setup, __filename, (text) => io.write(2, text)) : undefined;
     Promise.resolve(started).then(() => (hasFlag ? runInProcess() : reExecute()));
   });
 }

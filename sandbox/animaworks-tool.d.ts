@@ -67,6 +67,19 @@ declare module "@animaworks/tool" {
     constructor(message?: string);
   }
 
+  /**
+   * Throw when your own check of the arguments fails (a value the schema cannot express: a date in the
+   * past, two options that exclude each other): the caller sees error type `InvalidArguments` with
+   * `fault: "caller"` (exit 2) and this message, so it changes its arguments instead of reporting your
+   * tool as broken. It says nothing more: the host adds no hint, and a message is cut as any tool message.
+   * Only an instance of this class counts (an Error merely named "InvalidInput" is an ordinary error).
+   *
+   *     if (args.days > 30) throw new InvalidInput("days must be at most 30");
+   */
+  export class InvalidInput extends ToolError {
+    constructor(message?: string);
+  }
+
   // ---- types for authors (no runtime value) -------------------------------------------------------
 
   /** A JSON value, as arguments arrive and as results should be shaped. */

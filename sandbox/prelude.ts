@@ -118,19 +118,9 @@ function installPrelude(global: Record<string, unknown>, host: GuestBridge): Gue
     return typeof m === "string" ? m : stringCtor(m);
   }
 
-  // ---- errors --------------------------------------------------------------------------------------
-  class ToolError extends Error {
-    constructor(message?: string) {
-      super(message);
-      this.name = "ToolError";
-    }
-  }
-  class ToolConfigError extends ToolError {
-    constructor(message?: string) {
-      super(message);
-      this.name = "ToolConfigError";
-    }
-  }
+  // ---- errors (tool-errors.ts) ---------------------------------------------------------------------
+  const errorClasses = installToolErrors();
+  const { ToolError, ToolConfigError, InvalidInput } = errorClasses;
 
   // ---- logger --------------------------------------------------------------------------------------
   function formatLogArgs(args: unknown[]): string {
@@ -213,6 +203,7 @@ function installPrelude(global: Record<string, unknown>, host: GuestBridge): Gue
     sleep,
     ToolError,
     ToolConfigError,
+    InvalidInput,
     fs,
     fetch,
     getCredential,
@@ -248,27 +239,9 @@ function installPrelude(global: Record<string, unknown>, host: GuestBridge): Gue
   }
 
   // ---- result framing (result-framing.ts) -----------------------------------------------------------
-  const { frameResult, failure, strictReplacer, describeJsonError } = installResultFraming(safeString, boundedStringify);
+  const { frameResult, failure, withStack, strictReplacer, describeJsonError } = installResultFraming(safeString, boundedStringify);
 
-  function errorEnvelope(error: unknown): CallEnvelope {
-    try {
-      // A host denial the tool did not catch keeps the type the host gave it (only genuine ones count).
-      const hostType = capabilities.errorTypeOf(error);
-      if (hostType !== undefined) return failure(hostType, safeString((error as Error).message));
-      if (isInstance(error, ToolConfigError)) return failure("ToolConfigError", safeString((error as Error).message));
-      if (isInstance(error, errorCtor)) {
-        const name = reflectApply(errorGetName, error as Error, []);
-        const message = reflectApply(errorGetMessage, error as Error, []);
-        return failure("ExecutionError", name === "ToolError" || name === "Error" ? message : `${name}: ${message}`);
-      }
-      // `throw { message }` is common in plain JS: report its message, never its other fields (a forged stack).
-      const message = typeof error === "object" && error !== null ? (error as { message?: unknown }).message : undefined;
-      if (typeof message === "string") return failure("ExecutionError", `the tool threw a non-Error value: ${message}`);
-      return failure("ExecutionError", `the tool threw a non-Error value: ${safeString(error)}`);
-    } catch {
-      return failure("ExecutionError", "the tool threw an error that could not be read");
-    }
-  }
+  const errorEnvelope = installErrorFraming({ classes: errorClasses, hostTypeOf: capabilities.errorTypeOf, isInstance, safeString, failure });
 
   /** The envelope as JSON. Copied onto a null-prototype object: an inherited toJSON must not apply. */
   function encode(envelope: CallEnvelope): string {
@@ -343,7 +316,7 @@ function installPrelude(global: Record<string, unknown>, host: GuestBridge): Gue
     try {
       envelope = frameResult(await invoke(entry, schemaName, payloadJson), maxBytes);
     } catch (error) {
-      envelope = errorEnvelope(error);
+      envelope = withStack(errorEnvelope(error), error, ToolError);
     }
     // The call ends here, inside the isolate: a timer the host fired just before it heard of the
     // result must find nothing to run (it would otherwise spin in the next call's time).

@@ -16,6 +16,14 @@ interface ResultFraming {
   frameResult(value: unknown, maxBytes: number): CallEnvelope;
   /** A failure envelope, its message cut at `MAX_TOOL_MESSAGE_CHARS` with a note of how much was cut. */
   failure(errorType: string, message: string): FailureEnvelope;
+  /**
+   * `envelope`, with the `stack` of `thrown` when it is an `ExecutionError` and the value has a string
+   * stack (cut at `MAX_TOOL_STACK_CHARS`), so that the host can name the tool's lines. Not for a
+   * `toolError` (the `ToolError` class) nor an `Error` thrown as it is: those fail the call with exactly
+   * the tool's message. Whatever the tool wrote into a stack is sent as it is: the host reads only
+   * positions in the tool's own bundle out of it.
+   */
+  withStack(envelope: CallEnvelope, thrown: unknown, toolError: unknown): CallEnvelope;
   /** A `JSON.stringify` replacer that throws, naming the key, on what JSON cannot carry. */
   strictReplacer(this: unknown, key: string, value: unknown): unknown;
   /** What went wrong in `JSON.stringify`, in the tool author's terms. */
@@ -28,6 +36,16 @@ function installResultFraming(safeString: (value: unknown) => string, jsonString
   const stringCtor = String;
   const charCodeAt = String.prototype.charCodeAt;
   const stringSlice = String.prototype.slice;
+  const getOwnPropertyDescriptor = Object.getOwnPropertyDescriptor;
+  const errorCtor = Error;
+  const getPrototypeOf = Object.getPrototypeOf;
+  const functionPrototype = Function.prototype;
+  const objectPrototype = Object.prototype;
+  const errorPrototype = Error.prototype;
+  // instanceof without consulting a (patchable) Symbol.hasInstance: OrdinaryHasInstance.
+  const ordinaryHasInstance = Function.prototype[Symbol.hasInstance];
+  // V8 gives each error an own `stack` accessor pair whose getter formats the stack on first use.
+  const nativeStackGetter = getOwnPropertyDescriptor(new errorCtor(), "stack")?.get;
 
   function utf8Length(text: string): number {
     let bytes = 0;
@@ -93,5 +111,48 @@ function installResultFraming(safeString: (value: unknown) => string, jsonString
     return { ok: false, errorType, message };
   }
 
-  return { frameResult, failure, strictReplacer, describeJsonError };
+  function withStack(envelope: CallEnvelope, thrown: unknown, toolError: unknown): CallEnvelope {
+    if (envelope.ok || envelope.errorType !== "ExecutionError" || (typeof thrown !== "object" && typeof thrown !== "function") || thrown === null) {
+      return envelope;
+    }
+    try {
+      if (reflectApply(ordinaryHasInstance, toolError, [thrown]) || getPrototypeOf(thrown) === errorPrototype) return envelope;
+      const stack = stackOf(thrown);
+      if (typeof stack === "string") envelope.stack = reflectApply(stringSlice, stack, [0, MAX_TOOL_STACK_CHARS]);
+    } catch {
+      // no stack: the failure is reported without the tool's lines
+    }
+    return envelope;
+  }
+
+  /**
+   * The stack text of `thrown`, without running a function of the tool's: a string the tool stored, or
+   * V8's own formatting (its `stack` accessor) when the tool installed no `Error.prepareStackTrace`
+   * (which V8 would call, and which may never return). A getter of the tool's is never called.
+   */
+  function stackOf(thrown: object): unknown {
+    const own = getOwnPropertyDescriptor(thrown, "stack");
+    if (own === undefined) return undefined;
+    if (!("get" in own)) return own.value;
+    if (own.get === undefined || own.get !== nativeStackGetter || !defaultFormatting()) return undefined;
+    return reflectApply(nativeStackGetter, thrown, []);
+  }
+
+  /**
+   * True when V8 would format a stack itself: `Error.prepareStackTrace`, which it reads with an ordinary
+   * property lookup (getters and prototypes included), is nowhere on `Error`'s prototype chain, and that
+   * chain is still the intrinsics' own (no object of the tool's, no proxy, is asked anything).
+   */
+  function defaultFormatting(): boolean {
+    let holder: object | null = errorCtor;
+    for (const intrinsic of [errorCtor, functionPrototype, objectPrototype]) {
+      if (holder !== intrinsic) return false;
+      const formatter = getOwnPropertyDescriptor(holder, "prepareStackTrace");
+      if (formatter !== undefined && (!("value" in formatter) || formatter.value !== undefined)) return false;
+      holder = getPrototypeOf(holder) as object | null;
+    }
+    return holder === null;
+  }
+
+  return { frameResult, failure, withStack, strictReplacer, describeJsonError };
 }

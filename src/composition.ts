@@ -15,9 +15,11 @@ import { openCredentialSources, redactSecrets } from "./credentials/index.js";
 import type { CapabilityPath, ToolHost } from "./host-api.js";
 import type { PreparedCallRunner } from "./prepared-calls.js";
 import { type SandboxHandle, createExecutor } from "./isolation/executor.js";
+import { withToolFrames } from "./bundling/tool-frames.js";
 import type { CallContext, ToolLogLine } from "./isolation/wire/messages.js";
 import { ToolRegistry } from "./registry/registry.js";
 import { accessHint, systemFileError } from "./errors.js";
+import { CallWarnings } from "./capabilities/call-warnings.js";
 
 /**
  * The composition root: the one module that wires a host from one resolved configuration (its audit
@@ -85,10 +87,14 @@ export function composeHost<H extends ComposedHost>(config: HostConfig, construc
     credentials: openCredentialSources(config.dataDir, { environment: config.environment, allowedEnvironment: config.allowedEnvironment, log: config.onLog }),
     audit,
     log: config.onLog,
+    // The host's lines about one call (a denial…) go to that call's caller, like its tool's log lines.
+    callLog: (context, record) => toolLogs.hostLine(context, record),
     network: lazyNetwork(config, audit, policyOf),
   });
   const toolLogs = new ToolLogRouter(config, capabilities);
-  const sandbox = createExecutor(config, (line) => toolLogs.forward(line), capabilities.invoke, {
+  const bundler = new ToolBundler(config.cacheDir);
+  // A failing tool's error names its own lines, mapped here with the bundler's source maps.
+  const executor = createExecutor(config, (line) => toolLogs.forward(line), capabilities.invoke, {
     onRefusal: (context, name, error) =>
       audit.append({
         kind: "capability",
@@ -108,12 +114,13 @@ export function composeHost<H extends ComposedHost>(config: HostConfig, construc
       config.onLog({ level: "error", logger: "animaworks.host", message });
     },
   });
+  const sandbox = withToolFrames(executor, bundler.sourceMaps);
   const registry = new ToolRegistry({
     dataDir: config.dataDir,
     coreToolsDir: config.coreToolsDir,
     loadTimeoutMs: config.loadTimeoutMs,
     memoryLimitMb: config.memoryLimitMb,
-    bundler: new ToolBundler(config.cacheDir),
+    bundler,
     executor: sandbox.executor,
   });
   // Long-running hosts say what their warm pools hold, for `audit` in another process.
@@ -150,6 +157,8 @@ function lazyNetwork(config: HostConfig, audit: AuditLog, policyOf: (anima: stri
 export class ToolLogRouter {
   /** Keyed by the host's record of each call, so a sink goes with its call. */
   private readonly callSinks = new WeakMap<CallContext, (record: LogRecord) => void>();
+  /** The host's lines about each call so far (bounded per call: capabilities/call-warnings.ts). */
+  private readonly callWarnings = new WeakMap<CallContext, CallWarnings>();
 
   constructor(
     private readonly config: Pick<HostConfig, "onLog">,
@@ -171,6 +180,24 @@ export class ToolLogRouter {
       anima: line.context.anima,
       tool: line.context.tool,
     });
+  }
+
+  /**
+   * For the capability service: a line of the host's own about the call `context` (a request it
+   * denied…), to that call's sink as its tool's lines go, redacted the same way, and bounded per call.
+   */
+  hostLine(context: CallContext, record: LogRecord): void {
+    let warnings = this.callWarnings.get(context);
+    if (!warnings) this.callWarnings.set(context, (warnings = new CallWarnings()));
+    if (!warnings.admit(record)) return;
+    const message = redactSecrets(record.message, this.capabilities.secretsOf(context.anima));
+    (this.callSinks.get(context) ?? this.config.onLog)({ ...record, message });
+  }
+
+  /** For the host, when the call `context` has ended: says how many of its host lines were not shown. */
+  callEnded(context: CallContext): void {
+    const closing = this.callWarnings.get(context)?.end({ anima: context.anima, tool: context.tool });
+    if (closing) (this.callSinks.get(context) ?? this.config.onLog)(closing);
   }
 }
 

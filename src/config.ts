@@ -6,7 +6,16 @@ import { HOST_DEFAULTS, MIN_MEMORY_LIMIT_MB } from "./host-defaults.js";
 import type { HostOptions, LogRecord } from "./host-options.js";
 import { LOG_LEVELS } from "./contract/isolate.js";
 import { type Environment, defaultDataDirIn } from "./environment.js";
-import { type FileSettings, type SettingSource, SETTINGS, checkedSeconds, environmentSettings, readOperatorFile } from "./operator-config.js";
+import {
+  CONFIG_SECTION,
+  type FileSettings,
+  type SettingSource,
+  SETTINGS,
+  checkedSeconds,
+  configFileError,
+  environmentSettings,
+  readOperatorFile,
+} from "./operator-config.js";
 
 /**
  * The only module that reads `process.env`. Everything else receives a resolved `HostConfig`, made here
@@ -74,8 +83,9 @@ export function workerEnvironment(jobsUrl?: string): NodeJS.ProcessEnv {
 
 /**
  * The host's configuration: `options` first, then (for operator settings) `env` (default: this process's
- * environment), then the data dir's config.json, then defaults. Throws `InvalidArguments` naming the key
- * or variable of a wrong operator setting, and `TypeError` for a wrong option.
+ * environment), then the data dir's config.json, then defaults. Throws `InvalidArguments` naming the
+ * variable or option of a wrong operator setting, `ToolConfigError` naming the key when it came from
+ * config.json (the operator's file), and `TypeError` for a wrong option.
  */
 export function resolveConfig(options: HostOptions = {}, env: Environment = process.env): HostConfig {
   const dataDir = resolve(options.dataDir ?? defaultDataDirIn(env, process.cwd()));
@@ -96,12 +106,17 @@ export function resolveConfig(options: HostOptions = {}, env: Environment = proc
     sources[key] = source;
     return value as FileSettings[K] | undefined;
   };
+  /** The error for a wrong value of `field`, by who set it (read once `pick` chose it). */
+  const refuse =
+    (field: keyof FileSettings): Refusal =>
+    (message, hint) =>
+      settingError(sources[settingName(field)], settingName(field), file.path, message, hint);
   const allowedEnvironment = [...(pick("allowedEnvironment", options.allowedEnvironment) ?? [])];
   const fsLimits = pick("fsLimits", options.fsLimits);
   const idleSeconds = pick("daemonIdleSeconds", undefined);
   const d = HOST_DEFAULTS;
   const cordons = pick("cordons", options.cordons) ?? d.cordons;
-  checkCordons(cordons);
+  checkCordons(cordons, refuse("cordons"));
   return {
     dataDir,
     coreToolsDir: resolve(options.coreToolsDir ?? join(PROJECT_ROOT, "tools")),
@@ -129,16 +144,16 @@ export function resolveConfig(options: HostOptions = {}, env: Environment = proc
       Math.floor(positive(pick("maxQueuedCallsPerAnima", options.maxQueuedCallsPerAnima), d.maxQueuedCallsPerAnima, "maxQueuedCallsPerAnima")) || 1,
     maxLogLinesPerCall: positive(pick("maxLogLinesPerCall", options.maxLogLinesPerCall), d.maxLogLinesPerCall, "maxLogLinesPerCall"),
     maxLogLineChars: positive(pick("maxLogLineChars", options.maxLogLineChars), d.maxLogLineChars, "maxLogLineChars"),
-    ...logSettings(pick("logLevel", options.logLevel), options.onLog ?? writeLogToStderr),
+    ...logSettings(pick("logLevel", options.logLevel), options.onLog ?? writeLogToStderr, refuse("logLevel")),
     allowedEnvironment,
     environment: environmentSnapshot(allowedEnvironment, options.environment ?? env),
     auditDir: resolve(options.auditDir ?? join(dataDir, "logs", "animaworks-tool", "audit")),
     allowInternalHosts: [...(pick("allowInternalHosts", options.allowInternalHosts) ?? [])],
     fsLimits: { ...d.fsLimits, ...fsLimits },
     watch: options.watch ?? d.watch,
-    jobsUrl: jobsUrl(pick("jobsUrl", options.jobsUrl)),
+    jobsUrl: jobsUrl(pick("jobsUrl", options.jobsUrl), refuse("jobsUrl")),
     mcpCoreTools: pick("mcpCoreTools", options.mcpCoreTools),
-    auditOtlpEndpoint: otlpLogsUrl(pick("auditOtlpEndpoint", options.auditOtlpEndpoint)),
+    auditOtlpEndpoint: otlpLogsUrl(pick("auditOtlpEndpoint", options.auditOtlpEndpoint), refuse("auditOtlpEndpoint")),
     sandboxEntryScript: options.sandboxEntryScript,
     daemon: {
       enabled: pick("daemon", undefined) ?? d.daemon,
@@ -149,12 +164,11 @@ export function resolveConfig(options: HostOptions = {}, env: Environment = proc
 }
 
 /** An Anima belongs to one cordon: a setting that puts one in two groups is refused (src/isolation/scheduling/cordons.ts). */
-function checkCordons(cordons: NonNullable<HostOptions["cordons"]>): void {
+function checkCordons(cordons: NonNullable<HostOptions["cordons"]>, refuse: Refusal): void {
   if (typeof cordons === "string") {
     // The type says "anima" | "all", but the value may come from a library caller's untyped options.
     const named: string = cordons;
-    if (named !== "anima" && named !== "all")
-      throw new ToolHostError("InvalidArguments", `cordons: "${named}" is not "anima", "all" or an object of named groups`);
+    if (named !== "anima" && named !== "all") throw refuse(`cordons: "${named}" is not "anima", "all" or an object of named groups`);
     return;
   }
   const groupOf = new Map<string, string>();
@@ -162,19 +176,19 @@ function checkCordons(cordons: NonNullable<HostOptions["cordons"]>): void {
     for (const anima of animas) {
       const earlier = groupOf.get(anima);
       if (earlier !== undefined && earlier !== group) {
-        throw new ToolHostError(
-          "InvalidArguments",
-          `cordons: Anima "${anima}" is in both "${earlier}" and "${group}"`,
-          "an Anima belongs to one cordon; list it in one group only",
-        );
+        throw refuse(`cordons: Anima "${anima}" is in both "${earlier}" and "${group}"`, "an Anima belongs to one cordon; list it in one group only");
       }
       groupOf.set(anima, group);
     }
   }
 }
 
-function logSettings(level: string | undefined, sink: (record: LogRecord) => void): { logLevel: LogRecord["level"]; onLog: (record: LogRecord) => void } {
-  const logLevel = checkedLogLevel(level);
+function logSettings(
+  level: string | undefined,
+  sink: (record: LogRecord) => void,
+  refuse: Refusal,
+): { logLevel: LogRecord["level"]; onLog: (record: LogRecord) => void } {
+  const logLevel = checkedLogLevel(level, refuse);
   return { logLevel, onLog: atLeast(logLevel, sink) };
 }
 
@@ -198,6 +212,18 @@ export function settingDifference(wanted: HostConfig, running: HostConfig): stri
   return undefined;
 }
 
+/** Makes the error for a wrong setting value (see `settingError`). */
+type Refusal = (message: string, hint?: string) => ToolHostError;
+
+/**
+ * A wrong setting value: from config.json it is the operator's to fix (`ToolConfigError`, its hint naming
+ * the file and the key); from a flag, an option or the environment of this run, the caller's.
+ */
+function settingError(source: SettingSource | undefined, key: string, file: string, message: string, hint?: string): ToolHostError {
+  if (source !== "file") return new ToolHostError("InvalidArguments", message, hint);
+  return configFileError(message, `fix "${key}" in the "${CONFIG_SECTION}" section of ${file}${hint ? ` (${hint})` : ""}`);
+}
+
 function settingName(field: string): string {
   return SETTINGS.find((spec) => spec.field === field)?.key ?? field;
 }
@@ -218,7 +244,7 @@ function environmentSnapshot(allowed: string[], source: Environment): Record<str
 }
 
 /** A job store URL must be a postgres:// (or postgresql://) URL; the message never repeats a password. */
-function jobsUrl(value: string | undefined): string | undefined {
+function jobsUrl(value: string | undefined, refuse: Refusal): string | undefined {
   if (value === undefined || value.trim() === "") return undefined;
   let protocol = "";
   try {
@@ -227,8 +253,7 @@ function jobsUrl(value: string | undefined): string | undefined {
     // reported below
   }
   if (protocol !== "postgres:" && protocol !== "postgresql:") {
-    throw new ToolHostError(
-      "InvalidArguments",
+    throw refuse(
       "the job store URL (--jobs-url, $ANIMAWORKS_JOBS_URL or jobs_url in config.json) must be a postgres:// URL",
       "e.g. postgres://user@db.example:5432/animaworks",
     );
@@ -241,7 +266,7 @@ function jobsUrl(value: string | undefined): string | undefined {
  * `OTEL_EXPORTER_OTLP_ENDPOINT` does), one with a path is taken as the logs URL itself. The message
  * never repeats the value (it may hold a password).
  */
-function otlpLogsUrl(value: string | undefined): string | undefined {
+function otlpLogsUrl(value: string | undefined, refuse: Refusal): string | undefined {
   if (value === undefined || value.trim() === "") return undefined;
   let url: URL | undefined;
   try {
@@ -250,8 +275,7 @@ function otlpLogsUrl(value: string | undefined): string | undefined {
     // reported below
   }
   if (url === undefined || (url.protocol !== "http:" && url.protocol !== "https:")) {
-    throw new ToolHostError(
-      "InvalidArguments",
+    throw refuse(
       "the audit OpenTelemetry endpoint ($ANIMAWORKS_AUDIT_OTLP_ENDPOINT or audit_otlp_endpoint in config.json) must be an http:// or https:// URL",
       "e.g. http://collector.internal:4318 (the OTLP/HTTP port; /v1/logs is added)",
     );
@@ -273,13 +297,10 @@ function positive(value: number | undefined, fallback: number, name: string): nu
   return value;
 }
 
-function checkedLogLevel(value: string | undefined): LogRecord["level"] {
+function checkedLogLevel(value: string | undefined, refuse: Refusal): LogRecord["level"] {
   const level = value?.trim().toLowerCase() || HOST_DEFAULTS.logLevel;
   if (!(LOG_LEVELS as readonly string[]).includes(level)) {
-    throw new ToolHostError(
-      "InvalidArguments",
-      `the log level (log_level in config.json or $ANIMAWORKS_LOG_LEVEL) must be debug, info, warn or error, not ${JSON.stringify(value)}`,
-    );
+    throw refuse(`the log level (log_level in config.json or $ANIMAWORKS_LOG_LEVEL) must be debug, info, warn or error, not ${JSON.stringify(value)}`);
   }
   return level as LogRecord["level"];
 }

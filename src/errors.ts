@@ -26,8 +26,14 @@ export type ErrorType = (typeof ERROR_TYPES)[number];
  * throw, a caller's cancel or the host's own failure), so every error says which:
  *  - `tool`: the tool's code or what it reached for; its author fixes the tool.
  *  - `caller`: the request; the caller changes its arguments or the name it called, or it stopped the call itself.
+ *    Also every refusal of an operation the caller asked the host for itself (write_memory_file, share_tool…):
+ *    no tool is involved there (`callerNotTool`). A tool may say that its own input check failed
+ *    (`InvalidInput` of `@animaworks/tool`): that, and nothing else a tool throws, is the caller's.
  *  - `host`: the host or its setup; the operator acts (a crashed or stopped sandbox, a host failure, capacity,
- *    configuration or credentials the tool needs, a data dir the host cannot use).
+ *    configuration or credentials the tool needs, a data dir the host cannot use, and policy only the operator
+ *    can change: a permission missing from the Anima's permissions file, a network the operator has not allowed).
+ * Who must act is decided by who can change what refused: an agent that acts on `fault` must never be sent to
+ * fix a tool for a policy matter.
  */
 export const FAULTS = ["tool", "caller", "host"] as const;
 export type Fault = (typeof FAULTS)[number];
@@ -101,6 +107,15 @@ export class ToolHostError extends Error {
   static fromInfo(info: ErrorInfo): ToolHostError {
     return new ToolHostError(info.type, info.message, info.hint, info.fault);
   }
+}
+
+/**
+ * An error of an operation the caller asked the host for itself (a management call: write_memory_file,
+ * read_memory_file, share_tool): no tool is involved, so what would be a tool's fault in a tool's call (a path
+ * outside its folder, a link, a file too large) is the caller's. Host and caller faults stay as they are.
+ */
+export function callerNotTool(error: unknown): unknown {
+  return error instanceof ToolHostError && error.fault === "tool" ? new ToolHostError(error.type, error.message, error.hint, "caller") : error;
 }
 
 export function isErrorType(value: unknown): value is ErrorType {

@@ -168,7 +168,7 @@ class Host implements ToolHost, PreparedCallRunner, ToolChangeSource, Capability
   async runPrepared(prepared: PreparedCall, options: RunOptions = {}): Promise<CallResult> {
     // A pinned version's output_schema holds for its background runs too.
     const schema = await this.registry.schemaFor(prepared.tool, prepared.bundle, prepared.schemaName).catch(() => undefined);
-    return this.run(prepared, options, schema ? { schema, always: false } : undefined);
+    return this.run(prepared, options, schema ? { schema, always: options.structured === true } : undefined);
   }
 
   /** `structured`: the action's schema, to give (`always`) or check (`output_schema`) the result's object form. */
@@ -193,6 +193,7 @@ class Host implements ToolHost, PreparedCallRunner, ToolChangeSource, Capability
       // anima_dir is injected here, after validation, so no caller can choose it.
       const request = this.callRequest(prepared.bundle, context, "call", prepared.schemaName, withAnimaDir(prepared.argsJson, ref.dir), prepared.timeoutMs);
       const outcome = await this.executor.call(request, options.signal);
+      this.toolLogs.callEnded(context); // "N more warnings not shown", before the result
       return this.calls.end(record, this.toResult(outcome, structured), true);
     } catch (error) {
       return this.calls.end(record, errorResult(error, monotonicMs() - startedAt), false);
@@ -240,6 +241,7 @@ class Host implements ToolHost, PreparedCallRunner, ToolChangeSource, Capability
       this.calls.start(record);
       const request = this.callRequest(tool.bundle, context, "cli", "", JSON.stringify(argv.map(String)), this.timeoutFor(undefined, undefined));
       const outcome = await this.executor.call(request, options.signal);
+      this.toolLogs.callEnded(context);
       return this.calls.end(record, this.toResult(outcome), true);
     } catch (error) {
       return this.calls.end(record, errorResult(error, monotonicMs() - startedAt), false);
@@ -250,7 +252,7 @@ class Host implements ToolHost, PreparedCallRunner, ToolChangeSource, Capability
     const view = await this.view(anima);
     const entries = await Promise.all(view.names.map((name) => this.entry(view, name)));
     const tools = entries.map(toToolInfo).sort((a, b) => a.name.localeCompare(b.name));
-    return { anima: view.ref?.name, tools, problems: view.sources.problems };
+    return { anima: view.ref?.name, tools, problems: view.sources.problems, skippedFiles: view.sources.skipped };
   }
 
   async discoveryProblems(anima?: string): Promise<DiscoveryProblem[]> {

@@ -212,7 +212,7 @@ const MAX_OPERATOR_FILE_BYTES = 4 * 1024 * 1024;
 
 let cached: { path: string; text: string; file: OperatorFile } | undefined;
 
-/** Reads and validates the operator's section of `{dataDir}/config.json`; throws `InvalidArguments` naming each wrong key. */
+/** Reads and validates the operator's section of `{dataDir}/config.json`; throws `ToolConfigError` naming each wrong key. */
 export function readOperatorFile(dataDir: string): OperatorFile {
   const path = join(dataDir, "config.json");
   let text: string;
@@ -230,11 +230,7 @@ export function readOperatorFile(dataDir: string): OperatorFile {
         : undefined;
     throw (
       system ??
-      new ToolHostError(
-        "InvalidArguments",
-        `cannot read ${error.message}`,
-        "the host's operator settings live there: a regular JSON file, readable by this user",
-      )
+      configFileError(`cannot read ${error.message}`, `make ${path} a regular JSON file readable by this user (the host's operator settings live there)`)
     );
   }
   if (cached?.path === path && cached.text === text) return cached.file;
@@ -248,7 +244,7 @@ export function parseOperatorFile(path: string, text: string): OperatorFile {
   try {
     config = JSON.parse(text);
   } catch (error) {
-    throw new ToolHostError("InvalidArguments", `${path} is not valid JSON: ${(error as Error).message}`, "fix the file (AnimaWorks refuses it too)");
+    throw configFileError(`${path} is not valid JSON: ${(error as Error).message}`, `fix the JSON of ${path} (AnimaWorks refuses it too)`);
   }
   const section = typeof config === "object" && config !== null ? (config as Record<string, unknown>)[CONFIG_SECTION] : undefined;
   if (section === undefined) return { path, settings: {}, fingerprint: "" };
@@ -272,26 +268,46 @@ let validator: ValidateFunction | undefined;
 function checkSection(path: string, section: unknown): void {
   if (validator === undefined) {
     // Compiled only for a file that has the section: a plain CLI call never loads ajv (getAjv is lazy).
-    const schema = { type: "object", additionalProperties: false, properties: Object.fromEntries(SETTINGS.map((spec) => [spec.key, spec.schema])) };
+    // Keys starting with "//" are notes (JSON has no comments; `animaworks-tool init` writes one per setting).
+    const notes = { "^//": {} };
+    const schema = {
+      type: "object",
+      additionalProperties: false,
+      patternProperties: notes,
+      properties: Object.fromEntries(SETTINGS.map((spec) => [spec.key, spec.schema])),
+    };
     validator = getAjv().compile(schema);
   }
   if (validator(section)) return;
+  const keys = new Set<string>();
   const problems = (validator.errors ?? []).map((error) => {
     const where = `${CONFIG_SECTION}${error.instancePath.replaceAll("/", ".")}`;
+    // The setting to fix: the section's own key (`fs_limits`, not `fs_limits.max`), or the unknown one.
+    const setting = error.instancePath.split("/")[1];
     if (error.keyword === "additionalProperties") {
       const key = String((error.params as Record<string, unknown>)["additionalProperty"]);
+      keys.add(setting ?? key);
       const known = error.instancePath === "" ? SETTINGS.map((s) => s.key) : Object.keys(FS_LIMIT_KEYS);
       return `${where}.${key} is not a setting (settings: ${known.join(", ")})`;
     }
+    if (setting !== undefined) keys.add(setting);
     if (error.keyword === "enum")
       return `${where} must be one of ${((error.params as Record<string, unknown>)["allowedValues"] as unknown[]).map((v) => JSON.stringify(v)).join(", ")}`;
     return `${where} ${error.message ?? "is invalid"}`;
   });
-  throw new ToolHostError(
-    "InvalidArguments",
+  const named = [...keys].map((key) => `"${key}"`).join(", ");
+  throw configFileError(
     `${path}: ${[...new Set(problems)].join("; ")}`,
-    `fix the "${CONFIG_SECTION}" section (README: "Operator configuration" lists every setting)`,
+    `fix ${named || "the section"} in the "${CONFIG_SECTION}" section of ${path} (README: "Operator configuration" lists every setting)`,
   );
+}
+
+/**
+ * A wrong operator file: the operator's to fix, not the caller's (a call cannot change it), so
+ * `ToolConfigError` with fault `host` (exit 1), its hint naming the file and the key.
+ */
+export function configFileError(message: string, hint: string): ToolHostError {
+  return new ToolHostError("ToolConfigError", message, hint, "host");
 }
 
 /** `postgres://user:secret@host/db` → `postgres://user:***@host/db`; anything else unchanged. */

@@ -30,6 +30,8 @@ export interface RunOptions {
   job?: { id: string } & JobCallHooks;
   /** Receives this call's tool log lines instead of the host's `onLog` (see `CallOptions.onLog`). */
   onLog?: (record: LogRecord) => void;
+  /** Also give an object result as `structured`, as `CallOptions.structured` does. Default: false. */
+  structured?: boolean;
 }
 
 /**

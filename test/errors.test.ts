@@ -1,5 +1,5 @@
 import { describe, expect, it } from "vitest";
-import { DEFAULT_FAULT, ERROR_TYPES, ToolHostError, errorEnvelope, errorInfoOf, infoOfWire, wireError } from "../src/errors.js";
+import { DEFAULT_FAULT, ERROR_TYPES, ToolHostError, callerNotTool, errorEnvelope, errorInfoOf, infoOfWire, wireError } from "../src/errors.js";
 
 describe("the host's one error shape", () => {
   it("gives every error type a usual fault, which a site may override", () => {
@@ -31,5 +31,15 @@ describe("the host's one error shape", () => {
     expect(infoOfWire(wireError(info))).toEqual(info);
     // An envelope from a writer that knew no faults reads with the type's usual one.
     expect(infoOfWire({ error_type: "Timeout", message: "slow" } as never)).toEqual({ type: "Timeout", message: "slow", fault: "tool" });
+  });
+
+  it("makes a refusal of the caller's own management call the caller's, never a tool's (#35 item 4)", () => {
+    const outside = new ToolHostError("SandboxViolation", 'write_memory_file: "../bob/x" outside the Anima\'s directory is not allowed');
+    expect(outside.fault).toBe("tool");
+    expect((callerNotTool(outside) as ToolHostError).toInfo()).toEqual({ ...outside.toInfo(), fault: "caller" });
+    const operator = new ToolHostError("PermissionDenied", "Shared tool creation is not permitted.", "an operator can …", "host");
+    expect(callerNotTool(operator)).toBe(operator);
+    const plain = new Error("x");
+    expect(callerNotTool(plain)).toBe(plain);
   });
 });

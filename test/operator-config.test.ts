@@ -54,7 +54,7 @@ describe("operator configuration (config.json animaworks_tool)", () => {
     data = makeDataDir({});
     expect(spawnSync("mkfifo", [join(data.dir, "config.json")]).status).toBe(0);
     const error = thrownToolError(() => resolveConfig({ dataDir: data!.dir }, {}));
-    expect(error.type).toBe("InvalidArguments");
+    expect(error).toMatchObject({ type: "ToolConfigError", fault: "host" });
     expect(error.message).toMatch(/config\.json is not a regular file \(it is a FIFO\)/);
     expect(error.hint).toMatch(/regular JSON file/);
   });
@@ -87,8 +87,10 @@ describe("operator configuration (config.json animaworks_tool)", () => {
       allowed_environment: ["OK_NAME", "not a name"],
     });
     const error = thrownToolError(() => resolveConfig({ dataDir: dir }, {}));
-    expect(error.type).toBe("InvalidArguments");
-    expect(error.exitCode).toBe(2);
+    // The operator's file, not the caller's arguments: the operator must act (exit 1).
+    expect(error).toMatchObject({ type: "ToolConfigError", fault: "host", exitCode: 1 });
+    for (const key of ["timeout", "os_sandbox", "jobs_url", "fs_limits", "memory_limit_mb", "allowed_environment"]) expect(error.hint).toContain(`"${key}"`);
+    expect(error.hint).toContain(`section of ${join(dir, "config.json")}`);
     for (const key of [
       "animaworks_tool.timeout is not a setting",
       'animaworks_tool.os_sandbox must be one of "auto", "required", "off"',
@@ -104,7 +106,9 @@ describe("operator configuration (config.json animaworks_tool)", () => {
 
   it("refuses a config.json that is not JSON, and wrong variables by name", () => {
     data = makeDataDir({ "config.json": "{ not json" });
-    expect(thrownToolError(() => resolveConfig({ dataDir: data!.dir }, {})).message).toMatch(/config\.json is not valid JSON/);
+    const notJson = thrownToolError(() => resolveConfig({ dataDir: data!.dir }, {}));
+    expect(notJson).toMatchObject({ type: "ToolConfigError", fault: "host", message: expect.stringMatching(/config\.json is not valid JSON/) });
+    expect(notJson.hint).toContain(join(data.dir, "config.json"));
     writeFileSync(join(data.dir, "config.json"), "{}");
     expect(thrownToolError(() => resolveConfig({ dataDir: data!.dir }, { ANIMAWORKS_ALLOWED_ENVIRONMENT: "GOOD,BAD-NAME" })).message).toContain(
       '$ANIMAWORKS_ALLOWED_ENVIRONMENT lists "BAD-NAME"',
@@ -112,6 +116,23 @@ describe("operator configuration (config.json animaworks_tool)", () => {
     expect(thrownToolError(() => resolveConfig({ dataDir: data!.dir }, { ANIMAWORKS_OS_SANDBOX: "sometimes" })).message).toContain(
       "$ANIMAWORKS_OS_SANDBOX must be auto, required, off",
     );
+  });
+
+  it("types a wrong value by who set it: from config.json the operator's (ToolConfigError naming file and key), else the caller's", () => {
+    // (Both pass the section's schema, which the value's own check then refuses.)
+    const { dir } = withConfig({ jobs_url: "postgres://[::1", cordons: { a: ["alice"], b: ["alice"] } });
+    const fromFile = thrownToolError(() => resolveConfig({ dataDir: dir, cordons: "anima" }, {}));
+    expect(fromFile).toMatchObject({ type: "ToolConfigError", fault: "host", exitCode: 1, message: expect.stringContaining("must be a postgres:// URL") });
+    expect(fromFile.hint).toBe(
+      `fix "jobs_url" in the "animaworks_tool" section of ${join(dir, "config.json")} (e.g. postgres://user@db.example:5432/animaworks)`,
+    );
+    const cordons = thrownToolError(() => resolveConfig({ dataDir: dir, jobsUrl: "postgres://db/jobs" }, {}));
+    expect(cordons).toMatchObject({ type: "ToolConfigError", message: expect.stringContaining('Anima "alice" is in both') });
+    expect(cordons.hint).toContain('fix "cordons" in the "animaworks_tool" section');
+    // The same mistakes made by this run's flag or variable are the caller's.
+    const fromFlag = thrownToolError(() => resolveConfig({ dataDir: dir, jobsUrl: "mysql://db/jobs", cordons: "anima" }, {}));
+    expect(fromFlag).toMatchObject({ type: "InvalidArguments", fault: "caller", exitCode: 2 });
+    expect(thrownToolError(() => resolveConfig({ dataDir: dir, cordons: "anima" }, { ANIMAWORKS_JOBS_URL: "mysql://x/y" })).type).toBe("InvalidArguments");
   });
 
   it("snapshots only the allowed variables, from the environment it is given", () => {

@@ -123,6 +123,19 @@ export class BundleCache {
     await this.writeAtomically(join(this.dir, `${name}.meta.json`), JSON.stringify(value));
   }
 
+  /**
+   * The source map of bundle `hash` (source-maps.ts), written before its record so that a record found
+   * has its map. Read only when a call of the bundle fails.
+   */
+  async getSourceMap(hash: string): Promise<string | undefined> {
+    if (!/^[0-9a-f]{64}$/.test(hash)) return undefined;
+    return readFile(join(this.dir, `${hash}.map.json`), "utf8").catch(() => undefined);
+  }
+
+  async putSourceMap(hash: string, text: string): Promise<void> {
+    if (/^[0-9a-f]{64}$/.test(hash)) await this.writeAtomically(join(this.dir, `${hash}.map.json`), text);
+  }
+
   private async write(key: string, record: CacheRecord): Promise<void> {
     await this.writeAtomically(this.file(key), JSON.stringify(record));
   }

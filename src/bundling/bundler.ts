@@ -1,11 +1,12 @@
 import { constants } from "node:fs";
 import { access, open, realpath, stat } from "node:fs/promises";
-import { dirname, extname, isAbsolute, relative, resolve, sep } from "node:path";
+import { dirname, extname, isAbsolute, join, relative, resolve, sep } from "node:path";
 import type { Plugin } from "esbuild";
 import { TOOL_API_EXPORTS, TOOL_API_MODULE } from "../contract/isolate.js";
 import type { ErrorInfo } from "../errors.js";
 import type { ToolBundle } from "../isolation/wire/messages.js";
 import { BundleCache, type BundleCacheOptions, type BundleInput, sha256, signatureOf } from "./bundle-cache.js";
+import { SourceMaps } from "./source-maps.js";
 
 /**
  * The only module that imports esbuild (lazily: a process whose bundles are all cached never loads it).
@@ -22,6 +23,12 @@ import { BundleCache, type BundleCacheOptions, type BundleInput, sha256, signatu
  * most `MAX_SOURCE_FILE_BYTES` each and `MAX_BUILD_INPUT_BYTES` in all, and a build has a deadline
  * (`BUILD_TIMEOUT_MS`). Error messages name files relative to the folder and never quote a file the
  * tool could not have read.
+ *
+ * A tool's files are named in the namespace by their path relative to its folder, never by their host
+ * path: esbuild writes each module's name into the bundle as a comment, and tool code can read the text
+ * of the bundle's wrapper function (`caller` of a function its top level calls). The source map of each
+ * bundle names the same relative paths and is kept (source-maps.ts) so that a tool's runtime errors can
+ * name its lines.
  */
 export interface ToolSourceFile {
   /** Absolute path of the tool's entry file. */
@@ -35,7 +42,7 @@ export interface ToolSourceFile {
 export type BuildResult = { ok: true; bundle: ToolBundle; fromCache: boolean } | { ok: false; error: ErrorInfo };
 
 /** Bump when the bundle format, the cache record or the prelude contract changes, to invalidate old caches. */
-const BUILD_FORMAT_VERSION = "2";
+const BUILD_FORMAT_VERSION = "3";
 const EXTENSIONS = ["", ".ts", ".mts", ".js", ".mjs", "/index.ts", "/index.js"];
 /**
  * What a tool may import: code and JSON. esbuild would also accept CSS, which in a script bundle
@@ -53,11 +60,17 @@ export const BUILD_TIMEOUT_MS = 10_000;
 /** The compiler options of every build: none of a tool's own tsconfig.json applies. */
 const TSCONFIG_RAW = { compilerOptions: { strict: true, useDefineForClassFields: true, verbatimModuleSyntax: false } };
 
+/** The output file esbuild is told of (nothing is written): a source map needs an output path. */
+const OUTPUT_NAME = ".animaworks-bundle.js";
+
 export class ToolBundler {
   readonly cache: BundleCache;
+  /** The maps of the bundles built here or found in the cache, for naming a failing tool's lines. */
+  readonly sourceMaps: SourceMaps;
 
   constructor(cacheDir: string, cacheOptions?: BundleCacheOptions) {
     this.cache = new BundleCache(cacheDir, cacheOptions);
+    this.sourceMaps = new SourceMaps(this.cache);
   }
 
   async build(source: ToolSourceFile): Promise<BuildResult> {
@@ -76,12 +89,16 @@ export class ToolBundler {
     if (!built.ok) return built;
     const code = `${built.code}\n;__awRegister(typeof __awToolModule === "undefined" ? {} : __awToolModule);\n`;
     const bundle: ToolBundle = { hash: sha256(code), code, displayName: source.displayName };
+    // The map first: a record found in the cache then has its map (unless the folder refused the write).
+    if (built.sourceMap !== undefined) await this.sourceMaps.remember(bundle.hash, built.sourceMap);
     await this.cache.put(key, bundle, built.inputs);
     return { ok: true, bundle, fromCache: false };
   }
 }
 
-async function bundleWithEsbuild(source: ToolSourceFile): Promise<{ ok: true; code: string; inputs: BundleInput[] } | { ok: false; error: ErrorInfo }> {
+async function bundleWithEsbuild(
+  source: ToolSourceFile,
+): Promise<{ ok: true; code: string; sourceMap: string | undefined; inputs: BundleInput[] } | { ok: false; error: ErrorInfo }> {
   const esbuild = await import("esbuild");
   let folderReal: string;
   try {
@@ -122,6 +139,11 @@ async function bundleWithEsbuild(source: ToolSourceFile): Promise<{ ok: true; co
       // sandbox has nothing to load: refuse them when building, with esbuild's own message.
       logOverride: { "unsupported-dynamic-import": "error", "unsupported-require-call": "error" },
       legalComments: "none",
+      // A separate map (the code gets no sourceMappingURL comment, so bundles are as before), without the
+      // sources' text: only positions are looked up in it.
+      sourcemap: "external",
+      sourcesContent: false,
+      outfile: join(folderReal, OUTPUT_NAME),
       plugins: [importPolicy(folderReal, source.displayName), readSources(inputs, budget, folderReal)],
     });
     const building = context.rebuild();
@@ -142,9 +164,10 @@ async function bundleWithEsbuild(source: ToolSourceFile): Promise<{ ok: true; co
         },
       };
     }
-    const output = result.outputFiles?.[0];
+    const output = result.outputFiles?.find((file) => file.path.endsWith(OUTPUT_NAME));
     if (!output) return { ok: false, error: { type: "LoadError", fault: "tool", message: `${source.displayName} produced no output` } };
-    return { ok: true, code: output.text, inputs: [...inputs.values()] };
+    const map = result.outputFiles?.find((file) => file.path.endsWith(`${OUTPUT_NAME}.map`));
+    return { ok: true, code: output.text, sourceMap: map ? toolSourceMap(map.text) : undefined, inputs: [...inputs.values()] };
   } catch (error) {
     return { ok: false, error: describeBuildFailure(error, folderReal, source.displayName) };
   } finally {
@@ -160,7 +183,7 @@ function importPolicy(folderReal: string, displayName: string): Plugin {
     name: "animaworks-import-policy",
     setup(build) {
       build.onResolve({ filter: /.*/ }, async (args) => {
-        if (args.kind === "entry-point") return { path: args.path, namespace: TOOL_NAMESPACE };
+        if (args.kind === "entry-point") return { path: toolPath(args.path, folderReal), namespace: TOOL_NAMESPACE };
         if (args.path === TOOL_API_MODULE) return { path: TOOL_API_MODULE, namespace: TOOL_API_MODULE_NAMESPACE };
         if (!isRelativeSpecifier(args.path)) {
           return { errors: [{ text: forbiddenImportMessage(args.path) }] };
@@ -176,7 +199,7 @@ function importPolicy(folderReal: string, displayName: string): Plugin {
         if (!IMPORTABLE.has(extname(resolved))) {
           return { errors: [{ text: `import "${args.path}" is not allowed: tools may import only .ts, .mts, .cts, .js, .mjs, .cjs and .json files` }] };
         }
-        return { path: resolved, namespace: TOOL_NAMESPACE };
+        return { path: toolPath(resolved, folderReal), namespace: TOOL_NAMESPACE };
       });
       build.onLoad({ filter: /.*/, namespace: TOOL_API_MODULE_NAMESPACE }, () => ({
         contents: toolApiModuleSource(),
@@ -198,11 +221,12 @@ function readSources(inputs: Map<string, BundleInput>, budget: { bytes: number }
     name: "animaworks-read-sources",
     setup(build) {
       build.onLoad({ filter: /.*/, namespace: TOOL_NAMESPACE }, async (args) => {
-        const name = relative(folderReal, args.path) || args.path;
-        if (!isInside(args.path, folderReal)) return { errors: [{ text: `${name} is outside the tool's folder` }] };
+        const name = args.path;
+        const path = resolve(folderReal, args.path);
+        if (!isInside(path, folderReal)) return { errors: [{ text: `${name} is outside the tool's folder` }] };
         let handle: import("node:fs/promises").FileHandle;
         try {
-          handle = await open(args.path, constants.O_RDONLY | constants.O_NOFOLLOW | constants.O_NONBLOCK);
+          handle = await open(path, constants.O_RDONLY | constants.O_NOFOLLOW | constants.O_NONBLOCK);
         } catch {
           return { errors: [{ text: `${name} could not be read` }] };
         }
@@ -215,8 +239,8 @@ function readSources(inputs: Map<string, BundleInput>, budget: { bytes: number }
           if (budget.bytes > MAX_BUILD_INPUT_BYTES) return { errors: [{ text: `the tool's sources are larger than ${MAX_BUILD_INPUT_BYTES} bytes in all` }] };
           const contents = await handle.readFile();
           if (contents.length > MAX_SOURCE_FILE_BYTES) return { errors: [{ text: `${name} is larger than ${MAX_SOURCE_FILE_BYTES} bytes` }] };
-          inputs.set(args.path, { path: args.path, sha256: sha256(contents), signature: signatureOf(info) });
-          return { contents, loader: LOADERS[extname(args.path)] ?? "js", resolveDir: dirname(args.path) };
+          inputs.set(path, { path, sha256: sha256(contents), signature: signatureOf(info) });
+          return { contents, loader: LOADERS[extname(path)] ?? "js", resolveDir: dirname(path) };
         } finally {
           await handle.close();
         }
@@ -300,6 +324,28 @@ async function resolveInside(base: string, folderReal: string): Promise<string |
   return undefined;
 }
 
+/** A file of the tool as named in `TOOL_NAMESPACE`: its path relative to the folder, with `/` (never a host path). */
+function toolPath(path: string, folderReal: string): string {
+  return relative(folderReal, path).split(sep).join("/");
+}
+
+/**
+ * esbuild's map of a bundle as the host keeps it (source-maps.ts): each source a path relative to the
+ * tool's folder (its name in `TOOL_NAMESPACE`), or "" for anything else (the `@animaworks/tool` module),
+ * and nothing but what a position lookup needs. Undefined if esbuild's map cannot be read.
+ */
+function toolSourceMap(text: string): string | undefined {
+  try {
+    const map = JSON.parse(text) as { sources?: unknown; mappings?: unknown; names?: unknown };
+    if (!Array.isArray(map.sources) || typeof map.mappings !== "string") return undefined;
+    const prefix = `${TOOL_NAMESPACE}:`;
+    const sources = map.sources.map((name) => (typeof name === "string" && name.startsWith(prefix) ? name.slice(prefix.length) : ""));
+    return JSON.stringify({ version: 3, sources, names: Array.isArray(map.names) ? map.names : [], mappings: map.mappings });
+  } catch {
+    return undefined;
+  }
+}
+
 function isInside(path: string, folder: string): boolean {
   const rel = relative(folder, path);
   return rel !== "" && !rel.startsWith(`..${sep}`) && rel !== ".." && !isAbsolute(rel);
@@ -325,8 +371,9 @@ function describeBuildFailure(error: unknown, folderReal: string, displayName: s
     return { type: "LoadError", fault: "tool", message: `${displayName} could not be built` };
   }
   const lines = failure.errors.slice(0, 5).map((entry) => {
+    // esbuild counts columns from 0; editors, V8 and the source-mapped frames of runtime errors from 1.
     const where = entry.location
-      ? `${relative(folderReal, resolve(folderReal, entry.location.file.replace(`${TOOL_NAMESPACE}:`, ""))) || displayName}:${entry.location.line}:${entry.location.column}: `
+      ? `${relative(folderReal, resolve(folderReal, entry.location.file.replace(`${TOOL_NAMESPACE}:`, ""))) || displayName}:${entry.location.line}:${entry.location.column + 1}: `
       : "";
     const why =
       entry.id !== undefined && RUNTIME_LOADING.has(entry.id) ? " (the sandbox cannot load code at run time; import relative files by a fixed string)" : "";

@@ -51,10 +51,15 @@ export async function checkTarget(url: URL, rules: TargetRules, label: string): 
   const host = url.hostname.replace(/^\[(.*)\]$/, "$1").replace(/\.+$/, "");
   if (host === "") throw new ToolHostError("InvalidArguments", `${label}: the URL has no host`);
   const { network } = rules;
-  if (network.mode === "none") throw deny(`${label}: network access is disabled for this Anima (sandbox.network is "none")`);
+  if (network.mode === "none") {
+    throw denyByOperator(`${label}: network access is disabled for this Anima (sandbox.network is "none")`, NETWORK_OFF_HINT);
+  }
   const port = url.port === "" ? (url.protocol === "https:" ? 443 : 80) : Number(url.port);
   if (network.mode === "allowlist" && !network.hosts.some((entry) => allowEntryMatches(host, port, entry))) {
-    throw deny(`${label}: the host "${shown(host)}" (port ${port}) is not in this Anima's network allowlist`);
+    throw denyByOperator(
+      `${label}: the host "${shown(host)}" (port ${port}) is not in this Anima's network allowlist`,
+      `an operator can add "${shown(host)}" to "sandbox.network": {"allow": [...]} in the Anima's permissions.json`,
+    );
   }
   if (BAD_PORTS.has(port)) throw deny(`${label}: port ${port} is refused (it belongs to a non-HTTP service)`);
 
@@ -117,14 +122,26 @@ function refuseCredentials(url: URL, label: string): void {
   }
 }
 
+/** A refusal no setting lifts (a scheme, a port, a metadata address): the tool reached for what it may not. */
 function deny(message: string): ToolHostError {
   return new ToolHostError("SandboxViolation", message);
 }
 
+/**
+ * A refusal by a policy only the operator can change (the Anima's `sandbox.network`, `allow_internal_hosts`):
+ * its fault is the host's, so that nobody is sent to fix a tool for a policy matter.
+ */
+function denyByOperator(message: string, hint: string): ToolHostError {
+  return new ToolHostError("SandboxViolation", message, hint, "host");
+}
+
 /** A refusal the operator can lift for an internal service (never for cloud metadata addresses). */
 function denyInternal(message: string): ToolHostError {
-  return new ToolHostError("SandboxViolation", message, INTERNAL_HOSTS_HINT);
+  return denyByOperator(message, INTERNAL_HOSTS_HINT);
 }
+
+/** The Anima's network is off: only its permissions.json sets that (the markdown form has no sandbox section). */
+const NETWORK_OFF_HINT = 'an operator can set "sandbox.network" to "public" or {"allow": ["api.example.com"]} in the Anima\'s permissions.json';
 
 export const INTERNAL_HOSTS_HINT =
   'tools reach only public addresses; an operator can allow an internal service with "allow_internal_hosts" in the "animaworks_tool" section of the data dir\'s config.json (or $ANIMAWORKS_ALLOW_INTERNAL_HOSTS)';

@@ -205,7 +205,13 @@ export function fsError(error: unknown, operation: string, relativePath: string)
       return violation("SandboxViolation", `${operation}: "${relativePath}" goes through a symbolic link; links are not followed`);
     case "EACCES":
     case "EPERM":
-      return new ToolHostError("PermissionDenied", `${operation}: access to "${relativePath}" is denied by the system`);
+      // The file system's own permissions are the operator's setup: neither a tool nor its caller can change them.
+      return new ToolHostError(
+        "PermissionDenied",
+        `${operation}: access to "${relativePath}" is denied by the system`,
+        "an operator can give the user who runs animaworks-tool access to it",
+        "host",
+      );
     default:
       return new ToolHostError("ExecutionError", `${operation}: "${relativePath}" failed (${code ?? "error"})`);
   }

@@ -33,6 +33,8 @@ export interface CapabilityServiceOptions {
   credentials: CredentialSources;
   audit: AuditLog;
   log: (record: LogRecord) => void;
+  /** Where the lines about one call go (a denial, a lookup refused…): that call's caller. Default: `log`. */
+  callLog?: (context: CallContext, record: LogRecord) => void;
   network?: NetworkRequester;
   /** Background job runs, for `progress` and `isCancelled`. Default: none (every call is a direct call). */
   jobs?: JobCalls;
@@ -98,7 +100,13 @@ export class CapabilityService {
       const denied = info.type === "SandboxViolation" || info.type === "PermissionDenied";
       if (!selfAudited) this.audit(context, name, target, denied ? "denied" : "error", `${info.type}: ${info.message}`);
       if (denied)
-        this.options.log({ level: "warn", logger: "animaworks.host", message: `denied ${name}: ${info.message}`, anima: context.anima, tool: context.tool });
+        this.logFor(context, {
+          level: "warn",
+          logger: "animaworks.host",
+          message: `denied ${name}: ${info.message}`,
+          anima: context.anima,
+          tool: context.tool,
+        });
       return { ok: false, error: info };
     }
   };
@@ -114,8 +122,9 @@ export class CapabilityService {
       case "fs.appendFile":
         return this.fsFor(context.animaDir).appendFile(request.args[0], request.args[1], request.args[2]) satisfies Promise<HostAnswer<"fs.appendFile">>;
       case "fs.readdir": {
-        // Entries left out of a listing (names that are not valid UTF-8) are reported in the host's log.
-        const notice = (message: string) => this.options.log({ level: "warn", logger: "animaworks.host", message, anima: context.anima, tool: context.tool });
+        // Entries left out of a listing (names that are not valid UTF-8) are reported to the call's caller.
+        const notice = (message: string) =>
+          this.logFor(context, { level: "warn", logger: "animaworks.host", message, anima: context.anima, tool: context.tool });
         return this.fsFor(context.animaDir).readdir(request.args[0], notice) satisfies Promise<HostAnswer<"fs.readdir">>;
       }
       case "fs.stat":
@@ -155,7 +164,7 @@ export class CapabilityService {
     const audited = truncateForAudit(credentialName || "(none)");
     try {
       const resolved = await getCredential(
-        { anima: context.anima, sources: this.options.credentials, log: this.options.log },
+        { anima: context.anima, sources: this.options.credentials, log: (record) => this.logFor(context, record) },
         {
           credentialName: request["credentialName"] as string,
           toolName: request["toolName"] as string,
@@ -194,6 +203,11 @@ export class CapabilityService {
       });
       throw error;
     }
+  }
+
+  private logFor(context: CallContext, record: LogRecord): void {
+    if (this.options.callLog) this.options.callLog(context, record);
+    else this.options.log(record);
   }
 
   private fsFor(animaDir: string): FsCapability {

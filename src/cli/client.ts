@@ -4,6 +4,7 @@ import { join } from "node:path";
 import { type GlobalOptions, LOCAL_COMMANDS, emptyOptions, resolveIdentity, takeGlobalOptions } from "./invocation.js";
 import { MAX_ARGUMENTS_BYTES } from "../endpoint/invocation.js";
 import { printError } from "./output.js";
+import { claimDaemonNotice, daemonIdleSeconds, daemonNotice } from "./daemon-notice.js";
 import { readRegularFileSync } from "../regular-file.js";
 import { type Environment, noDaemonIn } from "../environment.js";
 import { type EndpointPaths, endpointPaths, isPrivateDir, makePrivateDir, socketAddress } from "../endpoint/paths.js";
@@ -52,6 +53,8 @@ export interface DaemonStart {
   paths: EndpointPaths;
   /** `--os-sandbox`/`--jobs-url` of this invocation, so that the daemon serves calls like it. */
   args: string[];
+  /** How long the daemon will wait without a call, s, for the notice that it was started. Default: 900. */
+  idleSeconds?: number;
 }
 
 const CONNECT_TIMEOUT_MS = 2_000;
@@ -87,7 +90,12 @@ async function tryHost(argv: readonly string[], io: ClientIo, setup: ClientSetup
   if (!isDirectory(dataDir)) return { served: false, reason: `the data dir ${dataDir} is not a directory` };
   const paths = endpointPaths(dataDir, setup.hostname);
   // Asked only when no host serves the call (config.json is not read on the served path).
-  const daemon = (): { daemon?: DaemonStart } => (daemonWanted(dataDir) ? { daemon: { dataDir, paths, args: daemonArgs(options) } } : {});
+  const daemon = (): { daemon?: DaemonStart } => {
+    const settings = daemonSettings(dataDir);
+    if (!settings.wanted) return {};
+    const idleSeconds = daemonIdleSeconds(setup.env["ANIMAWORKS_DAEMON_IDLE_SECONDS"], settings.idleSeconds);
+    return { daemon: { dataDir, paths, args: daemonArgs(options), idleSeconds } };
+  };
   if (!isPrivateDir(paths.dir)) return { served: false, reason: "no host endpoint in this data dir", ...daemon() };
   const env: Record<string, string> = {};
   for (const [name, value] of Object.entries(setup.env)) if (value !== undefined) env[name] = value;
@@ -108,19 +116,19 @@ async function tryHost(argv: readonly string[], io: ClientIo, setup: ClientSetup
 }
 
 /**
- * False when the operator turned automatic daemons off (`"daemon": false` in the `animaworks_tool`
- * section of config.json). Read without the host's validation (the thin client loads no ajv); a file
- * that cannot be read or parsed leaves the decision to the default, and the in-process call that
- * follows reports what is wrong with it.
+ * `wanted` is false when the operator turned automatic daemons off (`"daemon": false` in the
+ * `animaworks_tool` section of config.json); `idleSeconds` is that section's `daemon_idle_seconds`, as
+ * written. Read without the host's validation (the thin client loads no ajv); a file that cannot be read
+ * or parsed leaves both to their defaults, and the in-process call that follows reports what is wrong.
  */
-function daemonWanted(dataDir: string): boolean {
+function daemonSettings(dataDir: string): { wanted: boolean; idleSeconds?: unknown } {
   try {
     // Read as a command-line file is (no FIFO, no device, bounded): the client must never hang here.
     const text = readRegularFileSync(join(dataDir, "config.json"), MAX_CONFIG_BYTES).toString("utf8");
-    const config = JSON.parse(text) as { animaworks_tool?: { daemon?: unknown } } | null;
-    return config?.animaworks_tool?.daemon !== false;
+    const config = JSON.parse(text) as { animaworks_tool?: { daemon?: unknown; daemon_idle_seconds?: unknown } } | null;
+    return { wanted: config?.animaworks_tool?.daemon !== false, idleSeconds: config?.animaworks_tool?.daemon_idle_seconds };
   } catch {
-    return true;
+    return { wanted: true };
   }
 }
 
@@ -252,8 +260,11 @@ const MAX_DAEMON_LOG_BYTES = 1024 * 1024;
 /**
  * Starts a daemon for the data dir in the background (`animaworks-tool daemon run`), unless another
  * client started one within the last 30 s. Best effort: a failure leaves calls running in-process.
+ * `notify` (the caller's stderr) hears that a daemon now runs and how to stop it, the first time one is
+ * started for this data dir (daemon-notice.ts); without it (`daemon start`, whose caller asked for one)
+ * the notice is only marked as given.
  */
-export async function startDaemon(start: DaemonStart, setup: ClientSetup, launcher: string): Promise<boolean> {
+export async function startDaemon(start: DaemonStart, setup: ClientSetup, launcher: string, notify?: (text: string) => void): Promise<boolean> {
   try {
     makePrivateDir(start.paths.dir);
     if (!claimStart(start.paths.starting)) return false;
@@ -277,6 +288,7 @@ export async function startDaemon(start: DaemonStart, setup: ClientSetup, launch
       });
     child.unref();
     closeSync(log);
+    if (claimDaemonNotice(start.paths)) notify?.(daemonNotice(child.pid, start.dataDir, start.idleSeconds ?? daemonIdleSeconds(undefined, undefined)));
     return true;
   } catch {
     return false;

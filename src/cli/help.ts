@@ -1,5 +1,6 @@
 import type { SchemaInfo, ToolInfo, ToolListing } from "../host-api.js";
 import { flagName, positionalParameters, typesOf } from "./flags.js";
+import { skippedFileEntries, skippedFilesLines } from "../lifecycle/skipped-files.js";
 
 /** Help text generated from schemas, at three levels: all tools, one tool, one action. */
 
@@ -16,6 +17,7 @@ export const MANAGEMENT_COMMANDS: ReadonlyArray<[string, string]> = [
   ["audit", "each Anima's sandbox policy and what its tools attempted (--since 12h, --json, --html FILE)"],
   ["audit verify|events|policy-history", "check the trail's hash chains; stream the records (JSONL/CSV); policy changes"],
   ["daemon <command>", "the host that serves CLI calls in the background: start, stop, status"],
+  ["init [DIR]", "make a data dir, or add what one lacks (never overwrites); installs the tool-creator skill"],
   ["help [<tool>]", "this help, or a tool's"],
 ];
 
@@ -127,7 +129,8 @@ export function listText(listing: ToolListing): string {
   const lines: string[] = [];
   for (const tool of listing.tools) lines.push(toolSummaryLine(tool).trimStart());
   for (const problem of listing.problems) lines.push(`(skipped) ${problem.file.split("/").pop()}: ${problem.message}`);
-  return lines.length > 0 ? lines.join("\n") : "No tools found.";
+  // Closing: the tool files this host does not run (Python), named here rather than warned about on each call.
+  return [...(lines.length > 0 ? lines : ["No tools found."]), ...skippedFilesLines(skippedFileEntries(listing))].join("\n");
 }
 
 function firstLine(text: string): string {

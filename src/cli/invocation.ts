@@ -54,7 +54,7 @@ const GLOBAL_SPEC: OptionSpec = {
 };
 
 /** Commands that always run in the calling process: they hold a terminal or stdio, or manage the host. */
-export const LOCAL_COMMANDS: ReadonlySet<string> = new Set(["mcp", "serve", "daemon"]);
+export const LOCAL_COMMANDS: ReadonlySet<string> = new Set(["mcp", "serve", "daemon", "init"]);
 
 export function emptyOptions(): GlobalOptions {
   return { json: false, help: false, demo: false, noDaemon: false, version: false };

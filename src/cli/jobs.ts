@@ -1,7 +1,7 @@
 import { EXIT_CODES, type ErrorInfo, ToolHostError, errorEnvelope } from "../errors.js";
 import type { InvocationRunner } from "../endpoint/invocation.js";
 import type { HostFactory, ToolHost } from "../host-api.js";
-import { JobService, eligibilityWarning } from "../jobs/service.js";
+import { JobService, eligibilityWarning, resultOf } from "../jobs/service.js";
 import { type Job, describeServer, isTerminal } from "../jobs/store.js";
 import { jobFailure, jobText, jobView, jobsTable, parseStatuses, progressBar, progressLine } from "../jobs/view.js";
 import { actionOf, actionsHint } from "../registry/actions.js";
@@ -228,17 +228,24 @@ async function openEndpoint(host: ToolHost, out: Output, runInvocation: Invocati
 
 // ---- output -------------------------------------------------------------------------------------
 
-/** A finished job as a call's result: output and exit 0, or its error with the error's exit code. */
+/**
+ * A finished job as a direct call's result: its output and exit 0 (with `-j`, an object result as the
+ * object, as cli/output.ts gives a call's), or its error with the error's exit code. A cancelled job's
+ * partial result is printed too: on stdout before the error line, or as `output` in the `-j` envelope.
+ */
 function printOutcome(job: Job, ctx: JobsCliContext): number {
-  if (job.status !== "succeeded") return printJobError(ctx, jobFailure(job), job);
-  const output = job.result ?? "";
-  ctx.out.stdout(ctx.json ? JSON.stringify({ status: "ok", job_id: job.id, job_status: job.status, output }) : output);
+  const result = resultOf(job);
+  if (result.status === "error") {
+    if (!ctx.json && job.result !== undefined) ctx.out.stdout(job.result);
+    return printJobError(ctx, jobFailure(job), job, result.output);
+  }
+  ctx.out.stdout(ctx.json ? JSON.stringify({ status: "ok", job_id: job.id, job_status: job.status, output: result.output }) : (job.result ?? ""));
   return 0;
 }
 
-function printJobError(ctx: JobsCliContext, error: ErrorInfo, job: Job): number {
+function printJobError(ctx: JobsCliContext, error: ErrorInfo, job: Job, output?: unknown): number {
   if (!ctx.json) return printError(ctx.out, error, false);
-  ctx.out.stdout(JSON.stringify({ ...errorEnvelope(error), job_id: job.id, job_status: job.status }));
+  ctx.out.stdout(JSON.stringify({ ...errorEnvelope(error), job_id: job.id, job_status: job.status, ...(output !== undefined ? { output } : {}) }));
   return EXIT_CODES[error.type];
 }
 

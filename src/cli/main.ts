@@ -36,6 +36,12 @@ export async function main(argv: string[], out: Output = defaultOutput(), contex
     // --anima / --data-dir / --demo may also follow the command or the tool name: find them first.
     const identityOptions = emptyOptions();
     takeGlobalOptions(argv, identityOptions, false);
+    // init makes the data dir, so it runs before the data dir must exist, and needs no host.
+    if (rest[0] === "init") {
+      if (ctx.hostFor) throw new Declined("command", '"init" runs in the calling process');
+      const { runInit } = await import("./init.js");
+      return await runInit(takeGlobalOptions(rest.slice(1), options, false), options, out, ctx.env, ctx.cwd);
+    }
     const { dataDir, anima } = resolveIdentity(identityOptions, ctx.env, ctx.cwd, PROJECT_ROOT);
     // A mistyped data dir must not silently become a new tree (logs, caches, job stores): only an
     // existing directory is used; AnimaWorks' own set-up creates it.
@@ -48,7 +54,7 @@ export async function main(argv: string[], out: Output = defaultOutput(), contex
       throw new ToolHostError(
         "NotFound",
         `the data dir ${dataDir} ${dataDirProblem}`,
-        "check --data-dir, $ANIMAWORKS_DATA_DIR or $ANIMAWORKS_ANIMA_DIR (or create it: mkdir -p DIR/animas)",
+        "check --data-dir, $ANIMAWORKS_DATA_DIR or $ANIMAWORKS_ANIMA_DIR (or make one: animaworks-tool init DIR)",
       );
     }
     const osSandbox = osSandboxOption(options.osSandbox ?? identityOptions.osSandbox);

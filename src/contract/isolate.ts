@@ -98,14 +98,20 @@ export type EntryMethod = keyof GuestEntry;
 
 /**
  * A failure as the prelude frames it. `errorType` is the prelude's own ("ExecutionError", "LoadError",
- * "MemoryLimit", "ToolConfigError") or the type the host gave a denial the tool did not catch; the host
- * decides which of them pass (envelope.ts).
+ * "MemoryLimit", "ToolConfigError", `INVALID_INPUT_ERROR_TYPE`) or the type the host gave a denial the tool
+ * did not catch; the host decides which of them pass, and as what (envelope.ts).
  */
 export interface FailureEnvelope {
   ok: false;
   errorType: string;
   /** At most `MAX_TOOL_MESSAGE_CHARS`, cut as src/isolation/wire/tool-text.ts `boundToolMessage` cuts. */
   message: string;
+  /**
+   * The thrown value's `stack` as the tool left it, its first `MAX_TOOL_STACK_CHARS` characters: untrusted
+   * text (a tool can write anything there), read only for positions in the tool's own bundle, which the
+   * host maps through the bundle's source map (src/isolation/isolate/tool-frames.ts, src/bundling/tool-frames.ts).
+   */
+  stack?: string;
 }
 
 export type ResultEnvelope =
@@ -127,10 +133,20 @@ export type CallEnvelope = (ResultEnvelope | FailureEnvelope) & { recycle?: bool
 export type DescribeEnvelope = { ok: true; exports: Record<string, string>; schemas: unknown; profile: unknown } | (FailureEnvelope & { recycle?: boolean });
 
 /**
+ * The `errorType` of a tool's `InvalidInput` (its own check of its input failed). All it can claim: the host
+ * makes it `InvalidArguments` with fault `caller` (exit 2), with the tool's message cut as any tool message,
+ * and no hint; whatever else the tool puts in its envelope is decided by the host as for any failure.
+ */
+export const INVALID_INPUT_ERROR_TYPE = "InvalidInput";
+
+/**
  * Longest error message a tool's failure or load error carries out of the sandbox, in characters. The
  * text is the tool's own, and goes on to the audit log, the terminal, MCP clients and other processes.
  */
 export const MAX_TOOL_MESSAGE_CHARS = 4_000;
+
+/** Longest `FailureEnvelope.stack` the prelude sends, in characters (ten V8 frames take ≈ 1,000). */
+export const MAX_TOOL_STACK_CHARS = 4_000;
 
 // ---- the tool's global: an allow-list ------------------------------------------------------------
 
@@ -267,6 +283,7 @@ export const TOOL_API_EXPORTS = [
   "sleep",
   "ToolError",
   "ToolConfigError",
+  "InvalidInput",
   "fs",
   "fetch",
   "getCredential",

@@ -21,6 +21,8 @@ export interface EndpointPaths {
   starting: string;
   /** The daemon's stdout and stderr. */
   log: string;
+  /** Made when a caller was first told that a call of theirs started a daemon (cli/daemon-notice.ts). */
+  noticed: string;
 }
 
 export function endpointPaths(dataDir: string, hostname: string): EndpointPaths {
@@ -32,6 +34,7 @@ export function endpointPaths(dataDir: string, hostname: string): EndpointPaths 
     lock: join(dir, `${name}.lock`),
     starting: join(dir, `${name}.starting`),
     log: join(dir, `${name}.log`),
+    noticed: join(dir, `${name}.daemon-noticed`),
   };
 }
 

@@ -54,11 +54,15 @@ export function hostJobRunner(calls: PreparedCallRunner, getBundle: (hash: strin
     const result = await calls.runPrepared(prepared, {
       signal: context.signal,
       job: { id: job.id, reportProgress: context.reportProgress, cancelled: () => context.stopRequested() !== undefined },
+      // Whether an object came back is part of the result: `jobs result -j` and MCP give it as a direct call does.
+      structured: true,
     });
-    // A run asked to stop ends that way, even when the tool wrapped up and returned within the grace.
+    // A run asked to stop ends that way, even when the tool wrapped up and returned within the grace; what
+    // it returned then is its partial result (the worker keeps it for a cancelled job).
     const stopped = context.stopRequested();
-    if (stopped) return { ok: false, error: stopped.toInfo() };
-    if (result.status === "ok") return { ok: true, result: result.output };
-    return { ok: false, error: infoOfWire(result) };
+    if (result.status !== "ok") return { ok: false, error: stopped ? stopped.toInfo() : infoOfWire(result) };
+    // An object result that was cut for size is text, as for a direct call (cli/output.ts).
+    const value = { result: result.output, structured: result.structured !== undefined && !result.truncated };
+    return stopped ? { ok: false, error: stopped.toInfo(), partial: value } : { ok: true, ...value };
   };
 }

@@ -87,7 +87,9 @@ export async function writeNotice(animaDir: string, job: Job): Promise<string> {
 
 function failureText(job: Job): string {
   if (job.error) return `${job.error.type}: ${job.error.message}`;
-  return job.status === "cancelled" ? "cancelled by request" : job.status;
+  if (job.status !== "cancelled") return job.status;
+  // The partial result a tool returned when it saw the cancel is news too (`jobs result` shows it whole).
+  return `cancelled by request${job.result !== undefined ? `; partial result: ${firstChars(job.result, NOTICE_SUMMARY_CHARS)}` : ""}`;
 }
 
 /** The first `count` characters, counted in code points so an emoji is never cut in half. */

@@ -141,6 +141,18 @@ const MIGRATIONS: readonly string[] = [
            result, error_type, error_message, progress_fraction, progress_message, lease_owner, lease_expires_at,
            cancel_requested, notified_at, error_fault, error_hint`,
     ),
+  // Whether the result is an object's JSON (1) or text (0), so a job's result reads as a direct call's
+  // does; NULL for results recorded before (view.ts reads those from their text). claim_jobs again.
+  `
+  ALTER TABLE jobs ADD COLUMN result_structured smallint;
+  ` +
+    claimJobsFunction(
+      "CREATE OR REPLACE FUNCTION",
+      `seq, id, anima, tool, action, schema_name, args_json, bundle_hash, priority, idempotency_key, status,
+           attempts, max_attempts, retry_backoff_ms, timeout_ms, submitted_at, started_at, finished_at, not_before,
+           result, error_type, error_message, progress_fraction, progress_message, lease_owner, lease_expires_at,
+           cancel_requested, notified_at, error_fault, error_hint, result_structured`,
+    ),
 ];
 
 export const PG_SCHEMA_VERSION = MIGRATIONS.length;

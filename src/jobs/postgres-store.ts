@@ -1,7 +1,9 @@
-import pg from "pg";
+import type pg from "pg";
 import { ToolHostError } from "../errors.js";
-import { checkSchemaName, migratePostgres } from "./postgres-schema.js";
-import { listen, withPooledClient } from "./postgres-connection.js";
+import { checkSchemaName } from "./postgres-schema.js";
+import { JobDatabase, closedError } from "./postgres-pool.js";
+import { StoreNotifications } from "./postgres-notify.js";
+import { listen } from "./postgres-connection.js";
 import { type JobRow, rowToJob } from "./sqlite-schema.js";
 import {
   type ClaimRequest,
@@ -26,6 +28,7 @@ import {
   newJobId,
   normaliseProgress,
   normaliseSubmit,
+  outcomeColumns,
   retryDelayMs,
   sameWork,
 } from "./store.js";
@@ -56,40 +59,26 @@ export interface PostgresJobStoreOptions {
  * its default, `on`, waits for the WAL flush).
  */
 export class PostgresJobStore implements JobStore {
-  private readonly pool: pg.Pool;
+  private readonly db: JobDatabase;
   private readonly clock: () => number;
   private readonly schema: string;
-  private ready: Promise<void> | undefined;
-  private closed = false;
-  /** When this instance last sent a `runnable` notification (see `insert`), performance.now() ms. */
-  private lastNotifyAt = Number.NEGATIVE_INFINITY;
-  private trailingNotify: NodeJS.Timeout | undefined;
+  private readonly notifications: StoreNotifications;
 
   constructor(private readonly options: PostgresJobStoreOptions) {
     this.schema = checkSchemaName(options.schema ?? "animaworks_tool");
     this.clock = options.now ?? Date.now;
-    this.pool = new pg.Pool({
-      connectionString: options.url,
-      max: options.maxConnections ?? 4,
-      connectionTimeoutMillis: options.connectTimeoutMs ?? 5_000,
-      options: `-c search_path=${this.schema}`,
-      // bigint columns hold epoch ms and counts well inside 2^53: read them as numbers.
-      types: {
-        getTypeParser: (oid: number, format?: "text" | "binary") => (oid === 20 ? Number : (pg.types.getTypeParser(oid, format) as (value: string) => unknown)),
-      },
+    this.db = new JobDatabase({
+      url: options.url,
+      schema: this.schema,
+      ...(options.maxConnections !== undefined ? { maxConnections: options.maxConnections } : {}),
+      ...(options.connectTimeoutMs !== undefined ? { connectTimeoutMs: options.connectTimeoutMs } : {}),
     });
-    // An idle connection the server dropped is reported here; the next query opens a new one.
-    this.pool.on("error", () => {});
+    this.notifications = new StoreNotifications(this.db, this.schema);
   }
 
   /** Opens the pool and creates or migrates the schema. Every method calls it; call it to fail early. */
   open(): Promise<void> {
-    // A failed open (the server down, the connection dropped mid-way) is tried again by the next call.
-    this.ready ??= this.connect(async (client) => migratePostgres(client, this.schema)).catch((error: unknown) => {
-      this.ready = undefined;
-      throw error;
-    });
-    return this.ready;
+    return this.db.open();
   }
 
   async submit(input: SubmitJobInput): Promise<SubmitResult> {
@@ -98,8 +87,8 @@ export class PostgresJobStore implements JobStore {
       try {
         // Without an idempotency key, one statement (one round trip, its own transaction): the insert only
         // happens if the bundle is stored, and the notification goes out when it commits.
-        if (job.idempotencyKey === undefined) return await this.run((client) => this.insert(client, job, false));
-        return await this.transaction(async (client) => {
+        if (job.idempotencyKey === undefined) return await this.db.run((client) => this.insert(client, job, false));
+        return await this.db.transaction(async (client) => {
           const existing = await one(client, "SELECT * FROM jobs WHERE anima = $1 AND idempotency_key = $2", [job.anima, job.idempotencyKey]);
           return existing ? { job: sameWork(rowToJob(existing), job), created: false } : this.insert(client, job, true);
         });
@@ -116,12 +105,8 @@ export class PostgresJobStore implements JobStore {
   private async insert(client: pg.PoolClient, job: ReturnType<typeof normaliseSubmit>, inTransaction: boolean): Promise<SubmitResult> {
     const now = this.clock();
     const id = newJobId();
-    // PostgreSQL serialises the commits of transactions that NOTIFY (a lock on the notification queue),
-    // so a notification in every submit of a burst makes each submit wait for the one before it to reach
-    // the disk. A submit notifies unless another notified within `NOTIFY_EVERY_MS`; one that did not is
-    // followed, once committed, by a notification of its own at most `NOTIFY_EVERY_MS` later.
-    const notify = inTransaction || performance.now() - this.lastNotifyAt >= NOTIFY_EVERY_MS;
-    if (notify) this.lastNotifyAt = performance.now();
+    // Not every submit of a burst notifies (see postgres-notify.ts): one that does not is followed by one soon.
+    const notify = this.notifications.submitNotifies(inTransaction);
     const inserted = await client.query(
       `WITH inserted AS (
          INSERT INTO jobs (id, anima, tool, action, schema_name, args_json, bundle_hash, priority, idempotency_key,
@@ -144,24 +129,24 @@ export class PostgresJobStore implements JobStore {
         job.retryBackoffMs,
         job.timeoutMs,
         now,
-        ...(notify ? [this.channel()] : []),
+        ...(notify ? [this.notifications.channel] : []),
       ],
     );
     if (inserted.rowCount !== 1) throw new ToolHostError("NotFound", `bundle ${job.bundleHash} is not stored`, "putBundle before submitting");
-    if (!notify) this.notifySoon();
+    if (!notify) this.notifications.soon();
     const created: Job = { ...job, id, status: "queued", attempts: 0, submittedAt: now, cancelRequested: false };
     if (job.idempotencyKey === undefined) delete created.idempotencyKey;
     return { job: created, created: true };
   }
 
   async get(anima: string, id: string): Promise<Job | undefined> {
-    const row = await this.queryOne("SELECT * FROM jobs WHERE id = $1", [id]);
+    const row = await this.db.queryOne("SELECT * FROM jobs WHERE id = $1", [id]);
     return row && row.anima === anima ? rowToJob(row) : undefined;
   }
 
   async list(anima: string, options: ListJobsOptions = {}): Promise<Job[]> {
     const statuses = options.status === undefined ? [...JOB_STATUSES] : [options.status].flat();
-    const rows = await this.queryRows("SELECT * FROM jobs WHERE anima = $1 AND status = ANY($2) ORDER BY seq DESC LIMIT $3", [
+    const rows = await this.db.queryRows("SELECT * FROM jobs WHERE anima = $1 AND status = ANY($2) ORDER BY seq DESC LIMIT $3", [
       anima,
       statuses,
       options.limit ?? 100,
@@ -177,7 +162,7 @@ export class PostgresJobStore implements JobStore {
     if (request.limit <= 0) return [];
     const now = this.clock();
     const perAnima = Number.isFinite(request.perAnimaLimit ?? Number.POSITIVE_INFINITY) ? (request.perAnimaLimit as number) : 2_147_483_647;
-    const rows = await this.queryRows("SELECT * FROM claim_jobs($1, $2, $3, $4, $5)", [request.owner, now, now + request.leaseMs, request.limit, perAnima]);
+    const rows = await this.db.queryRows("SELECT * FROM claim_jobs($1, $2, $3, $4, $5)", [request.owner, now, now + request.leaseMs, request.limit, perAnima]);
     return rows.map(rowToJob);
   }
 
@@ -186,7 +171,7 @@ export class PostgresJobStore implements JobStore {
     const expires = this.clock() + leaseMs;
     // One statement for the whole batch; each lease is matched by its position (the same job may appear
     // under several owners or attempts, and only the one that holds it is renewed).
-    const rows = await this.queryRows<{ n: number; cancel_requested: number }>(
+    const rows = await this.db.queryRows<{ n: number; cancel_requested: number }>(
       `UPDATE jobs j SET lease_expires_at = $4
          FROM unnest($1::text[], $2::text[], $3::int[]) WITH ORDINALITY AS l(id, owner, attempt, n)
         WHERE j.id = l.id AND j.status = 'running' AND j.lease_owner = l.owner AND j.attempts = l.attempt
@@ -202,7 +187,7 @@ export class PostgresJobStore implements JobStore {
 
   async reportProgress(lease: JobLease, progress: JobProgress): Promise<boolean> {
     const { fraction, message } = normaliseProgress(progress);
-    const result = await this.run((client) =>
+    const result = await this.db.run((client) =>
       client.query(`UPDATE jobs SET progress_fraction = $4, progress_message = $5 WHERE ${LEASE_MATCH}`, [
         lease.id,
         lease.owner,
@@ -215,10 +200,10 @@ export class PostgresJobStore implements JobStore {
   }
 
   async complete(lease: JobLease, outcome: JobOutcome): Promise<Job | undefined> {
-    const error = outcome.status === "succeeded" ? undefined : outcome.error;
-    const row = await this.queryOne(
-      `UPDATE jobs SET status = $4, finished_at = $5, result = $6, error_type = $7, error_message = $8,
-         error_fault = $9, error_hint = $10, lease_owner = NULL, lease_expires_at = NULL
+    const c = outcomeColumns(outcome);
+    const row = await this.db.queryOne(
+      `UPDATE jobs SET status = $4, finished_at = $5, result = $6, result_structured = $7, error_type = $8, error_message = $9,
+         error_fault = $10, error_hint = $11, lease_owner = NULL, lease_expires_at = NULL
        WHERE ${LEASE_MATCH} RETURNING *`,
       [
         lease.id,
@@ -226,18 +211,19 @@ export class PostgresJobStore implements JobStore {
         lease.attempt,
         outcome.status,
         this.clock(),
-        outcome.status === "succeeded" ? outcome.result : null,
-        error?.type ?? null,
-        error?.message ?? null,
-        error?.fault ?? null,
-        error?.hint ?? null,
+        c.result,
+        c.resultStructured,
+        c.errorType,
+        c.errorMessage,
+        c.errorFault,
+        c.errorHint,
       ],
     );
     return row ? rowToJob(row) : undefined;
   }
 
   requestCancel(anima: string, id: string): Promise<Job | undefined> {
-    return this.transaction(async (client) => {
+    return this.db.transaction(async (client) => {
       const row = await one(client, "SELECT * FROM jobs WHERE id = $1 FOR UPDATE", [id]);
       if (!row || row.anima !== anima) return undefined;
       if (row.status === "queued") {
@@ -249,7 +235,7 @@ export class PostgresJobStore implements JobStore {
         );
       }
       if (row.status === "running") {
-        await this.notify(client, `cancel:${row.id}`);
+        await this.notifications.send(client, `cancel:${row.id}`);
         return rowToJob((await one(client, "UPDATE jobs SET cancel_requested = 1 WHERE seq = $1 RETURNING *", [row.seq])) as JobRow);
       }
       return rowToJob(row);
@@ -257,7 +243,7 @@ export class PostgresJobStore implements JobStore {
   }
 
   recoverExpiredLeases(): Promise<RecoveryResult> {
-    return this.transaction(async (client) => {
+    return this.db.transaction(async (client) => {
       const now = this.clock();
       const result: RecoveryResult = { requeued: [], ended: [] };
       // SKIP LOCKED: a job another worker is recovering (or completing) right now is left to it.
@@ -273,7 +259,7 @@ export class PostgresJobStore implements JobStore {
             [row.seq, status, now, error?.type ?? null, error?.message ?? null, error?.fault ?? null],
           )) as JobRow,
         );
-      if (expired.rows.some((row) => row.cancel_requested === 0 && row.attempts < row.max_attempts)) await this.notify(client, "runnable");
+      if (expired.rows.some((row) => row.cancel_requested === 0 && row.attempts < row.max_attempts)) await this.notifications.send(client, "runnable");
       for (const row of expired.rows) {
         if (row.cancel_requested !== 0) {
           result.ended.push(await endLost(row, "cancelled", null));
@@ -296,7 +282,7 @@ export class PostgresJobStore implements JobStore {
   }
 
   async pendingNotices(options: { minAgeMs: number; limit: number }): Promise<Job[]> {
-    const rows = await this.queryRows(
+    const rows = await this.db.queryRows(
       "SELECT * FROM jobs WHERE finished_at IS NOT NULL AND notified_at IS NULL AND finished_at <= $1 ORDER BY finished_at, seq LIMIT $2",
       [this.clock() - options.minAgeMs, options.limit],
     );
@@ -305,11 +291,11 @@ export class PostgresJobStore implements JobStore {
 
   async markNotified(ids: readonly string[]): Promise<void> {
     if (ids.length === 0) return;
-    await this.run((client) => client.query("UPDATE jobs SET notified_at = $1 WHERE id = ANY($2) AND notified_at IS NULL", [this.clock(), [...ids]]));
+    await this.db.run((client) => client.query("UPDATE jobs SET notified_at = $1 WHERE id = ANY($2) AND notified_at IS NULL", [this.clock(), [...ids]]));
   }
 
   purgeFinished(olderThanMs: number): Promise<PurgeResult> {
-    return this.transaction(async (client) => {
+    return this.db.transaction(async (client) => {
       const cutoff = this.clock() - olderThanMs;
       const jobs = (await client.query("DELETE FROM jobs WHERE finished_at IS NOT NULL AND finished_at < $1", [cutoff])).rowCount ?? 0;
       // A bundle stored moments ago for a submit still on its way must survive: only bundles untouched
@@ -323,7 +309,7 @@ export class PostgresJobStore implements JobStore {
 
   async putBundle(hash: string, code: string): Promise<void> {
     checkBundleHash(hash, code);
-    await this.run((client) =>
+    await this.db.run((client) =>
       client.query("INSERT INTO bundles (hash, code, touched_at) VALUES ($1, $2, $3) ON CONFLICT (hash) DO UPDATE SET touched_at = EXCLUDED.touched_at", [
         hash,
         code,
@@ -333,13 +319,13 @@ export class PostgresJobStore implements JobStore {
   }
 
   async getBundle(hash: string): Promise<string | undefined> {
-    return (await this.queryOne<{ code: string }>("SELECT code FROM bundles WHERE hash = $1", [hash]))?.code;
+    return (await this.db.queryOne<{ code: string }>("SELECT code FROM bundles WHERE hash = $1", [hash]))?.code;
   }
 
   async queueStatus(): Promise<QueueStatus> {
     const now = this.clock();
     const row = (
-      await this.run((client) =>
+      await this.db.run((client) =>
         client.query<{ queued: number; runnable: number; running: number; next: number | null }>(
           `SELECT
            (SELECT COUNT(*)::int FROM jobs WHERE status = 'queued') AS queued,
@@ -357,87 +343,21 @@ export class PostgresJobStore implements JobStore {
 
   /** Wakes `listener` on submits and cancels (postgres-connection.ts `listen`). */
   async subscribe(listener: (event: StoreEvent) => void): Promise<() => Promise<void>> {
-    if (this.closed) throw closedError();
+    if (this.db.closed) throw closedError();
     await this.open();
     return listen(
-      { url: this.options.url, connectTimeoutMs: this.options.connectTimeoutMs ?? 5_000, channel: this.channel(), closed: () => this.closed },
+      { url: this.options.url, connectTimeoutMs: this.options.connectTimeoutMs ?? 5_000, channel: this.notifications.channel, closed: () => this.db.closed },
       listener,
     );
   }
 
   async close(): Promise<void> {
-    if (this.closed) return;
-    this.closed = true;
-    if (this.trailingNotify) {
-      // The notification a skipped submit is owed goes out before the pool closes.
-      clearTimeout(this.trailingNotify);
-      this.trailingNotify = undefined;
-      await this.connect((client) => this.notify(client, "runnable")).catch(() => {});
-    }
-    await this.pool.end();
-  }
-
-  /** One channel per schema: stores in other schemas of the database do not wake each other. */
-  private channel(): string {
-    return `${this.schema}_jobs`;
-  }
-
-  private async notify(client: pg.PoolClient, payload: string): Promise<void> {
-    await client.query("SELECT pg_notify($1, $2)", [this.channel(), payload]);
-  }
-
-  /**
-   * A notification on its own, `NOTIFY_EVERY_MS` from now: one for all submits that skipped theirs
-   * meanwhile. Called only once such a submit committed (the one-statement submit commits by itself).
-   */
-  private notifySoon(): void {
-    if (this.trailingNotify || this.closed) return;
-    this.trailingNotify = setTimeout(() => {
-      this.trailingNotify = undefined;
-      this.lastNotifyAt = performance.now();
-      this.run((client) => this.notify(client, "runnable")).catch(() => {
-        // polling covers a lost wake-up
-      });
-    }, NOTIFY_EVERY_MS);
-  }
-
-  // ---- plumbing ----------------------------------------------------------------------------------------
-
-  private async run<T>(work: (client: pg.PoolClient) => Promise<T>): Promise<T> {
-    if (this.closed) throw closedError();
-    await this.open();
-    return this.connect(work);
-  }
-
-  private connect<T>(work: (client: pg.PoolClient) => Promise<T>): Promise<T> {
-    return withPooledClient(this.pool, this.options.url, work);
-  }
-
-  private transaction<T>(work: (client: pg.PoolClient) => Promise<T>): Promise<T> {
-    return this.run(async (client) => {
-      await client.query("BEGIN");
-      try {
-        const result = await work(client);
-        await client.query("COMMIT");
-        return result;
-      } catch (error) {
-        await client.query("ROLLBACK").catch(() => {});
-        throw error;
-      }
-    });
-  }
-
-  private async queryRows<R extends pg.QueryResultRow = JobRow>(sql: string, values: unknown[]): Promise<R[]> {
-    return (await this.run((client) => client.query<R>(sql, values))).rows;
-  }
-
-  private async queryOne<R extends pg.QueryResultRow = JobRow>(sql: string, values: unknown[]): Promise<R | undefined> {
-    return (await this.queryRows<R>(sql, values))[0];
+    if (this.db.closed) return;
+    this.db.closed = true;
+    await this.notifications.flush();
+    await this.db.end();
   }
 }
-
-/** Submits of one store instance notify at most this often; the rest are covered by a trailing one, ms. */
-const NOTIFY_EVERY_MS = 2;
 
 const LEASE_MATCH = "id = $1 AND status = 'running' AND lease_owner = $2 AND attempts = $3";
 
@@ -447,10 +367,6 @@ async function one(client: pg.PoolClient, sql: string, values: unknown[]): Promi
 
 function isUniqueViolation(error: unknown): boolean {
   return (error as { code?: string } | undefined)?.code === "23505";
-}
-
-function closedError(): ToolHostError {
-  return new ToolHostError("ExecutionError", "the job store is closed");
 }
 
 export { describeServer };

@@ -116,16 +116,24 @@ export function outcomeOf(run: JobRun, ended: JobRunResult | "abandoned"): JobOu
   // A deadline is a deadline: a result that arrives after it does not count.
   if (reason === "timeout" && run.stopError) return { status: "failed", error: run.stopError.toInfo() };
   // Cancelled too late to matter: the work finished, so report it as it is.
-  if (ended !== "abandoned" && ended.ok) return { status: "succeeded", result: ended.result };
-  if (reason === "cancel") return { status: "cancelled" };
+  if (ended !== "abandoned" && ended.ok) return { status: "succeeded", result: ended.result, structured: ended.structured === true };
+  if (reason === "cancel") {
+    // What the tool returned once it saw the cancel is the job's partial result: kept, the job still cancelled.
+    const partial = ended !== "abandoned" ? ended.partial : undefined;
+    return partial ? { status: "cancelled", result: partial.result, structured: partial.structured === true } : { status: "cancelled" };
+  }
   if (ended === "abandoned") throw new Error("a run was abandoned without having been stopped");
   return { status: "failed", error: ended.error };
 }
 
 /** A runner's result as the worker trusts it: anything but the two declared shapes is the host's failure. */
 export function checkedRunResult(value: JobRunResult): JobRunResult {
-  if (value && value.ok === true && typeof value.result === "string") return value;
-  if (value && value.ok === false && value.error) return value;
+  if (value && value.ok === true && typeof value.result === "string") return { ok: true, result: value.result, structured: value.structured === true };
+  if (value && value.ok === false && value.error) {
+    const partial = value.partial;
+    if (partial === undefined || typeof partial?.result !== "string") return { ok: false, error: value.error };
+    return { ok: false, error: value.error, partial: { result: partial.result, structured: partial.structured === true } };
+  }
   return { ok: false, error: { type: "ExecutionError", fault: "host", message: "the job runner returned an invalid result" } };
 }
 

@@ -16,7 +16,7 @@ import { resolveWorkerSettings } from "./worker-settings.js";
 import { SqliteJobStore } from "./sqlite-store.js";
 import { PostgresJobStore } from "./postgres-store.js";
 import { type Job, type JobStatus, type JobStore, isTerminal } from "./store.js";
-import { jobFailure } from "./view.js";
+import { jobFailure, jobOutputValue } from "./view.js";
 import { liveWorkers, registerWorker, startWorkerProcess } from "./workers.js";
 
 /**
@@ -78,8 +78,12 @@ export interface WaitOptions {
  */
 export type RunWorkerOptions = Omit<WorkerRunOptions, "mayLeave">;
 
-/** A finished job's result (`JobService.result`): its output, or its error as the JSON edges spell it. */
-export type JobResult = { status: "ok"; output: string } | ErrorEnvelope;
+/**
+ * A finished job's result (`JobService.result`), as a direct call's `-j` spells it: its output (an object
+ * result as the object, anything else as its text), or its error as the JSON edges spell it; a cancelled
+ * job's error carries the partial result its tool returned, if it returned one, as `output`.
+ */
+export type JobResult = { status: "ok"; output: string | Record<string, unknown> } | (ErrorEnvelope & { output?: string | Record<string, unknown> });
 
 /** Where the embedded backend keeps its files under a data dir. */
 export function jobPaths(dataDir: string): { store: string; workersDir: string; workerLog: string } {
@@ -320,8 +324,9 @@ export class JobService {
 }
 
 export function resultOf(job: Job): JobResult {
-  if (job.status === "succeeded") return { status: "ok", output: job.result ?? "" };
-  return errorEnvelope(jobFailure(job));
+  const output = jobOutputValue(job);
+  if (job.status === "succeeded") return { status: "ok", output: output ?? "" };
+  return { ...errorEnvelope(jobFailure(job)), ...(output !== undefined ? { output } : {}) };
 }
 
 function notFound(anima: string, id: string): ToolHostError {

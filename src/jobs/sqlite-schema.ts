@@ -64,6 +64,11 @@ const MIGRATIONS: readonly string[] = [
   ALTER TABLE jobs ADD COLUMN error_fault TEXT;
   ALTER TABLE jobs ADD COLUMN error_hint TEXT;
   `,
+  // Whether the result is an object's JSON (1) or text (0), so a job's result reads as a direct call's
+  // does; NULL for results recorded before (view.ts reads those from their text).
+  `
+  ALTER TABLE jobs ADD COLUMN result_structured INTEGER;
+  `,
 ];
 
 export const SCHEMA_VERSION = MIGRATIONS.length;
@@ -104,6 +109,8 @@ export interface JobRow {
   finished_at: number | null;
   not_before: number;
   result: string | null;
+  /** 1: `result` is an object's JSON; 0: text; null (or absent, in a row read before the migration): not recorded. */
+  result_structured?: number | null;
   error_type: string | null;
   error_message: string | null;
   error_fault: string | null;
@@ -139,6 +146,7 @@ export function rowToJob(row: JobRow): Job {
   if (row.finished_at !== null) job.finishedAt = row.finished_at;
   if (row.not_before > 0) job.notBefore = row.not_before;
   if (row.result !== null) job.result = row.result;
+  if (row.result !== null && row.result_structured !== null && row.result_structured !== undefined) job.resultStructured = row.result_structured !== 0;
   if (row.error_type !== null) job.error = toJobError(row);
   if (row.progress_fraction !== null) {
     job.progress = { fraction: row.progress_fraction, message: row.progress_message ?? "" };

@@ -25,6 +25,7 @@ import {
   newJobId,
   normaliseProgress,
   normaliseSubmit,
+  outcomeColumns,
   retryDelayMs,
   sameWork,
 } from "./store.js";
@@ -186,17 +187,7 @@ export class SqliteJobStore implements JobStore {
 
   complete(lease: JobLease, outcome: JobOutcome): Promise<Job | undefined> {
     return this.write(true, () => {
-      const error = outcome.status === "succeeded" ? undefined : outcome.error;
-      const row = this.sql.complete.get({
-        ...lease,
-        status: outcome.status,
-        now: this.clock(),
-        result: outcome.status === "succeeded" ? outcome.result : null,
-        errorType: error?.type ?? null,
-        errorMessage: error?.message ?? null,
-        errorFault: error?.fault ?? null,
-        errorHint: error?.hint ?? null,
-      }) as JobRow | undefined;
+      const row = this.sql.complete.get({ ...lease, status: outcome.status, now: this.clock(), ...outcomeColumns(outcome) }) as JobRow | undefined;
       return row ? rowToJob(row) : undefined;
     });
   }
@@ -350,7 +341,7 @@ function prepare(db: Database.Database) {
       WHERE seq = @seq AND status = 'queued' RETURNING *`),
     renew: s(`UPDATE jobs SET lease_expires_at = @expires WHERE ${LEASE_MATCH} RETURNING cancel_requested`),
     progress: s(`UPDATE jobs SET progress_fraction = @fraction, progress_message = @message WHERE ${LEASE_MATCH}`),
-    complete: s(`UPDATE jobs SET status = @status, finished_at = @now, result = @result, error_type = @errorType,
+    complete: s(`UPDATE jobs SET status = @status, finished_at = @now, result = @result, result_structured = @resultStructured, error_type = @errorType,
         error_message = @errorMessage, error_fault = @errorFault, error_hint = @errorHint, lease_owner = NULL, lease_expires_at = NULL
       WHERE ${LEASE_MATCH} RETURNING *`),
     cancelQueued: s("UPDATE jobs SET status = 'cancelled', finished_at = ?, not_before = 0 WHERE seq = ? RETURNING *"),

@@ -66,8 +66,17 @@ export interface Job {
   finishedAt?: number;
   /** A queued job is not claimed before this epoch ms (set by a retry's backoff). */
   notBefore?: number;
-  /** The runner's text result (succeeded jobs). */
+  /**
+   * The runner's result as text: a succeeded job's output, or what a cancelled job's tool returned when it
+   * saw `isCancelled()` and wrapped up (its partial result; the job stays `cancelled`).
+   */
   result?: string;
+  /**
+   * Whether `result` is the JSON of an object the tool returned (a direct call's `structured` form: `-j`
+   * shows it as an object, MCP as `structuredContent`) or text. Absent for a job recorded before stores
+   * kept it: its text is then read as an object when it parses as one (view.ts `jobOutputValue`).
+   */
+  resultStructured?: boolean;
   error?: JobError;
   progress?: JobProgress;
   /** Worker id holding the lease of a running job. */
@@ -142,7 +151,35 @@ export interface LeaseState {
   cancelRequested: boolean;
 }
 
-export type JobOutcome = { status: "succeeded"; result: string } | { status: "failed"; error: JobError } | { status: "cancelled"; error?: JobError };
+/**
+ * How a run ended, as the store records it. `structured` (default false): `result` is the JSON of an object
+ * the tool returned. A cancelled job keeps a `result` when its tool returned one after seeing the cancel.
+ */
+export type JobOutcome =
+  | { status: "succeeded"; result: string; structured?: boolean }
+  | { status: "failed"; error: JobError }
+  | { status: "cancelled"; error?: JobError; result?: string; structured?: boolean };
+
+/** An outcome as the columns both stores write (`result_structured`: 1/0, null without a result). */
+export function outcomeColumns(outcome: JobOutcome): {
+  result: string | null;
+  resultStructured: number | null;
+  errorType: string | null;
+  errorMessage: string | null;
+  errorFault: string | null;
+  errorHint: string | null;
+} {
+  const error = outcome.status === "succeeded" ? undefined : outcome.error;
+  const result = outcome.status === "failed" ? undefined : outcome.result;
+  return {
+    result: result ?? null,
+    resultStructured: result === undefined ? null : outcome.status !== "failed" && outcome.structured === true ? 1 : 0,
+    errorType: error?.type ?? null,
+    errorMessage: error?.message ?? null,
+    errorFault: error?.fault ?? null,
+    errorHint: error?.hint ?? null,
+  };
+}
 
 export interface RecoveryResult {
   /** Running jobs whose lease expired and that have attempts left: queued again after their backoff. */

@@ -24,6 +24,10 @@ export interface JobView {
   finished_at?: string;
   progress?: { fraction: number; message: string };
   error?: WireError;
+  /** Size of the recorded result (a cancelled job's partial one too), UTF-8 bytes; absent without one. */
+  result_bytes?: number;
+  /** The result is an object (`jobs result -j` gives it as one), not text. */
+  result_structured?: boolean;
   cancel_requested: boolean;
   idempotency_key?: string;
   /** True once the completion notice `state/background_notifications/<job_id>.md` was written. */
@@ -51,6 +55,10 @@ export function jobView(job: Job): JobView {
   if (job.finishedAt !== undefined) view.finished_at = iso(job.finishedAt);
   if (job.progress) view.progress = { fraction: job.progress.fraction, message: job.progress.message };
   if (job.error) view.error = wireError(job.error);
+  if (job.result !== undefined) {
+    view.result_bytes = Buffer.byteLength(job.result);
+    view.result_structured = jobOutputValue(job) !== job.result;
+  }
   if (job.idempotencyKey !== undefined) view.idempotency_key = job.idempotencyKey;
   return view;
 }
@@ -60,9 +68,33 @@ export function jobView(job: Job): JobView {
  * (exit 1) for a cancelled or interrupted job, which did not raise but did not finish either.
  */
 export function jobFailure(job: Job): ErrorInfo {
-  if (job.status === "cancelled") return { type: "ExecutionError", fault: "caller", message: `job ${job.id} was cancelled before it finished` };
+  if (job.status === "cancelled") {
+    const partial = job.result !== undefined ? "; what the tool returned when it stopped is kept as its partial result (output)" : "";
+    return { type: "ExecutionError", fault: "caller", message: `job ${job.id} was cancelled before it finished${partial}` };
+  }
   if (job.error) return job.error;
   return { type: "ExecutionError", fault: "host", message: `job ${job.id} ended ${job.status}` };
+}
+
+/**
+ * A job's recorded result as a direct call's `-j` gives it (cli/output.ts): the object for an object
+ * result, else the text; undefined without a result. A job recorded before stores kept which it was reads
+ * as an object when its text is an object's JSON (what the host wrote for one).
+ */
+export function jobOutputValue(job: Job): string | Record<string, unknown> | undefined {
+  if (job.result === undefined) return undefined;
+  if (job.resultStructured === false) return job.result;
+  return objectOf(job.result) ?? job.result;
+}
+
+/** The plain object `text` holds as JSON, else undefined (as execution/result-check.ts reads a result). */
+function objectOf(text: string): Record<string, unknown> | undefined {
+  try {
+    const value: unknown = JSON.parse(text);
+    return typeof value === "object" && value !== null && !Array.isArray(value) ? (value as Record<string, unknown>) : undefined;
+  } catch {
+    return undefined;
+  }
 }
 
 /** AnimaWorks' words for statuses (`list_background_tasks`), accepted by `--status` beside ours. */
@@ -109,7 +141,10 @@ export function jobText(job: Job): string {
   if (job.finishedAt !== undefined) lines.push(`  finished:   ${iso(job.finishedAt)}`);
   if (job.progress) lines.push(`  progress:   ${percent(job.progress.fraction)}${job.progress.message ? ` ${job.progress.message}` : ""}`);
   if (job.error) lines.push(`  error:      ${job.error.type}: ${job.error.message}`);
-  if (job.result !== undefined) lines.push(`  result:     ${Buffer.byteLength(job.result)} bytes (animaworks-tool jobs result ${job.id})`);
+  if (job.result !== undefined) {
+    const what = job.status === "succeeded" ? "result:    " : "partial result:";
+    lines.push(`  ${what} ${Buffer.byteLength(job.result)} bytes (animaworks-tool jobs result ${job.id})`);
+  }
   if (job.idempotencyKey !== undefined) lines.push(`  idempotency key: ${job.idempotencyKey}`);
   if (job.notifiedAt !== undefined) lines.push(`  notice:     state/background_notifications/${job.id}.md`);
   return lines.join("\n");

@@ -8,7 +8,13 @@ import type { Job, JobError, JobStore } from "./store.js";
  * (`JOB_DEFAULTS`), and what it reports.
  */
 
-export type JobRunResult = { ok: true; result: string } | { ok: false; error: JobError };
+/**
+ * How a runner's work ended. `structured`: `result` is the JSON of an object the tool returned (default
+ * false: text). `partial`: what the tool returned after it was asked to stop (it saw `isCancelled()` and
+ * wrapped up), kept as a cancelled job's result.
+ */
+export type JobRunResult =
+  { ok: true; result: string; structured?: boolean } | { ok: false; error: JobError; partial?: { result: string; structured?: boolean } };
 
 /** What a runner gets besides its job. */
 export interface JobRunContext {

@@ -1,3 +1,5 @@
+import { dirname, join } from "node:path";
+
 /** What `validate` reports (validate.ts): one finding per problem, with its check and, where the source shows one, its line. */
 export type FindingLevel = "error" | "warning";
 export type CheckName =
@@ -27,4 +29,19 @@ export interface Finding {
   line?: number;
   /** 1-based column on that line, when known. */
   column?: number;
+  /**
+   * The file the finding is about when it is not the validated one (a helper it imports, whose build
+   * failed), relative to the validated file's folder; `line` and `column` are then in that file.
+   */
+  file?: string;
+}
+
+/**
+ * Where a finding is, as editors and CI match it: `path`, `path:line` or `path:line:column` (`path`: the
+ * validated file's, or the helper's the finding names, beside it).
+ */
+export function findingLocation(path: string, finding: Finding): string {
+  const file = finding.file === undefined ? path : join(dirname(path), finding.file);
+  if (finding.line === undefined) return file;
+  return `${file}:${finding.line}${finding.column !== undefined ? `:${finding.column}` : ""}`;
 }

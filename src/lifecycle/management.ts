@@ -2,11 +2,14 @@ import { mkdir, readFile, rename, writeFile } from "node:fs/promises";
 import { dirname, join } from "node:path";
 import { recordReloads, shareReloadEvent } from "../audit/reloads.js";
 import { truncateForAudit } from "../audit/audit-log.js";
-import { ToolHostError, errorInfoOf } from "../errors.js";
+import { ToolHostError, callerNotTool, errorInfoOf } from "../errors.js";
 import type { AuditWriter, AuditWriterSource, CapabilityPath, CapabilityPathSource, ToolHost, ToolInfo } from "../host-api.js";
 import { resolveAnima } from "../registry/animas.js";
 import { hostLoader } from "./load-check.js";
 import { shareTool } from "./share.js";
+import { type SkippedFileEntry, skippedFileEntries, skippedFilesLines } from "./skipped-files.js";
+import type { Finding } from "./findings.js";
+import { failureFindings, failureLines } from "./refresh-findings.js";
 import { errorsForShare } from "./validate.js";
 import { writeMemoryFile } from "./write-memory.js";
 
@@ -37,9 +40,15 @@ export interface RefreshReport {
   loaded: string[];
   changed: string[];
   removed: string[];
-  failed: Array<{ name: string; error: string; hint?: string }>;
+  /**
+   * Tools that do not load: the load's error, and the findings `validate` gives for the tool's file (with
+   * `path`, the file as shown: `tools/x.ts` or `common_tools/x.ts`) when it is found (refresh-findings.ts).
+   */
+  failed: Array<{ name: string; error: string; hint?: string; path?: string; findings?: Finding[] }>;
   /** Files not loaded as tools (named like a core tool, a reserved name…), with the reason. */
   skipped: Array<{ name: string; reason: string }>;
+  /** Tool files of a kind this host does not run (`.py`), with why (skipped-files.ts). */
+  skippedFiles: SkippedFileEntry[];
   tools: string[];
 }
 
@@ -73,13 +82,20 @@ export class ManagementService {
       removed: [],
       failed: [],
       skipped: listing.problems.map((p) => ({ name: p.name, reason: p.message })),
+      skippedFiles: skippedFileEntries(listing),
       tools: [],
     };
     for (const tool of listing.tools) {
       const version = versionOf(tool);
       now[tool.name] = version;
       if (tool.status === "error") {
-        report.failed.push({ name: tool.name, error: tool.error?.message ?? "load error", ...(tool.error?.hint ? { hint: tool.error.hint } : {}) });
+        const found = await failureFindings(this.host.config.dataDir, anima, tool);
+        report.failed.push({
+          name: tool.name,
+          error: tool.error?.message ?? "load error",
+          ...(tool.error?.hint ? { hint: tool.error.hint } : {}),
+          ...(found ? { path: found.path, findings: found.findings } : {}),
+        });
         continue;
       }
       report.tools.push(tool.name);
@@ -177,7 +193,8 @@ export class ManagementService {
       "fs.readFile",
       JSON.stringify([path ?? null]),
     );
-    if (!reply.ok) throw ToolHostError.fromInfo(reply.error);
+    // Read as a tool reads, but asked for by the caller: no tool is involved in a refusal (#35 item 4).
+    if (!reply.ok) throw callerNotTool(ToolHostError.fromInfo(reply.error));
     // A file's text may arrive undecoded; it serialises as its text (isolation/wire/messages.ts CapabilityReply).
     return typeof reply.value === "string" ? reply.value : (JSON.parse(JSON.stringify(reply.value)) as string);
   }
@@ -216,7 +233,11 @@ export function formatRefresh(report: RefreshReport): string {
   for (const name of report.loaded) lines.push(`loaded   ${name}`);
   for (const name of report.changed) lines.push(`changed  ${name}`);
   for (const name of report.removed) lines.push(`removed  ${name}`);
-  for (const failure of report.failed) lines.push(`failed   ${failure.name}: ${failure.error}${failure.hint ? ` (fix: ${failure.hint})` : ""}`);
+  for (const failure of report.failed) {
+    if (failure.path !== undefined && failure.findings) lines.push(...failureLines(failure.name, { path: failure.path, findings: failure.findings }));
+    // A load error often starts with the tool's name already: said once.
+    else lines.push(`failed   ${failure.name}: ${withoutName(failure.name, failure.error)}${failure.hint ? ` (fix: ${failure.hint})` : ""}`);
+  }
   for (const skip of report.skipped) lines.push(`skipped  ${skip.name}: ${skip.reason}`);
   if (report.tools.length === 0) lines.push("No personal or common tools found.");
   else lines.push(`Refreshed tools (${report.tools.length} discovered): ${report.tools.join(", ")}`);
@@ -227,7 +248,12 @@ export function formatRefresh(report: RefreshReport): string {
       `${report.tools.length > 0 ? "These tools are available for use; " : ""}${failed.join(", ")} ${failed.length === 1 ? "does" : "do"} not load: fix ${failed.length === 1 ? "it" : "them"} (see "failed" above) and refresh again.`,
     );
   } else if (report.tools.length > 0) lines.push("These tools are now available for use.");
+  lines.push(...skippedFilesLines(report.skippedFiles));
   return lines.join("\n");
+}
+
+function withoutName(name: string, message: string): string {
+  return message.startsWith(`${name}: `) ? message.slice(name.length + 2) : message;
 }
 
 /**

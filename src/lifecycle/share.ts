@@ -1,14 +1,13 @@
 import { link, lstat, unlink } from "node:fs/promises";
 import { join } from "node:path";
 import { PathConfinement, fsError } from "../capabilities/paths.js";
-import { ToolHostError } from "../errors.js";
-import { loadPermissions } from "../policy/permissions.js";
+import { ToolHostError, callerNotTool } from "../errors.js";
+import { grantHint, loadPermissions } from "../policy/permissions.js";
 import { RESERVED_NAMES, TOOL_EXTENSIONS, TOOL_NAME_PATTERN } from "../registry/discovery.js";
 import { readRegularFile, syncDir, withExactDir, writeTempFile } from "./safe-dir.js";
 import { SHARED_DIR, type ShareRecord, encodeRecord, recordFileName, sha256Hex } from "./share-records.js";
 import { isRelativeSpecifier, scanSource } from "./source-scan.js";
 import { MAX_TOOL_SOURCE_BYTES } from "./validate.js";
-import { permissionHint } from "./write-memory.js";
 
 /**
  * The host's `share_tool` (docs/animaworks-reference.md §5.2, docs/design.md §5): copies a personal tool to `common_tools/`.
@@ -32,6 +31,10 @@ import { permissionHint } from "./write-memory.js";
  *
  * The bytes published are the bytes validated: the source is read before validation and again after;
  * if it changed in between, the share is refused.
+ *
+ * Faults: a share is the caller's own request, so its refusals are the caller's (a name, a link, a helper
+ * import), except the permission, which only the operator grants (`host`, the hint naming the permissions
+ * file in force), and a tool that does not validate (`tool`: its author fixes it).
  */
 export interface ShareOptions {
   dataDir: string;
@@ -53,13 +56,23 @@ export const SHARE_NAME_PATTERN = /^[A-Za-z_][A-Za-z0-9_]*$/;
 const OPERATION = "share_tool";
 
 export async function shareTool(options: ShareOptions): Promise<string> {
+  try {
+    return await share(options);
+  } catch (error) {
+    // A tool that does not validate stays the tool's fault: fixing it is its author's work.
+    throw error instanceof ToolHostError && error.type === "LoadError" ? error : callerNotTool(error);
+  }
+}
+
+async function share(options: ShareOptions): Promise<string> {
   const name = checkName(options.toolName);
   const animaPaths = new PathConfinement(options.animaDir);
 
   const source = await readPersonalTool(animaPaths, name);
   const permissions = await loadPermissions(options.animaDir);
   if (!permissions.toolCreation.shared) {
-    throw new ToolHostError("PermissionDenied", "Shared tool creation is not permitted.", permissionHint(permissions, "shared"));
+    // The Anima cannot grant it itself (its permissions file is not writable by it): the operator acts.
+    throw new ToolHostError("PermissionDenied", "Shared tool creation is not permitted.", grantHint(permissions, "shared"), "host");
   }
   const helpers = scanSource(source.bytes.toString("utf8")).imports.filter((use) => use.specifier !== undefined && isRelativeSpecifier(use.specifier));
   if (helpers.length > 0) {

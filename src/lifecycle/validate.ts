@@ -1,15 +1,16 @@
 import { constants } from "node:fs";
 import { open } from "node:fs/promises";
-import { basename, posix } from "node:path";
-import { TOOL_API_MODULE } from "../contract/isolate.js";
+import { basename } from "node:path";
 import { ToolHostError } from "../errors.js";
 import { RESERVED_NAMES, TOOL_EXTENSIONS, TOOL_NAME_PATTERN } from "../registry/discovery.js";
 import { findUnawaitedCredentials } from "./credential-await.js";
 import { findPromiseUsesOfIsCancelled } from "./cancel-check.js";
 import { type DeclarationCheck, checkDeclaration, unusedHandlers } from "./declaration-check.js";
-import type { CheckName, Finding } from "./findings.js";
+import { type CheckName, type Finding, findingLocation } from "./findings.js";
+import { loadFindings } from "./load-findings.js";
 import { findSecrets } from "./secrets.js";
-import { type ImportUse, type SourceScan, isRelativeSpecifier, scanSource } from "./source-scan.js";
+import { importProblem } from "./import-check.js";
+import { type SourceScan, scanSource } from "./source-scan.js";
 
 /**
  * `animaworks-tool validate <file>`: the Validation Checklist of tool-creator.md as automated checks.
@@ -109,7 +110,7 @@ export async function validateToolFile(path: string, options: ValidateOptions = 
         findings.push(...declaration.declared, ...unusedHandlers(tool, scan, declaration.schemaNames));
         for (const problem of result.problems) {
           const rest = declaration.explain(problem);
-          if (rest !== "") findings.push({ level: "error", check: "load", message: rest ?? problem });
+          if (rest !== "") findings.push(...loadFindings(rest ?? problem, [fileName, `${tool}${extensionOf(fileName)}`]));
         }
       }
     } catch (error) {
@@ -226,70 +227,6 @@ export function toolNameProblem(name: string, extension = ""): string | undefine
   return undefined;
 }
 
-function importProblem(use: ImportUse): string | undefined {
-  const how = use.kind === "require" ? "require()" : use.kind === "dynamic-import" ? "import()" : use.kind === "export-from" ? "export … from" : "import";
-  if (use.specifier === undefined) {
-    return `${how} with a computed module name cannot be bundled; import files by their literal relative path`;
-  }
-  const specifier = use.specifier;
-  if (specifier === TOOL_API_MODULE) return undefined;
-  if (isRelativeSpecifier(specifier)) {
-    // A tool sits at the top of its tools folder, so climbing above the file's own folder leaves it.
-    const normal = posix.normalize(specifier);
-    if (normal === ".." || normal.startsWith("../")) return `${how} "${specifier}" leaves the tool's folder; tools may import only files in their own folder`;
-    return undefined;
-  }
-  const why =
-    /^node:/.test(specifier) || NODE_BUILTINS.has(specifier.split("/")[0] ?? "")
-      ? "Node built-ins are not available in the sandbox"
-      : /^[a-z][a-z0-9+.-]*:/i.test(specifier)
-        ? "URL imports are not allowed"
-        : specifier.startsWith("/")
-          ? "absolute paths are not allowed"
-          : "npm packages are not available in the sandbox";
-  return `${how} "${specifier}" is not allowed: ${why}. Tools may import only relative files in their own folder and "${TOOL_API_MODULE}"`;
-}
-
-const NODE_BUILTINS = new Set([
-  "assert",
-  "async_hooks",
-  "buffer",
-  "child_process",
-  "cluster",
-  "console",
-  "crypto",
-  "dgram",
-  "diagnostics_channel",
-  "dns",
-  "events",
-  "fs",
-  "http",
-  "http2",
-  "https",
-  "inspector",
-  "module",
-  "net",
-  "os",
-  "path",
-  "perf_hooks",
-  "process",
-  "querystring",
-  "readline",
-  "repl",
-  "stream",
-  "string_decoder",
-  "timers",
-  "tls",
-  "tty",
-  "url",
-  "util",
-  "v8",
-  "vm",
-  "wasi",
-  "worker_threads",
-  "zlib",
-]);
-
 function summarise(path: string, tool: string, findings: Finding[], loaded: boolean | undefined): ValidationReport {
   const order: CheckName[] = [
     "file",
@@ -329,7 +266,7 @@ function summarise(path: string, tool: string, findings: Finding[], loaded: bool
  * a summary line. Exit code 0 without errors (warnings allowed), 6 with errors.
  */
 export function formatValidation(report: ValidationReport): { text: string; exitCode: number } {
-  const lines = report.findings.map((f) => `${report.path}${f.line !== undefined ? `:${f.line}` : ""}: ${f.level} [${f.check}] ${f.message}`);
+  const lines = report.findings.map((f) => `${findingLocation(report.path, f)}: ${f.level} [${f.check}] ${f.message}`);
   const count = (n: number, word: string): string => `${n} ${word}${n === 1 ? "" : "s"}`;
   const loadNote = report.loaded === true ? " (loaded in the sandbox)" : "";
   lines.push(
@@ -380,6 +317,7 @@ export function validationJson(outcome: ValidateOutcome): Record<string, unknown
       check: f.check,
       ...(f.line !== undefined ? { line: f.line } : {}),
       ...(f.column !== undefined ? { column: f.column } : {}),
+      ...(f.file !== undefined ? { file: f.file } : {}),
       message: f.message,
     })),
     report: outcome.text,
@@ -393,8 +331,14 @@ export function validationJson(outcome: ValidateOutcome): Record<string, unknown
 export function errorsForShare(options: ValidateOptions = {}): (sourcePath: string) => Promise<string[]> {
   return async (sourcePath) => {
     const report = await validateToolFile(sourcePath, options);
-    return report.findings.filter((f) => f.level === "error").map((f) => `[${f.check}]${f.line !== undefined ? ` line ${f.line}:` : ""} ${f.message}`);
+    return report.findings
+      .filter((f) => f.level === "error")
+      .map((f) => `[${f.check}]${f.line !== undefined ? ` ${f.file !== undefined ? `${f.file} ` : ""}line ${f.line}:` : ""} ${f.message}`);
   };
+}
+
+function extensionOf(fileName: string): string {
+  return TOOL_EXTENSIONS.find((ext) => fileName.endsWith(ext)) ?? "";
 }
 
 function toolNameOf(fileName: string): string {

@@ -1,8 +1,8 @@
 import { lstat, rename, unlink } from "node:fs/promises";
 import { sep } from "node:path";
 import { type ConfinedPath, PathConfinement, fsError, violation } from "../capabilities/paths.js";
-import { ToolHostError } from "../errors.js";
-import { type Permissions, loadPermissions } from "../policy/permissions.js";
+import { ToolHostError, callerNotTool } from "../errors.js";
+import { grantHint, loadPermissions, permissionSetting } from "../policy/permissions.js";
 import { KeyedMutex, nameOf, parentOf, readRegularFile, syncDir, withExactDir, writeTempFile } from "./safe-dir.js";
 
 /**
@@ -22,6 +22,9 @@ import { KeyedMutex, nameOf, parentOf, readRegularFile, syncDir, withExactDir, w
  *   is flushed, then renamed over the target. Readers, watchers and the tool loader see the old file or
  *   the new one, never a part. Append is read-old + write-new, also atomic; appends to one file are
  *   serialised in this process (two processes appending to the same file at once can lose one append).
+ *
+ * Faults: no tool is involved, so a refusal is the caller's (its path, its content), except a permission
+ * only the operator can grant (`host`, with a hint naming the permissions file in force).
  *
  * Not copied from AnimaWorks: its read-before-write guard and memory gate (they belong to its agent loop).
  */
@@ -54,6 +57,14 @@ const OPERATION = "write_memory_file";
 const writes = new KeyedMutex();
 
 export async function writeMemoryFile(options: WriteMemoryOptions): Promise<string> {
+  try {
+    return await write(options);
+  } catch (error) {
+    throw callerNotTool(error);
+  }
+}
+
+async function write(options: WriteMemoryOptions): Promise<string> {
   const mode = options.mode ?? "overwrite";
   if (mode !== "overwrite" && mode !== "append") throw new ToolHostError("InvalidArguments", `${OPERATION}: mode must be "overwrite" or "append"`);
   if (typeof options.content !== "string") throw new ToolHostError("InvalidArguments", `${OPERATION}: content must be a string`);
@@ -109,18 +120,13 @@ async function requirePersonalToolPermission(animaDir: string, target: ConfinedP
   // A broken permissions file throws PermissionDenied naming the file: fail closed, nothing written.
   const permissions = await loadPermissions(animaDir);
   if (permissions.toolCreation.personal) return;
+  // Only the operator can grant it: the Anima can neither write its permissions file nor change the call to get it.
   throw new ToolHostError(
     "PermissionDenied",
-    `Tool creation is not permitted. Writing "${target.relative}" needs the personal tool permission (tool_creation.personal in permissions.json, or "Personal tools: yes" in permissions.md).`,
-    permissionHint(permissions, "personal"),
+    `Tool creation is not permitted. Writing "${target.relative}" needs the personal tool permission (${permissionSetting(permissions, "personal")}).`,
+    grantHint(permissions, "personal"),
+    "host",
   );
-}
-
-/** Says how to grant the permission in the file the Anima's permissions actually come from. */
-export function permissionHint(permissions: Permissions, kind: "personal" | "shared"): string {
-  const json = `"tool_creation": {"${kind}": true} in permissions.json`;
-  const md = `"- ${kind === "personal" ? "Personal" : "Shared"} tools: yes" under "## Tool creation" in permissions.md`;
-  return permissions.source === "permissions.md" ? `an operator can add ${md} (or ${json})` : `an operator can set ${json} (or ${md})`;
 }
 
 function tooLarge(target: ConfinedPath, bytes: number, maxBytes: number): ToolHostError {

@@ -27,10 +27,12 @@ export async function coreToolExposure(host: ToolHost): Promise<CoreToolExposure
     const unknown = [...listed].filter((name) => !core.includes(name));
     if (unknown.length > 0) {
       const file = host.config.operator.file;
+      // The operator's file is wrong, not the caller's arguments: the operator's error (as operator-config.ts's).
       throw new ToolHostError(
-        "InvalidArguments",
+        "ToolConfigError",
         `${MCP_CORE_TOOLS_KEY} in ${file} names ${unknown.map((n) => JSON.stringify(n)).join(", ")}, which ${unknown.length === 1 ? "is not a core tool" : "are not core tools"}`,
-        `core tools: ${core.join(", ")}`,
+        `fix "mcp_core_tools" in the "animaworks_tool" section of ${file}; core tools: ${core.join(", ")}`,
+        "host",
       );
     }
   }

@@ -1,13 +1,26 @@
 import type { CreateTaskOptions, TaskStore } from "@modelcontextprotocol/sdk/experimental/tasks/interfaces.js";
 import type { Request, RequestId, Result, Task } from "@modelcontextprotocol/sdk/types.js";
 import { ToolHostError, errorEnvelope } from "../errors.js";
-import { objectFromJson } from "../execution/result-check.js";
-import type { JobService } from "../jobs/service.js";
-import { jobFailure } from "../jobs/view.js";
+import { type JobService, resultOf } from "../jobs/service.js";
+import { jobFailure, jobOutputValue } from "../jobs/view.js";
 import { type Job, isTerminal } from "../jobs/store.js";
+import { JOB_DEFAULTS } from "../jobs/defaults.js";
 
 /** How often clients are asked to poll a task, ms (a job's progress is seen at least this often). */
 export const TASK_POLL_INTERVAL_MS = 1_000;
+/**
+ * Every task's `ttl`, ms, the same in every answer (creation, tasks/get, tasks/list, notifications): the
+ * time from creation the task is kept at least. A job is purged `retentionMs` (7 days) after it finished,
+ * so never sooner than that after it was created. The ttl a client asks for is overridden, as the revision
+ * allows: the job store, not the session, decides how long a job is kept.
+ */
+export const TASK_TTL_MS = JOB_DEFAULTS.retentionMs;
+/**
+ * How long `tasks/result` of a cancelled task waits for its job to stop, ms: the worker sees the cancel at
+ * its next heartbeat and gives the tool `cancelGraceMs` to return its partial result (and as long again before
+ * it gives up on it); a worker that died loses its lease, and the job is recovered as cancelled.
+ */
+const CANCEL_SETTLE_MS = JOB_DEFAULTS.leaseMs + 2 * JOB_DEFAULTS.cancelGraceMs;
 /** Tasks listed by `tasks/list` at most: the Anima's newest jobs. */
 const MAX_LISTED_TASKS = 100;
 
@@ -17,6 +30,11 @@ const MAX_LISTED_TASKS = 100;
  * `tasks/get`, `tasks/result`, `tasks/list` and `tasks/cancel` read and cancel that job. The job store is
  * the record (the job worker writes results, not this store), so a task outlives the MCP session, and
  * every id is scoped to the Anima: another Anima's job is "not found", exactly as for `jobs`.
+ *
+ * Cancelling: a running job is only told to stop (its worker ends it shortly after, keeping a partial result
+ * the tool returns), but the revision wants the task `cancelled` before `tasks/cancel` answers, and cancelled
+ * for good. So a job whose cancel was requested is a `cancelled` task from then on, whatever it ends as, and
+ * `tasks/result` of such a task waits (bounded) for the job to stop and answers with what it left.
  */
 export class JobTaskStore implements TaskStore {
   constructor(
@@ -25,12 +43,12 @@ export class JobTaskStore implements TaskStore {
     private readonly onSubmitted: (job: Job) => void = () => {},
   ) {}
 
-  async createTask(options: CreateTaskOptions, _requestId: RequestId, request: Request): Promise<Task> {
+  async createTask(_options: CreateTaskOptions, _requestId: RequestId, request: Request): Promise<Task> {
     const params = (request.params ?? {}) as { name?: unknown; arguments?: unknown };
     if (typeof params.name !== "string") throw new ToolHostError("InvalidArguments", "a task needs the name of the tool action to run");
     const { job } = await this.jobs.submit(this.anima, params.name, params.arguments ?? {});
     this.onSubmitted(job);
-    return taskOf(job, options.ttl ?? null);
+    return taskOf(job);
   }
 
   async getTask(taskId: string): Promise<Task | null> {
@@ -46,7 +64,12 @@ export class JobTaskStore implements TaskStore {
   async getTaskResult(taskId: string): Promise<Result> {
     const job = await this.job(taskId);
     if (!job) throw new ToolHostError("NotFound", `Anima "${this.anima}" has no task "${taskId}"`);
-    return callResultOf(job);
+    if (isTerminal(job.status)) return callResultOf(job);
+    // Only a cancelled task is terminal before its job is (see above): its result is what the job leaves.
+    const ended = await this.jobs.wait(this.anima, taskId, { timeoutMs: CANCEL_SETTLE_MS }).catch(() => undefined);
+    if (ended && isTerminal(ended.status)) return callResultOf(ended);
+    const failure = errorEnvelope({ type: "ExecutionError", fault: "host", message: `task ${taskId} was cancelled, and its job has not stopped yet` });
+    return { content: [{ type: "text", text: JSON.stringify(failure) }], isError: true };
   }
 
   /** The protocol cancels through this; other status changes belong to the job worker. */
@@ -69,13 +92,16 @@ export class JobTaskStore implements TaskStore {
   }
 }
 
-/** A job as an MCP task: queued and running jobs are `working`; interrupted ones `failed`. */
-export function taskOf(job: Job, ttl: number | null = null): Task {
+/**
+ * A job as an MCP task: queued and running jobs are `working`; interrupted ones `failed`; a job whose cancel
+ * was requested is `cancelled` at once and for good (see JobTaskStore).
+ */
+export function taskOf(job: Job): Task {
   const status: Task["status"] =
-    job.status === "succeeded"
-      ? "completed"
-      : job.status === "cancelled"
-        ? "cancelled"
+    job.cancelRequested || job.status === "cancelled"
+      ? "cancelled"
+      : job.status === "succeeded"
+        ? "completed"
         : job.status === "failed" || job.status === "interrupted"
           ? "failed"
           : "working";
@@ -84,11 +110,13 @@ export function taskOf(job: Job, ttl: number | null = null): Task {
     ? job.status === "succeeded"
       ? undefined
       : resultOfMessage(job)
-    : job.progress?.message || (job.status === "queued" ? "queued" : undefined);
+    : status === "cancelled"
+      ? "cancelled by request; the tool is stopping"
+      : job.progress?.message || (job.status === "queued" ? "queued" : undefined);
   return {
     taskId: job.id,
     status,
-    ttl,
+    ttl: TASK_TTL_MS,
     createdAt: new Date(job.submittedAt).toISOString(),
     lastUpdatedAt: new Date(updatedAt).toISOString(),
     pollInterval: TASK_POLL_INTERVAL_MS,
@@ -105,9 +133,10 @@ function resultOfMessage(job: Job): string {
 /** A finished job as the `tools/call` result it stands for (a failed or cancelled one is `isError`). */
 export function callResultOf(job: Job): Result {
   if (job.status === "succeeded") {
-    const output = job.result ?? "";
-    const structured = objectFromJson(output);
-    return { content: [{ type: "text", text: output }], ...(structured ? { structuredContent: structured } : {}) };
+    // Structured as the job recorded it (an object result), not guessed from text that looks like one.
+    const output = jobOutputValue(job);
+    return { content: [{ type: "text", text: job.result ?? "" }], ...(typeof output === "object" ? { structuredContent: output } : {}) };
   }
-  return { content: [{ type: "text", text: JSON.stringify(errorEnvelope(jobFailure(job))) }], isError: true };
+  // The CLI's `jobs result -j` envelope: a cancelled job's partial result is its `output`.
+  return { content: [{ type: "text", text: JSON.stringify(resultOf(job)) }], isError: true };
 }

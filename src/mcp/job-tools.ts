@@ -19,6 +19,44 @@ export const MAX_JOB_WAIT_SECONDS = 300;
 const WAIT_POLL_MS = 200;
 
 export function jobTools(service: JobService, anima: string, options: JobToolsOptions = {}): ManagementTool[] {
+  return definitions(service, anima, options).map(withKnownKeys);
+}
+
+/**
+ * The job tools take exactly the arguments their schemas declare (`additionalProperties: false`): a key
+ * of another shape (`tool` and `action` for submit_job's `name`) is named, with the keys expected, rather
+ * than left to a later check that can only say what is missing.
+ */
+function withKnownKeys(tool: ManagementTool): ManagementTool {
+  const known = Object.keys(tool.inputSchema.properties);
+  const required = new Set(tool.inputSchema.required ?? []);
+  return {
+    ...tool,
+    inputSchema: { ...tool.inputSchema, additionalProperties: false },
+    run: (args) => {
+      const unknown = Object.keys(args).filter((key) => !known.includes(key));
+      if (unknown.length > 0) {
+        const expected = known.map((key) => (required.has(key) ? `${key} (required)` : key)).join(", ");
+        throw new ToolHostError(
+          "InvalidArguments",
+          `${tool.name}: unknown argument${unknown.length === 1 ? "" : "s"} ${unknown.map((key) => JSON.stringify(key)).join(", ")}; it takes ${expected}`,
+          hintFor(tool.name, args),
+        );
+      }
+      return tool.run(args);
+    },
+  };
+}
+
+/** submit_job called with a tool and an action, as the CLI's `submit <tool> <action>` takes them: the name they make. */
+function hintFor(name: string, args: Record<string, unknown>): string | undefined {
+  if (name !== "submit_job") return undefined;
+  const { tool, action } = args;
+  const example = typeof tool === "string" && typeof action === "string" ? `${tool}_${action}` : "weather_forecast";
+  return `name is the action's schema name, {tool}_{action}: {"name": ${JSON.stringify(example)}, "arguments": {…}}`;
+}
+
+function definitions(service: JobService, anima: string, options: JobToolsOptions): ManagementTool[] {
   const startWorkers = options.startWorkers ?? true;
   return [
     {

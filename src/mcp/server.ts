@@ -182,12 +182,15 @@ export async function startMcpServer(host: ToolHost, anima: string, transport: T
     const args = (request.params.arguments ?? {}) as Record<string, unknown>;
     if (request.params.task !== undefined) {
       // A task is a background job: only for actions marked background_eligible (their taskSupport).
-      const schema = findSchema(
+      const found = findSchema(
         (await host.list(anima)).tools.filter((tool) => exposure.exposes(tool)),
         name,
-      )?.schema;
-      if (!schema?.profile?.background_eligible || !extra.taskStore) {
-        throw new McpError(ErrorCode.InvalidParams, `${name} does not run as a task: only actions marked background_eligible in EXECUTION_PROFILE do`);
+      );
+      if (!found && !managementByName.has(name)) throw new McpError(ErrorCode.InvalidParams, `unknown tool "${name}"`);
+      if (!found?.schema.profile?.background_eligible || !extra.taskStore) {
+        // Revision 2025-11-25, tool-level negotiation: a task call of a tool whose taskSupport is absent or
+        // "forbidden" SHOULD be answered -32601 (Method not found).
+        throw new McpError(ErrorCode.MethodNotFound, `${name} does not run as a task: only actions marked background_eligible in EXECUTION_PROFILE do`);
       }
       try {
         return { task: await extra.taskStore.createTask({ ttl: request.params.task.ttl ?? null }) };
@@ -204,9 +207,8 @@ export async function startMcpServer(host: ToolHost, anima: string, transport: T
           ? { content: [{ type: "text" as const, text: result }] }
           : { content: [{ type: "text" as const, text: result.text }], isError: true };
       } catch (error) {
-        // Without the hint, as management tools have always answered.
-        const { hint: _hint, ...info } = errorInfoOf(error);
-        return errorContent(info);
+        // The envelope the CLI's `-j` gives for the same refusal: type, fault and hint.
+        return errorContent(errorInfoOf(error));
       }
     }
     const hidden = await exposure.hiddenCoreTool(anima, name);

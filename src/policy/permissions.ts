@@ -74,12 +74,38 @@ async function readIfPresent(path: string): Promise<string | undefined> {
   }
 }
 
+/** Only the operator edits an Anima's permissions file (no Anima or tool may write it), so its fault is the host's. */
 function broken(file: string, problem: string): ToolHostError {
   return new ToolHostError(
     "PermissionDenied",
     `${file} is invalid: ${problem}; permission-dependent operations are refused until it is fixed`,
-    `fix ${file} in the Anima's folder`,
+    `an operator must fix ${file} in the Anima's folder`,
+    "host",
   );
+}
+
+/**
+ * Where a tool-creation permission is set, in the file in force: `"tool_creation.shared" in permissions.json`,
+ * or `"Shared tools: yes" in permissions.md`. Never the other file: AnimaWorks rewrites permissions.md into
+ * permissions.json (and keeps the markdown only as permissions.md.bak), and while permissions.json exists an
+ * edit of permissions.md has no effect. Without either file, AnimaWorks' own format, permissions.json.
+ */
+export function permissionSetting(permissions: Pick<Permissions, "source">, kind: "personal" | "shared"): string {
+  return permissions.source === "permissions.md"
+    ? `"${kind === "personal" ? "Personal" : "Shared"} tools: yes" in permissions.md`
+    : `"tool_creation.${kind}" in permissions.json`;
+}
+
+/** What an operator does to grant a tool-creation permission, in the file in force (see `permissionSetting`). */
+export function grantHint(permissions: Pick<Permissions, "source">, kind: "personal" | "shared"): string {
+  switch (permissions.source) {
+    case "permissions.md":
+      return `an operator can add "- ${kind === "personal" ? "Personal" : "Shared"} tools: yes" under "## Tool creation" in the Anima's permissions.md`;
+    case "permissions.json":
+      return `an operator can set "tool_creation": {"${kind}": true} in the Anima's permissions.json`;
+    case "defaults":
+      return `an operator can create the Anima's permissions.json with {"tool_creation": {"${kind}": true}}`;
+  }
 }
 
 export function parsePermissionsJson(text: string): Permissions {

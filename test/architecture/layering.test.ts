@@ -93,6 +93,9 @@ const MAY_IMPORT: Record<string, string[]> = {
     "isolation",
     "config.ts",
     "host-options.ts",
+    // init writes the operator's settings, with their defaults, as notes in a new config.json.
+    "operator-config.ts",
+    "host-defaults.ts",
     "node-runtime.ts",
     "project-root.ts",
     "regular-file.ts",
@@ -176,7 +179,7 @@ const MAY_IMPORT: Record<string, string[]> = {
   credentials: ["config.ts", "host-options.ts", "regular-file.ts", "errors.ts"],
   execution: ["registry", "isolation", "validation", "errors.ts"],
   registry: ["bundling", "isolation", "validation", "errors.ts", "clock.ts"],
-  bundling: ["isolation", "errors.ts"],
+  bundling: ["isolation", "errors.ts", "byte-lru.ts"],
   isolation: ["config.ts", "node-runtime.ts", "project-root.ts", "errors.ts", "clock.ts", "byte-lru.ts"],
   policy: ["regular-file.ts", "errors.ts"],
   "config.ts": ["operator-config.ts", "host-defaults.ts", "host-options.ts", "fs-limits.ts", "project-root.ts", "environment.ts", "errors.ts"],

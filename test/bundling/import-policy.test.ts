@@ -164,7 +164,7 @@ export function dispatch() { return [${TOOL_API_EXPORTS.map((name) => `typeof ${
       'import { spawn } from "@animaworks/tool";\nexport function get_tool_schemas() { return [{ name: "wants_spawn_x" }]; }\nexport function dispatch() { return spawn("ls"); }\n',
     );
     expect(await refusal("wants_spawn.ts")).toContain(
-      `wants_spawn.ts:1:9: "@animaworks/tool" has no export "spawn" (it provides: ${TOOL_API_EXPORTS.join(", ")})`,
+      `wants_spawn.ts:1:10: "@animaworks/tool" has no export "spawn" (it provides: ${TOOL_API_EXPORTS.join(", ")})`,
     );
   });
 });

@@ -331,3 +331,20 @@ describe("fetch: every redirect hop is checked like the first request", () => {
     expect(seen).toHaveLength(1);
   });
 });
+
+describe("fetch: who must act on a refusal (#35 item 4)", () => {
+  it("a refusal only the operator's policy lifts is the host's, with the setting that lifts it; one no setting lifts is the tool's", async () => {
+    forbidConnections();
+    const loopback = await refused(capability().fetch(CTX, "http://127.0.0.1/", {}, PUBLIC));
+    expect([loopback.fault, loopback.hint]).toEqual(["host", expect.stringContaining('"allow_internal_hosts"')]);
+    const off = await refused(capability().fetch(CTX, "http://example.com/", {}, { network: { mode: "none" } }));
+    expect([off.fault, off.hint]).toEqual(["host", expect.stringContaining('"sandbox.network" to "public"')]);
+    const unlisted = await refused(capability().fetch(CTX, "http://example.com/", {}, { network: { mode: "allowlist", hosts: ["api.test"] } }));
+    expect([unlisted.fault, unlisted.hint]).toEqual(["host", expect.stringMatching(/add "example\.com" to "sandbox\.network".*permissions\.json/)]);
+    for (const url of ["http://example.com:25/", "file:///etc/passwd"]) {
+      const error = await refused(capability().fetch(CTX, url, {}, PUBLIC));
+      expect([error.fault, error.hint], url).toEqual(["tool", undefined]);
+    }
+    expect(lookups).toEqual([]);
+  });
+});

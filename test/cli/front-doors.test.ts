@@ -102,15 +102,16 @@ describe.each(CLI_MODES)("the CLI's doors under bad input (%s)", (mode) => {
   it("answers in the -j envelope wherever -j stands, for errors found before the call", async () => {
     const badConfig = makeDataDir({ "animas/alice/tools/.keep": "", "config.json": JSON.stringify({ animaworks_tool: { no_such_key: 1 } }) });
     try {
-      const cases: Array<[string[], string]> = [
-        [["--data-dir", data.dir, "--anima", "carol", "echo", "say", "abc", "-j"], "NotFound"],
-        [["--data-dir", join(scratch, "missing"), "echo", "say", "abc", "--json"], "NotFound"],
-        [["--data-dir", badConfig.dir, "--anima", "alice", "echo", "say", "abc", "-j"], "InvalidArguments"],
-        [["--data-dir", data.dir, "--anima", "alice", "echo", "say", "--args-file", "/dev/zero", "-j"], "InvalidArguments"],
+      const cases: Array<[string[], string, number]> = [
+        [["--data-dir", data.dir, "--anima", "carol", "echo", "say", "abc", "-j"], "NotFound", 2],
+        [["--data-dir", join(scratch, "missing"), "echo", "say", "abc", "--json"], "NotFound", 2],
+        // The operator's file is wrong: the operator's error (exit 1), not the caller's.
+        [["--data-dir", badConfig.dir, "--anima", "alice", "echo", "say", "abc", "-j"], "ToolConfigError", 1],
+        [["--data-dir", data.dir, "--anima", "alice", "echo", "say", "--args-file", "/dev/zero", "-j"], "InvalidArguments", 2],
       ];
-      for (const [argv, type] of cases) {
+      for (const [argv, type, code] of cases) {
         const run = await within(15_000, argv.join(" "), runner.run(argv));
-        expect(run.code).toBe(2);
+        expect(run.code).toBe(code);
         expect(run.stderr).toBe("");
         expect(JSON.parse(run.stdout)).toMatchObject({ status: "error", error_type: type, fault: expect.any(String), message: expect.any(String) });
       }

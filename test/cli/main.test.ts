@@ -218,7 +218,10 @@ describe.each(CLI_MODES)("animaworks-tool CLI (%s)", (mode) => {
     expect(second.stdout).toMatch(/skipped {2}web_fetch: personal tool "web_fetch" has the name of a core tool/);
     rmSync(join(data.dir, "animas/bob/tools/web_fetch.ts"));
     expect(second.stdout).toContain("loaded   extra");
-    expect(second.stdout).toMatch(/failed {3}bad: .*bad_<action>/);
+    // Every finding validate gives for the file, each at its place (path:line:col first).
+    expect(second.stdout).toMatch(
+      /failed {3}bad: 3 errors, 1 warning \(tools\/bad\.ts\)\n {2}tools\/bad\.ts:1:\d+: error \[schemas\] schema "nope" must be named bad_<action>/,
+    );
     data.write("animas/bob/tools/extra.ts", "export function get_tool_schemas(){return [{name:'extra_y'}]}\nexport function dispatch(){return 2}");
     const third = await cli("--anima", "bob", "refresh");
     expect(third.stdout).toContain("changed  extra");
@@ -253,7 +256,7 @@ describe.each(CLI_MODES)("animaworks-tool CLI (%s)", (mode) => {
     expect(bad.ranBy).toBe(mode === "daemon" ? "host" : "in-process"); // the relative path is the client's
     expect(bad.code).toBe(6);
     expect(bad.stdout).toBe(
-      `${path}:1: error [schemas] schema "wrongprefix_b" must be named draft_<action> (the file is draft; e.g. draft_query)\n${path}: 1 error, 0 warnings`,
+      `${path}:1:48: error [schemas] schema "wrongprefix_b" must be named draft_<action> (the file is draft; e.g. draft_query)\n${path}: 1 error, 0 warnings`,
     );
     data.write("animas/alice/scratch/draft.ts", draft("notes_add"));
     // --name: checked as tool "notes", which alice already has (a warning); without an Anima, no such tool.

@@ -90,12 +90,17 @@ describe.each(CLI_MODES)("operator configuration through the CLI (%s)", (mode) =
     expect(byVariable).toMatchObject({ code: 0, stdout: "key of 4 chars" });
   });
 
-  it("stops at start on a wrong section, naming the key (exit 2)", async () => {
+  it("stops at start on a wrong section, naming the file and key: the operator's error (ToolConfigError, exit 1)", async () => {
     const runner = await runnerWith(undefined);
     writeFileSync(join(data.dir, "config.json"), JSON.stringify({ animaworks_tool: { timeout_ms: "soon" } }));
     const run = await runner.run(cli("list"));
-    expect(run.code).toBe(2);
-    expect(run.stderr).toContain("animaworks_tool.timeout_ms must be number");
+    expect(run.code).toBe(1);
+    expect(run.stderr).toMatch(
+      /^Error \(ToolConfigError\): .*animaworks_tool\.timeout_ms must be number — fix "timeout_ms" in the "animaworks_tool" section of .*config\.json/m,
+    );
+    const json = await runner.run(cli("list", "-j"));
+    expect(json.code).toBe(1);
+    expect(JSON.parse(json.stdout)).toMatchObject({ status: "error", error_type: "ToolConfigError", fault: "host" });
   });
 
   it("audit shows each setting in force and where it came from, secrets masked", async () => {

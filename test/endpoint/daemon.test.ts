@@ -5,6 +5,7 @@ import { hostname } from "node:os";
 import { join } from "node:path";
 import { afterAll, describe, expect, it } from "vitest";
 import { PROJECT_ROOT } from "../../src/project-root.js";
+import { daemonNotice } from "../../src/cli/daemon-notice.js";
 import { endpointPaths, readBuildInfo } from "../../src/endpoint/paths.js";
 import { Endpoint } from "../../src/endpoint/server.js";
 import { createHost } from "../../src/host.js";
@@ -94,9 +95,11 @@ describe("the self-starting daemon", () => {
     expect(first.status).toBe(0);
     await waitFor(() => status(data).running, 20_000, 50);
     const second = cli(data, ["--anima", "alice", "echo", "say", "one", "-j"]);
-    // The same output but for the call's own id in the audit trail.
+    // The same output but for the call's own id in the audit trail, and the first call's one notice that
+    // it left a daemon running (on stderr: -j output stays one JSON document).
     const withoutCallId = (stdout: string) => stdout.replace(/,"call_id":"[^"]+"/, "");
-    expect({ status: second.status, stdout: withoutCallId(second.stdout), stderr: second.stderr }).toEqual({
+    const notice = daemonNotice(status(data).host?.pid, data.dir, 120);
+    expect({ status: second.status, stdout: withoutCallId(second.stdout), stderr: notice + second.stderr }).toEqual({
       status: first.status,
       stdout: withoutCallId(first.stdout),
       stderr: first.stderr,
@@ -147,9 +150,40 @@ describe("the self-starting daemon", () => {
     });
     await waitFor(() => status(data).running, 20_000, 50);
     expect(daemonPids(data)).toHaveLength(1);
+    // The one that started it says so; the others do not.
+    expect(runs.filter((run) => run.stderr.includes("Note: animaworks-tool started a daemon"))).toHaveLength(1);
     const log = readFileSync(endpointPaths(data.dir, hostname()).log, "utf8");
     expect(log.match(/serves CLI calls/g)).toHaveLength(1);
     expect(log).not.toContain("another host");
+  });
+
+  it("tells its caller once per data dir that a call left it running, and how to stop it", async () => {
+    const data = dataDir();
+    const first = cli(data, ["--anima", "alice", "echo", "say", "x", "-j"]);
+    expect(first.status).toBe(0);
+    expect(JSON.parse(first.stdout)).toMatchObject({ status: "ok", output: { said: "x" } });
+    await waitFor(() => status(data).running, 20_000, 50);
+    const pid = status(data).host?.pid;
+    expect(first.stderr).toBe(`${daemonNotice(pid, data.dir, 120)}[info] animaworks.tools (alice/echo): saying x\n`);
+    expect(first.stderr).toContain(`Stop it now: animaworks-tool --data-dir ${data.dir} daemon stop`);
+    expect(first.stderr).toMatch(/until 2 minutes pass without a call/);
+    // Not when it serves the next calls, nor when a later call starts the next daemon (after this one
+    // stopped, as it does when idle): the notice is the data dir's, not the daemon's.
+    expect(cli(data, ["--anima", "alice", "echo", "say", "y"]).stderr).toBe("[info] animaworks.tools (alice/echo): saying y\n");
+    expect(cli(data, ["daemon", "stop"]).stdout).toBe("daemon stopped\n");
+    const restarted = cli(data, ["--anima", "alice", "echo", "say", "z"]);
+    expect(restarted.stderr).toBe("[info] animaworks.tools (alice/echo): saying z\n");
+    await waitFor(() => status(data).running, 20_000, 50);
+    expect(status(data).host?.pid).not.toBe(pid);
+  });
+
+  it("started with daemon start is not announced later: whoever started it knows", async () => {
+    const data = dataDir();
+    expect(cli(data, ["daemon", "start"]).stdout).toMatch(/^started: daemon pid \d+/);
+    expect(cli(data, ["daemon", "stop"]).stdout).toBe("daemon stopped\n");
+    const run = cli(data, ["--anima", "alice", "echo", "say", "x"]);
+    expect(run.stderr).toBe("[info] animaworks.tools (alice/echo): saying x\n");
+    await waitFor(() => status(data).running, 20_000, 50);
   });
 
   it("dies mid-call: that call gets a clear error, and the next call works", async () => {

@@ -9,9 +9,9 @@ import { auditRecords } from "../helpers/audit-files.js";
  * operator, decided by the host whatever the tool throws, and kept in the audit trail.
  */
 const TOOL = `
-import { fs, getCredential } from "@animaworks/tool";
+import { fs, fetch, getCredential, InvalidInput } from "@animaworks/tool";
 export function get_tool_schemas() {
-  return ["throw", "denied", "forged", "config", "spin"].map((action) => ({
+  return ["throw", "denied", "forged", "config", "spin", "loopback", "refused"].map((action) => ({
     name: "faulty_" + action,
     description: action,
     input_schema: { type: "object", properties: { n: { type: "integer" } } },
@@ -27,6 +27,8 @@ export async function dispatch(name) {
     throw error;
   }
   if (name === "faulty_config") return await getCredential("faulty_api", "faulty");
+  if (name === "faulty_loopback") return await fetch("http://127.0.0.1/");
+  if (name === "faulty_refused") throw new InvalidInput("n must be positive");
   for (;;) {}
 }
 `;
@@ -47,6 +49,7 @@ describe("who is at fault", () => {
     ["a tool that claims the host's fault", "ExecutionError", "tool", "faulty_forged", {}],
     ["a credential the operator has not set", "ToolConfigError", "host", "faulty_config", {}],
     ["a tool past its deadline", "Timeout", "tool", "faulty_spin", {}],
+    ["a tool's own input check (InvalidInput)", "InvalidArguments", "caller", "faulty_refused", {}],
     ["arguments that break the schema", "InvalidArguments", "caller", "faulty_throw", { n: "one" }],
     ["a name that is no tool", "ToolNotFound", "caller", "nosuch_run", {}],
   ] as const)("%s: %s, the %s's fault", async (_label, type, fault, schema, args) => {
@@ -70,5 +73,21 @@ describe("who is at fault", () => {
       message: "wait",
       hint: "retry",
     });
+  });
+});
+
+describe("who is at fault: policy only the operator changes (#35 item 4)", () => {
+  let t: TestHost;
+  beforeAll(() => {
+    t = useTestHost({ timeoutMs: 10_000 }); // a first fetch loads the network capability: more than faulty_spin's 300 ms
+    t.personal("faulty.ts", TOOL);
+  });
+  afterAll(async () => {
+    await t.close();
+  });
+
+  it("a loopback fetch the operator has not allowed, let through by the tool: the host's, with the setting that lifts it", async () => {
+    const result = await t.host.call("alice", "faulty_loopback", {});
+    expect(result).toMatchObject({ status: "error", error_type: "SandboxViolation", fault: "host", hint: expect.stringContaining('"allow_internal_hosts"') });
   });
 });

@@ -4,7 +4,8 @@ import { type ToolHost, createHost } from "../../src/host.js";
 import { JobService } from "../../src/jobs/service.js";
 import type { Job } from "../../src/jobs/store.js";
 import { type TempDataDir, makeDataDir } from "../helpers/data-dir.js";
-import { waitFor } from "./helpers.js";
+import { cli, waitFor } from "./helpers.js";
+import { printResult } from "../../src/cli/output.js";
 
 /**
  * Tools see their job: `progress(fraction, message)` reaches `jobs show`/`wait`, and `isCancelled()`
@@ -18,6 +19,8 @@ export const EXECUTION_PROFILE = {
   stubborn: { background_eligible: true, timeout_seconds: 120 },
   flaky: { background_eligible: true, retry: { attempts: 3, backoff: 0.05 } },
   plain: { background_eligible: true, timeout_seconds: 120 },
+  collect: { background_eligible: true, timeout_seconds: 120 },
+  jsontext: { background_eligible: true },
 };
 export function get_tool_schemas() {
   const object = (properties = {}) => ({ type: "object", properties });
@@ -27,6 +30,8 @@ export function get_tool_schemas() {
     { name: "steps_flaky", description: "Safe to retry.", input_schema: object() },
     { name: "steps_badprogress", description: "Reports nonsense.", input_schema: object() },
     { name: "steps_plain", description: "Checks isCancelled() without await.", input_schema: object({ steps: { type: "integer" }, ms: { type: "integer" } }) },
+    { name: "steps_collect", description: "Collects items; returns what it has when cancelled.", input_schema: object({ steps: { type: "integer" }, ms: { type: "integer" } }) },
+    { name: "steps_jsontext", description: "Returns text that looks like JSON.", input_schema: object() },
   ];
 }
 export async function dispatch(name, args) {
@@ -46,6 +51,17 @@ export async function dispatch(name, args) {
     for (;;) {}
   }
   if (name === "steps_flaky") return "ok";
+  if (name === "steps_collect") {
+    const items = [];
+    for (let i = 0; i < args.steps; i++) {
+      if (isCancelled()) return { items, complete: false };
+      await sleep(args.ms);
+      items.push(i);
+      await progress((i + 1) / args.steps, "item " + i);
+    }
+    return { items, complete: true };
+  }
+  if (name === "steps_jsontext") return '{"looks":"like an object"}';
   if (name === "steps_plain") {
     // As two tool authors wrote it against the documented API: no await on the check.
     for (let i = 0; i < args.steps; i++) {
@@ -122,6 +138,47 @@ describe("tools that see their job", () => {
       expect(performance.now() - cancelledAt).toBeLessThan(2_000);
     });
     expect(logs.some((r) => r.anima === "alice" && /^saw the cancel after step \d+$/.test(r.message))).toBe(true);
+  });
+
+  it("keeps a cancelled tool's partial result: the job stays cancelled, and jobs result shows the output and says so", async () => {
+    const { job } = await service.submit("alice", "steps_collect", { steps: 1_000, ms: 30 });
+    const done = await withWorker(async () => {
+      await waitFor("progress", async () => ((await service.get("alice", job.id)).progress?.fraction ?? 0) > 0);
+      await service.cancel("alice", job.id);
+      return service.wait("alice", job.id, { timeoutMs: 10_000, pollIntervalMs: 20 });
+    });
+    expect(done).toMatchObject({ status: "cancelled", resultStructured: true });
+    const partial = JSON.parse(done.result ?? "null") as { items: number[]; complete: boolean };
+    expect(partial.complete).toBe(false);
+    expect(partial.items.length).toBeGreaterThan(0);
+    const text = await cli(data.dir, ["--anima", "alice", "jobs", "result", job.id]);
+    expect(text.code).toBe(1);
+    expect(JSON.parse(text.stdout)).toEqual(partial);
+    expect(text.stderr).toMatch(/^Error \(ExecutionError\): job \w+ was cancelled before it finished; .*partial result/);
+    const json = await cli(data.dir, ["--anima", "alice", "jobs", "result", job.id, "-j"]);
+    expect(json.code).toBe(1);
+    expect(JSON.parse(json.stdout)).toMatchObject({ status: "error", error_type: "ExecutionError", fault: "caller", job_status: "cancelled", output: partial });
+    expect(await service.result("alice", job.id)).toMatchObject({ status: "error", output: partial });
+  });
+
+  it("gives jobs result -j the shape of a direct call's -j: an object result as the object, text (even JSON-like) as text", async () => {
+    const collect = await service.submit("alice", "steps_collect", { steps: 2, ms: 1 });
+    const text = await service.submit("alice", "steps_jsontext", {});
+    await withWorker(async () => {
+      for (const id of [collect.job.id, text.job.id]) await service.wait("alice", id, { timeoutMs: 10_000, pollIntervalMs: 20 });
+    });
+    const viaJob = await cli(data.dir, ["--anima", "alice", "jobs", "result", collect.job.id, "-j"]);
+    expect(JSON.parse(viaJob.stdout)).toEqual({ status: "ok", job_id: collect.job.id, job_status: "succeeded", output: { items: [0, 1], complete: true } });
+    // The same calls made directly, printed as the CLI's -j prints a call's result.
+    const directJson = async (schema: string, args: Record<string, unknown>): Promise<unknown> => {
+      const printed: string[] = [];
+      printResult({ stdout: (t) => printed.push(t), stderr: () => {} }, await host.call("alice", schema, args, { structured: true }), true);
+      return (JSON.parse(printed.join("")) as { output: unknown }).output;
+    };
+    expect(JSON.parse(viaJob.stdout).output).toEqual(await directJson("steps_collect", { steps: 2, ms: 1 }));
+    const textJob = await cli(data.dir, ["--anima", "alice", "jobs", "result", text.job.id, "-j"]);
+    expect(JSON.parse(textJob.stdout).output).toBe('{"looks":"like an object"}');
+    expect(JSON.parse(textJob.stdout).output).toEqual(await directJson("steps_jsontext", {}));
   });
 
   it("gives isCancelled() as a plain boolean: `if (isCancelled())` runs every step of a job not cancelled", async () => {

@@ -242,6 +242,27 @@ export function runJobStoreContract(name: string, makeStore: MakeStore): void {
       expect((await store.get("alice", second!.id))?.error).toEqual({ type: "ExecutionError", fault: "caller", message: "stopped" });
     });
 
+    it("keeps whether a result is an object or text, and a cancelled job's partial result", async () => {
+      const { store } = await setup();
+      for (let i = 0; i < 4; i++) await store.submit(jobInput("alice"));
+      const [object, text, partial, bare] = await store.claim({ owner: "w1", leaseMs: 1_000, limit: 4 });
+      await store.complete(leaseOf(object!), { status: "succeeded", result: '{"n":1}', structured: true });
+      // A tool that returned a string which happens to be an object's JSON returned text.
+      await store.complete(leaseOf(text!), { status: "succeeded", result: '{"n":2}' });
+      expect(await store.complete(leaseOf(partial!), { status: "cancelled", result: '{"done":3}', structured: true })).toMatchObject({
+        status: "cancelled",
+        result: '{"done":3}',
+        resultStructured: true,
+      });
+      await store.complete(leaseOf(bare!), { status: "cancelled" });
+      expect(await store.get("alice", object!.id)).toMatchObject({ result: '{"n":1}', resultStructured: true });
+      expect(await store.get("alice", text!.id)).toMatchObject({ result: '{"n":2}', resultStructured: false });
+      expect(await store.get("alice", partial!.id)).toMatchObject({ status: "cancelled", result: '{"done":3}', resultStructured: true });
+      const cancelled = await store.get("alice", bare!.id);
+      expect(cancelled?.result).toBeUndefined();
+      expect(cancelled?.resultStructured).toBeUndefined();
+    });
+
     it("cancels a queued job at once and never hands it out; flags a running one", async () => {
       const { store, clock } = await setup();
       const queued = (await store.submit(jobInput("alice"))).job;

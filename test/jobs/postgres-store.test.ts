@@ -4,6 +4,7 @@ import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { PostgresJobStore, describeServer } from "../../src/jobs/postgres-store.js";
 import { type TestDatabase, createTestDatabase } from "../helpers/postgres.js";
 import { leaseOf } from "../../src/jobs/store.js";
+import { jobOutputValue } from "../../src/jobs/view.js";
 import { runJobStoreContract } from "./contract.js";
 import { jobInput, withBundle } from "./helpers.js";
 
@@ -57,7 +58,9 @@ describe("PostgresJobStore specifics", () => {
     // What a host before faults were stored left behind: no fault or hint columns, schema version 2.
     const admin = new pg.Client({ connectionString: database.url });
     await admin.connect();
-    await admin.query(`ALTER TABLE ${schema}.jobs DROP COLUMN error_fault, DROP COLUMN error_hint; UPDATE ${schema}.schema_version SET version = 2`);
+    await admin.query(
+      `ALTER TABLE ${schema}.jobs DROP COLUMN error_fault, DROP COLUMN error_hint, DROP COLUMN result_structured; UPDATE ${schema}.schema_version SET version = 2`,
+    );
     await admin.end();
     const store = new PostgresJobStore({ url: database.url, schema });
     await store.open();
@@ -67,6 +70,33 @@ describe("PostgresJobStore specifics", () => {
     expect(running?.id).toBe(next.id);
     await store.complete(leaseOf(running!), { status: "failed", error: { type: "ExecutionError", fault: "host", message: "bug", hint: "report it" } });
     expect((await store.get("alice", next.id))?.error).toEqual({ type: "ExecutionError", fault: "host", message: "bug", hint: "report it" });
+    await store.close();
+  });
+
+  it("migrates a version 3 schema in place: results read as before the flag was kept, claims and new results work", async () => {
+    const schema = "migrates_v3";
+    const old = new PostgresJobStore({ url: database.url, schema });
+    await old.open();
+    await withBundle(old);
+    const { job } = await old.submit(jobInput("alice"));
+    const [claimed] = await old.claim({ owner: "w1", leaseMs: 60_000, limit: 1 });
+    await old.complete(leaseOf(claimed!), { status: "succeeded", result: '{"n":1}' });
+    await old.close();
+    // What a host before result kinds were stored left behind: claim_jobs as migration 3 made it, no column.
+    const admin = new pg.Client({ connectionString: database.url });
+    await admin.connect();
+    await admin.query(`ALTER TABLE ${schema}.jobs DROP COLUMN result_structured; UPDATE ${schema}.schema_version SET version = 3`);
+    await admin.end();
+    const store = new PostgresJobStore({ url: database.url, schema });
+    await store.open();
+    const before = (await store.get("alice", job.id))!;
+    expect(before.resultStructured).toBeUndefined();
+    expect(jobOutputValue(before)).toEqual({ n: 1 });
+    const { job: next } = await store.submit(jobInput("alice"));
+    const [running] = await store.claim({ owner: "w2", leaseMs: 60_000, limit: 1 });
+    expect(running?.id).toBe(next.id);
+    await store.complete(leaseOf(running!), { status: "succeeded", result: '{"n":2}', structured: true });
+    expect(await store.get("alice", next.id)).toMatchObject({ result: '{"n":2}', resultStructured: true });
     await store.close();
   });
 

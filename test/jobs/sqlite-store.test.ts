@@ -6,6 +6,8 @@ import { SCHEMA_VERSION } from "../../src/jobs/sqlite-schema.js";
 import { SqliteJobStore } from "../../src/jobs/sqlite-store.js";
 import { runJobStoreContract } from "./contract.js";
 import { jobInput, tempDir, withBundle } from "./helpers.js";
+import { leaseOf } from "../../src/jobs/store.js";
+import { jobOutputValue } from "../../src/jobs/view.js";
 
 runJobStoreContract("SqliteJobStore", async (location, { now }) => new SqliteJobStore({ path: join(location, "jobs.db"), now }));
 
@@ -54,7 +56,7 @@ describe("SqliteJobStore specifics", () => {
     await old.close();
     // What a host before faults were stored left behind: no fault or hint columns, schema version 1.
     const raw = new Database(path);
-    raw.exec("ALTER TABLE jobs DROP COLUMN error_fault; ALTER TABLE jobs DROP COLUMN error_hint");
+    raw.exec("ALTER TABLE jobs DROP COLUMN error_fault; ALTER TABLE jobs DROP COLUMN error_hint; ALTER TABLE jobs DROP COLUMN result_structured");
     raw.pragma("user_version = 1");
     raw.close();
     const store = new SqliteJobStore({ path });
@@ -66,6 +68,36 @@ describe("SqliteJobStore specifics", () => {
       { status: "failed", error: { type: "ExecutionError", fault: "host", message: "bug", hint: "report it" } },
     );
     expect((await store.get("alice", next.id))?.error).toEqual({ type: "ExecutionError", fault: "host", message: "bug", hint: "report it" });
+    await store.close();
+  });
+
+  it("migrates a version 2 database in place: its results read as before the flag was kept, new ones keep it", async () => {
+    const path = dbPath();
+    const old = await withBundle(new SqliteJobStore({ path }));
+    await old.submit(jobInput("alice"));
+    await old.submit(jobInput("alice"));
+    const [object, text] = await old.claim({ owner: "w1", leaseMs: 1_000, limit: 2 });
+    await old.complete(leaseOf(object!), { status: "succeeded", result: '{"n":1}' });
+    await old.complete(leaseOf(text!), { status: "succeeded", result: "plain words" });
+    await old.close();
+    // What a host before result kinds were stored left behind: no result_structured column, schema version 2.
+    const raw = new Database(path);
+    raw.exec("ALTER TABLE jobs DROP COLUMN result_structured");
+    raw.pragma("user_version = 2");
+    raw.close();
+    const store = new SqliteJobStore({ path });
+    const before = await store.get("alice", object!.id);
+    expect(before).toMatchObject({ status: "succeeded", result: '{"n":1}' });
+    expect(before?.resultStructured).toBeUndefined();
+    // Without the flag, an object's JSON reads as the object (what the host wrote for one), other text as text.
+    expect(jobOutputValue(before!)).toEqual({ n: 1 });
+    expect(jobOutputValue((await store.get("alice", text!.id))!)).toBe("plain words");
+    await store.submit(jobInput("alice"));
+    const [running] = await store.claim({ owner: "w2", leaseMs: 1_000, limit: 1 });
+    await store.complete(leaseOf(running!), { status: "succeeded", result: '{"n":2}', structured: false });
+    const after = (await store.get("alice", running!.id))!;
+    expect(after.resultStructured).toBe(false);
+    expect(jobOutputValue(after)).toBe('{"n":2}');
     await store.close();
   });
 

@@ -62,6 +62,22 @@ describe("JobWorker: cancels and deadlines", () => {
     expect(ctx.signal.aborted).toBe(false);
   });
 
+  it("keeps what a cancelled run returned as it wrapped up as the job's partial result; the job stays cancelled", async () => {
+    const { store, worker, runs, jobOf, animaDir } = await setup({ cancelGraceMs: 5_000 });
+    const { job } = await store.submit(jobInput("alice"));
+    worker.start();
+    await waitFor("the job running", () => runs.live.has(job.id));
+    const { ctx } = runs.live.get(job.id)!;
+    await store.requestCancel("alice", job.id);
+    await waitFor("the stop request", () => ctx.stopRequested() !== undefined);
+    runs.release(job.id, { ok: false, error: ctx.stopRequested()!.toInfo(), partial: { result: '{"rows":3}', structured: true } });
+    await waitFor("the job cancelled", async () => (await jobOf(job)).status === "cancelled", 2_000);
+    expect(await jobOf(job)).toMatchObject({ status: "cancelled", result: '{"rows":3}', resultStructured: true });
+    expect(worker.stats.cancelled).toBe(1);
+    await waitFor("the notice", async () => (await jobOf(job)).notifiedAt !== undefined);
+    expect(readFileSync(noticePath(animaDir("alice"), job.id), "utf8")).toContain('cancelled by request; partial result: {"rows":3}');
+  });
+
   it("forcefully ends a run that ignores its abort signal after the grace period, freeing the slot", async () => {
     const { store, animaDir, jobOf } = await setup();
     const ignored: string[] = [];

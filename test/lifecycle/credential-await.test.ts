@@ -45,7 +45,7 @@ describe("validate: getCredential() without await", () => {
     );
     expect(await runValidate(path)).toMatchObject({
       exitCode: 0,
-      text: `${path}:3: warning [credentials] getCredential() returns a Promise: used without await, the value here is the Promise, not the credential (sent on, it reads "[object Promise]"); write await getCredential(…)\n${path}: 0 errors, 1 warning`,
+      text: `${path}:3:15: warning [credentials] getCredential() returns a Promise: used without await, the value here is the Promise, not the credential (sent on, it reads "[object Promise]"); write await getCredential(…)\n${path}: 0 errors, 1 warning`,
     });
   });
 

@@ -3,6 +3,10 @@ import { join } from "node:path";
 import { afterEach, beforeEach, describe, expect, it } from "vitest";
 import type { AuditRecord } from "../../src/audit/audit-log.js";
 import { ManagementService, formatRefresh, managementOf } from "../../src/lifecycle/management.js";
+import { findingLocation } from "../../src/lifecycle/findings.js";
+import { hostLoader } from "../../src/lifecycle/load-check.js";
+import { MAX_REFRESH_FINDINGS } from "../../src/lifecycle/refresh-findings.js";
+import { validateToolFile } from "../../src/lifecycle/validate.js";
 import { ToolHostError } from "../../src/errors.js";
 import { FolderFreshness, InvocationHost } from "../../src/endpoint/invocation-host.js";
 import type { ToolHost } from "../../src/host-api.js";
@@ -123,6 +127,51 @@ describe("refresh", () => {
         .split("\n")
         .at(-1),
     ).toBe('halfdone does not load: fix it (see "failed" above) and refresh again.');
+  });
+
+  it("lists, for a tool that does not load, the findings validate gives for its file, each once, path:line:col first", async () => {
+    const source = [
+      'import { readFileSync } from "node:fs";',
+      'const API_KEY = "sk-abcdefghijklmnopqrstuvwxyz123456";',
+      "export function get_tool_schemas() {",
+      "  return [",
+      '    { name: "multi_go", description: "", input_schema: { type: "object" } },',
+      '    { name: "other_x", description: "x", input_schema: { type: "strin" } },',
+      "  ];",
+      "}",
+      'export async function multi_go() { return fetch("https://example.com"); }',
+    ].join("\n");
+    const path = t.personal("multi.ts", source);
+    const report = await managementOf(t.host).refresh("alice");
+    const failure = report.failed.find((f) => f.name === "multi");
+    const validated = await validateToolFile(path, { load: hostLoader(t.host) });
+    expect(validated.findings.length).toBeGreaterThanOrEqual(5);
+    expect(failure).toMatchObject({ path: "tools/multi.ts", findings: validated.findings });
+    const text = formatRefresh(report).split("\n");
+    const head = text.findIndex((line) => line.startsWith("failed   multi: "));
+    expect(text[head]).toBe(`failed   multi: ${validated.errors} errors, ${validated.warnings} warning${validated.warnings === 1 ? "" : "s"} (tools/multi.ts)`);
+    const listed = text.slice(head + 1, head + 1 + validated.findings.length);
+    expect(listed).toEqual(validated.findings.map((f) => `  ${findingLocation("tools/multi.ts", f)}: ${f.level} [${f.check}] ${f.message}`));
+    expect(listed.filter((line) => /^ {2}tools\/multi\.ts:\d+(:\d+)?: /.test(line)).length).toBeGreaterThanOrEqual(4);
+    // No line repeats the tool's name before its message (the load error's own "multi: " prefix).
+    expect(text.some((line) => line.includes("multi: multi:"))).toBe(false);
+  });
+
+  it("bounds a long list of findings, pointing at validate for the rest; says a bare load error once", async () => {
+    const schemas = Array.from({ length: 14 }, (_, i) => `    { name: "bad_a${i}", description: "", input_schema: { type: "object" } },`);
+    t.personal(
+      "wide.ts",
+      ["export function get_tool_schemas() {", "  return [", ...schemas, "  ];", "}", "export function dispatch() { return 1; }"].join("\n"),
+    );
+    const report = await managementOf(t.host).refresh("alice");
+    const failure = report.failed.find((f) => f.name === "wide")!;
+    expect(failure.findings!.length).toBeGreaterThan(MAX_REFRESH_FINDINGS);
+    const text = formatRefresh(report).split("\n");
+    const head = text.findIndex((line) => line.startsWith("failed   wide: "));
+    expect(text[head + MAX_REFRESH_FINDINGS + 1]).toBe(`  ${failure.findings!.length - MAX_REFRESH_FINDINGS} more: run animaworks-tool validate tools/wide.ts`);
+    // Without the file's findings (a core tool, a file gone since), the load error is said once, not after the name twice.
+    const bare = formatRefresh({ ...report, failed: [{ name: "gone", error: 'gone: schema "x" must be named gone_<action>' }] });
+    expect(bare).toContain('failed   gone: schema "x" must be named gone_<action>');
   });
 
   it("keeps nothing of its own: a new service of the host compares with the last refresh of any other", async () => {

@@ -124,9 +124,19 @@ describe("share_tool: checks, in order", () => {
   it("without the shared permission (the default), refuses with the reference's text and writes nothing", async () => {
     data.write("animas/alice/tools/my_tool.ts", simpleTool("my_tool"));
     const error = await refused(share("my_tool"), "PermissionDenied", /^Shared tool creation is not permitted\.$/);
-    expect(error.hint).toContain('"tool_creation": {"shared": true} in permissions.json');
+    // Only the operator can grant it (#35 item 4); without a permissions file, AnimaWorks' own format.
+    expect([error.fault, error.hint]).toEqual(["host", 'an operator can create the Anima\'s permissions.json with {"tool_creation": {"shared": true}}']);
     data.write("animas/alice/permissions.md", "## Tool creation\n- Shared tools: no\n");
-    await refused(share("my_tool"), "PermissionDenied", /^Shared tool creation is not permitted\.$/);
+    const byMarkdown = await refused(share("my_tool"), "PermissionDenied", /^Shared tool creation is not permitted\.$/);
+    expect([byMarkdown.fault, byMarkdown.hint]).toEqual([
+      "host",
+      'an operator can add "- Shared tools: yes" under "## Tool creation" in the Anima\'s permissions.md',
+    ]);
+    // AnimaWorks rewrites permissions.md into permissions.json: then only permissions.json is in force, and
+    // the hint never sends the operator to edit a permissions.md that has no effect (#35 item 8).
+    data.write("animas/alice/permissions.json", JSON.stringify({ tool_creation: { personal: true, shared: false } }));
+    const byJson = await refused(share("my_tool"), "PermissionDenied", /^Shared tool creation is not permitted\.$/);
+    expect([byJson.fault, byJson.hint]).toEqual(["host", 'an operator can set "tool_creation": {"shared": true} in the Anima\'s permissions.json']);
     expect(validated).toEqual([]); // permission is checked before validation
     expect(existsSync(common())).toBe(false);
   });
@@ -161,6 +171,7 @@ describe("share_tool: checks, in order", () => {
       /^Tool 'my_tool' did not pass validation: \[secrets\] line 3: .*; \[load\] no handler for my_tool_x$/,
     );
     await refused(share("my_tool", { validate: () => Promise.reject(new Error("sandbox unavailable")) }), "LoadError", /sandbox unavailable/);
+    expect((await refused(share("my_tool", { validate }), "LoadError")).fault).toBe("tool"); // its author fixes the tool
     expect(existsSync(common())).toBe(false);
   });
 
@@ -171,7 +182,8 @@ describe("share_tool: checks, in order", () => {
       writeFileSync(source, `${simpleTool("my_tool")}\n// swapped after the check`);
       return [];
     };
-    await refused(share("my_tool", { validate }), "ExecutionError", /changed while it was being shared/);
+    const error = await refused(share("my_tool", { validate }), "ExecutionError", /changed while it was being shared/);
+    expect(error.fault).toBe("caller"); // no tool involved: share it again (#35 item 4)
     expect(existsSync(join(common(), "my_tool.ts"))).toBe(false);
   });
 
@@ -179,7 +191,8 @@ describe("share_tool: checks, in order", () => {
     data.write("animas/alice/permissions.json", ALLOW);
     const bobs = data.write("animas/bob/tools/bobs.ts", simpleTool("bobs"));
     symlinkSync(bobs, join(alice, "tools", "bobs.ts"));
-    await refused(share("bobs"), "SandboxViolation");
+    // The caller's own folder holds the link: its management call is refused, no tool was involved (#35 item 4).
+    expect((await refused(share("bobs"), "SandboxViolation")).fault).toBe("caller");
     linkSync(bobs, join(alice, "tools", "hard.ts"));
     await refused(share("hard"), "SandboxViolation", /hard links/);
     expect(existsSync(common())).toBe(false);

@@ -48,7 +48,7 @@ describe("validate: a draft inside the data dir, outside any tools folder", () =
     const bad = await validate(["scratch/draft.ts"], "alice", join(t.data.dir, "animas", "alice"));
     expect(bad.code).toBe(6);
     expect(bad.lines).toEqual([
-      `${path}:2: error [schemas] schema "wrongprefix_b" must be named draft_<action> (the file is draft; e.g. draft_query)`,
+      `${path}:2:13: error [schemas] schema "wrongprefix_b" must be named draft_<action> (the file is draft; e.g. draft_query)`,
       `${path}: 1 error, 0 warnings`,
     ]);
     t.data.write("animas/alice/scratch/draft.ts", draft("draft_b"));
@@ -59,11 +59,11 @@ describe("validate: a draft inside the data dir, outside any tools folder", () =
 
   it("--name sets the tool name it is checked as, and the schema prefix check follows it", async () => {
     const path = t.data.write("animas/alice/scratch/draft.ts", draft("notes_add"));
-    expect((await validate([path], "alice")).lines[0]).toContain(':2: error [schemas] schema "notes_add" must be named draft_<action>');
+    expect((await validate([path], "alice")).lines[0]).toContain(':2:13: error [schemas] schema "notes_add" must be named draft_<action>');
     expect(await validate([path, "--name", "notes"], "alice")).toEqual({ code: 0, lines: [`${path}: OK, no problems found (loaded in the sandbox)`] });
     const renamed = await validate(["--name=other", path], "alice");
     expect(renamed.code).toBe(6);
-    expect(renamed.lines[0]).toBe(`${path}:2: error [schemas] schema "notes_add" must be named other_<action> (the file is other; e.g. other_query)`);
+    expect(renamed.lines[0]).toBe(`${path}:2:13: error [schemas] schema "notes_add" must be named other_<action> (the file is other; e.g. other_query)`);
     // A name that could not be a tool is an argument error (exit 2), whatever the file says.
     for (const name of ["list", "9lives", "_helper", "has-dash", ""]) {
       await expect(validate([path, "--name", name], "alice"), name).rejects.toMatchObject({ type: "InvalidArguments", exitCode: 2 });
@@ -104,7 +104,7 @@ describe("validate: a draft set against the installed tools", () => {
     expect(renamed.lines[0]).toMatch(/error \[shadowing\] a core tool named "web_fetch" exists/);
     const broken = await validate([outsideDraft("file_search.ts", draft("wrong_x"))], "alice");
     expect(broken.lines.slice(0, 2)).toEqual([
-      `${join(outside, "file_search.ts")}:2: error [schemas] schema "wrong_x" must be named file_search_<action> (the file is file_search; e.g. file_search_query)`,
+      `${join(outside, "file_search.ts")}:2:13: error [schemas] schema "wrong_x" must be named file_search_<action> (the file is file_search; e.g. file_search_query)`,
       `${join(outside, "file_search.ts")}: error [shadowing] a core tool named "file_search" exists: a shared or personal tool of that name would be skipped; choose another name (rename the file, or check it with --name NAME)`,
     ]);
   });

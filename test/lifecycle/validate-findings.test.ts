@@ -1,3 +1,4 @@
+import { join } from "node:path";
 import { afterEach, beforeEach, describe, expect, it } from "vitest";
 import { runLifecycleCommand } from "../../src/cli/lifecycle.js";
 import { hostFromConfig } from "../../src/host.js";
@@ -96,7 +97,7 @@ describe("validate: every finding of a draft, each at its line", () => {
       return { code, stdout: stdout.join("\n") };
     }
 
-    it("the text report has one line per finding with its line; the load's own message is not repeated", async () => {
+    it("the text report has one line per finding, starting path:line:column; the load's own message is not repeated", async () => {
       const path = t.data.write("drafts/forecast.ts", FORECAST);
       const { code, stdout } = await validate(path, false);
       expect(code).toBe(6);
@@ -104,8 +105,7 @@ describe("validate: every finding of a draft, each at its line", () => {
       expect(lines).toHaveLength(EXPECTED.length + 1);
       EXPECTED.forEach(([where, message], i) => {
         const [position, level, check] = where.split(" ");
-        const line = position?.split(":")[0];
-        expect(lines[i]).toMatch(new RegExp(`^${escape(path)}:${line}: ${level} ${escape(check ?? "")} .*${escape(message)}`));
+        expect(lines[i]).toMatch(new RegExp(`^${escape(path)}:${position}: ${level} ${escape(check ?? "")} .*${escape(message)}`));
       });
       expect(lines.at(-1)).toBe(`${path}: 8 errors, 2 warnings`);
       expect(stdout).not.toContain("[load]"); // the load failed with exactly what the findings say
@@ -127,7 +127,7 @@ describe("validate: every finding of a draft, each at its line", () => {
       expect(body).toMatchObject({ status: "error", tool: "forecast", errors: 8, warnings: 2, loaded: false });
       expectEveryFinding(body.findings);
       expect(body.report.split("\n")[0]).toBe(
-        `${path}:6: error [schemas] schema "weather_now" must be named forecast_<action> (the file is forecast; e.g. forecast_query)`,
+        `${path}:6:7: error [schemas] schema "weather_now" must be named forecast_<action> (the file is forecast; e.g. forecast_query)`,
       );
     });
 
@@ -146,6 +146,34 @@ describe("validate: every finding of a draft, each at its line", () => {
       expect(findings).toEqual([
         { level: "error", check: "schemas", line: 2, column: 13, message: 'schema "wrong_x" must be named late_<action> (the file is late; e.g. late_query)' },
         { level: "error", check: "load", message: "late: EXECUTION_PROFILE.x.timeout_seconds must be a positive number of seconds" },
+      ]);
+    });
+
+    it("puts a build error's place in front, path:line:col, for the file itself and for a helper it imports", async () => {
+      const tool = (name: string, body: string): string =>
+        [
+          'import { twice } from "./_twice.ts";',
+          "export function get_tool_schemas() {",
+          `  return [{ name: "${name}_run", description: "Runs.", input_schema: { type: "object", properties: {} } }];`,
+          "}",
+          `export function ${name}_run() { ${body} }`,
+        ].join("\n");
+      const own = t.data.write("drafts/halfdone.ts", tool("halfdone", "const x = ; return twice(x);"));
+      const helped = t.data.write("drafts/helped.ts", tool("helped", "return twice(2);"));
+      t.data.write("drafts/_twice.ts", "export function twice(n: number) { return n * ; }\n");
+      const ownRun = await validate(own, false);
+      expect(ownRun.code).toBe(6);
+      // The build error is a line starting where it is; no location is left inside the message.
+      expect(ownRun.stdout.split("\n")[0]).toMatch(new RegExp(`^${escape(own)}:5:\\d+: error \\[load\\] build error: Unexpected ";"$`));
+      expect(ownRun.stdout).not.toMatch(/could not be built/);
+      // An error in a helper is at the helper's path, beside the file.
+      const helperRun = await validate(helped, false);
+      expect(helperRun.stdout.split("\n")[0]).toMatch(
+        new RegExp(`^${escape(join(t.data.dir, "drafts", "_twice.ts"))}:1:\\d+: error \\[load\\] build error: Unexpected ";"$`),
+      );
+      const { findings } = JSON.parse((await validate(helped, true)).stdout) as { findings: Finding[] };
+      expect(findings).toEqual([
+        { level: "error", check: "load", line: 1, column: expect.any(Number), file: "_twice.ts", message: 'build error: Unexpected ";"' },
       ]);
     });
 

@@ -92,8 +92,11 @@ describe("write_memory_file: the tool-creation permission", () => {
     const before = tree();
     for (const path of toolPaths()) {
       const error = await refused(write(path, "export {}"), "PermissionDenied", /^Tool creation is not permitted\. Writing "tools\//);
-      expect(error.message).toContain("permissions.json");
-      expect(error.hint).toContain('"tool_creation": {"personal": true} in permissions.json');
+      expect(error.message).toContain('"tool_creation.personal" in permissions.json');
+      expect(error.hint).toBe('an operator can set "tool_creation": {"personal": true} in the Anima\'s permissions.json');
+      // Only the operator can grant it (#35 item 4), and only the file in force is named (#35 item 8).
+      expect(error.fault).toBe("host");
+      expect(`${error.message} ${error.hint}`).not.toContain("permissions.md");
     }
     expect(tree()).toEqual(before);
     expect(await write("notes.md", "other files are still fine")).toMatch(/^Wrote/);
@@ -102,7 +105,9 @@ describe("write_memory_file: the tool-creation permission", () => {
   it("reads the seed's markdown form: no denies, yes allows", async () => {
     data.write("animas/alice/permissions.md", "# Permissions\n\n## Tool creation\n- Personal tools: no\n- Shared tools: no\n");
     const error = await refused(write("tools/my_tool.ts"), "PermissionDenied");
-    expect(error.hint).toMatch(/^an operator can add "- Personal tools: yes" under "## Tool creation" in permissions.md/);
+    expect(error.hint).toBe('an operator can add "- Personal tools: yes" under "## Tool creation" in the Anima\'s permissions.md');
+    expect(error.message).toContain('"Personal tools: yes" in permissions.md');
+    expect(`${error.message} ${error.hint}`).not.toContain("permissions.json");
     expect(existsSync(join(alice, "tools"))).toBe(false);
     data.write("animas/alice/permissions.md", "## Tool creation\n- Personal tools: yes\n");
     expect(await write("tools/my_tool.ts")).toMatch(/^Wrote tools\/my_tool.ts/);
@@ -110,7 +115,8 @@ describe("write_memory_file: the tool-creation permission", () => {
 
   it("a broken permissions.json fails closed, naming the file", async () => {
     data.write("animas/alice/permissions.json", "{ not json");
-    await refused(write("tools/my_tool.ts"), "PermissionDenied", /permissions\.json is invalid/);
+    const error = await refused(write("tools/my_tool.ts"), "PermissionDenied", /permissions\.json is invalid/);
+    expect([error.fault, error.hint]).toEqual(["host", "an operator must fix permissions.json in the Anima's folder"]);
     data.write("animas/alice/permissions.json", JSON.stringify({ tool_creation: { personal: "yes" } }));
     await refused(write("tools/my_tool.ts"), "PermissionDenied", /permissions\.json is invalid/);
     expect(existsSync(join(alice, "tools"))).toBe(false);
@@ -131,7 +137,8 @@ describe("write_memory_file: host files are never writable", () => {
   ])("refuses %s", async (path) => {
     const target = path.replace("ALICE", alice);
     data.write("animas/alice/permissions.json", JSON.stringify({ tool_creation: { personal: false } }));
-    await refused(write(target, JSON.stringify({ tool_creation: { personal: true, shared: true } })), "PermissionDenied", /belongs to the host/);
+    const error = await refused(write(target, JSON.stringify({ tool_creation: { personal: true, shared: true } })), "PermissionDenied", /belongs to the host/);
+    expect(error.fault).toBe("caller"); // the caller's own request: no tool involved (#35 item 4)
     expect(readFileSync(join(alice, "permissions.json"), "utf8")).toContain('"personal":false');
     expect(existsSync(join(alice, "state"))).toBe(false);
   });
@@ -139,7 +146,8 @@ describe("write_memory_file: host files are never writable", () => {
 
 describe("write_memory_file: confinement", () => {
   it("refuses .., absolute paths outside, a sibling sharing the name prefix, and NUL", async () => {
-    await refused(write("../bob/secret.txt", "pwned"), "SandboxViolation");
+    // Into another Anima's folder: the caller's doing, never a tool's (#35 item 4).
+    expect((await refused(write("../bob/secret.txt", "pwned"), "SandboxViolation")).fault).toBe("caller");
     await refused(write("notes/../../bob/secret.txt", "pwned"), "SandboxViolation");
     await refused(write(join(data.dir, "animas", "bob", "secret.txt"), "pwned"), "SandboxViolation");
     await refused(write(`${alice}2/x.txt`, "pwned"), "SandboxViolation");

@@ -115,8 +115,9 @@ describe("curated core tools over MCP (config.json animaworks_tool.mcp_core_tool
     const bad = makeDataDir({ "animas/alice/tools/.keep": "", "config.json": JSON.stringify({ animaworks_tool: { mcp_core_tools: ["text_stats", "nope"] } }) });
     try {
       const run = spawnSync(process.execPath, ["--no-node-snapshot", BIN, "--data-dir", bad.dir, "mcp", "--anima", "alice"], { encoding: "utf8", input: "" });
-      expect(run.status).toBe(2);
-      expect(run.stderr).toMatch(/animaworks_tool\.mcp_core_tools in .*config\.json names "nope", which is not a core tool/);
+      // The operator's file is wrong: ToolConfigError, exit 1.
+      expect(run.status).toBe(1);
+      expect(run.stderr).toMatch(/ToolConfigError.*animaworks_tool\.mcp_core_tools in .*config\.json names "nope", which is not a core tool/);
     } finally {
       bad.cleanup();
     }

@@ -3,7 +3,7 @@ import { join } from "node:path";
 import { homedir } from "node:os";
 import { afterEach, describe, expect, it, vi } from "vitest";
 import { resolveConfig } from "../../src/config.js";
-import { RESERVED_NAMES, discoverFolder } from "../../src/registry/discovery.js";
+import { PYTHON_SKIP_REASON, RESERVED_NAMES, discoverFolder } from "../../src/registry/discovery.js";
 import { type TempDataDir, makeDataDir } from "../helpers/data-dir.js";
 
 const TOOL = "export function get_tool_schemas() { return []; }\n";
@@ -39,6 +39,16 @@ describe("discoverFolder (one tools folder)", () => {
     expect(problems).toEqual([]);
   });
 
+  it("names the Python tools it skips, with why, apart from the problems (no warning on every call)", async () => {
+    const folder = folderWith(["web_search.py", "__init__.py", "_helpers.py", ".hidden.py", "real.ts", "pkg/inner.py"]);
+    mkdirSync(join(folder, "dir_tool.py"));
+    const { tools, problems, skipped } = await discoverFolder(folder, "shared");
+    expect(tools.map((t) => t.name)).toEqual(["real"]);
+    expect(problems).toEqual([]);
+    // Helpers (`_…`, AnimaWorks' __init__.py), hidden files, folders and sub-folders are not tools either way.
+    expect(skipped).toEqual([{ file: join(folder, "web_search.py"), origin: "shared", reason: PYTHON_SKIP_REASON }]);
+  });
+
   it("does not look into sub-folders, even one named like a tool file (ref 3, 11)", async () => {
     const folder = folderWith(["top.ts", "pkg/inner.ts", "pkg/index.ts"]);
     mkdirSync(join(folder, "dir_tool.ts"));
@@ -49,7 +59,7 @@ describe("discoverFolder (one tools folder)", () => {
 
   it("returns nothing, without an error, for a missing folder (ref 7)", async () => {
     data = makeDataDir();
-    await expect(discoverFolder(join(data.dir, "no", "such", "tools"), "personal")).resolves.toEqual({ tools: [], problems: [] });
+    await expect(discoverFolder(join(data.dir, "no", "such", "tools"), "personal")).resolves.toEqual({ tools: [], problems: [], skipped: [] });
   });
 
   it("reports invalid tool names instead of loading them (ref 12 is AS-IS in Python; names are validated here)", async () => {

@@ -96,7 +96,7 @@ describe("a broken tool is unavailable with a LoadError; the others keep working
     expect(byName.get("healthy")?.status).toBe("ok");
 
     const expectations: Record<string, RegExp> = {
-      syntax_error: /personal\/syntax_error\.ts could not be built: syntax_error\.ts:2:9: Expected "}" but found "\["/,
+      syntax_error: /personal\/syntax_error\.ts could not be built: syntax_error\.ts:2:10: Expected "}" but found "\["/,
       top_throw: /top-level code threw: cannot start: the lookup table is missing/,
       top_loop: /did not finish within/,
       schemas_throw: /get_tool_schemas\(\) threw: Error: schema table not ready/,

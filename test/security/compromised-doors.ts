@@ -186,7 +186,10 @@ interface PoolInternals {
  * looking once `gone()` (the call was answered before it could be seen: then `-1`s).
  */
 export async function sentCall(host: ToolHost, anima: string, gone: () => boolean = () => false): Promise<{ id: number; pid: number }> {
-  const pool = (sandboxOf(host)?.executor as unknown as { inner: PoolInternals }).inner;
+  // The pool under the executor's wrappers (the per-Anima queues, the tool-frame mapper).
+  let layer = sandboxOf(host)?.executor as unknown as { inner?: unknown } | PoolInternals;
+  while (!("pools" in layer)) layer = layer.inner as typeof layer;
+  const pool = layer;
   let found: { id: number; pid: number } | undefined;
   await waitFor(
     () => {

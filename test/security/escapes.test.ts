@@ -34,7 +34,7 @@ for (const mode of MODES) {
 
     it("escape_via_constructor: this.constructor.constructor('return process')() is a ReferenceError", async () => {
       const result = await h.call("mallory", "escape_via_constructor_direct");
-      expectError(result, "ExecutionError", /^ReferenceError: process is not defined$/);
+      expectError(result, "ExecutionError", /^ReferenceError: process is not defined \(in escape_via_constructor\.ts:\d+:\d+\)$/);
       assertNoLeak(result, h.data);
       await expectHealthy(h, "mallory");
     });
@@ -63,7 +63,7 @@ for (const mode of MODES) {
         inGlobalNames: false,
       });
       const result = await h.call("mallory", "wasm_memory_grow");
-      expectError(result, "ExecutionError", /^TypeError: Cannot read properties of undefined \(reading 'Memory'\)$/);
+      expectError(result, "ExecutionError", /^TypeError: Cannot read properties of undefined \(reading 'Memory'\) \(in wasm_memory\.ts:\d+:\d+\)$/);
       assertNoLeak(result, h.data);
       await expectHealthy(h, "mallory");
     });
@@ -75,7 +75,7 @@ for (const mode of MODES) {
         viaWasm: "unavailable",
       });
       const result = await h.call("mallory", "shared_array_buffer_wait");
-      expectError(result, "ExecutionError", /^TypeError: .*not a constructor$/);
+      expectError(result, "ExecutionError", /^TypeError: .*not a constructor \(in shared_array_buffer\.ts:\d+:\d+\)$/);
       assertNoLeak(result, h.data);
       await expectHealthy(h, "mallory");
     });

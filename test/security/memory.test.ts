@@ -81,7 +81,11 @@ for (const mode of MODES) {
 
     it("deep_recursion: stack overflow is an ExecutionError, also in the host's serialiser, driven deeper and deeper", async () => {
       const overflow = await h.call("mallory", "deep_recursion_call");
-      expectError(overflow, "ExecutionError", /^RangeError: Maximum call stack size exceeded$/);
+      expectError(
+        overflow,
+        "ExecutionError",
+        /^RangeError: Maximum call stack size exceeded \(in deep_recursion\.ts:\d+:\d+(?:, called from deep_recursion\.ts:\d+:\d+)*\)$/,
+      );
       assertNoLeak(overflow, h.data);
       // The result is framed as indented JSON (json-guard.ts): V8 14 would indent ever deeper outside
       // the memory limit until the timeout; compact JSON first overflows the stack.
@@ -94,7 +98,7 @@ for (const mode of MODES) {
     });
 
     it.each([
-      ["json_indent_bomb_to_json", /^RangeError: Maximum call stack size exceeded$/],
+      ["json_indent_bomb_to_json", /^RangeError: Maximum call stack size exceeded \(in json_indent_bomb\.ts:\d+:\d+\)$/],
       ["json_indent_bomb_deep", /^RangeError: Invalid string length: indented JSON longer than/],
       ["json_indent_bomb_result", /could not be turned into JSON: RangeError: Invalid string length: indented JSON longer than/],
     ])(
@@ -142,7 +146,7 @@ for (const mode of MODES) {
       "%s: a split V8 would abort the process on is refused with a RangeError",
       async (schema) => {
         const result = await h.call("mallory", schema);
-        expectError(result, "ExecutionError", /^RangeError: Invalid array length: the split would give too many pieces$/);
+        expectError(result, "ExecutionError", /^RangeError: Invalid array length: the split would give too many pieces \(in string_bomb_result\.ts:\d+:\d+\)$/);
         assertNoLeak(result, h.data);
         await expectHealthy(h, "mallory");
         await expectHealthy(h, "bob");

@@ -74,8 +74,10 @@ export class ContextScripts {
     let toolScript: ivm.Script;
     try {
       const cachedData = this.toolCodeCache.get(bundle.hash);
+      // Kept with the isolate: a later call of the same bundle may carry another display name.
+      pooled.scriptFilename = `tool:${bundle.displayName}`;
       toolScript = await isolate.compileScript(bundle.code, {
-        filename: `tool:${bundle.displayName}`,
+        filename: pooled.scriptFilename,
         ...(cachedData ? { cachedData } : { produceCachedData: true }),
       });
       const compiled = toolScript as ivm.Script & { cachedData?: ivm.ExternalCopy<ArrayBuffer>; cachedDataRejected?: boolean };

@@ -1,8 +1,16 @@
 import { DEFAULT_FAULT, type ErrorInfo } from "../../errors.js";
 import { ivmErrorInfo, stripStackFrames } from "./ivm-errors.js";
 import { boundToolMessage } from "../wire/tool-text.js";
-import type { DescribeOutcome, ResultValue } from "../wire/messages.js";
-import { type CallEnvelope, type DescribeEnvelope, type FailureEnvelope, MAX_TOOL_MESSAGE_CHARS } from "../../contract/isolate.js";
+import type { BundlePosition, DescribeOutcome, ResultValue } from "../wire/messages.js";
+import {
+  type CallEnvelope,
+  type DescribeEnvelope,
+  type FailureEnvelope,
+  INVALID_INPUT_ERROR_TYPE,
+  MAX_TOOL_MESSAGE_CHARS,
+  MAX_TOOL_STACK_CHARS,
+} from "../../contract/isolate.js";
+import { bundlePositions } from "./tool-frames.js";
 
 /**
  * The decoder of the prelude's envelopes, as the contract declares them (`CallEnvelope`,
@@ -14,18 +22,21 @@ import { type CallEnvelope, type DescribeEnvelope, type FailureEnvelope, MAX_TOO
 /** Longest error message a tool's failure or load error carries out of the sandbox (the contract's). */
 export { MAX_TOOL_MESSAGE_CHARS };
 
-export type ParsedCall = ({ ok: true; value: ResultValue } | { ok: false; error: ErrorInfo }) & {
+export type ParsedCall = ({ ok: true; value: ResultValue } | { ok: false; error: ErrorInfo; toolFrames?: BundlePosition[] }) & {
   /** The prelude asks for its isolate not to serve another call (a budget was used up). */
   recycle: boolean;
 };
 
 /**
  * JSON escaping can make a string up to 6 times longer (`\u0001`), and the prelude has already cut the
- * text to `maxResultBytes` characters, so a well-formed envelope is never longer than this.
+ * text to `maxResultBytes` characters, so a well-formed result envelope is never longer than this.
  */
 function maxEnvelopeChars(maxResultBytes: number): number {
   return maxResultBytes * 6 + 4096;
 }
+
+/** The same for a failure, whose message and stack the prelude cut to their own limits. */
+const MAX_FAILURE_ENVELOPE_CHARS = (MAX_TOOL_MESSAGE_CHARS + MAX_TOOL_STACK_CHARS) * 6 + 4096;
 
 /** The envelope as a JSON object, or undefined for anything else: the text comes from untrusted code. */
 function parseObject(text: string): Record<string, unknown> | undefined {
@@ -49,6 +60,7 @@ function decodeFailure(e: Record<string, unknown>, defaultType: string, defaultM
     ok: false,
     errorType: typeof e["errorType"] === "string" ? e["errorType"] : defaultType,
     message: typeof e["message"] === "string" ? e["message"] : defaultMessage,
+    ...(typeof e["stack"] === "string" ? { stack: e["stack"].slice(0, MAX_TOOL_STACK_CHARS) } : {}),
     recycle: e["recycle"] === true,
   };
 }
@@ -59,10 +71,11 @@ function decodeFailure(e: Record<string, unknown>, defaultType: string, defaultM
  * kept; a result without a byte count is measured here.
  */
 export function decodeCallEnvelope(text: unknown, maxResultBytes: number): CallEnvelope | undefined {
-  const e = typeof text === "string" && text.length <= maxEnvelopeChars(maxResultBytes) ? parseObject(text) : undefined;
+  const maxChars = maxEnvelopeChars(maxResultBytes);
+  const e = typeof text === "string" && text.length <= Math.max(maxChars, MAX_FAILURE_ENVELOPE_CHARS) ? parseObject(text) : undefined;
   if (!e) return undefined;
   if (e["ok"] === false) return decodeFailure(e, "ExecutionError", "the tool failed");
-  if (e["ok"] !== true) return undefined;
+  if (e["ok"] !== true || (text as string).length > maxChars) return undefined;
   const recycle = e["recycle"] === true;
   if (e["kind"] === "none") return { ok: true, kind: "none", recycle };
   if ((e["kind"] === "text" || e["kind"] === "json") && typeof e["text"] === "string") {
@@ -89,17 +102,33 @@ export function decodeDescribeEnvelope(text: unknown): DescribeEnvelope | undefi
 
 // ---- what the host makes of them --------------------------------------------------------------------
 
-/** A call's envelope as the host's outcome: which failures keep their type, and the message as it may leave. */
-export function parseCallEnvelope(text: unknown, limits: { maxResultBytes: number; timeoutMs: number; memoryLimitMb: number }): ParsedCall {
+/**
+ * A call's envelope as the host's outcome: which failures keep their type, and the message as it may
+ * leave. `scriptFilename`: the name the tool's bundle was compiled under, whose frames in a failure's
+ * stack become the outcome's `toolFrames` (positions only; see tool-frames.ts).
+ */
+export function parseCallEnvelope(
+  text: unknown,
+  limits: { maxResultBytes: number; timeoutMs: number; memoryLimitMb: number },
+  scriptFilename = "",
+): ParsedCall {
   const e = decodeCallEnvelope(text, limits.maxResultBytes);
   if (!e) return { ok: false, error: { type: "ExecutionError", fault: "tool", message: "the tool's result could not be read" }, recycle: true };
   const recycle = e.recycle === true;
   if (!e.ok) {
     if (e.errorType === "MemoryLimit") return { ok: false, error: ivmErrorInfo(undefined, limits, "MemoryLimit"), recycle: true };
     // Types a tool's failure may carry out: its own config error, and host denials it did not catch.
-    const type = PASSED_THROUGH.has(e.errorType) ? (e.errorType as "ToolConfigError") : "ExecutionError";
+    // A tool's `InvalidInput` can claim the caller's InvalidArguments, and nothing more (src/contract/isolate.ts).
+    const type =
+      e.errorType === INVALID_INPUT_ERROR_TYPE ? "InvalidArguments" : PASSED_THROUGH.has(e.errorType) ? (e.errorType as "ToolConfigError") : "ExecutionError";
     const message = stripStackFrames(boundToolMessage(e.message));
-    return { ok: false, error: { type, fault: DEFAULT_FAULT[type], message: message || "the tool failed without a message" }, recycle };
+    const toolFrames = bundlePositions(e.stack, scriptFilename);
+    return {
+      ok: false,
+      error: { type, fault: DEFAULT_FAULT[type], message: message || "the tool failed without a message" },
+      ...(toolFrames.length > 0 ? { toolFrames } : {}),
+      recycle,
+    };
   }
   if (e.kind === "none") return { ok: true, value: { kind: "none" }, recycle };
   return { ok: true, value: { kind: e.kind, text: e.text, bytes: e.bytes, truncated: e.truncated }, recycle };

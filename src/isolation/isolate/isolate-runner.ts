@@ -9,6 +9,7 @@ import { type ActiveCall, type Bridge, IsolatePool, PooledIsolate, type WarmPool
 import { bridgeHandlers } from "./isolate-bridge.js";
 import { SHAPE_PROBE } from "./prelude-source.js";
 import type {
+  BundlePosition,
   CallContext,
   CapabilityInvoker,
   CapabilityReply,
@@ -190,8 +191,10 @@ export class IsolateRunner implements Executor {
     const key = `${request.context.anima}\0${request.bundle.hash}\0${request.memoryLimitMb}`;
     if (this.closed) return { ok: false, error: { type: "SandboxCrashed", fault: "host", message: "the host is shutting down" }, durationMs: 0 };
     const ledger = new CallLedger(request.context, { maxLogLines: request.maxLogLines, maxLogLineChars: request.maxLogLineChars }, this.budget, this.onRefusal);
-    const done = (outcome: { ok: true; value: ResultValue } | { ok: false; error: ErrorInfo }): CallOutcome => ({
-      ...(outcome.ok ? { ok: true, value: outcome.value } : { ok: false, error: ledger.judge(outcome.error) }),
+    const done = (outcome: { ok: true; value: ResultValue } | { ok: false; error: ErrorInfo; toolFrames?: BundlePosition[] }): CallOutcome => ({
+      ...(outcome.ok
+        ? { ok: true, value: outcome.value }
+        : { ok: false, error: ledger.judge(outcome.error), ...(outcome.toolFrames ? { toolFrames: outcome.toolFrames } : {}) }),
       durationMs: monotonicMs() - startedAt,
     });
 
@@ -219,7 +222,7 @@ export class IsolateRunner implements Executor {
         guard,
       );
       if (guard.stopReason) throw new Error("stopped");
-      const parsed = parseCallEnvelope(text, limits);
+      const parsed = parseCallEnvelope(text, limits, pooled.scriptFilename);
       reusable = !parsed.recycle;
       return done(parsed);
     } catch (error) {

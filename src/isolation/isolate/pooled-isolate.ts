@@ -31,6 +31,8 @@ export class PooledIsolate implements Disposable {
   guard: CallGuard | undefined;
   entry: Entry | undefined;
   context: ivm.Context | undefined;
+  /** The file name the tool's bundle was compiled under here: its frames in a stack are the tool's (tool-frames.ts). */
+  scriptFilename = "";
   disposedByHost = false;
   /** What V8 held for this isolate when the pool last measured it, bytes (0: not measured yet). */
   heapBytes = 0;

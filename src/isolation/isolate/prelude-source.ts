@@ -5,7 +5,7 @@ import { PROJECT_ROOT } from "../../project-root.js";
 let cached: string | undefined;
 
 /** Compiled prelude parts (`sandbox/*.ts` → `dist/sandbox/*.js`), in the order they run. */
-const PARTS = ["memory-guards.js", "json-guard.js", "capabilities.js", "result-framing.js", "prelude.js"];
+const PARTS = ["memory-guards.js", "json-guard.js", "capabilities.js", "result-framing.js", "tool-errors.js", "prelude.js"];
 
 /** The host ↔ isolate contract as compiled (src/contract/isolate.ts → dist/src/contract/isolate.js). */
 const CONTRACT = ["src", "contract", "isolate.js"];

@@ -1,17 +1,20 @@
 import { ERROR_TYPES, type ErrorInfo, isFault } from "../../errors.js";
 import { CAPABILITY_NAMES, LOG_LEVELS } from "../../contract/isolate.js";
 import { boundToolMessage } from "./tool-text.js";
-import type {
-  CallContext,
-  CallOutcome,
-  CapabilityReply,
-  DescribeOutcome,
-  FromSandbox,
-  ModuleDescription,
-  ResultValue,
-  SandboxRequest,
-  ToSandbox,
-  ToolBundle,
+import {
+  type BundlePosition,
+  type CallContext,
+  type CallOutcome,
+  type CapabilityReply,
+  type DescribeOutcome,
+  type FromSandbox,
+  MAX_BUNDLE_POSITION,
+  MAX_TOOL_FRAMES,
+  type ModuleDescription,
+  type ResultValue,
+  type SandboxRequest,
+  type ToSandbox,
+  type ToolBundle,
 } from "./messages.js";
 
 /**
@@ -120,6 +123,21 @@ function decodeValue(raw: unknown): ResultValue | undefined {
   return undefined;
 }
 
+function isPositionNumber(value: unknown): value is number {
+  return typeof value === "number" && Number.isSafeInteger(value) && value >= 1 && value <= MAX_BUNDLE_POSITION;
+}
+
+/** At most `MAX_TOOL_FRAMES` positions of two numbers each, copied; anything else is undefined. */
+function decodeToolFrames(raw: unknown): BundlePosition[] | undefined {
+  if (!Array.isArray(raw) || raw.length > MAX_TOOL_FRAMES) return undefined;
+  const frames: BundlePosition[] = [];
+  for (const frame of raw as unknown[]) {
+    if (!isObject(frame) || !isPositionNumber(frame["line"]) || !isPositionNumber(frame["column"])) return undefined;
+    frames.push({ line: frame["line"], column: frame["column"] });
+  }
+  return frames;
+}
+
 /** A call's outcome as the sandbox reported it; its duration is the host's own measurement. */
 export function decodeCallOutcome(raw: unknown, durationMs: number): CallOutcome | undefined {
   if (!isObject(raw)) return undefined;
@@ -128,7 +146,10 @@ export function decodeCallOutcome(raw: unknown, durationMs: number): CallOutcome
     return value ? { ok: true, value, durationMs } : undefined;
   }
   const error = raw["ok"] === false ? decodeError(raw["error"]) : undefined;
-  return error ? { ok: false, error, durationMs } : undefined;
+  if (!error) return undefined;
+  if (raw["toolFrames"] === undefined) return { ok: false, error, durationMs };
+  const toolFrames = decodeToolFrames(raw["toolFrames"]);
+  return toolFrames ? { ok: false, error, durationMs, toolFrames } : undefined;
 }
 
 export function decodeDescribeOutcome(raw: unknown): DescribeOutcome | undefined {

@@ -87,7 +87,25 @@ export type ResultValue =
       truncated: boolean;
     };
 
-export type CallOutcome = { ok: true; value: ResultValue; durationMs: number } | { ok: false; error: ErrorInfo; durationMs: number };
+/** Positions a failure carries at most (V8 records ten frames by default). */
+export const MAX_TOOL_FRAMES = 8;
+/** Largest line or column a position may name: a bundle is at most 16 MiB of sources, far fewer lines than this. */
+export const MAX_BUNDLE_POSITION = 10_000_000;
+
+/** A position in a bundle's text as V8 reports it in a stack frame: line and column, both from 1. */
+export interface BundlePosition {
+  line: number;
+  column: number;
+}
+
+/**
+ * `toolFrames`: where in the tool's bundle the thrown error was raised and called from, innermost first,
+ * as the sandbox read them from the error's stack (isolate/tool-frames.ts). Raw positions only, and as
+ * untrusted as the rest of the answer: the host maps them through the bundle's source map and shows only
+ * those that land in the tool's own files (src/bundling/tool-frames.ts), then drops the field.
+ */
+export type CallOutcome =
+  { ok: true; value: ResultValue; durationMs: number } | { ok: false; error: ErrorInfo; durationMs: number; toolFrames?: BundlePosition[] };
 export type DescribeOutcome = { ok: true; module: ModuleDescription } | { ok: false; error: ErrorInfo };
 
 /**
