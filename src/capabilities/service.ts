@@ -103,7 +103,8 @@ export class CapabilityService {
         this.logFor(context, {
           level: "warn",
           logger: "animaworks.host",
-          message: `denied ${name}: ${info.message}`,
+          // Capability errors mostly name their operation already ("fs.readFile: …"): said once.
+          message: `denied ${info.message.startsWith(`${name}: `) ? info.message : `${name}: ${info.message}`}`,
           anima: context.anima,
           tool: context.tool,
         });

@@ -12,6 +12,7 @@ import type { Finding } from "./findings.js";
 import { failureFindings, failureLines } from "./refresh-findings.js";
 import { errorsForShare } from "./validate.js";
 import { writeMemoryFile } from "./write-memory.js";
+import { readSharedFile, sharedReadTarget } from "./shared-reads.js";
 
 /**
  * The management operations an Anima (over MCP) or an operator (the CLI) asks of a host: refresh its
@@ -145,12 +146,12 @@ export class ManagementService {
     const target = typeof request.path === "string" ? request.path : "";
     try {
       const text = await writeMemoryFile({ animaDir: this.animaDir(anima), path: request.path, content: request.content, mode: request.mode });
-      this.record(anima, target, "ok");
+      this.record(anima, WRITE_MEMORY_FILE, WRITE_MEMORY_FILE, target, "ok");
       return text;
     } catch (error) {
       const info = errorInfoOf(error);
       const denied = info.type === "PermissionDenied" || info.type === "SandboxViolation";
-      this.record(anima, target, denied ? "denied" : "error", `${info.type}: ${info.message}`);
+      this.record(anima, WRITE_MEMORY_FILE, WRITE_MEMORY_FILE, target, denied ? "denied" : "error", `${info.type}: ${info.message}`);
       throw error;
     }
   }
@@ -168,8 +169,13 @@ export class ManagementService {
     const report = await this.refresh(anima);
     const failure = report.failed.find((failed) => failed.name === name);
     if (failure) {
+      // The findings `validate` gives, as refresh lists them (one per line, path:line:col first).
+      if (failure.path !== undefined && failure.findings && failure.findings.length > 0) {
+        const [, ...findings] = failureLines(name, { path: failure.path, findings: failure.findings });
+        return { text: `${written} The tool "${name}" does not load:\n${findings.join("\n")}\nFix it and write it again.`, isError: true };
+      }
       return {
-        text: `${written} The tool "${name}" does not load: ${failure.error}${failure.hint ? ` (fix: ${failure.hint})` : ""}. Fix it and write it again; \`animaworks-tool validate tools/${tool[0].slice("tools/".length)}\` lists every problem.`,
+        text: `${written} The tool "${name}" does not load: ${failure.error}${failure.hint ? ` (fix: ${failure.hint})` : ""}. Fix it and write it again; \`animaworks-tool validate ${tool[0]}\` lists every problem.`,
         isError: true,
       };
     }
@@ -182,8 +188,13 @@ export class ManagementService {
     return { text: `${written} Loaded "${name}"${origin}: ${loaded.schemas.map((schema) => schema.name).join(", ")}.` };
   }
 
-  /** A text file of the Anima's own directory, read through the host's capability path (see above). */
+  /**
+   * A text file of the Anima's own directory, read through the host's capability path (see above), or of
+   * a folder of the data dir every Anima may read (`common_skills/…`: shared-reads.ts), recorded the same way.
+   */
   async readMemory(anima: string, path: unknown): Promise<string> {
+    const shared = sharedReadTarget(path);
+    if (shared) return this.readShared(anima, path as string, shared);
     if (!this.options.capabilities) {
       throw new ToolHostError("PermissionDenied", `${READ_MEMORY_FILE}: this host has no capability path to read through`, "use a host made by createHost");
     }
@@ -199,6 +210,22 @@ export class ManagementService {
     return typeof reply.value === "string" ? reply.value : (JSON.parse(JSON.stringify(reply.value)) as string);
   }
 
+  private async readShared(anima: string, path: string, target: { folder: string; inside: string }): Promise<string> {
+    const ref = await resolveAnima(this.host.config.dataDir, anima);
+    try {
+      const text = await readSharedFile(this.host.config.dataDir, target);
+      this.record(ref.name, READ_MEMORY_FILE, "fs.readFile", path, "ok");
+      return text;
+    } catch (error) {
+      const info = errorInfoOf(error);
+      const denied = info.type === "PermissionDenied" || info.type === "SandboxViolation";
+      this.record(ref.name, READ_MEMORY_FILE, "fs.readFile", path, denied ? "denied" : "error", `${info.type}: ${info.message}`);
+      // Paths in the message are inside the shared folder: say which folder (and no tool is involved).
+      const shown = new ToolHostError(info.type, info.message.replace(/"([^"]*)"/, `"${target.folder}/$1"`), info.hint, info.fault);
+      throw callerNotTool(shown);
+    }
+  }
+
   private animaDir(anima: string): string {
     return join(this.host.config.dataDir, "animas", anima);
   }
@@ -208,12 +235,12 @@ export class ManagementService {
     return join(this.host.config.dataDir, "cache", "animaworks-tool", `refresh-${anima === undefined ? "_" : encodeURIComponent(anima)}.json`);
   }
 
-  private record(anima: string, target: string, outcome: "ok" | "denied" | "error", reason?: string): void {
+  private record(anima: string, tool: string, operation: string, target: string, outcome: "ok" | "denied" | "error", reason?: string): void {
     this.options.audit?.append({
       kind: "capability",
       anima,
-      tool: WRITE_MEMORY_FILE,
-      operation: WRITE_MEMORY_FILE,
+      tool,
+      operation,
       target: truncateForAudit(target),
       outcome,
       ...(reason ? { reason: truncateForAudit(reason) } : {}),

@@ -54,6 +54,7 @@ describe("read_memory_file", () => {
       { tool: "read_memory_file", operation: "fs.readFile", outcome: "denied", reason: expect.stringMatching(/^SandboxViolation: /) },
     ]);
     expect(t.logs.some((line) => line.level === "warn" && line.message.startsWith("denied fs.readFile"))).toBe(true);
+    expect(t.logs.some((line) => line.message.includes("fs.readFile: fs.readFile"))).toBe(false); // the operation said once
   });
 
   it("names an unknown Anima", async () => {

@@ -1,3 +1,4 @@
+import { readFileSync, symlinkSync } from "node:fs";
 import { join } from "node:path";
 import { Client } from "@modelcontextprotocol/sdk/client/index.js";
 import { StdioClientTransport } from "@modelcontextprotocol/sdk/client/stdio.js";
@@ -109,10 +110,35 @@ describe("MCP server over stdio", () => {
     });
     expect(write.isError).toBe(true);
     const answer = (write.content as Array<{ text: string }>)[0]!.text;
-    expect(answer).toMatch(/^Wrote tools\/halfdone\.ts \(\d+ bytes\)\. The tool "halfdone" does not load: .*halfdone\.ts:3:\d+/);
-    expect(answer).toContain("validate tools/halfdone.ts");
+    // validate's findings, one per line, each starting path:line:col: as editors match them.
+    expect(answer).toMatch(/^Wrote tools\/halfdone\.ts \(\d+ bytes\)\. The tool "halfdone" does not load:\n {2}tools\/halfdone\.ts:3:\d+: error \[/);
+    expect(answer.trimEnd().endsWith("Fix it and write it again.")).toBe(true);
     const { tools } = await client.listTools();
     expect(tools.map((t) => t.name)).not.toContain("halfdone_run");
+  });
+
+  it("reads the data dir's shared skills with read_memory_file, and nothing beside them", async () => {
+    data.write("common_skills/tool-creator/SKILL.md", "# the skill\n");
+    data.write("animas/bob/secret.txt", "bob's");
+    symlinkSync(join(data.dir, "animas", "bob", "secret.txt"), join(data.dir, "common_skills", "tool-creator", "link.md"));
+    const read = async (path: string) => {
+      const result = await client.callTool({ name: "read_memory_file", arguments: { path } });
+      return { isError: result.isError === true, text: (result.content as Array<{ text: string }>)[0]!.text };
+    };
+    expect(await read("common_skills/tool-creator/SKILL.md")).toEqual({ isError: false, text: "# the skill\n" });
+    expect(await read("./common_skills/tool-creator/SKILL.md")).toEqual({ isError: false, text: "# the skill\n" });
+    for (const path of ["common_skills/tool-creator/link.md", "common_skills/../animas/bob/secret.txt", "common_skills/../../animas/bob/secret.txt"]) {
+      const answer = await read(path);
+      expect(answer.isError, path).toBe(true);
+      expect(answer.text, path).not.toContain("bob's");
+      expect(answer.text, path).not.toContain(data.dir);
+    }
+    // Only for reading: the shared folders are not the Anima's to write.
+    const write = await client.callTool({ name: "write_memory_file", arguments: { path: "common_skills/tool-creator/SKILL.md", content: "mine" } });
+    expect(await read("common_skills/tool-creator/SKILL.md")).toEqual({ isError: false, text: "# the skill\n" });
+    expect(write.isError === true || readFileSync(join(data.dir, "animas", "alice", "common_skills", "tool-creator", "SKILL.md"), "utf8") === "mine").toBe(
+      true,
+    );
   });
 
   it("refuses to read outside the Anima through read_memory_file", async () => {
