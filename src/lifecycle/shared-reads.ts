@@ -1,6 +1,5 @@
 import { join, posix } from "node:path";
 import { FsCapability } from "../capabilities/fs.js";
-import { DEFAULT_FS_LIMITS } from "../fs-limits.js";
 
 /**
  * The data dir's folders every Anima may read with `read_memory_file` (AnimaWorks: "readable by all
@@ -32,5 +31,5 @@ export function sharedReadTarget(path: unknown): { folder: string; inside: strin
  * Anima's folder is refused like one in the Anima's own folder.
  */
 export async function readSharedFile(dataDir: string, target: { folder: string; inside: string }): Promise<string> {
-  return new FsCapability(join(dataDir, target.folder), DEFAULT_FS_LIMITS).readFile(target.inside, "utf8");
+  return new FsCapability(join(dataDir, target.folder)).readFile(target.inside, "utf8");
 }
