@@ -20,6 +20,20 @@ function withConfig(section: unknown, rest: Record<string, unknown> = {}): TempD
   return data;
 }
 
+describe("a section of notes only (as init writes it)", () => {
+  it("sets nothing, and a process reading it never loads the schema validator (ajv: ≈ 100 ms of a one-shot call)", () => {
+    const script = `
+      import { createRequire } from "node:module";
+      import { parseOperatorFile } from ${JSON.stringify(join(REPO_ROOT, "dist", "src", "operator-config.js"))};
+      const file = parseOperatorFile("config.json", JSON.stringify({ animaworks_tool: { "//": "a note", "//timeout_ms": "another" } }));
+      const loaded = Object.keys(createRequire(import.meta.url).cache).some((path) => path.includes("/node_modules/ajv/"));
+      console.log(JSON.stringify({ settings: file.settings, loaded }));`;
+    const run = spawnSync(process.execPath, ["--input-type=module", "-e", script], { encoding: "utf8", timeout: 30_000 });
+    expect(run.status, run.stderr).toBe(0);
+    expect(JSON.parse(run.stdout)).toEqual({ settings: {}, loaded: false });
+  });
+});
+
 describe("operator configuration (config.json animaworks_tool)", () => {
   it("takes each setting from the option, else its variable, else the file, else the default, and says which", () => {
     const { dir } = withConfig({
