@@ -1,8 +1,9 @@
+import { isBuiltin } from "node:module";
 import { constants } from "node:fs";
 import { access, open, realpath, stat } from "node:fs/promises";
 import { dirname, extname, isAbsolute, join, relative, resolve, sep } from "node:path";
 import type { Plugin } from "esbuild";
-import { TOOL_API_EXPORTS, TOOL_API_MODULE } from "../contract/isolate.js";
+import { TOOL_API_EXPORTS, TOOL_API_MODULE } from "../contract/tool-api.js";
 import type { ErrorInfo } from "../errors.js";
 import type { ToolBundle } from "../isolation/wire/messages.js";
 import { BundleCache, type BundleCacheOptions, type BundleInput, sha256, signatureOf } from "./bundle-cache.js";
@@ -256,7 +257,7 @@ function isRelativeSpecifier(specifier: string): boolean {
 }
 
 function forbiddenImportMessage(specifier: string): string {
-  const builtin = /^node:/.test(specifier) || NODE_BUILTINS.has(specifier.split("/")[0] ?? "");
+  const builtin = isBuiltin(specifier);
   const what =
     /^[a-z]+:/i.test(specifier) && !specifier.startsWith("node:")
       ? "URL imports are not allowed"
@@ -267,40 +268,6 @@ function forbiddenImportMessage(specifier: string): string {
           : "npm packages are not available in the sandbox";
   return `import "${specifier}" is not allowed: ${what}. Tools may import only relative files in their own folder and "${TOOL_API_MODULE}" (which provides logger, timers, errors and host capabilities)`;
 }
-
-const NODE_BUILTINS = new Set([
-  "assert",
-  "buffer",
-  "child_process",
-  "cluster",
-  "crypto",
-  "dgram",
-  "dns",
-  "events",
-  "fs",
-  "http",
-  "http2",
-  "https",
-  "module",
-  "net",
-  "os",
-  "path",
-  "perf_hooks",
-  "process",
-  "querystring",
-  "readline",
-  "stream",
-  "string_decoder",
-  "timers",
-  "tls",
-  "tty",
-  "url",
-  "util",
-  "v8",
-  "vm",
-  "worker_threads",
-  "zlib",
-]);
 
 /**
  * The first candidate that exists and is a file (so `./helper` finds `helper.ts` even when a folder

@@ -1,5 +1,6 @@
+import { isBuiltin } from "node:module";
 import { posix } from "node:path";
-import { TOOL_API_MODULE } from "../contract/isolate.js";
+import { TOOL_API_MODULE } from "../contract/tool-api.js";
 import { type ImportUse, isRelativeSpecifier } from "./source-scan.js";
 
 /**
@@ -21,53 +22,12 @@ export function importProblem(use: ImportUse): string | undefined {
     if (normal === ".." || normal.startsWith("../")) return `${how} "${specifier}" leaves the tool's folder; tools may import only files in their own folder`;
     return undefined;
   }
-  const why =
-    /^node:/.test(specifier) || NODE_BUILTINS.has(specifier.split("/")[0] ?? "")
-      ? "Node built-ins are not available in the sandbox"
-      : /^[a-z][a-z0-9+.-]*:/i.test(specifier)
-        ? "URL imports are not allowed"
-        : specifier.startsWith("/")
-          ? "absolute paths are not allowed"
-          : "npm packages are not available in the sandbox";
+  const why = isBuiltin(specifier)
+    ? "Node built-ins are not available in the sandbox"
+    : /^[a-z][a-z0-9+.-]*:/i.test(specifier)
+      ? "URL imports are not allowed"
+      : specifier.startsWith("/")
+        ? "absolute paths are not allowed"
+        : "npm packages are not available in the sandbox";
   return `${how} "${specifier}" is not allowed: ${why}. Tools may import only relative files in their own folder and "${TOOL_API_MODULE}"`;
 }
-
-const NODE_BUILTINS = new Set([
-  "assert",
-  "async_hooks",
-  "buffer",
-  "child_process",
-  "cluster",
-  "console",
-  "crypto",
-  "dgram",
-  "diagnostics_channel",
-  "dns",
-  "events",
-  "fs",
-  "http",
-  "http2",
-  "https",
-  "inspector",
-  "module",
-  "net",
-  "os",
-  "path",
-  "perf_hooks",
-  "process",
-  "querystring",
-  "readline",
-  "repl",
-  "stream",
-  "string_decoder",
-  "timers",
-  "tls",
-  "tty",
-  "url",
-  "util",
-  "v8",
-  "vm",
-  "wasi",
-  "worker_threads",
-  "zlib",
-]);
