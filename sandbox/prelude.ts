@@ -241,7 +241,15 @@ function installPrelude(global: Record<string, unknown>, host: GuestBridge): Gue
   // ---- result framing (result-framing.ts) -----------------------------------------------------------
   const { frameResult, failure, withStack, strictReplacer, describeJsonError } = installResultFraming(safeString, boundedStringify);
 
-  const errorEnvelope = installErrorFraming({ classes: errorClasses, hostTypeOf: capabilities.errorTypeOf, isInstance, safeString, failure });
+  const errorEnvelope = installErrorFraming({
+    classes: errorClasses,
+    hostTypeOf: capabilities.errorTypeOf,
+    isInstance,
+    safeString,
+    errorName: (error) => reflectApply(errorGetName, error, []),
+    errorMessage: (error) => reflectApply(errorGetMessage, error, []),
+    failure,
+  });
 
   /** The envelope as JSON. Copied onto a null-prototype object: an inherited toJSON must not apply. */
   function encode(envelope: CallEnvelope): string {

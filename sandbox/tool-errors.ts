@@ -51,35 +51,28 @@ interface ErrorFraming {
   hostTypeOf(error: unknown): string | undefined;
   isInstance(value: unknown, ctor: unknown): boolean;
   safeString(value: unknown): string;
+  /** An Error's `name` and `message` read as strings, whatever the tool made of them (the prelude's own readers). */
+  errorName(error: Error): string;
+  errorMessage(error: Error): string;
   failure(errorType: string, message: string): FailureEnvelope;
 }
 
 /** Returns the framer of a call's failure: what the tool threw, as the envelope the host receives. */
 // eslint-disable-next-line @typescript-eslint/no-unused-vars
 function installErrorFraming(deps: ErrorFraming): (error: unknown) => FailureEnvelope {
-  const { classes, hostTypeOf, isInstance, safeString, failure } = deps;
-  const reflectApply = Reflect.apply;
+  const { classes, hostTypeOf, isInstance, safeString, errorName, errorMessage, failure } = deps;
   const errorCtor = Error;
-  const stringCtor = String;
-  function errorGetName(this: Error): string {
-    const n = this.name;
-    return typeof n === "string" ? n : "Error";
-  }
-  function errorGetMessage(this: Error): string {
-    const m = this.message;
-    return typeof m === "string" ? m : stringCtor(m);
-  }
 
   return function errorEnvelope(error: unknown): FailureEnvelope {
     try {
       // A host denial the tool did not catch keeps the type the host gave it (only genuine ones count).
       const hostType = hostTypeOf(error);
       if (hostType !== undefined) return failure(hostType, safeString((error as Error).message));
-      if (isInstance(error, classes.InvalidInput)) return failure(INVALID_INPUT_ERROR_TYPE, reflectApply(errorGetMessage, error as Error, []));
+      if (isInstance(error, classes.InvalidInput)) return failure(INVALID_INPUT_ERROR_TYPE, errorMessage(error as Error));
       if (isInstance(error, classes.ToolConfigError)) return failure("ToolConfigError", safeString((error as Error).message));
       if (isInstance(error, errorCtor)) {
-        const name = reflectApply(errorGetName, error as Error, []);
-        const message = reflectApply(errorGetMessage, error as Error, []);
+        const name = errorName(error as Error);
+        const message = errorMessage(error as Error);
         return failure("ExecutionError", name === "ToolError" || name === "Error" ? message : `${name}: ${message}`);
       }
       // `throw { message }` is common in plain JS: report its message, never its other fields (a forged stack).
