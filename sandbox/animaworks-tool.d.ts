@@ -2,7 +2,7 @@
  * Types of `@animaworks/tool`, the virtual module the host provides to every tool (docs/design.md §3).
  *
  * The values are defined by the sandbox prelude (`sandbox/prelude.ts`); the list of importable names,
- * which both the prelude and the bundler read, is `TOOL_API_EXPORTS` in src/contract/isolate.ts. Keep this
+ * which both the prelude and the bundler read, is `TOOL_API_EXPORTS` in src/contract/tool-api.ts. Keep this
  * file in step with it (test/bundling/tool-api.test.ts checks): a name declared here but missing there
  * would type-check and then fail when the tool is built.
  *

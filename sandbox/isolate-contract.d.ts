@@ -18,7 +18,7 @@ type CapabilityAnswerValue<N extends CapabilityName> = import("../src/contract/i
 type CapabilityAnswer = import("../src/contract/isolate.js").CapabilityAnswer;
 type FetchInit = import("../src/contract/isolate.js").FetchInit;
 type FileEncoding = import("../src/contract/isolate.js").FileEncoding;
-type ToolApiExport = import("../src/contract/isolate.js").ToolApiExport;
+type ToolApiExport = import("../src/contract/tool-api.js").ToolApiExport;
 
 declare const BIND_GLOBAL: typeof import("../src/contract/isolate.js").BIND_GLOBAL;
 declare const TOOL_GLOBALS: typeof import("../src/contract/isolate.js").TOOL_GLOBALS;

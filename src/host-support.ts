@@ -1,7 +1,7 @@
 import { type ErrorInfo, ToolHostError, errorInfoOf, wireError } from "./errors.js";
 import type { CallResult, ToolInfo } from "./host-api.js";
 import type { ToolEntry } from "./registry/registry.js";
-import { profileFor } from "./registry/schemas.js";
+import { profileFor } from "./registry/profile.js";
 
 /** Plain helpers of the host (host.ts): result and listing shapes, argument injection. */
 

@@ -1,6 +1,6 @@
+import { type AnimaView, AnimaViews } from "./anima-views.js";
 import type { AuditLog } from "./audit/audit-log.js";
 import type { HostStatusPublisher } from "./audit/host-status.js";
-import { recordLoadError } from "./audit/load-errors.js";
 import { type HostParts, type ToolLogRouter, composeHost } from "./composition.js";
 import { type HostConfig, resolveConfig } from "./config.js";
 import type { HostOptions } from "./host-options.js";
@@ -11,10 +11,11 @@ import type { CallContext, CallOutcome, CallRequest, Executor, ToolBundle } from
 import { type SandboxHandle, isolationLayers } from "./isolation/executor.js";
 import { CallAudit } from "./audit/call-audit.js";
 import type { PolicyLedger } from "./audit/policy-ledger.js";
-import { listAnimas, resolveAnima } from "./registry/animas.js";
+import { listAnimas } from "./registry/animas.js";
 import type { DiscoveryProblem } from "./registry/discovery.js";
-import { type AnimaRef, type LoadedTool, type ToolEntry, type ToolRegistry, type ToolSources, ownerOf } from "./registry/registry.js";
-import { type ProfileEntry, type ToolSchema, profileFor, profileTimeoutMs } from "./registry/schemas.js";
+import type { AnimaRef, ToolRegistry } from "./registry/registry.js";
+import { type ProfileEntry, profileFor, profileTimeoutMs } from "./registry/profile.js";
+import type { ToolSchema } from "./registry/schemas.js";
 import { schemaOf } from "./registry/actions.js";
 import { structuredResult } from "./execution/result-check.js";
 import { callFailure, errorResult, toToolInfo, unknownTool, withAnimaDir } from "./host-support.js";
@@ -59,14 +60,6 @@ export function sandboxOf(host: ToolHost): SandboxHandle | undefined {
   return host instanceof Host ? host.sandbox : undefined;
 }
 
-/** What one Anima sees, discovered once and loaded tool by tool on first use. */
-interface AnimaView {
-  ref: AnimaRef | undefined;
-  sources: ToolSources;
-  names: string[];
-  entries: Map<string, Promise<ToolEntry>>;
-}
-
 class Host implements ToolHost, PreparedCallRunner, ToolChangeSource, CapabilityPathSource, AuditWriterSource {
   readonly config: HostConfig;
   readonly audit: AuditLog;
@@ -84,9 +77,8 @@ class Host implements ToolHost, PreparedCallRunner, ToolChangeSource, Capability
   private readonly jobCalls: JobCalls;
   private readonly status: HostStatusPublisher | undefined;
   private readonly toolLogs: ToolLogRouter;
-  private readonly warned = new Set<string>();
-  /** Views by Anima name ("" for none). Cleared by `refresh()`. */
-  private views = new Map<string, Promise<AnimaView>>();
+  /** What each Anima sees (anima-views.ts). Cleared by `refresh()`. */
+  private readonly views: AnimaViews;
   /** The folder watchers and their change event (registry/tool-watch.ts); made on first use. */
   private watches: ToolWatch | undefined;
   /**
@@ -111,6 +103,7 @@ class Host implements ToolHost, PreparedCallRunner, ToolChangeSource, Capability
     this.jobCalls = parts.jobCalls;
     this.status = parts.status;
     this.toolLogs = parts.toolLogs;
+    this.views = new AnimaViews({ config: parts.config, audit: parts.audit, registry: parts.registry, policies: parts.policies });
   }
 
   async call(anima: string, schemaName: string, args: unknown = {}, options: CallOptions = {}): Promise<CallResult> {
@@ -146,7 +139,7 @@ class Host implements ToolHost, PreparedCallRunner, ToolChangeSource, Capability
   ): Promise<{ call: PreparedCall; schema: ToolSchema }> {
     const view = await this.view(anima);
     const ref = view.ref as AnimaRef;
-    const tool = await this.toolForSchema(view, schemaName);
+    const tool = await this.views.toolForSchema(view, schemaName);
     found.tool = tool.name;
     found.version = tool.bundle.hash;
     const schema = schemaOf(tool, schemaName);
@@ -233,7 +226,7 @@ class Host implements ToolHost, PreparedCallRunner, ToolChangeSource, Capability
     try {
       const view = await this.view(anima);
       const ref = view.ref as AnimaRef;
-      const tool = await this.loadTool(view, toolName);
+      const tool = await this.views.loadTool(view, toolName);
       if (!tool.hasCliMain) throw new ToolHostError("ToolNotFound", `tool "${toolName}" has no cli_main`);
       Object.assign(record, { anima: ref.name, tool: tool.name, version: tool.bundle.hash });
       const context: CallContext = { anima: ref.name, animaDir: ref.dir, tool: tool.name, callId: record.callId };
@@ -250,7 +243,7 @@ class Host implements ToolHost, PreparedCallRunner, ToolChangeSource, Capability
 
   async list(anima?: string): Promise<ToolListing> {
     const view = await this.view(anima);
-    const entries = await Promise.all(view.names.map((name) => this.entry(view, name)));
+    const entries = await Promise.all(view.names.map((name) => this.views.entry(view, name)));
     const tools = entries.map(toToolInfo).sort((a, b) => a.name.localeCompare(b.name));
     return { anima: view.ref?.name, tools, problems: view.sources.problems, skippedFiles: view.sources.skipped };
   }
@@ -262,16 +255,16 @@ class Host implements ToolHost, PreparedCallRunner, ToolChangeSource, Capability
   async describe(anima: string | undefined, toolName: string): Promise<ToolInfo> {
     const view = await this.view(anima);
     if (!view.sources.tools.has(toolName)) throw unknownTool(toolName, view.names);
-    return toToolInfo(await this.entry(view, toolName));
+    return toToolInfo(await this.views.entry(view, toolName));
   }
 
   refresh(anima?: string): void {
     if (anima !== undefined) {
       // Its tools are rediscovered on next use; a loaded tool whose bundle is unchanged is reused.
-      this.views.delete(anima);
+      this.views.forget(anima);
       return;
     }
-    this.views = new Map();
+    this.views.forget();
     this.registry.forget();
   }
 
@@ -331,69 +324,10 @@ class Host implements ToolHost, PreparedCallRunner, ToolChangeSource, Capability
 
   // ---- helpers ------------------------------------------------------------------------------------
 
-  /** The cached view for an Anima (undefined: core and shared tools only). A failed lookup is not cached. */
+  /** The cached view for an Anima (anima-views.ts), while the host is open. */
   private view(anima: string | undefined): Promise<AnimaView> {
     if (this.closed) return Promise.reject(new ToolHostError("SandboxCrashed", "the host is closed"));
-    const key = anima ?? "";
-    let view = this.views.get(key);
-    if (!view) {
-      view = this.discover(anima);
-      this.views.set(key, view);
-      view.catch(() => this.views.get(key) === view && this.views.delete(key));
-    }
-    return view;
-  }
-
-  private async discover(anima: string | undefined): Promise<AnimaView> {
-    const ref = anima === undefined ? undefined : await resolveAnima(this.config.dataDir, anima);
-    // The Anima's policy as this host first serves it (a change since any host last looked is recorded).
-    if (ref) await this.policies.recheck(ref.name);
-    const sources = await this.registry.sources(ref);
-    this.warnProblems(sources.problems);
-    return { ref, sources, names: [...sources.tools.keys()], entries: new Map() };
-  }
-
-  private entry(view: AnimaView, toolName: string): Promise<ToolEntry> {
-    let entry = view.entries.get(toolName);
-    if (!entry) {
-      entry = this.registry.load(view.sources.tools.get(toolName)!, view.names);
-      view.entries.set(toolName, entry);
-      void entry.then((loaded) => {
-        // Once per broken version, however many processes load it (audit/load-errors.ts).
-        if (loaded.state === "error") {
-          const event = {
-            kind: "load_error" as const,
-            ...(view.ref ? { anima: view.ref.name } : {}),
-            tool: loaded.name,
-            origin: loaded.origin,
-            message: loaded.error.message,
-          };
-          recordLoadError(this.config.dataDir, this.audit, event, loaded);
-        }
-      });
-    }
-    return entry;
-  }
-
-  private async toolForSchema(view: AnimaView, schemaName: string): Promise<LoadedTool> {
-    if (typeof schemaName !== "string" || schemaName === "") throw new ToolHostError("InvalidArguments", "no tool schema name was given");
-    const owner = ownerOf(schemaName, view.names);
-    if (!owner) {
-      if (view.sources.tools.has(schemaName)) {
-        const entry = await this.entry(view, schemaName);
-        const actions = entry.state === "ok" ? entry.tool.schemas.map((s) => s.action).join(", ") : "";
-        throw new ToolHostError("ToolNotFound", `"${schemaName}" is a tool, not an action`, actions ? `name an action: ${actions}` : undefined);
-      }
-      throw unknownTool(schemaName, view.names);
-    }
-    return this.loadTool(view, owner);
-  }
-
-  private async loadTool(view: AnimaView, toolName: string): Promise<LoadedTool> {
-    if (!view.sources.tools.has(toolName)) throw unknownTool(toolName, view.names);
-    const entry = await this.entry(view, toolName);
-    if (entry.state === "error") throw ToolHostError.fromInfo(entry.error);
-    return entry.tool;
+    return this.views.view(anima);
   }
 
   private timeoutFor(profile: ProfileEntry | undefined, override: number | undefined): number {
@@ -414,14 +348,5 @@ class Host implements ToolHost, PreparedCallRunner, ToolChangeSource, Capability
       durationMs: outcome.durationMs,
       ...(object ? { structured: object } : {}),
     };
-  }
-
-  private warnProblems(problems: DiscoveryProblem[]): void {
-    for (const problem of problems) {
-      const key = `${problem.file}\0${problem.message}`;
-      if (this.warned.has(key)) continue;
-      this.warned.add(key);
-      this.config.onLog({ level: "warn", logger: "animaworks.host", message: problem.message, tool: problem.name });
-    }
   }
 }

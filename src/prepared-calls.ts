@@ -2,7 +2,7 @@ import type { JobCallHooks } from "./capabilities/job-calls.js";
 import type { CallOptions, CallResult, ToolHost } from "./host-api.js";
 import type { LogRecord } from "./host-options.js";
 import type { ToolBundle } from "./isolation/wire/messages.js";
-import type { ProfileEntry } from "./registry/schemas.js";
+import type { ProfileEntry } from "./registry/profile.js";
 
 /**
  * A call taken apart into its two steps: checked and pinned to the tool version current at submit, run

@@ -12,6 +12,9 @@
  *  - The sandbox side sees its constants through sandbox/isolate-contract.d.ts (as `declare const`s).
  *  - Everything that crosses is a string or a number: the isolate is untrusted, so each side of the
  *    host has its own "unchecked" view (every argument `unknown`) and checks what it receives.
+ *
+ * The names the `@animaworks/tool` module exports, which the prelude needs only as a type, are in
+ * tool-api.ts.
  */
 
 // ---- the bridge: host functions the prelude calls ------------------------------------------------
@@ -265,35 +268,6 @@ export const TOOL_INTL_MEMBERS = [
 export const REMOVED_INTL_MEMBERS = {
   v8BreakIterator: "V8's non-standard ICU break iterator: ICU memory that the Intl budget did not count (use Intl.Segmenter)",
 } as const;
-
-// ---- the @animaworks/tool module ------------------------------------------------------------------
-
-/** The one module a tool may import besides its own files (src/bundling/bundler.ts resolves it). */
-export const TOOL_API_MODULE = "@animaworks/tool";
-
-/**
- * The names `@animaworks/tool` exports, read by both sides: the prelude provides exactly these (its
- * `toolApi` object is typed by this list), and the bundler lets a tool import exactly these. Types for
- * authors: sandbox/animaworks-tool.d.ts (test/bundling/tool-api.test.ts holds all three together).
- */
-export const TOOL_API_EXPORTS = [
-  "logger",
-  "setTimeout",
-  "clearTimeout",
-  "sleep",
-  "ToolError",
-  "ToolConfigError",
-  "InvalidInput",
-  "fs",
-  "fetch",
-  "getCredential",
-  "get_credential",
-  "progress",
-  "isCancelled",
-  "CapabilityError",
-] as const;
-
-export type ToolApiExport = (typeof TOOL_API_EXPORTS)[number];
 
 // ---- limits both sides keep (the host on its own counts; the prelude only to fail early) -----------
 

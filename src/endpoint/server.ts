@@ -4,9 +4,9 @@ import { hostname as machineName } from "node:os";
 import { monotonicMs } from "../clock.js";
 import { settingDifference } from "../config.js";
 import { PROJECT_ROOT } from "../project-root.js";
-import { ToolHostError } from "../errors.js";
 import type { ToolHost } from "../host-api.js";
-import { Declined, type InvocationHostOptions, type InvocationOutput, type InvocationRunner, MAX_ARGUMENTS_BYTES, stdinTooLarge } from "./invocation.js";
+import { Declined, type InvocationHostOptions, type InvocationOutput, type InvocationRunner, MAX_ARGUMENTS_BYTES } from "./invocation.js";
+import { StdinReader } from "./stdin-reader.js";
 import { FolderFreshness, InvocationHost } from "./invocation-host.js";
 import { withLock } from "../file-lock.js";
 import { type EndpointPaths, endpointPaths, makePrivateDir, readBuildInfo, releaseSocketAddress, socketAddress } from "./paths.js";
@@ -330,60 +330,6 @@ export class Endpoint {
 
 function sendText(send: (message: HostMessage) => void, type: "stdout" | "stderr", text: string): void {
   for (const part of chunks(text.endsWith("\n") ? text : `${text}\n`)) send({ type, text: part });
-}
-
-/**
- * A client's stdin, asked for when the invocation first reads it (`--args-file -`). At most `maxBytes`
- * are held: beyond them the read fails with InvalidArguments (the invocation answers it, exit 2) and
- * the rest the client sends, up to its `stdin-end`, is dropped unread.
- */
-class StdinReader {
-  private parts: string[] = [];
-  private bytes = 0;
-  private pending: { resolve(text: string): void; reject(error: Error): void } | undefined;
-  private result: Promise<string> | undefined;
-  private discarding = false;
-
-  constructor(
-    private readonly send: (message: HostMessage) => void,
-    private readonly maxBytes: number,
-  ) {}
-
-  read(): Promise<string> {
-    this.result ??= new Promise<string>((resolve, reject) => {
-      this.pending = { resolve, reject };
-      this.send({ type: "stdin-request" });
-    });
-    return this.result;
-  }
-
-  expecting(): boolean {
-    return this.pending !== undefined || this.discarding;
-  }
-
-  /** Takes a stdin message; returns a protocol problem, if any. */
-  take(message: { type: "stdin"; data: string } | { type: "stdin-end" }): string | undefined {
-    if (message.type === "stdin-end") {
-      this.pending?.resolve(this.parts.join(""));
-      this.pending = undefined;
-      this.discarding = false;
-      return undefined;
-    }
-    if (this.discarding) return undefined;
-    this.bytes += Buffer.byteLength(message.data);
-    this.parts.push(message.data);
-    if (this.bytes <= this.maxBytes) return undefined;
-    this.parts = [];
-    this.discarding = true;
-    this.pending?.reject(stdinTooLarge());
-    this.pending = undefined;
-    return undefined;
-  }
-
-  fail(): void {
-    this.pending?.reject(new ToolHostError("ExecutionError", "the client went away before sending stdin"));
-    this.pending = undefined;
-  }
 }
 
 /** True when something accepts connections on `socket` (a live host); false for none or a stale file. */

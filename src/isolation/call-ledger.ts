@@ -1,6 +1,6 @@
 import { setMaxListeners } from "node:events";
 import type { ErrorInfo } from "../errors.js";
-import type { CallContext, CapabilityReply, ToolLogLine } from "./wire/messages.js";
+import type { CallContext, CallLabel, CapabilityReply, ToolLogLine } from "./wire/messages.js";
 
 /**
  * The host's own account of one call: what its tool asked for and what the host answered. Code in an
@@ -151,7 +151,11 @@ export interface LedgerLimits {
   maxLogLineChars: number;
 }
 
-export class CallLedger {
+/**
+ * `C`: what the ledger knows of its call, which its log lines and refusals carry back: the host's record
+ * of it on the host (sandbox pool), the label alone where isolates run (isolate/isolate-runner.ts).
+ */
+export class CallLedger<C extends CallLabel = CallContext> {
   /**
    * Made on the call's first capability request: most calls make none, and an AbortController, its
    * listener limit and the abort's Error cost a warm call ≈ 20 µs.
@@ -167,11 +171,11 @@ export class CallLedger {
   private readonly denials = new Map<string, ErrorInfo>();
 
   constructor(
-    readonly context: CallContext,
+    readonly context: C,
     private readonly limits: LedgerLimits,
     private readonly budget: CapabilityBudget,
     /** Told of each refusal the ledger itself makes (a limit a correct prelude would have kept). */
-    private readonly onRefusal?: (context: CallContext, name: string, error: ErrorInfo) => void,
+    private readonly onRefusal?: (context: C, name: string, error: ErrorInfo) => void,
   ) {
     this.account = budget.enter(context.anima);
     this.callBytes = new ByteBudget(budget.limits.maxBytesInFlightPerCall);
@@ -220,7 +224,7 @@ export class CallLedger {
   }
 
   /** The lines to forward for one tool log line (none once the limit was reached, then one notice). */
-  log(level: ToolLogLine["level"], message: string): ToolLogLine[] {
+  log(level: ToolLogLine["level"], message: string): Array<ToolLogLine<C>> {
     if (this.ended || this.logLines > this.limits.maxLogLines) return [];
     this.logLines++;
     if (this.logLines > this.limits.maxLogLines) return [{ level: "warn", message: LOG_LIMIT_NOTICE, context: this.context }];

@@ -1,6 +1,17 @@
 import type { HostConfig } from "../config.js";
 import type { ErrorInfo } from "../errors.js";
-import type { CallContext, CallOutcome, CallRequest, CapabilityInvoker, DescribeOutcome, DescribeRequest, Executor, ToolLogLine } from "./wire/messages.js";
+import type {
+  CallContext,
+  CallLabel,
+  CallOutcome,
+  CallRequest,
+  CapabilityInvoker,
+  CapabilityReply,
+  DescribeOutcome,
+  DescribeRequest,
+  Executor,
+  ToolLogLine,
+} from "./wire/messages.js";
 import type { IsolateRunner } from "./isolate/isolate-runner.js";
 import { SandboxPool, type WarmPoolReport } from "./pool/sandbox-pool.js";
 import { AnimaQueues } from "./scheduling/anima-queues.js";
@@ -98,10 +109,17 @@ export function createExecutor(
 /**
  * Runs isolates in this process. isolated-vm is imported on first use, so a host in process mode
  * never loads it (and does not need `--no-node-snapshot`).
+ *
+ * The runner is handed each call's label, as a sandbox process is, never the host's record of the call:
+ * what it reports back (capability requests, log lines, refusals) carries that label object, by which
+ * the host's own `CallContext` is found here (a weak map: a record lives as long as its label does; a
+ * label without one, which the runner cannot report, would get nothing).
  */
 class InProcessExecutor implements Executor {
-  private runner: Promise<Executor> | undefined;
+  private runner: Promise<IsolateRunner> | undefined;
   private loaded: IsolateRunner | undefined;
+  /** The host's record of each call, by the label object its runner was given. */
+  private readonly contextOf = new WeakMap<CallLabel, CallContext>();
 
   constructor(
     private readonly config: Pick<HostConfig, "warmIsolatesMb" | "maxIdleIsolates" | "isolateSnapshot">,
@@ -111,16 +129,36 @@ class InProcessExecutor implements Executor {
     private readonly reports: ExecutorReports,
   ) {}
 
-  private get(): Promise<Executor> {
+  private get(): Promise<IsolateRunner> {
     this.runner ??= import("./isolate/isolate-runner.js").then(({ IsolateRunner }) => {
+      const { invokeCapability } = this;
+      const { onRefusal } = this.reports;
       this.loaded = new IsolateRunner({
         warmPoolBytes: this.config.warmIsolatesMb * 2 ** 20,
         maxIdleIsolates: this.config.maxIdleIsolates,
         startupSnapshot: this.config.isolateSnapshot,
-        onLog: this.onLog,
+        onLog: (line) => {
+          const context = this.contextOf.get(line.context);
+          if (context) this.onLog({ level: line.level, message: line.message, context });
+        },
         onUnrecoverable: this.onUnrecoverable,
-        ...(this.invokeCapability ? { invokeCapability: this.invokeCapability } : {}),
-        ...(this.reports.onRefusal ? { onRefusal: this.reports.onRefusal } : {}),
+        ...(invokeCapability
+          ? {
+              invokeCapability: (label: CallLabel, name: string, argsJson: string, signal?: AbortSignal): Promise<CapabilityReply> => {
+                const context = this.contextOf.get(label);
+                if (!context) return Promise.resolve({ ok: false, error: { type: "ExecutionError", fault: "tool", message: `${name}: the call has ended` } });
+                return invokeCapability(context, name, argsJson, signal);
+              },
+            }
+          : {}),
+        ...(onRefusal
+          ? {
+              onRefusal: (label: CallLabel, name: string, error: ErrorInfo) => {
+                const context = this.contextOf.get(label);
+                if (context) onRefusal(context, name, error);
+              },
+            }
+          : {}),
       });
       return this.loaded;
     });
@@ -132,7 +170,9 @@ class InProcessExecutor implements Executor {
   }
 
   async call(request: CallRequest, signal?: AbortSignal): Promise<CallOutcome> {
-    return (await this.get()).call(request, signal);
+    const label: CallLabel = { anima: request.context.anima, tool: request.context.tool };
+    this.contextOf.set(label, request.context);
+    return (await this.get()).call({ ...request, context: label }, signal);
   }
 
   async close(): Promise<void> {

@@ -1,4 +1,4 @@
-import { MAX_TIMER_MS } from "../registry/schemas.js";
+import { MAX_TIMER_MS } from "../registry/profile.js";
 /**
  * Every default of background jobs, in one place: the worker's settings (`JobWorkerSettings`, which
  * `JobServiceOptions.worker` takes), the service's, and a submit's. Durations are in ms. A setting that is

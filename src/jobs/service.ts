@@ -9,7 +9,7 @@ import { type PreparedCallRunner, preparedCallsOf } from "../prepared-calls.js";
 import { resolveAnima } from "../registry/animas.js";
 import { type NoticeSink, deliverNotices } from "./notices.js";
 import { JOB_DEFAULTS, MAX_TIMER_MS } from "./defaults.js";
-import { profileTimeoutMs } from "../registry/schemas.js";
+import { profileTimeoutMs } from "../registry/profile.js";
 import { hostJobRunner } from "./host-runner.js";
 import { JobWorker, type JobWorkerSettings, type WorkerRunOptions, type WorkerStats } from "./worker.js";
 import { resolveWorkerSettings } from "./worker-settings.js";

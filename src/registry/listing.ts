@@ -1,6 +1,6 @@
 import type { ErrorInfo } from "../errors.js";
 import type { DiscoveryProblem, SkippedFile, ToolOrigin } from "./discovery.js";
-import type { ProfileEntry } from "./schemas.js";
+import type { ProfileEntry } from "./profile.js";
 
 /** What a host lists of the tools an Anima sees (`ToolHost.list`, `describe`): plain data. */
 

@@ -5,7 +5,8 @@ import type { ErrorInfo } from "../errors.js";
 import type { Executor, ToolBundle } from "../isolation/wire/messages.js";
 import { type DiscoveredTool, type DiscoveryProblem, type SkippedFile, type ToolOrigin, discoverFolder } from "./discovery.js";
 import { compileSchema, validatorSource } from "../validation/ajv.js";
-import { type ProfileEntry, type ToolSchema, checkToolSchemas } from "./schemas.js";
+import type { ProfileEntry } from "./profile.js";
+import { type ToolSchema, checkToolSchemas } from "./schemas.js";
 import { monotonicMs } from "../clock.js";
 
 export interface AnimaRef {

@@ -62,7 +62,7 @@ const show = (imports: Import[]): string[] => imports.map((i) => `${i.from} impo
  * (and src/ nothing from sandbox/). It is the bottom layer: any part of src/ may import it, and it
  * imports nothing.
  */
-const SHARED_CONTRACT = ["src/contract/isolate.ts"];
+const SHARED_CONTRACT = ["src/contract/isolate.ts", "src/contract/tool-api.ts"];
 
 /** The folder (or top-level module) of a file under src/, e.g. "cli", "host.ts". */
 function unitOf(file: string): string {
@@ -131,6 +131,7 @@ const MAY_IMPORT: Record<string, string[]> = {
   ],
   "host.ts": [
     "composition.ts",
+    "anima-views.ts",
     "host-support.ts",
     "prepared-calls.ts",
     "host-api.ts",
@@ -158,6 +159,8 @@ const MAY_IMPORT: Record<string, string[]> = {
     "host-options.ts",
     "errors.ts",
   ],
+  // What each Anima sees: its tools discovered once, each loaded on first use (host.ts's views).
+  "anima-views.ts": ["host-support.ts", "audit", "registry", "config.ts", "errors.ts"],
   "host-support.ts": ["host-api.ts", "registry", "errors.ts"],
   lifecycle: ["host-api.ts", "audit", "capabilities", "policy", "registry", "config.ts", "host-options.ts", "errors.ts"],
   "prepared-calls.ts": ["host-api.ts", "capabilities", "isolation", "registry", "host-options.ts"],

@@ -2,7 +2,7 @@ import { mkdirSync, symlinkSync, writeFileSync } from "node:fs";
 import { join } from "node:path";
 import { afterEach, beforeEach, describe, expect, it } from "vitest";
 import { type BuildResult, ToolBundler } from "../../src/bundling/bundler.js";
-import { TOOL_API_EXPORTS } from "../../src/contract/isolate.js";
+import { TOOL_API_EXPORTS } from "../../src/contract/tool-api.js";
 import { type TempDataDir, makeDataDir } from "../helpers/data-dir.js";
 import { type TestHost, installFixtures, okOutput, useTestHost } from "../helpers/tools.js";
 

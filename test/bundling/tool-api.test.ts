@@ -4,13 +4,14 @@ import { readFileSync } from "node:fs";
 import { join } from "node:path";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import ivm from "isolated-vm";
-import { BRIDGE_METHODS, TOOL_API_EXPORTS } from "../../src/contract/isolate.js";
+import { BRIDGE_METHODS } from "../../src/contract/isolate.js";
+import { TOOL_API_EXPORTS } from "../../src/contract/tool-api.js";
 import { type Bridge, bindPrelude } from "../../src/isolation/isolate/pooled-isolate.js";
 import { readPrelude } from "../../src/isolation/isolate/prelude-source.js";
 import { REPO_ROOT, type TestHost, okOutput, useTestHost } from "../helpers/tools.js";
 
 /**
- * `@animaworks/tool` is one list, `TOOL_API_EXPORTS` (src/contract/isolate.ts), read by the prelude that
+ * `@animaworks/tool` is one list, `TOOL_API_EXPORTS` (src/contract/tool-api.ts), read by the prelude that
  * provides the values (its `toolApi` object is typed by the list) and by the bundler that lets a tool
  * import them; sandbox/animaworks-tool.d.ts declares their types for authors. These fail when they differ.
  */

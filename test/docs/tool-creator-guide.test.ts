@@ -11,7 +11,7 @@ import { JobService } from "../../src/jobs/service.js";
 import { parseOperatorFile } from "../../src/operator-config.js";
 import { parsePermissionsJson, parsePermissionsMarkdown } from "../../src/policy/permissions.js";
 import { RESERVED_NAMES } from "../../src/registry/discovery.js";
-import { TOOL_API_EXPORTS } from "../../src/contract/isolate.js";
+import { TOOL_API_EXPORTS } from "../../src/contract/tool-api.js";
 import { type TempDataDir, makeDataDir, waitFor } from "../helpers/data-dir.js";
 import { REPO_ROOT } from "../helpers/tools.js";
 import { CHECKED_LANGUAGES, type GuideBlock, commandLines, guideBlocks, readGuide, shellWords, toolNameOf } from "./guide-blocks.js";

@@ -1,5 +1,6 @@
 import { describe, expect, it } from "vitest";
-import { SCHEMA_LIMITS, type SchemaCheck, checkToolSchemas, profileFor } from "../../src/registry/schemas.js";
+import { profileFor } from "../../src/registry/profile.js";
+import { SCHEMA_LIMITS, type SchemaCheck, checkToolSchemas } from "../../src/registry/schemas.js";
 
 function ok(check: SchemaCheck) {
   if (!check.ok) throw new Error(`expected the schemas to pass: ${check.problems.join("; ")}`);

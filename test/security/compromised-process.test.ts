@@ -194,6 +194,20 @@ describe("a compromised sandbox process, byte by byte", () => {
     expect(JSON.stringify(await describe("eve"))).toContain("read secret.txt");
   });
 
+  it("what_it_was_told: a process is told a call's label only, never the host's record (folder, call and job ids)", async () => {
+    const { p } = await start();
+    const eve = request("eve", "waiting_forever", { attack: "what_it_was_told" });
+    const context: CallContext = { ...eve.context, callId: "call-of-eve-7", jobId: "job-of-eve-7" };
+    const outcome = await p.call({ ...eve, context });
+    if (!outcome.ok || outcome.value.kind === "none") throw new Error(`no account of what the process was told: ${JSON.stringify(outcome)}`);
+    const heard = JSON.parse(outcome.value.text) as { type: string; request: { op: string; context: unknown } };
+    expect(heard).toMatchObject({ type: "request", request: { op: "call" } });
+    expect(heard.request.context).toEqual({ anima: "eve", tool: "waiting" });
+    expect(outcome.value.text).not.toMatch(/animaDir|\/nonexistent\/animas|call-of-eve-7|job-of-eve-7/);
+    // The host's own record of the call is whole.
+    expect(context).toEqual({ anima: "eve", animaDir: "/nonexistent/animas/eve", tool: "waiting", callId: "call-of-eve-7", jobId: "job-of-eve-7" });
+  });
+
   it("own_capability: a genuine request runs for the Anima of the host's own record", async () => {
     const { p, served, violations } = await start();
     await attack(p, { attack: "own_capability" });

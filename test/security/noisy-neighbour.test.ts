@@ -1,11 +1,11 @@
-import { existsSync, readFileSync, readdirSync } from "node:fs";
+import { existsSync } from "node:fs";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import type { CallResult } from "../../src/index.js";
 import { waitFor } from "../helpers/data-dir.js";
 import { sandboxOf } from "../../src/host.js";
 import { processTreeCpu } from "../../src/isolation/os/process-cpu.js";
 import { LOW_PRIORITY_NICE } from "../../src/isolation/os/low-priority.js";
-import { THRESHOLDS } from "../../src/isolation/scheduling/judge.js";
+import { HANG_MS, HOST_ACTS_TEST_MS, SCHED_OTHER, lowered, schedulingOf, untilHostActs } from "./demotion-readings.js";
 import { type Harness, expectError, expectHealthy, expectOk, startHost } from "./harness.js";
 
 /**
@@ -15,62 +15,9 @@ import { type Harness, expectError, expectHealthy, expectOk, startHost } from ".
  * per-Anima call limits wait, and beyond its queue fail at once with `Busy`.
  * The tests assert what the host did, never how fast: attacks run until the host has acted, then are
  * stopped; waits are for events, bounded only to catch a hang. The low-priority process gets only the CPU
- * nothing else wants, so what needs it to run is checked only when it did.
+ * nothing else wants, so what needs it to run is checked only when it did. (Per-Anima call limits:
+ * call-limits.test.ts.)
  */
-const HANG_MS = 15_000;
-/** Tests that wait for the host to act: several such waits in a row on a loaded machine. */
-const HOST_ACTS_TEST_MS = 60_000;
-
-/**
- * Nice value and scheduling policy of every process in a sandbox process's tree (bwrap's children
- * included), or with `threads` of every thread of each (a process demoted in place is lowered thread by thread).
- */
-function schedulingOf(pid: number, threads = false): Array<{ nice: number; policy: number }> {
-  const found: Array<{ nice: number; policy: number }> = [];
-  const visit = (p: number) => {
-    for (const task of threads ? readdirSync(`/proc/${p}/task`) : [String(p)]) {
-      const stat = readFileSync(`/proc/${p}/task/${task}/stat`, "utf8");
-      const fields = stat.slice(stat.lastIndexOf(")") + 2).split(" ");
-      found.push({ nice: Number(fields[16]), policy: Number(fields[38]) });
-    }
-    for (const child of readFileSync(`/proc/${p}/task/${p}/children`, "utf8").split(" ").filter(Boolean)) visit(Number(child));
-  };
-  visit(pid);
-  return found;
-}
-
-/**
- * Waits until `acted()` (the host demoted what the test expects) while an attack keeps process `pid` busy.
- * Where other programs keep the cores, that process may never get the CPU the host judges busy, and then
- * nobody is demoted (docs/scheduling.md): if the wait runs out and the test's own readings (as the host's,
- * with a margin) never found it busy three times in a row, the test is skipped; if they did, it fails.
- */
-async function untilHostActs(acted: () => boolean, pid: number, skip: (note: string) => never): Promise<void> {
-  let [last, lastAt, busyReadings, wasBusy] = [processTreeCpu(pid), performance.now(), 0, false];
-  const reader = setInterval(() => {
-    const cpu = processTreeCpu(pid);
-    const cores = (ms: number) => ms / (performance.now() - lastAt);
-    const busy =
-      cpu &&
-      last &&
-      (cores(cpu.offMainMs - last.offMainMs) >= 1.2 * THRESHOLDS.busyOffMainCores || cores(cpu.totalMs - last.totalMs) >= 1.2 * THRESHOLDS.busyTreeCores);
-    busyReadings = busy ? busyReadings + 1 : 0;
-    wasBusy ||= busyReadings >= 3; // 750 ms: a whole reading of the host's after the call turned long
-    [last, lastAt] = [cpu, performance.now()];
-  }, THRESHOLDS.readEveryMs);
-  try {
-    await waitFor(acted, HANG_MS);
-  } catch (error) {
-    if (!wasBusy) skip(`process ${pid} never got the CPU the host judges busy on this machine: nothing to demote`);
-    throw error;
-  } finally {
-    clearInterval(reader);
-  }
-}
-const [SCHED_OTHER, SCHED_IDLE] = [0, 5];
-/** Lowered as the host lowers: SCHED_IDLE where chrt exists (set before the process runs), else nice 19 (set by the process itself). */
-const lowered = (p: { nice: number; policy: number }) => (existsSync("/usr/bin/chrt") ? p.policy === SCHED_IDLE : p.nice === LOW_PRIORITY_NICE);
-
 describe("noisy neighbour", () => {
   let h: Harness;
   beforeAll(() => {
@@ -393,34 +340,5 @@ describe("noisy neighbour: what is not over its share", () => {
     expect(JSON.parse(expectOk(result)).reads).toBeGreaterThan(0);
     expect(sandbox.pids()).toHaveLength(2); // no low-priority process was needed
     expect(sandbox.pids()).toContain(sandbox.pidFor("bob"));
-  });
-});
-
-describe("per-Anima call limits of direct calls", () => {
-  let h: Harness;
-  beforeAll(() => {
-    h = startHost({ mode: "process", cordons: "all", timeoutMs: 2_000, animas: ["mallory", "bob"], maxConcurrentCallsPerAnima: 1, maxQueuedCallsPerAnima: 1 });
-  });
-  afterAll(() => h.close());
-
-  it("holds an Anima to its share while another Anima has calls, and refuses a call beyond its queue with Busy", async () => {
-    // Both tools loaded first, so that calls reach the gate in the order they are made.
-    expect(await expectHealthy(h, "bob")).toBe(1);
-    expect(await expectHealthy(h, "mallory")).toBe(1);
-    // Bob has a call in flight throughout (it waits 1 s, then times out): mallory is not alone.
-    const bobWaiting = h.call("bob", "counter_wait", {}, { timeoutMs: 1_000 });
-    const first = h.call("mallory", "counter_slow");
-    const second = h.call("mallory", "counter_slow"); // waits for the first
-    const third = await h.call("mallory", "counter_count"); // the queue (1) is full
-    expectError(third, "Busy", /"mallory" already has 1 calls running and 1 waiting/);
-    expect(third.status === "error" ? third.hint : "").toMatch(/maxQueuedCallsPerAnima 1/);
-    const results = await Promise.all([first, second]);
-    expect(results.map((r) => r.status)).toEqual(["ok", "ok"]);
-    expectError(await bobWaiting, "Timeout");
-    // One isolate served both of mallory's calls, one after the other.
-    expect(results.map((r) => (r.status === "ok" ? (JSON.parse(r.output) as { calls: number }).calls : 0)).sort()).toEqual([2, 3]);
-    // Alone on the host, an Anima is not held back.
-    const alone = await Promise.all([h.call("mallory", "counter_count"), h.call("mallory", "counter_count"), h.call("mallory", "counter_count")]);
-    expect(alone.map((r) => r.status)).toEqual(["ok", "ok", "ok"]);
   });
 });

@@ -15,7 +15,7 @@ import { decodeToSandbox } from "../wire/decode.js";
 import { FramedSocket } from "../wire/framed-socket.js";
 import { CHANNEL_FD, MAX_FRAME_FROM_HOST_BYTES } from "../wire/frames.js";
 import { fitToFrames } from "../wire/parts.js";
-import type { CallContext, CallOutcome, CapabilityReply, DescribeOutcome, FromSandbox, ToSandbox } from "../wire/messages.js";
+import type { CallLabel, CallOutcome, CapabilityReply, DescribeOutcome, FromSandbox, ToSandbox } from "../wire/messages.js";
 
 // Arguments (child-spawn.ts): warm pool bytes, idle isolates at most, nice value, startup snapshot (1 or 0),
 // warm up before saying ready (1 or 0).
@@ -97,10 +97,12 @@ function openBulkPipe(): Socket | undefined {
   }
 }
 /**
- * The host's request id of each call's context object (the runner hands back the very object it was
- * given). Messages about a call name only that id: the host attributes them from its own records.
+ * The host's request id of each call's label object (the runner hands back the very object it was
+ * given; each request decodes to a fresh one). The label (the Anima's name, the tool) is all this
+ * process is told of whom a call is for: messages about a call name only that id, and the host
+ * attributes them from its own record of the request.
  */
-const requestIdOf = new WeakMap<CallContext, number>();
+const requestIdOf = new WeakMap<CallLabel, number>();
 
 /**
  * Ends this process once its last answer is written. SIGKILL rather than `process.exit`: a lost
@@ -245,15 +247,15 @@ function endProcess(): void {
  * says it is ready, so that a spare process gives a new cordon's first call the speed of a warm one.
  */
 const WARM_UP_BUNDLE = { hash: "warm-up", code: "__awRegister({ get_tool_schemas: () => [], dispatch: () => null });", displayName: "warm-up.js" };
-const WARM_UP_CONTEXT: CallContext = { anima: "\0warm-up", animaDir: "", tool: "warm-up" };
+const WARM_UP_LABEL: CallLabel = { anima: "\0warm-up", tool: "warm-up" };
 async function warmUp(): Promise<void> {
   const limits = { timeoutMs: 10_000, memoryLimitMb: 32 };
   await runner.describe({ op: "describe", bundle: WARM_UP_BUNDLE, ...limits });
   // Isolates until the startup snapshot is made (isolate-runner.ts SNAPSHOT_AFTER_ISOLATES), each a call.
   for (let made = 1; made < SNAPSHOT_AFTER_ISOLATES; made++) {
-    const request = { op: "call" as const, bundle: WARM_UP_BUNDLE, context: WARM_UP_CONTEXT, entry: "call" as const, schemaName: "warm_up", payloadJson: "{}" };
+    const request = { op: "call" as const, bundle: WARM_UP_BUNDLE, context: WARM_UP_LABEL, entry: "call" as const, schemaName: "warm_up", payloadJson: "{}" };
     await runner.stoppableCall({ ...request, maxResultBytes: 1_024, maxLogLines: 1, maxLogLineChars: 100, ...limits }).outcome;
-    runner.forgetAnima(WARM_UP_CONTEXT.anima);
+    runner.forgetAnima(WARM_UP_LABEL.anima);
   }
 }
 if (warmUpFirst) {

@@ -1,7 +1,7 @@
 import type { EntryTracker } from "./call-guard.js";
 import { classifyIvmError } from "./ivm-errors.js";
 import type { ActiveCall, PooledIsolate } from "./pooled-isolate.js";
-import type { CapabilityInvoker, CapabilityReply, ToolLogLine } from "../wire/messages.js";
+import type { CallLabel, CapabilityInvoker, CapabilityReply, ToolLogLine } from "../wire/messages.js";
 import { TEXT_PIECE_CHARS, TextPieces, textGroups } from "../wire/text-pieces.js";
 import { READ_BUFFERS, UndecodedText } from "../wire/bulk-channel.js";
 import { type CapabilityAnswerBatch, type HostBridge, MAX_TIMERS_PER_CALL, MAX_TIMER_DELAY_MS } from "../../contract/isolate.js";
@@ -14,11 +14,11 @@ import { type CapabilityAnswerBatch, type HostBridge, MAX_TIMERS_PER_CALL, MAX_T
  * prelude keeps the same limit).
  */
 
-/** What the handlers need of the runner. */
+/** What the handlers need of the runner (which knows each call by its label only). */
 export interface BridgeHost {
-  onLog(line: ToolLogLine): void;
+  onLog(line: ToolLogLine<CallLabel>): void;
   entries: EntryTracker;
-  invokeCapability: CapabilityInvoker;
+  invokeCapability: CapabilityInvoker<CallLabel>;
 }
 
 /** The bridge's functions as the host implements them: each argument unchecked (see `HostBridge`). */

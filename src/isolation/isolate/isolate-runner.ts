@@ -10,7 +10,7 @@ import { bridgeHandlers } from "./isolate-bridge.js";
 import { SHAPE_PROBE } from "./prelude-source.js";
 import type {
   BundlePosition,
-  CallContext,
+  CallLabel,
   CapabilityInvoker,
   CapabilityReply,
   CallOutcome,
@@ -58,6 +58,10 @@ if (flagsMissing.length > 0) {
  *    them due at one instant, which that thread pops recursively until its stack overflows (SIGSEGV).
  *    The `CallGuard` stops any entry at the deadline by disposing the isolate. Capability answers that
  *    are ready together enter as one batch, and at most one such entry per isolate is outstanding.
+ *  - A call is known here by its label (`CallLabel`: the Anima's name, the tool), never by the host's
+ *    record of it: in a sandbox process that is all the host sends, and in-process the executor hands
+ *    the runner a label too (executor.ts). Capability requests and log lines carry the very label
+ *    object the call was given, by which the runner's owner finds its own record of the call.
  */
 export interface IsolateRunnerOptions {
   /**
@@ -71,8 +75,8 @@ export interface IsolateRunnerOptions {
   startupSnapshot?: boolean;
   /** Isolates per (anima, bundle) at once; further calls wait for one. Default: 4. */
   maxIsolatesPerKey?: number;
-  /** Receives every tool log line. */
-  onLog?: (line: ToolLogLine) => void;
+  /** Receives every tool log line, with the label of its call (the very object the call was given). */
+  onLog?: (line: ToolLogLine<CallLabel>) => void;
   /**
    * isolated-vm lost control of an isolate (V8 out of memory, or a script that would not terminate), or
    * an isolate did not return after it was stopped (`STOP_GRACE_MS`), which is how such a loss starts.
@@ -80,12 +84,15 @@ export interface IsolateRunnerOptions {
    * and be replaced once its other calls end. May be called more than once for one isolate.
    */
   onUnrecoverable?: (reason: string) => void;
-  /** Runs the capabilities tools ask for (fs, fetch, credentials). Default: every capability is refused. */
-  invokeCapability?: CapabilityInvoker;
+  /**
+   * Runs the capabilities tools ask for (fs, fetch, credentials), for the call whose label it is given
+   * (the very object the call was given). Default: every capability is refused.
+   */
+  invokeCapability?: CapabilityInvoker<CallLabel>;
   /** Capability calls and bytes in flight (see `CapabilityLimits` for the defaults). */
   capabilityLimits?: Partial<CapabilityLimits>;
   /** Told of each capability request refused by a host-side limit (a bypassed prelude). */
-  onRefusal?: (context: CallContext, name: string, error: ErrorInfo) => void;
+  onRefusal?: (context: CallLabel, name: string, error: ErrorInfo) => void;
 }
 
 /** Isolates built from the prelude script before the runner makes a startup snapshot (see `startupSnapshot`). */
@@ -94,9 +101,9 @@ export const SNAPSHOT_AFTER_ISOLATES = 3;
 export class IsolateRunner implements Executor {
   private readonly scripts: ContextScripts;
   private readonly pool: IsolatePool;
-  private readonly onLog: (line: ToolLogLine) => void;
+  private readonly onLog: (line: ToolLogLine<CallLabel>) => void;
   private readonly onUnrecoverable: (reason: string) => void;
-  private readonly invokeCapability: CapabilityInvoker;
+  private readonly invokeCapability: CapabilityInvoker<CallLabel>;
   private readonly budget: CapabilityBudget;
   private readonly onRefusal: IsolateRunnerOptions["onRefusal"];
   /** The startup snapshot: undefined until made, false when it could not be made or failed its check. */
@@ -158,7 +165,7 @@ export class IsolateRunner implements Executor {
     }
   }
 
-  async call(request: CallRequest, signal?: AbortSignal): Promise<CallOutcome> {
+  async call(request: CallRequest<CallLabel>, signal?: AbortSignal): Promise<CallOutcome> {
     if (!signal) return this.stoppableCall(request).outcome;
     const call = this.stoppableCall(request);
     if (signal.aborted) call.stop();
@@ -170,7 +177,7 @@ export class IsolateRunner implements Executor {
    * `call`, with a function that stops it at once (its isolate is disposed; it ends as ExecutionError).
    * What sandbox processes use: cheaper per call than an AbortSignal and its listeners.
    */
-  stoppableCall(request: CallRequest): { outcome: Promise<CallOutcome>; stop: () => void } {
+  stoppableCall(request: CallRequest<CallLabel>): { outcome: Promise<CallOutcome>; stop: () => void } {
     let guard: CallGuard | undefined;
     let stopped = false;
     const stop = () => {
@@ -184,7 +191,7 @@ export class IsolateRunner implements Executor {
     return { outcome, stop };
   }
 
-  private async run(request: CallRequest, onGuard: (guard: CallGuard) => void): Promise<CallOutcome> {
+  private async run(request: CallRequest<CallLabel>, onGuard: (guard: CallGuard) => void): Promise<CallOutcome> {
     const startedAt = monotonicMs();
     const deadline = startedAt + request.timeoutMs;
     const limits = { timeoutMs: request.timeoutMs, memoryLimitMb: request.memoryLimitMb, maxResultBytes: request.maxResultBytes };

@@ -1,7 +1,7 @@
 import type ivm from "isolated-vm";
 import type { CallLedger } from "../call-ledger.js";
 import type { CallGuard, Disposable } from "./call-guard.js";
-import type { CallContext, CapabilityReply } from "../wire/messages.js";
+import type { CallLabel, CapabilityReply } from "../wire/messages.js";
 import { BIND_GLOBAL, BRIDGE_METHODS, type BridgeMethod, type EntryMethod, type GuestEntry } from "../../contract/isolate.js";
 
 /**
@@ -10,12 +10,13 @@ import { BIND_GLOBAL, BRIDGE_METHODS, type BridgeMethod, type EntryMethod, type 
  */
 
 export interface ActiveCall {
-  context: CallContext;
+  /** The label of the call (the object the runner was given: whoever runs the runner finds its own record by it). */
+  context: CallLabel;
   deadline: number;
   guard: CallGuard;
   timers: Map<number, NodeJS.Timeout>;
   /** The host's account of the call: limits, denials issued, the signal that ends its work. */
-  ledger: CallLedger;
+  ledger: CallLedger<CallLabel>;
   /** Capability answers waiting for the batch entering now (see isolate-bridge.ts `deliver`). */
   replies: Array<[number, CapabilityReply]>;
   settling: boolean;

@@ -2,21 +2,21 @@ import type { ErrorInfo } from "../../errors.js";
 import { MAX_CAPABILITY_ARGS_CHARS } from "../call-ledger.js";
 import { stoppedInTree } from "../os/process-cpu.js";
 import { ChildLink } from "./child-link.js";
-import { type Pending, type ProcessOwner, failureFor, spawnSpec, unansweredError } from "./process-owner.js";
+import { ChildOutbox } from "./child-outbox.js";
+import { type Pending, type ProcessOwner, crashedError, failureFor, spawnSpec, unansweredError } from "./process-owner.js";
 import { relayCapability } from "./capability-relay.js";
 import { DemotedChildren } from "./demoted-children.js";
 import { decodeCallOutcome, decodeDescribeOutcome, decodeFromSandbox } from "../wire/decode.js";
-import type { CallOutcome, DescribeOutcome, FromSandbox, ToSandbox } from "../wire/messages.js";
+import { type CallOutcome, type DescribeOutcome, type FromSandbox, type ToSandbox, labelled } from "../wire/messages.js";
 import { monotonicMs } from "../../clock.js";
 import type { WarmPoolStats } from "../isolate/pooled-isolate.js";
+import { WarmPoolStatsRequests } from "./warm-pool-stats.js";
 
 const CRASH_WINDOW_MS = 10_000;
 const MAX_CRASHES_IN_WINDOW = 5;
 const RESTART_BACKOFF_MS = 1_000;
 /** A retiring child that has not ended itself by then is killed, ms. */
 const RETIRE_KILL_AFTER_MS = 5_000;
-/** A process that has not answered a `stats` request by then is reported without figures, ms. */
-const STATS_TIMEOUT_MS = 1_000;
 
 /**
  * One supervised sandbox process slot of a cordon, as its pool (cordon-pool.ts) drives it: start (or
@@ -29,8 +29,7 @@ export class SandboxProcess {
   private ready = false;
   /** When the running child said it was ready, monotonic ms (undefined while it starts). */
   readyAt: number | undefined;
-  private nextStatsId = 1;
-  private readonly statsWaiters = new Map<number, (stats: WarmPoolStats | undefined) => void>();
+  private readonly stats = new WarmPoolStatsRequests();
   private backlog: ToSandbox[] = [];
   private crashes: number[] = [];
   private restartTimer: NodeJS.Timeout | undefined;
@@ -50,23 +49,14 @@ export class SandboxProcess {
 
   /** Drops `anima`'s warm isolates in this process (its calls now go elsewhere). */
   forgetAnima(anima: string): void {
-    if (this.ready && this.child?.connected) this.enqueue(this.child, { type: "forget", anima });
+    if (this.ready && this.child?.connected) this.outbox.enqueue(this.child, { type: "forget", anima });
   }
 
   /** The warm pool figures this process reports, or undefined when it does not answer in time. */
   warmPoolStats(): Promise<WarmPoolStats | undefined> {
     const child = this.child;
     if (!this.ready || !child?.connected) return Promise.resolve(undefined);
-    const statsId = this.nextStatsId++;
-    return new Promise((resolve) => {
-      const timer = setTimeout(() => this.statsWaiters.get(statsId)?.(undefined), STATS_TIMEOUT_MS);
-      this.statsWaiters.set(statsId, (stats) => {
-        clearTimeout(timer);
-        this.statsWaiters.delete(statsId);
-        resolve(stats);
-      });
-      this.enqueue(child, { type: "stats", statsId });
-    });
+    return this.stats.request((statsId) => this.outbox.enqueue(child, { type: "stats", statsId }));
   }
 
   get load(): number {
@@ -124,34 +114,12 @@ export class SandboxProcess {
         if (this.sentBundles.has(bundle.hash)) message = { ...message, request: { ...message.request, bundle: { ...bundle, code: "" } } };
         else this.sentBundles.add(bundle.hash);
       }
-      this.enqueue(this.child, message);
+      this.outbox.enqueue(this.child, message);
     } else this.backlog.push(message);
   }
 
-  private outbox: ToSandbox[] = [];
-  private outboxChild: ChildLink | undefined;
-
-  /**
-   * Messages sent in the same event-loop iteration share one IPC write: pipelined calls cost one syscall,
-   * not many. (`setImmediate`, not a microtask: answers arrive one task each, and a call started from
-   * an answer would otherwise go out alone.)
-   */
-  private enqueue(child: ChildLink, message: ToSandbox): void {
-    if (this.outboxChild !== child) {
-      this.flushOutbox();
-      this.outboxChild = child;
-    }
-    this.outbox.push(message);
-    if (this.outbox.length === 1) setImmediate(() => this.flushOutbox());
-  }
-
-  private flushOutbox(): void {
-    const child = this.outboxChild;
-    const messages = this.outbox;
-    this.outbox = [];
-    if (!child?.connected || messages.length === 0) return;
-    child.channel.send(messages);
-  }
+  /** Messages sent in one event-loop iteration leave in one IPC write (child-outbox.ts). */
+  private readonly outbox = new ChildOutbox();
 
   private bind(id: number, child: ChildLink): void {
     const pending = this.pending.get(id);
@@ -198,10 +166,10 @@ export class SandboxProcess {
       if (!pending) return;
       if (pending.bundleResent) return this.violation(child, `asked for request ${message.id}'s bundle a second time`);
       pending.bundleResent = true;
-      if (child.connected) child.send({ type: "request", id: message.id, request: pending.request });
+      if (child.connected) child.send({ type: "request", id: message.id, request: labelled(pending.request) });
     } else if (message.type === "warmPool") {
       const { statsId, type: _type, ...stats } = message;
-      if (child === this.child) this.statsWaiters.get(statsId)?.(stats);
+      if (child === this.child) this.stats.answer(statsId, stats);
     } else if (message.type === "retiring") {
       this.retire(child);
     } else if (message.type === "part") {
@@ -313,21 +281,7 @@ export class SandboxProcess {
   }
 
   private onExit(child: ChildLink, code: number | null, signal: NodeJS.Signals | null): void {
-    const reason = signal ? `signal ${signal}` : `exit code ${code}`;
-    const crashed: ErrorInfo = child.stoppedFromOutside
-      ? {
-          type: "SandboxCrashed",
-          fault: "host",
-          message: "the sandbox process was stopped from outside the host (SIGSTOP) and was restarted while the call was running",
-          hint: "retry the call; the tool did nothing wrong",
-        }
-      : {
-          type: "SandboxCrashed",
-          fault: "host",
-          message: `the sandbox process stopped (${reason}) while the call was running`,
-          hint: "retry the call; if it keeps failing, the tool is crashing its sandbox",
-        };
-    this.failAll(crashed, child);
+    this.failAll(crashedError(child.stoppedFromOutside, signal ? `signal ${signal}` : `exit code ${code}`), child);
     if (child !== this.child) return; // a retired child: its replacement is already running
     this.child = undefined;
     this.ready = false;
@@ -358,7 +312,7 @@ export class SandboxProcess {
     const pending = this.pending.get(id);
     if (!pending) return;
     if (pending.child) {
-      if (pending.child.connected) this.enqueue(pending.child, { type: "abort", id });
+      if (pending.child.connected) this.outbox.enqueue(pending.child, { type: "abort", id });
       const killAt = monotonicMs() + killAfterMs;
       if (killAt < pending.killAt) {
         clearTimeout(pending.timer);

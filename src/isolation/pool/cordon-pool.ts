@@ -1,5 +1,15 @@
 import { CallLedger, type CapabilityBudget } from "../call-ledger.js";
-import type { CapabilityInvoker, CallOutcome, CallRequest, DescribeOutcome, DescribeRequest, SandboxRequest, ToolLogLine } from "../wire/messages.js";
+import {
+  type CapabilityInvoker,
+  type CallContext,
+  type CallOutcome,
+  type CallRequest,
+  type DescribeOutcome,
+  type DescribeRequest,
+  type SandboxRequest,
+  type ToolLogLine,
+  labelled,
+} from "../wire/messages.js";
 import { SandboxProcess } from "./child-handle.js";
 import { type Pending, type ProcessOwner, shuttingDown } from "./process-owner.js";
 import type { OsSandboxStatus } from "../os/os-sandbox.js";
@@ -47,6 +57,8 @@ import { LOW_PRIORITY_NICE } from "../os/low-priority.js";
  *    keeps the call's limits on its own counts (`CallLedger`). A message that fails to decode, names a
  *    request the host never sent to that process, or claims anything else is a protocol violation: it
  *    is reported, and the process is killed and replaced (its calls in flight fail as `SandboxCrashed`).
+ *    It is told no more than it needs: a call's label (the Anima's name and the tool), never the host's
+ *    record of the call (`labelled`).
  */
 
 /** One process's warm pool, for the audit report. `undefined` figures: the process did not answer. */
@@ -67,7 +79,7 @@ export interface WarmPoolReport {
 export interface PoolShared extends Omit<ProcessOwner, "cordon" | "closing" | "ended" | "sentAfterStart" | "warmPoolBytes"> {
   readonly budget: CapabilityBudget;
   readonly deadlineGraceMs: number;
-  readonly onRefusal: ConstructorParameters<typeof CallLedger>[3];
+  readonly onRefusal: ConstructorParameters<typeof CallLedger<CallContext>>[3];
   /** A number no other sandbox process of the host has (request ids are remembered per process number). */
   nextProcessIndex(): number;
   /** A request id no other request of the host has, remembered as sent to process `index`. */
@@ -298,7 +310,8 @@ export class CordonPool implements ProcessOwner {
         ledger,
         relayedBytes: 0,
       });
-      target.send({ type: "request", id, request });
+      // The process is told the call's label only: the host's record of it (its folder…) stays in `pending`.
+      target.send({ type: "request", id, request: labelled(request) });
     });
     if (!signal) return outcome;
     // The sandbox disposes the call's isolate and answers as usual; a process that does not answer within

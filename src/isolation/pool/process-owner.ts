@@ -106,3 +106,20 @@ export function unansweredError(timeoutMs: number, after: "deadline" | "stopped"
     ? { type: "Timeout", fault: "tool", message: `the tool did not finish within ${timeoutMs} ms and its sandbox was restarted` }
     : { type: "ExecutionError", fault: "caller", message: "the call was stopped by its caller, and its sandbox did not answer and was restarted" };
 }
+
+/** Why the requests in flight on a sandbox process that ended fail: it stopped (`reason`: its exit code or signal), or was stopped from outside. */
+export function crashedError(stoppedFromOutside: boolean, reason: string): ErrorInfo {
+  return stoppedFromOutside
+    ? {
+        type: "SandboxCrashed",
+        fault: "host",
+        message: "the sandbox process was stopped from outside the host (SIGSTOP) and was restarted while the call was running",
+        hint: "retry the call; the tool did nothing wrong",
+      }
+    : {
+        type: "SandboxCrashed",
+        fault: "host",
+        message: `the sandbox process stopped (${reason}) while the call was running`,
+        hint: "retry the call; if it keeps failing, the tool is crashing its sandbox",
+      };
+}

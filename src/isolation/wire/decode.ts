@@ -3,7 +3,7 @@ import { CAPABILITY_NAMES, LOG_LEVELS } from "../../contract/isolate.js";
 import { boundToolMessage } from "./tool-text.js";
 import {
   type BundlePosition,
-  type CallContext,
+  type CallLabel,
   type CallOutcome,
   type CapabilityReply,
   type DescribeOutcome,
@@ -12,9 +12,9 @@ import {
   MAX_TOOL_FRAMES,
   type ModuleDescription,
   type ResultValue,
-  type SandboxRequest,
   type ToSandbox,
   type ToolBundle,
+  type WireRequest,
 } from "./messages.js";
 
 /**
@@ -28,7 +28,8 @@ import {
  * directory or a tool: the host attributes a message to the request it sent, by id.
  *
  * What the host sends (`decodeToSandbox`): the host is trusted, and a message that does not decode is a
- * bug of the host's; the sandbox process reports it and drops it (child/main.ts).
+ * bug of the host's; the sandbox process reports it and drops it (child/main.ts). A call request names
+ * whom it is for by its label only (`isLabel`).
  */
 
 const LOG_LEVEL_SET: ReadonlySet<string> = new Set(LOG_LEVELS);
@@ -176,22 +177,21 @@ function isBundle(raw: unknown): raw is ToolBundle {
   return isObject(raw) && typeof raw["hash"] === "string" && typeof raw["code"] === "string" && typeof raw["displayName"] === "string";
 }
 
-function isContext(raw: unknown): raw is CallContext {
-  return (
-    isObject(raw) &&
-    typeof raw["anima"] === "string" &&
-    typeof raw["animaDir"] === "string" &&
-    typeof raw["tool"] === "string" &&
-    (raw["jobId"] === undefined || typeof raw["jobId"] === "string")
-  );
+/**
+ * A call's label (messages.ts `CallLabel`): its two fields and nothing else. Unlike the rest of what the
+ * host sends, a field more is refused: the host's own record of a call (its folder, call and job ids)
+ * never crosses, and a request that carries it is a bug of the host's to be seen, not ignored.
+ */
+function isLabel(raw: unknown): raw is CallLabel {
+  return isObject(raw) && Object.keys(raw).length === 2 && typeof raw["anima"] === "string" && typeof raw["tool"] === "string";
 }
 
-function isRequest(raw: unknown): raw is SandboxRequest {
+function isRequest(raw: unknown): raw is WireRequest {
   if (!isObject(raw) || !isBundle(raw["bundle"]) || !isCount(raw["timeoutMs"]) || !isCount(raw["memoryLimitMb"])) return false;
   if (raw["op"] === "describe") return true;
   return (
     raw["op"] === "call" &&
-    isContext(raw["context"]) &&
+    isLabel(raw["context"]) &&
     (raw["entry"] === "call" || raw["entry"] === "cli") &&
     typeof raw["schemaName"] === "string" &&
     typeof raw["payloadJson"] === "string" &&
@@ -217,8 +217,8 @@ function isReply(raw: unknown): raw is CapabilityReply {
 
 /**
  * A message from the host as messages.ts declares it (`ToSandbox`), or undefined. Checked in place, not
- * copied: the host is trusted, so fields the union does not declare are ignored rather than refused,
- * and the code of a bundle or the value of an answer (whatever JSON a capability gives) is not walked.
+ * copied: the host is trusted, so fields the union does not declare are ignored rather than refused
+ * (but in a call's label, `isLabel`), and the code of a bundle or the value of an answer (whatever JSON a capability gives) is not walked.
  */
 export function decodeToSandbox(raw: unknown): ToSandbox | undefined {
   if (!isObject(raw)) return undefined;

@@ -22,11 +22,22 @@ export interface ToolBundle {
   displayName: string;
 }
 
-/** Who a call acts for. Capabilities are bound to this, never to anything the tool says. */
-export interface CallContext {
+/**
+ * What a sandbox process is told of whom a call is for: the Anima's name and the tool, to key its
+ * isolates and its state of the call by, and nothing more. The host's own record (`CallContext`) stays in
+ * the host: no folder of the host's, no call or job id crosses (`labelled`).
+ */
+export interface CallLabel {
   anima: string;
-  animaDir: string;
   tool: string;
+}
+
+/**
+ * Who a call acts for, as the host records it. Capabilities are bound to this, never to anything the
+ * tool or its sandbox process says. It never crosses to a sandbox process: that is told the label only.
+ */
+export interface CallContext extends CallLabel {
+  animaDir: string;
   /** The call's id in the audit trail: every record the call causes carries it (audit/audit-log.ts). */
   callId?: string;
   /** Set when the call runs a background job: `progress` and `isCancelled` reach that job (see JobCalls). */
@@ -46,10 +57,15 @@ export interface DescribeRequest {
   owner?: string;
 }
 
-export interface CallRequest {
+/**
+ * A call. On the host, `context` is the host's own record of it (`CallContext`); what runs isolates
+ * (isolate/isolate-runner.ts) needs only its label, and a sandbox process gets nothing more
+ * (`LabelledCallRequest`).
+ */
+export interface CallRequest<C extends CallLabel = CallContext> {
   op: "call";
   bundle: ToolBundle;
-  context: CallContext;
+  context: C;
   /** `dispatch`/named function with the schema name, or `cli` for `cli_main(argv)`. */
   entry: CallEntryKind;
   schemaName: string;
@@ -64,7 +80,23 @@ export interface CallRequest {
   maxLogLineChars: number;
 }
 
+/** A request as the host records it while it is in flight. */
 export type SandboxRequest = DescribeRequest | CallRequest;
+
+/**
+ * A call as it crosses to a sandbox process: its context is the label alone. The type refuses the host's
+ * record (its fields are `never` here), so a `CallRequest` cannot be sent unlabelled by mistake.
+ */
+export type LabelledCallRequest = CallRequest<CallLabel & { [K in Exclude<keyof CallContext, keyof CallLabel>]?: never }>;
+
+/** A request as it crosses to a sandbox process (`labelled`). */
+export type WireRequest = DescribeRequest | LabelledCallRequest;
+
+/** `request` as a sandbox process may see it: a call's context cut down to its label (a fresh object per request). */
+export function labelled(request: SandboxRequest): WireRequest {
+  if (request.op === "describe") return request;
+  return { ...request, context: { anima: request.context.anima, tool: request.context.tool } };
+}
 
 /** What a tool module declares, as read by `describe`. Schemas and profile are untrusted JSON. */
 export interface ModuleDescription {
@@ -120,12 +152,18 @@ export type CapabilityReply = { ok: true; value: unknown } | { ok: false; error:
  * `name` is as untrusted as they are: a name the contract does not declare (`CapabilityName`) is refused.
  * `signal` aborts when the call that asked ends (result, error, timeout or cancel): work it started stops.
  */
-export type CapabilityInvoker = (context: CallContext, name: string, argsJson: string, signal?: AbortSignal) => Promise<CapabilityReply>;
+export type CapabilityInvoker<C extends CallLabel = CallContext> = (
+  context: C,
+  name: string,
+  argsJson: string,
+  signal?: AbortSignal,
+) => Promise<CapabilityReply>;
 
-export interface ToolLogLine {
+/** A line a tool logged, with the context of its call (on the host, the host's record of it). */
+export interface ToolLogLine<C extends CallLabel = CallContext> {
   level: LogLevel;
   message: string;
-  context: CallContext;
+  context: C;
 }
 
 /**
@@ -148,7 +186,7 @@ export interface Executor {
 // ---- wire messages between the host and a sandbox process ------------------------------------------
 
 export type ToSandbox =
-  | { type: "request"; id: number; request: SandboxRequest }
+  | { type: "request"; id: number; request: WireRequest }
   /**
    * `joinSlicesInto`: the answer's large string came before it in `capabilityReplyPart`s (reply-chunks.ts).
    * `bulkBytes`: the answer's value is the text of that many bytes sent on the bulk pipe (bulk-channel.ts).

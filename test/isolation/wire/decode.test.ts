@@ -1,5 +1,6 @@
 import { describe, expect, it } from "vitest";
 import { decodeCallOutcome, decodeDescribeOutcome, decodeFromSandbox, decodeToSandbox } from "../../../src/isolation/wire/decode.js";
+import { type CallRequest, type DescribeRequest, labelled } from "../../../src/isolation/wire/messages.js";
 
 describe("decodeFromSandbox", () => {
   it("accepts the protocol's messages", () => {
@@ -64,7 +65,7 @@ describe("decodeToSandbox (what the host sends a sandbox process)", () => {
   const call = {
     op: "call",
     bundle,
-    context: { anima: "alice", animaDir: "/data/animas/alice", tool: "t" },
+    context: { anima: "alice", tool: "t" },
     entry: "call",
     schemaName: "t_run",
     payloadJson: "{}",
@@ -77,7 +78,6 @@ describe("decodeToSandbox (what the host sends a sandbox process)", () => {
 
   it.each([
     ["a call request", { type: "request", id: 1, request: call }],
-    ["a call request of a job", { type: "request", id: 1, request: { ...call, context: { ...call.context, jobId: "j" } } }],
     ["a describe request", { type: "request", id: 2, request: { op: "describe", bundle, timeoutMs: 1_000, memoryLimitMb: 32 } }],
     ["an answer", { type: "capabilityReply", capabilityId: 3, reply: { ok: true, value: { any: ["json"] } } }],
     ["a sliced answer", { type: "capabilityReply", capabilityId: 3, reply: { ok: true, value: "" }, joinSlicesInto: "value" }],
@@ -98,7 +98,12 @@ describe("decodeToSandbox (what the host sends a sandbox process)", () => {
     ["a request without an id", { type: "request", request: call }],
     ["a request without a bundle", { type: "request", id: 1, request: { ...call, bundle: undefined } }],
     ["a call without a context", { type: "request", id: 1, request: { ...call, context: undefined } }],
-    ["a context without a directory", { type: "request", id: 1, request: { ...call, context: { anima: "alice", tool: "t" } } }],
+    // A call is told its label only: the host's record of it never crosses (messages.ts `labelled`).
+    ["a context with the Anima's folder", { type: "request", id: 1, request: { ...call, context: { ...call.context, animaDir: "/data/animas/alice" } } }],
+    ["a context with a call id", { type: "request", id: 1, request: { ...call, context: { ...call.context, callId: "c1" } } }],
+    ["a context with a job id", { type: "request", id: 1, request: { ...call, context: { ...call.context, jobId: "j" } } }],
+    ["a context without a tool", { type: "request", id: 1, request: { ...call, context: { anima: "alice" } } }],
+    ["a label that is not text", { type: "request", id: 1, request: { ...call, context: { anima: "alice", tool: 7 } } }],
     ["an unknown entry", { type: "request", id: 1, request: { ...call, entry: "eval" } }],
     ["an unknown op", { type: "request", id: 1, request: { ...call, op: "run" } }],
     ["a limit that is not a number", { type: "request", id: 1, request: { ...call, timeoutMs: "1000" } }],
@@ -112,5 +117,39 @@ describe("decodeToSandbox (what the host sends a sandbox process)", () => {
     ["a non-object", "shutdown"],
   ])("refuses %s", (_label, message) => {
     expect(decodeToSandbox(message)).toBeUndefined();
+  });
+});
+
+describe("labelled (a request as a sandbox process sees it)", () => {
+  const bundle = { hash: "h", code: "x", displayName: "personal/t.js" };
+  const context = { anima: "alice", animaDir: "/data/animas/alice", tool: "t", callId: "c1", jobId: "j1" };
+  const call: CallRequest = {
+    op: "call",
+    bundle,
+    context,
+    entry: "call",
+    schemaName: "t_run",
+    payloadJson: "{}",
+    timeoutMs: 1_000,
+    memoryLimitMb: 32,
+    maxResultBytes: 1_000,
+    maxLogLines: 0,
+    maxLogLineChars: 100,
+  };
+
+  it("cuts a call's context to its label: no folder, call or job id crosses, and the host's record is untouched", () => {
+    const sent = labelled(call);
+    expect(sent).toEqual({ ...call, context: { anima: "alice", tool: "t" } });
+    expect(sent.op === "call" && sent.context).not.toBe(context);
+    expect(JSON.stringify({ type: "request", id: 1, request: sent })).not.toMatch(/animaDir|\/data\/animas|c1|j1/);
+    expect(call.context).toEqual({ anima: "alice", animaDir: "/data/animas/alice", tool: "t", callId: "c1", jobId: "j1" });
+    // What it sends is what a sandbox process accepts; the host's record itself would be refused.
+    expect(decodeToSandbox(JSON.parse(JSON.stringify({ type: "request", id: 1, request: sent })))).toBeDefined();
+    expect(decodeToSandbox({ type: "request", id: 1, request: call })).toBeUndefined();
+  });
+
+  it("leaves a describe request as it is", () => {
+    const describeRequest: DescribeRequest = { op: "describe", bundle, timeoutMs: 1_000, memoryLimitMb: 32, owner: "alice" };
+    expect(labelled(describeRequest)).toBe(describeRequest);
   });
 });

@@ -1,0 +1,92 @@
+import { expect, it } from "vitest";
+import { BUNDLE_CODE, BUNDLE_HASH, jobInput, sha256 } from "../helpers.js";
+import type { ContractSetup } from "./setup.js";
+
+/** The JobStore contract (../contract.ts) on submitting and reading: defaults, refusals, durability, idempotency keys, each Anima's own jobs, listings. */
+export function submitContract(setup: ContractSetup): void {
+  it("submits a queued job with defaults and a 12-hex id, distinct per submit", async () => {
+    const { store, clock } = await setup();
+    const { job, created } = await store.submit(jobInput("alice"));
+    const second = await store.submit(jobInput("alice"));
+    expect(created).toBe(true);
+    expect(job.id).toMatch(/^[0-9a-f]{12}$/);
+    expect(second.job.id).not.toBe(job.id);
+    expect(job).toMatchObject({
+      anima: "alice",
+      tool: "web",
+      action: "fetch",
+      schemaName: "web_fetch",
+      bundleHash: BUNDLE_HASH,
+      status: "queued",
+      priority: 0,
+      attempts: 0,
+      maxAttempts: 1,
+      cancelRequested: false,
+      submittedAt: clock.now(),
+    });
+    expect(await store.get("alice", job.id)).toEqual(job);
+  });
+
+  it("refuses bad submits with InvalidArguments, and an unknown bundle with NotFound", async () => {
+    const { store } = await setup();
+    const bad = [
+      jobInput(""),
+      jobInput("alice", { argsJson: "{not json" }),
+      jobInput("alice", { priority: 1.5 }),
+      jobInput("alice", { maxAttempts: 0 }),
+      jobInput("alice", { timeoutMs: -1 }),
+    ];
+    for (const input of bad) {
+      await expect(store.submit(input)).rejects.toMatchObject({ type: "InvalidArguments" });
+    }
+    await expect(store.submit(jobInput("alice", { bundleHash: sha256("other") }))).rejects.toMatchObject({ type: "NotFound" });
+    expect(await store.list("alice")).toEqual([]);
+  });
+
+  it("is durable: a submitted job is visible to another instance at once and survives reopening", async () => {
+    const { store, open } = await setup();
+    const { job } = await store.submit(jobInput("alice", { priority: 3, maxAttempts: 2, timeoutMs: 5_000 }));
+    const other = await open();
+    expect(await other.get("alice", job.id)).toEqual(job);
+    const [claimed] = await store.claim({ owner: "w1", leaseMs: 1_000, limit: 1 });
+    await store.close();
+    const reopened = await open();
+    expect(await reopened.get("alice", job.id)).toEqual(claimed);
+    expect(await reopened.getBundle(BUNDLE_HASH)).toBe(BUNDLE_CODE);
+  });
+
+  it("dedupes by idempotency key per Anima, also for concurrent submits", async () => {
+    const { store } = await setup();
+    const input = jobInput("alice", { idempotencyKey: "k1" });
+    const results = await Promise.all([store.submit(input), store.submit(input), store.submit(input)]);
+    expect(new Set(results.map((r) => r.job.id)).size).toBe(1);
+    expect(results.filter((r) => r.created)).toHaveLength(1);
+    const bob = await store.submit(jobInput("bob", { idempotencyKey: "k1" }));
+    expect(bob.created).toBe(true);
+    expect(bob.job.id).not.toBe(results[0].job.id);
+    await expect(store.submit(jobInput("alice", { idempotencyKey: "k1", argsJson: "{}" }))).rejects.toMatchObject({
+      type: "InvalidArguments",
+    });
+    expect(await store.list("alice")).toHaveLength(1);
+  });
+
+  it("scopes every read and cancel to the owning Anima", async () => {
+    const { store } = await setup();
+    const { job } = await store.submit(jobInput("alice"));
+    await store.submit(jobInput("bob"));
+    expect(await store.get("bob", job.id)).toBeUndefined();
+    expect(await store.requestCancel("bob", job.id)).toBeUndefined();
+    expect((await store.get("alice", job.id))?.status).toBe("queued");
+    expect((await store.list("bob")).map((j) => j.anima)).toEqual(["bob"]);
+  });
+
+  it("lists newest first, filtered by status and limited", async () => {
+    const { store } = await setup();
+    const ids: string[] = [];
+    for (let i = 0; i < 5; i++) ids.push((await store.submit(jobInput("alice"))).job.id);
+    await store.requestCancel("alice", ids[1]!);
+    expect((await store.list("alice")).map((j) => j.id)).toEqual([...ids].reverse());
+    expect((await store.list("alice", { status: "cancelled" })).map((j) => j.id)).toEqual([ids[1]]);
+    expect((await store.list("alice", { status: ["queued"], limit: 2 })).map((j) => j.id)).toEqual([ids[4], ids[3]]);
+  });
+}

@@ -1,0 +1,90 @@
+import { expect, it } from "vitest";
+import { ToolHostError } from "../../../src/errors.js";
+import { leaseOf } from "../../../src/jobs/store.js";
+import { BUNDLE_CODE, BUNDLE_HASH, jobInput, sha256, waitFor } from "../helpers.js";
+import type { ContractSetup } from "./setup.js";
+
+/** The JobStore contract (../contract.ts) on upkeep: notices of finished jobs, purges past retention, pinned bundles, the queue's status, change events. */
+export function upkeepContract(setup: ContractSetup): void {
+  it("lists finished jobs awaiting a notice until marked, honouring their age", async () => {
+    const { store, clock } = await setup();
+    const queued = (await store.submit(jobInput("alice"))).job;
+    await store.requestCancel("alice", queued.id);
+    await store.submit(jobInput("bob"));
+    const [running] = await store.claim({ owner: "w", leaseMs: 1_000, limit: 1 });
+    expect((await store.pendingNotices({ minAgeMs: 0, limit: 10 })).map((j) => j.id)).toEqual([queued.id]);
+    expect(await store.pendingNotices({ minAgeMs: 50, limit: 10 })).toEqual([]);
+    clock.advance(50);
+    await store.complete(leaseOf(running!), { status: "succeeded", result: "" });
+    expect((await store.pendingNotices({ minAgeMs: 0, limit: 10 })).map((j) => j.id)).toEqual([queued.id, running!.id]);
+    await store.markNotified([queued.id]);
+    const left = await store.pendingNotices({ minAgeMs: 0, limit: 10 });
+    expect(left.map((j) => j.id)).toEqual([running!.id]);
+    expect((await store.get("alice", queued.id))?.notifiedAt).toBe(clock.now());
+  });
+
+  it("purges finished jobs past retention, keeps the rest, and frees their idempotency keys and bundles", async () => {
+    const { store, clock } = await setup();
+    const oldCode = "export const v = 1;";
+    await store.putBundle(sha256(oldCode), oldCode);
+    const old = (await store.submit(jobInput("alice", { idempotencyKey: "daily", bundleHash: sha256(oldCode) }))).job;
+    await store.requestCancel("alice", old.id);
+    const waiting = (await store.submit(jobInput("alice"))).job;
+    clock.advance(10_000);
+    const recent = (await store.submit(jobInput("alice"))).job;
+    await store.requestCancel("alice", recent.id);
+    expect(await store.purgeFinished(5_000)).toEqual({ jobs: 1, bundles: 1 });
+    expect(await store.get("alice", old.id)).toBeUndefined();
+    expect(await store.get("alice", waiting.id)).toBeDefined(); // not finished: kept whatever its age
+    expect(await store.get("alice", recent.id)).toBeDefined();
+    expect(await store.getBundle(sha256(oldCode))).toBeUndefined();
+    expect(await store.getBundle(BUNDLE_HASH)).toBe(BUNDLE_CODE); // still used by kept jobs
+    expect((await store.submit(jobInput("alice", { idempotencyKey: "daily" }))).created).toBe(true);
+  });
+
+  it("pins the bundle current at submit, content-addressed", async () => {
+    const { store } = await setup();
+    const v1 = "export const version = 1;";
+    const v2 = "export const version = 2;";
+    await store.putBundle(sha256(v1), v1);
+    const { job } = await store.submit(jobInput("alice", { bundleHash: sha256(v1) }));
+    await store.putBundle(sha256(v2), v2); // the tool is edited after the submit
+    await store.putBundle(sha256(v1), v1); // storing again is harmless
+    const [claimed] = await store.claim({ owner: "w", leaseMs: 1_000, limit: 1 });
+    expect(claimed?.id).toBe(job.id);
+    expect(await store.getBundle(claimed!.bundleHash)).toBe(v1);
+    await expect(store.putBundle(sha256(v1), v2)).rejects.toBeInstanceOf(ToolHostError);
+  });
+
+  it("reports queue status, including jobs waiting for a retry backoff", async () => {
+    const { store, clock } = await setup();
+    await store.submit(jobInput("a", { maxAttempts: 2, retryBackoffMs: 500 }));
+    await store.submit(jobInput("b"));
+    await store.submit(jobInput("c"));
+    await store.claim({ owner: "w", leaseMs: 100, limit: 1 });
+    clock.advance(100);
+    await store.recoverExpiredLeases();
+    await store.claim({ owner: "w", leaseMs: 100_000, limit: 1 });
+    expect(await store.queueStatus()).toEqual({ queued: 2, runnable: 1, running: 1, nextNotBefore: clock.now() + 500 });
+  });
+
+  it("if it pushes changes, tells a subscriber of another instance about submits and cancels, once committed", async (context) => {
+    const { store, open } = await setup();
+    const other = await open();
+    if (!store.subscribe) return context.skip(); // optional: stores without it are polled
+    const events: Array<{ type: string; id?: string }> = [];
+    const stop = await store.subscribe((event) => events.push(event));
+    await other.submit(jobInput("alice"));
+    await waitFor("a runnable event", () => events.some((e) => e.type === "runnable"));
+    const [job] = await other.claim({ owner: "w2", leaseMs: 10_000, limit: 1 });
+    await other.requestCancel("alice", job!.id);
+    await waitFor("a cancel event", () => events.some((e) => e.type === "cancel" && e.id === job!.id));
+    // A refused submit commits nothing, and tells nothing.
+    const before = events.length;
+    await expect(other.submit(jobInput("alice", { bundleHash: sha256("missing") }))).rejects.toMatchObject({ type: "NotFound" });
+    await other.submit(jobInput("bob"));
+    await waitFor("the next runnable event", () => events.length > before);
+    expect(events.slice(before)).toEqual([{ type: "runnable" }]);
+    await stop();
+  });
+}
