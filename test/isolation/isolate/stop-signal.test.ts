@@ -54,26 +54,22 @@ describe("a call's stop signal", () => {
     expect(await second).toMatchObject({ status: "error", error_type: "ExecutionError" });
   });
 
-  it("a sandbox process stopped from outside (SIGSTOP) fails its calls as the host's fault, not the tool's, and is replaced", async () => {
-    const h = start();
-    const call = h.call("alice", "waiter_run", {}, { timeoutMs: 1_000 });
-    await waitFor(() => logs.some((r) => r.message === "started"), 10_000);
-    const [pid] = sandboxOf(h)!.pids();
-    process.kill(pid!, "SIGSTOP");
+  /** `pid` stopped (SIGSTOP: it can no longer answer anything) while `run` runs; continued afterwards, if the host has not killed it. */
+  async function whileStopped(pid: number, run: () => Promise<void>): Promise<void> {
+    process.kill(pid, "SIGSTOP");
     try {
-      expect(await call).toMatchObject({
-        status: "error",
-        error_type: "SandboxCrashed",
-        fault: "host",
-        message: expect.stringMatching(/stopped by a signal from outside the host \(SIGSTOP\)/),
-      });
+      await run();
     } finally {
       try {
-        process.kill(pid!, "SIGCONT");
+        process.kill(pid, "SIGCONT");
       } catch {
         // already killed by the host
       }
     }
+  }
+
+  /** Waits until the pool runs another process than `pid`, then checks that it serves (a fresh isolate: the 300 ms call times out). */
+  async function replacedAndServing(h: ToolHost, pid: number): Promise<void> {
     await waitFor(
       () =>
         sandboxOf(h)!
@@ -82,6 +78,22 @@ describe("a call's stop signal", () => {
       10_000,
     );
     expect(await h.call("alice", "waiter_run", {}, { timeoutMs: 300 })).toMatchObject({ status: "error", error_type: "Timeout", fault: "tool" });
+  }
+
+  it("a sandbox process stopped from outside (SIGSTOP) fails its calls as the host's fault, not the tool's, and is replaced", async () => {
+    const h = start();
+    const call = h.call("alice", "waiter_run", {}, { timeoutMs: 1_000 });
+    await waitFor(() => logs.some((r) => r.message === "started"), 10_000);
+    const [pid] = sandboxOf(h)!.pids();
+    await whileStopped(pid!, async () => {
+      expect(await call).toMatchObject({
+        status: "error",
+        error_type: "SandboxCrashed",
+        fault: "host",
+        message: expect.stringMatching(/stopped by a signal from outside the host \(SIGSTOP\)/),
+      });
+    });
+    await replacedAndServing(h, pid!);
   });
 
   it("kills a sandbox process that does not answer a stopped call soon after the stop, not at the call's deadline", async () => {
@@ -91,29 +103,15 @@ describe("a call's stop signal", () => {
     await waitFor(() => logs.some((r) => r.message === "started"), 10_000);
     const [pid] = sandboxOf(h)!.pids();
     expect(pid).toBeTypeOf("number");
-    process.kill(pid!, "SIGSTOP"); // it can no longer answer anything
-    try {
+    await whileStopped(pid!, async () => {
       const stoppedAt = performance.now();
       stop.abort(new ToolHostError("ExecutionError", "job cancelled by request"));
       const result = await call;
       expect(result).toMatchObject({ status: "error", error_type: "ExecutionError", message: "job cancelled by request" });
       const took = performance.now() - stoppedAt;
       expect(took).toBeGreaterThanOrEqual(1_900); // the pool's grace (2 s) for an answer
-      expect(took).toBeLessThan(5_000); // far from the call's 60 s deadline
-    } finally {
-      try {
-        process.kill(pid!, "SIGCONT");
-      } catch {
-        // already killed by the host, as expected
-      }
-    }
-    await waitFor(
-      () =>
-        sandboxOf(h)!
-          .pids()
-          .some((p) => p !== pid),
-      10_000,
-    );
-    expect(await h.call("alice", "waiter_run", {}, { timeoutMs: 300 })).toMatchObject({ status: "error", error_type: "Timeout" });
+      expect(took).toBeLessThan(30_000); // far from the call's 60 s deadline, however busy the machine
+    });
+    await replacedAndServing(h, pid!);
   });
 });
