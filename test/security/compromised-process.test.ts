@@ -1,3 +1,4 @@
+import { WAITING_BUNDLE, waitingRequest } from "../helpers/waiting-requests.js";
 import { afterEach, describe, expect, it } from "vitest";
 import { join } from "node:path";
 import { monitorEventLoopDelay } from "node:perf_hooks";
@@ -15,28 +16,6 @@ import { PROJECT_ROOT } from "./harness.js";
  */
 
 const ESCAPED_PROCESS = join(PROJECT_ROOT, "test", "fixtures", "compromised", "escaped-process.mjs");
-
-const BUNDLE = {
-  hash: "compromised-process-waiting",
-  displayName: "personal/waiting.js",
-  code: `__awRegister({ dispatch: (name) => name === "waiting_quick" ? "done" : new Promise(() => {}) });`,
-};
-
-function request(anima: string, schemaName: string, args: Record<string, unknown> = {}): CallRequest {
-  return {
-    op: "call",
-    bundle: BUNDLE,
-    context: { anima, animaDir: `/nonexistent/animas/${anima}`, tool: "waiting" },
-    entry: "call",
-    schemaName,
-    payloadJson: JSON.stringify(args),
-    timeoutMs: 20_000,
-    memoryLimitMb: 32,
-    maxResultBytes: 10_000,
-    maxLogLines: 10,
-    maxLogLineChars: 100,
-  };
-}
 
 interface Internals {
   pools: Map<string, { processes: Array<{ pid: number | undefined; pending: Map<number, { child: { pid: number } | undefined; request: CallRequest }> }> }>;
@@ -65,7 +44,7 @@ describe("a compromised sandbox process, byte by byte", () => {
     });
     const p = pool;
     // alice's call stays in flight on one process; eve's calls go to the other.
-    const aliceCall = p.call(request("alice", "waiting_forever"));
+    const aliceCall = p.call(waitingRequest("alice", "waiting_forever"));
     const { id: aliceId, pid: alicePid } = await sent(p, "alice");
     return { p, served, violations, logs, aliceCall, aliceId, alicePid };
   }
@@ -94,7 +73,7 @@ describe("a compromised sandbox process, byte by byte", () => {
   }
 
   async function attack(p: SandboxPool, args: Record<string, unknown>): Promise<{ evePid: number; eveCall: Promise<CallOutcome> }> {
-    const eveCall = p.call(request("eve", "waiting_forever", args));
+    const eveCall = p.call(waitingRequest("eve", "waiting_forever", args));
     const { pid: evePid } = await sent(p, "eve");
     return { evePid, eveCall };
   }
@@ -102,8 +81,8 @@ describe("a compromised sandbox process, byte by byte", () => {
   async function stillServes(p: SandboxPool, alicePid: number, aliceCall: Promise<CallOutcome>): Promise<void> {
     let aliceEnded = false;
     void aliceCall.then(() => (aliceEnded = true));
-    expect(await p.call(request("alice", "waiting_quick"))).toMatchObject({ ok: true, value: { text: "done" } });
-    expect(await p.call(request("bob", "waiting_quick"))).toMatchObject({ ok: true, value: { text: "done" } });
+    expect(await p.call(waitingRequest("alice", "waiting_quick"))).toMatchObject({ ok: true, value: { text: "done" } });
+    expect(await p.call(waitingRequest("bob", "waiting_quick"))).toMatchObject({ ok: true, value: { text: "done" } });
     expect(p.pids()).toContain(alicePid); // alice's process was never touched
     expect(aliceEnded).toBe(false); // nor her call in flight
   }
@@ -154,7 +133,7 @@ describe("a compromised sandbox process, byte by byte", () => {
       lag.enable();
       const { evePid } = await attack(p, { attack: "message_flood", type });
       // While it floods, alice's calls are answered.
-      for (let i = 0; i < 5; i++) expect(await p.call(request("alice", "waiting_quick"))).toMatchObject({ ok: true });
+      for (let i = 0; i < 5; i++) expect(await p.call(waitingRequest("alice", "waiting_quick"))).toMatchObject({ ok: true });
       await waitFor(() => violations.length > 0 && !p.pids().includes(evePid), 20_000);
       lag.disable();
       expect(violations[0]).toMatch(/flooding the host/);
@@ -184,8 +163,9 @@ describe("a compromised sandbox process, byte by byte", () => {
 
   it("forged_description: a process that ran eve's code describes only eve's own tools; others are described where it cannot reach", async () => {
     const { p } = await start();
-    await p.call(request("eve", "waiting_quick", { attack: "none" })); // eve's process has run her code
-    const describe = (owner?: string) => p.describe({ op: "describe", bundle: BUNDLE, timeoutMs: 5_000, memoryLimitMb: 32, ...(owner ? { owner } : {}) });
+    await p.call(waitingRequest("eve", "waiting_quick", { attack: "none" })); // eve's process has run her code
+    const describe = (owner?: string) =>
+      p.describe({ op: "describe", bundle: WAITING_BUNDLE, timeoutMs: 5_000, memoryLimitMb: 32, ...(owner ? { owner } : {}) });
     const genuine = { ok: true, module: { exports: { dispatch: "function" }, schemas: null } };
     // A shared or core tool (no owner): a process of its own, ended after; alice's: alice's cordon.
     expect(await describe()).toMatchObject(genuine);
@@ -196,7 +176,7 @@ describe("a compromised sandbox process, byte by byte", () => {
 
   it("what_it_was_told: a process is told a call's label only, never the host's record (folder, call and job ids)", async () => {
     const { p } = await start();
-    const eve = request("eve", "waiting_forever", { attack: "what_it_was_told" });
+    const eve = waitingRequest("eve", "waiting_forever", { attack: "what_it_was_told" });
     const context: CallContext = { ...eve.context, callId: "call-of-eve-7", jobId: "job-of-eve-7" };
     const outcome = await p.call({ ...eve, context });
     if (!outcome.ok || outcome.value.kind === "none") throw new Error(`no account of what the process was told: ${JSON.stringify(outcome)}`);
@@ -212,7 +192,7 @@ describe("a compromised sandbox process, byte by byte", () => {
     const { p, served, violations } = await start();
     await attack(p, { attack: "own_capability" });
     await waitFor(() => served.length > 0 || violations.length > 0, 10_000);
-    expect(served).toEqual([{ context: request("eve", "").context, name: "fs.stat" }]);
+    expect(served).toEqual([{ context: waitingRequest("eve", "").context, name: "fs.stat" }]);
     expect(violations).toEqual([]);
   });
 });

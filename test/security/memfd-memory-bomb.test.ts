@@ -1,9 +1,10 @@
+import { waitingRequest } from "../helpers/waiting-requests.js";
 import { existsSync, readdirSync, readlinkSync } from "node:fs";
 import { type ChildProcess, spawn, spawnSync } from "node:child_process";
 import { join } from "node:path";
 import type { Writable } from "node:stream";
 import { afterEach, describe, expect, it } from "vitest";
-import type { CallOutcome, CallRequest } from "../../src/isolation/wire/messages.js";
+import type { CallOutcome } from "../../src/isolation/wire/messages.js";
 import { processTree } from "../../src/isolation/os/process-cpu.js";
 import { REFUSED_SYSCALLS_X86_64 } from "../../src/isolation/os/seccomp-filter.js";
 import { SandboxPool } from "../../src/isolation/pool/sandbox-pool.js";
@@ -31,28 +32,6 @@ if (!bwrapWorks && process.env["CI"] === "true") throw new Error("bubblewrap is 
 const sandboxed = bwrapWorks && process.arch === "x64";
 if (!sandboxed) console.warn(`memfd-memory-bomb skipped: ${bwrapWorks ? "the seccomp filter is built for x86_64 only" : "bubblewrap is not installed"}`);
 const EPERM = 1;
-
-const BUNDLE = {
-  hash: "memfd-memory-bomb-waiting",
-  displayName: "personal/waiting.js",
-  code: `__awRegister({ dispatch: (name) => name === "waiting_quick" ? "done" : new Promise(() => {}) });`,
-};
-
-function request(anima: string, schemaName: string, args: Record<string, unknown> = {}): CallRequest {
-  return {
-    op: "call",
-    bundle: BUNDLE,
-    context: { anima, animaDir: `/nonexistent/animas/${anima}`, tool: "waiting" },
-    entry: "call",
-    schemaName,
-    payloadJson: JSON.stringify(args),
-    timeoutMs: 20_000,
-    memoryLimitMb: 32,
-    maxResultBytes: 10_000,
-    maxLogLines: 10,
-    maxLogLineChars: 100,
-  };
-}
 
 /** Descriptors of `pid` that are memfd files, as the host reads them. */
 function memfdsOf(pid: number): string[] {
@@ -91,10 +70,10 @@ describe.runIf(sandboxed)("memfd_memory_bomb: memory outside every resident set,
   it("from JavaScript: node:ffi is off, /dev/shm read-only, nothing is held, and the host keeps serving", async () => {
     const violations: string[] = [];
     pool = new SandboxPool({ osSandbox: "required", entryScript: BOMB, onStderr: () => {}, onViolation: (message) => violations.push(message) });
-    expect(await pool.call(request("alice", "waiting_quick"))).toMatchObject({ ok: true, value: { text: "done" } });
+    expect(await pool.call(waitingRequest("alice", "waiting_quick"))).toMatchObject({ ok: true, value: { text: "done" } });
     const alicePid = pool.pidFor("alice") as number;
 
-    const outcome: CallOutcome = await pool.call(request("eve", "waiting_forever", { attack: "memfd_memory_bomb" }));
+    const outcome: CallOutcome = await pool.call(waitingRequest("eve", "waiting_forever", { attack: "memfd_memory_bomb" }));
     expect(outcome).toMatchObject({ ok: true, value: { kind: "text" } });
     const report = JSON.parse(outcome.ok && "value" in outcome && outcome.value.kind === "text" ? outcome.value.text : "{}") as Record<string, unknown>;
     // Where the runtime has node:ffi (Node 26), the launch switches it off; older lines have none.
@@ -113,9 +92,9 @@ describe.runIf(sandboxed)("memfd_memory_bomb: memory outside every resident set,
     expect(readdirSync(`/proc/${tree.at(-1)}/root/dev/shm`)).toEqual([]);
 
     // A refused call is no violation: the process harmed no one but itself, and serves on, as does alice's.
-    expect(await pool.call(request("eve", "waiting_quick"))).toMatchObject({ ok: true, value: { text: "done" } });
+    expect(await pool.call(waitingRequest("eve", "waiting_quick"))).toMatchObject({ ok: true, value: { text: "done" } });
     expect(pool.pidFor("eve")).toBe(evePid);
-    expect(await pool.call(request("alice", "waiting_quick"))).toMatchObject({ ok: true, value: { text: "done" } });
+    expect(await pool.call(waitingRequest("alice", "waiting_quick"))).toMatchObject({ ok: true, value: { text: "done" } });
     expect(pool.pidFor("alice")).toBe(alicePid);
     expect(violations).toEqual([]);
   }, 30_000);
