@@ -131,12 +131,11 @@ describe("tools that see their job", () => {
     const { job } = await service.submit("alice", "steps_work", { steps: 1_000, ms: 30 });
     await withWorker(async () => {
       await waitFor("progress", async () => ((await service.get("alice", job.id)).progress?.fraction ?? 0) > 0);
-      const cancelledAt = performance.now();
       await service.cancel("alice", job.id);
       const done = await service.wait("alice", job.id, { timeoutMs: 10_000, pollIntervalMs: 20 });
       expect(done.status).toBe("cancelled");
-      expect(performance.now() - cancelledAt).toBeLessThan(2_000);
     });
+    // It ended by itself, having seen the cancel (a tool stopped by force after the grace logs nothing more).
     expect(logs.some((r) => r.anima === "alice" && /^saw the cancel after step \d+$/.test(r.message))).toBe(true);
   });
 
@@ -206,8 +205,8 @@ describe("tools that see their job", () => {
       await service.cancel("alice", job.id);
       const done = await service.wait("alice", job.id, { timeoutMs: 10_000, pollIntervalMs: 20 });
       expect(done.status).toBe("cancelled");
-      // Heartbeat (100 ms) + grace (300 ms) + the stop itself; far from the 120 s timeout.
-      expect(performance.now() - cancelledAt).toBeLessThan(2_500);
+      // Heartbeat (100 ms) + grace (300 ms) + the stop itself: far from the 120 s timeout, however busy the machine.
+      expect(performance.now() - cancelledAt).toBeLessThan(30_000);
       const next = await service.submit("alice", "steps_work", { steps: 1, ms: 1 });
       expect((await service.wait("alice", next.job.id, { timeoutMs: 10_000, pollIntervalMs: 20 })).status).toBe("succeeded");
     });
@@ -216,7 +215,7 @@ describe("tools that see their job", () => {
     const calls = await host.audit.read({ anima: "alice" });
     const stubborn = calls.find((r) => r.kind === "call" && r.schema === "steps_stubborn");
     expect(stubborn).toMatchObject({ outcome: "error", errorType: "ExecutionError" });
-    expect((stubborn as { durationMs: number }).durationMs).toBeLessThan(5_000);
+    expect((stubborn as { durationMs: number }).durationMs).toBeLessThan(30_000); // not its 120 s timeout
   });
 
   it("takes the retry policy from the profile, never from the submitter", async () => {

@@ -113,7 +113,8 @@ describe("PostgresJobStore faults", () => {
     const cancelledAt = Date.now();
     await submitter.requestCancel("alice", job.id);
     await waitFor("the job to end", async () => (await submitter.get("alice", job.id))?.status !== "running", 5_000, 10);
-    expect(Date.now() - cancelledAt).toBeLessThan(1_000);
+    // Through the restored LISTEN, not the next heartbeat (10 s): a bound half that, so a busy machine passes.
+    expect(Date.now() - cancelledAt).toBeLessThan(5_000);
     expect((await submitter.get("alice", job.id))?.status).toBe("succeeded"); // finished within its grace: reported as it is
     await runner.worker.stop();
     for (const w of [...workers, runner]) await w.store.close();
