@@ -60,7 +60,7 @@ for (const isolation of ["process", "in-process"] as const) {
         fault: "caller",
         message: "the call was stopped by its caller before it finished",
       });
-      expect(performance.now() - abortedAt).toBeLessThan(1_500);
+      expect(performance.now() - abortedAt).toBeLessThan(10_000); // at the abort, not the call's 20 s timeout
       // A fresh isolate serves the next call (the stopped one was disposed, never reused).
       expect(await host.call("alice", "halt_count")).toMatchObject({ status: "ok", output: "1" });
     });
@@ -71,7 +71,7 @@ for (const isolation of ["process", "in-process"] as const) {
       controller.abort();
       const result = await preparedCallsOf(host).runPrepared(prepared, { signal: controller.signal });
       expect(result).toMatchObject({ status: "error", error_type: "ExecutionError", fault: "caller" });
-      expect(result.durationMs).toBeLessThan(1_500);
+      expect(result.durationMs).toBeLessThan(10_000); // never started: not the 20 s timeout
     });
   });
 }

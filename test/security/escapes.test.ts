@@ -51,8 +51,8 @@ for (const mode of MODES) {
 
     it("escape_via_error_stack: a stack formatter that never returns does not hang the call", async () => {
       const result = await h.call("mallory", "escape_via_error_stack_hang");
+      // The tool's own error, not the call's Timeout (1 s): the formatter was never waited on.
       expectError(result, "ExecutionError", /formatting my stack never ends/);
-      expect(result.durationMs).toBeLessThan(500);
       await expectHealthy(h, "mallory");
     });
 

@@ -44,8 +44,9 @@ describe("supervision (process isolation)", () => {
     const killedAt = performance.now();
     process.kill(pid!, signal);
     const result = await attack.result;
+    // SandboxCrashed, not the call's Timeout: the crash ended it (a bound below the 10 s timeout, for a busy machine).
     expectError(result, "SandboxCrashed", new RegExp(`signal ${signal}`));
-    expect(performance.now() - killedAt).toBeLessThan(2_000); // not the call's 10 s timeout
+    expect(performance.now() - killedAt).toBeLessThan(9_000);
     assertNoLeak(result, h.data);
     expect(await expectHealthy(h, "mallory")).toBe(1); // a fresh process, so a fresh isolate
     expect(sandboxOf(h.host!)!.pids()).not.toContain(pid);
