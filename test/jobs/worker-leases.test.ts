@@ -41,9 +41,16 @@ describe("JobWorker: leases and store maintenance", () => {
     await waitFor("the job running", () => runs.live.has(job.id));
     const { ctx } = runs.live.get(job.id)!;
     const other = openOther();
-    await other.renewLeases([leaseOf(await jobOf(job))], 0); // as if this worker had stalled past its lease
-    await other.recoverExpiredLeases();
-    const [taken] = await other.claim({ owner: "someone-else", leaseMs: 60_000, limit: 1 });
+    // As if this worker had stalled past its lease: expired, recovered and claimed by someone else. The
+    // worker's own heartbeat (every 30 ms) may renew the lease between those steps on a busy machine:
+    // then the takeover is tried again.
+    let taken: Awaited<ReturnType<typeof other.claim>>[number] | undefined;
+    await waitFor("the lease taken over", async () => {
+      await other.renewLeases([leaseOf(await jobOf(job))], 0);
+      await other.recoverExpiredLeases();
+      [taken] = await other.claim({ owner: "someone-else", leaseMs: 60_000, limit: 1 });
+      return taken !== undefined;
+    });
     expect(taken?.attempts).toBe(2);
     await aborted(ctx.signal); // the next heartbeat finds the lease gone
     expect(ctx.signal.reason).toMatchObject({ message: "job lease lost to another worker" });
