@@ -57,12 +57,15 @@ describe.runIf(available)("a PostgreSQL restart while a worker runs", () => {
     await waitFor("some jobs to succeed", async () => (await statuses()).filter((s) => s === "succeeded").length >= 2, 30_000, 50);
     server?.restart(); // fast shutdown: every connection is cut, jobs are running
     for (let i = 0; i < 4; i++) await submit(`after${i}`);
-    await waitFor("every job to succeed", async () => (await statuses()).every((s) => s === "succeeded"), 60_000, 100);
+    let last: string[] = [];
+    await waitFor("every job to succeed", async () => (last = await statuses()).every((s) => s === "succeeded"), 60_000, 100).catch((error: Error) => {
+      throw new Error(`${error.message}; statuses: ${last.join(", ")}`);
+    });
     expect(await statuses()).toHaveLength(14);
     const marksDir = join(data.dir, "animas", "alice", "marks");
     const tags = existsSync(marksDir) ? readdirSync(marksDir).map((file) => file.split(".")[0]) : [];
     expect(tags).toHaveLength(14);
     expect(new Set(tags).size).toBe(14);
     expect(workerProcess.exitCode).toBeNull();
-  }, 120_000);
+  }, 240_000);
 });
