@@ -58,7 +58,7 @@ describe.runIf(available)("a PostgreSQL restart while a worker runs", () => {
     server?.restart(); // fast shutdown: every connection is cut, jobs are running
     for (let i = 0; i < 4; i++) await submit(`after${i}`);
     let last: string[] = [];
-    await waitFor("every job to succeed", async () => (last = await statuses()).every((s) => s === "succeeded"), 60_000, 100).catch((error: Error) => {
+    await waitFor("every job to succeed", async () => (last = await statuses()).every((s) => s === "succeeded"), 120_000, 100).catch((error: Error) => {
       throw new Error(`${error.message}; statuses: ${last.join(", ")}`);
     });
     expect(await statuses()).toHaveLength(14);
