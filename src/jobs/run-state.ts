@@ -137,22 +137,31 @@ export function checkedRunResult(value: JobRunResult): JobRunResult {
   return { ok: false, error: { type: "ExecutionError", fault: "host", message: "the job runner returned an invalid result" } };
 }
 
-/** Waits before each new try of a failed outcome write, ms (≈ 4 s in all, well inside a lease). */
+/** Waits before each new try of a failed outcome write, ms; the last one repeats. */
 const RECORD_RETRY_DELAYS_MS = [100, 250, 500, 1_000, 2_000];
 
 /**
- * Writes a run's outcome, trying again while a networked store is briefly unreachable (a server restart):
- * the write is fenced by the lease, so trying again is safe, and it keeps a finished job from ending
- * `interrupted`. Resolves to the recorded job, `undefined` when the lease was lost, or the last error when
- * it gave up (the lease then expires and recovery decides: retry or interrupted).
+ * Writes a run's outcome, trying again while a networked store is unreachable (a server restart, which
+ * on a busy machine takes more than a few seconds) for up to `retryForMs` (the lease: a job whose lease
+ * ran out may be recovered by anyone meanwhile). The write is fenced by the lease (owner and attempt),
+ * so trying again is always safe: a job recovered meanwhile refuses it. It keeps a finished job from
+ * ending `interrupted`. Resolves to the recorded job, `undefined` when the lease was lost, or the last
+ * error when it gave up (the lease then expires and recovery decides: retry or interrupted).
  */
-export async function completeRun(store: JobStore, run: JobRun, outcome: JobOutcome, giveUp: () => boolean): Promise<Job | undefined | { failed: unknown }> {
+export async function completeRun(
+  store: JobStore,
+  run: JobRun,
+  outcome: JobOutcome,
+  giveUp: () => boolean,
+  retryForMs: number,
+): Promise<Job | undefined | { failed: unknown }> {
+  const until = Date.now() + retryForMs;
   for (let attempt = 0; ; attempt++) {
     try {
       return await store.complete(run.lease, outcome);
     } catch (error) {
-      const retryInMs = RECORD_RETRY_DELAYS_MS[attempt];
-      if (retryInMs === undefined || giveUp()) return { failed: error };
+      const retryInMs = RECORD_RETRY_DELAYS_MS[Math.min(attempt, RECORD_RETRY_DELAYS_MS.length - 1)] as number;
+      if (giveUp() || Date.now() + retryInMs > until) return { failed: error };
       await delay(retryInMs);
     }
   }

@@ -315,7 +315,7 @@ export class JobWorker {
       if (run.reason === "shutdown") await this.store.renewLeases([run.lease], 0).catch(() => undefined);
       return;
     }
-    const done = await completeRun(this.store, run, outcome, () => this.stopping);
+    const done = await completeRun(this.store, run, outcome, () => this.stopping, this.o.leaseMs);
     if (done && "failed" in done) {
       this.log("error", `recording the outcome of job ${job.id} failed: ${describe(done.failed)}`, job);
       this.stats.released++;
