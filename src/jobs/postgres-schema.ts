@@ -72,6 +72,18 @@ function claimJobsFunction(create: "CREATE FUNCTION" | "CREATE OR REPLACE FUNCTI
   `;
 }
 
+/**
+ * The jobs table's columns as claim_jobs returns them, after each migration that added some (claim_jobs
+ * returns the table's row type, so each such migration redefines it). Each list is its predecessor plus
+ * what its migration added: a migration's SQL never changes once released.
+ */
+const JOB_COLUMNS_V2 = `seq, id, anima, tool, action, schema_name, args_json, bundle_hash, priority, idempotency_key, status,
+           attempts, max_attempts, retry_backoff_ms, timeout_ms, submitted_at, started_at, finished_at, not_before,
+           result, error_type, error_message, progress_fraction, progress_message, lease_owner, lease_expires_at,
+           cancel_requested, notified_at`;
+const JOB_COLUMNS_V3 = `${JOB_COLUMNS_V2}, error_fault, error_hint`;
+const JOB_COLUMNS_V4 = `${JOB_COLUMNS_V3}, result_structured`;
+
 const MIGRATIONS: readonly string[] = [
   `
   CREATE TABLE bundles (
@@ -122,37 +134,17 @@ const MIGRATIONS: readonly string[] = [
     turn bigint NOT NULL
   );
   `,
-  claimJobsFunction(
-    "CREATE FUNCTION",
-    `seq, id, anima, tool, action, schema_name, args_json, bundle_hash, priority, idempotency_key, status,
-           attempts, max_attempts, retry_backoff_ms, timeout_ms, submitted_at, started_at, finished_at, not_before,
-           result, error_type, error_message, progress_fraction, progress_message, lease_owner, lease_expires_at,
-           cancel_requested, notified_at`,
-  ),
+  claimJobsFunction("CREATE FUNCTION", JOB_COLUMNS_V2),
   // An error's fault and hint, so a job keeps its ErrorInfo whole (errors.ts). claim_jobs returns the
   // table's row type, so it is redefined with the new columns.
   `
   ALTER TABLE jobs ADD COLUMN error_fault text, ADD COLUMN error_hint text;
-  ` +
-    claimJobsFunction(
-      "CREATE OR REPLACE FUNCTION",
-      `seq, id, anima, tool, action, schema_name, args_json, bundle_hash, priority, idempotency_key, status,
-           attempts, max_attempts, retry_backoff_ms, timeout_ms, submitted_at, started_at, finished_at, not_before,
-           result, error_type, error_message, progress_fraction, progress_message, lease_owner, lease_expires_at,
-           cancel_requested, notified_at, error_fault, error_hint`,
-    ),
+  ` + claimJobsFunction("CREATE OR REPLACE FUNCTION", JOB_COLUMNS_V3),
   // Whether the result is an object's JSON (1) or text (0), so a job's result reads as a direct call's
   // does; NULL for results recorded before (view.ts reads those from their text). claim_jobs again.
   `
   ALTER TABLE jobs ADD COLUMN result_structured smallint;
-  ` +
-    claimJobsFunction(
-      "CREATE OR REPLACE FUNCTION",
-      `seq, id, anima, tool, action, schema_name, args_json, bundle_hash, priority, idempotency_key, status,
-           attempts, max_attempts, retry_backoff_ms, timeout_ms, submitted_at, started_at, finished_at, not_before,
-           result, error_type, error_message, progress_fraction, progress_message, lease_owner, lease_expires_at,
-           cancel_requested, notified_at, error_fault, error_hint, result_structured`,
-    ),
+  ` + claimJobsFunction("CREATE OR REPLACE FUNCTION", JOB_COLUMNS_V4),
 ];
 
 export const PG_SCHEMA_VERSION = MIGRATIONS.length;

@@ -3,7 +3,7 @@ import { tmpdir } from "node:os";
 import { join } from "node:path";
 import ts from "typescript";
 import { describe, expect, it } from "vitest";
-import { REPO_ROOT } from "../helpers/tools.js";
+import { typeCheckTools } from "../helpers/tool-typecheck.js";
 
 /**
  * The published types (sandbox/animaworks-tool.d.ts) accept what the host accepts: a tool written as the
@@ -34,17 +34,7 @@ export async function dispatch(name: string, args: { city: string }): Promise<{ 
 }
 `,
       );
-      const program = ts.createProgram([join(REPO_ROOT, "sandbox", "animaworks-tool.d.ts"), file], {
-        strict: true,
-        noEmit: true,
-        target: ts.ScriptTarget.ES2022,
-        module: ts.ModuleKind.ESNext,
-        moduleResolution: ts.ModuleResolutionKind.Bundler,
-        skipLibCheck: true,
-        types: [],
-        lib: ["lib.es2022.d.ts"],
-      });
-      const problems = ts.getPreEmitDiagnostics(program).map((d) => ts.flattenDiagnosticMessageText(d.messageText, "\n"));
+      const problems = typeCheckTools([file]).map((d) => ts.flattenDiagnosticMessageText(d.messageText, "\n"));
       expect(problems).toEqual([]);
     } finally {
       rmSync(dir, { recursive: true, force: true });

@@ -14,6 +14,7 @@ import { RESERVED_NAMES } from "../../src/registry/discovery.js";
 import { TOOL_API_EXPORTS } from "../../src/contract/tool-api.js";
 import { type TempDataDir, makeDataDir, waitFor } from "../helpers/data-dir.js";
 import { REPO_ROOT } from "../helpers/tools.js";
+import { typeCheckTools } from "../helpers/tool-typecheck.js";
 import { CHECKED_LANGUAGES, type GuideBlock, commandLines, guideBlocks, readGuide, shellWords, toolNameOf } from "./guide-blocks.js";
 
 /*
@@ -70,17 +71,7 @@ describe("the TypeScript blocks type-check against the published types", () => {
         writeFileSync(file, block.code);
         return { file, block };
       });
-      const program = ts.createProgram([join(REPO_ROOT, "sandbox", "animaworks-tool.d.ts"), ...files.map((f) => f.file)], {
-        strict: true,
-        noEmit: true,
-        target: ts.ScriptTarget.ES2022,
-        module: ts.ModuleKind.ESNext,
-        moduleResolution: ts.ModuleResolutionKind.Bundler,
-        skipLibCheck: true,
-        types: [],
-        lib: ["lib.es2022.d.ts"],
-      });
-      const problems = ts.getPreEmitDiagnostics(program).map((d) => {
+      const problems = typeCheckTools(files.map((f) => f.file)).map((d) => {
         const block = files.find((f) => f.file === d.file?.fileName)?.block;
         const line = d.file && d.start !== undefined ? d.file.getLineAndCharacterOfPosition(d.start).line + 1 : 0;
         return `${block ? `docs/tool-creator.md:${block.line + line}` : (d.file?.fileName ?? "")}: ${ts.flattenDiagnosticMessageText(d.messageText, "\n")}`;
