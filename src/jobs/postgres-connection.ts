@@ -9,6 +9,21 @@ import { type StoreEvent, describeServer } from "./store.js";
  * lost LISTEN is opened again. Errors name the server without its password.
  */
 
+/**
+ * A pg.Client that is never without an 'error' listener. pg-pool removes its own listener when it hands
+ * a client over, and the caller's listener can only follow a microtask later; a backend that is
+ * terminated as its connection opens (its ReadyForQuery and the FATAL 57P01 in one read) emits 'error' in
+ * between, and an 'error' event without a listener ends the process (a daemon or a job worker). What the
+ * event means is not lost: the client is marked unqueryable, its next query fails, and a failed query
+ * discards the client (`withPooledClient`).
+ */
+export class ListenedClient extends pg.Client {
+  constructor(config?: string | pg.ClientConfig) {
+    super(config);
+    this.on("error", () => {});
+  }
+}
+
 /** How long a lost LISTEN connection waits before it is opened again, ms. */
 const RELISTEN_AFTER_MS = 1_000;
 
@@ -58,8 +73,7 @@ export async function listen(options: ListenOptions, listener: (event: StoreEven
   let current: pg.Client | undefined;
   let retry: NodeJS.Timeout | undefined;
   const connect = async (): Promise<void> => {
-    const client = new pg.Client({ connectionString: options.url, connectionTimeoutMillis: options.connectTimeoutMs });
-    client.on("error", () => {});
+    const client = new ListenedClient({ connectionString: options.url, connectionTimeoutMillis: options.connectTimeoutMs });
     client.on("notification", (message) => {
       const payload = message.payload ?? "";
       if (payload === "runnable") listener({ type: "runnable" });

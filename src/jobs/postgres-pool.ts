@@ -1,7 +1,7 @@
 import pg from "pg";
 import { ToolHostError } from "../errors.js";
 import { migratePostgres } from "./postgres-schema.js";
-import { withPooledClient } from "./postgres-connection.js";
+import { ListenedClient, withPooledClient } from "./postgres-connection.js";
 import type { JobRow } from "./sqlite-schema.js";
 
 export interface JobDatabaseOptions {
@@ -27,6 +27,7 @@ export class JobDatabase {
 
   constructor(private readonly options: JobDatabaseOptions) {
     this.pool = new pg.Pool({
+      Client: ListenedClient,
       connectionString: options.url,
       max: options.maxConnections ?? 4,
       connectionTimeoutMillis: options.connectTimeoutMs ?? 5_000,
