@@ -18,9 +18,11 @@ type CapabilityAnswerValue<N extends CapabilityName> = import("../src/contract/i
 type CapabilityAnswer = import("../src/contract/isolate.js").CapabilityAnswer;
 type FetchInit = import("../src/contract/isolate.js").FetchInit;
 type FileEncoding = import("../src/contract/isolate.js").FileEncoding;
+type ContextFlavour = import("../src/contract/isolate.js").ContextFlavour;
 type ToolApiExport = import("../src/contract/tool-api.js").ToolApiExport;
 
 declare const BIND_GLOBAL: typeof import("../src/contract/isolate.js").BIND_GLOBAL;
+declare const PYTHON_BOOT_GLOBALS: typeof import("../src/contract/isolate.js").PYTHON_BOOT_GLOBALS;
 declare const TOOL_GLOBALS: typeof import("../src/contract/isolate.js").TOOL_GLOBALS;
 declare const TOOL_INTL_MEMBERS: typeof import("../src/contract/isolate.js").TOOL_INTL_MEMBERS;
 declare const INVALID_INPUT_ERROR_TYPE: typeof import("../src/contract/isolate.js").INVALID_INPUT_ERROR_TYPE;

@@ -35,8 +35,8 @@
  * snapshot whose global lost `Atomics`, and it re-installs some removed globals in such a context anyway.
  * A key that cannot be deleted (non-configurable) throws, so the bind fails rather than leave it.
  */
-function removeUnreviewedGlobals(global: Record<string, unknown>): void {
-  const allowed = new Set<PropertyKey>(TOOL_GLOBALS);
+function removeUnreviewedGlobals(global: Record<string, unknown>, flavour: ContextFlavour): void {
+  const allowed = new Set<PropertyKey>(flavour === "python" ? [...TOOL_GLOBALS, ...PYTHON_BOOT_GLOBALS] : TOOL_GLOBALS);
   for (const key of Reflect.ownKeys(global)) {
     if (!allowed.has(key) && !Reflect.deleteProperty(global, key)) throw new Error(`the global ${String(key)} cannot be removed`);
   }
@@ -387,10 +387,10 @@ function exposeBinder(global: Record<string, unknown>): void {
   const entry = installPrelude(global, host);
   defineProperty(global, BIND_GLOBAL, {
     configurable: true,
-    value: function (bridge: GuestBridge): GuestEntry {
+    value: function (bridge: GuestBridge, flavour: unknown): GuestEntry {
       delete global[BIND_GLOBAL];
       if (late.bridge !== undefined) throw new errorCtor("already bound");
-      removeUnreviewedGlobals(global);
+      removeUnreviewedGlobals(global, flavour === "python" ? "python" : "tool");
       late.bridge = bridge;
       return entry;
     },

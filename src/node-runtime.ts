@@ -78,6 +78,14 @@ export function isolatedVmDir(): string {
   return isolatedVm;
 }
 
+let pyodide: string | undefined;
+
+/** Pyodide's folder (CPython for WebAssembly, which runs Python tools), found as Node resolves it from the project. */
+export function pyodideDir(): string {
+  pyodide ??= dirname(createRequire(join(PROJECT_ROOT, "package.json")).resolve("pyodide/package.json"));
+  return pyodide;
+}
+
 export interface RuntimeReport {
   /** The Node that runs this host. */
   host: { node: string; v8: string; path: string };

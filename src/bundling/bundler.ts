@@ -8,6 +8,8 @@ import type { ErrorInfo } from "../errors.js";
 import type { ToolBundle } from "../isolation/wire/messages.js";
 import { BundleCache, type BundleCacheOptions, type BundleInput, sha256, signatureOf } from "./bundle-cache.js";
 import { SourceMaps } from "./source-maps.js";
+import { buildPythonBundle } from "./python-bundle.js";
+import { isPythonBundle } from "../isolation/wire/tool-bundle.js";
 
 /**
  * The only module that imports esbuild (lazily: a process whose bundles are all cached never loads it).
@@ -81,6 +83,10 @@ export class ToolBundler {
     const cached = await this.cache.get(key);
     if (cached) return { ok: true, bundle: { ...cached.bundle, displayName: source.displayName }, fromCache: true };
 
+    if (extname(source.path) === ".py") {
+      const python = await buildPythonBundle(source, MAX_SOURCE_FILE_BYTES);
+      return python.ok ? { ok: true, bundle: python.bundle, fromCache: false } : python;
+    }
     try {
       await access(source.path, constants.R_OK);
     } catch {
@@ -89,6 +95,8 @@ export class ToolBundler {
     const built = await bundleWithEsbuild(source);
     if (!built.ok) return built;
     const code = `${built.code}\n;__awRegister(typeof __awToolModule === "undefined" ? {} : __awToolModule);\n`;
+    // esbuild's output starts with the host's own text; should it ever not, it must not pass for Python.
+    if (isPythonBundle(code)) return { ok: false, error: { type: "LoadError", fault: "tool", message: `${source.displayName} could not be built` } };
     const bundle: ToolBundle = { hash: sha256(code), code, displayName: source.displayName };
     // The map first: a record found in the cache then has its map (unless the folder refused the write).
     if (built.sourceMap !== undefined) await this.sourceMaps.remember(bundle.hash, built.sourceMap);

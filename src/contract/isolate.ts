@@ -62,6 +62,17 @@ export type HostBridge = { [M in BridgeMethod]: (...args: Unchecked<Parameters<G
 /** The global function through which the host binds its bridge and receives the entry object (once per context). */
 export const BIND_GLOBAL = "__awBind";
 
+/** What a context is bound for (`BIND_GLOBAL`'s second argument): a TypeScript/JavaScript tool, or a Python tool. */
+export type ContextFlavour = "tool" | "python";
+
+/**
+ * Globals a Python tool's context keeps through the bind for Pyodide's boot only (sandbox/python-runtime.ts
+ * deletes them before tool code runs): CPython is a WebAssembly module (its memory growth capped there,
+ * the process's memory cap behind it), and Pyodide's one FinalizationRegistry frees Python objects as
+ * V8's GC decides — a Python finaliser may so run outside a call, with no capability, timer or log.
+ */
+export const PYTHON_BOOT_GLOBALS = ["WebAssembly", "FinalizationRegistry"] as const;
+
 /** How a call enters the tool: `dispatch`/a function named by the schema, or `cli_main(argv)`. */
 export type CallEntryKind = "call" | "cli";
 

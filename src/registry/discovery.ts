@@ -23,22 +23,8 @@ export interface DiscoveryProblem {
   message: string;
 }
 
-/**
- * A file in a tools folder that is meant as a tool but that this host does not run: a Python tool (of
- * AnimaWorks' own host). Not a problem (an AnimaWorks data dir holds many: a warning on every call would
- * be noise), but `list` and `refresh` name them, so that no tool is silently missing.
- */
-export interface SkippedFile {
-  /** Absolute path of the file. */
-  file: string;
-  origin: ToolOrigin;
-  reason: string;
-}
-
-export const TOOL_EXTENSIONS = [".ts", ".mts", ".js", ".mjs"] as const;
-
-/** Why a `.py` tool is skipped, until Python tools run here. */
-export const PYTHON_SKIP_REASON = "Python tools do not run on this host yet";
+/** `.py`: the tools of AnimaWorks' own host, run by Pyodide in the isolate (bundling/python-bundle.ts). */
+export const TOOL_EXTENSIONS = [".ts", ".mts", ".js", ".mjs", ".py"] as const;
 
 /** CLI management commands (docs/design.md §4): a tool with one of these names could never be called. */
 export const RESERVED_NAMES = new Set([
@@ -64,39 +50,32 @@ export const TOOL_NAME_PATTERN = /^[A-Za-z][A-Za-z0-9_]{0,63}$/;
  * and `.d.mts` files are types; files starting with `.` are hidden (editor and OS litter, never meant as
  * tools, so not worth a warning). Only regular files count (a FIFO or device named like a tool is
  * ignored, so a scan never blocks). Problems are reported, not thrown: one bad file never hides the others.
- * `.py` tools (by the same rules: not helpers, not hidden) are listed as `skipped`.
  */
 export async function discoverFolder(
   folder: string,
   origin: ToolOrigin,
-): Promise<{ tools: DiscoveredTool[]; problems: DiscoveryProblem[]; skipped: SkippedFile[] }> {
+): Promise<{ tools: DiscoveredTool[]; problems: DiscoveryProblem[] }> {
   let entries: Dirent[];
   try {
     entries = await readdir(folder, { withFileTypes: true });
   } catch (error) {
     // A missing folder has no tools; one this user cannot read is said so, not passed off as empty.
     const denied = systemFileError(error, folder);
-    if (!denied) return { tools: [], problems: [], skipped: [] };
+    if (!denied) return { tools: [], problems: [] };
     const message = `${denied.message}: its tools are not loaded (${denied.hint})`;
-    return { tools: [], problems: [{ name: basename(folder), origin, file: folder, message }], skipped: [] };
+    return { tools: [], problems: [{ name: basename(folder), origin, file: folder, message }] };
   }
   const byName = new Map<string, string[]>();
-  const skipped: SkippedFile[] = [];
   for (const entry of entries.sort((a, b) => (a.name < b.name ? -1 : a.name > b.name ? 1 : 0))) {
     const file = entry.name;
     const ext = extname(file);
-    const python = ext === ".py";
-    if (!(python || (TOOL_EXTENSIONS as readonly string[]).includes(ext)) || file.startsWith("_") || file.startsWith(".")) continue;
+    if (!(TOOL_EXTENSIONS as readonly string[]).includes(ext) || file.startsWith("_") || file.startsWith(".")) continue;
     if (file.endsWith(".d.ts") || file.endsWith(".d.mts")) continue;
     // The directory entry already says "regular file" for most tools (one stat per tool less on every
     // cold start); links, and file systems that do not report types, are followed with stat.
     if (!entry.isFile()) {
       const info = entry.isDirectory() ? undefined : await stat(join(folder, file)).catch(() => undefined);
       if (!info?.isFile()) continue;
-    }
-    if (python) {
-      skipped.push({ file: join(folder, file), origin, reason: PYTHON_SKIP_REASON });
-      continue;
     }
     const name = file.slice(0, -ext.length);
     byName.set(name, [...(byName.get(name) ?? []), file]);
@@ -115,5 +94,5 @@ export async function discoverFolder(
       tools.push({ name, origin, path: join(folder, file), folder });
     }
   }
-  return { tools, problems, skipped };
+  return { tools, problems };
 }

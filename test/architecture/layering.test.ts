@@ -182,7 +182,8 @@ const MAY_IMPORT: Record<string, string[]> = {
   credentials: ["config.ts", "host-options.ts", "regular-file.ts", "errors.ts"],
   execution: ["registry", "isolation", "validation", "errors.ts"],
   registry: ["bundling", "isolation", "validation", "errors.ts", "clock.ts"],
-  bundling: ["isolation", "errors.ts", "byte-lru.ts"],
+  // bundling → regular-file.ts: a Python tool's source is read as data-dir files are (no FIFO, bounded).
+  bundling: ["isolation", "regular-file.ts", "errors.ts", "byte-lru.ts"],
   isolation: ["config.ts", "node-runtime.ts", "project-root.ts", "errors.ts", "clock.ts", "byte-lru.ts"],
   policy: ["regular-file.ts", "errors.ts"],
   "config.ts": ["operator-config.ts", "host-defaults.ts", "host-options.ts", "fs-limits.ts", "project-root.ts", "environment.ts", "errors.ts"],

@@ -24,6 +24,14 @@ import type {
 } from "../wire/messages.js";
 import { monotonicMs } from "../../clock.js";
 import { ISOLATE_V8_FLAGS } from "./v8-flags.js";
+import { isPythonBundle } from "../wire/tool-bundle.js";
+import { type PythonBootTools, bootPython } from "./python-boot.js";
+
+/** The isolated-vm constructors the Python runtime's boot needs (python-boot.ts imports types only). */
+const PYTHON_BOOT_TOOLS: PythonBootTools = {
+  callback: (fn) => new ivm.Callback(fn as (...args: unknown[]) => unknown),
+  bytesInto: (bytes) => new ivm.ExternalCopy(bytes.buffer.slice(bytes.byteOffset, bytes.byteOffset + bytes.byteLength)).copyInto({ release: true }),
+};
 
 // Before the first isolate: the flags isolates need, where this process's command line lacks them.
 const flagsMissing = ISOLATE_V8_FLAGS.filter((flag) => !process.execArgv.includes(flag));
@@ -353,7 +361,8 @@ export class IsolateRunner implements Executor {
       const context = isolate.createContextSync();
       pooled.context = context;
       if (!snapshot) this.scripts.runPrelude(isolate, context);
-      const entryRef = bindPrelude(context, this.makeBridge(pooled));
+      const python = isPythonBundle(bundle.code);
+      const entryRef = bindPrelude(context, this.makeBridge(pooled), python ? "python" : "tool");
       pooled.entry = {
         call: entryRef.getSync("call", { reference: true }),
         describe: entryRef.getSync("describe", { reference: true }),
@@ -362,6 +371,7 @@ export class IsolateRunner implements Executor {
         receiveText: entryRef.getSync("receiveText", { reference: true }),
       };
       entryRef.release();
+      if (python) await bootPython(isolate, context, PYTHON_BOOT_TOOLS, limits, deadline, guard, pooled);
       await this.scripts.loadTool(pooled, context, bundle, limits, deadline, guard);
       return pooled;
     } catch (error) {

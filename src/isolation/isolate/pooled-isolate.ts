@@ -2,7 +2,7 @@ import type ivm from "isolated-vm";
 import type { CallLedger } from "../call-ledger.js";
 import type { CallGuard, Disposable } from "./call-guard.js";
 import type { CallLabel, CapabilityReply } from "../wire/messages.js";
-import { BIND_GLOBAL, BRIDGE_METHODS, type BridgeMethod, type EntryMethod, type GuestEntry } from "../../contract/isolate.js";
+import { BIND_GLOBAL, BRIDGE_METHODS, type BridgeMethod, type ContextFlavour, type EntryMethod, type GuestEntry } from "../../contract/isolate.js";
 
 /**
  * Pool bookkeeping of the isolate runner (isolate-runner.ts): one warm isolate and what it serves, the
@@ -68,16 +68,18 @@ export class PooledIsolate implements Disposable {
 /** The host's bridge as the prelude receives it: an isolated-vm callback for each function (isolate-bridge.ts). */
 export type Bridge = Record<BridgeMethod, ivm.Callback>;
 
-/** `return __awBind({ log: $0, setTimer: $1, … })`: the bridge's functions passed in `BRIDGE_METHODS` order. */
-const BIND_SOURCE = `return ${BIND_GLOBAL}({ ${BRIDGE_METHODS.map((method, index) => `${method}: $${index}`).join(", ")} });`;
+/**
+ * `return __awBind({ log: $0, setTimer: $1, … }, $5)`: the bridge's functions passed in `BRIDGE_METHODS`
+ * order, then the context's flavour.
+ */
+const BIND_SOURCE = `return ${BIND_GLOBAL}({ ${BRIDGE_METHODS.map((method, index) => `${method}: $${index}`).join(", ")} }, $${BRIDGE_METHODS.length});`;
 
 /** Hands the host's bridge to the prelude of `context` and takes its entry object (prelude-source.ts). */
-export function bindPrelude(context: ivm.Context, bridge: Bridge): ivm.Reference<GuestEntry> {
-  return context.evalClosureSync(
-    BIND_SOURCE,
-    BRIDGE_METHODS.map((method) => bridge[method]),
-    { timeout: 1_000, result: { reference: true } },
-  ) as ivm.Reference<GuestEntry>;
+export function bindPrelude(context: ivm.Context, bridge: Bridge, flavour: ContextFlavour = "tool"): ivm.Reference<GuestEntry> {
+  return context.evalClosureSync(BIND_SOURCE, [...BRIDGE_METHODS.map((method) => bridge[method]), flavour], {
+    timeout: 1_000,
+    result: { reference: true },
+  }) as ivm.Reference<GuestEntry>;
 }
 
 /** What V8 holds for an isolate: its committed heap and the external memory it accounts for. */

@@ -3,7 +3,7 @@ import { existsSync } from "node:fs";
 import { createRequire } from "node:module";
 import { dirname, join } from "node:path";
 import { PROJECT_ROOT } from "../../project-root.js";
-import { isolatedVmDir, runtimeNodePath } from "../../node-runtime.js";
+import { isolatedVmDir, pyodideDir, runtimeNodePath } from "../../node-runtime.js";
 import { seccompProgram } from "./seccomp-filter.js";
 
 /**
@@ -96,8 +96,10 @@ let readOnly: string[] | undefined;
 function readOnlyPaths(): string[] {
   if (readOnly) return readOnly;
   const paths = ["/usr", "/lib", "/lib64", "/lib32", "/bin", "/sbin", "/etc/ld.so.cache", "/etc/ld.so.conf", "/etc/ld.so.conf.d", dirname(runtimeNodePath())];
-  // The project's built code, its package.json (module type) and the one native module it loads.
+  // The project's built code, its package.json (module type) and the one native module it loads; the
+  // Python runtime (Pyodide's files and the runtime's own Python modules), which Python tools boot.
   paths.push(join(PROJECT_ROOT, "package.json"), join(PROJECT_ROOT, "dist"), ...nativeModulePaths());
+  paths.push(pyodideDir(), join(PROJECT_ROOT, "sandbox", "python"));
   readOnly = [...new Set(paths)].filter((path) => existsSync(path));
   return readOnly;
 }

@@ -1,0 +1,339 @@
+/*
+ * The Python runtime of a Python tool's isolate: boots Pyodide (CPython compiled to WebAssembly) in the
+ * context the prelude was bound in, and registers the tool's module with the prelude like a bundle's.
+ * The host runs this script once per Python isolate, after binding (src/isolation/isolate/python-boot.ts),
+ * with Pyodide's two JavaScript modules already evaluated; then the tool's bundle calls
+ * `__awPythonTool(source, fileName)`.
+ *
+ * Invariants:
+ *  - Python is no boundary: Python code reaches the whole JavaScript global (`import js`). What protects
+ *    the host and other Animas is the host's: capabilities decided on its side for the call's Anima, the
+ *    deadline, the process's caps. Host callbacks given here live in closures, never on the global.
+ *  - WebAssembly exists in this context only while Pyodide boots: afterwards no code here can compile a
+ *    module or make a memory. The interpreter's own memory grows only through `Memory.prototype.grow`,
+ *    which is capped (the tool's memory limit above what the booted interpreter holds), so that honest
+ *    code gets a MemoryError; the sandbox process's memory cap remains the enforcement.
+ *  - The files Pyodide reads while booting are the host's fixed table (the wasm binary, the standard
+ *    library); `readbuffer` and its kin are gone before any tool code runs.
+ *  - Everything between Python and the prelude crosses as JSON text, strings and byte arrays.
+ */
+
+interface PythonProxy {
+  (...args: unknown[]): unknown;
+  callPromising(...args: unknown[]): Promise<unknown>;
+}
+interface Pyodide {
+  FS: { mkdirTree(path: string): void; writeFile(path: string, data: string): void };
+  registerJsModule(name: string, module: object): void;
+  pyimport(name: string): Record<string, PythonProxy>;
+  runPython(code: string): unknown;
+}
+interface PyodideModules {
+  create: unknown;
+  loadPyodide(options: Record<string, unknown>): Promise<Pyodide>;
+}
+interface ToolApiForPython {
+  logger: Record<string, (message: string) => void>;
+  fetch(url: string, init: Record<string, unknown>): Promise<{ status: number; statusText: string; url: string; headers: unknown; body: unknown }>;
+  getCredential(name: string, tool: string, key?: string, envVar?: string): Promise<string>;
+  progress(fraction: number, message?: string): Promise<void>;
+  isCancelled(): boolean;
+  ToolError: new (message: string) => Error;
+  ToolConfigError: new (message: string) => Error;
+}
+
+/** The outcome of a Python call as _animaworks_runtime.py frames it. */
+type PythonOutcome = { ok: true; value: unknown } | { ok: false; type: string; message: string; where: string; host?: boolean; config?: boolean };
+
+const WASM_PAGE_BYTES = 65_536;
+/** Largest memory the interpreter may reach while booting, bytes (it needs ≈ 20–30 MB). */
+const BOOT_MEMORY_BYTES = 512 * 2 ** 20;
+/** Largest `crypto.getRandomValues` request, bytes (as in the Web Crypto API). */
+const MAX_RANDOM_BYTES = 65_536;
+
+/**
+ * Run before Pyodide's modules are evaluated (they read their environment as they load): installs what
+ * Pyodide's non-browser path needs, and `__awPythonBoot`, which the host calls once they are evaluated.
+ */
+// eslint-disable-next-line @typescript-eslint/no-unused-vars
+function preparePython(global: Record<string, unknown>, readFile: (name: string) => ArrayBuffer, randomBytes: (count: number) => ArrayBuffer): void {
+  const jsonParse = JSON.parse;
+  const jsonStringify = JSON.stringify;
+  const objectCreate = Object.create;
+  const defineProperty = Object.defineProperty;
+  const reflectApply = Reflect.apply;
+  const uint8ArrayCtor = Uint8Array;
+  const weakSetCtor = WeakSet;
+  const api = global["__animaworksTool"] as ToolApiForPython;
+  const wasm = global["WebAssembly"] as {
+    Module: new (bytes: unknown) => object;
+    Instance: new (module: object, imports: unknown) => object;
+    Memory: { prototype: { grow(delta: number): number; buffer: ArrayBuffer } };
+    instantiate: unknown;
+    compile: unknown;
+  };
+
+  // ---- the memory cap --------------------------------------------------------------------------------
+  let memoryCapBytes = BOOT_MEMORY_BYTES;
+  const grow = wasm.Memory.prototype.grow;
+  defineProperty(wasm.Memory.prototype, "grow", {
+    value: function (this: { buffer: ArrayBuffer }, deltaPages: number): number {
+      if (this.buffer.byteLength + deltaPages * WASM_PAGE_BYTES > memoryCapBytes) throw new RangeError("the tool's memory limit was reached");
+      return reflectApply<(delta: number) => number>(grow, this, [deltaPages]);
+    },
+  });
+
+  // ---- what Pyodide's non-browser path needs ----------------------------------------------------------
+  // Synchronous compilation: an isolate's asynchronous WebAssembly.compile settles only when the host
+  // enters it again (isolated-vm), which nothing here would do.
+  const instantiate = (bytes: unknown, imports: unknown) => {
+    const module = bytes instanceof wasm.Module ? bytes : new wasm.Module(bytes);
+    const instance = new wasm.Instance(module, imports);
+    return Promise.resolve(bytes instanceof wasm.Module ? instance : { module, instance });
+  };
+  wasm.instantiate = instantiate;
+  wasm.compile = (bytes: unknown) => Promise.resolve(new wasm.Module(bytes));
+  const bootGlobals: Record<string, unknown> = {
+    // Emscripten then takes its random bytes from crypto.getRandomValues (not the d8 shell's `os`).
+    WorkerGlobalScope: class WorkerGlobalScope {},
+    // Pyodide's "shell" path: `read`/`load` mark it, `readbuffer` reads its two files.
+    read: (name: string) => new TextDecoderImpl().decode(new uint8ArrayCtor(readFile(name))),
+    load: (name: string) => {
+      throw new Error(`cannot load ${name}`);
+    },
+    readbuffer: (name: string) => readFile(name),
+    // Pyodide's "call soon" (its event loop's, and its promise glue's) posts to a MessageChannel it makes as
+    // it loads. Here a message is a microtask: it runs within the entry that posted it, so also in a
+    // describe, which has no host timers (the prelude's setTimeout serves calls only).
+    MessageChannel: class MessageChannel {
+      readonly port1: { onmessage: (() => void) | null; start(): void } = { onmessage: null, start() {} };
+      readonly port2 = {
+        postMessage: () => {
+          void Promise.resolve().then(() => this.port1.onmessage?.());
+        },
+      };
+    },
+  };
+  for (const key of Object.keys(bootGlobals)) defineProperty(global, key, { value: bootGlobals[key], configurable: true, writable: true });
+  const start = Date.now();
+  defineProperty(global, "performance", { value: { now: () => Date.now() - start }, configurable: true, writable: true });
+  defineProperty(global, "crypto", {
+    value: {
+      getRandomValues<T extends ArrayBufferView>(view: T): T {
+        if (view.byteLength > MAX_RANDOM_BYTES) throw new RangeError(`getRandomValues: at most ${MAX_RANDOM_BYTES} bytes`);
+        new uint8ArrayCtor(view.buffer, view.byteOffset, view.byteLength).set(new uint8ArrayCtor(randomBytes(view.byteLength)));
+        return view;
+      },
+    },
+    configurable: true,
+    writable: true,
+  });
+  defineProperty(global, "TextEncoder", { value: TextEncoderImpl, configurable: true, writable: true });
+  defineProperty(global, "TextDecoder", { value: TextDecoderImpl, configurable: true, writable: true });
+  defineProperty(global, "__awPythonBoot", {
+    configurable: true,
+    value(pythonFilesJson: string, lockFileJson: string, toolMemoryBytes: number): Promise<void> {
+      delete global["__awPythonBoot"];
+      const modules = global["__awPyodideModules"] as PyodideModules;
+      delete global["__awPyodideModules"];
+      return boot(modules, pythonFilesJson, lockFileJson, toolMemoryBytes);
+    },
+  });
+
+  async function boot(modules: PyodideModules, pythonFilesJson: string, lockFileJson: string, toolMemoryBytes: number): Promise<void> {
+    const pyodide = await modules.loadPyodide({
+      indexURL: "/pyodide/",
+      stdLibURL: "/pyodide/python_stdlib.zip",
+      createPyodideModule: modules.create,
+      lockFileContents: lockFileJson,
+      checkAPIVersion: true,
+      env: { HOME: "/home/pyodide" },
+      stdout: (line: string) => api.logger["info"]!(line),
+      stderr: (line: string) => api.logger["warn"]!(line),
+    });
+    // PYTHON_BOOT_GLOBALS of src/contract/isolate.ts (this script is not the prelude: its constants are not inlined here).
+    for (const key of [...Object.keys(bootGlobals), "WebAssembly", "FinalizationRegistry"]) delete global[key];
+
+    // ---- the host's side, as Python sees it (_animaworks_host) -------------------------------------------
+    /** Errors the host's capabilities rejected with: only these can leave a call as the host's. */
+    const hostRejections = new weakSetCtor<object>();
+    let hostError: object | undefined;
+    const fromHost = <T>(promise: Promise<T>): Promise<T> =>
+      promise.then(undefined, (error: unknown) => {
+        if (typeof error === "object" && error !== null) hostRejections.add(error);
+        throw error;
+      });
+    pyodide.registerJsModule("_animaworks_host", {
+      log: (level: string, message: string) => (api.logger[level] ?? api.logger["info"]!)(String(message)),
+      get_credential: (name: string, tool: string, key?: string | null, envVar?: string | null) =>
+        fromHost(api.getCredential(String(name), String(tool), key ?? undefined, envVar ?? undefined)),
+      fetch: (url: string, initJson: string, body?: { toJs?: () => unknown } | Uint8Array | null) =>
+        fromHost(
+          api
+            .fetch(String(url), { ...(jsonParse(initJson) as Record<string, unknown>), responseType: "bytes", ...(body ? { body } : {}) })
+            .then((response) => ({
+              status: response.status,
+              statusText: response.statusText,
+              url: response.url,
+              headersJson: jsonStringify(response.headers),
+              body: response.body,
+            })),
+        ),
+      progress: (fraction: number, message?: string | null) => fromHost(api.progress(fraction, message ?? undefined)),
+      is_cancelled: () => api.isCancelled(),
+      host_error: (error: unknown) => {
+        if (typeof error !== "object" || error === null || !hostRejections.has(error)) return false;
+        hostError = error;
+        return true;
+      },
+    });
+
+    // ---- the runtime's own Python files, then the tool -------------------------------------------------
+    const files = jsonParse(pythonFilesJson) as Record<string, string>;
+    for (const path of Object.keys(files)) {
+      pyodide.FS.mkdirTree(`/animaworks/${path.slice(0, path.lastIndexOf("/") + 1)}`);
+      pyodide.FS.writeFile(`/animaworks/${path}`, files[path]!);
+    }
+    pyodide.runPython("import sys\nsys.path.insert(0, '/animaworks')");
+    const runtime = pyodide.pyimport("_animaworks_runtime");
+    // Each property read of a Python object makes a proxy: these two are made once.
+    const callTool = runtime["call"]!;
+    const loadTool = runtime["load_tool"]!;
+    // From here on, only what the interpreter holds now plus the tool's own limit.
+    memoryCapBytes = (pyodide as unknown as { _module: { HEAPU8: Uint8Array } })._module.HEAPU8.byteLength + toolMemoryBytes;
+
+    async function callPython(name: string, args: unknown[]): Promise<unknown> {
+      hostError = undefined;
+      const outcome = jsonParse((await callTool.callPromising(name, jsonStringify(args))) as string) as PythonOutcome;
+      if (outcome.ok) return outcome.value;
+      // A host refusal the tool let through stays the host's (its type: SandboxViolation, Timeout, …).
+      // eslint-disable-next-line @typescript-eslint/only-throw-error -- the host's own error object, whatever it is
+      if (outcome.host && hostError) throw hostError;
+      if (outcome.config) throw new api.ToolConfigError(`${outcome.message}${outcome.where}`);
+      throw new api.ToolError(`${outcome.type}: ${outcome.message}${outcome.where}`);
+    }
+
+    defineProperty(global, "__awPythonTool", {
+      configurable: true,
+      value(source: string, fileName: string): void {
+        delete global["__awPythonTool"];
+        const loaded = jsonParse(loadTool(source, fileName) as string) as PythonOutcome;
+        if (!loaded.ok) throw new Error(`${loaded.type}: ${loaded.message}${loaded.where}`);
+        const toolModule = objectCreate(null) as Record<string, unknown>;
+        const exported = (loaded.value ?? {}) as Record<string, unknown>;
+        for (const name of Object.keys(exported)) {
+          toolModule[name] = exported[name] === "function" ? (...args: unknown[]) => callPython(name, args) : exported[name];
+        }
+        (global["__awRegister"] as (module: unknown) => void)(toolModule);
+      },
+    });
+  }
+}
+
+// ---- text codecs (V8 has none; Pyodide and Emscripten use them for every string) ----------------------
+
+class TextEncoderImpl {
+  get encoding(): string {
+    return "utf-8";
+  }
+  encode(text = ""): Uint8Array {
+    const out = new Uint8Array(text.length * 3);
+    return out.subarray(0, this.encodeInto(text, out).written);
+  }
+  encodeInto(text: string, dest: Uint8Array): { read: number; written: number } {
+    let at = 0;
+    let read = 0;
+    for (let i = 0; i < text.length; i++) {
+      let code = text.charCodeAt(i);
+      let units = 1;
+      if (code >= 0xd800 && code <= 0xdbff && i + 1 < text.length) {
+        const low = text.charCodeAt(i + 1);
+        if (low >= 0xdc00 && low <= 0xdfff) {
+          code = 0x10000 + ((code - 0xd800) << 10) + (low - 0xdc00);
+          units = 2;
+        }
+      }
+      if (code >= 0xd800 && code <= 0xdfff) code = 0xfffd; // a lone surrogate
+      const size = code < 0x80 ? 1 : code < 0x800 ? 2 : code < 0x10000 ? 3 : 4;
+      if (at + size > dest.length) break;
+      if (size === 1) dest[at++] = code;
+      else if (size === 2) {
+        dest[at++] = 0xc0 | (code >> 6);
+        dest[at++] = 0x80 | (code & 63);
+      } else if (size === 3) {
+        dest[at++] = 0xe0 | (code >> 12);
+        dest[at++] = 0x80 | ((code >> 6) & 63);
+        dest[at++] = 0x80 | (code & 63);
+      } else {
+        dest[at++] = 0xf0 | (code >> 18);
+        dest[at++] = 0x80 | ((code >> 12) & 63);
+        dest[at++] = 0x80 | ((code >> 6) & 63);
+        dest[at++] = 0x80 | (code & 63);
+        i++;
+      }
+      read += units;
+    }
+    return { read, written: at };
+  }
+}
+
+class TextDecoderImpl {
+  private readonly fatal: boolean;
+  private readonly utf16: boolean;
+  /** One byte per character: Pyodide hands compact (Latin-1) Python strings over so. */
+  private readonly latin1: boolean;
+  constructor(label = "utf-8", options: { fatal?: boolean } = {}) {
+    this.utf16 = /^utf-16(le)?$/i.test(label);
+    this.latin1 = /^(latin1|iso-8859-1|ascii|us-ascii|windows-1252)$/i.test(label);
+    if (!this.utf16 && !this.latin1 && !/^utf-?8$/i.test(label))
+      throw new RangeError(`TextDecoder: only UTF-8, UTF-16LE and Latin-1 are supported, not ${label}`);
+    this.fatal = options.fatal === true;
+  }
+  get encoding(): string {
+    return this.utf16 ? "utf-16le" : this.latin1 ? "windows-1252" : "utf-8";
+  }
+  decode(input?: ArrayBuffer | ArrayBufferView): string {
+    if (input === undefined) return "";
+    const bytes = ArrayBuffer.isView(input) ? new Uint8Array(input.buffer, input.byteOffset, input.byteLength) : new Uint8Array(input);
+    const units: number[] = [];
+    if (this.utf16 || this.latin1) {
+      const step = this.utf16 ? 2 : 1;
+      let text = "";
+      for (let i = 0; i + step - 1 < bytes.length; i += step) {
+        units.push(this.utf16 ? bytes[i]! | (bytes[i + 1]! << 8) : bytes[i]!);
+        if (units.length >= 8192) {
+          text += String.fromCharCode(...units);
+          units.length = 0;
+        }
+      }
+      return text + String.fromCharCode(...units);
+    }
+    let text = "";
+    for (let i = 0; i < bytes.length;) {
+      const first = bytes[i]!;
+      const size = first < 0x80 ? 1 : first >= 0xc2 && first < 0xe0 ? 2 : first >= 0xe0 && first < 0xf0 ? 3 : first >= 0xf0 && first < 0xf5 ? 4 : 0;
+      let code = size === 1 ? first : size === 2 ? first & 0x1f : size === 3 ? first & 0x0f : first & 0x07;
+      let valid = size > 0 && i + size <= bytes.length;
+      for (let k = 1; valid && k < size; k++) {
+        const next = bytes[i + k]!;
+        if ((next & 0xc0) !== 0x80) valid = false;
+        else code = (code << 6) | (next & 63);
+      }
+      if (valid && ((size === 3 && (code < 0x800 || (code >= 0xd800 && code <= 0xdfff))) || (size === 4 && (code < 0x10000 || code > 0x10ffff)))) valid = false;
+      if (!valid) {
+        if (this.fatal) throw new TypeError("The encoded data was not valid UTF-8");
+        units.push(0xfffd);
+        i++;
+      } else {
+        if (code >= 0x10000) units.push(0xd800 + ((code - 0x10000) >> 10), 0xdc00 + ((code - 0x10000) & 0x3ff));
+        else units.push(code);
+        i += size;
+      }
+      if (units.length >= 8192) {
+        text += String.fromCharCode(...units);
+        units.length = 0;
+      }
+    }
+    return text + String.fromCharCode(...units);
+  }
+}

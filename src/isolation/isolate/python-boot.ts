@@ -1,0 +1,118 @@
+import type ivm from "isolated-vm";
+import { randomBytes } from "node:crypto";
+import { readFileSync, readdirSync } from "node:fs";
+import { join, relative, sep } from "node:path";
+import { pyodideDir } from "../../node-runtime.js";
+import { PROJECT_ROOT } from "../../project-root.js";
+import { type CallGuard, remainingMs } from "./call-guard.js";
+import { SetupError } from "./context-scripts.js";
+import { classifyIvmError, ivmErrorInfo } from "./ivm-errors.js";
+import type { PooledIsolate } from "./pooled-isolate.js";
+
+/**
+ * Boots the Python runtime in a Python tool's context (sandbox/python-runtime.ts), for the isolate runner:
+ * Pyodide's two JavaScript modules compiled and evaluated in the context, then the runtime script, which
+ * loads the interpreter (its WebAssembly binary and standard library read through one host function that
+ * serves only those two files) and the runtime's own Python modules (sandbox/python/).
+ *
+ * Invariants:
+ *  - Types only from isolated-vm: the runner hands in the two constructors this needs.
+ *  - The files are read once per process; a boot's cost is the interpreter's start (≈ 2–3 s of CPU),
+ *    inside the deadline of the call or load that made the isolate.
+ */
+
+/** What the runner hands in: isolated-vm's constructors, which only it may use. */
+export interface PythonBootTools {
+  callback(fn: (...args: never[]) => unknown): ivm.Callback;
+  /** Bytes copied into the isolate as an ArrayBuffer (what a callback may return). */
+  bytesInto(bytes: Buffer): unknown;
+}
+
+interface RuntimeFiles {
+  asm: string;
+  loader: string;
+  lockFile: string;
+  runtime: string;
+  pythonFiles: string;
+  /** The files Pyodide may read while booting, by name. */
+  binaries: Map<string, Buffer>;
+}
+
+let files: RuntimeFiles | undefined;
+
+function runtimeFiles(): RuntimeFiles {
+  if (files) return files;
+  const dir = pyodideDir();
+  const pythonDir = join(PROJECT_ROOT, "sandbox", "python");
+  const python: Record<string, string> = {};
+  for (const entry of readdirSync(pythonDir, { recursive: true, encoding: "utf8" })) {
+    if (entry.endsWith(".py")) python[relative(pythonDir, join(pythonDir, entry)).split(sep).join("/")] = readFileSync(join(pythonDir, entry), "utf8");
+  }
+  files = {
+    asm: readFileSync(join(dir, "pyodide.asm.mjs"), "utf8"),
+    loader: readFileSync(join(dir, "pyodide.mjs"), "utf8"),
+    lockFile: readFileSync(join(dir, "pyodide-lock.json"), "utf8"),
+    runtime: readFileSync(join(PROJECT_ROOT, "dist", "sandbox", "python-runtime.js"), "utf8"),
+    pythonFiles: JSON.stringify(python),
+    binaries: new Map([
+      ["pyodide.asm.wasm", readFileSync(join(dir, "pyodide.asm.wasm"))],
+      ["python_stdlib.zip", readFileSync(join(dir, "python_stdlib.zip"))],
+    ]),
+  };
+  return files;
+}
+
+/**
+ * Boots the runtime in `context`. A failure leaves as a `SetupError`: the deadline, the memory limit or a
+ * host stop as it would be during a call (prefixed "while starting Python:"), anything else as the
+ * host's (the runtime is the host's code, not the tool's).
+ */
+export async function bootPython(
+  isolate: ivm.Isolate,
+  context: ivm.Context,
+  tools: PythonBootTools,
+  limits: { timeoutMs: number; memoryLimitMb: number },
+  deadline: number,
+  guard: CallGuard,
+  pooled: PooledIsolate,
+): Promise<void> {
+  try {
+    await boot(isolate, context, tools, limits, deadline);
+  } catch (error) {
+    const kind = classifyIvmError(error);
+    if (kind === "Timeout" || kind === "MemoryLimit" || guard.stopReason || pooled.hitMemoryLimit) {
+      const info = ivmErrorInfo(error, limits, guard.stopReason ?? (pooled.hitMemoryLimit ? "MemoryLimit" : undefined));
+      throw new SetupError({ ...info, message: `while starting Python: ${info.message}` });
+    }
+    const message = error instanceof Error ? error.message : String(error);
+    throw new SetupError({ type: "ExecutionError", fault: "host", message: `the Python runtime did not start: ${message.slice(0, 500)}` });
+  }
+}
+
+async function boot(isolate: ivm.Isolate, context: ivm.Context, tools: PythonBootTools, limits: { memoryLimitMb: number }, deadline: number): Promise<void> {
+  const runtime = runtimeFiles();
+  const readFile = tools.callback((name: string) => {
+    const bytes = runtime.binaries.get(String(name).slice(String(name).lastIndexOf("/") + 1));
+    if (!bytes) throw new Error(`the Python runtime has no file ${String(name)}`);
+    return tools.bytesInto(bytes);
+  });
+  const random = tools.callback((count: number) => tools.bytesInto(randomBytes(Math.max(0, Math.min(65_536, Number(count) | 0)))));
+  // Pyodide's modules read their environment as they are evaluated: it is prepared first.
+  context.evalClosureSync(`${runtime.runtime}\npreparePython(globalThis, $0, $1);`, [readFile, random], { timeout: remainingMs(deadline) });
+  const asm = await isolate.compileModule(runtime.asm, { filename: "pyodide:pyodide.asm.mjs" });
+  const loader = await isolate.compileModule(runtime.loader, { filename: "pyodide:pyodide.mjs" });
+  const entry = await isolate.compileModule(
+    'import create from "pyodide.asm.mjs"; import { loadPyodide } from "pyodide.mjs"; globalThis.__awPyodideModules = { create, loadPyodide };',
+    { filename: "pyodide:entry.mjs" },
+  );
+  await entry.instantiate(context, (specifier) => {
+    if (specifier === "pyodide.asm.mjs") return asm;
+    if (specifier === "pyodide.mjs") return loader;
+    throw new Error(`no module ${specifier}`);
+  });
+  await entry.evaluate({ timeout: remainingMs(deadline) });
+  await context.evalClosure("return __awPythonBoot($0, $1, $2);", [runtime.pythonFiles, runtime.lockFile, limits.memoryLimitMb * 2 ** 20], {
+    timeout: remainingMs(deadline),
+    result: { promise: true },
+  });
+}

@@ -1,0 +1,107 @@
+import { join } from "node:path";
+import { afterAll, beforeAll, describe, expect, it } from "vitest";
+import { type ToolHost, createHost } from "../../../src/host.js";
+import { type TempDataDir, makeDataDir } from "../../helpers/data-dir.js";
+import { okOutput } from "../../helpers/tools.js";
+
+/**
+ * Python twins of the hostile-tool tests: a Python tool reaches nothing of the host's or another
+ * Anima's (its files are an in-memory file system of its own interpreter; the network only through the
+ * host's policy), cannot forge a host denial, is stopped at its deadline however it spins, and its
+ * interpreter is never used again after a stop. Each tool is named after its attack. After every attack
+ * the host still serves alice's honest tool.
+ */
+const SCHEMA = (tool: string, action = "run") =>
+  `def get_tool_schemas():\n    return [{"name": "${tool}_${action}", "description": "d", "input_schema": {"type": "object", "properties": {}}}]\n`;
+
+const TOOLS: Record<string, string> = {
+  honest: `${SCHEMA("honest")}\ndef dispatch(name, args):\n    return {"anima_dir_given": "anima_dir" in args}\n`,
+  read_other_anima: `${SCHEMA("read_other_anima")}\nimport os\ndef dispatch(name, args):\n    found = {}\n    for path in [args["anima_dir"] + "/../bob/secret.txt", "/etc/passwd", "/proc/self/environ", "/proc/1/cmdline"]:\n        try:\n            with open(path, "rb") as f:\n                found[path] = f.read(200).decode("latin-1")\n        except OSError as error:\n            found[path] = type(error).__name__\n    return found\n`,
+  metadata_fetch: `${SCHEMA("metadata_fetch")}\ndef dispatch(name, args):\n    import httpx\n    return httpx.get("http://169.254.169.254/latest/meta-data/", timeout=5).text\n`,
+  forged_denial: `${SCHEMA("forged_denial")}\nclass SandboxViolation(Exception):\n    pass\ndef dispatch(name, args):\n    raise SandboxViolation("forged")\n`,
+  spin_forever: `${SCHEMA("spin_forever")}\ndef dispatch(name, args):\n    while True:\n        pass\n`,
+  memory_bomb: `${SCHEMA("memory_bomb")}\ndef dispatch(name, args):\n    hoard = []\n    while True:\n        hoard.append(bytearray(16 * 1024 * 1024))\n`,
+  failing_helper: `${SCHEMA("failing_helper")}\n\ndef _parse(text):\n    return int(text)\n\n\ndef dispatch(name, args):\n    return _parse("not a number")\n`,
+  needs_requests: `from __future__ import annotations\nimport requests\n${SCHEMA("needs_requests")}\ndef dispatch(name, args):\n    return None\n`,
+  missing_credential: `${SCHEMA("missing_credential")}\ndef dispatch(name, args):\n    from core.tools._base import get_credential\n    return get_credential("nothere", "missing_credential", env_var="NOTHERE_KEY")\n`,
+  async_sleeper: `${SCHEMA("async_sleeper")}\nimport asyncio\nasync def dispatch(name, args):\n    await asyncio.sleep(0.05)\n    return "slept"\n`,
+};
+
+let data: TempDataDir;
+let host: ToolHost;
+beforeAll(() => {
+  data = makeDataDir();
+  data.anima("alice");
+  data.write("animas/bob/secret.txt", "bob's secret 7c1e");
+  for (const [name, source] of Object.entries(TOOLS)) data.write(`animas/alice/tools/${name}.py`, source);
+  host = createHost({ dataDir: data.dir, coreToolsDir: join(data.dir, "core-tools"), loadTimeoutMs: 60_000, timeoutMs: 60_000, onLog: () => {} });
+});
+afterAll(async () => {
+  await host?.close();
+  data?.cleanup();
+});
+
+async function stillServes(): Promise<void> {
+  expect(JSON.parse(okOutput(await host.call("alice", "honest_run", {})))).toEqual({ anima_dir_given: true });
+}
+
+describe("hostile Python tools", () => {
+  it("read_other_anima: sees no file of the host's or of another Anima", async () => {
+    const found = JSON.parse(okOutput(await host.call("alice", "read_other_anima_run", {}))) as Record<string, string>;
+    expect(JSON.stringify(found)).not.toContain("7c1e");
+    expect(JSON.stringify(found)).not.toMatch(/root:|PATH=|ANIMAWORKS/);
+    await stillServes();
+  }, 120_000);
+
+  it("metadata_fetch: the host's network policy refuses it, and the refusal stays the host's", async () => {
+    const result = await host.call("alice", "metadata_fetch_run", {});
+    expect(result).toMatchObject({ status: "error", error_type: "SandboxViolation" });
+    await stillServes();
+  }, 120_000);
+
+  it("forged_denial: an exception named like a host error is the tool's own", async () => {
+    const result = await host.call("alice", "forged_denial_run", {});
+    expect(result).toMatchObject({ status: "error", error_type: "ExecutionError", fault: "tool" });
+    expect(result.status === "error" ? result.message : "").toContain("SandboxViolation: forged");
+  }, 120_000);
+
+  it("spin_forever: stopped at its deadline, and its interpreter is not used again", async () => {
+    const first = await host.call("alice", "spin_forever_run", {}, { timeoutMs: 3_000 });
+    expect(first).toMatchObject({ status: "error", error_type: "Timeout" });
+    const second = await host.call("alice", "spin_forever_run", {}, { timeoutMs: 3_000 });
+    expect(second).toMatchObject({ status: "error", error_type: "Timeout" });
+    await stillServes();
+  }, 120_000);
+
+  it("memory_bomb: a clean MemoryError at the tool's limit, and the host keeps serving", async () => {
+    const result = await host.call("alice", "memory_bomb_run", {});
+    expect(result).toMatchObject({ status: "error" });
+    expect(result.status === "error" ? result.message : "").toContain("MemoryError");
+    await stillServes();
+  }, 120_000);
+
+  it("failing_helper: the error names the tool's own lines", async () => {
+    const result = await host.call("alice", "failing_helper_run", {});
+    expect(result).toMatchObject({ status: "error", error_type: "ExecutionError", fault: "tool" });
+    expect(result.status === "error" ? result.message : "").toBe(
+      "ValueError: invalid literal for int() with base 10: 'not a number' (in failing_helper.py:6, called from failing_helper.py:10)",
+    );
+  }, 120_000);
+
+  it("needs_requests: does not load, and says why", async () => {
+    const listing = await host.list("alice");
+    const entry = listing.tools.find((tool) => tool.name === "needs_requests");
+    expect(entry?.status).toBe("error");
+    expect(JSON.stringify(entry)).toContain("requests is not available: Python tools run with the standard library and httpx only");
+  }, 120_000);
+
+  it("missing_credential: a ToolConfigError naming what is missing", async () => {
+    const result = await host.call("alice", "missing_credential_run", {});
+    expect(result).toMatchObject({ status: "error", error_type: "ToolConfigError" });
+    expect(result.status === "error" ? result.message : "").toContain("nothere");
+  }, 120_000);
+
+  it("async_sleeper: an async dispatch with asyncio.sleep runs on the host's timers", async () => {
+    expect(okOutput(await host.call("alice", "async_sleeper_run", {}))).toBe("slept");
+  }, 120_000);
+});
