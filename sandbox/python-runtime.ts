@@ -75,11 +75,11 @@ function preparePython(global: Record<string, unknown>, readFile: (name: string)
 
   // ---- the memory cap --------------------------------------------------------------------------------
   let memoryCapBytes = BOOT_MEMORY_BYTES;
-  const grow = wasm.Memory.prototype.grow;
+  const grow: (this: unknown, deltaPages: number) => number = wasm.Memory.prototype.grow;
   defineProperty(wasm.Memory.prototype, "grow", {
     value: function (this: { buffer: ArrayBuffer }, deltaPages: number): number {
       if (this.buffer.byteLength + deltaPages * WASM_PAGE_BYTES > memoryCapBytes) throw new RangeError("the tool's memory limit was reached");
-      return reflectApply<(delta: number) => number>(grow, this, [deltaPages]);
+      return reflectApply(grow, this, [deltaPages]);
     },
   });
 
