@@ -12,6 +12,7 @@ export type CheckName =
   | "description"
   | "input-schema"
   | "handlers"
+  | "anima-dir"
   | "secrets"
   | "credentials"
   | "cancellation"

@@ -8,6 +8,7 @@ import { findPromiseUsesOfIsCancelled } from "./cancel-check.js";
 import { type DeclarationCheck, checkDeclaration, unusedHandlers } from "./declaration-check.js";
 import { type CheckName, type Finding, findingLocation } from "./findings.js";
 import { loadFindings } from "./load-findings.js";
+import { validatePythonSource } from "./python-checks.js";
 import { findSecrets } from "./secrets.js";
 import { importProblem } from "./import-check.js";
 import { type SourceScan, scanSource } from "./source-scan.js";
@@ -70,6 +71,10 @@ export interface ValidationReport {
   loaded: boolean | undefined;
 }
 
+/** What validate checks: the tool sources this host runs, and the seed's Python tools (python-checks.ts). */
+const VALIDATED_EXTENSIONS: readonly string[] = [...new Set<string>([...TOOL_EXTENSIONS, ".py"])];
+const isPython = (fileName: string): boolean => fileName.endsWith(".py");
+
 /** Tool sources larger than this are refused by validate and share: no hand-written tool is near it. */
 export const MAX_TOOL_SOURCE_BYTES = 1024 * 1024;
 
@@ -91,6 +96,21 @@ export async function validateToolFile(path: string, options: ValidateOptions = 
       ...nameFindings,
       { level: "error" as const, check: "file" as const, message: `the file is ${source.bytes} bytes; tool sources may be at most ${maxBytes} bytes` },
     ];
+  } else if (isPython(fileName)) {
+    // The TypeScript declaration checks weigh their findings against the load's message; Python's stand
+    // as they are, and the load's problems are added to them.
+    findings = validateSource(fileName, source.text, { staticSchemas: true, name: options.name });
+    if (options.load) {
+      try {
+        const result = await options.load(path, tool);
+        loaded = result.ok;
+        schemas = result.schemas;
+        for (const problem of result.ok ? [] : result.problems) findings.push(...loadFindings(problem, [fileName, `${tool}.py`]));
+      } catch (error) {
+        loaded = false;
+        findings.push({ level: "error", check: "load", message: `the tool could not be loaded: ${error instanceof Error ? error.message : String(error)}` });
+      }
+    }
   } else if (!options.load) {
     findings = validateSource(fileName, source.text, { staticSchemas: true, ...(options.name !== undefined ? { name: options.name } : {}) });
   } else {
@@ -140,6 +160,7 @@ export async function validateToolFile(path: string, options: ValidateOptions = 
  * real load (the caller runs one).
  */
 export function validateSource(fileName: string, source: string, options: { staticSchemas: boolean; name?: string } = { staticSchemas: true }): Finding[] {
+  if (isPython(fileName)) return [...checkFileName(fileName, options.name), ...validatePythonSource(fileName, source, options)];
   const { findings, declaration, scan, tool } = staticChecks(fileName, source, options);
   if (options.staticSchemas) findings.push(...declaration.declared, ...unusedHandlers(tool, scan, declaration.schemaNames));
   return findings;
@@ -200,9 +221,9 @@ function staticChecks(
  */
 export function checkFileName(fileName: string, name?: string): Finding[] {
   const error = (message: string): Finding[] => [{ level: "error", check: "file-name", message }];
-  const extension = TOOL_EXTENSIONS.find((ext) => fileName.endsWith(ext));
+  const extension = VALIDATED_EXTENSIONS.find((ext) => fileName.endsWith(ext));
   if (fileName.endsWith(".d.ts") || fileName.endsWith(".d.mts")) return error(`"${fileName}" is a type declaration file, not a tool`);
-  if (!extension) return error(`"${fileName}" must end in ${TOOL_EXTENSIONS.join(", ")}`);
+  if (!extension) return error(`"${fileName}" must end in ${VALIDATED_EXTENSIONS.join(", ")}`);
   const stem = name ?? fileName.slice(0, -extension.length);
   const problem = toolNameProblem(stem, extension);
   if (problem !== undefined) {
@@ -238,6 +259,7 @@ function summarise(path: string, tool: string, findings: Finding[], loaded: bool
     "description",
     "input-schema",
     "handlers",
+    "anima-dir",
     "imports",
     "secrets",
     "credentials",
@@ -338,11 +360,11 @@ export function errorsForShare(options: ValidateOptions = {}): (sourcePath: stri
 }
 
 function extensionOf(fileName: string): string {
-  return TOOL_EXTENSIONS.find((ext) => fileName.endsWith(ext)) ?? "";
+  return VALIDATED_EXTENSIONS.find((ext) => fileName.endsWith(ext)) ?? "";
 }
 
 function toolNameOf(fileName: string): string {
-  const extension = TOOL_EXTENSIONS.find((ext) => fileName.endsWith(ext));
+  const extension = VALIDATED_EXTENSIONS.find((ext) => fileName.endsWith(ext));
   return extension ? fileName.slice(0, -extension.length) : fileName.replace(/\.[^.]*$/, "");
 }
 

@@ -48,7 +48,8 @@ describe("validate: file names", () => {
       return `${findings[0]?.level}: ${findings[0]?.message}`;
     };
     expect(one("myTool.ts")).toMatch(/^warning: "myTool" is not snake_case.*my_tool/);
-    expect(one("my_tool.py")).toMatch(/^error: .*must end in \.ts, \.mts, \.js, \.mjs/);
+    expect(checkFileName("my_tool.py")).toEqual([]); // the seed's Python tools (python-checks.ts)
+    expect(one("my_tool.rb")).toMatch(/^error: .*must end in \.ts, \.mts, \.js, \.mjs, \.py/);
     expect(one("my_tool.d.ts")).toMatch(/^error: .*type declaration/);
     expect(one("my-tool.ts")).toMatch(/^error: "my-tool" is not a valid tool name/);
     expect(one("9tool.ts")).toMatch(/^error: .*not a valid tool name/);
@@ -60,7 +61,8 @@ describe("validate: file names", () => {
   it("with a name (a draft to be installed under it), the name is checked and the file gives only the extension", () => {
     expect(checkFileName("draft.ts", "my_tool")).toEqual([]);
     expect(checkFileName("_draft.ts", "my_tool")).toEqual([]);
-    expect(checkFileName("draft.py", "my_tool")[0]?.message).toMatch(/must end in \.ts/);
+    expect(checkFileName("draft.py", "my_tool")).toEqual([]);
+    expect(checkFileName("draft.rb", "my_tool")[0]?.message).toMatch(/must end in \.ts/);
     expect(checkFileName("draft.ts", "list")[0]?.message).toBe('"list" is an animaworks-tool command and cannot be a tool name');
     expect(checkFileName("draft.ts", "_x")[0]?.message).toMatch(/^"_x" starts with "_"/);
     expect(checkFileName("draft.ts", "myTool")[0]?.level).toBe("warning");
