@@ -151,7 +151,14 @@ function preparePython(global: Record<string, unknown>, readFile: (name: string)
       stdout: (line: string) => api.logger["info"]!(line),
       stderr: (line: string) => api.logger["warn"]!(line),
     });
-    // PYTHON_BOOT_GLOBALS of src/contract/isolate.ts (this script is not the prelude: its constants are not inlined here).
+    // PYTHON_BOOT_GLOBALS of src/contract/isolate.ts (this script is not the prelude: its constants are not
+    // inlined here). WebAssembly's constructors stay reachable from the objects Pyodide keeps (its memory's
+    // `constructor`), so each prototype loses that link first: nothing here can make a module or a memory.
+    const wasmNamespace = global["WebAssembly"] as Record<string, { prototype?: Record<string, unknown> } | undefined>;
+    for (const name of Object.getOwnPropertyNames(wasmNamespace)) {
+      const prototype = wasmNamespace[name]?.prototype;
+      if (prototype && Object.prototype.hasOwnProperty.call(prototype, "constructor")) delete prototype["constructor"];
+    }
     for (const key of [...Object.keys(bootGlobals), "WebAssembly", "FinalizationRegistry"]) delete global[key];
 
     // ---- the host's side, as Python sees it (_animaworks_host) -------------------------------------------

@@ -38,6 +38,11 @@ export class PooledIsolate implements Disposable {
   /** What V8 held for this isolate when the pool last measured it, bytes (0: not measured yet). */
   heapBytes = 0;
   releasesSinceMeasure = 0;
+  /**
+   * Memory this isolate holds that V8's statistics leave out, as the host estimates it, bytes: a Python
+   * interpreter's WebAssembly memory and code (python-boot.ts), which isolated-vm does not count.
+   */
+  outsideHeapBytes = 0;
 
   constructor(
     readonly key: string,
@@ -82,10 +87,10 @@ export function bindPrelude(context: ivm.Context, bridge: Bridge, flavour: Conte
   }) as ivm.Reference<GuestEntry>;
 }
 
-/** What V8 holds for an isolate: its committed heap and the external memory it accounts for. */
+/** What an isolate holds: V8's committed heap and the external memory it accounts for, and what V8 leaves out. */
 export function heldBytes(pooled: PooledIsolate): number {
   const heap = pooled.isolate.getHeapStatisticsSync();
-  return heap.total_heap_size + heap.externally_allocated_size;
+  return heap.total_heap_size + heap.externally_allocated_size + pooled.outsideHeapBytes;
 }
 
 interface KeyState {

@@ -21,6 +21,13 @@ import type { PooledIsolate } from "./pooled-isolate.js";
  *    inside the deadline of the call or load that made the isolate.
  */
 
+/**
+ * What one booted interpreter holds outside V8's heap, as the warm pool counts it, bytes: its WebAssembly
+ * memory and compiled code (≈ 86–91 MB resident each, measured on this runtime). An estimate the host
+ * sets, never a figure the isolate reports; the sandbox process's memory cap bounds the truth.
+ */
+export const PYTHON_INTERPRETER_BYTES = 96 * 2 ** 20;
+
 /** What the runner hands in: isolated-vm's constructors, which only it may use. */
 export interface PythonBootTools {
   callback(fn: (...args: never[]) => unknown): ivm.Callback;

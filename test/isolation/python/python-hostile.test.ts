@@ -24,6 +24,7 @@ const TOOLS: Record<string, string> = {
   failing_helper: `${SCHEMA("failing_helper")}\n\ndef _parse(text):\n    return int(text)\n\n\ndef dispatch(name, args):\n    return _parse("not a number")\n`,
   needs_requests: `from __future__ import annotations\nimport requests\n${SCHEMA("needs_requests")}\ndef dispatch(name, args):\n    return None\n`,
   missing_credential: `${SCHEMA("missing_credential")}\ndef dispatch(name, args):\n    from core.tools._base import get_credential\n    return get_credential("nothere", "missing_credential", env_var="NOTHERE_KEY")\n`,
+  wasm_constructor_reach: `${SCHEMA("wasm_constructor_reach")}\ndef dispatch(name, args):\n    import js\n    import pyodide_js\n    memory = pyodide_js._module.memory\n    return {"global": hasattr(js, "WebAssembly"), "constructor": memory.constructor.name, "prototype": js.Object.getPrototypeOf(memory).constructor.name}\n`,
   async_sleeper: `${SCHEMA("async_sleeper")}\nimport asyncio\nasync def dispatch(name, args):\n    await asyncio.sleep(0.05)\n    return "slept"\n`,
 };
 
@@ -78,6 +79,14 @@ describe("hostile Python tools", () => {
     expect(result).toMatchObject({ status: "error" });
     expect(result.status === "error" ? result.message : "").toContain("MemoryError");
     await stillServes();
+  }, 120_000);
+
+  it("wasm_constructor_reach: no WebAssembly constructor is reachable, from the global or from Pyodide's memory", async () => {
+    expect(JSON.parse(okOutput(await host.call("alice", "wasm_constructor_reach_run", {})))).toEqual({
+      global: false,
+      constructor: "Object",
+      prototype: "Object",
+    });
   }, 120_000);
 
   it("failing_helper: the error names the tool's own lines", async () => {

@@ -1,0 +1,108 @@
+import { afterAll, describe, expect, it } from "vitest";
+import { buildPythonBundle } from "../../../src/bundling/python-bundle.js";
+import { IsolateRunner } from "../../../src/isolation/isolate/isolate-runner.js";
+import { PYTHON_INTERPRETER_BYTES } from "../../../src/isolation/isolate/python-boot.js";
+import type { CallLabel, CallRequest, ToolBundle, ToolLogLine } from "../../../src/isolation/wire/messages.js";
+import { isPythonBundle } from "../../../src/isolation/wire/tool-bundle.js";
+import { makeDataDir } from "../../helpers/data-dir.js";
+
+/**
+ * A Python tool in the isolate runner itself: what the prelude sees of its module (exports, schemas in
+ * either spelling, EXECUTION_PROFILE), `cli_main` answering what it printed, `logging` and `print` in the
+ * call's log, and the warm pool counting the interpreter's memory that V8 does not see.
+ */
+const SOURCE = `from __future__ import annotations
+import logging
+logger = logging.getLogger("animaworks.tools")
+
+EXECUTION_PROFILE = {"slow": {"expected_seconds": 60, "background_eligible": True}}
+
+
+def get_tool_schemas():
+    return [
+        {"name": "pyrun_fast", "description": "d", "parameters": {"type": "object", "properties": {"n": {"type": "integer"}}}},
+        {"name": "pyrun_slow", "description": "d", "input_schema": {"type": "object", "properties": {}}},
+    ]
+
+
+def pyrun_fast(args):
+    logger.info("fast with %s", args.get("n"))
+    print("printed line")
+    return {"n": args.get("n"), "keys": sorted(args)}
+
+
+def pyrun_slow(args):
+    return "slow"
+
+
+def cli_main(argv):
+    print("usage: pyrun", " ".join(argv))
+`;
+
+const data = makeDataDir();
+const logs: Array<ToolLogLine<CallLabel>> = [];
+const runner = new IsolateRunner({ onLog: (line) => logs.push(line) });
+afterAll(async () => {
+  await runner.close();
+  data.cleanup();
+});
+
+async function bundle(): Promise<ToolBundle> {
+  const path = data.write("tools/pyrun.py", SOURCE);
+  const built = await buildPythonBundle({ path, folder: `${data.dir}/tools`, displayName: "personal/pyrun.py" }, 1 << 20);
+  if (!built.ok) throw new Error(built.error.message);
+  return built.bundle;
+}
+
+const request = (built: ToolBundle, entry: "call" | "cli", schemaName: string, payload: unknown): CallRequest<CallLabel> => ({
+  op: "call",
+  bundle: built,
+  context: { anima: "alice", tool: "pyrun" },
+  entry,
+  schemaName,
+  payloadJson: JSON.stringify(payload),
+  timeoutMs: 60_000,
+  memoryLimitMb: 64,
+  maxResultBytes: 100_000,
+  maxLogLines: 20,
+  maxLogLineChars: 500,
+});
+
+describe("a Python tool in the isolate runner", () => {
+  it("is a Python bundle, described with its exports, both schema spellings and its profile", async () => {
+    const built = await bundle();
+    expect(isPythonBundle(built.code)).toBe(true);
+    const described = await runner.describe({ op: "describe", bundle: built, timeoutMs: 60_000, memoryLimitMb: 64 });
+    if (!described.ok) throw new Error(JSON.stringify(described.error));
+    expect(described.module.exports).toEqual({
+      EXECUTION_PROFILE: "object",
+      get_tool_schemas: "function",
+      pyrun_fast: "function",
+      pyrun_slow: "function",
+      cli_main: "function",
+    });
+    expect((described.module.schemas as Array<{ name: string }>).map((schema) => schema.name)).toEqual(["pyrun_fast", "pyrun_slow"]);
+    expect(described.module.profile).toEqual({ slow: { expected_seconds: 60, background_eligible: true } });
+  }, 120_000);
+
+  it("calls a function named like the schema, logs to the call's log, and counts the interpreter in the warm pool", async () => {
+    const built = await bundle();
+    const outcome = await runner.call(request(built, "call", "pyrun_fast", { n: 3, anima_dir: "/x" }));
+    if (!outcome.ok || outcome.value.kind === "none") throw new Error(JSON.stringify(outcome));
+    expect(JSON.parse(outcome.value.text)).toEqual({ n: 3, keys: ["anima_dir", "n"] });
+    expect(logs.map((line) => [line.level, line.message])).toEqual(
+      expect.arrayContaining([
+        ["info", "fast with 3"],
+        ["info", "printed line"],
+      ]),
+    );
+    expect(runner.warmPoolStats().idleBytes).toBeGreaterThanOrEqual(PYTHON_INTERPRETER_BYTES);
+  }, 120_000);
+
+  it("answers cli_main with what it printed", async () => {
+    const built = await bundle();
+    const outcome = await runner.call(request(built, "cli", "", ["a", "b"]));
+    if (!outcome.ok || outcome.value.kind === "none") throw new Error(JSON.stringify(outcome));
+    expect(outcome.value.text).toBe("usage: pyrun a b\n");
+  }, 120_000);
+});
