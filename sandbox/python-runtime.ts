@@ -48,6 +48,8 @@ type PythonOutcome = { ok: true; value: unknown } | { ok: false; type: string; m
 const WASM_PAGE_BYTES = 65_536;
 /** Largest memory the interpreter may reach while booting, bytes (it needs ≈ 20–30 MB). */
 const BOOT_MEMORY_BYTES = 512 * 2 ** 20;
+/** Standard library modules the runtime and most tools import, imported before a memory snapshot is taken. */
+const SNAPSHOT_IMPORTS = "import asyncio, base64, datetime, inspect, io, json, logging, re, traceback, types, typing, urllib.parse";
 /** Largest `crypto.getRandomValues` request, bytes (as in the Web Crypto API). */
 const MAX_RANDOM_BYTES = 65_536;
 
@@ -132,16 +134,29 @@ function preparePython(global: Record<string, unknown>, readFile: (name: string)
   defineProperty(global, "TextDecoder", { value: TextDecoderImpl, configurable: true, writable: true });
   defineProperty(global, "__awPythonBoot", {
     configurable: true,
-    value(pythonFilesJson: string, lockFileJson: string, toolMemoryBytes: number): Promise<void> {
+    value(pythonFilesJson: string, lockFileJson: string, toolMemoryBytes: number, fromSnapshot: boolean): Promise<ArrayBuffer | undefined> {
       delete global["__awPythonBoot"];
       const modules = global["__awPyodideModules"] as PyodideModules;
       delete global["__awPyodideModules"];
-      return boot(modules, pythonFilesJson, lockFileJson, toolMemoryBytes);
+      return boot(modules, pythonFilesJson, lockFileJson, toolMemoryBytes, fromSnapshot);
     },
   });
 
-  async function boot(modules: PyodideModules, pythonFilesJson: string, lockFileJson: string, toolMemoryBytes: number): Promise<void> {
+  /**
+   * Boots the interpreter: from the process's memory snapshot when the host has one (`fromSnapshot`: it
+   * serves it as the file "snapshot"), else from scratch, and then answers a snapshot of the interpreter
+   * with the standard library modules the runtime uses already imported, taken before anything of the
+   * host's or the tool's is in it, for the host to keep for this process's next boots.
+   */
+  async function boot(
+    modules: PyodideModules,
+    pythonFilesJson: string,
+    lockFileJson: string,
+    toolMemoryBytes: number,
+    fromSnapshot: boolean,
+  ): Promise<ArrayBuffer | undefined> {
     const pyodide = await modules.loadPyodide({
+      ...(fromSnapshot ? { _loadSnapshot: new uint8ArrayCtor(readFile("snapshot")) } : { _makeSnapshot: true }),
       indexURL: "/pyodide/",
       stdLibURL: "/pyodide/python_stdlib.zip",
       createPyodideModule: modules.create,
@@ -151,6 +166,17 @@ function preparePython(global: Record<string, unknown>, readFile: (name: string)
       stdout: (line: string) => api.logger["info"]!(line),
       stderr: (line: string) => api.logger["warn"]!(line),
     });
+    let snapshot: ArrayBuffer | undefined;
+    if (fromSnapshot) {
+      // Every interpreter restored in this process would otherwise draw the same `random` sequence.
+      pyodide.runPython("import sys\nif 'random' in sys.modules:\n    sys.modules['random'].seed()");
+    } else {
+      pyodide.runPython(SNAPSHOT_IMPORTS);
+      const bytes = (pyodide as unknown as { makeMemorySnapshot(): Uint8Array }).makeMemorySnapshot();
+      // Its own buffer as it is when it holds exactly the snapshot (a copy would count twice against the heap).
+      const whole = bytes.byteOffset === 0 && bytes.byteLength === bytes.buffer.byteLength;
+      snapshot = (whole ? bytes.buffer : bytes.buffer.slice(bytes.byteOffset, bytes.byteOffset + bytes.byteLength)) as ArrayBuffer;
+    }
     // PYTHON_BOOT_GLOBALS of src/contract/isolate.ts (this script is not the prelude: its constants are not
     // inlined here). WebAssembly's constructors stay reachable from the objects Pyodide keeps (its memory's
     // `constructor`), so each prototype loses that link first: nothing here can make a module or a memory.
@@ -234,6 +260,7 @@ function preparePython(global: Record<string, unknown>, readFile: (name: string)
         (global["__awRegister"] as (module: unknown) => void)(toolModule);
       },
     });
+    return snapshot;
   }
 }
 

@@ -245,7 +245,7 @@ class Host implements ToolHost, PreparedCallRunner, ToolChangeSource, Capability
     const view = await this.view(anima);
     const entries = await Promise.all(view.names.map((name) => this.views.entry(view, name)));
     const tools = entries.map(toToolInfo).sort((a, b) => a.name.localeCompare(b.name));
-    return { anima: view.ref?.name, tools, problems: view.sources.problems, skippedFiles: view.sources.skipped };
+    return { anima: view.ref?.name, tools, problems: view.sources.problems };
   }
 
   async discoveryProblems(anima?: string): Promise<DiscoveryProblem[]> {

@@ -1,6 +1,5 @@
 import type { SchemaInfo, ToolInfo, ToolListing } from "../host-api.js";
 import { flagName, positionalParameters, typesOf } from "./flags.js";
-import { skippedFileEntries, skippedFilesLines } from "../lifecycle/skipped-files.js";
 
 /** Help text generated from schemas, at three levels: all tools, one tool, one action. */
 
@@ -129,8 +128,7 @@ export function listText(listing: ToolListing): string {
   const lines: string[] = [];
   for (const tool of listing.tools) lines.push(toolSummaryLine(tool).trimStart());
   for (const problem of listing.problems) lines.push(`(skipped) ${problem.file.split("/").pop()}: ${problem.message}`);
-  // Closing: the tool files this host does not run (Python), named here rather than warned about on each call.
-  return [...(lines.length > 0 ? lines : ["No tools found."]), ...skippedFilesLines(skippedFileEntries(listing))].join("\n");
+  return lines.length > 0 ? lines.join("\n") : "No tools found.";
 }
 
 function firstLine(text: string): string {

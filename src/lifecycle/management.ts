@@ -5,9 +5,9 @@ import { truncateForAudit } from "../audit/audit-log.js";
 import { ToolHostError, callerNotTool, errorInfoOf } from "../errors.js";
 import type { AuditWriter, AuditWriterSource, CapabilityPath, CapabilityPathSource, ToolHost, ToolInfo } from "../host-api.js";
 import { resolveAnima } from "../registry/animas.js";
+import { TOOL_EXTENSIONS } from "../registry/discovery.js";
 import { hostLoader } from "./load-check.js";
 import { shareTool } from "./share.js";
-import { type SkippedFileEntry, skippedFileEntries, skippedFilesLines } from "./skipped-files.js";
 import type { Finding } from "./findings.js";
 import { failureFindings, failureLines } from "./refresh-findings.js";
 import { errorsForShare } from "./validate.js";
@@ -48,8 +48,6 @@ export interface RefreshReport {
   failed: Array<{ name: string; error: string; hint?: string; path?: string; findings?: Finding[] }>;
   /** Files not loaded as tools (named like a core tool, a reserved name…), with the reason. */
   skipped: Array<{ name: string; reason: string }>;
-  /** Tool files of a kind this host does not run (`.py`), with why (skipped-files.ts). */
-  skippedFiles: SkippedFileEntry[];
   tools: string[];
 }
 
@@ -83,7 +81,6 @@ export class ManagementService {
       removed: [],
       failed: [],
       skipped: listing.problems.map((p) => ({ name: p.name, reason: p.message })),
-      skippedFiles: skippedFileEntries(listing),
       tools: [],
     };
     for (const tool of listing.tools) {
@@ -157,7 +154,7 @@ export class ManagementService {
   }
 
   /**
-   * `write_memory_file` as an Anima calls it (MCP): the write, and for a tool file (`tools/<name>.ts|.js|.mjs`)
+   * `write_memory_file` as an Anima calls it (MCP): the write, and for a tool file (`tools/<name>.ts`, `.py`…)
    * what the host then did with it — refreshed at once, and answered with its actions or with why it does
    * not load (an error result: an Anima must not be told that a broken tool worked).
    */
@@ -248,8 +245,8 @@ export class ManagementService {
   }
 }
 
-/** A personal tool's file: directly in tools/, a TypeScript or JavaScript module (group 1: the tool's name). */
-const TOOL_FILE = /^tools\/([^/]+)\.(?:ts|js|mjs)$/;
+/** A personal tool's file: directly in tools/, with any extension discovery loads (group 1: the tool's name). */
+const TOOL_FILE = new RegExp(`^tools/([^/]+)(?:${TOOL_EXTENSIONS.map((ext) => ext.replace(".", "\\.")).join("|")})$`);
 
 function versionOf(tool: ToolInfo): string {
   return tool.status === "error" ? `error:${tool.error?.message ?? ""}` : `${tool.origin}:${JSON.stringify(tool.schemas)}:${tool.bundleHash ?? ""}`;
@@ -275,7 +272,6 @@ export function formatRefresh(report: RefreshReport): string {
       `${report.tools.length > 0 ? "These tools are available for use; " : ""}${failed.join(", ")} ${failed.length === 1 ? "does" : "do"} not load: fix ${failed.length === 1 ? "it" : "them"} (see "failed" above) and refresh again.`,
     );
   } else if (report.tools.length > 0) lines.push("These tools are now available for use.");
-  lines.push(...skippedFilesLines(report.skippedFiles));
   return lines.join("\n");
 }
 

@@ -14,12 +14,13 @@ import { MAX_TOOL_SOURCE_BYTES } from "./validate.js";
  * Checks, in this order (the first failure is reported):
  *   1. the name: `^[A-Za-z_][A-Za-z0-9_]*$` (InvalidArguments), and not one that could never be a
  *      tool: a leading `_` (a helper), longer than 64 characters, or a CLI command name;
- *   2. the source `tools/<name>.(ts|mts|js|mjs)` exists (NotFound) — before the permission, as in
+ *   2. the source `tools/<name>.(ts|mts|js|mjs|py)` exists (NotFound) — before the permission, as in
  *      AnimaWorks, so a typo is reported as a typo;
  *   3. `tool_creation.shared` (PermissionDenied "Shared tool creation is not permitted."; a broken
  *      permissions file fails closed);
  *   4. it is a single file: a tool that imports relative helpers is refused (InvalidArguments), because
- *      common_tools/ holds other tools' helpers too and copying several files cannot be atomic;
+ *      common_tools/ holds other tools' helpers too and copying several files cannot be atomic (a Python
+ *      tool always is one: its folder's other files are not importable, bundling/python-bundle.ts);
  *   5. it validates: the injected `validate(sourcePath)` returns no problems (else LoadError listing them);
  *   6. no shared tool of that name exists with ANY extension, and no share of it is recorded or in
  *      progress (InvalidArguments, the reference's FileExists: "choose a different name");
@@ -74,7 +75,10 @@ async function share(options: ShareOptions): Promise<string> {
     // The Anima cannot grant it itself (its permissions file is not writable by it): the operator acts.
     throw new ToolHostError("PermissionDenied", "Shared tool creation is not permitted.", grantHint(permissions, "shared"), "host");
   }
-  const helpers = scanSource(source.bytes.toString("utf8")).imports.filter((use) => use.specifier !== undefined && isRelativeSpecifier(use.specifier));
+  // The JavaScript scanner would misread Python source, and a Python tool has no helpers to find.
+  const helpers = (source.file.endsWith(".py") ? [] : scanSource(source.bytes.toString("utf8")).imports).filter(
+    (use) => use.specifier !== undefined && isRelativeSpecifier(use.specifier),
+  );
   if (helpers.length > 0) {
     const list = helpers.map((use) => `"${use.specifier}" (line ${use.line})`).join(", ");
     throw new ToolHostError(
@@ -148,7 +152,11 @@ function checkName(raw: unknown): string {
 /** The personal tool's file and bytes, read through verified descriptors: no link, no hard link, bounded. */
 async function readPersonalTool(paths: PathConfinement, name: string): Promise<{ file: string; bytes: Buffer }> {
   const notFound = (): ToolHostError =>
-    new ToolHostError("NotFound", `Tool file not found: tools/${name}.ts (nor .mts, .js, .mjs)`, "Check tool name with refresh_tools first");
+    new ToolHostError(
+      "NotFound",
+      `Tool file not found: tools/${name}.ts (nor ${TOOL_EXTENSIONS.filter((ext) => ext !== ".ts").join(", ")})`,
+      "Check tool name with refresh_tools first",
+    );
   try {
     return await withExactDir(paths, "tools", OPERATION, { create: false }, async (dirFdPath) => {
       const present: string[] = [];

@@ -71,8 +71,8 @@ export interface ValidationReport {
   loaded: boolean | undefined;
 }
 
-/** What validate checks: the tool sources this host runs, and the seed's Python tools (python-checks.ts). */
-const VALIDATED_EXTENSIONS: readonly string[] = [...new Set<string>([...TOOL_EXTENSIONS, ".py"])];
+/** What validate checks: the tool sources this host runs (Python's with python-checks.ts). */
+const VALIDATED_EXTENSIONS: readonly string[] = TOOL_EXTENSIONS;
 const isPython = (fileName: string): boolean => fileName.endsWith(".py");
 
 /** Tool sources larger than this are refused by validate and share: no hand-written tool is near it. */

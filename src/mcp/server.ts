@@ -13,7 +13,6 @@ import {
 import { type ErrorInfo, ToolHostError, errorEnvelope, errorInfoOf, infoOfWire } from "../errors.js";
 import type { ToolChangeSource, ToolHost } from "../host-api.js";
 import { READ_MEMORY_FILE, WRITE_MEMORY_FILE, formatRefresh, managementOf } from "../lifecycle/management.js";
-import { skippedFileEntries } from "../lifecycle/skipped-files.js";
 import { JobService } from "../jobs/service.js";
 import { findSchema } from "../registry/actions.js";
 import { coreToolExposure } from "./exposure.js";
@@ -87,7 +86,7 @@ export async function startMcpServer(host: ToolHost, anima: string, transport: T
   const managementTools: ManagementTool[] = [
     {
       name: WRITE_MEMORY_FILE,
-      description: "Write a file in your own directory (tools/<name>.ts creates a personal tool; needs the personal-tool permission).",
+      description: "Write a file in your own directory (tools/<name>.ts or tools/<name>.py creates a personal tool; needs the personal-tool permission).",
       inputSchema: {
         type: "object",
         properties: {
@@ -150,14 +149,7 @@ export async function startMcpServer(host: ToolHost, anima: string, transport: T
         }));
         // Files that are not loaded as tools (a core tool's name, a reserved name…), with the reason.
         const skipped = listing.problems.map((p) => ({ name: p.name, origin: p.origin, reason: p.message }));
-        // Files of a kind this host does not run (`.py`), said here as `list` says them (never per call).
-        const skippedFiles = skippedFileEntries(listing);
-        if (skipped.length === 0 && skippedFiles.length === 0) return JSON.stringify(tools, null, 2);
-        return JSON.stringify(
-          { tools, ...(skipped.length > 0 ? { skipped } : {}), ...(skippedFiles.length > 0 ? { skipped_files: skippedFiles } : {}) },
-          null,
-          2,
-        );
+        return JSON.stringify(skipped.length > 0 ? { tools, skipped } : tools, null, 2);
       },
     },
   ];

@@ -51,10 +51,7 @@ export const TOOL_NAME_PATTERN = /^[A-Za-z][A-Za-z0-9_]{0,63}$/;
  * tools, so not worth a warning). Only regular files count (a FIFO or device named like a tool is
  * ignored, so a scan never blocks). Problems are reported, not thrown: one bad file never hides the others.
  */
-export async function discoverFolder(
-  folder: string,
-  origin: ToolOrigin,
-): Promise<{ tools: DiscoveredTool[]; problems: DiscoveryProblem[] }> {
+export async function discoverFolder(folder: string, origin: ToolOrigin): Promise<{ tools: DiscoveredTool[]; problems: DiscoveryProblem[] }> {
   let entries: Dirent[];
   try {
     entries = await readdir(folder, { withFileTypes: true });

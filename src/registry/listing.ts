@@ -1,5 +1,5 @@
 import type { ErrorInfo } from "../errors.js";
-import type { DiscoveryProblem, SkippedFile, ToolOrigin } from "./discovery.js";
+import type { DiscoveryProblem, ToolOrigin } from "./discovery.js";
 import type { ProfileEntry } from "./profile.js";
 
 /** What a host lists of the tools an Anima sees (`ToolHost.list`, `describe`): plain data. */
@@ -30,9 +30,4 @@ export interface ToolListing {
   tools: ToolInfo[];
   /** Files that were not loaded as tools, with the reason. */
   problems: DiscoveryProblem[];
-  /**
-   * Tool files of a kind this host does not run (Python), with the reason: not problems (no warning on
-   * each call), but named where tools are listed. Absent from hosts that do not report them.
-   */
-  skippedFiles?: SkippedFile[];
 }

@@ -3,7 +3,7 @@ import type { ToolBundler } from "../bundling/bundler.js";
 import { sha256 } from "../bundling/sha256.js";
 import type { ErrorInfo } from "../errors.js";
 import type { Executor, ToolBundle } from "../isolation/wire/messages.js";
-import { type DiscoveredTool, type DiscoveryProblem, type SkippedFile, type ToolOrigin, discoverFolder } from "./discovery.js";
+import { type DiscoveredTool, type DiscoveryProblem, type ToolOrigin, discoverFolder } from "./discovery.js";
 import { compileSchema, validatorSource } from "../validation/ajv.js";
 import type { ProfileEntry } from "./profile.js";
 import { type ToolSchema, checkToolSchemas } from "./schemas.js";
@@ -34,8 +34,6 @@ export interface ToolSources {
   tools: Map<string, DiscoveredTool>;
   /** Files that are not tools for a reason the author should hear about (bad name, shadowing…). */
   problems: DiscoveryProblem[];
-  /** Tool files of a kind this host does not run (`.py`): named by `list` and `refresh`, never warned about. */
-  skipped: SkippedFile[];
 }
 
 interface CachedDescription {
@@ -83,7 +81,7 @@ export class ToolRegistry {
     const [core, shared, personal] = await Promise.all([
       discoverFolder(this.options.coreToolsDir, "core"),
       discoverFolder(join(this.options.dataDir, "common_tools"), "shared"),
-      anima ? discoverFolder(join(anima.dir, "tools"), "personal") : Promise.resolve({ tools: [], problems: [], skipped: [] }),
+      anima ? discoverFolder(join(anima.dir, "tools"), "personal") : Promise.resolve({ tools: [], problems: [] }),
     ]);
     if (anima) for (const tool of personal.tools) tool.anima = anima.name;
     const tools = new Map<string, DiscoveredTool>();
@@ -102,7 +100,7 @@ export class ToolRegistry {
       }
       tools.set(tool.name, tool); // personal is added after shared, so it wins
     }
-    return { tools, problems, skipped: [...core.skipped, ...shared.skipped, ...personal.skipped] };
+    return { tools, problems };
   }
 
   /** Loads one tool as seen by an Anima whose visible tool names are `visibleNames`. */

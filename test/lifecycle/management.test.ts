@@ -1,4 +1,4 @@
-import { readFileSync } from "node:fs";
+import { existsSync, readFileSync } from "node:fs";
 import { join } from "node:path";
 import { afterEach, beforeEach, describe, expect, it } from "vitest";
 import type { AuditRecord } from "../../src/audit/audit-log.js";
@@ -132,7 +132,7 @@ describe("refresh", () => {
 
   it("lists, for a tool that does not load, the findings validate gives for its file, each once, path:line:col first", async () => {
     const source = [
-      'import { readFileSync } from "node:fs";',
+      'import { existsSync, readFileSync } from "node:fs";',
       'const API_KEY = "sk-abcdefghijklmnopqrstuvwxyz123456";',
       "export function get_tool_schemas() {",
       "  return [",
@@ -181,4 +181,44 @@ describe("refresh", () => {
     t.personal("alpha.ts", simpleTool("alpha", ["run", "stop"]));
     expect(await managementOf(t.host).refresh("alice")).toMatchObject({ loaded: [], changed: ["alpha"] });
   });
+});
+
+describe("Python tools", () => {
+  const PY_TOOL = [
+    "from __future__ import annotations",
+    "",
+    "def get_tool_schemas():",
+    '    return [{"name": "x_run", "description": "d", "input_schema": {"type": "object", "properties": {}}}]',
+    "",
+    "def dispatch(name, args):",
+    '    args.pop("anima_dir", None)',
+    '    return "ran"',
+    "",
+  ].join("\n");
+
+  // Each load boots the Python interpreter (seconds), hence the timeouts.
+  it("write_memory_file of tools/x.py loads it at once (or says why not); share_tool copies it; a .ts beside it is two files for one tool", async () => {
+    const py = useTestHost({ loadTimeoutMs: 60_000 });
+    try {
+      py.data.write("animas/alice/permissions.json", JSON.stringify({ tool_creation: { personal: true, shared: true } }));
+      const service = managementOf(py.host);
+      const written = await service.writeMemoryAndLoad("alice", { path: "tools/x.py", content: PY_TOOL });
+      expect(written).toEqual({ text: `Wrote tools/x.py (${Buffer.byteLength(PY_TOOL)} bytes). Loaded "x": x_run.` });
+      const broken = await service.writeMemoryAndLoad("alice", { path: "tools/y.py", content: "def get_tool_schemas(:\n    return []\n" });
+      expect(broken.isError).toBe(true);
+      expect(broken.text).toMatch(/^Wrote tools\/y\.py \(\d+ bytes\)\. The tool "y" does not load:/);
+      // Each problem as validate gives it, at the file's path (refresh-findings.ts), as for a TypeScript tool.
+      expect(broken.text).toMatch(/\n {2}tools\/y\.py(:\d+)*: error \[load\] .*SyntaxError/);
+
+      expect(await service.share("alice", "x")).toBe("Shared tool 'x' to common_tools/. All animas can now use it after refresh_tools.");
+      expect(readFileSync(join(py.data.dir, "common_tools", "x.py"), "utf8")).toBe(PY_TOOL);
+      expect(existsSync(join(py.data.dir, "common_tools", "x.ts"))).toBe(false);
+
+      const twin = await service.writeMemoryAndLoad("alice", { path: "tools/x.ts", content: simpleTool("x") });
+      expect(twin.isError).toBe(true);
+      expect(twin.text).toMatch(/It is not loaded: more than one file defines tool "x" \(x\.py, x\.ts\); keep one\.$/);
+    } finally {
+      await py.close();
+    }
+  }, 120_000);
 });

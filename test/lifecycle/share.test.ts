@@ -14,6 +14,16 @@ let validated: string[];
 const common = (): string => join(data.dir, "common_tools");
 const SUCCESS = (name: string): string => `Shared tool '${name}' to common_tools/. All animas can now use it after refresh_tools.`;
 const ALLOW = JSON.stringify({ tool_creation: { personal: true, shared: true } });
+/** A Python tool whose comment reads, to a JavaScript scanner, as a helper import. */
+const PY_TOOL = [
+  '# ported from the JavaScript edition: import { helper } from "./_helper.js"',
+  "def get_tool_schemas():",
+  '    return [{"name": "py_tool_run", "description": "d", "input_schema": {"type": "object", "properties": {}}}]',
+  "",
+  "def dispatch(name, args):",
+  '    return "ran"',
+  "",
+].join("\n");
 
 beforeEach(() => {
   data = makeDataDir();
@@ -92,6 +102,23 @@ describe("share_tool: success", () => {
     data.write("animas/alice/tools/js_tool.mjs", simpleTool("js_tool"));
     expect(await share("js_tool")).toBe(SUCCESS("js_tool"));
     expect(existsSync(join(common(), "js_tool.mjs"))).toBe(true);
+  });
+
+  it("copies a Python tool as it copies others, never reading it as JavaScript (a Python tool is one file)", async () => {
+    data.write("animas/alice/permissions.json", ALLOW);
+    const source = data.write("animas/alice/tools/py_tool.py", PY_TOOL);
+    expect(await share("py_tool")).toBe(SUCCESS("py_tool"));
+    expect(validated).toEqual([source]);
+    expect(readFileSync(join(common(), "py_tool.py"), "utf8")).toBe(PY_TOOL);
+    expect(await inspectSharedTools(data.dir)).toMatchObject([{ tool: "py_tool", file: "py_tool.py", status: "ok", sharedBy: "alice" }]);
+  });
+
+  it("refuses a personal tool defined by a TypeScript and a Python file alike, and names both", async () => {
+    data.write("animas/alice/permissions.json", ALLOW);
+    data.write("animas/alice/tools/twin.ts", simpleTool("twin"));
+    data.write("animas/alice/tools/twin.py", PY_TOOL);
+    await refused(share("twin"), "InvalidArguments", /^more than one file defines tool 'twin' \(tools\/twin\.ts, tools\/twin\.py\)$/);
+    expect(existsSync(common())).toBe(false);
   });
 });
 
@@ -205,7 +232,7 @@ describe("share_tool: never overwrites", () => {
     data.write("animas/alice/tools/my_tool.ts", simpleTool("my_tool"));
   });
 
-  it.each(["my_tool.ts", "my_tool.js", "my_tool.mts", "my_tool.mjs"])("an existing common_tools/%s is left untouched", async (existing) => {
+  it.each(["my_tool.ts", "my_tool.js", "my_tool.mts", "my_tool.mjs", "my_tool.py"])("an existing common_tools/%s is left untouched", async (existing) => {
     data.write(`common_tools/${existing}`, "// someone else's tool");
     const error = await refused(
       share("my_tool"),

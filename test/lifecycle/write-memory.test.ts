@@ -75,6 +75,7 @@ describe("write_memory_file: the tool-creation permission", () => {
     "tools/my_tool.mts",
     "tools/my_tool.js",
     "tools/my_tool.mjs",
+    "tools/my_tool.py",
     "tools/_helper.ts",
     "tools/data.json",
     "tools/sub/deep.ts",

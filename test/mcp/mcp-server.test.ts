@@ -1,4 +1,4 @@
-import { readFileSync, rmSync, symlinkSync } from "node:fs";
+import { readFileSync, symlinkSync } from "node:fs";
 import { join } from "node:path";
 import { Client } from "@modelcontextprotocol/sdk/client/index.js";
 import { StdioClientTransport } from "@modelcontextprotocol/sdk/client/stdio.js";
@@ -139,18 +139,6 @@ describe("MCP server over stdio", () => {
     expect(write.isError === true || readFileSync(join(data.dir, "animas", "alice", "common_skills", "tool-creator", "SKILL.md"), "utf8") === "mine").toBe(
       true,
     );
-  });
-
-  it("list_tools names the Python tool files it skips, with why, as the CLI's list does", async () => {
-    data.write("animas/alice/tools/fetch_news.py", "def dispatch(name, args):\n    return 'news'\n");
-    await client.callTool({ name: "refresh_tools", arguments: {} });
-    const listed = JSON.parse(
-      (((await client.callTool({ name: "list_tools", arguments: {} })).content as Array<{ text: string }>)[0] as { text: string }).text,
-    ) as {
-      skipped_files?: Array<{ file: string; reason: string }>;
-    };
-    expect(listed.skipped_files).toEqual([{ file: "tools/fetch_news.py", reason: expect.stringMatching(/Python/) as unknown }]);
-    rmSync(join(data.dir, "animas", "alice", "tools", "fetch_news.py"));
   });
 
   it("refuses to read outside the Anima through read_memory_file", async () => {

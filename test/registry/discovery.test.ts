@@ -3,7 +3,7 @@ import { join } from "node:path";
 import { homedir } from "node:os";
 import { afterEach, describe, expect, it, vi } from "vitest";
 import { resolveConfig } from "../../src/config.js";
-import { PYTHON_SKIP_REASON, RESERVED_NAMES, discoverFolder } from "../../src/registry/discovery.js";
+import { RESERVED_NAMES, discoverFolder } from "../../src/registry/discovery.js";
 import { type TempDataDir, makeDataDir } from "../helpers/data-dir.js";
 
 const TOOL = "export function get_tool_schemas() { return []; }\n";
@@ -18,12 +18,12 @@ describe("discoverFolder (one tools folder)", () => {
     return join(data.dir, "tools");
   }
 
-  it("finds top-level .ts/.mts/.js/.mjs files, sorted by file name, with absolute paths (ref 1, 2, 10)", async () => {
-    const folder = folderWith(["zeta.ts", "alpha.js", "Mid.mjs", "beta.mts"]);
+  it("finds top-level .ts/.mts/.js/.mjs/.py files, sorted by file name, with absolute paths (ref 1, 2, 10)", async () => {
+    const folder = folderWith(["zeta.ts", "alpha.js", "Mid.mjs", "beta.mts", "gamma.py"]);
     const { tools, problems } = await discoverFolder(folder, "personal");
     expect(problems).toEqual([]);
     // Code-unit order, like Python's sorted(): upper case sorts before lower case.
-    expect(tools.map((t) => t.name)).toEqual(["Mid", "alpha", "beta", "zeta"]);
+    expect(tools.map((t) => t.name)).toEqual(["Mid", "alpha", "beta", "gamma", "zeta"]);
     for (const tool of tools) {
       expect(tool.origin).toBe("personal");
       expect(tool.folder).toBe(folder);
@@ -33,20 +33,21 @@ describe("discoverFolder (one tools folder)", () => {
   });
 
   it("skips helpers starting with `_`, type declarations, hidden files and other extensions (ref 1, 6)", async () => {
-    const folder = folderWith(["_helper.ts", "__init__.ts", "types.d.ts", "more.d.mts", ".hidden.ts", "notes.md", "data.json", "script.py", "real.ts"]);
+    const folder = folderWith(["_helper.ts", "__init__.ts", "types.d.ts", "more.d.mts", ".hidden.ts", "notes.md", "data.json", "script.pyc", "real.ts"]);
     const { tools, problems } = await discoverFolder(folder, "shared");
     expect(tools.map((t) => t.name)).toEqual(["real"]);
     expect(problems).toEqual([]);
   });
 
-  it("names the Python tools it skips, with why, apart from the problems (no warning on every call)", async () => {
+  it("finds Python tools by the same rules: not helpers (AnimaWorks' __init__.py), hidden files, folders or sub-folders", async () => {
     const folder = folderWith(["web_search.py", "__init__.py", "_helpers.py", ".hidden.py", "real.ts", "pkg/inner.py"]);
     mkdirSync(join(folder, "dir_tool.py"));
-    const { tools, problems, skipped } = await discoverFolder(folder, "shared");
-    expect(tools.map((t) => t.name)).toEqual(["real"]);
+    const { tools, problems } = await discoverFolder(folder, "shared");
+    expect(tools.map((t) => [t.name, t.path])).toEqual([
+      ["real", join(folder, "real.ts")],
+      ["web_search", join(folder, "web_search.py")],
+    ]);
     expect(problems).toEqual([]);
-    // Helpers (`_…`, AnimaWorks' __init__.py), hidden files, folders and sub-folders are not tools either way.
-    expect(skipped).toEqual([{ file: join(folder, "web_search.py"), origin: "shared", reason: PYTHON_SKIP_REASON }]);
   });
 
   it("does not look into sub-folders, even one named like a tool file (ref 3, 11)", async () => {
@@ -59,7 +60,7 @@ describe("discoverFolder (one tools folder)", () => {
 
   it("returns nothing, without an error, for a missing folder (ref 7)", async () => {
     data = makeDataDir();
-    await expect(discoverFolder(join(data.dir, "no", "such", "tools"), "personal")).resolves.toEqual({ tools: [], problems: [], skipped: [] });
+    await expect(discoverFolder(join(data.dir, "no", "such", "tools"), "personal")).resolves.toEqual({ tools: [], problems: [] });
   });
 
   it("reports invalid tool names instead of loading them (ref 12 is AS-IS in Python; names are validated here)", async () => {
@@ -94,6 +95,15 @@ describe("discoverFolder (one tools folder)", () => {
     expect(problems).toHaveLength(1);
     expect(problems[0]?.name).toBe("twin");
     expect(problems[0]?.message).toMatch(/more than one file defines tool "twin" \(twin\.js, twin\.ts\)/);
+  });
+
+  it("refuses a TypeScript and a Python file of one name alike (a tool ported to Python with its original left beside it)", async () => {
+    const folder = folderWith(["port.ts", "port.py", "solo.py"]);
+    const { tools, problems } = await discoverFolder(folder, "shared");
+    expect(tools.map((t) => t.name)).toEqual(["solo"]);
+    expect(problems).toEqual([
+      { name: "port", origin: "shared", file: "port.py", message: 'more than one file defines tool "port" (port.py, port.ts); keep one' },
+    ]);
   });
 
   it("lists a symlinked file (the bundler decides whether its target is allowed) and ignores a dangling link or a link to a folder", async () => {

@@ -25,7 +25,7 @@ import type {
 import { monotonicMs } from "../../clock.js";
 import { ISOLATE_V8_FLAGS } from "./v8-flags.js";
 import { isPythonBundle } from "../wire/tool-bundle.js";
-import { PYTHON_INTERPRETER_BYTES, type PythonBootTools, bootPython } from "./python-boot.js";
+import { PYTHON_INTERPRETER_BYTES, PYTHON_RUNTIME_HEAP_MB, type PythonBootTools, bootPython } from "./python-boot.js";
 
 /** The isolated-vm constructors the Python runtime's boot needs (python-boot.ts imports types only). */
 const PYTHON_BOOT_TOOLS: PythonBootTools = {
@@ -342,8 +342,9 @@ export class IsolateRunner implements Executor {
   ): Promise<PooledIsolate> {
     let pooled: PooledIsolate | undefined;
     const snapshot = this.startupSnapshot();
+    const python = isPythonBundle(bundle.code);
     const isolate = new ivm.Isolate({
-      memoryLimit: limits.memoryLimitMb,
+      memoryLimit: limits.memoryLimitMb + (python ? PYTHON_RUNTIME_HEAP_MB : 0),
       ...(snapshot ? { snapshot } : {}),
       // Called (on this thread, later) when V8 ran out of memory beyond isolated-vm's limit, or a script
       // would not terminate: the isolate's thread is parked for good. End its call and report it.
@@ -361,7 +362,6 @@ export class IsolateRunner implements Executor {
       const context = isolate.createContextSync();
       pooled.context = context;
       if (!snapshot) this.scripts.runPrelude(isolate, context);
-      const python = isPythonBundle(bundle.code);
       const entryRef = bindPrelude(context, this.makeBridge(pooled), python ? "python" : "tool");
       pooled.entry = {
         call: entryRef.getSync("call", { reference: true }),
