@@ -170,4 +170,51 @@ def _failure(error: BaseException, file_name: str, message: str | None = None) -
     return json.dumps(outcome, ensure_ascii=False, default=str)
 
 
+def _install_urllib() -> None:
+    """`urllib.request.urlopen` of http(s) URLs goes through the host's fetch (the interpreter has no sockets)."""
+    import email.message
+    import urllib.error
+    import urllib.request
+    import urllib.response
+
+    class HostHandler(urllib.request.BaseHandler):
+        handler_order = 100  # before urllib's own HTTP handlers
+
+        def _open(self, request: urllib.request.Request) -> urllib.response.addinfourl:
+            from pyodide.ffi import to_js
+
+            # urllib adds Host, Content-Length and Connection itself; the host derives them from the request.
+            derived = {"host", "content-length", "connection", "transfer-encoding"}
+            headers_sent = {key: value for key, value in request.header_items() if key.lower() not in derived}
+            init: dict[str, object] = {"method": request.get_method(), "headers": headers_sent}
+            timeout = getattr(request, "timeout", None)
+            if isinstance(timeout, (int, float)):
+                init["timeoutMs"] = min(120_000, max(1, int(timeout * 1000)))  # the host's longest fetch
+            body = request.data if isinstance(request.data, (bytes, bytearray)) else None
+            try:
+                answer = wait(_animaworks_host.fetch(request.full_url, json.dumps(init), to_js(bytes(body)) if body else None))
+            except HostError as error:
+                if error.type == "Timeout":
+                    raised: OSError = TimeoutError(str(error))
+                else:
+                    raised = urllib.error.URLError(str(error))
+                raised._js_error = error._js_error  # type: ignore[attr-defined]
+                raise raised from None
+            headers = email.message.Message()
+            for key, value in json.loads(answer.headersJson).items():
+                headers[key] = value
+            response = urllib.response.addinfourl(io.BytesIO(answer.body.to_bytes()), headers, str(answer.url), int(answer.status))
+            response.msg = str(answer.statusText)  # type: ignore[attr-defined]
+            return response  # urllib's own processors raise HTTPError for an error status
+
+        def http_open(self, request: urllib.request.Request) -> urllib.response.addinfourl:
+            return self._open(request)
+
+        def https_open(self, request: urllib.request.Request) -> urllib.response.addinfourl:
+            return self._open(request)
+
+    urllib.request.install_opener(urllib.request.build_opener(HostHandler))
+
+
 _configure_logging()
+_install_urllib()

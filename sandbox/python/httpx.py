@@ -34,6 +34,8 @@ __all__ = [
 
 #: httpx's own default: 5 s.
 DEFAULT_TIMEOUT_S = 5.0
+#: The host's longest fetch, ms: a longer timeout asks for that (the call's own timeout bounds it anyway).
+MAX_FETCH_TIMEOUT_MS = 120_000
 
 
 class HTTPError(Exception):
@@ -186,7 +188,7 @@ def _send(method: str, url: str, *, params: Any = None, headers: Any = None, jso
     seconds = _seconds(timeout)
     init = {"method": request.method, "headers": dict(sent)}
     if seconds is not None:
-        init["timeoutMs"] = max(1, int(seconds * 1000))
+        init["timeoutMs"] = min(MAX_FETCH_TIMEOUT_MS, max(1, int(seconds * 1000)))
     from pyodide.ffi import to_js
 
     try:

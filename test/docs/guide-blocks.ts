@@ -23,7 +23,7 @@ export interface GuideBlock {
 }
 
 /** Languages whose blocks must carry a marker: code that could drift from the host. */
-export const CHECKED_LANGUAGES = new Set(["ts", "typescript", "js", "javascript", "bash", "sh", "shell", "json", "jsonc", "markdown", "md"]);
+export const CHECKED_LANGUAGES = new Set(["ts", "typescript", "js", "javascript", "python", "bash", "sh", "shell", "json", "jsonc", "markdown", "md"]);
 
 export function readGuide(): string {
   return readFileSync(GUIDE_PATH, "utf8");
@@ -45,6 +45,11 @@ export function guideBlocks(text: string): GuideBlock[] {
     i = end;
   }
   return blocks;
+}
+
+/** The tool name of a `python-tool: NAME` marker (a Python tool of the guide), else undefined. */
+export function pythonToolNameOf(block: GuideBlock): string | undefined {
+  return /^python-tool:\s*([a-z][a-z0-9_]*)$/.exec(block.marker ?? "")?.[1];
 }
 
 /** The tool name of a `tool: NAME` marker, else undefined. */

@@ -15,7 +15,7 @@ import { TOOL_API_EXPORTS } from "../../src/contract/tool-api.js";
 import { type TempDataDir, makeDataDir, waitFor } from "../helpers/data-dir.js";
 import { REPO_ROOT } from "../helpers/tools.js";
 import { typeCheckTools } from "../helpers/tool-typecheck.js";
-import { CHECKED_LANGUAGES, type GuideBlock, commandLines, guideBlocks, readGuide, shellWords, toolNameOf } from "./guide-blocks.js";
+import { CHECKED_LANGUAGES, type GuideBlock, commandLines, guideBlocks, pythonToolNameOf, readGuide, shellWords, toolNameOf } from "./guide-blocks.js";
 
 /*
  * The tool-creator guide (docs/tool-creator.md, installed by `init` as the skill Animas learn from) must
@@ -27,7 +27,7 @@ import { CHECKED_LANGUAGES, type GuideBlock, commandLines, guideBlocks, readGuid
  */
 const GUIDE = readGuide();
 const BLOCKS = guideBlocks(GUIDE);
-const KNOWN_MARKERS = /^(tool: [A-Za-z][A-Za-z0-9_]*|fragment|cli|permissions\.json|permissions\.md|config\.json)$/;
+const KNOWN_MARKERS = /^(tool: [A-Za-z][A-Za-z0-9_]*|python-tool: [a-z][a-z0-9_]*|fragment|cli|permissions\.json|permissions\.md|config\.json)$/;
 /** The template's service address, which the test points at its own server. */
 const API_BASE_LINE = 'const API_BASE = "https://api.example.com";';
 const API_KEY = "guide-test-key-7f3a";
@@ -125,6 +125,9 @@ describe("the guide's tools in a data dir", () => {
       const name = toolNameOf(block) as string;
       data.write(`animas/alice/tools/${name}.ts`, block.code.replace(API_BASE_LINE, `const API_BASE = "${base}";`));
     }
+    for (const block of BLOCKS.filter((b) => pythonToolNameOf(b) !== undefined)) {
+      data.write(`animas/alice/tools/${pythonToolNameOf(block) as string}.py`, block.code);
+    }
     data.write("animas/alice/drafts/my_tool.ts", toolSource("my_tool"));
     host = createHost({ dataDir: data.dir, isolation: "in-process", onLog: (record) => logs.push(record), logLevel: "debug" });
   });
@@ -151,6 +154,16 @@ describe("the guide's tools in a data dir", () => {
     expect(report).toMatchObject({ errors: 0, warnings: 0, loaded: true });
     expect(run.code).toBe(0);
   });
+
+  it("has a Python tool that validates with no finding and answers through dispatch, its log line in the call's log", async () => {
+    const python = BLOCKS.filter((b) => pythonToolNameOf(b) !== undefined);
+    expect(python.map((b) => [pythonToolNameOf(b), b.lang])).toEqual([["text_tally", "python"]]);
+    const run = await cli(["validate", join(animaDir, "tools", "text_tally.py"), "--json"]);
+    expect(JSON.parse(run.stdout)).toMatchObject({ errors: 0, warnings: 0, loaded: true, findings: [] });
+    const counted = await host.call("alice", "text_tally_count", { text: "one two\nthree" }, { structured: true });
+    expect(counted).toMatchObject({ status: "ok", structured: { words: 3, lines: 2 } });
+    expect(logs.some((record) => record.message === "counting 13 characters")).toBe(true);
+  }, 120_000);
 
   it("calls the single-schema template, whose result matches its output_schema", async () => {
     const result = await host.call("alice", "my_tool_action", { param1: "hello", param2: 3 }, { structured: true });

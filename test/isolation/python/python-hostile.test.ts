@@ -1,4 +1,6 @@
 import { join } from "node:path";
+import { type Server, createServer } from "node:http";
+import type { AddressInfo } from "node:net";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { type ToolHost, createHost } from "../../../src/host.js";
 import { type TempDataDir, makeDataDir } from "../../helpers/data-dir.js";
@@ -12,7 +14,7 @@ import { okOutput } from "../../helpers/tools.js";
  * the host still serves alice's honest tool.
  */
 const SCHEMA = (tool: string, action = "run") =>
-  `def get_tool_schemas():\n    return [{"name": "${tool}_${action}", "description": "d", "input_schema": {"type": "object", "properties": {}}}]\n`;
+  `def get_tool_schemas():\n    return [{"name": "${tool}_${action}", "description": "d", "input_schema": {"type": "object", "properties": {"url": {"type": "string"}}}}]\n`;
 
 const TOOLS: Record<string, string> = {
   honest: `${SCHEMA("honest")}\ndef dispatch(name, args):\n    return {"anima_dir_given": "anima_dir" in args}\n`,
@@ -25,13 +27,25 @@ const TOOLS: Record<string, string> = {
   needs_requests: `from __future__ import annotations\nimport requests\n${SCHEMA("needs_requests")}\ndef dispatch(name, args):\n    return None\n`,
   missing_credential: `${SCHEMA("missing_credential")}\ndef dispatch(name, args):\n    from core.tools._base import get_credential\n    return get_credential("nothere", "missing_credential", env_var="NOTHERE_KEY")\n`,
   wasm_constructor_reach: `${SCHEMA("wasm_constructor_reach")}\ndef dispatch(name, args):\n    import js\n    import pyodide_js\n    memory = pyodide_js._module.memory\n    return {"global": hasattr(js, "WebAssembly"), "constructor": memory.constructor.name, "prototype": js.Object.getPrototypeOf(memory).constructor.name}\n`,
+  stalled_fetch: `${SCHEMA("stalled_fetch")}\ndef dispatch(name, args):\n    import httpx\n    return httpx.get(args["url"], timeout=600).text\n`,
+  urllib_fetch: `${SCHEMA("urllib_fetch")}\ndef dispatch(name, args):\n    import urllib.request, urllib.error\n    with urllib.request.urlopen(args["url"] + "/hello", timeout=10) as response:\n        body = response.read().decode()\n    try:\n        urllib.request.urlopen(args["url"] + "/missing", timeout=10)\n    except urllib.error.HTTPError as error:\n        return [body, error.code]\n`,
   async_sleeper: `${SCHEMA("async_sleeper")}\nimport asyncio\nasync def dispatch(name, args):\n    await asyncio.sleep(0.05)\n    return "slept"\n`,
 };
 
 let data: TempDataDir;
 let host: ToolHost;
-beforeAll(() => {
-  data = makeDataDir();
+let server: Server;
+let base = "";
+beforeAll(async () => {
+  // /hello answers, /missing is a 404, /stall never answers.
+  server = createServer((req, res) => {
+    if (req.url === "/stall") return;
+    if (req.url === "/hello") return void res.end("hello");
+    res.writeHead(404).end("no");
+  });
+  await new Promise<void>((resolve) => server.listen(0, "127.0.0.1", resolve));
+  base = `http://127.0.0.1:${(server.address() as AddressInfo).port}`;
+  data = makeDataDir({ "config.json": JSON.stringify({ animaworks_tool: { allow_internal_hosts: ["127.0.0.1"] } }) });
   data.anima("alice");
   data.write("animas/bob/secret.txt", "bob's secret 7c1e");
   for (const [name, source] of Object.entries(TOOLS)) data.write(`animas/alice/tools/${name}.py`, source);
@@ -40,6 +54,8 @@ beforeAll(() => {
 afterAll(async () => {
   await host?.close();
   data?.cleanup();
+  server?.closeAllConnections();
+  await new Promise((resolve) => server?.close(resolve));
 });
 
 async function stillServes(): Promise<void> {
@@ -108,6 +124,18 @@ describe("hostile Python tools", () => {
     const result = await host.call("alice", "missing_credential_run", {});
     expect(result).toMatchObject({ status: "error", error_type: "ToolConfigError" });
     expect(result.status === "error" ? result.message : "").toContain("nothere");
+  }, 120_000);
+
+  it("stalled_fetch: a call blocked on a host capability ends at its deadline", async () => {
+    // Warm first, so that the short deadline below is the blocked call's, not the interpreter's start.
+    expect(okOutput(await host.call("alice", "stalled_fetch_run", { url: `${base}/hello` }))).toBe("hello");
+    const result = await host.call("alice", "stalled_fetch_run", { url: `${base}/stall` }, { timeoutMs: 2_000 });
+    expect(result, JSON.stringify(result)).toMatchObject({ status: "error", error_type: "Timeout" });
+    await stillServes();
+  }, 120_000);
+
+  it("urllib_fetch: urllib.request goes through the host's fetch, with urllib's own HTTPError", async () => {
+    expect(JSON.parse(okOutput(await host.call("alice", "urllib_fetch_run", { url: base })))).toEqual(["hello", 404]);
   }, 120_000);
 
   it("async_sleeper: an async dispatch with asyncio.sleep runs on the host's timers", async () => {

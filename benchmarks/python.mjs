@@ -1,0 +1,148 @@
+// Python tools beside TypeScript tools, in one run, through `createHost` with default options (sandbox
+// processes, one cordon per Anima). Figures:
+//   - warm call p50/p95 of a trivial TypeScript tool and of the same tool in Python (the ratio is the
+//     aim: ≤ 2×), alternating blocks so that both see the same machine;
+//   - first call of a Python tool in a process whose interpreter snapshot exists (another Python tool
+//     was loaded there before): bundle, describe (an interpreter restored), isolate (another), call;
+//   - first call of a Python tool in a fresh host (a new sandbox process, no snapshot yet);
+//   - RSS per live interpreter: the sandbox processes' resident memory after K Python tools of one Anima
+//     were called (an interpreter each, warm in its process), over the same before them.
+// Run: `npm run build && node --no-node-snapshot benchmarks/python.mjs [--quick] [--json]`.
+import { mkdtempSync, readFileSync, readdirSync, rmSync, writeFileSync, mkdirSync } from "node:fs";
+import { tmpdir } from "node:os";
+import { join } from "node:path";
+import { parseArgs } from "node:util";
+import { createHost } from "../dist/src/index.js";
+import { sandboxOf } from "../dist/src/host.js";
+
+const { values: flags } = parseArgs({ options: { quick: { type: "boolean" }, json: { type: "boolean" } } });
+const WARM_CALLS = flags.quick ? 300 : 2_000;
+const BLOCKS = 4;
+const FIRST_CALLS = flags.quick ? 3 : 6;
+const LIVE_INTERPRETERS = flags.quick ? 2 : 4;
+
+const tsTool = (name) => `export function get_tool_schemas() {
+  return [{ name: "${name}_run", description: "Adds one.", input_schema: { type: "object", properties: { n: { type: "integer" } }, required: ["n"] } }];
+}
+export function dispatch(name, args) { return { n: args.n + 1 }; }
+`;
+const pyTool = (name) => `from __future__ import annotations
+
+
+def get_tool_schemas() -> list[dict]:
+    return [{"name": "${name}_run", "description": "Adds one.", "input_schema": {"type": "object", "properties": {"n": {"type": "integer"}}, "required": ["n"]}}]
+
+
+def dispatch(name, args):
+    args.pop("anima_dir", None)
+    return {"n": args["n"] + 1}
+`;
+
+const percentile = (samples, p) => {
+  const sorted = [...samples].sort((a, b) => a - b);
+  return sorted[Math.min(sorted.length - 1, Math.floor((p / 100) * sorted.length))];
+};
+async function timed(host, anima, schema) {
+  const start = process.hrtime.bigint();
+  const result = await host.call(anima, schema, { n: 1 });
+  const ms = Number(process.hrtime.bigint() - start) / 1e6;
+  if (result.status !== "ok") throw new Error(`${schema}: ${JSON.stringify(result).slice(0, 300)}`);
+  return ms;
+}
+
+function rssKb(pid) {
+  try {
+    const line = readFileSync(`/proc/${pid}/status`, "utf8")
+      .split("\n")
+      .find((l) => l.startsWith("VmRSS:"));
+    return Number(line.split(/\s+/)[1]);
+  } catch {
+    return 0;
+  }
+}
+function treeRssKb(pid) {
+  let total = rssKb(pid);
+  let tasks;
+  try {
+    tasks = readdirSync(`/proc/${pid}/task`);
+  } catch {
+    return total;
+  }
+  for (const task of tasks) {
+    let children;
+    try {
+      children = readFileSync(`/proc/${pid}/task/${task}/children`, "utf8");
+    } catch {
+      continue;
+    }
+    for (const child of children.split(" ").filter(Boolean)) total += treeRssKb(Number(child));
+  }
+  return total;
+}
+const sandboxRssMb = (host) =>
+  sandboxOf(host)
+    .pids()
+    .reduce((sum, pid) => sum + treeRssKb(pid), 0) / 1024;
+
+const dir = mkdtempSync(join(tmpdir(), "awt-bench-python-"));
+try {
+  mkdirSync(join(dir, "animas", "bench", "tools"), { recursive: true });
+  writeFileSync(join(dir, "animas", "bench", "tools", "ts_echo.ts"), tsTool("ts_echo"));
+  writeFileSync(join(dir, "animas", "bench", "tools", "py_echo.py"), pyTool("py_echo"));
+  for (let i = 0; i < FIRST_CALLS; i++) writeFileSync(join(dir, "animas", "bench", "tools", `py_first${i}.py`), pyTool(`py_first${i}`));
+  mkdirSync(join(dir, "animas", "rss", "tools"), { recursive: true });
+  writeFileSync(join(dir, "animas", "rss", "tools", "ts_base.ts"), tsTool("ts_base"));
+  for (let i = 0; i < LIVE_INTERPRETERS; i++) writeFileSync(join(dir, "animas", "rss", "tools", `py_live${i}.py`), pyTool(`py_live${i}`));
+  mkdirSync(join(dir, "animas", "cold", "tools"), { recursive: true });
+  writeFileSync(join(dir, "animas", "cold", "tools", "py_cold.py"), pyTool("py_cold"));
+
+  // A fresh host's first Python call: a new sandbox process, an interpreter booted without a snapshot.
+  const coldHost = createHost({ dataDir: dir, onLog: () => {} });
+  const coldFirstMs = await timed(coldHost, "cold", "py_cold_run");
+  await coldHost.close();
+
+  const host = createHost({ dataDir: dir, onLog: () => {} });
+  // Warm both (the Python one's process makes its snapshot here).
+  for (let i = 0; i < 50; i++) {
+    await timed(host, "bench", "ts_echo_run");
+    await timed(host, "bench", "py_echo_run");
+  }
+  const ts = [];
+  const py = [];
+  for (let block = 0; block < BLOCKS; block++) {
+    for (let i = 0; i < WARM_CALLS / BLOCKS; i++) ts.push(await timed(host, "bench", "ts_echo_run"));
+    for (let i = 0; i < WARM_CALLS / BLOCKS; i++) py.push(await timed(host, "bench", "py_echo_run"));
+  }
+  // First calls of new Python tools of the same Anima: its process already holds a snapshot.
+  const firsts = [];
+  for (let i = 0; i < FIRST_CALLS; i++) firsts.push(await timed(host, "bench", `py_first${i}_run`));
+
+  // RSS per live interpreter: K Python tools of one Anima (its cordon's process, already running a
+  // TypeScript tool), each with its interpreter warm, over that process before them.
+  await timed(host, "rss", "ts_base_run");
+  const before = sandboxRssMb(host);
+  for (let i = 0; i < LIVE_INTERPRETERS; i++) await timed(host, "rss", `py_live${i}_run`);
+  const after = sandboxRssMb(host);
+  await host.close();
+
+  const results = {
+    warmTs: { p50: percentile(ts, 50), p95: percentile(ts, 95) },
+    warmPython: { p50: percentile(py, 50), p95: percentile(py, 95) },
+    ratioP50: percentile(py, 50) / percentile(ts, 50),
+    firstCallWithSnapshot: { p50: percentile(firsts, 50), max: Math.max(...firsts) },
+    firstCallColdHost: coldFirstMs,
+    rssPerInterpreterMb: (after - before) / LIVE_INTERPRETERS,
+  };
+  console.log(
+    `warm call p50: TypeScript ${results.warmTs.p50.toFixed(3)} ms, Python ${results.warmPython.p50.toFixed(3)} ms → ${results.ratioP50.toFixed(2)}× [aim ≤ 2×]`,
+  );
+  console.log(`warm call p95: TypeScript ${results.warmTs.p95.toFixed(3)} ms, Python ${results.warmPython.p95.toFixed(3)} ms`);
+  console.log(
+    `first call of a Python tool, the process's snapshot made: p50 ${results.firstCallWithSnapshot.p50.toFixed(0)} ms, max ${results.firstCallWithSnapshot.max.toFixed(0)} ms [aim ≤ 150 ms with a spare interpreter, ≤ 2,000 ms without]`,
+  );
+  console.log(`first call of a Python tool in a fresh host (new process, no snapshot): ${results.firstCallColdHost.toFixed(0)} ms [aim ≤ 2,000 ms]`);
+  console.log(`RSS per live interpreter (in one sandbox process): ${results.rssPerInterpreterMb.toFixed(1)} MB`);
+  if (flags.json) console.log(JSON.stringify(results, null, 2));
+} finally {
+  rmSync(dir, { recursive: true, force: true });
+}
