@@ -48,8 +48,14 @@ type PythonOutcome = { ok: true; value: unknown } | { ok: false; type: string; m
 const WASM_PAGE_BYTES = 65_536;
 /** Largest memory the interpreter may reach while booting, bytes (it needs ≈ 20–30 MB). */
 const BOOT_MEMORY_BYTES = 512 * 2 ** 20;
-/** Standard library modules the runtime and most tools import, imported before a memory snapshot is taken. */
-const SNAPSHOT_IMPORTS = "import asyncio, base64, datetime, inspect, io, json, logging, re, traceback, types, typing, urllib.parse";
+/**
+ * Standard library modules the runtime (_animaworks_runtime.py, httpx.py) and most tools import, imported
+ * before a memory snapshot is taken: the standard library comes without bytecode, so each import compiles
+ * its source, and these would otherwise cost every restored interpreter ≈ 2 s.
+ */
+const SNAPSHOT_IMPORTS =
+  "import asyncio, base64, datetime, email.message, hashlib, http.client, inspect, io, json, logging, re, traceback, types, typing, " +
+  "urllib.error, urllib.parse, urllib.request, urllib.response";
 /** Largest `crypto.getRandomValues` request, bytes (as in the Web Crypto API). */
 const MAX_RANDOM_BYTES = 65_536;
 

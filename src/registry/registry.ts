@@ -3,6 +3,7 @@ import type { ToolBundler } from "../bundling/bundler.js";
 import { sha256 } from "../bundling/sha256.js";
 import type { ErrorInfo } from "../errors.js";
 import type { Executor, ToolBundle } from "../isolation/wire/messages.js";
+import { PYTHON_BOOT_GRACE_MS, isPythonBundle } from "../isolation/wire/tool-bundle.js";
 import { type DiscoveredTool, type DiscoveryProblem, type ToolOrigin, discoverFolder } from "./discovery.js";
 import { compileSchema, validatorSource } from "../validation/ajv.js";
 import type { ProfileEntry } from "./profile.js";
@@ -167,7 +168,8 @@ export class ToolRegistry {
       const outcome = await this.options.executor.describe({
         op: "describe",
         bundle,
-        timeoutMs: this.options.loadTimeoutMs,
+        // A Python tool's load starts an interpreter first (PYTHON_BOOT_GRACE_MS).
+        timeoutMs: this.options.loadTimeoutMs + (isPythonBundle(bundle.code) ? PYTHON_BOOT_GRACE_MS : 0),
         memoryLimitMb: this.options.memoryLimitMb,
         ...(source.anima !== undefined ? { owner: source.anima } : {}),
       });

@@ -25,7 +25,7 @@ import type {
 import { monotonicMs } from "../../clock.js";
 import { ISOLATE_V8_FLAGS } from "./v8-flags.js";
 import { isPythonBundle } from "../wire/tool-bundle.js";
-import { PYTHON_BOOT_ALLOWANCE_MS, PYTHON_INTERPRETER_BYTES, PYTHON_RUNTIME_HEAP_MB, type PythonBootTools, bootPython } from "./python-boot.js";
+import { PYTHON_INTERPRETER_BYTES, PYTHON_RUNTIME_HEAP_MB, type PythonBootTools, bootPython } from "./python-boot.js";
 
 /** The isolated-vm constructors the Python runtime's boot needs (python-boot.ts imports types only). */
 const PYTHON_BOOT_TOOLS: PythonBootTools = {
@@ -152,10 +152,9 @@ export class IsolateRunner implements Executor {
   }
 
   async describe(request: DescribeRequest): Promise<DescribeOutcome> {
-    const timeoutMs = request.timeoutMs + (isPythonBundle(request.bundle.code) ? PYTHON_BOOT_ALLOWANCE_MS : 0);
-    const limits = { timeoutMs, memoryLimitMb: request.memoryLimitMb };
-    const guard = new CallGuard(timeoutMs);
-    const deadline = monotonicMs() + timeoutMs;
+    const limits = { timeoutMs: request.timeoutMs, memoryLimitMb: request.memoryLimitMb };
+    const guard = new CallGuard(request.timeoutMs);
+    const deadline = monotonicMs() + request.timeoutMs;
     let pooled: PooledIsolate | undefined;
     try {
       pooled = await unlessAbandoned(this.entries.track(this.createIsolate("describe", request.bundle, limits, deadline, guard)), guard, (late) =>

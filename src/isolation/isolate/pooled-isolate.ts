@@ -109,6 +109,12 @@ export interface WarmPoolLimits {
   maxIdleCount?: number;
   /** Isolates per key busy at once; a further call for the key waits for one. */
   maxPerKey: number;
+  /**
+   * Idle isolates holding a Python interpreter kept at most (`outsideHeapBytes` > 0), least recently used
+   * disposed first. They are kept apart from `maxIdleBytes`: one interpreter (≈ 100 MB) is more than a
+   * sandbox process's share of the budget when every Anima has a cordon. Default: 2.
+   */
+  maxIdleInterpreters?: number;
 }
 
 /** What the warm pool holds now (for the audit report and benchmarks). */
@@ -118,6 +124,8 @@ export interface WarmPoolStats {
   maxIdleBytes: number;
   /** Idle isolates disposed to stay within the limits, since the pool started. */
   evictions: number;
+  /** Idle isolates holding a Python interpreter (not in `idleBytes`). */
+  idleInterpreters: number;
 }
 
 /**
@@ -145,8 +153,11 @@ export class IsolatePool {
   /** Idle isolates in least-recently-used order (first = oldest). */
   private readonly idleOrder = new Set<PooledIsolate>();
   private idleBytes = 0;
+  /** Idle interpreters in least-recently-used order (also in `idleOrder`, not in `idleBytes`). */
+  private readonly idleInterpreters = new Set<PooledIsolate>();
   private evictions = 0;
   private readonly maxIdleCount: number;
+  private readonly maxIdleInterpreters: number;
   /**
    * The key last acquired for each lineage (an Anima's tool at one memory limit). A tool reloaded with a
    * new version gets a new key; the old version's idle isolates would otherwise stay warm until the
@@ -160,6 +171,7 @@ export class IsolatePool {
     private readonly heapBytesOf: (pooled: PooledIsolate) => number,
   ) {
     this.maxIdleCount = limits.maxIdleCount ?? Number.POSITIVE_INFINITY;
+    this.maxIdleInterpreters = limits.maxIdleInterpreters ?? 2;
   }
 
   /**
@@ -178,8 +190,7 @@ export class IsolatePool {
     for (;;) {
       const pooled = state.idle.pop();
       if (pooled) {
-        this.idleOrder.delete(pooled);
-        this.idleBytes -= pooled.heapBytes;
+        this.forgetIdle(pooled);
         if (!pooled.healthy) continue;
         state.busy++;
         return pooled;
@@ -204,10 +215,13 @@ export class IsolatePool {
     state.busy--;
     if (reusable) this.measure(pooled, callMs);
     const superseded = state.lineage !== undefined && this.latestKeyOf.get(state.lineage) !== pooled.key;
-    if (reusable && !superseded && pooled.healthy && pooled.heapBytes <= this.limits.maxIdleBytes) {
+    const interpreter = pooled.outsideHeapBytes > 0;
+    const fits = interpreter ? this.maxIdleInterpreters > 0 : pooled.heapBytes <= this.limits.maxIdleBytes;
+    if (reusable && !superseded && pooled.healthy && fits) {
       state.idle.push(pooled);
       this.idleOrder.add(pooled);
-      this.idleBytes += pooled.heapBytes;
+      if (interpreter) this.idleInterpreters.add(pooled);
+      else this.idleBytes += pooled.heapBytes;
       this.evictIdle();
     } else {
       pooled.disposeByHost();
@@ -226,7 +240,13 @@ export class IsolatePool {
   }
 
   stats(): WarmPoolStats {
-    return { idleIsolates: this.idleOrder.size, idleBytes: this.idleBytes, maxIdleBytes: this.limits.maxIdleBytes, evictions: this.evictions };
+    return {
+      idleIsolates: this.idleOrder.size,
+      idleBytes: this.idleBytes,
+      maxIdleBytes: this.limits.maxIdleBytes,
+      evictions: this.evictions,
+      idleInterpreters: this.idleInterpreters.size,
+    };
   }
 
   private measure(pooled: PooledIsolate, callMs: number): void {
@@ -250,15 +270,34 @@ export class IsolatePool {
   }
 
   private evictIdle(): void {
-    while (this.idleOrder.size > this.maxIdleCount || (this.idleBytes > this.limits.maxIdleBytes && this.idleOrder.size > 0)) {
-      this.evict(this.idleOrder.values().next().value as PooledIsolate);
+    while (this.idleInterpreters.size > this.maxIdleInterpreters) {
+      this.evict(this.idleInterpreters.values().next().value as PooledIsolate);
+      this.evictions++;
+    }
+    while (this.idleOrder.size > this.maxIdleCount || (this.idleBytes > this.limits.maxIdleBytes && this.idleOrder.size > this.idleInterpreters.size)) {
+      const overCount = this.idleOrder.size > this.maxIdleCount;
+      let oldest: PooledIsolate | undefined;
+      for (const pooled of this.idleOrder) {
+        if (overCount || !this.idleInterpreters.has(pooled)) {
+          oldest = pooled;
+          break;
+        }
+      }
+      if (!oldest) break;
+      this.evict(oldest);
       this.evictions++;
     }
   }
 
-  private evict(pooled: PooledIsolate): void {
+  /** Takes an idle isolate off the idle lists (it is acquired or evicted). */
+  private forgetIdle(pooled: PooledIsolate): void {
     this.idleOrder.delete(pooled);
+    if (this.idleInterpreters.delete(pooled)) return;
     this.idleBytes -= pooled.heapBytes;
+  }
+
+  private evict(pooled: PooledIsolate): void {
+    this.forgetIdle(pooled);
     const state = this.keys.get(pooled.key);
     if (state) {
       state.idle.splice(state.idle.indexOf(pooled), 1);

@@ -34,14 +34,6 @@ export const PYTHON_INTERPRETER_BYTES = 96 * 2 ** 20;
  */
 export const PYTHON_RUNTIME_HEAP_MB = 96;
 
-/**
- * Time a Python tool's load gets beyond the load timeout, ms: a describe always starts an interpreter
- * (≈ 0.4 s from the process's snapshot, ≈ 2.5 s without, several times that on a busy machine). The
- * tool's top level could spend it too: in its own cordon's process, at its own Anima's cost. A call's
- * first interpreter comes out of the call's own timeout.
- */
-export const PYTHON_BOOT_ALLOWANCE_MS = 30_000;
-
 /** What the runner hands in: isolated-vm's constructors, which only it may use. */
 export interface PythonBootTools {
   callback(fn: (...args: never[]) => unknown): ivm.Callback;

@@ -104,6 +104,15 @@ export class SandboxProcess {
 
   /** Bundle hashes this incarnation of the child has been sent (it caches their code). */
   private sentBundles = new Set<string>();
+  /** Bundle hashes this incarnation has been asked to call (`firstCallOf`). */
+  private calledBundles = new Set<string>();
+
+  /** True the first time this incarnation of the child is asked to call bundle `hash` (a describe does not count). */
+  firstCallOf(hash: string): boolean {
+    if (this.calledBundles.has(hash)) return false;
+    this.calledBundles.add(hash);
+    return true;
+  }
 
   send(message: ToSandbox): void {
     if (this.ready && this.child?.connected) {
@@ -131,6 +140,7 @@ export class SandboxProcess {
     this.ready = false;
     this.readyAt = undefined;
     this.sentBundles = new Set();
+    this.calledBundles = new Set();
     const handlers = {
       onMessage: (link: ChildLink, raw: unknown) => this.onMessage(link, raw),
       onBroken: (link: ChildLink, reason: string) => this.violation(link, reason),

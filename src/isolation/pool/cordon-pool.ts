@@ -11,6 +11,7 @@ import {
   labelled,
 } from "../wire/messages.js";
 import { SandboxProcess } from "./child-handle.js";
+import { PYTHON_BOOT_GRACE_MS, isPythonBundle } from "../wire/tool-bundle.js";
 import { type Pending, type ProcessOwner, shuttingDown } from "./process-owner.js";
 import type { OsSandboxStatus } from "../os/os-sandbox.js";
 import type { ChildLink, ProcessGuard } from "./child-link.js";
@@ -156,7 +157,10 @@ export class CordonPool implements ProcessOwner {
     const now = monotonicMs();
     const route = this.placement.route(anima, now);
     route.left?.forgetAnima(anima);
-    const outcome = this.dispatch(route.target, request, signal, (id) => this.placement.started(anima, id, route.target, now)) as Promise<CallOutcome>;
+    // A Python tool's first call in a process starts its interpreter: seconds of CPU that are not the
+    // Anima's tool running long. Known from what the host sent, never from the process.
+    const graceMs = isPythonBundle(request.bundle.code) && route.target.firstCallOf(request.bundle.hash) ? PYTHON_BOOT_GRACE_MS : 0;
+    const outcome = this.dispatch(route.target, request, signal, (id) => this.placement.started(anima, id, route.target, now, graceMs)) as Promise<CallOutcome>;
     this.lastCallAt = now;
     this.cpuTimer ??= setInterval(() => this.readAndJudge(), THRESHOLDS.readEveryMs).unref();
     return outcome;

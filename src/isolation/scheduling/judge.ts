@@ -257,7 +257,8 @@ function callWindow(process: ProcessReading, now: number): WindowTime {
   let shortMs = process.endedCallMs.reduce((sum, { ms }) => sum + ms, 0);
   let hadLongCall = process.longestEndedCallMs >= THRESHOLDS.longCallMs;
   for (const call of process.inFlight) {
-    const ms = now - Math.max(call.startedAtMs, process.windowStartMs);
+    // A call's start may lie ahead (placement.ts `started`: a grace the host gave it): nothing yet.
+    const ms = Math.max(0, now - Math.max(call.startedAtMs, process.windowStartMs));
     byAnima.set(call.anima, (byAnima.get(call.anima) ?? 0) + ms);
     if (isLongCall(call.startedAtMs, now)) hadLongCall = true;
     else shortMs += ms;

@@ -37,7 +37,7 @@ interface Tenant<P> {
    * Its calls in flight, by request id: where each runs and since when. `movedOff`: its process was
    * demoted in place while it ran, `"long"` when it was one of the long calls that made the process busy.
    */
-  inFlight: Map<number, { process: P; startedAt: number; movedOff?: "long" | "short" }>;
+  inFlight: Map<number, { process: P; startedAt: number; graceMs: number; movedOff?: "long" | "short" }>;
   demotedUntil: number;
   /** How many times a long call of its made its process be demoted in place. */
   demotedInPlace: number;
@@ -95,8 +95,13 @@ export class Placement<P extends Slot> {
     return home ? { target, left: home, demoted: false } : { target, demoted: false };
   }
 
-  started(anima: string, id: number, process: P, now: number): void {
-    this.tenants.get(anima)?.inFlight.set(id, { process, startedAt: now });
+  /**
+   * Call `id` of `anima` went to `process` now. `graceMs`: time at its start that is not the Anima's use
+   * (the host sent a Python tool's code there for the first time, whose interpreter starts first): its
+   * time runs from then.
+   */
+  started(anima: string, id: number, process: P, now: number, graceMs = 0): void {
+    this.tenants.get(anima)?.inFlight.set(id, { process, startedAt: now + graceMs, graceMs });
   }
 
   /**
@@ -106,7 +111,7 @@ export class Placement<P extends Slot> {
    */
   sent(anima: string, id: number, now: number): void {
     const call = this.tenants.get(anima)?.inFlight.get(id);
-    if (call && !call.movedOff) call.startedAt = now;
+    if (call && !call.movedOff) call.startedAt = now + call.graceMs;
   }
 
   /**
@@ -164,7 +169,7 @@ export class Placement<P extends Slot> {
     if (call.movedOff === "long") tenant.demotedUntil = Math.max(tenant.demotedUntil, now + demotedAfterInPlaceMs(tenant.demotedInPlace));
     const window = this.endedCallTime.get(call.process);
     if (window && !call.movedOff) {
-      window.byAnima.set(anima, (window.byAnima.get(anima) ?? 0) + now - Math.max(call.startedAt, window.since));
+      window.byAnima.set(anima, (window.byAnima.get(anima) ?? 0) + Math.max(0, now - Math.max(call.startedAt, window.since)));
       window.longestMs = Math.max(window.longestMs, now - call.startedAt);
     }
   }

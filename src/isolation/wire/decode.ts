@@ -55,10 +55,10 @@ const FIELDS: Record<string, ReadonlySet<string>> = {
   capability: new Set(["type", "capabilityId", "id", "name", "argsJson", "parted"]),
   response: new Set(["type", "id", "outcome", "parted"]),
   part: new Set(["type", "id", "text"]),
-  warmPool: new Set(["type", "statsId", "idleIsolates", "idleBytes", "maxIdleBytes", "evictions"]),
+  warmPool: new Set(["type", "statsId", "idleIsolates", "idleBytes", "maxIdleBytes", "evictions", "idleInterpreters"]),
 };
 
-const WARM_POOL_FIGURES = ["idleIsolates", "idleBytes", "maxIdleBytes", "evictions"] as const;
+const WARM_POOL_FIGURES = ["idleIsolates", "idleBytes", "maxIdleBytes", "evictions", "idleInterpreters"] as const;
 
 export function decodeFromSandbox(raw: unknown): FromSandbox | undefined {
   if (!isObject(raw)) return undefined;
@@ -94,8 +94,14 @@ export function decodeFromSandbox(raw: unknown): FromSandbox | undefined {
     case "warmPool": {
       if (!isId(raw["statsId"]) || !WARM_POOL_FIGURES.every((key) => typeof raw[key] === "number" && Number.isFinite(raw[key]) && raw[key] >= 0))
         return undefined;
-      const [idleIsolates, idleBytes, maxIdleBytes, evictions] = WARM_POOL_FIGURES.map((key) => raw[key] as number) as [number, number, number, number];
-      return { type: "warmPool", statsId: raw["statsId"], idleIsolates, idleBytes, maxIdleBytes, evictions };
+      const [idleIsolates, idleBytes, maxIdleBytes, evictions, idleInterpreters] = WARM_POOL_FIGURES.map((key) => raw[key] as number) as [
+        number,
+        number,
+        number,
+        number,
+        number,
+      ];
+      return { type: "warmPool", statsId: raw["statsId"], idleIsolates, idleBytes, maxIdleBytes, evictions, idleInterpreters };
     }
     default:
       return undefined;

@@ -7,6 +7,7 @@ function fakeIsolate(key: string, bytes: number) {
     key,
     heapBytes: 0,
     releasesSinceMeasure: 0,
+    outsideHeapBytes: 0,
     disposed: false,
     bytes,
     get healthy() {
@@ -20,6 +21,27 @@ function fakeIsolate(key: string, bytes: number) {
 }
 
 describe("IsolatePool (warm pool by memory)", () => {
+  it("keeps Python interpreters apart from the byte budget, at most maxIdleInterpreters of them", async () => {
+    const pool = new IsolatePool({ maxIdleBytes: 10_000, maxPerKey: 4, maxIdleInterpreters: 2 }, (p) => (p as ReturnType<typeof fakeIsolate>).bytes);
+    const interpreters: Array<ReturnType<typeof fakeIsolate>> = [];
+    for (const key of ["py1", "py2", "py3"]) {
+      const isolate = await pool.acquire(key, async () => {
+        const created = Object.assign(fakeIsolate(key, 100_000_000), { outsideHeapBytes: 96 * 2 ** 20 });
+        interpreters.push(created);
+        return created;
+      });
+      pool.release(isolate, true);
+    }
+    // Each is far over the byte budget, and still kept: the two most recent.
+    expect(interpreters.map((i) => i.disposed)).toEqual([true, false, false]);
+    pool.release(await pool.acquire("ts", async () => fakeIsolate("ts", 3_000)), true);
+    expect(pool.stats()).toMatchObject({ idleIsolates: 3, idleInterpreters: 2, idleBytes: 3_000, evictions: 1 });
+    // The byte budget evicts ordinary isolates only.
+    pool.release(await pool.acquire("ts2", async () => fakeIsolate("ts2", 9_000)), true);
+    expect(interpreters.map((i) => i.disposed)).toEqual([true, false, false]);
+    expect(pool.stats()).toMatchObject({ idleInterpreters: 2, idleBytes: 9_000 });
+  });
+
   it("keeps idle isolates within its byte budget, disposing the least recently used first", async () => {
     const pool = new IsolatePool({ maxIdleBytes: 10_000, maxPerKey: 4 }, (p) => (p as ReturnType<typeof fakeIsolate>).bytes);
     const made: Array<ReturnType<typeof fakeIsolate>> = [];

@@ -1,7 +1,6 @@
 import { afterAll, describe, expect, it } from "vitest";
 import { buildPythonBundle } from "../../../src/bundling/python-bundle.js";
 import { IsolateRunner } from "../../../src/isolation/isolate/isolate-runner.js";
-import { PYTHON_INTERPRETER_BYTES } from "../../../src/isolation/isolate/python-boot.js";
 import type { CallLabel, CallRequest, ToolBundle, ToolLogLine } from "../../../src/isolation/wire/messages.js";
 import { isPythonBundle } from "../../../src/isolation/wire/tool-bundle.js";
 import { makeDataDir } from "../../helpers/data-dir.js";
@@ -41,7 +40,8 @@ def cli_main(argv):
 
 const data = makeDataDir();
 const logs: Array<ToolLogLine<CallLabel>> = [];
-const runner = new IsolateRunner({ onLog: (line) => logs.push(line) });
+// A byte budget smaller than one interpreter, as a sandbox process's share often is.
+const runner = new IsolateRunner({ onLog: (line) => logs.push(line), warmPoolBytes: 16 * 2 ** 20 });
 afterAll(async () => {
   await runner.close();
   data.cleanup();
@@ -85,7 +85,7 @@ describe("a Python tool in the isolate runner", () => {
     expect(described.module.profile).toEqual({ slow: { expected_seconds: 60, background_eligible: true } });
   }, 120_000);
 
-  it("calls a function named like the schema, logs to the call's log, and counts the interpreter in the warm pool", async () => {
+  it("calls a function named like the schema, logs to the call's log, and keeps the interpreter warm beside the byte budget", async () => {
     const built = await bundle();
     const outcome = await runner.call(request(built, "call", "pyrun_fast", { n: 3, anima_dir: "/x" }));
     if (!outcome.ok || outcome.value.kind === "none") throw new Error(JSON.stringify(outcome));
@@ -96,7 +96,8 @@ describe("a Python tool in the isolate runner", () => {
         ["info", "printed line"],
       ]),
     );
-    expect(runner.warmPoolStats().idleBytes).toBeGreaterThanOrEqual(PYTHON_INTERPRETER_BYTES);
+    // Kept warm apart from the byte budget (a sandbox process's share of it is often less than one interpreter).
+    expect(runner.warmPoolStats()).toMatchObject({ idleInterpreters: 1 });
   }, 120_000);
 
   it("answers cli_main with what it printed", async () => {

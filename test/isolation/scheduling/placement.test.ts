@@ -96,6 +96,16 @@ describe("Placement", () => {
     expect(processes).toContain(home);
   });
 
+  it("does not judge a call over its share for the grace it was given (a Python tool's interpreter starting), only after", () => {
+    const { placement, judge } = setup();
+    const home = placement.route("python", 0).target;
+    placement.started("python", 1, home, 0, 5_000);
+    // Long by the clock, on a busy process: within its grace it is no one's use yet.
+    expect(demoted(judge(home, LONG_CALL_MS * 4, true))).toEqual([]);
+    expect(placement.route("python", LONG_CALL_MS * 4 + 1)).toMatchObject({ target: home, demoted: false });
+    expect(demoted(judge(home, 5_000 + LONG_CALL_MS, true))).toEqual(["python"]);
+  });
+
   it("after a demotion in place: the long call's Anima stays demoted while it runs and for a while after; a short call's Anima does not", () => {
     const { processes, low, placement, judge } = setup();
     (processes[1] as FakeProcess).available = false; // both Animas share the first process
