@@ -8,12 +8,12 @@
 //   - RSS per live interpreter: the sandbox processes' resident memory after K Python tools of one Anima
 //     were called (an interpreter each, warm in its process), over the same before them.
 // Run: `npm run build && node --no-node-snapshot benchmarks/python.mjs [--quick] [--json]`.
-import { mkdtempSync, readFileSync, readdirSync, rmSync, writeFileSync, mkdirSync } from "node:fs";
+import { mkdtempSync, rmSync, writeFileSync, mkdirSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { parseArgs } from "node:util";
 import { createHost } from "../dist/src/index.js";
-import { sandboxOf } from "../dist/src/host.js";
+import { sandboxRssMb } from "./process-memory.mjs";
 
 const { values: flags } = parseArgs({ options: { quick: { type: "boolean" }, json: { type: "boolean" } } });
 const WARM_CALLS = flags.quick ? 300 : 2_000;
@@ -49,40 +49,6 @@ async function timed(host, anima, schema) {
   if (result.status !== "ok") throw new Error(`${schema}: ${JSON.stringify(result).slice(0, 300)}`);
   return ms;
 }
-
-function rssKb(pid) {
-  try {
-    const line = readFileSync(`/proc/${pid}/status`, "utf8")
-      .split("\n")
-      .find((l) => l.startsWith("VmRSS:"));
-    return Number(line.split(/\s+/)[1]);
-  } catch {
-    return 0;
-  }
-}
-function treeRssKb(pid) {
-  let total = rssKb(pid);
-  let tasks;
-  try {
-    tasks = readdirSync(`/proc/${pid}/task`);
-  } catch {
-    return total;
-  }
-  for (const task of tasks) {
-    let children;
-    try {
-      children = readFileSync(`/proc/${pid}/task/${task}/children`, "utf8");
-    } catch {
-      continue;
-    }
-    for (const child of children.split(" ").filter(Boolean)) total += treeRssKb(Number(child));
-  }
-  return total;
-}
-const sandboxRssMb = (host) =>
-  sandboxOf(host)
-    .pids()
-    .reduce((sum, pid) => sum + treeRssKb(pid), 0) / 1024;
 
 const dir = mkdtempSync(join(tmpdir(), "awt-bench-python-"));
 try {

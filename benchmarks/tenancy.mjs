@@ -13,13 +13,14 @@
 // Run: `npm run build && node --no-node-snapshot benchmarks/tenancy.mjs [--quick] [--json] [--animas N]
 // [--cordons all|anima]` (default all: every Anima in one cordon, the density figures of before cordons).
 import { fork, spawn } from "node:child_process";
-import { existsSync, mkdirSync, mkdtempSync, readdirSync, readFileSync, rmSync, writeFileSync } from "node:fs";
+import { existsSync, mkdirSync, mkdtempSync, rmSync, writeFileSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { parseArgs } from "node:util";
 import ivm from "isolated-vm";
 import { createHost } from "../dist/src/index.js";
 import { sandboxOf } from "../dist/src/host.js";
+import { rssKb, sandboxRssMb } from "./process-memory.mjs";
 
 const { values: flags } = parseArgs({
   options: { quick: { type: "boolean" }, json: { type: "boolean" }, animas: { type: "string" }, rounds: { type: "string" }, cordons: { type: "string" } },
@@ -64,40 +65,6 @@ async function timed(fn) {
   return ms;
 }
 
-function rssKb(pid) {
-  try {
-    const line = readFileSync(`/proc/${pid}/status`, "utf8")
-      .split("\n")
-      .find((l) => l.startsWith("VmRSS:"));
-    return Number(line.split(/\s+/)[1]);
-  } catch {
-    return 0;
-  }
-}
-/** A process and its descendants (a sandbox process inside bubblewrap is bwrap's child). */
-function treeRssKb(pid) {
-  let total = rssKb(pid);
-  let tasks;
-  try {
-    tasks = readdirSync(`/proc/${pid}/task`);
-  } catch {
-    return total;
-  }
-  for (const task of tasks) {
-    let children;
-    try {
-      children = readFileSync(`/proc/${pid}/task/${task}/children`, "utf8");
-    } catch {
-      continue;
-    }
-    for (const child of children.split(" ").filter(Boolean)) total += treeRssKb(Number(child));
-  }
-  return total;
-}
-const sandboxRssMb = (host) =>
-  sandboxOf(host)
-    .pids()
-    .reduce((sum, pid) => sum + treeRssKb(pid), 0) / 1024;
 const totalRssMb = (host) => rssKb(process.pid) / 1024 + sandboxRssMb(host);
 
 async function bareIsolateFloor(count) {
