@@ -23,6 +23,7 @@ import sys
 import traceback
 import types
 
+import _animaworks_files
 import _animaworks_host
 
 #: Frames of the tool's own file named in an error, innermost first.
@@ -124,6 +125,9 @@ def call(name: str, args_json: str) -> str:
     module = _tool
     assert module is not None, "no tool is loaded"
     args = json.loads(args_json)
+    # The folder the host named in this call's arguments: paths under it are the Anima's files.
+    given = next((arg for arg in args if isinstance(arg, dict) and isinstance(arg.get("anima_dir"), str)), None)
+    _animaworks_files.anima_dir = given["anima_dir"] if given else None
     capture = name in ("cli_main", "cliMain")
     stdout = sys.stdout
     buffer = io.StringIO()
@@ -218,3 +222,4 @@ def _install_urllib() -> None:
 
 _configure_logging()
 _install_urllib()
+_animaworks_files.install()

@@ -71,7 +71,7 @@ function runtimeFiles(): RuntimeFiles {
     asm: readFileSync(join(dir, "pyodide.asm.mjs"), "utf8"),
     loader: readFileSync(join(dir, "pyodide.mjs"), "utf8"),
     lockFile: readFileSync(join(dir, "pyodide-lock.json"), "utf8"),
-    runtime: readFileSync(join(PROJECT_ROOT, "dist", "sandbox", "python-runtime.js"), "utf8"),
+    runtime: ["python-text.js", "python-runtime.js"].map((part) => readFileSync(join(PROJECT_ROOT, "dist", "sandbox", part), "utf8")).join("\n"),
     pythonFiles: JSON.stringify(python),
     binaries: new Map([
       ["pyodide.asm.wasm", readFileSync(join(dir, "pyodide.asm.wasm"))],
