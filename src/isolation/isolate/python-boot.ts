@@ -75,10 +75,26 @@ function runtimeFiles(): RuntimeFiles {
     pythonFiles: JSON.stringify(python),
     binaries: new Map([
       ["pyodide.asm.wasm", readFileSync(join(dir, "pyodide.asm.wasm"))],
-      ["python_stdlib.zip", readFileSync(join(dir, "python_stdlib.zip"))],
+      ["python_stdlib.zip", readFileSync(pythonStdlibPath())],
     ]),
   };
   return files;
+}
+
+/**
+ * The standard library interpreters boot from: the build's copy with bytecode (scripts/python-stdlib.mjs)
+ * when it was made for the installed Pyodide, else Pyodide's own, source only (imports then compile).
+ */
+export function pythonStdlibPath(): string {
+  const built = join(PROJECT_ROOT, "dist", "python");
+  try {
+    const stamp = JSON.parse(readFileSync(join(built, "stdlib.json"), "utf8")) as { pyodide?: unknown };
+    const installed = (JSON.parse(readFileSync(join(pyodideDir(), "package.json"), "utf8")) as { version: string }).version;
+    if (stamp.pyodide === installed) return join(built, "python_stdlib.zip");
+  } catch {
+    // not built: Pyodide's own
+  }
+  return join(pyodideDir(), "python_stdlib.zip");
 }
 
 /**
