@@ -25,7 +25,7 @@ import type {
 import { monotonicMs } from "../../clock.js";
 import { ISOLATE_V8_FLAGS } from "./v8-flags.js";
 import { isPythonBundle } from "../wire/tool-bundle.js";
-import { PYTHON_INTERPRETER_BYTES, PYTHON_RUNTIME_HEAP_MB, type PythonBootTools, bootPython } from "./python-boot.js";
+import { PYTHON_RUNTIME_HEAP_MB, type PythonBootTools, bootPython } from "./python-boot.js";
 
 /** The isolated-vm constructors the Python runtime's boot needs (python-boot.ts imports types only). */
 const PYTHON_BOOT_TOOLS: PythonBootTools = {
@@ -373,7 +373,7 @@ export class IsolateRunner implements Executor {
       entryRef.release();
       if (python) {
         await bootPython(isolate, context, PYTHON_BOOT_TOOLS, limits, deadline, guard, pooled);
-        pooled.outsideHeapBytes = PYTHON_INTERPRETER_BYTES;
+        pooled.holdsInterpreter = true;
       }
       await this.scripts.loadTool(pooled, context, bundle, limits, deadline, guard);
       return pooled;

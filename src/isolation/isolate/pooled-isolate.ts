@@ -39,10 +39,10 @@ export class PooledIsolate implements Disposable {
   heapBytes = 0;
   releasesSinceMeasure = 0;
   /**
-   * Memory this isolate holds that V8's statistics leave out, as the host estimates it, bytes: a Python
-   * interpreter's WebAssembly memory and code (python-boot.ts), which isolated-vm does not count.
+   * It holds a Python interpreter (python-boot.ts), whose WebAssembly memory and code (≈ 130 MB resident)
+   * V8's statistics leave out: the warm pool keeps such isolates by count, not by bytes.
    */
-  outsideHeapBytes = 0;
+  holdsInterpreter = false;
 
   constructor(
     readonly key: string,
@@ -87,10 +87,10 @@ export function bindPrelude(context: ivm.Context, bridge: Bridge, flavour: Conte
   }) as ivm.Reference<GuestEntry>;
 }
 
-/** What an isolate holds: V8's committed heap and the external memory it accounts for, and what V8 leaves out. */
+/** What V8 holds for an isolate: its committed heap and the external memory it accounts for. */
 export function heldBytes(pooled: PooledIsolate): number {
   const heap = pooled.isolate.getHeapStatisticsSync();
-  return heap.total_heap_size + heap.externally_allocated_size + pooled.outsideHeapBytes;
+  return heap.total_heap_size + heap.externally_allocated_size;
 }
 
 interface KeyState {
@@ -110,7 +110,7 @@ export interface WarmPoolLimits {
   /** Isolates per key busy at once; a further call for the key waits for one. */
   maxPerKey: number;
   /**
-   * Idle isolates holding a Python interpreter kept at most (`outsideHeapBytes` > 0), least recently used
+   * Idle isolates holding a Python interpreter kept at most (`holdsInterpreter`), least recently used
    * disposed first. They are kept apart from `maxIdleBytes`: one interpreter (≈ 100 MB) is more than a
    * sandbox process's share of the budget when every Anima has a cordon. Default: 2.
    */
@@ -213,9 +213,10 @@ export class IsolatePool {
     const state = this.keys.get(pooled.key);
     if (!state) return pooled.disposeByHost();
     state.busy--;
-    if (reusable) this.measure(pooled, callMs);
+    const interpreter = pooled.holdsInterpreter;
+    // An interpreter is kept by count: its heap figure would count for nothing.
+    if (reusable && !interpreter) this.measure(pooled, callMs);
     const superseded = state.lineage !== undefined && this.latestKeyOf.get(state.lineage) !== pooled.key;
-    const interpreter = pooled.outsideHeapBytes > 0;
     const fits = interpreter ? this.maxIdleInterpreters > 0 : pooled.heapBytes <= this.limits.maxIdleBytes;
     if (reusable && !superseded && pooled.healthy && fits) {
       state.idle.push(pooled);

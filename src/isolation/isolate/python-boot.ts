@@ -21,13 +21,6 @@ import type { PooledIsolate } from "./pooled-isolate.js";
  */
 
 /**
- * What one booted interpreter holds outside V8's heap, as the warm pool counts it, bytes: its WebAssembly
- * memory and compiled code (≈ 86–91 MB resident each, measured on this runtime). An estimate the host
- * sets, never a figure the isolate reports; the sandbox process's memory cap bounds the truth.
- */
-export const PYTHON_INTERPRETER_BYTES = 96 * 2 ** 20;
-
-/**
  * V8 heap a Python isolate gets beyond the tool's memory limit, MB: the runtime's own JavaScript (Pyodide
  * ≈ 16 MB) and a memory snapshot on its way in or out (≈ 30 MB). The tool's limit then applies to
  * Python's own allocations (the WebAssembly memory cap, sandbox/python-runtime.ts).

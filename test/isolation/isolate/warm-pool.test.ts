@@ -7,7 +7,7 @@ function fakeIsolate(key: string, bytes: number) {
     key,
     heapBytes: 0,
     releasesSinceMeasure: 0,
-    outsideHeapBytes: 0,
+    holdsInterpreter: false,
     disposed: false,
     bytes,
     get healthy() {
@@ -26,7 +26,7 @@ describe("IsolatePool (warm pool by memory)", () => {
     const interpreters: Array<ReturnType<typeof fakeIsolate>> = [];
     for (const key of ["py1", "py2", "py3"]) {
       const isolate = await pool.acquire(key, async () => {
-        const created = Object.assign(fakeIsolate(key, 100_000_000), { outsideHeapBytes: 96 * 2 ** 20 });
+        const created = Object.assign(fakeIsolate(key, 100_000_000), { holdsInterpreter: true });
         interpreters.push(created);
         return created;
       });
