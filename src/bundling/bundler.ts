@@ -9,6 +9,7 @@ import type { ToolBundle } from "../isolation/wire/messages.js";
 import { BundleCache, type BundleCacheOptions, type BundleInput, sha256, signatureOf } from "./bundle-cache.js";
 import { SourceMaps } from "./source-maps.js";
 import { buildPythonBundle } from "./python-bundle.js";
+import { isInside } from "./inside-folder.js";
 import { isPythonBundle } from "../isolation/wire/tool-bundle.js";
 
 /**
@@ -319,11 +320,6 @@ function toolSourceMap(text: string): string | undefined {
   } catch {
     return undefined;
   }
-}
-
-function isInside(path: string, folder: string): boolean {
-  const rel = relative(folder, path);
-  return rel !== "" && !rel.startsWith(`..${sep}`) && rel !== ".." && !isAbsolute(rel);
 }
 
 function toolApiModuleSource(): string {

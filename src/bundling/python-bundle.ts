@@ -1,10 +1,11 @@
 import { realpath } from "node:fs/promises";
-import { basename, isAbsolute, relative, sep } from "node:path";
+import { basename } from "node:path";
 import type { ErrorInfo } from "../errors.js";
 import { UnreadableFile, describeReason, readRegularFile } from "../regular-file.js";
 import { PYTHON_BUNDLE_MARKER } from "../isolation/wire/tool-bundle.js";
 import type { ToolBundle } from "../isolation/wire/messages.js";
 import { sha256 } from "./sha256.js";
+import { isInside } from "./inside-folder.js";
 
 /**
  * A Python tool's bundle: its source text, as a script that hands it to the Python runtime of its isolate
@@ -32,8 +33,7 @@ export async function buildPythonBundle(
   } catch {
     return fail(`${source.displayName} could not be read`);
   }
-  const inside = relative(folderReal, entryReal);
-  if (inside === "" || inside === ".." || inside.startsWith(`..${sep}`) || isAbsolute(inside)) {
+  if (!isInside(entryReal, folderReal)) {
     return fail(`${source.displayName} is a link to a file outside its tools folder`, "replace the link with the file itself");
   }
   let bytes: Buffer;
