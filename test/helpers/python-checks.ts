@@ -1,10 +1,6 @@
-import { readFileSync } from "node:fs";
-import { join } from "node:path";
 import { type Finding, validateSource } from "../../src/lifecycle/validate.js";
-import { REPO_ROOT } from "./tools.js";
 
-/** The two Python templates of the seed's tool-creator skill, copied verbatim (test/fixtures/python/). */
-export const template = (file: string): string => readFileSync(join(REPO_ROOT, "test", "fixtures", "python", file), "utf8");
+export { template } from "./python-templates.js";
 
 export const brief = (findings: Finding[]): string[] => findings.map((f) => `${f.level} ${f.check}${f.line !== undefined ? `:${f.line}` : ""}`);
 export const check = (source: string, file = "my_tool.py", name?: string): Finding[] =>

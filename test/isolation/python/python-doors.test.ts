@@ -1,7 +1,5 @@
-import { readFileSync } from "node:fs";
 import { type Server, createServer } from "node:http";
 import type { AddressInfo } from "node:net";
-import { join } from "node:path";
 import { Client } from "@modelcontextprotocol/sdk/client/index.js";
 import { InMemoryTransport } from "@modelcontextprotocol/sdk/inMemory.js";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
@@ -10,7 +8,7 @@ import { JobService } from "../../../src/jobs/service.js";
 import { type McpServerHandle, startMcpServer } from "../../../src/mcp/server.js";
 import { CLI_MODES, type CliRunner, cliRunner } from "../../helpers/cli-modes.js";
 import { type TempDataDir, makeDataDir } from "../../helpers/data-dir.js";
-import { REPO_ROOT } from "../../helpers/tools.js";
+import { seedTemplateFiles } from "../../helpers/python-templates.js";
 
 /**
  * The seed's Python templates through every door: the CLI (in-process, and through a running host's
@@ -18,7 +16,6 @@ import { REPO_ROOT } from "../../helpers/tools.js";
  * gives there. The API template's server is this test's, on 127.0.0.1 (its address is the template's
  * only change).
  */
-const fixture = (name: string) => readFileSync(join(REPO_ROOT, "test", "fixtures", "python", name), "utf8");
 const API_KEY = "doors-key-51b2";
 /** A Python tool that may run as a background job (the seed's EXECUTION_PROFILE). */
 const REPORT = `from __future__ import annotations
@@ -47,9 +44,7 @@ beforeAll(async () => {
   await new Promise<void>((resolve) => server.listen(0, "127.0.0.1", resolve));
   const base = `http://127.0.0.1:${(server.address() as AddressInfo).port}`;
   data = makeDataDir({
-    "config.json": JSON.stringify({ credentials: { myapi: { api_key: API_KEY } }, animaworks_tool: { allow_internal_hosts: ["127.0.0.1"] } }),
-    "animas/alice/tools/my_tool.py": fixture("my_tool.py"),
-    "animas/alice/tools/myapi.py": fixture("myapi.py").replaceAll("https://api.example.com", base),
+    ...seedTemplateFiles(base, API_KEY),
     "animas/alice/tools/report.py": REPORT,
   });
 });

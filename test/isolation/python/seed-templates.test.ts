@@ -1,11 +1,11 @@
-import { readFileSync } from "node:fs";
 import { type Server, createServer } from "node:http";
 import type { AddressInfo } from "node:net";
 import { join } from "node:path";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { type ToolHost, createHost } from "../../../src/host.js";
 import { type TempDataDir, makeDataDir } from "../../helpers/data-dir.js";
-import { REPO_ROOT, okOutput } from "../../helpers/tools.js";
+import { okOutput } from "../../helpers/tools.js";
+import { seedTemplateFiles } from "../../helpers/python-templates.js";
 
 /**
  * The AnimaWorks seed's own Python tools run unmodified: the two templates of its tool-creator skill
@@ -16,7 +16,6 @@ import { REPO_ROOT, okOutput } from "../../helpers/tools.js";
  * its key comes from config.json's credentials through `core.tools._base.get_credential`, its requests
  * through httpx with their timeouts.
  */
-const fixture = (name: string) => readFileSync(join(REPO_ROOT, "test", "fixtures", "python", name), "utf8");
 const API_KEY = "test-key-3f9a";
 
 let data: TempDataDir;
@@ -45,9 +44,7 @@ beforeAll(async () => {
   await new Promise<void>((resolve) => server.listen(0, "127.0.0.1", resolve));
   const base = `http://127.0.0.1:${(server.address() as AddressInfo).port}`;
   data = makeDataDir({
-    "config.json": JSON.stringify({ credentials: { myapi: { api_key: API_KEY } }, animaworks_tool: { allow_internal_hosts: ["127.0.0.1"] } }),
-    "animas/alice/tools/my_tool.py": fixture("my_tool.py"),
-    "animas/alice/tools/myapi.py": fixture("myapi.py").replaceAll("https://api.example.com", base),
+    ...seedTemplateFiles(base, API_KEY),
     "animas/alice/tools/greet.ts":
       'export function get_tool_schemas() { return [{ name: "greet_hi", description: "d", input_schema: { type: "object", properties: {} } }]; }\nexport function dispatch() { return "hi"; }\n',
   });
