@@ -61,8 +61,9 @@ const WASM_PAGE_BYTES = 65_536;
 const BOOT_MEMORY_BYTES = 512 * 2 ** 20;
 /**
  * Standard library modules the runtime (_animaworks_runtime.py, httpx.py) and most tools import, imported
- * before a memory snapshot is taken: the standard library comes without bytecode, so each import compiles
- * its source, and these would otherwise cost every restored interpreter ≈ 2 s.
+ * before a memory snapshot is taken, so that a restored interpreter has them: each import reads and runs
+ * modules from the standard library's zip (compiling their source where the build made no bytecode:
+ * ≈ 2 s for these).
  */
 const SNAPSHOT_IMPORTS =
   "import asyncio, base64, datetime, email.message, hashlib, http.client, inspect, io, json, logging, re, traceback, types, typing, " +
