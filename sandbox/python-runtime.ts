@@ -94,12 +94,22 @@ function preparePython(global: Record<string, unknown>, readFile: (name: string)
   };
 
   // ---- the memory cap --------------------------------------------------------------------------------
+  // Tool code can reach Pyodide's memory object and redefine any getter it inherits (Memory's `buffer`,
+  // ArrayBuffer's `byteLength`) or pass a `deltaPages` whose valueOf answers differently when asked again:
+  // the cap reads the size through the native getters taken here, before any tool code ran, and coerces
+  // the request once, so the number it checks is the number the native grow gets.
   let memoryCapBytes = BOOT_MEMORY_BYTES;
   const grow: (this: unknown, deltaPages: number) => number = wasm.Memory.prototype.grow;
+  const getOwnPropertyDescriptor = Object.getOwnPropertyDescriptor;
+  const memoryBuffer = getOwnPropertyDescriptor(wasm.Memory.prototype, "buffer")!.get!;
+  const bufferByteLength = getOwnPropertyDescriptor(ArrayBuffer.prototype, "byteLength")!.get!;
+  const toNumber = Number;
   defineProperty(wasm.Memory.prototype, "grow", {
-    value: function (this: { buffer: ArrayBuffer }, deltaPages: number): number {
-      if (this.buffer.byteLength + deltaPages * WASM_PAGE_BYTES > memoryCapBytes) throw new RangeError("the tool's memory limit was reached");
-      return reflectApply(grow, this, [deltaPages]);
+    value: function (this: unknown, deltaPages: unknown): number {
+      const pages = toNumber(deltaPages);
+      const heldBytes = reflectApply(bufferByteLength, reflectApply(memoryBuffer, this, []), []) as number;
+      if (!(heldBytes + pages * WASM_PAGE_BYTES <= memoryCapBytes)) throw new RangeError("the tool's memory limit was reached");
+      return reflectApply(grow, this, [pages]);
     },
   });
 

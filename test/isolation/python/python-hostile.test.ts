@@ -5,6 +5,9 @@ import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { type ToolHost, createHost } from "../../../src/host.js";
 import { type TempDataDir, makeDataDir } from "../../helpers/data-dir.js";
 import { okOutput } from "../../helpers/tools.js";
+import { HOST_DEFAULTS } from "../../../src/host-defaults.js";
+
+const DEFAULT_MEMORY_LIMIT_MB = HOST_DEFAULTS.memoryLimitMb;
 
 /**
  * Python twins of the hostile-tool tests: a Python tool reaches nothing of the host's or another
@@ -27,6 +30,31 @@ const TOOLS: Record<string, string> = {
   needs_requests: `from __future__ import annotations\nimport requests\n${SCHEMA("needs_requests")}\ndef dispatch(name, args):\n    return None\n`,
   missing_credential: `${SCHEMA("missing_credential")}\ndef dispatch(name, args):\n    from core.tools._base import get_credential\n    return get_credential("nothere", "missing_credential", env_var="NOTHERE_KEY")\n`,
   wasm_constructor_reach: `${SCHEMA("wasm_constructor_reach")}\ndef dispatch(name, args):\n    import js\n    import pyodide_js\n    memory = pyodide_js._module.memory\n    return {"global": hasattr(js, "WebAssembly"), "constructor": memory.constructor.name, "prototype": js.Object.getPrototypeOf(memory).constructor.name}\n`,
+  // Two ways around a grow cap that trusted what it was shown, written in JavaScript (Python reaches the
+  // Function constructor; the views are out of date only inside this one function): a byteLength getter
+  // that answers 0 while Pyodide's own growMemory asks for memory, and a page count whose valueOf says 0
+  // when checked and 1,024 when used.
+  memory_cap_defeat: `${SCHEMA("memory_cap_defeat")}
+ATTACK = """
+const memory = module.memory;
+const trueLength = Object.getOwnPropertyDescriptor(ArrayBuffer.prototype, "byteLength").get;
+const held = () => trueLength.call(memory.buffer);
+const before = held();
+Object.defineProperty(ArrayBuffer.prototype, "byteLength", { configurable: true, get() { return 0; } });
+let grows = 0;
+for (let i = 0; i < 64 && module.growMemory(held() + 16 * 2 ** 20); i++) grows++;
+Object.defineProperty(ArrayBuffer.prototype, "byteLength", { configurable: true, get: trueLength });
+const afterGetter = held();
+let asked = 0;
+try { memory.grow({ valueOf() { return asked++ % 2 === 0 ? 0 : 1024; } }); } catch {}
+const shifted = held() - afterGetter;
+module.growMemory(held() + 65536);
+return JSON.stringify({ beforeMb: before / 2 ** 20, afterGetterMb: afterGetter / 2 ** 20, grows, shiftedMb: shifted / 2 ** 20 });
+"""
+def dispatch(name, args):
+    import js, pyodide_js
+    return str(js.Function("module", ATTACK)(pyodide_js._module))
+`,
   stalled_fetch: `${SCHEMA("stalled_fetch")}\ndef dispatch(name, args):\n    import httpx\n    return httpx.get(args["url"], timeout=600).text\n`,
   urllib_fetch: `${SCHEMA("urllib_fetch")}\ndef dispatch(name, args):\n    import urllib.request, urllib.error\n    with urllib.request.urlopen(args["url"] + "/hello", timeout=10) as response:\n        body = response.read().decode()\n    try:\n        urllib.request.urlopen(args["url"] + "/missing", timeout=10)\n    except urllib.error.HTTPError as error:\n        return [body, error.code]\n`,
   async_sleeper: `${SCHEMA("async_sleeper")}\nimport asyncio\nasync def dispatch(name, args):\n    await asyncio.sleep(0.05)\n    return "slept"\n`,
@@ -94,6 +122,15 @@ describe("hostile Python tools", () => {
     const result = await host.call("alice", "memory_bomb_run", {});
     expect(result).toMatchObject({ status: "error" });
     expect(result.status === "error" ? result.message : "").toContain("MemoryError");
+    await stillServes();
+  }, 120_000);
+
+  it("memory_cap_defeat: neither a lying byteLength getter nor a shifting page count grows the interpreter past its cap", async () => {
+    const report = JSON.parse(okOutput(await host.call("alice", "memory_cap_defeat_run", {}))) as Record<string, number>;
+    // The cap is what the booted interpreter held plus the tool's limit; it grew a little since.
+    expect(report["afterGetterMb"]).toBeLessThanOrEqual(report["beforeMb"]! + DEFAULT_MEMORY_LIMIT_MB);
+    expect(report["grows"]).toBeGreaterThan(0);
+    expect(report["shiftedMb"]).toBe(0);
     await stillServes();
   }, 120_000);
 
