@@ -9,6 +9,7 @@ type GuestBridge = import("../src/contract/isolate.js").GuestBridge;
 type GuestEntry = import("../src/contract/isolate.js").GuestEntry;
 type LogLevel = import("../src/contract/isolate.js").LogLevel;
 type CallEntryKind = import("../src/contract/isolate.js").CallEntryKind;
+type CliPayload = import("../src/contract/isolate.js").CliPayload;
 type CallEnvelope = import("../src/contract/isolate.js").CallEnvelope;
 type DescribeEnvelope = import("../src/contract/isolate.js").DescribeEnvelope;
 type FailureEnvelope = import("../src/contract/isolate.js").FailureEnvelope;

@@ -221,12 +221,17 @@ function installPrelude(global: Record<string, unknown>, host: GuestBridge): Gue
 
   // ---- module registration -------------------------------------------------------------------------
   let toolModule: Record<string, unknown> | undefined;
+  // A module registered with `{ cliAnimaDir: true }` (the Python runtime's) gets the call's anima dir as
+  // cli_main's second argument: AnimaWorks runs cli_main with ANIMAWORKS_ANIMA_DIR set, and the Python
+  // runtime sets it for the call. A bundle's cliMain(argv) is called with argv alone.
+  let cliTakesAnimaDir = false;
   defineProperty(global, "__awRegister", {
     ...hidden,
-    value(moduleExports: unknown) {
+    value(moduleExports: unknown, options?: unknown) {
       if (toolModule !== undefined) throw new errorCtor("tool module registered twice");
       toolModule =
         (typeof moduleExports === "object" || typeof moduleExports === "function") && moduleExports !== null ? (moduleExports as Record<string, unknown>) : {};
+      cliTakesAnimaDir = typeof options === "object" && options !== null && (options as { cliAnimaDir?: unknown }).cliAnimaDir === true;
     },
   });
 
@@ -309,7 +314,8 @@ function installPrelude(global: Record<string, unknown>, host: GuestBridge): Gue
     if (entry === "cli") {
       const cliMain = exportOf("cli_main", "cliMain");
       if (typeof cliMain !== "function") throw new ToolError("this tool has no cli_main");
-      return reflectApply(cliMain, toolModule, [payload]);
+      const { argv, anima_dir: animaDir } = payload as CliPayload;
+      return reflectApply(cliMain, toolModule, cliTakesAnimaDir ? [argv, animaDir] : [argv]);
     }
     const dispatch = exportOf("dispatch");
     if (typeof dispatch === "function") return reflectApply(dispatch, toolModule, [schemaName, payload]);

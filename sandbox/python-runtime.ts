@@ -273,9 +273,11 @@ function preparePython(global: Record<string, unknown>, readFile: (name: string)
     // From here on, only what the interpreter holds now plus the tool's own limit.
     memoryCapBytes = (pyodide as unknown as { _module: { HEAPU8: Uint8Array } })._module.HEAPU8.byteLength + toolMemoryBytes;
 
-    async function callPython(name: string, args: unknown[]): Promise<unknown> {
+    /** `animaDir` is given for cli_main only (a dispatch call's arguments carry their own anima_dir). */
+    async function callPython(name: string, args: unknown[], animaDir?: unknown): Promise<unknown> {
       hostError = undefined;
-      const outcome = jsonParse((await callTool.callPromising(name, jsonStringify(args))) as string) as PythonOutcome;
+      const given = typeof animaDir === "string" ? animaDir : null;
+      const outcome = jsonParse((await callTool.callPromising(name, jsonStringify(args), given)) as string) as PythonOutcome;
       if (outcome.ok) return outcome.value;
       // A host refusal the tool let through stays the host's (its type: SandboxViolation, Timeout, …).
       // eslint-disable-next-line @typescript-eslint/only-throw-error -- the host's own error object, whatever it is
@@ -293,9 +295,11 @@ function preparePython(global: Record<string, unknown>, readFile: (name: string)
         const toolModule = objectCreate(null) as Record<string, unknown>;
         const exported = (loaded.value ?? {}) as Record<string, unknown>;
         for (const name of Object.keys(exported)) {
-          toolModule[name] = exported[name] === "function" ? (...args: unknown[]) => callPython(name, args) : exported[name];
+          if (exported[name] !== "function") toolModule[name] = exported[name];
+          else if (name === "cli_main" || name === "cliMain") toolModule[name] = (argv: unknown, animaDir: unknown) => callPython(name, [argv], animaDir);
+          else toolModule[name] = (...args: unknown[]) => callPython(name, args);
         }
-        (global["__awRegister"] as (module: unknown) => void)(toolModule);
+        (global["__awRegister"] as (module: unknown, options: { cliAnimaDir: boolean }) => void)(toolModule, { cliAnimaDir: true });
       },
     });
     return snapshot;

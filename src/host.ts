@@ -8,6 +8,7 @@ import { ToolHostError } from "./errors.js";
 import { checkArguments } from "./execution/arguments.js";
 import { formatOutput } from "./execution/output.js";
 import type { CallContext, CallOutcome, CallRequest, Executor, ToolBundle } from "./isolation/wire/messages.js";
+import type { CliPayload } from "./contract/isolate.js";
 import { type SandboxHandle, isolationLayers } from "./isolation/executor.js";
 import { CallAudit } from "./audit/call-audit.js";
 import type { PolicyLedger } from "./audit/policy-ledger.js";
@@ -232,7 +233,8 @@ class Host implements ToolHost, PreparedCallRunner, ToolChangeSource, Capability
       const context: CallContext = { anima: ref.name, animaDir: ref.dir, tool: tool.name, callId: record.callId };
       if (options.onLog) this.toolLogs.sendCallLogsTo(context, options.onLog);
       this.calls.start(record);
-      const request = this.callRequest(tool.bundle, context, "cli", "", JSON.stringify(argv.map(String)), this.timeoutFor(undefined, undefined));
+      const payload: CliPayload = { argv: argv.map(String), anima_dir: ref.dir };
+      const request = this.callRequest(tool.bundle, context, "cli", "", JSON.stringify(payload), this.timeoutFor(undefined, undefined));
       const outcome = await this.executor.call(request, options.signal);
       this.toolLogs.callEnded(context);
       return this.calls.end(record, this.toResult(outcome), true);

@@ -19,6 +19,7 @@ import inspect
 import io
 import json
 import logging
+import os
 import sys
 import traceback
 import types
@@ -120,15 +121,21 @@ def _tool_frames(error: BaseException, file_name: str) -> str:
     return " (in " + places[0] + "".join(f", called from {place}" for place in places[1:]) + ")"
 
 
-def call(name: str, args_json: str) -> str:
-    """Calls `name` of the loaded tool with the JSON arguments; the outcome as JSON text."""
+def call(name: str, args_json: str, cli_anima_dir: str | None = None) -> str:
+    """
+    Calls `name` of the loaded tool with the JSON arguments; the outcome as JSON text. `cli_anima_dir` is
+    the Anima's folder of a cli_main call, which AnimaWorks runs with ANIMAWORKS_ANIMA_DIR set: it is set
+    for the call, and removed after it.
+    """
     module = _tool
     assert module is not None, "no tool is loaded"
     args = json.loads(args_json)
-    # The folder the host named in this call's arguments: paths under it are the Anima's files.
-    given = next((arg for arg in args if isinstance(arg, dict) and isinstance(arg.get("anima_dir"), str)), None)
-    _animaworks_files.anima_dir = given["anima_dir"] if given else None
+    # The folder the host named for this call: paths under it are the Anima's files.
+    given = next((arg["anima_dir"] for arg in args if isinstance(arg, dict) and isinstance(arg.get("anima_dir"), str)), None)
+    _animaworks_files.anima_dir = cli_anima_dir if isinstance(cli_anima_dir, str) else given
     capture = name in ("cli_main", "cliMain")
+    if capture and isinstance(cli_anima_dir, str):
+        os.environ["ANIMAWORKS_ANIMA_DIR"] = cli_anima_dir
     stdout = sys.stdout
     buffer = io.StringIO()
     try:
@@ -154,6 +161,9 @@ def call(name: str, args_json: str) -> str:
         return _failure(error, module.__file__ or name, f"exited with status {error.code}")
     except BaseException as error:  # noqa: BLE001 - every failure is the tool's outcome
         return _failure(error, module.__file__ or name)
+    finally:
+        if capture:
+            os.environ.pop("ANIMAWORKS_ANIMA_DIR", None)
 
 
 def _failure(error: BaseException, file_name: str, message: str | None = None) -> str:

@@ -77,6 +77,15 @@ export const PYTHON_BOOT_GLOBALS = ["WebAssembly", "FinalizationRegistry"] as co
 export type CallEntryKind = "call" | "cli";
 
 /**
+ * The payload of a `cli` call: the argv after the tool's name, and the Anima's folder (what AnimaWorks
+ * gives cli_main as ANIMAWORKS_ANIMA_DIR; a bundle's cliMain gets argv alone).
+ */
+export interface CliPayload {
+  argv: string[];
+  anima_dir: string;
+}
+
+/**
  * What the prelude hands the host through `BIND_GLOBAL` (the host keeps each function as an isolated-vm
  * reference; tool code never reaches them). Results leave as one string: a JSON envelope.
  */
@@ -84,8 +93,8 @@ export interface GuestEntry {
   /** The module's exports, schemas and profile: JSON text of a `DescribeEnvelope`. */
   describe: () => Promise<string>;
   /**
-   * Runs a call: JSON text of a `CallEnvelope`. `payloadJson` is the JSON of the arguments object (of the
-   * argv array for `cli`); results longer than `maxResultBytes` are cut; log lines beyond `maxLogLines`
+   * Runs a call: JSON text of a `CallEnvelope`. `payloadJson` is the JSON of the arguments object (of a
+   * `CliPayload` for `cli`); results longer than `maxResultBytes` are cut; log lines beyond `maxLogLines`
    * are dropped and longer than `maxLogLineChars` cut.
    */
   call: (

@@ -24,6 +24,8 @@ def get_tool_schemas() -> list[dict]:
         {"name": "notes_list", "description": "Lists the notes", "input_schema": text},
         {"name": "notes_tidy", "description": "Renames and removes", "input_schema": text},
         {"name": "notes_peek", "description": "Reads another Anima's file", "input_schema": text},
+        {"name": "notes_env", "description": "Its ANIMAWORKS_ANIMA_DIR", "input_schema": text},
+        {"name": "notes_update", "description": "Opens a note for update", "input_schema": text},
     ]
 
 
@@ -51,12 +53,26 @@ def dispatch(name, args):
         os.replace(notes / "a.txt", notes / "renamed.txt")
         os.remove(notes / "b.txt")
         return sorted(os.listdir(notes))
+    if name == "notes_update":
+        try:
+            with open(notes / "renamed.txt", "r+") as f:
+                f.write("overwritten")
+            return "opened"
+        except OSError as error:
+            return str(error)
+    if name == "notes_env":
+        return {"env": os.environ.get("ANIMAWORKS_ANIMA_DIR")}
     if name == "notes_peek":
         try:
             return (root / ".." / "bob" / "secret.txt").read_text()
         except OSError as error:
             return type(error).__name__
     raise ValueError(name)
+
+
+def cli_main(argv):
+    # AnimaWorks runs cli_main with ANIMAWORKS_ANIMA_DIR set; its files are the Anima's here too.
+    print((Path(os.environ["ANIMAWORKS_ANIMA_DIR"]) / "notes" / argv[0]).read_text())
 `;
 
 let data: TempDataDir;
@@ -89,6 +105,17 @@ describe("a Python tool's files", () => {
     });
     expect(JSON.parse(okOutput(await host.call("alice", "notes_tidy", {})))).toEqual(["index.log", "renamed.txt"]);
     expect(existsSync(join(notes, "b.txt"))).toBe(false);
+  }, 120_000);
+
+  it("gives cli_main the Anima's folder as ANIMAWORKS_ANIMA_DIR, and its files there", async () => {
+    expect(okOutput(await host.callCli("alice", "notes", ["renamed.txt"]))).toBe("first note ✓\n");
+    // Set for the cli_main call only: a dispatch call after it finds no such variable.
+    expect(JSON.parse(okOutput(await host.call("alice", "notes_env", {})))).toEqual({ env: null });
+  }, 120_000);
+
+  it("refuses a read-and-write mode on the Anima's files with an OSError that says what works", async () => {
+    expect(okOutput(await host.call("alice", "notes_update", {}))).toBe("open(): mode 'r+' is not supported for the Anima's files; read, write or append");
+    expect(readFileSync(join(data.dir, "animas", "alice", "notes", "renamed.txt"), "utf8")).toBe("first note ✓");
   }, 120_000);
 
   it("reaches nothing of another Anima's through anima_dir/..", async () => {

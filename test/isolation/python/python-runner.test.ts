@@ -35,7 +35,8 @@ def pyrun_slow(args):
 
 
 def cli_main(argv):
-    print("usage: pyrun", " ".join(argv))
+    import os
+    print("usage: pyrun", " ".join(argv), "in", os.environ.get("ANIMAWORKS_ANIMA_DIR"))
 `;
 
 const data = makeDataDir();
@@ -100,10 +101,10 @@ describe("a Python tool in the isolate runner", () => {
     expect(runner.warmPoolStats()).toMatchObject({ idleInterpreters: 1 });
   }, 120_000);
 
-  it("answers cli_main with what it printed", async () => {
+  it("answers cli_main with what it printed, run with ANIMAWORKS_ANIMA_DIR set as AnimaWorks runs it", async () => {
     const built = await bundle();
-    const outcome = await runner.call(request(built, "cli", "", ["a", "b"]));
+    const outcome = await runner.call(request(built, "cli", "", { argv: ["a", "b"], anima_dir: "/data/animas/alice" }));
     if (!outcome.ok || outcome.value.kind === "none") throw new Error(JSON.stringify(outcome));
-    expect(outcome.value.text).toBe("usage: pyrun a b\n");
+    expect(outcome.value.text).toBe("usage: pyrun a b in /data/animas/alice\n");
   }, 120_000);
 });
