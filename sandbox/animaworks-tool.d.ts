@@ -273,6 +273,9 @@ declare module "@animaworks/tool" {
   /** `export async function dispatch(name, args)`: called with the schema name and the arguments. */
   export type DispatchFunction = (name: string, args: ToolArgs) => ToolResult | Promise<ToolResult>;
 
-  /** `export function cli_main(argv)`: receives the raw command-line words after the tool name. */
-  export type CliMainFunction = (argv: string[]) => ToolResult | Promise<ToolResult>;
+  /**
+   * `export function cli_main(argv)`: receives the raw command-line words after the tool name, and the
+   * Anima's folder second (what `dispatch`'s args carry as `anima_dir`).
+   */
+  export type CliMainFunction = (argv: string[], animaDir: string) => ToolResult | Promise<ToolResult>;
 }

@@ -221,17 +221,13 @@ function installPrelude(global: Record<string, unknown>, host: GuestBridge): Gue
 
   // ---- module registration -------------------------------------------------------------------------
   let toolModule: Record<string, unknown> | undefined;
-  // A module registered with `{ cliAnimaDir: true }` (the Python runtime's) gets the call's anima dir as
-  // cli_main's second argument: AnimaWorks runs cli_main with ANIMAWORKS_ANIMA_DIR set, and the Python
-  // runtime sets it for the call. A bundle's cliMain(argv) is called with argv alone.
-  let cliTakesAnimaDir = false;
   defineProperty(global, "__awRegister", {
     ...hidden,
-    value(moduleExports: unknown, options?: unknown) {
+    value(moduleExports: unknown, retireWhen?: unknown) {
       if (toolModule !== undefined) throw new errorCtor("tool module registered twice");
       toolModule =
         (typeof moduleExports === "object" || typeof moduleExports === "function") && moduleExports !== null ? (moduleExports as Record<string, unknown>) : {};
-      cliTakesAnimaDir = typeof options === "object" && options !== null && (options as { cliAnimaDir?: unknown }).cliAnimaDir === true;
+      memory.retireWhen(retireWhen);
     },
   });
 
@@ -314,8 +310,8 @@ function installPrelude(global: Record<string, unknown>, host: GuestBridge): Gue
     if (entry === "cli") {
       const cliMain = exportOf("cli_main", "cliMain");
       if (typeof cliMain !== "function") throw new ToolError("this tool has no cli_main");
-      const { argv, anima_dir: animaDir } = payload as CliPayload;
-      return reflectApply(cliMain, toolModule, cliTakesAnimaDir ? [argv, animaDir] : [argv]);
+      // The Anima's folder comes second, as dispatch's args carry anima_dir (Python's cli_main sees it as ANIMAWORKS_ANIMA_DIR).
+      return reflectApply(cliMain, toolModule, [(payload as CliPayload).argv, (payload as CliPayload).anima_dir]);
     }
     const dispatch = exportOf("dispatch");
     if (typeof dispatch === "function") return reflectApply(dispatch, toolModule, [schemaName, payload]);

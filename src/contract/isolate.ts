@@ -66,24 +66,16 @@ export const BIND_GLOBAL = "__awBind";
 export type ContextFlavour = "tool" | "python";
 
 /**
- * Globals a Python tool's context keeps through the bind for Pyodide's boot only (sandbox/python-runtime.ts
- * deletes them before tool code runs): CPython is a WebAssembly module (its memory growth capped there,
- * the process's memory cap behind it), and Pyodide's one FinalizationRegistry frees Python objects as
- * V8's GC decides — a Python finaliser may so run outside a call, with no capability, timer or log.
+ * Globals a Python tool's context keeps through the bind for Pyodide's boot only (sandbox/python-runtime.ts deletes them before tool code
+ * runs): CPython is a WebAssembly module (its memory growth capped there, the process's memory cap behind it), and Pyodide's one
+ * FinalizationRegistry frees Python objects as V8's GC decides — a Python finaliser may so run outside a call, with no capability, timer or log.
  */
 export const PYTHON_BOOT_GLOBALS = ["WebAssembly", "FinalizationRegistry"] as const;
 
 /** How a call enters the tool: `dispatch`/a function named by the schema, or `cli_main(argv)`. */
 export type CallEntryKind = "call" | "cli";
-
-/**
- * The payload of a `cli` call: the argv after the tool's name, and the Anima's folder (what AnimaWorks
- * gives cli_main as ANIMAWORKS_ANIMA_DIR; a bundle's cliMain gets argv alone).
- */
-export interface CliPayload {
-  argv: string[];
-  anima_dir: string;
-}
+/** A `cli` call's payload: the argv after the tool's name, and the Anima's folder (cli_main's second argument). */
+export type CliPayload = { argv: string[]; anima_dir: string };
 
 /**
  * What the prelude hands the host through `BIND_GLOBAL` (the host keeps each function as an isolated-vm
@@ -93,9 +85,8 @@ export interface GuestEntry {
   /** The module's exports, schemas and profile: JSON text of a `DescribeEnvelope`. */
   describe: () => Promise<string>;
   /**
-   * Runs a call: JSON text of a `CallEnvelope`. `payloadJson` is the JSON of the arguments object (of a
-   * `CliPayload` for `cli`); results longer than `maxResultBytes` are cut; log lines beyond `maxLogLines`
-   * are dropped and longer than `maxLogLineChars` cut.
+   * Runs a call: JSON text of a `CallEnvelope`. `payloadJson` is the JSON of the arguments object (of a `CliPayload` for `cli`);
+   * results longer than `maxResultBytes` are cut; log lines beyond `maxLogLines` are dropped and longer than `maxLogLineChars` cut.
    */
   call: (
     entry: CallEntryKind,

@@ -23,10 +23,13 @@ describe("the tool module contract", () => {
     expect(okOutput(await t.host.callCli("alice", "camel", ["--x", "1"]))).toBe('camel cli got ["--x","1"]');
   });
 
-  it("detects cli_main and passes the raw argv to it; tools without one say so", async () => {
+  it("detects cli_main and passes the raw argv to it, and the Anima's folder second; tools without one say so", async () => {
     withContractTools();
     expect((await t.host.describe("alice", "snake_cli")).hasCliMain).toBe(true);
-    expect(JSON.parse(okOutput(await t.host.callCli("alice", "snake_cli", ["run", "--flag", "two words"])))).toEqual({ argv: ["run", "--flag", "two words"] });
+    expect(JSON.parse(okOutput(await t.host.callCli("alice", "snake_cli", ["run", "--flag", "two words"])))).toEqual({
+      argv: ["run", "--flag", "two words"],
+      animaDir: join(t.data.dir, "animas", "alice"),
+    });
     expect((await t.host.describe("alice", "prefers_dispatch")).hasCliMain).toBe(false);
     const none = await t.host.callCli("alice", "prefers_dispatch", []);
     expect(none.status === "error" && none.error_type).toBe("ToolNotFound");
