@@ -20,8 +20,13 @@
 interface MemoryGuards {
   /** A buffer allocation failed for lack of memory during this isolate's life. */
   exceeded(): boolean;
-  /** This isolate has used a budget and must not serve another call. */
+  /** This isolate has used a budget, or its module's own check (`retireWhen`) says so: it must not serve another call. */
   retire(): boolean;
+  /**
+   * A check the registered module adds (the Python runtime's: an interpreter whose memory grew well past its
+   * boot is not kept warm, since WebAssembly memory never shrinks). A check that throws retires the isolate.
+   */
+  retireWhen(check: unknown): void;
 }
 
 const MAX_INTL_OBJECTS = 500;
@@ -70,6 +75,7 @@ function installMemoryGuards(global: Record<string, unknown>, isInstance: (value
 
   let memoryExceeded = false;
   let retireAfterCall = false;
+  let moduleCheck: unknown;
   let intlObjects = 0;
 
   function bufferGuard(args: unknown[]): unknown[] {
@@ -182,6 +188,16 @@ function installMemoryGuards(global: Record<string, unknown>, isInstance: (value
 
   return {
     exceeded: () => memoryExceeded,
-    retire: () => retireAfterCall,
+    retire(): boolean {
+      if (retireAfterCall || typeof moduleCheck !== "function") return retireAfterCall;
+      try {
+        return reflectApply(moduleCheck, undefined, []) === true;
+      } catch {
+        return true;
+      }
+    },
+    retireWhen(check: unknown): void {
+      moduleCheck = check;
+    },
   };
 }

@@ -68,6 +68,8 @@ const BOOT_MEMORY_BYTES = 512 * 2 ** 20;
 const SNAPSHOT_IMPORTS =
   "import asyncio, base64, datetime, email.message, hashlib, http.client, inspect, io, json, logging, re, traceback, types, typing, " +
   "urllib.error, urllib.parse, urllib.request, urllib.response";
+/** Growth of an interpreter's memory beyond its boot after which it is not kept warm, bytes. */
+const RETIRE_GROWTH_BYTES = 32 * 2 ** 20;
 /** Largest `crypto.getRandomValues` request, bytes (as in the Web Crypto API). */
 const MAX_RANDOM_BYTES = 65_536;
 
@@ -271,7 +273,14 @@ function preparePython(global: Record<string, unknown>, readFile: (name: string)
     const callTool = runtime["call"]!;
     const loadTool = runtime["load_tool"]!;
     // From here on, only what the interpreter holds now plus the tool's own limit.
-    memoryCapBytes = (pyodide as unknown as { _module: { HEAPU8: Uint8Array } })._module.HEAPU8.byteLength + toolMemoryBytes;
+    const pyodideModule = (pyodide as unknown as { _module: { HEAPU8: Uint8Array; memory: unknown } })._module;
+    const bootBytes = pyodideModule.HEAPU8.byteLength;
+    memoryCapBytes = bootBytes + toolMemoryBytes;
+    // An interpreter whose memory grew well past its boot keeps that memory (WebAssembly memory never
+    // shrinks): it serves no further call, the next one gets a fresh interpreter.
+    const wasmMemory = pyodideModule.memory;
+    const grownTooFar = (): boolean =>
+      (reflectApply(bufferByteLength, reflectApply(memoryBuffer, wasmMemory, []), []) as number) > bootBytes + RETIRE_GROWTH_BYTES;
 
     /** `animaDir` is given for cli_main only (a dispatch call's arguments carry their own anima_dir). */
     async function callPython(name: string, args: unknown[], animaDir?: unknown): Promise<unknown> {
@@ -299,7 +308,7 @@ function preparePython(global: Record<string, unknown>, readFile: (name: string)
           else if (name === "cli_main" || name === "cliMain") toolModule[name] = (argv: unknown, animaDir: unknown) => callPython(name, [argv], animaDir);
           else toolModule[name] = (...args: unknown[]) => callPython(name, args);
         }
-        (global["__awRegister"] as (module: unknown, options: { cliAnimaDir: boolean }) => void)(toolModule, { cliAnimaDir: true });
+        (global["__awRegister"] as (module: unknown, retireWhen: () => boolean) => void)(toolModule, grownTooFar);
       },
     });
     return snapshot;

@@ -41,6 +41,8 @@ export interface SandboxHandle {
   warmPoolReport(): Promise<WarmPoolReport[]>;
   /** Spare sandbox processes ready for a new cordon's first call. */
   sparesReady(): number;
+  /** The memory limit the host's watchdog holds sandbox process `pid` to now, bytes (undefined: not watched). */
+  memoryLimitBytesOf(pid: number): number | undefined;
 }
 
 /** Picks where isolates run (see `HostOptions.isolation`). */
@@ -70,6 +72,7 @@ export function createExecutor(
       pidFor: () => undefined,
       warmPoolReport: () => Promise.resolve([]),
       sparesReady: () => 0,
+      memoryLimitBytesOf: () => undefined,
     };
   }
   const pool = new SandboxPool({
@@ -103,6 +106,7 @@ export function createExecutor(
     pidFor: (anima) => pool.pidFor(anima),
     warmPoolReport: () => pool.warmPoolStats(),
     sparesReady: () => pool.sparesReady(),
+    memoryLimitBytesOf: (pid) => pool.memoryLimitBytesOf(pid),
   };
 }
 

@@ -1,18 +1,18 @@
 import ivm from "isolated-vm";
 import type { ErrorInfo } from "../../errors.js";
-import { type CapabilityLimits, CallLedger, CapabilityBudget } from "../call-ledger.js";
-import { Abandoned, CallGuard, EntryTracker, type IsolateStopReason, STOP_GRACE_MS, remainingMs, unlessAbandoned } from "./call-guard.js";
+import { CallLedger, CapabilityBudget } from "../call-ledger.js";
+import { Abandoned, CallGuard, EntryTracker, STOP_GRACE_MS, remainingMs, unlessAbandoned } from "./call-guard.js";
 import { ContextScripts, PRELUDE_FILENAME, SetupError, asLoadError } from "./context-scripts.js";
 import { parseCallEnvelope, parseDescribeEnvelope } from "./envelope.js";
 import { ivmErrorInfo } from "./ivm-errors.js";
-import { type ActiveCall, type Bridge, IsolatePool, PooledIsolate, type WarmPoolStats, bindPrelude, heldBytes } from "./pooled-isolate.js";
+import type { ActiveCall, Bridge, Entry, WarmPoolStats } from "./pooled-isolate.js";
+import { ENTRY_METHODS, IsolatePool, PooledIsolate, bindPrelude, heldBytes } from "./pooled-isolate.js";
 import { bridgeHandlers } from "./isolate-bridge.js";
 import { SHAPE_PROBE } from "./prelude-source.js";
 import type {
   BundlePosition,
   CallLabel,
   CapabilityInvoker,
-  CapabilityReply,
   CallOutcome,
   CallRequest,
   DescribeOutcome,
@@ -23,9 +23,13 @@ import type {
   ToolLogLine,
 } from "../wire/messages.js";
 import { monotonicMs } from "../../clock.js";
-import { ISOLATE_V8_FLAGS } from "./v8-flags.js";
-import { isPythonBundle } from "../wire/tool-bundle.js";
+import { setMissingIsolateFlags } from "./v8-flags.js";
 import { PYTHON_RUNTIME_HEAP_MB, type PythonBootTools, bootPython } from "./python-boot.js";
+import { PythonSpares } from "./python-spares.js";
+import { type IsolateRunnerOptions, SNAPSHOT_AFTER_ISOLATES, guardedLogSink, refuseCapabilities } from "./isolate-runner-options.js";
+import { PYTHON_BOOT_GRACE_MS, isPythonBundle } from "../wire/tool-bundle.js";
+
+export { type IsolateRunnerOptions, SNAPSHOT_AFTER_ISOLATES };
 
 /** The isolated-vm constructors the Python runtime's boot needs (python-boot.ts imports types only). */
 const PYTHON_BOOT_TOOLS: PythonBootTools = {
@@ -34,11 +38,7 @@ const PYTHON_BOOT_TOOLS: PythonBootTools = {
 };
 
 // Before the first isolate: the flags isolates need, where this process's command line lacks them.
-const flagsMissing = ISOLATE_V8_FLAGS.filter((flag) => !process.execArgv.includes(flag));
-if (flagsMissing.length > 0) {
-  const v8 = process.getBuiltinModule("node:v8");
-  for (const flag of flagsMissing) v8.setFlagsFromString(flag);
-}
+setMissingIsolateFlags();
 
 /**
  * The only module that imports isolated-vm. Runs tool bundles in isolates in this process. The scripts a
@@ -71,40 +71,6 @@ if (flagsMissing.length > 0) {
  *    the runner a label too (executor.ts). Capability requests and log lines carry the very label
  *    object the call was given, by which the runner's owner finds its own record of the call.
  */
-export interface IsolateRunnerOptions {
-  /**
-   * Memory the idle warm isolates may hold, bytes (V8's committed heap plus external memory of each, as
-   * V8 reports it); the least recently used beyond it are disposed. Default: 256 MiB.
-   */
-  warmPoolBytes?: number;
-  /** Idle warm isolates kept at most, whatever their size. Default: no limit (the memory budget decides). */
-  maxIdleIsolates?: number;
-  /** Whether isolates are made from a startup snapshot of the prelude (see `startupSnapshot`). Default: true. */
-  startupSnapshot?: boolean;
-  /** Isolates per (anima, bundle) at once; further calls wait for one. Default: 4. */
-  maxIsolatesPerKey?: number;
-  /** Receives every tool log line, with the label of its call (the very object the call was given). */
-  onLog?: (line: ToolLogLine<CallLabel>) => void;
-  /**
-   * isolated-vm lost control of an isolate (V8 out of memory, or a script that would not terminate), or
-   * an isolate did not return after it was stopped (`STOP_GRACE_MS`), which is how such a loss starts.
-   * Its thread may be gone for good, and it can take locks with it: the process should get no new calls,
-   * and be replaced once its other calls end. May be called more than once for one isolate.
-   */
-  onUnrecoverable?: (reason: string) => void;
-  /**
-   * Runs the capabilities tools ask for (fs, fetch, credentials), for the call whose label it is given
-   * (the very object the call was given). Default: every capability is refused.
-   */
-  invokeCapability?: CapabilityInvoker<CallLabel>;
-  /** Capability calls and bytes in flight (see `CapabilityLimits` for the defaults). */
-  capabilityLimits?: Partial<CapabilityLimits>;
-  /** Told of each capability request refused by a host-side limit (a bypassed prelude). */
-  onRefusal?: (context: CallLabel, name: string, error: ErrorInfo) => void;
-}
-
-/** Isolates built from the prelude script before the runner makes a startup snapshot (see `startupSnapshot`). */
-export const SNAPSHOT_AFTER_ISOLATES = 3;
 
 export class IsolateRunner implements Executor {
   private readonly scripts: ContextScripts;
@@ -119,6 +85,7 @@ export class IsolateRunner implements Executor {
   private isolatesBuilt = 0;
   private closed = false;
   private readonly entries = new EntryTracker();
+  private readonly spares = new PythonSpares((memoryLimitMb) => this.bootSpare(memoryLimitMb));
 
   constructor(options: IsolateRunnerOptions = {}) {
     this.scripts = new ContextScripts();
@@ -131,22 +98,9 @@ export class IsolateRunner implements Executor {
       },
       heldBytes,
     );
-    const onLog = options.onLog ?? (() => {});
-    // A throwing log sink must cost neither the host (an uncaught error) nor the sandbox (a host stack).
-    this.onLog = (line) => {
-      try {
-        onLog(line);
-      } catch {
-        // dropped: there is nowhere safer to report a broken log sink
-      }
-    };
+    this.onLog = guardedLogSink(options.onLog);
     this.onUnrecoverable = options.onUnrecoverable ?? (() => {});
-    this.invokeCapability =
-      options.invokeCapability ??
-      (async (): Promise<CapabilityReply> => ({
-        ok: false,
-        error: { type: "PermissionDenied", fault: "host", message: "capabilities are not available in this host" },
-      }));
+    this.invokeCapability = options.invokeCapability ?? refuseCapabilities;
     this.budget = new CapabilityBudget(options.capabilityLimits);
     this.onRefusal = options.onRefusal;
   }
@@ -164,7 +118,13 @@ export class IsolateRunner implements Executor {
         this.entries.track(pooled.entry!.describe.apply(undefined, [], { timeout: remainingMs(deadline), result: { promise: true, copy: true } })),
         guard,
       );
-      return parseDescribeEnvelope(text);
+      const outcome = parseDescribeEnvelope(text);
+      // The tool's first call comes next: it takes this interpreter over rather than boot another.
+      if (outcome.ok && pooled.holdsInterpreter && pooled.healthy && !guard.stopReason && !this.closed) {
+        this.spares.keepDescribed(request.bundle.hash, request.memoryLimitMb, pooled);
+        pooled = undefined;
+      }
+      return outcome;
     } catch (error) {
       return { ok: false, error: asLoadError(this.failureInfo(error, limits, guard, pooled)) };
     } finally {
@@ -263,7 +223,7 @@ export class IsolateRunner implements Executor {
 
   /** What the warm pool holds now. */
   warmPoolStats(): WarmPoolStats {
-    return this.pool.stats();
+    return { ...this.pool.stats(), spareInterpreters: this.spares.held };
   }
 
   /** Drops the warm isolates of `anima` (its calls now go to another process). */
@@ -277,6 +237,7 @@ export class IsolateRunner implements Executor {
    */
   async close(): Promise<void> {
     this.closed = true;
+    this.spares.close();
     this.pool.disposeIdle();
     await this.entries.settled(STOP_GRACE_MS);
   }
@@ -295,8 +256,7 @@ export class IsolateRunner implements Executor {
     // Do not wait for isolated-vm to declare the thread lost (5 s later): by then it may hold locks the
     // rest of the process needs. Say so now, so that no new call comes here.
     if (error instanceof Abandoned) this.onUnrecoverable("an isolate did not return after it was stopped");
-    const why: IsolateStopReason | undefined = guard.stopReason ?? (pooled?.hitMemoryLimit ? "MemoryLimit" : undefined);
-    return ivmErrorInfo(error, limits, why ?? (error instanceof Abandoned ? "Timeout" : undefined));
+    return ivmErrorInfo(error, limits, guard.stopReason ?? (pooled?.hitMemoryLimit ? "MemoryLimit" : error instanceof Abandoned ? "Timeout" : undefined));
   }
 
   // ---- isolate set-up -----------------------------------------------------------------------------
@@ -333,6 +293,11 @@ export class IsolateRunner implements Executor {
     }
   }
 
+  /**
+   * The isolate of a call's or describe's (`key: "describe"`) bundle, its tool loaded. A Python tool's
+   * first call takes the isolate its describe left (python-spares.ts), else a spare interpreter, else
+   * boots one; each Python isolate made for a call has a spare started for the next.
+   */
   private async createIsolate(
     key: string,
     bundle: ToolBundle,
@@ -340,11 +305,41 @@ export class IsolateRunner implements Executor {
     deadline: number,
     guard: CallGuard,
   ): Promise<PooledIsolate> {
+    const python = isPythonBundle(bundle.code);
+    if (python && key !== "describe") {
+      const described = this.spares.adoptDescribed(bundle.hash, limits.memoryLimitMb);
+      if (described) {
+        described.key = key;
+        this.spares.refill(limits.memoryLimitMb);
+        return described;
+      }
+    }
+    const spare = python ? this.spares.take(limits.memoryLimitMb) : undefined;
+    const pooled = spare ?? this.newContext(key, python, limits.memoryLimitMb);
+    pooled.key = key;
+    pooled.guard = guard;
+    guard.target = pooled;
+    try {
+      if (python && !spare) {
+        await bootPython(pooled.isolate, pooled.context!, PYTHON_BOOT_TOOLS, limits, deadline, guard, pooled);
+        pooled.holdsInterpreter = true;
+      }
+      await this.scripts.loadTool(pooled, pooled.context!, bundle, limits, deadline, guard);
+      return pooled;
+    } catch (error) {
+      pooled.disposeByHost();
+      throw error;
+    } finally {
+      if (python && key !== "describe") this.spares.refill(limits.memoryLimitMb);
+    }
+  }
+
+  /** A new isolate with the prelude bound in its context (a Python context keeps what Pyodide boots with). */
+  private newContext(key: string, python: boolean, memoryLimitMb: number): PooledIsolate {
     let pooled: PooledIsolate | undefined;
     const snapshot = this.startupSnapshot();
-    const python = isPythonBundle(bundle.code);
     const isolate = new ivm.Isolate({
-      memoryLimit: limits.memoryLimitMb + (python ? PYTHON_RUNTIME_HEAP_MB : 0),
+      memoryLimit: memoryLimitMb + (python ? PYTHON_RUNTIME_HEAP_MB : 0),
       ...(snapshot ? { snapshot } : {}),
       // Called (on this thread, later) when V8 ran out of memory beyond isolated-vm's limit, or a script
       // would not terminate: the isolate's thread is parked for good. End its call and report it.
@@ -354,32 +349,39 @@ export class IsolateRunner implements Executor {
       },
     });
     pooled = new PooledIsolate(key, isolate);
-    pooled.guard = guard;
-    guard.target = pooled;
     try {
       // The prelude's set-up is synchronous: it is our own code, short and bounded (≈ 0.5 ms), and each
-      // asynchronous step would cost a round trip to the isolate's thread. Tool code below runs async.
+      // asynchronous step would cost a round trip to the isolate's thread. Tool code runs async.
       const context = isolate.createContextSync();
       pooled.context = context;
       if (!snapshot) this.scripts.runPrelude(isolate, context);
       const entryRef = bindPrelude(context, this.makeBridge(pooled), python ? "python" : "tool");
-      pooled.entry = {
-        call: entryRef.getSync("call", { reference: true }),
-        describe: entryRef.getSync("describe", { reference: true }),
-        fireTimer: entryRef.getSync("fireTimer", { reference: true }),
-        settleCapabilities: entryRef.getSync("settleCapabilities", { reference: true }),
-        receiveText: entryRef.getSync("receiveText", { reference: true }),
-      };
+      pooled.entry = Object.fromEntries(ENTRY_METHODS.map((method) => [method, entryRef.getSync(method, { reference: true })])) as Entry;
       entryRef.release();
-      if (python) {
-        await bootPython(isolate, context, PYTHON_BOOT_TOOLS, limits, deadline, guard, pooled);
-        pooled.holdsInterpreter = true;
-      }
-      await this.scripts.loadTool(pooled, context, bundle, limits, deadline, guard);
       return pooled;
     } catch (error) {
       pooled.disposeByHost();
       throw error;
+    }
+  }
+
+  /** A spare interpreter (python-spares.ts): an isolate with Python booted and no tool, under a guard of its own. */
+  private async bootSpare(memoryLimitMb: number): Promise<PooledIsolate> {
+    const limits = { timeoutMs: PYTHON_BOOT_GRACE_MS, memoryLimitMb };
+    const guard = new CallGuard(PYTHON_BOOT_GRACE_MS);
+    const pooled = this.newContext("spare", true, memoryLimitMb);
+    pooled.guard = guard;
+    guard.target = pooled;
+    try {
+      await this.entries.track(bootPython(pooled.isolate, pooled.context!, PYTHON_BOOT_TOOLS, limits, monotonicMs() + PYTHON_BOOT_GRACE_MS, guard, pooled));
+      pooled.holdsInterpreter = true;
+      return pooled;
+    } catch (error) {
+      pooled.disposeByHost();
+      throw error;
+    } finally {
+      guard.finish();
+      pooled.guard = undefined;
     }
   }
 

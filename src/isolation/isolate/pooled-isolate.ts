@@ -25,6 +25,12 @@ export interface ActiveCall {
 /** The prelude's entry object as the host holds it: a reference to each of its functions (src/contract/isolate.ts). */
 export type Entry = { [M in EntryMethod]: ivm.Reference<GuestEntry[M]> };
 
+/** Every function of the prelude's entry object, which the host takes a reference to. */
+export const ENTRY_METHODS = ["call", "describe", "fireTimer", "settleCapabilities", "receiveText"] as const satisfies readonly EntryMethod[];
+// A function added to the entry object and not listed above fails to compile here.
+const everyEntryMethod: Record<Exclude<EntryMethod, (typeof ENTRY_METHODS)[number]>, never> = {};
+void everyEntryMethod;
+
 export class PooledIsolate implements Disposable {
   /** The call being served (the bridge attributes logs and timers to it). */
   active: ActiveCall | undefined;
@@ -45,7 +51,8 @@ export class PooledIsolate implements Disposable {
   holdsInterpreter = false;
 
   constructor(
-    readonly key: string,
+    /** The warm pool's key; a spare interpreter (python-spares.ts) gets its key when it is taken. */
+    public key: string,
     readonly isolate: ivm.Isolate,
   ) {}
 
@@ -126,6 +133,8 @@ export interface WarmPoolStats {
   evictions: number;
   /** Idle isolates holding a Python interpreter (not in `idleBytes`). */
   idleInterpreters: number;
+  /** Python interpreters kept ready outside the pool: a spare and a described tool's isolate (python-spares.ts). */
+  spareInterpreters: number;
 }
 
 /**
@@ -240,7 +249,7 @@ export class IsolatePool {
     for (const pooled of [...this.idleOrder]) this.evict(pooled);
   }
 
-  stats(): WarmPoolStats {
+  stats(): Omit<WarmPoolStats, "spareInterpreters"> {
     return {
       idleIsolates: this.idleOrder.size,
       idleBytes: this.idleBytes,

@@ -13,3 +13,11 @@ export const ISOLATE_V8_FLAGS = ["--no-concurrent-osr"] as const;
 
 /** The Node flags of a sandbox process: isolated-vm needs Node without its start-up snapshot. */
 export const SANDBOX_NODE_FLAGS = ["--no-node-snapshot", ...ISOLATE_V8_FLAGS] as const;
+
+/** Sets the isolate flags this process's command line lacks (before its first isolate is made). */
+export function setMissingIsolateFlags(): void {
+  const flagsMissing = ISOLATE_V8_FLAGS.filter((flag) => !process.execArgv.includes(flag));
+  if (flagsMissing.length === 0) return;
+  const v8 = process.getBuiltinModule("node:v8");
+  for (const flag of flagsMissing) v8.setFlagsFromString(flag);
+}

@@ -47,6 +47,15 @@ import { tasksOf } from "./process-cpu.js";
  */
 export const DEFAULT_PROCESS_MEMORY_MB = 1_024;
 /**
+ * Memory a sandbox process that runs Python tools may hold beyond `DEFAULT_PROCESS_MEMORY_MB`, MB: the
+ * interpreters it keeps between calls (WebAssembly memory and code, which no isolate's limit counts). Up
+ * to two idle in its warm pool, a spare and a described tool's (python-spares.ts), each ≈ 130 MB resident
+ * and retired once it grew 32 MB past its boot: 4 × 160 MB. Measured without it: a process running the
+ * hostile Python tools (a memory bomb at the tool's limit among them) peaked at 892 MB before spares and
+ * 1,051 MB with them, against 1,087 MB, and was killed under load.
+ */
+export const PYTHON_INTERPRETERS_MB = 640;
+/**
  * Tasks (threads + processes) of one sandbox process's tree. Measured: 12 idle; isolated-vm runs each
  * isolate that is executing on a thread of its own (its pool grows past the core count instead of
  * queueing), so 40 calls spinning at once made 50 tasks and 120 made 130; calls waiting on the host hold
@@ -151,6 +160,20 @@ export class ResourceWatchdog {
     this.watched.add(entry);
     this.timer ??= setInterval(() => this.tick(), this.periodMs).unref();
     return () => this.forget(entry);
+  }
+
+  /**
+   * Raises the memory limit of the watched process `pid` to `memoryBytes` (never lowers it): the host
+   * decided it, on what it sent the process (Python tools: `PYTHON_INTERPRETERS_MB`).
+   */
+  raiseMemory(pid: number, memoryBytes: number): void {
+    for (const entry of this.watched) if (entry.pid === pid && entry.limits.memoryBytes < memoryBytes) entry.limits = { ...entry.limits, memoryBytes };
+  }
+
+  /** The limits `pid` is watched with now, if it is. */
+  limitsOf(pid: number): ResourceLimits | undefined {
+    for (const entry of this.watched) if (entry.pid === pid) return entry.limits;
+    return undefined;
   }
 
   /** Processes watched now. */

@@ -11,6 +11,7 @@ import { type CallOutcome, type DescribeOutcome, type FromSandbox, type ToSandbo
 import { monotonicMs } from "../../clock.js";
 import type { WarmPoolStats } from "../isolate/pooled-isolate.js";
 import { WarmPoolStatsRequests } from "./warm-pool-stats.js";
+import { isPythonBundle } from "../wire/tool-bundle.js";
 
 const CRASH_WINDOW_MS = 10_000;
 const MAX_CRASHES_IN_WINDOW = 5;
@@ -121,7 +122,10 @@ export class SandboxProcess {
         // A bundle's code crosses to a process once; later requests name it by hash only.
         const bundle = message.request.bundle;
         if (this.sentBundles.has(bundle.hash)) message = { ...message, request: { ...message.request, bundle: { ...bundle, code: "" } } };
-        else this.sentBundles.add(bundle.hash);
+        else {
+          this.sentBundles.add(bundle.hash);
+          if (isPythonBundle(bundle.code)) this.child.allowPythonInterpreters();
+        }
       }
       this.outbox.enqueue(this.child, message);
     } else this.backlog.push(message);

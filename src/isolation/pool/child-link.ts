@@ -7,7 +7,7 @@ import type { ToSandbox } from "../wire/messages.js";
 import { type SandboxChildSpec, spawnSandboxChild } from "./child-spawn.js";
 import { forwardStderr } from "./child-stderr.js";
 import { bulkPipeOf } from "../wire/bulk-channel.js";
-import type { ResourceLimits, ResourceWatchdog } from "../os/resource-watchdog.js";
+import { PYTHON_INTERPRETERS_MB, type ResourceLimits, type ResourceWatchdog } from "../os/resource-watchdog.js";
 import { killProcessTree } from "../os/process-lifetime.js";
 
 /** The host's watch on what a process holds outside its isolates (os/resource-watchdog.ts). */
@@ -68,7 +68,12 @@ export class ChildLink {
    * Starts the process. `onStderr` gets its stderr a line at a time (child-stderr.ts); a spawn failure or
    * a broken bulk pipe is left to the process's 'exit', which its owner handles.
    */
-  constructor(spec: SandboxChildSpec, handlers: ChildLinkHandlers, onStderr: (message: string) => void, guard?: ProcessGuard) {
+  constructor(
+    spec: SandboxChildSpec,
+    handlers: ChildLinkHandlers,
+    onStderr: (message: string) => void,
+    private readonly guard?: ProcessGuard,
+  ) {
     this.handlers = handlers;
     this.process = spawnSandboxChild(spec);
     forwardStderr(this.process.stderr, this.process.pid, onStderr);
@@ -100,6 +105,16 @@ export class ChildLink {
       onBroken: (reason) => this.onBroken(reason),
     });
     this.process.once("exit", () => clearTimeout(this.resumeTimer));
+  }
+
+  /**
+   * The host sends this process a Python tool: its memory limit makes room for the interpreters it keeps
+   * between calls (`PYTHON_INTERPRETERS_MB`). Decided here, on what the host sent, never on what the
+   * process says it holds.
+   */
+  allowPythonInterpreters(): void {
+    const pid = this.process.pid;
+    if (this.guard && pid !== undefined) this.guard.watchdog.raiseMemory(pid, this.guard.limits.memoryBytes + PYTHON_INTERPRETERS_MB * 2 ** 20);
   }
 
   /** Hands the process's messages to a new owner (a spare adopted by a cordon's slot). */

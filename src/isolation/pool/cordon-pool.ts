@@ -74,6 +74,8 @@ export interface WarmPoolReport {
   idleBytes?: number;
   maxIdleBytes?: number;
   evictions?: number;
+  idleInterpreters?: number;
+  spareInterpreters?: number;
 }
 
 /** What the cordons' pools share: their settings, the host's capability budget, request ids, spares. */

@@ -190,6 +190,11 @@ export class SandboxPool implements Executor {
   }
 
   /** Spare processes started and ready for a new cordon. */
+  /** The memory limit the watchdog holds sandbox process `pid` to now, bytes (undefined: not watched). */
+  memoryLimitBytesOf(pid: number): number | undefined {
+    return this.watchdog.limitsOf(pid)?.memoryBytes;
+  }
+
   sparesReady(): number {
     return this.spares.readyCount;
   }

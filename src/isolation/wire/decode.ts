@@ -55,10 +55,10 @@ const FIELDS: Record<string, ReadonlySet<string>> = {
   capability: new Set(["type", "capabilityId", "id", "name", "argsJson", "parted"]),
   response: new Set(["type", "id", "outcome", "parted"]),
   part: new Set(["type", "id", "text"]),
-  warmPool: new Set(["type", "statsId", "idleIsolates", "idleBytes", "maxIdleBytes", "evictions", "idleInterpreters"]),
+  warmPool: new Set(["type", "statsId", "idleIsolates", "idleBytes", "maxIdleBytes", "evictions", "idleInterpreters", "spareInterpreters"]),
 };
 
-const WARM_POOL_FIGURES = ["idleIsolates", "idleBytes", "maxIdleBytes", "evictions", "idleInterpreters"] as const;
+const WARM_POOL_FIGURES = ["idleIsolates", "idleBytes", "maxIdleBytes", "evictions", "idleInterpreters", "spareInterpreters"] as const;
 
 export function decodeFromSandbox(raw: unknown): FromSandbox | undefined {
   if (!isObject(raw)) return undefined;
@@ -94,14 +94,8 @@ export function decodeFromSandbox(raw: unknown): FromSandbox | undefined {
     case "warmPool": {
       if (!isId(raw["statsId"]) || !WARM_POOL_FIGURES.every((key) => typeof raw[key] === "number" && Number.isFinite(raw[key]) && raw[key] >= 0))
         return undefined;
-      const [idleIsolates, idleBytes, maxIdleBytes, evictions, idleInterpreters] = WARM_POOL_FIGURES.map((key) => raw[key] as number) as [
-        number,
-        number,
-        number,
-        number,
-        number,
-      ];
-      return { type: "warmPool", statsId: raw["statsId"], idleIsolates, idleBytes, maxIdleBytes, evictions, idleInterpreters };
+      const figures = Object.fromEntries(WARM_POOL_FIGURES.map((key) => [key, raw[key] as number])) as Record<(typeof WARM_POOL_FIGURES)[number], number>;
+      return { type: "warmPool", statsId: raw["statsId"], ...figures };
     }
     default:
       return undefined;

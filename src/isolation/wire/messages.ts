@@ -226,4 +226,13 @@ export type FromSandbox =
    */
   | { type: "retiring"; reason: string }
   /** What the process's warm pool holds (for operators only: no limit of the host relies on it). */
-  | { type: "warmPool"; statsId: number; idleIsolates: number; idleBytes: number; maxIdleBytes: number; evictions: number; idleInterpreters: number };
+  | {
+      type: "warmPool";
+      statsId: number;
+      idleIsolates: number;
+      idleBytes: number;
+      maxIdleBytes: number;
+      evictions: number;
+      idleInterpreters: number;
+      spareInterpreters: number;
+    };

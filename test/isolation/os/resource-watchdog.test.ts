@@ -152,6 +152,22 @@ describe.runIf(watchdogStatus().holds)("ResourceWatchdog", () => {
     expect(watchdog.size).toBe(1); // the quiet one; the ended one was dropped without a report
   });
 
+  it("raises a process's memory limit when the host decides to (never lowers it), and then reports it only past the new one", async () => {
+    watchdog = new ResourceWatchdog();
+    const { child, figures } = start([join(FIXTURES, "memory_hoard.mjs")], { TARGET_MB: "300" });
+    const pid = child.pid as number;
+    const reports: string[] = [];
+    watchdog.watch(pid, { ...ROOMY, memoryBytes: 200 * MB }, (what) => reports.push(what));
+    watchdog.raiseMemory(pid, 600 * MB);
+    watchdog.raiseMemory(pid, 100 * MB);
+    expect(watchdog.limitsOf(pid)).toEqual({ ...ROOMY, memoryBytes: 600 * MB });
+    await waitFor(() => figures.some((f) => f.word === "rss" && f.value > 250 * MB), 10_000);
+    const from = watchdog.ticks;
+    await waitFor(() => watchdog.ticks >= from + 3, 10_000);
+    expect(reports).toEqual([]);
+    expect(watchdog.limitsOf(process.pid)).toBeUndefined();
+  });
+
   it("has documented defaults with their units, and stops its timer when nothing is watched", () => {
     expect(DEFAULT_PROCESS_MEMORY_MB).toBe(1_024);
     expect(defaultResourceLimits(256 * MB)).toEqual({ memoryBytes: (256 + 1_024) * MB, tasks: DEFAULT_PROCESS_TASKS, openFiles: DEFAULT_PROCESS_OPEN_FILES });

@@ -2,7 +2,8 @@ import { join } from "node:path";
 import { type Server, createServer } from "node:http";
 import type { AddressInfo } from "node:net";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
-import { type ToolHost, createHost } from "../../../src/host.js";
+import { type ToolHost, createHost, sandboxOf } from "../../../src/host.js";
+import { PYTHON_INTERPRETERS_MB, watchdogStatus } from "../../../src/isolation/os/resource-watchdog.js";
 import { type TempDataDir, makeDataDir } from "../../helpers/data-dir.js";
 import { okOutput } from "../../helpers/tools.js";
 import { HOST_DEFAULTS } from "../../../src/host-defaults.js";
@@ -60,6 +61,11 @@ def dispatch(name, args):
   async_sleeper: `${SCHEMA("async_sleeper")}\nimport asyncio\nasync def dispatch(name, args):\n    await asyncio.sleep(0.05)\n    return "slept"\n`,
 };
 
+/** A TypeScript tool of another Anima: its process runs no Python. */
+const PLAIN_TS = `export function get_tool_schemas() { return [{ name: "plain_run", description: "d", input_schema: { type: "object", properties: {} } }]; }
+export function dispatch() { return "plain"; }
+`;
+
 let data: TempDataDir;
 let host: ToolHost;
 let server: Server;
@@ -76,6 +82,7 @@ beforeAll(async () => {
   data = makeDataDir({ "config.json": JSON.stringify({ animaworks_tool: { allow_internal_hosts: ["127.0.0.1"] } }) });
   data.anima("alice");
   data.write("animas/bob/secret.txt", "bob's secret 7c1e");
+  data.write("animas/carol/tools/plain.ts", PLAIN_TS);
   for (const [name, source] of Object.entries(TOOLS)) data.write(`animas/alice/tools/${name}.py`, source);
   host = createHost({ dataDir: data.dir, coreToolsDir: join(data.dir, "core-tools"), loadTimeoutMs: 60_000, timeoutMs: 60_000, onLog: () => {} });
 });
@@ -133,6 +140,18 @@ describe("hostile Python tools", () => {
     expect(report["shiftedMb"]).toBe(0);
     await stillServes();
   }, 120_000);
+
+  it.runIf(watchdogStatus().holds)(
+    "a process that runs Python tools may hold their interpreters beside its calls; one that runs none keeps the default limit",
+    async () => {
+      await stillServes();
+      expect(okOutput(await host.call("carol", "plain_run", {}))).toBe("plain");
+      const sandbox = sandboxOf(host)!;
+      const limitOf = (anima: string) => sandbox.memoryLimitBytesOf(sandbox.pidFor(anima)!);
+      expect(limitOf("alice")! - limitOf("carol")!).toBe(PYTHON_INTERPRETERS_MB * 2 ** 20);
+    },
+    120_000,
+  );
 
   it("wasm_constructor_reach: no WebAssembly constructor is reachable, from the global or from Pyodide's memory", async () => {
     expect(JSON.parse(okOutput(await host.call("alice", "wasm_constructor_reach_run", {})))).toEqual({

@@ -3,7 +3,7 @@ import { buildPythonBundle } from "../../../src/bundling/python-bundle.js";
 import { IsolateRunner } from "../../../src/isolation/isolate/isolate-runner.js";
 import type { CallLabel, CallRequest, ToolBundle, ToolLogLine } from "../../../src/isolation/wire/messages.js";
 import { isPythonBundle } from "../../../src/isolation/wire/tool-bundle.js";
-import { makeDataDir } from "../../helpers/data-dir.js";
+import { makeDataDir, waitFor } from "../../helpers/data-dir.js";
 
 /**
  * A Python tool in the isolate runner itself: what the prelude sees of its module (exports, schemas in
@@ -37,6 +37,35 @@ def pyrun_slow(args):
 def cli_main(argv):
     import os
     print("usage: pyrun", " ".join(argv), "in", os.environ.get("ANIMAWORKS_ANIMA_DIR"))
+`;
+
+/** Counts its get_tool_schemas calls in module state, which lives as long as its interpreter. */
+const ADOPT = `_seen = {"schemas": 0}
+
+
+def get_tool_schemas():
+    _seen["schemas"] += 1
+    return [{"name": "adopt_count", "description": "d", "input_schema": {"type": "object", "properties": {}}}]
+
+
+def dispatch(name, args):
+    return dict(_seen)
+`;
+
+/** Counts its calls in module state; a call with "hoard" makes the interpreter's memory grow by 56 MB. */
+const HOARD = `_calls = {"n": 0}
+
+
+def get_tool_schemas():
+    return [{"name": "hoard_run", "description": "d", "input_schema": {"type": "object", "properties": {}}}]
+
+
+def dispatch(name, args):
+    _calls["n"] += 1
+    if args.get("hoard"):
+        block = bytearray(56 * 1024 * 1024)
+        del block
+    return _calls["n"]
 `;
 
 const data = makeDataDir();
@@ -106,5 +135,29 @@ describe("a Python tool in the isolate runner", () => {
     const outcome = await runner.call(request(built, "cli", "", { argv: ["a", "b"], anima_dir: "/data/animas/alice" }));
     if (!outcome.ok || outcome.value.kind === "none") throw new Error(JSON.stringify(outcome));
     expect(outcome.value.text).toBe("usage: pyrun a b in /data/animas/alice\n");
+  }, 120_000);
+  it("hands a described tool's interpreter to its first call, and keeps a spare interpreter ready from then on", async () => {
+    const path = data.write("tools/adopt.py", ADOPT);
+    const built = await buildPythonBundle({ path, folder: `${data.dir}/tools`, displayName: "personal/adopt.py" }, 1 << 20);
+    if (!built.ok) throw new Error(built.error.message);
+    const described = await runner.describe({ op: "describe", bundle: built.bundle, timeoutMs: 60_000, memoryLimitMb: 64 });
+    expect(described.ok).toBe(true);
+    // get_tool_schemas ran in the interpreter the call got: the describe's, not a second one booted.
+    const outcome = await runner.call({ ...request(built.bundle, "call", "adopt_count", {}), context: { anima: "alice", tool: "adopt" } });
+    if (!outcome.ok || outcome.value.kind === "none") throw new Error(JSON.stringify(outcome));
+    expect(JSON.parse(outcome.value.text)).toEqual({ schemas: 1 });
+    await waitFor(() => runner.warmPoolStats().spareInterpreters === 1, 60_000, 50);
+  }, 120_000);
+  it("keeps an interpreter warm across calls, but not one whose memory grew well past its boot (that memory is never given back)", async () => {
+    const path = data.write("tools/hoard.py", HOARD);
+    const built = await buildPythonBundle({ path, folder: `${data.dir}/tools`, displayName: "personal/hoard.py" }, 1 << 20);
+    if (!built.ok) throw new Error(built.error.message);
+    const calls: number[] = [];
+    for (const hoard of [false, false, true, false]) {
+      const outcome = await runner.call({ ...request(built.bundle, "call", "hoard_run", { hoard }), context: { anima: "alice", tool: "hoard" } });
+      if (!outcome.ok || outcome.value.kind === "none") throw new Error(JSON.stringify(outcome));
+      calls.push(Number(outcome.value.text));
+    }
+    expect(calls).toEqual([1, 2, 3, 1]);
   }, 120_000);
 });

@@ -1,0 +1,56 @@
+import type { CapabilityLimits } from "../call-ledger.js";
+import type { CallLabel, CapabilityInvoker, CapabilityReply, ToolLogLine } from "../wire/messages.js";
+import type { ErrorInfo } from "../../errors.js";
+
+/** The options of an `IsolateRunner` (isolate-runner.ts), each with its default and unit. */
+export interface IsolateRunnerOptions {
+  /**
+   * Memory the idle warm isolates may hold, bytes (V8's committed heap plus external memory of each, as
+   * V8 reports it); the least recently used beyond it are disposed. Default: 256 MiB.
+   */
+  warmPoolBytes?: number;
+  /** Idle warm isolates kept at most, whatever their size. Default: no limit (the memory budget decides). */
+  maxIdleIsolates?: number;
+  /** Whether isolates are made from a startup snapshot of the prelude (see `startupSnapshot`). Default: true. */
+  startupSnapshot?: boolean;
+  /** Isolates per (anima, bundle) at once; further calls wait for one. Default: 4. */
+  maxIsolatesPerKey?: number;
+  /** Receives every tool log line, with the label of its call (the very object the call was given). */
+  onLog?: (line: ToolLogLine<CallLabel>) => void;
+  /**
+   * isolated-vm lost control of an isolate (V8 out of memory, or a script that would not terminate), or
+   * an isolate did not return after it was stopped (`STOP_GRACE_MS`), which is how such a loss starts.
+   * Its thread may be gone for good, and it can take locks with it: the process should get no new calls,
+   * and be replaced once its other calls end. May be called more than once for one isolate.
+   */
+  onUnrecoverable?: (reason: string) => void;
+  /**
+   * Runs the capabilities tools ask for (fs, fetch, credentials), for the call whose label it is given
+   * (the very object the call was given). Default: every capability is refused.
+   */
+  invokeCapability?: CapabilityInvoker<CallLabel>;
+  /** Capability calls and bytes in flight (see `CapabilityLimits` for the defaults). */
+  capabilityLimits?: Partial<CapabilityLimits>;
+  /** Told of each capability request refused by a host-side limit (a bypassed prelude). */
+  onRefusal?: (context: CallLabel, name: string, error: ErrorInfo) => void;
+}
+
+/** Isolates built from the prelude script before the runner makes a startup snapshot (see `startupSnapshot`). */
+export const SNAPSHOT_AFTER_ISOLATES = 3;
+
+/** `onLog` made safe: a throwing log sink must cost neither the host (an uncaught error) nor the sandbox (a host stack). */
+export function guardedLogSink(onLog: IsolateRunnerOptions["onLog"] = () => {}): (line: ToolLogLine<CallLabel>) => void {
+  return (line) => {
+    try {
+      onLog(line);
+    } catch {
+      // dropped: there is nowhere safer to report a broken log sink
+    }
+  };
+}
+
+/** The capability invoker of a runner given none: every capability is refused. */
+export const refuseCapabilities: CapabilityInvoker<CallLabel> = async (): Promise<CapabilityReply> => ({
+  ok: false,
+  error: { type: "PermissionDenied", fault: "host", message: "capabilities are not available in this host" },
+});
