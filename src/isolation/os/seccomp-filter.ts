@@ -31,8 +31,10 @@
  * `execve` would stop Node itself; instead the process sees only read-only system folders, no data
  * dir, no network and no capabilities, so whatever it could exec has nothing more to reach.
  *
- * Built for x86_64 only (the syscall numbers are per architecture); elsewhere `seccompProgram`
- * returns undefined and the host reports seccomp as off.
+ * Built for x86_64 and aarch64 (the syscall numbers are per architecture: `SECCOMP_ARCHES`); elsewhere
+ * `seccompProgram` returns undefined and the host reports seccomp as off. The aarch64 program is checked
+ * by running it in a BPF interpreter (test/isolation/os/seccomp-filter.test.ts), the x86_64 one also in
+ * the kernel of the machine the tests run on (test/security/os-sandbox.test.ts).
  */
 
 const BPF_LD_W_ABS = 0x20;
@@ -46,9 +48,6 @@ const SECCOMP_RET_ERRNO = 0x00050000;
 const SECCOMP_RET_KILL_PROCESS = 0x80000000;
 const EPERM = 1;
 const ENOSYS = 38;
-const AUDIT_ARCH_X86_64 = 0xc000003e;
-/** x32 system calls set this bit: refused as a whole. */
-const X32_SYSCALL_BIT = 0x40000000;
 const AF_UNIX = 1;
 /** Offsets in `struct seccomp_data`. */
 const OFFSET_NR = 0;
@@ -117,10 +116,85 @@ export const REFUSED_SYSCALLS_X86_64: Readonly<Record<string, number>> = {
   msgctl: 71,
   mq_open: 240,
 };
-const SOCKET_X86_64 = 41;
-const CLONE_X86_64 = 56;
-/** Answered with ENOSYS, not EPERM, so that glibc (pthread_create, posix_spawn) falls back to `clone`. */
-export const CLONE3_X86_64 = 435;
+
+/**
+ * aarch64 numbers of the same calls (the kernel's generic table, include/uapi/asm-generic/unistd.h),
+ * name for name: aarch64 has no `fork` or `vfork` (only `clone`, checked below).
+ */
+export const REFUSED_SYSCALLS_AARCH64: Readonly<Record<string, number>> = {
+  ptrace: 117,
+  process_vm_readv: 270,
+  process_vm_writev: 271,
+  mount: 40,
+  umount2: 39,
+  pivot_root: 41,
+  chroot: 51,
+  swapon: 224,
+  swapoff: 225,
+  reboot: 142,
+  sethostname: 161,
+  setdomainname: 162,
+  init_module: 105,
+  delete_module: 106,
+  finit_module: 273,
+  kexec_load: 104,
+  kexec_file_load: 294,
+  acct: 89,
+  settimeofday: 170,
+  add_key: 217,
+  request_key: 218,
+  keyctl: 219,
+  unshare: 97,
+  setns: 268,
+  bpf: 280,
+  perf_event_open: 241,
+  userfaultfd: 282,
+  name_to_handle_at: 264,
+  open_by_handle_at: 265,
+  io_uring_setup: 425,
+  io_uring_enter: 426,
+  io_uring_register: 427,
+  open_tree: 428,
+  move_mount: 429,
+  fsopen: 430,
+  fsconfig: 431,
+  fsmount: 432,
+  fspick: 433,
+  mount_setattr: 442,
+  memfd_create: 279,
+  memfd_secret: 447,
+  shmget: 194,
+  shmat: 196,
+  shmctl: 195,
+  shmdt: 197,
+  semget: 190,
+  semop: 193,
+  semctl: 191,
+  semtimedop: 192,
+  msgget: 186,
+  msgsnd: 189,
+  msgrcv: 188,
+  msgctl: 187,
+  mq_open: 180,
+};
+
+/** What the filter needs of an architecture it is built for (keyed by Node's `process.arch`). */
+export interface SeccompArch {
+  /** `AUDIT_ARCH_*`: the filter kills a process whose system call comes in any other convention. */
+  auditArch: number;
+  refused: Readonly<Record<string, number>>;
+  socket: number;
+  clone: number;
+  /** Answered with ENOSYS, not EPERM, so that glibc (pthread_create, posix_spawn) falls back to `clone`. */
+  clone3: number;
+  /** x86_64's x32 calls set a bit of the number: refused as a whole. */
+  x32Bit?: number;
+}
+
+export const SECCOMP_ARCHES: Readonly<Record<string, SeccompArch>> = {
+  x64: { auditArch: 0xc000003e, refused: REFUSED_SYSCALLS_X86_64, socket: 41, clone: 56, clone3: 435, x32Bit: 0x40000000 },
+  arm64: { auditArch: 0xc00000b7, refused: REFUSED_SYSCALLS_AARCH64, socket: 198, clone: 220, clone3: 435 },
+};
 
 /** `clone` flags (arg0, low 32 bits) that make a new namespace: any of them is refused. */
 export const CLONE_NAMESPACE_FLAGS =
@@ -139,7 +213,7 @@ export const CLONE_THREAD = 0x00010000;
  * The filter as bytes (`struct sock_filter[]`), or undefined on an architecture it is not built for.
  *
  * Layout (jumps are forward only, to the three returns at the end):
- *   arch check (KILL unless x86_64), load nr, x32 bit → DENY,
+ *   arch check (KILL unless the built one), load nr, [x86_64: x32 bit → DENY],
  *   one test per refused call → DENY, clone3 → ENOSYS, clone → CLONE, socket → SOCKET, else → ALLOW;
  *   SOCKET: load arg0, AF_UNIX → ALLOW, else → DENY;
  *   CLONE:  load arg0, any namespace flag → DENY, CLONE_THREAD → ALLOW, else → DENY;
@@ -147,9 +221,11 @@ export const CLONE_THREAD = 0x00010000;
  * Invariant: DENY is the last instruction and ALLOW the one before it (checked below).
  */
 export function seccompProgram(arch: string = process.arch): Buffer | undefined {
-  if (arch !== "x64") return undefined;
-  const refused = Object.values(REFUSED_SYSCALLS_X86_64);
-  const socketAt = 5 + refused.length + 3;
+  const table = SECCOMP_ARCHES[arch];
+  if (!table) return undefined;
+  const refused = Object.values(table.refused);
+  const head = table.x32Bit === undefined ? 4 : 5;
+  const socketAt = head + refused.length + 3;
   const cloneAt = socketAt + 2;
   const enosysAt = cloneAt + 3;
   const allowAt = enosysAt + 1;
@@ -157,14 +233,14 @@ export function seccompProgram(arch: string = process.arch): Buffer | undefined 
   const program: Array<[number, number, number, number]> = [];
   const jumpTo = (target: number) => target - (program.length + 1);
   program.push([BPF_LD_W_ABS, 0, 0, OFFSET_ARCH]);
-  program.push([BPF_JEQ_K, 1, 0, AUDIT_ARCH_X86_64]);
+  program.push([BPF_JEQ_K, 1, 0, table.auditArch]);
   program.push([BPF_RET_K, 0, 0, SECCOMP_RET_KILL_PROCESS]);
   program.push([BPF_LD_W_ABS, 0, 0, OFFSET_NR]);
-  program.push([BPF_JGE_K, jumpTo(denyAt), 0, X32_SYSCALL_BIT]);
+  if (table.x32Bit !== undefined) program.push([BPF_JGE_K, jumpTo(denyAt), 0, table.x32Bit]);
   for (const nr of refused) program.push([BPF_JEQ_K, jumpTo(denyAt), 0, nr]);
-  program.push([BPF_JEQ_K, jumpTo(enosysAt), 0, CLONE3_X86_64]);
-  program.push([BPF_JEQ_K, jumpTo(cloneAt), 0, CLONE_X86_64]);
-  program.push([BPF_JEQ_K, 0, jumpTo(allowAt), SOCKET_X86_64]);
+  program.push([BPF_JEQ_K, jumpTo(enosysAt), 0, table.clone3]);
+  program.push([BPF_JEQ_K, jumpTo(cloneAt), 0, table.clone]);
+  program.push([BPF_JEQ_K, 0, jumpTo(allowAt), table.socket]);
   if (program.length !== socketAt) throw new Error("seccomp program layout is inconsistent (socket test)");
   program.push([BPF_LD_W_ABS, 0, 0, OFFSET_ARG0_LOW]);
   program.push([BPF_JEQ_K, jumpTo(allowAt), jumpTo(denyAt), AF_UNIX]);
