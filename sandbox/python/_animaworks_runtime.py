@@ -203,7 +203,9 @@ def _install_urllib() -> None:
             init: dict[str, object] = {"method": request.get_method(), "headers": headers_sent}
             timeout = getattr(request, "timeout", None)
             if isinstance(timeout, (int, float)):
-                init["timeoutMs"] = min(120_000, max(1, int(timeout * 1000)))  # the host's longest fetch
+                from httpx import MAX_FETCH_TIMEOUT_MS
+
+                init["timeoutMs"] = min(MAX_FETCH_TIMEOUT_MS, max(1, int(timeout * 1000)))
             body = request.data if isinstance(request.data, (bytes, bytearray)) else None
             try:
                 answer = wait(_animaworks_host.fetch(request.full_url, json.dumps(init), to_js(bytes(body)) if body else None))
