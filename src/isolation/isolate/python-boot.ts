@@ -7,6 +7,7 @@ import { type CallGuard, remainingMs } from "./call-guard.js";
 import { SetupError } from "./context-scripts.js";
 import { classifyIvmError, ivmErrorInfo } from "./ivm-errors.js";
 import type { PooledIsolate } from "./pooled-isolate.js";
+import { type BootInputs, buildSnapshot, runtimeStamp } from "./python-snapshot.js";
 
 /**
  * Boots the Python runtime in a Python tool's context (sandbox/python-runtime.ts), for the isolate runner:
@@ -34,23 +35,25 @@ export interface PythonBootTools {
   bytesInto(bytes: Buffer): unknown;
 }
 
-interface RuntimeFiles {
-  asm: string;
-  loader: string;
-  lockFile: string;
-  runtime: string;
-  pythonFiles: string;
+interface RuntimeFiles extends BootInputs {
   /** The files Pyodide may read while booting, by name. */
   binaries: Map<string, Buffer>;
 }
 
 let files: RuntimeFiles | undefined;
 /**
- * This process's memory snapshot of a booted interpreter (≈ 30 MB), taken by its first Python boot before
- * any tool code ran in that isolate: later boots restore it (≈ 0.4 s instead of ≈ 2.5 s). It never
- * leaves the process, so it never crosses a cordon.
+ * The memory snapshot of a booted interpreter (≈ 30 MB) this process's boots restore (≈ 0.5 s instead of
+ * ≈ 1.2 s): the build's (python-snapshot.ts) when it was made from these very files, else one taken by
+ * this process's first boot before any tool code ran in that isolate, which never leaves the process.
  */
 let memorySnapshot: Buffer | undefined;
+let snapshotOrigin: "build" | "process" | undefined;
+let buildSnapshotTried = false;
+
+/** Where this process's interpreter snapshot came from, and its bytes (for tests and the build's snapshot step). */
+export function interpreterSnapshot(): { origin: "build" | "process" | undefined; bytes: Buffer | undefined; stamp: string } {
+  return { origin: snapshotOrigin, bytes: memorySnapshot, stamp: runtimeStamp(runtimeFiles()) };
+}
 
 function runtimeFiles(): RuntimeFiles {
   if (files) return files;
@@ -107,6 +110,8 @@ export async function bootPython(
   try {
     await boot(isolate, context, tools, limits, deadline);
   } catch (error) {
+    // A build snapshot this runtime cannot restore is not tried again: the next boot starts cold.
+    if (snapshotOrigin === "build") [memorySnapshot, snapshotOrigin] = [undefined, undefined];
     const kind = classifyIvmError(error);
     if (kind === "Timeout" || kind === "MemoryLimit" || guard.stopReason || pooled.hitMemoryLimit) {
       const info = ivmErrorInfo(error, limits, guard.stopReason ?? (pooled.hitMemoryLimit ? "MemoryLimit" : undefined));
@@ -119,6 +124,11 @@ export async function bootPython(
 
 async function boot(isolate: ivm.Isolate, context: ivm.Context, tools: PythonBootTools, limits: { memoryLimitMb: number }, deadline: number): Promise<void> {
   const runtime = runtimeFiles();
+  if (!buildSnapshotTried) {
+    buildSnapshotTried = true;
+    memorySnapshot = buildSnapshot(runtimeStamp(runtime));
+    if (memorySnapshot) snapshotOrigin = "build";
+  }
   const readFile = tools.callback((name: string) => {
     const file = String(name).slice(String(name).lastIndexOf("/") + 1);
     const bytes = file === "snapshot" ? memorySnapshot : runtime.binaries.get(file);
@@ -148,5 +158,8 @@ async function boot(isolate: ivm.Isolate, context: ivm.Context, tools: PythonBoo
     [runtime.pythonFiles, runtime.lockFile, limits.memoryLimitMb * 2 ** 20, memorySnapshot !== undefined],
     { timeout: remainingMs(deadline), result: { promise: true, copy: true } },
   )) as ArrayBuffer | undefined;
-  if (memorySnapshot === undefined && made instanceof ArrayBuffer && made.byteLength > 0) memorySnapshot = Buffer.from(made);
+  if (memorySnapshot === undefined && made instanceof ArrayBuffer && made.byteLength > 0) {
+    memorySnapshot = Buffer.from(made);
+    snapshotOrigin = "process";
+  }
 }

@@ -1,7 +1,11 @@
 import { readFileSync } from "node:fs";
 import { join } from "node:path";
 import { describe, expect, it } from "vitest";
-import { pythonStdlibPath } from "../../../src/isolation/isolate/python-boot.js";
+import { buildPythonBundle } from "../../../src/bundling/python-bundle.js";
+import { IsolateRunner } from "../../../src/isolation/isolate/isolate-runner.js";
+import { interpreterSnapshot, pythonStdlibPath } from "../../../src/isolation/isolate/python-boot.js";
+import { INTERPRETER_SNAPSHOT_STAMP_FILE, buildSnapshot } from "../../../src/isolation/isolate/python-snapshot.js";
+import { makeDataDir } from "../../helpers/data-dir.js";
 import { PROJECT_ROOT } from "../../../src/project-root.js";
 
 /**
@@ -17,5 +21,29 @@ describe("the Python standard library of the build", () => {
     for (const name of ["json/__init__.py", "json/__init__.pyc", "urllib/request.pyc", "asyncio/base_events.pyc"]) {
       expect(zip.includes(Buffer.from(name)), name).toBe(true);
     }
+  });
+});
+
+describe("the interpreter snapshot of the build", () => {
+  it("is for the files a boot reads now, and a process's first interpreter is restored from it", async () => {
+    expect(JSON.parse(readFileSync(INTERPRETER_SNAPSHOT_STAMP_FILE, "utf8"))).toEqual({ stamp: interpreterSnapshot().stamp });
+    const data = makeDataDir();
+    const runner = new IsolateRunner({});
+    try {
+      const path = data.write("tools/probe.py", 'def get_tool_schemas():\n    return [{"name": "probe_run", "description": "d"}]\n');
+      const built = await buildPythonBundle({ path, folder: `${data.dir}/tools`, displayName: "probe.py" }, 1 << 20);
+      if (!built.ok) throw new Error(built.error.message);
+      const described = await runner.describe({ op: "describe", bundle: built.bundle, timeoutMs: 60_000, memoryLimitMb: 64 });
+      expect(described.ok).toBe(true);
+      expect(interpreterSnapshot().origin).toBe("build");
+    } finally {
+      await runner.close();
+      data.cleanup();
+    }
+  }, 120_000);
+
+  it("is not used for other files (another Pyodide, runtime or standard library)", () => {
+    expect(buildSnapshot(interpreterSnapshot().stamp)).toBeInstanceOf(Buffer);
+    expect(buildSnapshot("0".repeat(64))).toBeUndefined();
   });
 });
