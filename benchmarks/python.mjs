@@ -7,6 +7,8 @@
 //     the process (describe takes it, the call takes the described isolate over), and one tool after
 //     another with no wait (the spare of the one before is still starting: an interpreter restored);
 //   - first call of a Python tool in a fresh host (a new sandbox process, no snapshot yet);
+//   - a memory bomb (16 MB bytearrays until MemoryError, caught by the tool itself): how long from its
+//     first allocation to the MemoryError, as the tool's own clock says, and how far it got;
 //   - RSS per live interpreter: the sandbox processes' resident memory after K Python tools of one Anima
 //     were called, over the same before them, per interpreter its process reports holding (idle in its
 //     warm pool, spare or described).
@@ -54,6 +56,25 @@ async function untilHeld(host, anima, ready) {
   }
 }
 
+const BOMB = `def get_tool_schemas():
+    return [{"name": "py_bomb_run", "description": "Hoards.", "input_schema": {"type": "object", "properties": {}}}]
+
+
+def dispatch(name, args):
+    import time
+
+    start = time.monotonic()
+    hoard = []
+    try:
+        while True:
+            hoard.append(bytearray(16 * 1024 * 1024))
+    except MemoryError:
+        stopped = time.monotonic() - start
+    reached = 16 * len(hoard)
+    hoard.clear()
+    return {"stopped_ms": stopped * 1000, "reached_mb": reached}
+`;
+
 const percentile = (samples, p) => {
   const sorted = [...samples].sort((a, b) => a - b);
   return sorted[Math.min(sorted.length - 1, Math.floor((p / 100) * sorted.length))];
@@ -76,6 +97,7 @@ try {
   mkdirSync(join(dir, "animas", "rss", "tools"), { recursive: true });
   writeFileSync(join(dir, "animas", "rss", "tools", "ts_base.ts"), tsTool("ts_base"));
   for (let i = 0; i < LIVE_INTERPRETERS; i++) writeFileSync(join(dir, "animas", "rss", "tools", `py_live${i}.py`), pyTool(`py_live${i}`));
+  writeFileSync(join(dir, "animas", "bench", "tools", "py_bomb.py"), BOMB);
   mkdirSync(join(dir, "animas", "cold", "tools"), { recursive: true });
   writeFileSync(join(dir, "animas", "cold", "tools", "py_cold.py"), pyTool("py_cold"));
 
@@ -105,6 +127,12 @@ try {
   }
   const backToBack = [];
   for (let i = 0; i < FIRST_CALLS; i++) backToBack.push(await timed(host, "bench", `py_next${i}_run`));
+  const bombs = [];
+  for (let i = 0; i < 3; i++) {
+    const result = await host.call("bench", "py_bomb_run", {});
+    if (result.status !== "ok") throw new Error(`py_bomb_run: ${JSON.stringify(result).slice(0, 300)}`);
+    bombs.push(JSON.parse(result.output));
+  }
 
   // RSS per live interpreter: K Python tools of one Anima (its cordon's process, already running a
   // TypeScript tool), each with its interpreter warm, over that process before them.
@@ -124,6 +152,7 @@ try {
     firstCallWithSnapshot: { p50: percentile(firsts, 50), max: Math.max(...firsts) },
     firstCallBackToBack: { p50: percentile(backToBack, 50), max: Math.max(...backToBack) },
     firstCallColdHost: coldFirstMs,
+    memoryBomb: { stoppedMs: bombs.map((bomb) => bomb.stopped_ms), reachedMb: bombs.map((bomb) => bomb.reached_mb) },
     interpretersHeld: interpreters,
     rssPerInterpreterMb: (after - before) / interpreters,
   };
@@ -138,6 +167,9 @@ try {
     `first call of a Python tool, one after another (no spare ready, the process's snapshot made): p50 ${results.firstCallBackToBack.p50.toFixed(0)} ms, max ${results.firstCallBackToBack.max.toFixed(0)} ms [aim ≤ 2,000 ms]`,
   );
   console.log(`first call of a Python tool in a fresh host (new process, no snapshot): ${results.firstCallColdHost.toFixed(0)} ms [aim ≤ 2,000 ms]`);
+  console.log(
+    `memory bomb stopped by MemoryError after ${results.memoryBomb.stoppedMs.map((ms) => ms.toFixed(0)).join(" / ")} ms, at ${results.memoryBomb.reachedMb.join(" / ")} MB [aim ≤ 500 ms]`,
+  );
   console.log(`RSS per live interpreter (in one sandbox process, ${interpreters} held): ${results.rssPerInterpreterMb.toFixed(1)} MB`);
   if (flags.json) console.log(JSON.stringify(results, null, 2));
 } finally {
