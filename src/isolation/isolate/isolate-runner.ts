@@ -5,8 +5,7 @@ import { Abandoned, CallGuard, EntryTracker, STOP_GRACE_MS, remainingMs, unlessA
 import { ContextScripts, PRELUDE_FILENAME, SetupError, asLoadError } from "./context-scripts.js";
 import { parseCallEnvelope, parseDescribeEnvelope } from "./envelope.js";
 import { ivmErrorInfo } from "./ivm-errors.js";
-import type { ActiveCall, Bridge, Entry, WarmPoolStats } from "./pooled-isolate.js";
-import { ENTRY_METHODS, IsolatePool, PooledIsolate, bindPrelude, heldBytes } from "./pooled-isolate.js";
+import { type ActiveCall, type Bridge, ENTRY_METHODS, type Entry, IsolatePool, PooledIsolate, bindPrelude, heldBytes } from "./pooled-isolate.js";
 import { bridgeHandlers } from "./isolate-bridge.js";
 import { SHAPE_PROBE } from "./prelude-source.js";
 import type {
@@ -21,6 +20,7 @@ import type {
   ResultValue,
   ToolBundle,
   ToolLogLine,
+  WarmPoolStats,
 } from "../wire/messages.js";
 import { monotonicMs } from "../../clock.js";
 import { setMissingIsolateFlags } from "./v8-flags.js";

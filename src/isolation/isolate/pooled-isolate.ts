@@ -1,7 +1,7 @@
 import type ivm from "isolated-vm";
 import type { CallLedger } from "../call-ledger.js";
 import type { CallGuard, Disposable } from "./call-guard.js";
-import type { CallLabel, CapabilityReply } from "../wire/messages.js";
+import type { CallLabel, CapabilityReply, WarmPoolStats } from "../wire/messages.js";
 import { BIND_GLOBAL, BRIDGE_METHODS, type BridgeMethod, type ContextFlavour, type EntryMethod, type GuestEntry } from "../../contract/isolate.js";
 
 /**
@@ -122,19 +122,6 @@ export interface WarmPoolLimits {
    * sandbox process's share of the budget when every Anima has a cordon. Default: 2.
    */
   maxIdleInterpreters?: number;
-}
-
-/** What the warm pool holds now (for the audit report and benchmarks). */
-export interface WarmPoolStats {
-  idleIsolates: number;
-  idleBytes: number;
-  maxIdleBytes: number;
-  /** Idle isolates disposed to stay within the limits, since the pool started. */
-  evictions: number;
-  /** Idle isolates holding a Python interpreter (not in `idleBytes`). */
-  idleInterpreters: number;
-  /** Python interpreters kept ready outside the pool: a spare and a described tool's isolate (python-spares.ts). */
-  spareInterpreters: number;
 }
 
 /**

@@ -54,6 +54,24 @@ const OFFSET_NR = 0;
 const OFFSET_ARCH = 4;
 const OFFSET_ARG0_LOW = 16;
 
+/**
+ * Refused calls added since Linux 5.1, whose numbers are the same on every architecture (424 on: the
+ * kernel numbers new calls once for all).
+ */
+const UNIFIED_NUMBERS = {
+  io_uring_setup: 425,
+  io_uring_enter: 426,
+  io_uring_register: 427,
+  open_tree: 428,
+  move_mount: 429,
+  fsopen: 430,
+  fsconfig: 431,
+  fsmount: 432,
+  fspick: 433,
+  mount_setattr: 442,
+  memfd_secret: 447,
+} as const;
+
 /** x86_64 numbers of the refused system calls. */
 export const REFUSED_SYSCALLS_X86_64: Readonly<Record<string, number>> = {
   ptrace: 101,
@@ -85,23 +103,13 @@ export const REFUSED_SYSCALLS_X86_64: Readonly<Record<string, number>> = {
   userfaultfd: 323,
   name_to_handle_at: 303,
   open_by_handle_at: 304,
-  io_uring_setup: 425,
-  io_uring_enter: 426,
-  io_uring_register: 427,
-  open_tree: 428,
-  move_mount: 429,
-  fsopen: 430,
-  fsconfig: 431,
-  fsmount: 432,
-  fspick: 433,
-  mount_setattr: 442,
+  ...UNIFIED_NUMBERS,
   // New processes: a sandbox process runs threads only (clone is checked below).
   fork: 57,
   vfork: 58,
   // Memory no process's resident set shows (see the header): anonymous files and System V and POSIX
   // message-queue IPC. Node, V8 and isolated-vm call none of them in a sandbox process (traced).
   memfd_create: 319,
-  memfd_secret: 447,
   shmget: 29,
   shmat: 30,
   shmctl: 31,
@@ -151,18 +159,8 @@ export const REFUSED_SYSCALLS_AARCH64: Readonly<Record<string, number>> = {
   userfaultfd: 282,
   name_to_handle_at: 264,
   open_by_handle_at: 265,
-  io_uring_setup: 425,
-  io_uring_enter: 426,
-  io_uring_register: 427,
-  open_tree: 428,
-  move_mount: 429,
-  fsopen: 430,
-  fsconfig: 431,
-  fsmount: 432,
-  fspick: 433,
-  mount_setattr: 442,
+  ...UNIFIED_NUMBERS,
   memfd_create: 279,
-  memfd_secret: 447,
   shmget: 194,
   shmat: 196,
   shmctl: 195,

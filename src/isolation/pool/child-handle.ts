@@ -9,7 +9,7 @@ import { DemotedChildren } from "./demoted-children.js";
 import { decodeCallOutcome, decodeDescribeOutcome, decodeFromSandbox } from "../wire/decode.js";
 import { type CallOutcome, type DescribeOutcome, type FromSandbox, type ToSandbox, labelled } from "../wire/messages.js";
 import { monotonicMs } from "../../clock.js";
-import type { WarmPoolStats } from "../isolate/pooled-isolate.js";
+import type { WarmPoolStats } from "../wire/messages.js";
 import { WarmPoolStatsRequests } from "./warm-pool-stats.js";
 import { isPythonBundle } from "../wire/tool-bundle.js";
 

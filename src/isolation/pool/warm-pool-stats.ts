@@ -1,4 +1,4 @@
-import type { WarmPoolStats } from "../isolate/pooled-isolate.js";
+import type { WarmPoolStats } from "../wire/messages.js";
 
 /** A process that has not answered a `stats` request by then is reported without figures, ms. */
 const STATS_TIMEOUT_MS = 1_000;

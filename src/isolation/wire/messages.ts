@@ -226,13 +226,17 @@ export type FromSandbox =
    */
   | { type: "retiring"; reason: string }
   /** What the process's warm pool holds (for operators only: no limit of the host relies on it). */
-  | {
-      type: "warmPool";
-      statsId: number;
-      idleIsolates: number;
-      idleBytes: number;
-      maxIdleBytes: number;
-      evictions: number;
-      idleInterpreters: number;
-      spareInterpreters: number;
-    };
+  | ({ type: "warmPool"; statsId: number } & WarmPoolStats);
+
+/** What a warm pool holds now (for the audit report and benchmarks). */
+export interface WarmPoolStats {
+  idleIsolates: number;
+  idleBytes: number;
+  maxIdleBytes: number;
+  /** Idle isolates disposed to stay within the limits, since the pool started. */
+  evictions: number;
+  /** Idle isolates holding a Python interpreter (not in `idleBytes`). */
+  idleInterpreters: number;
+  /** Python interpreters kept ready outside the pool: a spare and a described tool's isolate (isolate/python-spares.ts). */
+  spareInterpreters: number;
+}
