@@ -1,4 +1,3 @@
-import { createHash } from "node:crypto";
 import { readFileSync } from "node:fs";
 import { join } from "node:path";
 import { PROJECT_ROOT } from "../../project-root.js";
@@ -33,7 +32,8 @@ export interface BootInputs {
 
 /** A hash of everything a boot reads (≈ 17 MB: computed once per process, at its first Python boot). */
 export function runtimeStamp(inputs: BootInputs): string {
-  const hash = createHash("sha256");
+  // node:crypto on first use: a cold CLI call of a TypeScript tool never loads it.
+  const hash = process.getBuiltinModule("node:crypto").createHash("sha256");
   for (const text of [inputs.asm, inputs.loader, inputs.lockFile, inputs.runtime, inputs.pythonFiles]) hash.update(`${text.length}:`).update(text);
   for (const [name, bytes] of [...inputs.binaries].sort(([a], [b]) => a.localeCompare(b))) hash.update(`${name}:${bytes.length}:`).update(bytes);
   return hash.digest("hex");
