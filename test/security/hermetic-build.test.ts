@@ -53,9 +53,8 @@ describe("hermetic builds", () => {
   it("a FIFO named tsconfig.json hangs nothing", async () => {
     const host = setUp({});
     execFileSync("mkfifo", [`${host.data.dir}/animas/eve/tools/tsconfig.json`]);
-    const started = performance.now();
+    // A build that read the FIFO would block until the test's timeout: answering at all is the behaviour.
     expect(expectOk(await host.call("eve", "plain_run"))).toBe("built as the host says");
-    expect(performance.now() - started).toBeLessThan(3_000);
   });
 
   it("importing a FIFO or an oversized file fails fast as LoadError, quoting nothing", async () => {
@@ -65,13 +64,13 @@ describe("hermetic builds", () => {
       "big.json": JSON.stringify("s".repeat(5 * 1024 * 1024)),
     });
     execFileSync("mkfifo", [`${host.data.dir}/animas/eve/tools/pipe.ts`]);
-    const started = performance.now();
+    // Refused by name (a build that read the FIFO would block until the test's timeout, and a load that
+    // timed out would say so, not name the file).
     const pipe = await host.call("eve", "pipe_user_run");
     expectError(pipe, "LoadError", /pipe\.ts/);
     const big = await host.call("eve", "big_user_run");
     expectError(big, "LoadError", /big\.json is larger than 4194304 bytes/);
     expect(JSON.stringify(big)).not.toContain("ssssssss");
-    expect(performance.now() - started).toBeLessThan(3_000);
     await expectHealthy(host, "eve");
   });
 });
