@@ -101,11 +101,13 @@ describe("supervision (in-process isolation: the one-shot CLI)", () => {
       ["--no-node-snapshot", BIN, "--data-dir", data.dir, "--anima", "mallory", "--json", "uncatchable_allocation", "run"],
       20_000,
     );
-    expect(run.signal, `stdout: ${run.stdout}\nstderr: ${run.stderr}`).toBe("SIGKILL");
     expect(JSON.parse(run.stdout)).toMatchObject({ status: "error", error_type: "Timeout" });
     // Ended by the CLI itself once the stop's grace passed (its notice), not by this test's 20 s limit
-    // (no notice then) and not after isolated-vm gave up on the thread ("lost").
-    expect(run.stderr).toMatch(/could not be stopped; ending this process with SIGKILL/);
+    // (no notice then) and not after isolated-vm gave up on the thread ("lost") — or, when the stop did
+    // land between two of the tool's allocations (seen once on a busy machine: npm run test:busy), by
+    // the CLI's ordinary exit with the call's exit status.
+    if (run.signal === "SIGKILL") expect(run.stderr).toMatch(/could not be stopped; ending this process with SIGKILL/);
+    else expect({ code: run.code, signal: run.signal }, `stdout: ${run.stdout}\nstderr: ${run.stderr}`).toEqual({ code: 3, signal: null });
     expect(run.stderr).not.toMatch(/was lost/);
     assertNoLeak({ status: "error", error_type: "Timeout", fault: "tool", message: run.stdout + run.stderr, durationMs: 0 }, data);
     data.cleanup();
