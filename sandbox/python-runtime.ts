@@ -105,12 +105,12 @@ function preparePython(global: Record<string, unknown>, readFile: (name: string)
   const getOwnPropertyDescriptor = Object.getOwnPropertyDescriptor;
   const memoryBuffer = getOwnPropertyDescriptor(wasm.Memory.prototype, "buffer")!.get!;
   const bufferByteLength = getOwnPropertyDescriptor(ArrayBuffer.prototype, "byteLength")!.get!;
+  const heldBytesOf = (memory: unknown): number => reflectApply(bufferByteLength, reflectApply(memoryBuffer, memory, []), []) as number;
   const toNumber = Number;
   defineProperty(wasm.Memory.prototype, "grow", {
     value: function (this: unknown, deltaPages: unknown): number {
       const pages = toNumber(deltaPages);
-      const heldBytes = reflectApply(bufferByteLength, reflectApply(memoryBuffer, this, []), []) as number;
-      if (!(heldBytes + pages * WASM_PAGE_BYTES <= memoryCapBytes)) throw new RangeError("the tool's memory limit was reached");
+      if (!(heldBytesOf(this) + pages * WASM_PAGE_BYTES <= memoryCapBytes)) throw new RangeError("the tool's memory limit was reached");
       return reflectApply(grow, this, [pages]);
     },
   });
@@ -273,14 +273,12 @@ function preparePython(global: Record<string, unknown>, readFile: (name: string)
     const callTool = runtime["call"]!;
     const loadTool = runtime["load_tool"]!;
     // From here on, only what the interpreter holds now plus the tool's own limit.
-    const pyodideModule = (pyodide as unknown as { _module: { HEAPU8: Uint8Array; memory: unknown } })._module;
-    const bootBytes = pyodideModule.HEAPU8.byteLength;
+    const wasmMemory = (pyodide as unknown as { _module: { memory: unknown } })._module.memory;
+    const bootBytes = heldBytesOf(wasmMemory);
     memoryCapBytes = bootBytes + toolMemoryBytes;
     // An interpreter whose memory grew well past its boot keeps that memory (WebAssembly memory never
     // shrinks): it serves no further call, the next one gets a fresh interpreter.
-    const wasmMemory = pyodideModule.memory;
-    const grownTooFar = (): boolean =>
-      (reflectApply(bufferByteLength, reflectApply(memoryBuffer, wasmMemory, []), []) as number) > bootBytes + RETIRE_GROWTH_BYTES;
+    const grownTooFar = (): boolean => heldBytesOf(wasmMemory) > bootBytes + RETIRE_GROWTH_BYTES;
 
     /** `animaDir` is given for cli_main only (a dispatch call's arguments carry their own anima_dir). */
     async function callPython(name: string, args: unknown[], animaDir?: unknown): Promise<unknown> {

@@ -194,20 +194,21 @@ def _host_mkdir(path, mode=0o777, *, dir_fd=None):  # noqa: ANN001, ANN202
     return None
 
 
-def _host_remove(path, *, dir_fd=None):  # noqa: ANN001, ANN202
-    relative = _relative(path)
-    if relative is None:
-        return _remove(path, dir_fd=dir_fd)
-    _host(_animaworks_host.fs_rm(relative, False))
-    return None
+def _host_removal(own):  # noqa: ANN001, ANN202
+    """os.remove or os.rmdir: under the Anima's folder the host's non-recursive removal, else `own`."""
+
+    def remove(path, *, dir_fd=None):  # noqa: ANN001, ANN202
+        relative = _relative(path)
+        if relative is None:
+            return own(path, dir_fd=dir_fd)
+        _host(_animaworks_host.fs_rm(relative, False))
+        return None
+
+    return remove
 
 
-def _host_rmdir(path, *, dir_fd=None):  # noqa: ANN001, ANN202
-    relative = _relative(path)
-    if relative is None:
-        return _rmdir(path, dir_fd=dir_fd)
-    _host(_animaworks_host.fs_rm(relative, False))
-    return None
+_host_remove = _host_removal(_remove)
+_host_rmdir = _host_removal(_rmdir)
 
 
 def _host_rename(src, dst, *, src_dir_fd=None, dst_dir_fd=None):  # noqa: ANN001, ANN202

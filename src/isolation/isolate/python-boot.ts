@@ -41,6 +41,9 @@ interface RuntimeFiles extends BootInputs {
 }
 
 let files: RuntimeFiles | undefined;
+/** `runtimeStamp` of `files` (a hash of ≈ 17 MB: once per process). */
+let filesStamp: string | undefined;
+const stampOfRuntime = (): string => (filesStamp ??= runtimeStamp(runtimeFiles()));
 /**
  * The memory snapshot of a booted interpreter (≈ 30 MB) this process's boots restore (≈ 0.5 s instead of
  * ≈ 1.2 s): the build's (python-snapshot.ts) when it was made from these very files, else one taken by
@@ -52,7 +55,7 @@ let buildSnapshotTried = false;
 
 /** Where this process's interpreter snapshot came from, and its bytes (for tests and the build's snapshot step). */
 export function interpreterSnapshot(): { origin: "build" | "process" | undefined; bytes: Buffer | undefined; stamp: string } {
-  return { origin: snapshotOrigin, bytes: memorySnapshot, stamp: runtimeStamp(runtimeFiles()) };
+  return { origin: snapshotOrigin, bytes: memorySnapshot, stamp: stampOfRuntime() };
 }
 
 function runtimeFiles(): RuntimeFiles {
@@ -126,7 +129,7 @@ async function boot(isolate: ivm.Isolate, context: ivm.Context, tools: PythonBoo
   const runtime = runtimeFiles();
   if (!buildSnapshotTried) {
     buildSnapshotTried = true;
-    memorySnapshot = buildSnapshot(runtimeStamp(runtime));
+    memorySnapshot = buildSnapshot(stampOfRuntime());
     if (memorySnapshot) snapshotOrigin = "build";
   }
   const readFile = tools.callback((name: string) => {
