@@ -136,6 +136,10 @@ export function resolveConfig(options: HostOptions = {}, env: Environment = proc
     warmIsolatesMb: positive(pick("warmIsolatesMb", options.warmIsolatesMb), d.warmIsolatesMb(machineMemoryMb()), "warmIsolatesMb"),
     maxIdleIsolates: positive(pick("maxIdleIsolates", options.maxIdleIsolates), d.maxIdleIsolates, "maxIdleIsolates"),
     isolateSnapshot: pick("isolateSnapshot", options.isolateSnapshot) ?? d.isolateSnapshot,
+    warmPythonInterpreters: Math.floor(
+      nonNegative(pick("warmPythonInterpreters", options.warmPythonInterpreters), d.warmPythonInterpreters, "warmPythonInterpreters"),
+    ),
+    sparePythonInterpreter: pick("sparePythonInterpreter", options.sparePythonInterpreter) ?? d.sparePythonInterpreter,
     maxConcurrentCallsPerAnima:
       Math.floor(
         positive(pick("maxConcurrentCallsPerAnima", options.maxConcurrentCallsPerAnima), d.maxConcurrentCallsPerAnima, "maxConcurrentCallsPerAnima"),
@@ -294,6 +298,12 @@ function positive(value: number | undefined, fallback: number, name: string): nu
   if (!Number.isFinite(value) || value <= 0) {
     throw new TypeError(`${name} must be a positive number, got ${String(value)}`);
   }
+  return value;
+}
+
+function nonNegative(value: number | undefined, fallback: number, name: string): number {
+  if (value === undefined) return fallback;
+  if (!Number.isFinite(value) || value < 0) throw new TypeError(`${name} must be a number of 0 or more, got ${String(value)}`);
   return value;
 }
 

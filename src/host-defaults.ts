@@ -54,6 +54,10 @@ export const HOST_DEFAULTS = {
   maxIdleIsolates: Number.POSITIVE_INFINITY,
   /** Isolates made from a V8 startup snapshot of the prelude: true. */
   isolateSnapshot: true,
+  /** Idle Python interpreters kept warm per sandbox process: 2. */
+  warmPythonInterpreters: 2,
+  /** A booted Python interpreter kept ready in a process that ran a Python tool: true. */
+  sparePythonInterpreter: true,
   /** Direct calls of one Anima running at once while another Anima has calls in flight: 8. */
   maxConcurrentCallsPerAnima: 8,
   /** Calls of one Anima waiting for a turn before one fails with `Busy`: 1,000. */

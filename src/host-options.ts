@@ -76,6 +76,18 @@ export interface HostOptions {
    */
   isolateSnapshot?: boolean;
   /**
+   * Idle Python interpreters a sandbox process keeps warm for the Python tools it ran (each ≈ 130–190 MB
+   * resident: WebAssembly memory, which no isolate's limit counts), least recently used disposed first;
+   * 0 keeps none, so every Python call restores an interpreter (≈ 0.5 s). Default: 2.
+   */
+  warmPythonInterpreters?: number;
+  /**
+   * Whether a sandbox process that ran a Python tool keeps one booted interpreter holding no tool ready,
+   * so that the next Python tool's first call there takes ≈ 20 ms instead of ≈ 0.5 s (≈ 130 MB more per
+   * such process). Default: true.
+   */
+  sparePythonInterpreter?: boolean;
+  /**
    * Direct calls of one Anima running at once while another Anima has calls in flight; further calls of
    * that Anima wait in its queue (an Anima alone on the host is not held back). Default: 8.
    */

@@ -58,6 +58,8 @@ export type FileSettings = Pick<
   | "warmIsolatesMb"
   | "maxIdleIsolates"
   | "isolateSnapshot"
+  | "warmPythonInterpreters"
+  | "sparePythonInterpreter"
   | "maxConcurrentCallsPerAnima"
   | "maxQueuedCallsPerAnima"
   | "maxLogLinesPerCall"
@@ -157,6 +159,18 @@ export const SETTINGS: readonly SettingSpec[] = [
     field: "isolateSnapshot",
     schema: { type: "boolean" },
     description: "isolates made from a V8 startup snapshot of the prelude (false: the prelude runs in each new isolate)",
+  },
+  {
+    key: "warm_python_interpreters",
+    field: "warmPythonInterpreters",
+    schema: { type: "integer", minimum: 0 },
+    description: "idle Python interpreters kept warm per sandbox process (≈ 130–190 MB each; 0: each Python call restores one, ≈ 0.5 s)",
+  },
+  {
+    key: "spare_python_interpreter",
+    field: "sparePythonInterpreter",
+    schema: { type: "boolean" },
+    description: "a booted Python interpreter kept ready in each process that ran a Python tool, for the next one's first call (≈ 130 MB)",
   },
   {
     key: "max_concurrent_calls_per_anima",

@@ -82,6 +82,21 @@ describe("operator configuration (config.json animaworks_tool)", () => {
     expect(error.message).toMatch(/Anima "alice" is in both "a" and "b"/);
   });
 
+  it("python interpreters: kept warm and spare as the file says, a negative or fractional count refused", () => {
+    const { dir } = withConfig({ warm_python_interpreters: 0, spare_python_interpreter: false });
+    expect(resolveConfig({ dataDir: dir }, {})).toMatchObject({ warmPythonInterpreters: 0, sparePythonInterpreter: false });
+    expect(resolveConfig({ dataDir: join(dir, "missing") }, {})).toMatchObject({ warmPythonInterpreters: 2, sparePythonInterpreter: true });
+    for (const wrong of [-1, 1.5, "2"]) {
+      writeFileSync(join(dir, "config.json"), JSON.stringify({ animaworks_tool: { warm_python_interpreters: wrong } }));
+      expect(thrownToolError(() => resolveConfig({ dataDir: dir }, {}))).toMatchObject({
+        type: "ToolConfigError",
+        message: expect.stringContaining("animaworks_tool.warm_python_interpreters must be"),
+      });
+    }
+    writeFileSync(join(dir, "config.json"), "{}");
+    expect(() => resolveConfig({ dataDir: dir, warmPythonInterpreters: -1 })).toThrow(/warmPythonInterpreters must be a number of 0 or more/);
+  });
+
   it("without the section (or the file) changes nothing", () => {
     data = makeDataDir({ "config.json": JSON.stringify({ credentials: {} }) });
     const config = resolveConfig({ dataDir: data.dir }, {});

@@ -84,6 +84,7 @@ export function createExecutor(
     warmIsolatesMb: config.warmIsolatesMb,
     maxIdleIsolates: config.maxIdleIsolates,
     isolateSnapshot: config.isolateSnapshot,
+    pythonInterpreters: { warm: config.warmPythonInterpreters, spare: config.sparePythonInterpreter },
     onLog,
     ...(invokeCapability ? { invokeCapability } : {}),
     onStderr: (message) => config.onLog({ level: "warn", logger: "animaworks.host", message }),
@@ -126,7 +127,7 @@ class InProcessExecutor implements Executor {
   private readonly contextOf = new WeakMap<CallLabel, CallContext>();
 
   constructor(
-    private readonly config: Pick<HostConfig, "warmIsolatesMb" | "maxIdleIsolates" | "isolateSnapshot">,
+    private readonly config: Pick<HostConfig, "warmIsolatesMb" | "maxIdleIsolates" | "isolateSnapshot" | "warmPythonInterpreters" | "sparePythonInterpreter">,
     private readonly onLog: (line: ToolLogLine) => void,
     private readonly onUnrecoverable: (reason: string) => void,
     private readonly invokeCapability: CapabilityInvoker | undefined,
@@ -141,6 +142,7 @@ class InProcessExecutor implements Executor {
         warmPoolBytes: this.config.warmIsolatesMb * 2 ** 20,
         maxIdleIsolates: this.config.maxIdleIsolates,
         startupSnapshot: this.config.isolateSnapshot,
+        pythonInterpreters: { warm: this.config.warmPythonInterpreters, spare: this.config.sparePythonInterpreter },
         onLog: (line) => {
           const context = this.contextOf.get(line.context);
           if (context) this.onLog({ level: line.level, message: line.message, context });

@@ -1,4 +1,5 @@
 import type { ChildProcess } from "node:child_process";
+import { DEFAULT_PYTHON_INTERPRETERS } from "../../src/isolation/isolate/isolate-runner-options.js";
 import { existsSync, readFileSync } from "node:fs";
 import { spawnSync } from "node:child_process";
 import { dirname, join } from "node:path";
@@ -42,6 +43,7 @@ function launch(attack: string) {
     warmPoolBytes: 0,
     maxIdleIsolates: 0,
     isolateSnapshot: false,
+    pythonInterpreters: DEFAULT_PYTHON_INTERPRETERS,
     entryScript: join(FIXTURES, `${attack}.mjs`),
   });
   started.push(child);

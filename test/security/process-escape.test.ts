@@ -1,4 +1,5 @@
 import { type ChildProcess, spawn, spawnSync } from "node:child_process";
+import { DEFAULT_PYTHON_INTERPRETERS } from "../../src/isolation/isolate/isolate-runner-options.js";
 import { existsSync } from "node:fs";
 import { dirname, join } from "node:path";
 import { fileURLToPath } from "node:url";
@@ -70,6 +71,7 @@ suite("new processes and namespaces from a sandbox process's main realm (seccomp
       warmPoolBytes: 0,
       maxIdleIsolates: 0,
       isolateSnapshot: false,
+      pythonInterpreters: DEFAULT_PYTHON_INTERPRETERS,
       entryScript: join(FIXTURES, "process_escape.mjs"),
     });
     const { text, code } = await outputOf(child, "stderr");

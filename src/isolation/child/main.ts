@@ -6,6 +6,7 @@
 import { setPriority } from "node:os";
 import { writeSync } from "node:fs";
 import { IsolateRunner, SNAPSHOT_AFTER_ISOLATES } from "../isolate/isolate-runner.js";
+import { DEFAULT_PYTHON_INTERPRETERS } from "../isolate/isolate-runner-options.js";
 import { stripHostDetails } from "../isolate/ivm-errors.js";
 import { Socket } from "node:net";
 import { BULK_FD, BulkReceiver } from "../wire/bulk-channel.js";
@@ -18,12 +19,17 @@ import { fitToFrames } from "../wire/parts.js";
 import type { CallLabel, CallOutcome, CapabilityReply, DescribeOutcome, FromSandbox, ToSandbox } from "../wire/messages.js";
 
 // Arguments (child-spawn.ts): warm pool bytes, idle isolates at most, nice value, startup snapshot (1 or 0),
-// warm up before saying ready (1 or 0).
+// warm up before saying ready (1 or 0), warm Python interpreters at most, a spare interpreter (1 or 0).
 const warmPoolBytes = Number(process.argv[2]) || 256 * 2 ** 20;
 const maxIdleIsolates = Number(process.argv[3]) || Number.POSITIVE_INFINITY;
 const nice = Number(process.argv[4]) || 0;
 const startupSnapshot = process.argv[5] !== "0";
 const warmUpFirst = process.argv[6] === "1";
+const warmPythonInterpreters = Number(process.argv[7]);
+const pythonInterpreters = {
+  warm: Number.isInteger(warmPythonInterpreters) && warmPythonInterpreters >= 0 ? warmPythonInterpreters : DEFAULT_PYTHON_INTERPRETERS.warm,
+  spare: process.argv[8] !== "0",
+};
 // Before isolated-vm starts a thread: Linux nice values are per thread, and threads inherit the value of
 // the thread that starts them. An unprivileged process (the OS sandbox's uid) cannot raise it back.
 if (nice > 0) setPriority(nice);
@@ -116,6 +122,7 @@ const runner = new IsolateRunner({
   warmPoolBytes,
   maxIdleIsolates,
   startupSnapshot,
+  pythonInterpreters,
   // Capabilities run in the host process, which holds the policy, the credentials and the audit log.
   invokeCapability: (context, name, argsJson) =>
     new Promise<CapabilityReply>((resolve) => {

@@ -1,6 +1,7 @@
 import type { CapabilityLimits } from "../call-ledger.js";
 import type { CallLabel, CapabilityInvoker, CapabilityReply, ToolLogLine } from "../wire/messages.js";
 import type { ErrorInfo } from "../../errors.js";
+import type { WarmPoolLimits } from "./pooled-isolate.js";
 
 /** The options of an `IsolateRunner` (isolate-runner.ts), each with its default and unit. */
 export interface IsolateRunnerOptions {
@@ -13,6 +14,8 @@ export interface IsolateRunnerOptions {
   maxIdleIsolates?: number;
   /** Whether isolates are made from a startup snapshot of the prelude (see `startupSnapshot`). Default: true. */
   startupSnapshot?: boolean;
+  /** Python interpreters kept between calls (see `PythonInterpreterSettings`). Default: `DEFAULT_PYTHON_INTERPRETERS`. */
+  pythonInterpreters?: PythonInterpreterSettings;
   /** Isolates per (anima, bundle) at once; further calls wait for one. Default: 4. */
   maxIsolatesPerKey?: number;
   /** Receives every tool log line, with the label of its call (the very object the call was given). */
@@ -33,6 +36,32 @@ export interface IsolateRunnerOptions {
   capabilityLimits?: Partial<CapabilityLimits>;
   /** Told of each capability request refused by a host-side limit (a bypassed prelude). */
   onRefusal?: (context: CallLabel, name: string, error: ErrorInfo) => void;
+}
+
+/**
+ * The Python interpreters a sandbox process keeps between calls (`HostOptions.warmPythonInterpreters` and
+ * `sparePythonInterpreter`): idle ones in its warm pool, at most `warm`, and, with `spare`, one booted
+ * interpreter holding no tool per memory limit (python-spares.ts).
+ */
+export interface PythonInterpreterSettings {
+  warm: number;
+  spare: boolean;
+}
+
+export const DEFAULT_PYTHON_INTERPRETERS: PythonInterpreterSettings = { warm: 2, spare: true };
+
+/** The warm pool's limits (pooled-isolate.ts) of a runner with `options`, and whether it keeps a spare interpreter. */
+export function poolSettingsOf(options: IsolateRunnerOptions): { pool: WarmPoolLimits; spareInterpreter: boolean } {
+  const python = options.pythonInterpreters ?? DEFAULT_PYTHON_INTERPRETERS;
+  return {
+    pool: {
+      maxIdleBytes: options.warmPoolBytes ?? 256 * 2 ** 20,
+      maxIdleCount: options.maxIdleIsolates ?? Number.POSITIVE_INFINITY,
+      maxPerKey: options.maxIsolatesPerKey ?? 4,
+      maxIdleInterpreters: python.warm,
+    },
+    spareInterpreter: python.spare,
+  };
 }
 
 /** Isolates built from the prelude script before the runner makes a startup snapshot (see `startupSnapshot`). */

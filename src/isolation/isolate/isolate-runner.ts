@@ -26,7 +26,7 @@ import { monotonicMs } from "../../clock.js";
 import { setMissingIsolateFlags } from "./v8-flags.js";
 import { PYTHON_RUNTIME_HEAP_MB, type PythonBootTools, bootPython } from "./python-boot.js";
 import { PythonSpares } from "./python-spares.js";
-import { type IsolateRunnerOptions, SNAPSHOT_AFTER_ISOLATES, guardedLogSink, refuseCapabilities } from "./isolate-runner-options.js";
+import { type IsolateRunnerOptions, SNAPSHOT_AFTER_ISOLATES, guardedLogSink, poolSettingsOf, refuseCapabilities } from "./isolate-runner-options.js";
 import { PYTHON_BOOT_GRACE_MS, isPythonBundle } from "../wire/tool-bundle.js";
 
 export { type IsolateRunnerOptions, SNAPSHOT_AFTER_ISOLATES };
@@ -85,19 +85,14 @@ export class IsolateRunner implements Executor {
   private isolatesBuilt = 0;
   private closed = false;
   private readonly entries = new EntryTracker();
-  private readonly spares = new PythonSpares((memoryLimitMb) => this.bootSpare(memoryLimitMb));
+  private readonly spares: PythonSpares;
 
   constructor(options: IsolateRunnerOptions = {}) {
     this.scripts = new ContextScripts();
     if (options.startupSnapshot === false) this.snapshot = false;
-    this.pool = new IsolatePool(
-      {
-        maxIdleBytes: options.warmPoolBytes ?? 256 * 2 ** 20,
-        ...(options.maxIdleIsolates !== undefined ? { maxIdleCount: options.maxIdleIsolates } : {}),
-        maxPerKey: options.maxIsolatesPerKey ?? 4,
-      },
-      heldBytes,
-    );
+    const settings = poolSettingsOf(options);
+    this.spares = new PythonSpares((memoryLimitMb) => this.bootSpare(memoryLimitMb), settings.spareInterpreter);
+    this.pool = new IsolatePool(settings.pool, heldBytes);
     this.onLog = guardedLogSink(options.onLog);
     this.onUnrecoverable = options.onUnrecoverable ?? (() => {});
     this.invokeCapability = options.invokeCapability ?? refuseCapabilities;

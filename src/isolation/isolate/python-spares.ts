@@ -26,8 +26,8 @@ export const DESCRIBED_KEPT_MS = 10_000;
  *    serves one cordon: only a call of that very bundle at that memory limit takes it, within
  *    `DESCRIBED_KEPT_MS`. One is kept at a time.
  *  - Each holds an interpreter (≈ 130 MB resident): at most one spare per memory limit and one described
- *    isolate live beside the warm pool's idle interpreters (two at most), which the memory limit of a
- *    process that runs Python tools makes room for (os/resource-watchdog.ts `PYTHON_INTERPRETERS_MB`);
+ *    isolate live beside the warm pool's idle interpreters (`warmPythonInterpreters`), which the memory limit of a
+ *    process that runs Python tools makes room for (os/resource-watchdog.ts `pythonInterpretersMb`);
  *    `close` disposes them.
  */
 export class PythonSpares {
@@ -36,8 +36,15 @@ export class PythonSpares {
   private described: { bundleHash: string; memoryLimitMb: number; pooled: PooledIsolate; timer: NodeJS.Timeout } | undefined;
   private closed = false;
 
-  /** `boot` makes a booted interpreter's isolate with no tool, for a memory limit (MB). */
-  constructor(private readonly boot: (memoryLimitMb: number) => Promise<PooledIsolate>) {}
+  /**
+   * `boot` makes a booted interpreter's isolate with no tool, for a memory limit (MB). Without
+   * `keepSpare` (`HostOptions.sparePythonInterpreter` false) no spare is started; a described isolate
+   * still goes to its tool's first call (it exists anyway, for at most `DESCRIBED_KEPT_MS`).
+   */
+  constructor(
+    private readonly boot: (memoryLimitMb: number) => Promise<PooledIsolate>,
+    private readonly keepSpare = true,
+  ) {}
 
   /** The ready spare for this memory limit, if there is one; the caller keys it and loads its tool. */
   take(memoryLimitMb: number): PooledIsolate | undefined {
@@ -68,7 +75,7 @@ export class PythonSpares {
 
   /** After a Python tool's isolate was made for a call at this memory limit: have a spare ready for the next one. */
   refill(memoryLimitMb: number): void {
-    if (this.closed || this.ready.has(memoryLimitMb) || this.starting.has(memoryLimitMb)) return;
+    if (!this.keepSpare || this.closed || this.ready.has(memoryLimitMb) || this.starting.has(memoryLimitMb)) return;
     const timer = setTimeout(() => {
       this.starting.set(memoryLimitMb, "booting");
       this.boot(memoryLimitMb).then(

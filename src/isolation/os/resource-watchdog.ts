@@ -47,14 +47,21 @@ import { tasksOf } from "./process-cpu.js";
  */
 export const DEFAULT_PROCESS_MEMORY_MB = 1_024;
 /**
- * Memory a sandbox process that runs Python tools may hold beyond `DEFAULT_PROCESS_MEMORY_MB`, MB: the
- * interpreters it keeps between calls (WebAssembly memory and code, which no isolate's limit counts). Up
- * to two idle in its warm pool, a spare and a described tool's (python-spares.ts), each ≈ 130 MB resident
- * and retired once it grew 32 MB past its boot: 4 × 160 MB. Measured without it: a process running the
- * hostile Python tools (a memory bomb at the tool's limit among them) peaked at 892 MB before spares and
- * 1,051 MB with them, against 1,087 MB, and was killed under load.
+ * Memory a sandbox process that runs Python tools may hold beyond `DEFAULT_PROCESS_MEMORY_MB` for each
+ * interpreter it keeps between calls (WebAssembly memory and code, which no isolate's limit counts), MB:
+ * each is ≈ 130 MB resident and retired once it grew 32 MB past its boot. Measured without the room: a
+ * process running the hostile Python tools (a memory bomb at the tool's limit among them) peaked at 892 MB
+ * before spares and 1,051 MB with them, against 1,087 MB, and was killed under load.
  */
-export const PYTHON_INTERPRETERS_MB = 640;
+export const PYTHON_INTERPRETER_MB = 160;
+
+/**
+ * The room `PYTHON_INTERPRETER_MB` for every interpreter a process may keep between calls: the idle ones
+ * of its warm pool, its spare, and a described tool's (python-spares.ts), MB. Defaults: (2 + 1 + 1) × 160.
+ */
+export function pythonInterpretersMb(settings: { warm: number; spare: boolean }): number {
+  return (settings.warm + (settings.spare ? 1 : 0) + 1) * PYTHON_INTERPRETER_MB;
+}
 /**
  * Tasks (threads + processes) of one sandbox process's tree. Measured: 12 idle; isolated-vm runs each
  * isolate that is executing on a thread of its own (its pool grows past the core count instead of
@@ -164,7 +171,7 @@ export class ResourceWatchdog {
 
   /**
    * Raises the memory limit of the watched process `pid` to `memoryBytes` (never lowers it): the host
-   * decided it, on what it sent the process (Python tools: `PYTHON_INTERPRETERS_MB`).
+   * decided it, on what it sent the process (Python tools: `pythonInterpretersMb`).
    */
   raiseMemory(pid: number, memoryBytes: number): void {
     for (const entry of this.watched) if (entry.pid === pid && entry.limits.memoryBytes < memoryBytes) entry.limits = { ...entry.limits, memoryBytes };

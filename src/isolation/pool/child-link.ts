@@ -7,7 +7,7 @@ import type { ToSandbox } from "../wire/messages.js";
 import { type SandboxChildSpec, spawnSandboxChild } from "./child-spawn.js";
 import { forwardStderr } from "./child-stderr.js";
 import { bulkPipeOf } from "../wire/bulk-channel.js";
-import { PYTHON_INTERPRETERS_MB, type ResourceLimits, type ResourceWatchdog } from "../os/resource-watchdog.js";
+import { type ResourceLimits, type ResourceWatchdog, pythonInterpretersMb } from "../os/resource-watchdog.js";
 import { killProcessTree } from "../os/process-lifetime.js";
 
 /** The host's watch on what a process holds outside its isolates (os/resource-watchdog.ts). */
@@ -63,6 +63,7 @@ export class ChildLink {
   private resumeTimer: NodeJS.Timeout | undefined;
 
   private handlers: ChildLinkHandlers;
+  private readonly pythonInterpreters: SandboxChildSpec["pythonInterpreters"];
 
   /**
    * Starts the process. `onStderr` gets its stderr a line at a time (child-stderr.ts); a spawn failure or
@@ -75,6 +76,7 @@ export class ChildLink {
     private readonly guard?: ProcessGuard,
   ) {
     this.handlers = handlers;
+    this.pythonInterpreters = spec.pythonInterpreters;
     this.process = spawnSandboxChild(spec);
     forwardStderr(this.process.stderr, this.process.pid, onStderr);
     bulkPipeOf(this.process)?.on("error", () => {
@@ -108,13 +110,14 @@ export class ChildLink {
   }
 
   /**
-   * The host sends this process a Python tool: its memory limit makes room for the interpreters it keeps
-   * between calls (`PYTHON_INTERPRETERS_MB`). Decided here, on what the host sent, never on what the
-   * process says it holds.
+   * The host sends this process a Python tool: its memory limit makes room for the interpreters it was
+   * told to keep between calls (`pythonInterpretersMb`). Decided here, on what the host sent and the
+   * settings it started the process with, never on what the process says it holds.
    */
   allowPythonInterpreters(): void {
     const pid = this.process.pid;
-    if (this.guard && pid !== undefined) this.guard.watchdog.raiseMemory(pid, this.guard.limits.memoryBytes + PYTHON_INTERPRETERS_MB * 2 ** 20);
+    const roomBytes = pythonInterpretersMb(this.pythonInterpreters) * 2 ** 20;
+    if (this.guard && pid !== undefined) this.guard.watchdog.raiseMemory(pid, this.guard.limits.memoryBytes + roomBytes);
   }
 
   /** Hands the process's messages to a new owner (a spare adopted by a cordon's slot). */

@@ -7,6 +7,7 @@ import { type OsSandboxStatus, bwrapCommand } from "../os/os-sandbox.js";
 import { lowPriorityPrefix } from "../os/low-priority.js";
 import { resourceCapsPrefix } from "../os/resource-caps.js";
 import { SANDBOX_NODE_FLAGS } from "../isolate/v8-flags.js";
+import type { PythonInterpreterSettings } from "../isolate/isolate-runner-options.js";
 
 /**
  * How a sandbox process is started (child-handle.ts supervises it): inside bubblewrap where the OS
@@ -29,6 +30,8 @@ export interface SandboxChildSpec {
   maxIdleIsolates: number;
   /** Whether the process makes isolates from a startup snapshot. */
   isolateSnapshot: boolean;
+  /** The Python interpreters it keeps between calls. */
+  pythonInterpreters: PythonInterpreterSettings;
   /**
    * Whether the process warms up before it says it is ready (child/main.ts): for spares, which have time
    * to; a process a call waits for starts at once.
@@ -53,8 +56,12 @@ export function sandboxNodeFlags(): string[] {
 }
 
 export function spawnSandboxChild(spec: SandboxChildSpec): ChildProcess {
-  // child/main.ts's arguments: warm pool bytes, idle isolates at most, nice value, snapshot (1 or 0), warm-up (1 or 0).
-  const childArgs = [String(spec.warmPoolBytes), String(spec.maxIdleIsolates), String(spec.nice), spec.isolateSnapshot ? "1" : "0", spec.warmUp ? "1" : "0"];
+  // child/main.ts's arguments: warm pool bytes, idle isolates at most, nice value, snapshot (1 or 0), warm-up (1 or 0),
+  // warm Python interpreters at most, a spare interpreter (1 or 0).
+  const flag = (on: boolean | undefined): string => (on ? "1" : "0");
+  const python = spec.pythonInterpreters;
+  const childArgs = [String(spec.warmPoolBytes), String(spec.maxIdleIsolates), String(spec.nice), flag(spec.isolateSnapshot), flag(spec.warmUp)];
+  childArgs.push(String(python.warm), flag(python.spare));
   const idle = spec.nice > 0 ? lowPriorityPrefix() : [];
   // The rlimits first (resource-caps.ts): prlimit sets them on itself and execs the rest, which inherits them.
   const prefix = [...resourceCapsPrefix(), ...idle];

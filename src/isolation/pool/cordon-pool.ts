@@ -16,6 +16,7 @@ import { type Pending, type ProcessOwner, shuttingDown } from "./process-owner.j
 import type { OsSandboxStatus } from "../os/os-sandbox.js";
 import type { ChildLink, ProcessGuard } from "./child-link.js";
 import type { LiveChildren } from "./live-children.js";
+import type { PythonInterpreterSettings } from "../isolate/isolate-runner-options.js";
 import type { Rescheduler } from "../os/rescheduler.js";
 import { monotonicMs } from "../../clock.js";
 import { Placement } from "../scheduling/placement.js";
@@ -95,6 +96,7 @@ export class CordonPool implements ProcessOwner {
   readonly entryScript: string | undefined;
   readonly maxIdleIsolates: number;
   readonly isolateSnapshot: boolean;
+  readonly pythonInterpreters: PythonInterpreterSettings;
   readonly onLog: (line: ToolLogLine) => void;
   readonly invokeCapability: CapabilityInvoker;
   readonly onViolation: (message: string, cordon?: string) => void;
@@ -130,6 +132,7 @@ export class CordonPool implements ProcessOwner {
     this.entryScript = shared.entryScript;
     this.maxIdleIsolates = shared.maxIdleIsolates;
     this.isolateSnapshot = shared.isolateSnapshot;
+    this.pythonInterpreters = shared.pythonInterpreters;
     this.onLog = shared.onLog;
     this.invokeCapability = shared.invokeCapability;
     this.onViolation = shared.onViolation;

@@ -6,6 +6,7 @@ import type { ErrorInfo } from "../../errors.js";
 import { monotonicMs } from "../../clock.js";
 import type { ChildLink, ProcessGuard } from "./child-link.js";
 import type { SandboxChildSpec } from "./child-spawn.js";
+import type { PythonInterpreterSettings } from "../isolate/isolate-runner-options.js";
 import type { LiveChildren } from "./live-children.js";
 
 /**
@@ -25,6 +26,8 @@ export interface ProcessOwner {
   readonly entryScript: string | undefined;
   readonly maxIdleIsolates: number;
   readonly isolateSnapshot: boolean;
+  /** The Python interpreters each process keeps between calls (`HostOptions.warmPythonInterpreters`, `sparePythonInterpreter`). */
+  readonly pythonInterpreters: PythonInterpreterSettings;
   /** Warm pool budget of each process, bytes. */
   readonly warmPoolBytes: number;
   readonly closing: boolean;
@@ -68,7 +71,7 @@ export interface Pending {
 
 /** How a process of `owner`'s is started (child-spawn.ts). */
 export function spawnSpec(
-  owner: Pick<ProcessOwner, "osSandbox" | "warmPoolBytes" | "maxIdleIsolates" | "isolateSnapshot" | "entryScript">,
+  owner: Pick<ProcessOwner, "osSandbox" | "warmPoolBytes" | "maxIdleIsolates" | "isolateSnapshot" | "pythonInterpreters" | "entryScript">,
   nice: number,
 ): SandboxChildSpec {
   const spec: SandboxChildSpec = {
@@ -77,6 +80,7 @@ export function spawnSpec(
     warmPoolBytes: owner.warmPoolBytes,
     maxIdleIsolates: owner.maxIdleIsolates,
     isolateSnapshot: owner.isolateSnapshot,
+    pythonInterpreters: owner.pythonInterpreters,
   };
   return owner.entryScript === undefined ? spec : { ...spec, entryScript: owner.entryScript };
 }

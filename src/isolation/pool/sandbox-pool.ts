@@ -8,6 +8,7 @@ import { type CordonSetting, cordonOf } from "../scheduling/cordons.js";
 import { CordonPool, type PoolShared, type WarmPoolReport } from "./cordon-pool.js";
 import { shuttingDown, spawnSpec } from "./process-owner.js";
 import { LiveChildren } from "./live-children.js";
+import { DEFAULT_PYTHON_INTERPRETERS, type PythonInterpreterSettings } from "../isolate/isolate-runner-options.js";
 import { SpareProcesses } from "./spare-processes.js";
 import { ResourceWatchdog, defaultResourceLimits, watchdogStatus } from "../os/resource-watchdog.js";
 
@@ -48,6 +49,8 @@ export interface SandboxPoolOptions {
   maxIdleIsolates?: number;
   /** Whether processes make isolates from a V8 startup snapshot of the prelude (`HostOptions.isolateSnapshot`). Default: true. */
   isolateSnapshot?: boolean;
+  /** The Python interpreters each process keeps between calls (`HostOptions.warmPythonInterpreters`, `sparePythonInterpreter`). Default: 2 warm, a spare. */
+  pythonInterpreters?: PythonInterpreterSettings;
   /**
    * Last-resort hard stop: how long a process has to answer a request past its deadline (its timeout), or
    * past the moment its caller's signal aborted, before the host kills the process, ms. Default: 2,000.
@@ -125,6 +128,7 @@ export class SandboxPool implements Executor {
       entryScript: options.entryScript,
       maxIdleIsolates: options.maxIdleIsolates ?? Number.POSITIVE_INFINITY,
       isolateSnapshot: options.isolateSnapshot ?? true,
+      pythonInterpreters: options.pythonInterpreters ?? DEFAULT_PYTHON_INTERPRETERS,
       onLog: options.onLog ?? (() => {}),
       invokeCapability:
         options.invokeCapability ??

@@ -139,3 +139,20 @@ describe("close", () => {
     expect(afterClose.disposed).toBe(true);
   });
 });
+
+describe("without a spare (spare_python_interpreter false)", () => {
+  it("never boots one, yet a described isolate still goes to its tool's first call", async () => {
+    spares.close();
+    spares = new PythonSpares(
+      (limitMb) => new Promise((resolve, reject) => boots.push({ limitMb, resolve: (value) => resolve(asPooled(value)), reject })),
+      false,
+    );
+    spares.refill(128);
+    await vi.advanceTimersByTimeAsync(SPARE_INTERPRETER_DELAY_MS * 10);
+    expect(boots).toHaveLength(0);
+    expect(spares.take(128)).toBeUndefined();
+    const described = interpreter("described");
+    spares.keepDescribed("hash-a", 128, asPooled(described));
+    expect(spares.adoptDescribed("hash-a", 128)).toBe(described);
+  });
+});

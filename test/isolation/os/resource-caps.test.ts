@@ -1,4 +1,5 @@
 import { type ChildProcess, spawnSync } from "node:child_process";
+import { DEFAULT_PYTHON_INTERPRETERS } from "../../../src/isolation/isolate/isolate-runner-options.js";
 import { existsSync, readFileSync, readlinkSync } from "node:fs";
 import { afterEach, describe, expect, it } from "vitest";
 import { type OsSandboxStatus, osSandboxStatus } from "../../../src/isolation/os/os-sandbox.js";
@@ -86,6 +87,7 @@ describe("resource caps of a sandbox process", () => {
         warmPoolBytes: 64 * 2 ** 20,
         maxIdleIsolates: 4,
         isolateSnapshot: false,
+        pythonInterpreters: DEFAULT_PYTHON_INTERPRETERS,
       });
       started.push(child);
       const node = await nodeOf(child);

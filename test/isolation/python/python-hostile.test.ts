@@ -3,10 +3,11 @@ import { type Server, createServer } from "node:http";
 import type { AddressInfo } from "node:net";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { type ToolHost, createHost, sandboxOf } from "../../../src/host.js";
-import { PYTHON_INTERPRETERS_MB, watchdogStatus } from "../../../src/isolation/os/resource-watchdog.js";
+import { pythonInterpretersMb, watchdogStatus } from "../../../src/isolation/os/resource-watchdog.js";
 import { type TempDataDir, makeDataDir } from "../../helpers/data-dir.js";
 import { okOutput } from "../../helpers/tools.js";
 import { HOST_DEFAULTS } from "../../../src/host-defaults.js";
+import { DEFAULT_PYTHON_INTERPRETERS } from "../../../src/isolation/isolate/isolate-runner-options.js";
 
 const DEFAULT_MEMORY_LIMIT_MB = HOST_DEFAULTS.memoryLimitMb;
 
@@ -148,7 +149,7 @@ describe("hostile Python tools", () => {
       expect(okOutput(await host.call("carol", "plain_run", {}))).toBe("plain");
       const sandbox = sandboxOf(host)!;
       const limitOf = (anima: string) => sandbox.memoryLimitBytesOf(sandbox.pidFor(anima)!);
-      expect(limitOf("alice")! - limitOf("carol")!).toBe(PYTHON_INTERPRETERS_MB * 2 ** 20);
+      expect(limitOf("alice")! - limitOf("carol")!).toBe(pythonInterpretersMb(DEFAULT_PYTHON_INTERPRETERS) * 2 ** 20);
     },
     120_000,
   );

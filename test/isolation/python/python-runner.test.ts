@@ -160,4 +160,23 @@ describe("a Python tool in the isolate runner", () => {
     }
     expect(calls).toEqual([1, 2, 3, 1]);
   }, 120_000);
+
+  it("keeps no interpreter warm when the operator keeps none (warm_python_interpreters 0): each call restores its own", async () => {
+    const lean = new IsolateRunner({ warmPoolBytes: 16 * 2 ** 20, pythonInterpreters: { warm: 0, spare: false } });
+    try {
+      const path = data.write("tools/hoard.py", HOARD);
+      const built = await buildPythonBundle({ path, folder: `${data.dir}/tools`, displayName: "personal/hoard.py" }, 1 << 20);
+      if (!built.ok) throw new Error(built.error.message);
+      const calls: number[] = [];
+      for (let i = 0; i < 2; i++) {
+        const outcome = await lean.call({ ...request(built.bundle, "call", "hoard_run", {}), context: { anima: "alice", tool: "hoard" } });
+        if (!outcome.ok || outcome.value.kind === "none") throw new Error(JSON.stringify(outcome));
+        calls.push(Number(outcome.value.text));
+        expect(lean.warmPoolStats()).toMatchObject({ idleInterpreters: 0 });
+      }
+      expect(calls).toEqual([1, 1]);
+    } finally {
+      await lean.close();
+    }
+  }, 120_000);
 });
