@@ -35,6 +35,7 @@ export { type IsolateRunnerOptions, SNAPSHOT_AFTER_ISOLATES };
 const PYTHON_BOOT_TOOLS: PythonBootTools = {
   callback: (fn) => new ivm.Callback(fn as (...args: unknown[]) => unknown),
   bytesInto: (bytes) => new ivm.ExternalCopy(bytes.buffer.slice(bytes.byteOffset, bytes.byteOffset + bytes.byteLength)).copyInto({ release: true }),
+  keep: (bytes) => new ivm.ExternalCopy(bytes, { transferOut: true }),
 };
 
 // Before the first isolate: the flags isolates need, where this process's command line lacks them.
