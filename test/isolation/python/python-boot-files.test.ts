@@ -28,7 +28,7 @@ function fakeTools(): PythonBootTools & { kept: ArrayBuffer[]; copiesInto: numbe
       };
     },
   };
-  return tools as unknown as PythonBootTools & { kept: ArrayBuffer[]; copiesInto: number };
+  return tools;
 }
 
 describe("a Python boot's files", () => {
