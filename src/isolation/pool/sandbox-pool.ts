@@ -193,12 +193,12 @@ export class SandboxPool implements Executor {
     return this.pools.get(cordonOf(this.cordons, anima))?.pidFor(anima);
   }
 
-  /** Spare processes started and ready for a new cordon. */
   /** The memory limit the watchdog holds sandbox process `pid` to now, bytes (undefined: not watched). */
   memoryLimitBytesOf(pid: number): number | undefined {
     return this.watchdog.limitsOf(pid)?.memoryBytes;
   }
 
+  /** Spare processes started and ready for a new cordon. */
   sparesReady(): number {
     return this.spares.readyCount;
   }
