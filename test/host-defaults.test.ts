@@ -4,6 +4,7 @@ import { afterAll, describe, expect, it } from "vitest";
 import { resolveConfig } from "../src/config.js";
 import { HOST_DEFAULTS, MIN_MEMORY_LIMIT_MB } from "../src/host-defaults.js";
 import { PROJECT_ROOT } from "../src/project-root.js";
+import { DEFAULT_PYTHON_INTERPRETERS } from "../src/isolation/isolate/isolate-runner-options.js";
 import { makeDataDir } from "./helpers/data-dir.js";
 
 /**
@@ -33,6 +34,8 @@ describe("HOST_DEFAULTS", () => {
     expect(config.warmIsolatesMb).toBeLessThanOrEqual(8_192);
     expect([HOST_DEFAULTS.warmIsolatesMb(24 * 1024), HOST_DEFAULTS.warmIsolatesMb(512), HOST_DEFAULTS.warmIsolatesMb(10 ** 6)]).toEqual([4_096, 256, 8_192]);
     expect(resolveConfig({ dataDir: data.dir, memoryLimitMb: 1 }, {}).memoryLimitMb).toBe(MIN_MEMORY_LIMIT_MB);
+    // src/isolation/ may not import HOST_DEFAULTS: the fallback of a runner or sandbox process given none is the same.
+    expect(DEFAULT_PYTHON_INTERPRETERS).toEqual({ warm: HOST_DEFAULTS.warmPythonInterpreters, spare: HOST_DEFAULTS.sparePythonInterpreter });
   });
 
   it("is the default each HostOptions field documents", () => {
