@@ -3,7 +3,8 @@
 //   - hot call: one tool called again and again (the baseline every ratio uses), in the same run;
 //   - first call of each tool (bundle, describe, isolate), p50;
 //   - round-robin over every tool, one call after another: p50/p99 and the ratio to the hot call;
-//   - RSS per loaded tool: host plus sandbox processes, after the round-robin, over an empty host;
+//   - RSS per loaded tool: host plus sandbox processes, after the round-robin, over an empty host; and
+//     again once the host compacted the idle isolates;
 //   - cold isolate floor: a bare isolated-vm isolate + context, and our cold path without bundling;
 //   - noisy neighbour: tenant B's p99 unloaded, beside spinning processes outside the host (the floor),
 //     and while tenant A keeps 8 `while (true) {}` calls in flight (each stopped at its 500 ms timeout
@@ -20,6 +21,7 @@ import { parseArgs } from "node:util";
 import ivm from "isolated-vm";
 import { createHost } from "../dist/src/index.js";
 import { sandboxOf } from "../dist/src/host.js";
+import { COMPACT_IDLE_AFTER_MS } from "../dist/src/isolation/isolate/idle-compaction.js";
 import { rssKb, sandboxRssMb } from "./process-memory.mjs";
 
 const { values: flags } = parseArgs({
@@ -190,6 +192,25 @@ async function main() {
       perWarmAnimaMb: round((loadedRssMb - emptyRssMb) / ANIMAS, 2),
       ofWhichSandboxProcessesMb: round((loadedSandboxMb - emptySandboxMb) / tools.length, 3),
       aim: "≤ 1.5 MB per loaded tool",
+    };
+    // Again once the host compacted the idle isolates (idle-compaction.ts: COMPACT_IDLE_AFTER_MS after each went
+    // idle): when no process has compacted another for a second, from then on.
+    const totalCompactions = async () => (await sandboxOf(host).warmPoolReport()).reduce((sum, report) => sum + (report.compactions ?? 0), 0);
+    const waitedFrom = performance.now();
+    let compactions = await totalCompactions();
+    let stableSince = performance.now();
+    while (performance.now() - waitedFrom < COMPACT_IDLE_AFTER_MS || performance.now() - stableSince < 1_000) {
+      if (performance.now() - waitedFrom > 120_000) throw new Error("the idle isolates were still being compacted after 120 s");
+      await new Promise((resolve) => setTimeout(resolve, 250));
+      const now = await totalCompactions();
+      if (now !== compactions) [compactions, stableSince] = [now, performance.now()];
+    }
+    const compactedRssMb = totalRssMb(host);
+    results.rss.compacted = {
+      afterMs: Math.round(performance.now() - waitedFrom),
+      compactions,
+      perLoadedToolMb: round((compactedRssMb - emptyRssMb) / tools.length, 3),
+      ofWhichSandboxProcessesMb: round((sandboxRssMb(host) - emptySandboxMb) / tools.length, 3),
     };
     // Cold isolates: the same loaded tools, on a host whose warm pool keeps nothing, so that every call
     // builds its isolate (bundles and descriptions come from the first host's on-disk cache).

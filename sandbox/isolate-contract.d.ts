@@ -1,5 +1,5 @@
 /*
- * The host ↔ isolate contract (src/contract/isolate.ts) as the prelude's parts see it. They are scripts
+ * The host ↔ isolate contract (src/contract/isolate.ts and tool-globals.ts) as the prelude's parts see it. They are scripts
  * joined into one function scope (src/isolation/isolate/prelude-source.ts), which also holds the contract's
  * constants: the prelude script inlines the compiled contract ahead of them. Declarations only: nothing
  * here is emitted, and each one refers to the contract itself, so the two cannot drift apart.
@@ -23,9 +23,10 @@ type ContextFlavour = import("../src/contract/isolate.js").ContextFlavour;
 type ToolApiExport = import("../src/contract/tool-api.js").ToolApiExport;
 
 declare const BIND_GLOBAL: typeof import("../src/contract/isolate.js").BIND_GLOBAL;
-declare const PYTHON_BOOT_GLOBALS: typeof import("../src/contract/isolate.js").PYTHON_BOOT_GLOBALS;
-declare const TOOL_GLOBALS: typeof import("../src/contract/isolate.js").TOOL_GLOBALS;
-declare const TOOL_INTL_MEMBERS: typeof import("../src/contract/isolate.js").TOOL_INTL_MEMBERS;
+declare const PYTHON_BOOT_GLOBALS: typeof import("../src/contract/tool-globals.js").PYTHON_BOOT_GLOBALS;
+declare const TOOL_GLOBALS: typeof import("../src/contract/tool-globals.js").TOOL_GLOBALS;
+declare const TOOL_INTL_MEMBERS: typeof import("../src/contract/tool-globals.js").TOOL_INTL_MEMBERS;
+declare const COLLECT_GARBAGE_GLOBAL: typeof import("../src/contract/tool-globals.js").COLLECT_GARBAGE_GLOBAL;
 declare const INVALID_INPUT_ERROR_TYPE: typeof import("../src/contract/isolate.js").INVALID_INPUT_ERROR_TYPE;
 declare const MAX_TOOL_MESSAGE_CHARS: typeof import("../src/contract/isolate.js").MAX_TOOL_MESSAGE_CHARS;
 declare const MAX_TOOL_STACK_CHARS: typeof import("../src/contract/isolate.js").MAX_TOOL_STACK_CHARS;

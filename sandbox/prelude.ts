@@ -24,38 +24,10 @@
  */
 
 /**
- * Leaves on the global only what `TOOL_GLOBALS` names (and in `Intl` only `TOOL_INTL_MEMBERS`): what
- * would let a tool allocate outside the V8 heap limit, block outside the timeout or run code after the
- * call ended is gone (src/contract/isolate.ts `REMOVED_GLOBALS` says why for each), and so is any global
- * a newer V8 adds before it is reviewed. Also removes `ArrayBuffer.prototype.resize`, whose memory comes
- * from V8's page allocator, outside the limit (memory-guards.ts).
- *
- * Runs only when the host binds a context (`exposeBinder`), never while the prelude script runs: V8 13+
- * aborts the whole process (a failed CHECK, not an exception) when it makes a context from a startup
- * snapshot whose global lost `Atomics`, and it re-installs some removed globals in such a context anyway.
- * A key that cannot be deleted (non-configurable) throws, so the bind fails rather than leave it.
- */
-function removeUnreviewedGlobals(global: Record<string, unknown>, flavour: ContextFlavour): void {
-  const allowed = new Set<PropertyKey>(flavour === "python" ? [...TOOL_GLOBALS, ...PYTHON_BOOT_GLOBALS] : TOOL_GLOBALS);
-  for (const key of Reflect.ownKeys(global)) {
-    if (!allowed.has(key) && !Reflect.deleteProperty(global, key)) throw new Error(`the global ${String(key)} cannot be removed`);
-  }
-  const intl = global["Intl"] as Record<PropertyKey, unknown> | undefined;
-  if (intl) {
-    const intlAllowed = new Set<PropertyKey>([...TOOL_INTL_MEMBERS, Symbol.toStringTag]);
-    for (const key of Reflect.ownKeys(intl)) {
-      if (!intlAllowed.has(key) && !Reflect.deleteProperty(intl, key)) throw new Error(`Intl.${String(key)} cannot be removed`);
-    }
-  }
-  const arrayBuffer = global["ArrayBuffer"] as { prototype: Record<string, unknown> } | undefined;
-  if (arrayBuffer) delete arrayBuffer.prototype["resize"];
-}
-
-/**
  * Called once, by `exposeBinder`, with the functions that forward to the host's bridge. A function
  * declaration of the script's own wrapper scope, never a global.
  */
-function installPrelude(global: Record<string, unknown>, host: GuestBridge): GuestEntry {
+function installPrelude(global: Record<string, unknown>, host: GuestBridge): Omit<GuestEntry, "compact"> {
   // Captured intrinsics (see invariants above).
   const jsonStringify = JSON.stringify;
   const jsonParse = JSON.parse;
@@ -353,14 +325,14 @@ function installPrelude(global: Record<string, unknown>, host: GuestBridge): Gue
     logLinesLeft = 0;
   }
 
-  const entry: GuestEntry = {
+  const entry: Omit<GuestEntry, "compact"> = {
     describe: () => sealed(describeModule()),
     call: callTool,
     fireTimer,
     settleCapabilities: capabilities.settleMany,
     receiveText: capabilities.receiveText,
   };
-  return freeze(entry);
+  return entry;
 }
 
 /**
@@ -378,7 +350,8 @@ function installPrelude(global: Record<string, unknown>, host: GuestBridge): Gue
 function exposeBinder(global: Record<string, unknown>): void {
   const defineProperty = Object.defineProperty;
   const errorCtor = Error;
-  const late: { bridge: GuestBridge | undefined } = { bridge: undefined };
+  const freeze = Object.freeze;
+  const late: { bridge: GuestBridge | undefined; collect: (() => void) | undefined } = { bridge: undefined, collect: undefined };
   const host: GuestBridge = {
     log: (level, message) => late.bridge!.log(level, message),
     setTimer: (id, delayMs) => late.bridge!.setTimer(id, delayMs),
@@ -386,13 +359,22 @@ function exposeBinder(global: Record<string, unknown>): void {
     stop: (reason) => late.bridge!.stop(reason),
     capability: (id, name, argsJson) => late.bridge!.capability(id, name, argsJson),
   };
-  const entry = installPrelude(global, host);
+  const entry: GuestEntry = freeze({
+    ...installPrelude(global, host),
+    compact: (): boolean => {
+      if (late.collect === undefined) return false;
+      late.collect();
+      return true;
+    },
+  });
   defineProperty(global, BIND_GLOBAL, {
     configurable: true,
     value: function (bridge: GuestBridge, flavour: unknown): GuestEntry {
       delete global[BIND_GLOBAL];
       if (late.bridge !== undefined) throw new errorCtor("already bound");
-      removeUnreviewedGlobals(global, flavour === "python" ? "python" : "tool");
+      const contextFlavour = flavour === "python" ? "python" : "tool";
+      late.collect = collectorOf(global, contextFlavour);
+      removeUnreviewedGlobals(global, contextFlavour);
       late.bridge = bridge;
       return entry;
     },

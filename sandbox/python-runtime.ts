@@ -227,7 +227,7 @@ function preparePython(global: Record<string, unknown>, readFile: (name: string)
       const whole = bytes.byteOffset === 0 && bytes.byteLength === bytes.buffer.byteLength;
       snapshot = (whole ? bytes.buffer : bytes.buffer.slice(bytes.byteOffset, bytes.byteOffset + bytes.byteLength)) as ArrayBuffer;
     }
-    // PYTHON_BOOT_GLOBALS of src/contract/isolate.ts (this script is not the prelude: its constants are not
+    // PYTHON_BOOT_GLOBALS of src/contract/tool-globals.ts (this script is not the prelude: its constants are not
     // inlined here). WebAssembly's constructors stay reachable from the objects Pyodide keeps (its memory's
     // `constructor`), so each prototype loses that link first: nothing here can make a module or a memory.
     const wasmNamespace = global["WebAssembly"] as Record<string, { prototype?: Record<string, unknown> } | undefined>;

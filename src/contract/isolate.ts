@@ -65,13 +65,6 @@ export const BIND_GLOBAL = "__awBind";
 /** What a context is bound for (`BIND_GLOBAL`'s second argument): a TypeScript/JavaScript tool, or a Python tool. */
 export type ContextFlavour = "tool" | "python";
 
-/**
- * Globals a Python tool's context keeps through the bind for Pyodide's boot only (sandbox/python-runtime.ts deletes them before tool code
- * runs): CPython is a WebAssembly module (its memory growth capped there, the process's memory cap behind it), and Pyodide's one
- * FinalizationRegistry frees Python objects as V8's GC decides — a Python finaliser may so run outside a call, with no capability, timer or log.
- */
-export const PYTHON_BOOT_GLOBALS = ["WebAssembly", "FinalizationRegistry"] as const;
-
 /** How a call enters the tool: `dispatch`/a function named by the schema, or `cli_main(argv)`. */
 export type CallEntryKind = "call" | "cli";
 /** A `cli` call's payload: the argv after the tool's name, and the Anima's folder (cli_main's second argument). */
@@ -104,6 +97,12 @@ export interface GuestEntry {
    * true }`: the value is the pieces joined, in order). Long texts come this way, a piece per entry.
    */
   receiveText: (id: number, piece: string) => void;
+  /**
+   * Collects the isolate's garbage and gives back the memory V8 no longer needs (a "last resort" full
+   * collection), between calls only. False when it cannot: no `COLLECT_GARBAGE_GLOBAL` in this process,
+   * or a Python context (its memory is WebAssembly's, which no collection shrinks).
+   */
+  compact: () => boolean;
 }
 
 export type EntryMethod = keyof GuestEntry;
@@ -161,124 +160,6 @@ export const MAX_TOOL_MESSAGE_CHARS = 4_000;
 
 /** Longest `FailureEnvelope.stack` the prelude sends, in characters (ten V8 frames take ≈ 1,000). */
 export const MAX_TOOL_STACK_CHARS = 4_000;
-
-// ---- the tool's global: an allow-list ------------------------------------------------------------
-
-/**
- * Every name a tool's global may hold once its context is bound: the ECMAScript globals this host has
- * reviewed, then what the prelude adds. When the host binds a context, the prelude deletes every other
- * own key of the global (sandbox/prelude.ts `removeUnreviewedGlobals`), so a global that a newer V8 adds
- * never reaches tools unreviewed; test/isolation/isolate/tool-globals.test.ts fails until each global of a fresh
- * context is named here or in `REMOVED_GLOBALS`.
- */
-export const TOOL_GLOBALS = [
-  // ECMAScript values and functions
-  "globalThis",
-  "Infinity",
-  "NaN",
-  "undefined",
-  "eval",
-  "isFinite",
-  "isNaN",
-  "parseFloat",
-  "parseInt",
-  "decodeURI",
-  "decodeURIComponent",
-  "encodeURI",
-  "encodeURIComponent",
-  "escape",
-  "unescape",
-  // fundamental objects, numbers, text, collections (on the V8 heap, counted by its limit)
-  "Object",
-  "Function",
-  "Boolean",
-  "Symbol",
-  "Number",
-  "BigInt",
-  "Math",
-  "Date",
-  "String",
-  "RegExp",
-  "JSON",
-  "Array",
-  "Map",
-  "Set",
-  "WeakMap",
-  "WeakSet",
-  "Promise",
-  "Proxy",
-  "Reflect",
-  // iterator helpers (V8 12+) and explicit resource management (V8 14): plain objects and functions
-  "Iterator",
-  "DisposableStack",
-  "AsyncDisposableStack",
-  "Error",
-  "AggregateError",
-  "EvalError",
-  "RangeError",
-  "ReferenceError",
-  "SyntaxError",
-  "TypeError",
-  "URIError",
-  "SuppressedError",
-  // buffers: isolated-vm's allocator counts them; each constructor is guarded (sandbox/memory-guards.ts)
-  "ArrayBuffer",
-  "DataView",
-  "Int8Array",
-  "Uint8Array",
-  "Uint8ClampedArray",
-  "Int16Array",
-  "Uint16Array",
-  "Int32Array",
-  "Uint32Array",
-  "Float16Array",
-  "Float32Array",
-  "Float64Array",
-  "BigInt64Array",
-  "BigUint64Array",
-  // ICU memory outside the heap limit, budgeted per isolate (sandbox/memory-guards.ts)
-  "Intl",
-  // the prelude's: the sandbox API (console replaced by the call's log) and the bundle's registration hooks
-  "console",
-  "setTimeout",
-  "clearTimeout",
-  "__animaworksTool",
-  "__awRegister",
-] as const;
-
-/**
- * Globals V8 provides that a tool's global never holds, each with why. Reviewed on purpose: a name in
- * neither list fails test/isolation/isolate/tool-globals.test.ts (and is deleted at bind all the same).
- */
-export const REMOVED_GLOBALS = {
-  WebAssembly: "its memory is outside isolated-vm's limit, and its async compile never settles in an isolate",
-  SharedArrayBuffer: "shared memory outside the heap limit, and a clock for timing attacks",
-  Atomics: "Atomics.wait blocks the isolate's thread outside the call's timeout",
-  FinalizationRegistry: "its callbacks run after the call ended, as the GC decides",
-  WeakRef: "makes GC timing observable across calls",
-  Temporal: "its objects hold time-zone and calendar data outside the V8 heap, which no budget counts yet",
-} as const;
-
-/** Members of `Intl` a tool may use; the constructors among them are budgeted (sandbox/memory-guards.ts). Others are deleted at bind. */
-export const TOOL_INTL_MEMBERS = [
-  "getCanonicalLocales",
-  "supportedValuesOf",
-  "Collator",
-  "DateTimeFormat",
-  "DisplayNames",
-  "DurationFormat",
-  "ListFormat",
-  "Locale",
-  "NumberFormat",
-  "PluralRules",
-  "RelativeTimeFormat",
-  "Segmenter",
-] as const;
-
-/** Members of `Intl` V8 provides that tools never get, each with why. */
-export const REMOVED_INTL_MEMBERS = {
-  v8BreakIterator: "V8's non-standard ICU break iterator: ICU memory that the Intl budget did not count (use Intl.Segmenter)",
-} as const;
 
 // ---- limits both sides keep (the host on its own counts; the prelude only to fail early) -----------
 

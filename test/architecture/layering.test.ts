@@ -62,7 +62,7 @@ const show = (imports: Import[]): string[] => imports.map((i) => `${i.from} impo
  * (and src/ nothing from sandbox/). It is the bottom layer: any part of src/ may import it, and it
  * imports nothing.
  */
-const SHARED_CONTRACT = ["src/contract/isolate.ts", "src/contract/tool-api.ts"];
+const SHARED_CONTRACT = ["src/contract/isolate.ts", "src/contract/tool-globals.ts", "src/contract/tool-api.ts"];
 
 /** The folder (or top-level module) of a file under src/, e.g. "cli", "host.ts". */
 function unitOf(file: string): string {

@@ -28,7 +28,7 @@ for (const mode of MODES) {
     it("escape_via_constructor: constructor chains reach only this isolate's own global", async () => {
       const result = await h.call("mallory", "escape_via_constructor_probe");
       const report = JSON.parse(expectOk(result)) as Record<string, unknown>;
-      expect(report).toEqual({ found: {}, unexpected: [], symbols: [], oddTags: [], checked: 15, callersSeen: 3 });
+      expect(report).toEqual({ found: {}, unexpected: [], symbols: [], oddTags: [], checked: 17, callersSeen: 3 });
       assertNoLeak(result, h.data);
     });
 

@@ -2,6 +2,7 @@ import type { CapabilityLimits } from "../call-ledger.js";
 import type { CallLabel, CapabilityInvoker, CapabilityReply, ToolLogLine } from "../wire/messages.js";
 import type { ErrorInfo } from "../../errors.js";
 import type { WarmPoolLimits } from "./pooled-isolate.js";
+import { COMPACT_IDLE_AFTER_MS } from "./idle-compaction.js";
 
 /** The options of an `IsolateRunner` (isolate-runner.ts), each with its default and unit. */
 export interface IsolateRunnerOptions {
@@ -16,6 +17,12 @@ export interface IsolateRunnerOptions {
   startupSnapshot?: boolean;
   /** Python interpreters kept between calls (see `PythonInterpreterSettings`). Default: `DEFAULT_PYTHON_INTERPRETERS`. */
   pythonInterpreters?: PythonInterpreterSettings;
+  /**
+   * How long an isolate is idle in the warm pool before the runner compacts it (a collection that gives
+   * back the memory its calls left: idle-compaction.ts), ms; 0 never does. Only where the process started
+   * with V8's collector exposed (sandbox processes: v8-flags.ts). Default: `COMPACT_IDLE_AFTER_MS` (30 s).
+   */
+  compactIdleAfterMs?: number;
   /** Isolates per (anima, bundle) at once; further calls wait for one. Default: 4. */
   maxIsolatesPerKey?: number;
   /** Receives every tool log line, with the label of its call (the very object the call was given). */
@@ -50,8 +57,8 @@ export interface PythonInterpreterSettings {
 
 export const DEFAULT_PYTHON_INTERPRETERS: PythonInterpreterSettings = { warm: 2, spare: true };
 
-/** The warm pool's limits (pooled-isolate.ts) of a runner with `options`, and whether it keeps a spare interpreter. */
-export function poolSettingsOf(options: IsolateRunnerOptions): { pool: WarmPoolLimits; spareInterpreter: boolean } {
+/** The warm pool's limits (pooled-isolate.ts) of a runner with `options`, whether it keeps a spare interpreter, when it compacts. */
+export function poolSettingsOf(options: IsolateRunnerOptions): { pool: WarmPoolLimits; spareInterpreter: boolean; compactIdleAfterMs: number } {
   const python = options.pythonInterpreters ?? DEFAULT_PYTHON_INTERPRETERS;
   return {
     pool: {
@@ -61,6 +68,7 @@ export function poolSettingsOf(options: IsolateRunnerOptions): { pool: WarmPoolL
       maxIdleInterpreters: python.warm,
     },
     spareInterpreter: python.spare,
+    compactIdleAfterMs: options.compactIdleAfterMs ?? COMPACT_IDLE_AFTER_MS,
   };
 }
 

@@ -26,6 +26,7 @@ import { monotonicMs } from "../../clock.js";
 import { setMissingIsolateFlags } from "./v8-flags.js";
 import { PYTHON_RUNTIME_HEAP_MB, type PythonBootTools, bootPython } from "./python-boot.js";
 import { PythonSpares } from "./python-spares.js";
+import { IdleCompaction } from "./idle-compaction.js";
 import { type IsolateRunnerOptions, SNAPSHOT_AFTER_ISOLATES, guardedLogSink, poolSettingsOf, refuseCapabilities } from "./isolate-runner-options.js";
 import { PYTHON_BOOT_GRACE_MS, isPythonBundle } from "../wire/tool-bundle.js";
 
@@ -87,13 +88,15 @@ export class IsolateRunner implements Executor {
   private closed = false;
   private readonly entries = new EntryTracker();
   private readonly spares: PythonSpares;
+  private readonly compaction: IdleCompaction;
 
   constructor(options: IsolateRunnerOptions = {}) {
     this.scripts = new ContextScripts();
     if (options.startupSnapshot === false) this.snapshot = false;
     const settings = poolSettingsOf(options);
     this.spares = new PythonSpares((memoryLimitMb) => this.bootSpare(memoryLimitMb), settings.spareInterpreter);
-    this.pool = new IsolatePool(settings.pool, heldBytes);
+    this.pool = new IsolatePool(settings.pool, heldBytes, () => this.compaction.noteIdle());
+    this.compaction = new IdleCompaction(() => this.pool, settings.compactIdleAfterMs, this.entries);
     this.onLog = guardedLogSink(options.onLog);
     this.onUnrecoverable = options.onUnrecoverable ?? (() => {});
     this.invokeCapability = options.invokeCapability ?? refuseCapabilities;
@@ -219,7 +222,7 @@ export class IsolateRunner implements Executor {
 
   /** What the warm pool holds now. */
   warmPoolStats(): WarmPoolStats {
-    return { ...this.pool.stats(), spareInterpreters: this.spares.held };
+    return { ...this.pool.stats(), spareInterpreters: this.spares.held, compactions: this.compaction.compactions };
   }
 
   /** Drops the warm isolates of `anima` (its calls now go to another process). */
@@ -234,6 +237,7 @@ export class IsolateRunner implements Executor {
   async close(): Promise<void> {
     this.closed = true;
     this.spares.close();
+    this.compaction.close();
     this.pool.disposeIdle();
     await this.entries.settled(STOP_GRACE_MS);
   }

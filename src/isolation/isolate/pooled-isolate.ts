@@ -2,6 +2,7 @@ import type ivm from "isolated-vm";
 import type { CallLedger } from "../call-ledger.js";
 import type { CallGuard, Disposable } from "./call-guard.js";
 import type { CallLabel, CapabilityReply, WarmPoolStats } from "../wire/messages.js";
+import { monotonicMs } from "../../clock.js";
 import { BIND_GLOBAL, BRIDGE_METHODS, type BridgeMethod, type ContextFlavour, type EntryMethod, type GuestEntry } from "../../contract/isolate.js";
 
 /**
@@ -26,7 +27,7 @@ export interface ActiveCall {
 export type Entry = { [M in EntryMethod]: ivm.Reference<GuestEntry[M]> };
 
 /** Every function of the prelude's entry object, which the host takes a reference to. */
-export const ENTRY_METHODS = ["call", "describe", "fireTimer", "settleCapabilities", "receiveText"] as const satisfies readonly EntryMethod[];
+export const ENTRY_METHODS = ["call", "describe", "fireTimer", "settleCapabilities", "receiveText", "compact"] as const satisfies readonly EntryMethod[];
 // A function added to the entry object and not listed above fails to compile here.
 const everyEntryMethod: Record<Exclude<EntryMethod, (typeof ENTRY_METHODS)[number]>, never> = {};
 void everyEntryMethod;
@@ -49,6 +50,9 @@ export class PooledIsolate implements Disposable {
    * V8's statistics leave out: the warm pool keeps such isolates by count, not by bytes.
    */
   holdsInterpreter = false;
+  /** When it last went idle in the pool (`monotonicMs`), and whether it was compacted since (idle-compaction.ts). */
+  idleSinceMs = 0;
+  compacted = false;
 
   constructor(
     /** The warm pool's key; a spare interpreter (python-spares.ts) gets its key when it is taken. */
@@ -165,6 +169,8 @@ export class IsolatePool {
   constructor(
     private readonly limits: WarmPoolLimits,
     private readonly heapBytesOf: (pooled: PooledIsolate) => number,
+    /** Told each time an isolate goes idle (the idle compaction arms its timer). */
+    private readonly onIdle?: () => void,
   ) {
     this.maxIdleCount = limits.maxIdleCount ?? Number.POSITIVE_INFINITY;
     this.maxIdleInterpreters = limits.maxIdleInterpreters ?? 2;
@@ -215,11 +221,14 @@ export class IsolatePool {
     const superseded = state.lineage !== undefined && this.latestKeyOf.get(state.lineage) !== pooled.key;
     const fits = interpreter ? this.maxIdleInterpreters > 0 : pooled.heapBytes <= this.limits.maxIdleBytes;
     if (reusable && !superseded && pooled.healthy && fits) {
+      pooled.idleSinceMs = monotonicMs();
+      pooled.compacted = false;
       state.idle.push(pooled);
       this.idleOrder.add(pooled);
       if (interpreter) this.idleInterpreters.add(pooled);
       else this.idleBytes += pooled.heapBytes;
       this.evictIdle();
+      this.onIdle?.();
     } else {
       pooled.disposeByHost();
     }
@@ -236,7 +245,42 @@ export class IsolatePool {
     for (const pooled of [...this.idleOrder]) this.evict(pooled);
   }
 
-  stats(): Omit<WarmPoolStats, "spareInterpreters"> {
+  /**
+   * The idle isolates of JavaScript tools that have been idle since `idleBeforeMs` or earlier and not
+   * compacted since, oldest first; and when the next one will have been idle long enough (`idleForMs`
+   * after it went idle), if one is not compacted yet.
+   */
+  compactionDue(idleBeforeMs: number, idleForMs: number): { due: PooledIsolate[]; nextAtMs: number | undefined } {
+    const due: PooledIsolate[] = [];
+    for (const pooled of this.idleOrder) {
+      if (pooled.compacted || pooled.holdsInterpreter) continue;
+      // idleOrder is the order isolates went idle in: the first one not due yet is the next to be.
+      if (pooled.idleSinceMs > idleBeforeMs) return { due, nextAtMs: pooled.idleSinceMs + idleForMs };
+      due.push(pooled);
+    }
+    return { due, nextAtMs: undefined };
+  }
+
+  isIdle(pooled: PooledIsolate): boolean {
+    return this.idleOrder.has(pooled);
+  }
+
+  /** Measures an isolate again if it is still idle (after its compaction), and evicts by the new figure. */
+  remeasureIdle(pooled: PooledIsolate): void {
+    if (!this.idleOrder.has(pooled) || pooled.holdsInterpreter) return;
+    let bytes: number;
+    try {
+      bytes = this.heapBytesOf(pooled);
+    } catch {
+      return this.evict(pooled); // cannot be measured (disposed meanwhile)
+    }
+    this.idleBytes += bytes - pooled.heapBytes;
+    pooled.heapBytes = bytes;
+    pooled.releasesSinceMeasure = 0;
+    this.evictIdle();
+  }
+
+  stats(): Omit<WarmPoolStats, "spareInterpreters" | "compactions"> {
     return {
       idleIsolates: this.idleOrder.size,
       idleBytes: this.idleBytes,

@@ -5,16 +5,16 @@ import { PROJECT_ROOT } from "../../project-root.js";
 let cached: string | undefined;
 
 /** Compiled prelude parts (`sandbox/*.ts` → `dist/sandbox/*.js`), in the order they run. */
-const PARTS = ["memory-guards.js", "json-guard.js", "capabilities.js", "result-framing.js", "tool-errors.js", "prelude.js"];
+const PARTS = ["memory-guards.js", "json-guard.js", "capabilities.js", "result-framing.js", "tool-errors.js", "tool-global.js", "prelude.js"];
 
-/** The host ↔ isolate contract as compiled (src/contract/isolate.ts → dist/src/contract/isolate.js). */
-const CONTRACT = ["src", "contract", "isolate.js"];
+/** The host ↔ isolate contract as compiled (src/contract/*.ts → dist/src/contract/*.js), inlined in this order. */
+const CONTRACT = ["isolate.js", "tool-globals.js"];
 
 /**
  * The prelude script, read once per process. It installs the prelude and leaves one global function,
  * `__awBind(bridge)` (`BIND_GLOBAL` of src/contract/isolate.ts), which the host calls once per context
  * before any tool code runs: it deletes itself, removes every global a tool may not hold (the allow-list
- * `TOOL_GLOBALS` of src/contract/isolate.ts), connects the prelude to the host's bridge (isolated-vm
+ * `TOOL_GLOBALS` of src/contract/tool-globals.ts), connects the prelude to the host's bridge (isolated-vm
  * callbacks) and returns the entry object, which the host keeps as a reference (sandbox/prelude.ts
  * `exposeBinder`). So the same
  * script runs in each new context or is baked into a V8 startup snapshot (which cannot hold host
@@ -27,7 +27,7 @@ const CONTRACT = ["src", "contract", "isolate.js"];
 export function readPrelude(): string {
   cached ??= `(function () {
 "use strict";
-${inlineContract(readFileSync(join(PROJECT_ROOT, "dist", ...CONTRACT), "utf8"))}
+${CONTRACT.map((part) => inlineContract(readFileSync(join(PROJECT_ROOT, "dist", "src", "contract", part), "utf8"))).join("\n")}
 ${PARTS.map((part) => readFileSync(join(PROJECT_ROOT, "dist", "sandbox", part), "utf8")).join("\n")}
 exposeBinder(globalThis);
 })();
@@ -43,7 +43,7 @@ exposeBinder(globalThis);
 export function inlineContract(compiled: string): string {
   const body = compiled.replace(/^export (?=const [A-Za-z_$][\w$]* = )/gm, "");
   if (/^\s*(?:import|export)\b/m.test(body)) {
-    throw new Error("src/contract/isolate.ts must hold only types and exported constants: it is inlined into the prelude");
+    throw new Error("src/contract/*.ts must hold only types and exported constants: they are inlined into the prelude");
   }
   return body;
 }

@@ -1,3 +1,5 @@
+import { COLLECT_GARBAGE_GLOBAL } from "../../contract/tool-globals.js";
+
 /**
  * V8 flags every process that runs isolates needs before its first isolate. Sandbox processes
  * (child-spawn.ts) and the launcher's in-process calls get them on their command line; any other
@@ -11,8 +13,14 @@
  */
 export const ISOLATE_V8_FLAGS = ["--no-concurrent-osr"] as const;
 
-/** The Node flags of a sandbox process: isolated-vm needs Node without its start-up snapshot. */
-export const SANDBOX_NODE_FLAGS = ["--no-node-snapshot", ...ISOLATE_V8_FLAGS] as const;
+/**
+ * The Node flags of a sandbox process: isolated-vm needs Node without its start-up snapshot; and V8's
+ * garbage collection function under a name of its own, which the prelude takes at bind to compact idle
+ * isolates (`COLLECT_GARBAGE_GLOBAL`). V8 reads that flag once, as it starts: set later it installs
+ * nothing, so a process that was not started with it (a library host running isolates in-process, a
+ * one-shot CLI call) leaves its idle isolates as they are.
+ */
+export const SANDBOX_NODE_FLAGS = ["--no-node-snapshot", ...ISOLATE_V8_FLAGS, `--expose-gc-as=${COLLECT_GARBAGE_GLOBAL}`] as const;
 
 /** Sets the isolate flags this process's command line lacks (before its first isolate is made). */
 export function setMissingIsolateFlags(): void {

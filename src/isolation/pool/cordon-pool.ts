@@ -77,6 +77,7 @@ export interface WarmPoolReport {
   evictions?: number;
   idleInterpreters?: number;
   spareInterpreters?: number;
+  compactions?: number;
 }
 
 /** What the cordons' pools share: their settings, the host's capability budget, request ids, spares. */

@@ -55,10 +55,10 @@ const FIELDS: Record<string, ReadonlySet<string>> = {
   capability: new Set(["type", "capabilityId", "id", "name", "argsJson", "parted"]),
   response: new Set(["type", "id", "outcome", "parted"]),
   part: new Set(["type", "id", "text"]),
-  warmPool: new Set(["type", "statsId", "idleIsolates", "idleBytes", "maxIdleBytes", "evictions", "idleInterpreters", "spareInterpreters"]),
+  warmPool: new Set(["type", "statsId", "idleIsolates", "idleBytes", "maxIdleBytes", "evictions", "idleInterpreters", "spareInterpreters", "compactions"]),
 };
 
-const WARM_POOL_FIGURES = ["idleIsolates", "idleBytes", "maxIdleBytes", "evictions", "idleInterpreters", "spareInterpreters"] as const;
+const WARM_POOL_FIGURES = ["idleIsolates", "idleBytes", "maxIdleBytes", "evictions", "idleInterpreters", "spareInterpreters", "compactions"] as const;
 
 export function decodeFromSandbox(raw: unknown): FromSandbox | undefined {
   if (!isObject(raw)) return undefined;

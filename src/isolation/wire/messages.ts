@@ -239,4 +239,6 @@ export interface WarmPoolStats {
   idleInterpreters: number;
   /** Python interpreters kept ready outside the pool: a spare and a described tool's isolate (isolate/python-spares.ts). */
   spareInterpreters: number;
+  /** Idle isolates compacted since the pool started (isolate/idle-compaction.ts). */
+  compactions: number;
 }

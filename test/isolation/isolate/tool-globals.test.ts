@@ -1,12 +1,12 @@
 import ivm from "isolated-vm";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
-import { REMOVED_GLOBALS, REMOVED_INTL_MEMBERS, TOOL_GLOBALS, TOOL_INTL_MEMBERS } from "../../../src/contract/isolate.js";
+import { COLLECT_GARBAGE_GLOBAL, REMOVED_GLOBALS, REMOVED_INTL_MEMBERS, TOOL_GLOBALS, TOOL_INTL_MEMBERS } from "../../../src/contract/tool-globals.js";
 import { IsolateRunner } from "../../../src/isolation/isolate/isolate-runner.js";
 import type { CapabilityReply } from "../../../src/isolation/wire/messages.js";
 import { type ProbeTool, buildProbeTool } from "../../helpers/probe-tool.js";
 
 /**
- * What a tool's global holds is an allow-list (src/contract/isolate.ts `TOOL_GLOBALS`): when V8 adds a
+ * What a tool's global holds is an allow-list (src/contract/tool-globals.ts `TOOL_GLOBALS`): when V8 adds a
  * global (V8 14 added Temporal, Iterator, Float16Array, SuppressedError, DisposableStack,
  * AsyncDisposableStack), the first test here fails until someone decides whether tools get it. Moving
  * to a new Node is: bump the pin, run the suite, decide what these tests name.
@@ -26,7 +26,7 @@ describe("the globals V8 offers (reviewed per Node/V8 version)", () => {
     const unreviewed = ownKeysOf("globalThis").filter((name) => !reviewed.has(name));
     expect(
       unreviewed,
-      `V8 ${process.versions.v8} offers globals nobody decided on: add each to TOOL_GLOBALS or REMOVED_GLOBALS (src/contract/isolate.ts)`,
+      `V8 ${process.versions.v8} offers globals nobody decided on: add each to TOOL_GLOBALS or REMOVED_GLOBALS (src/contract/tool-globals.ts)`,
     ).toEqual([]);
   });
 
@@ -74,6 +74,11 @@ export async function dispatch() {
     globals: Reflect.ownKeys(globalThis).map(String).sort(),
     intl: Reflect.ownKeys(Intl).map(String).sort(),
     temporal: typeof Temporal,
+    collector: (() => {
+      const descriptor = Reflect.getOwnPropertyDescriptor(globalThis, ${JSON.stringify(COLLECT_GARBAGE_GLOBAL)});
+      try { globalThis[${JSON.stringify(COLLECT_GARBAGE_GLOBAL)}] = () => 0; } catch {}
+      return { type: typeof globalThis[${JSON.stringify(COLLECT_GARBAGE_GLOBAL)}], writable: descriptor.writable, configurable: descriptor.configurable };
+    })(),
     float16Guarded: Float16Array.prototype.constructor === Float16Array && Float16Array.toString().indexOf("[native code]") === -1,
     ivm: ivmObjectsIn([{ name: "globalThis", value: globalThis }, { name: "answers", value: answers }]),
   };
@@ -103,10 +108,14 @@ describe("a tool's global, once bound", () => {
         globals: string[];
         intl: string[];
         temporal: string;
+        collector: unknown;
         float16Guarded: boolean;
         ivm: { found: string[]; walked: number };
       };
-      expect(seen.globals).toEqual([...TOOL_GLOBALS, "__awToolModule"].sort());
+      // The host's collector (this process has it, as sandbox processes do) stays a key V8 will not let
+      // go of, emptied: `collector` is what the tool finds there.
+      expect(seen.globals).toEqual([...TOOL_GLOBALS, "__awToolModule", COLLECT_GARBAGE_GLOBAL].sort());
+      expect(seen.collector).toEqual({ type: "undefined", writable: false, configurable: false });
       expect(seen.intl).toEqual([...TOOL_INTL_MEMBERS, "Symbol(Symbol.toStringTag)"].sort());
       expect(seen.temporal).toBe("undefined");
       expect(seen.float16Guarded).toBe(true);

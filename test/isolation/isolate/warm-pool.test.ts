@@ -1,5 +1,9 @@
-import { describe, expect, it } from "vitest";
+import { describe, expect, it, vi } from "vitest";
 import { IsolatePool, type PooledIsolate } from "../../../src/isolation/isolate/pooled-isolate.js";
+
+/** The pool's clock (when an isolate went idle), set by the tests. */
+const clock = vi.hoisted(() => ({ nowMs: 0 }));
+vi.mock("../../../src/clock.js", () => ({ monotonicMs: () => clock.nowMs }));
 
 /** Stand-ins for isolates: the pool only needs `key`, `healthy`, `heapBytes` and `disposeByHost`. */
 function fakeIsolate(key: string, bytes: number) {
@@ -116,5 +120,50 @@ describe("IsolatePool (warm pool by memory)", () => {
     pool.disposeIdleOf("eve\u0000");
     expect(isolates.map((i) => i.disposed)).toEqual([true, true, false]);
     expect(pool.stats().idleIsolates).toBe(1);
+  });
+
+  it("finds the isolates due for compaction, oldest first: JavaScript tools' only, once per idle period, none while taken", async () => {
+    clock.nowMs = 1_000;
+    const pool = new IsolatePool({ maxIdleBytes: 1_000_000, maxPerKey: 4 }, (p) => (p as ReturnType<typeof fakeIsolate>).bytes);
+    const idle: Array<ReturnType<typeof fakeIsolate>> = [];
+    for (const key of ["a", "b", "py"]) {
+      const isolate = await pool.acquire(key, async () => Object.assign(fakeIsolate(key, 3_000), { holdsInterpreter: key === "py" }));
+      idle.push(isolate as ReturnType<typeof fakeIsolate>);
+      pool.release(isolate, true);
+      clock.nowMs += 100;
+    }
+    // a went idle at 1,000, b at 1,100; the interpreter (py) is never due.
+    expect(pool.compactionDue(1_050, 500)).toEqual({ due: [idle[0]], nextAtMs: 1_600 });
+    expect(pool.compactionDue(2_000, 500)).toEqual({ due: [idle[0], idle[1]], nextAtMs: undefined });
+    idle[0]!.compacted = true;
+    expect(pool.compactionDue(2_000, 500).due).toEqual([idle[1]]);
+    // Taken by a call, b is not idle; released again, it is due again once idle long enough.
+    const taken = await pool.acquire("b", async () => fakeIsolate("b", 0));
+    expect(pool.isIdle(taken)).toBe(false);
+    expect(pool.compactionDue(2_000, 500).due).toEqual([]);
+    clock.nowMs = 3_000;
+    pool.release(taken, true);
+    expect(pool.compactionDue(3_000, 500)).toEqual({ due: [taken], nextAtMs: undefined });
+    expect(pool.compactionDue(2_999, 500)).toEqual({ due: [], nextAtMs: 3_500 });
+  });
+
+  it("measures a compacted isolate again: the budget counts its new size, and one that cannot be measured is dropped", async () => {
+    const pool = new IsolatePool({ maxIdleBytes: 10_000, maxPerKey: 4 }, (p) => (p as ReturnType<typeof fakeIsolate>).bytes);
+    const a = (await pool.acquire("a", async () => fakeIsolate("a", 6_000))) as ReturnType<typeof fakeIsolate>;
+    pool.release(a, true);
+    a.bytes = 2_000;
+    pool.remeasureIdle(a);
+    expect(pool.stats()).toMatchObject({ idleIsolates: 1, idleBytes: 2_000 });
+    // Room for one more that would not have fitted before.
+    pool.release(await pool.acquire("b", async () => fakeIsolate("b", 7_000)), true);
+    expect(pool.stats()).toMatchObject({ idleIsolates: 2, idleBytes: 9_000, evictions: 0 });
+    const b = [...(pool as unknown as { idleOrder: Set<ReturnType<typeof fakeIsolate>> }).idleOrder][1]!;
+    b.bytes = Number.NaN;
+    (pool as unknown as { heapBytesOf: unknown }).heapBytesOf = () => {
+      throw new Error("disposed");
+    };
+    pool.remeasureIdle(b);
+    expect(b.disposed).toBe(true);
+    expect(pool.stats()).toMatchObject({ idleIsolates: 1, idleBytes: 2_000 });
   });
 });
