@@ -266,8 +266,8 @@ export function expectOk(result: CallResult): string {
 }
 
 /** The host still serves `anima`: a normal call right now succeeds. Returns the counter value. */
-export async function expectHealthy(h: Harness, anima: string): Promise<number> {
-  const output = expectOk(await h.call(anima, "counter_count"));
+export async function expectHealthy(h: Harness, anima: string, options: CallOptions = {}): Promise<number> {
+  const output = expectOk(await h.call(anima, "counter_count", {}, options));
   return (JSON.parse(output) as { calls: number }).calls;
 }
 
