@@ -25,6 +25,7 @@ type ToolApiExport = import("../src/contract/tool-api.js").ToolApiExport;
 declare const BIND_GLOBAL: typeof import("../src/contract/isolate.js").BIND_GLOBAL;
 declare const PYTHON_BOOT_GLOBALS: typeof import("../src/contract/tool-globals.js").PYTHON_BOOT_GLOBALS;
 declare const TOOL_GLOBALS: typeof import("../src/contract/tool-globals.js").TOOL_GLOBALS;
+declare const TYPED_ARRAY_GLOBALS: typeof import("../src/contract/tool-globals.js").TYPED_ARRAY_GLOBALS;
 declare const TOOL_INTL_MEMBERS: typeof import("../src/contract/tool-globals.js").TOOL_INTL_MEMBERS;
 declare const COLLECT_GARBAGE_GLOBAL: typeof import("../src/contract/tool-globals.js").COLLECT_GARBAGE_GLOBAL;
 declare const INVALID_INPUT_ERROR_TYPE: typeof import("../src/contract/isolate.js").INVALID_INPUT_ERROR_TYPE;

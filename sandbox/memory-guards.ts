@@ -34,20 +34,6 @@ const MAX_INTL_OBJECTS = 500;
 const MAX_SPLIT_PIECES = 2 ** 26;
 const SPLIT_TOO_BIG = "Invalid array length: the split would give too many pieces";
 const ALLOCATION_FAILED = "Array buffer allocation failed";
-const TYPED_ARRAYS = [
-  "Int8Array",
-  "Uint8Array",
-  "Uint8ClampedArray",
-  "Int16Array",
-  "Uint16Array",
-  "Int32Array",
-  "Uint32Array",
-  "Float16Array",
-  "Float32Array",
-  "Float64Array",
-  "BigInt64Array",
-  "BigUint64Array",
-];
 const INTL_CONSTRUCTORS = [
   "Collator",
   "DateTimeFormat",
@@ -132,7 +118,7 @@ function installMemoryGuards(global: Record<string, unknown>, isInstance: (value
     return bufferGuard([args[0]]);
   });
   // `ArrayBuffer.prototype.resize` is removed by the prelude (removeUnreviewedGlobals), for every context.
-  for (const name of TYPED_ARRAYS) guardConstructor(global, name, bufferGuard);
+  for (const name of TYPED_ARRAY_GLOBALS) guardConstructor(global, name, bufferGuard);
 
   const intl = global["Intl"] as Record<string, unknown> | undefined;
   if (intl) {

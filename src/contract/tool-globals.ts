@@ -6,6 +6,22 @@
  * plain constants only, no functions, classes or imports (src/isolation/isolate/prelude-source.ts).
  */
 
+/** The typed-array constructors a tool's global holds, each guarded by the prelude (sandbox/memory-guards.ts). */
+export const TYPED_ARRAY_GLOBALS = [
+  "Int8Array",
+  "Uint8Array",
+  "Uint8ClampedArray",
+  "Int16Array",
+  "Uint16Array",
+  "Int32Array",
+  "Uint32Array",
+  "Float16Array",
+  "Float32Array",
+  "Float64Array",
+  "BigInt64Array",
+  "BigUint64Array",
+] as const;
+
 /**
  * Every name a tool's global may hold once its context is bound: the ECMAScript globals this host has
  * reviewed, then what the prelude adds. When the host binds a context, the prelude deletes every other
@@ -66,18 +82,7 @@ export const TOOL_GLOBALS = [
   // buffers: isolated-vm's allocator counts them; each constructor is guarded (sandbox/memory-guards.ts)
   "ArrayBuffer",
   "DataView",
-  "Int8Array",
-  "Uint8Array",
-  "Uint8ClampedArray",
-  "Int16Array",
-  "Uint16Array",
-  "Int32Array",
-  "Uint32Array",
-  "Float16Array",
-  "Float32Array",
-  "Float64Array",
-  "BigInt64Array",
-  "BigUint64Array",
+  ...TYPED_ARRAY_GLOBALS,
   // ICU memory outside the heap limit, budgeted per isolate (sandbox/memory-guards.ts)
   "Intl",
   // the prelude's: the sandbox API (console replaced by the call's log) and the bundle's registration hooks
