@@ -136,6 +136,11 @@ export function resolveConfig(options: HostOptions = {}, env: Environment = proc
     warmIsolatesMb: positive(pick("warmIsolatesMb", options.warmIsolatesMb), d.warmIsolatesMb(machineMemoryMb()), "warmIsolatesMb"),
     maxIdleIsolates: positive(pick("maxIdleIsolates", options.maxIdleIsolates), d.maxIdleIsolates, "maxIdleIsolates"),
     isolateSnapshot: pick("isolateSnapshot", options.isolateSnapshot) ?? d.isolateSnapshot,
+    compactIdleIsolatesAfterMs: nonNegative(
+      pick("compactIdleIsolatesAfterMs", options.compactIdleIsolatesAfterMs),
+      d.compactIdleIsolatesAfterMs,
+      "compactIdleIsolatesAfterMs",
+    ),
     warmPythonInterpreters: Math.floor(
       nonNegative(pick("warmPythonInterpreters", options.warmPythonInterpreters), d.warmPythonInterpreters, "warmPythonInterpreters"),
     ),

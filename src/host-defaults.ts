@@ -54,6 +54,8 @@ export const HOST_DEFAULTS = {
   maxIdleIsolates: Number.POSITIVE_INFINITY,
   /** Isolates made from a V8 startup snapshot of the prelude: true. */
   isolateSnapshot: true,
+  /** An idle isolate is compacted after, ms: 30,000. */
+  compactIdleIsolatesAfterMs: 30_000,
   /** Idle Python interpreters kept warm per sandbox process: 2. */
   warmPythonInterpreters: 2,
   /** A booted Python interpreter kept ready in a process that ran a Python tool: true. */

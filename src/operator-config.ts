@@ -58,6 +58,7 @@ export type FileSettings = Pick<
   | "warmIsolatesMb"
   | "maxIdleIsolates"
   | "isolateSnapshot"
+  | "compactIdleIsolatesAfterMs"
   | "warmPythonInterpreters"
   | "sparePythonInterpreter"
   | "maxConcurrentCallsPerAnima"
@@ -159,6 +160,12 @@ export const SETTINGS: readonly SettingSpec[] = [
     field: "isolateSnapshot",
     schema: { type: "boolean" },
     description: "isolates made from a V8 startup snapshot of the prelude (false: the prelude runs in each new isolate)",
+  },
+  {
+    key: "compact_idle_isolates_after_ms",
+    field: "compactIdleIsolatesAfterMs",
+    schema: { type: "number", minimum: 0 },
+    description: "idle time after which a sandbox process compacts a warm isolate (gives back what its calls left; its next call pays for it), ms; 0: never",
   },
   {
     key: "warm_python_interpreters",

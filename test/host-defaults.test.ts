@@ -5,6 +5,7 @@ import { resolveConfig } from "../src/config.js";
 import { HOST_DEFAULTS, MIN_MEMORY_LIMIT_MB } from "../src/host-defaults.js";
 import { PROJECT_ROOT } from "../src/project-root.js";
 import { DEFAULT_PYTHON_INTERPRETERS } from "../src/isolation/isolate/isolate-runner-options.js";
+import { COMPACT_IDLE_AFTER_MS } from "../src/isolation/isolate/idle-compaction.js";
 import { makeDataDir } from "./helpers/data-dir.js";
 
 /**
@@ -36,6 +37,7 @@ describe("HOST_DEFAULTS", () => {
     expect(resolveConfig({ dataDir: data.dir, memoryLimitMb: 1 }, {}).memoryLimitMb).toBe(MIN_MEMORY_LIMIT_MB);
     // src/isolation/ may not import HOST_DEFAULTS: the fallback of a runner or sandbox process given none is the same.
     expect(DEFAULT_PYTHON_INTERPRETERS).toEqual({ warm: HOST_DEFAULTS.warmPythonInterpreters, spare: HOST_DEFAULTS.sparePythonInterpreter });
+    expect(COMPACT_IDLE_AFTER_MS).toBe(HOST_DEFAULTS.compactIdleIsolatesAfterMs);
   });
 
   it("is the default each HostOptions field documents", () => {

@@ -97,6 +97,21 @@ describe("operator configuration (config.json animaworks_tool)", () => {
     expect(() => resolveConfig({ dataDir: dir, warmPythonInterpreters: -1 })).toThrow(/warmPythonInterpreters must be a number of 0 or more/);
   });
 
+  it("idle compaction: after as many ms as the file says, 0 for never, a negative or non-number refused", () => {
+    const { dir } = withConfig({ compact_idle_isolates_after_ms: 0 });
+    expect(resolveConfig({ dataDir: dir }, {}).compactIdleIsolatesAfterMs).toBe(0);
+    expect(resolveConfig({ dataDir: join(dir, "missing") }, {}).compactIdleIsolatesAfterMs).toBe(30_000);
+    for (const wrong of [-1, "30000", true]) {
+      writeFileSync(join(dir, "config.json"), JSON.stringify({ animaworks_tool: { compact_idle_isolates_after_ms: wrong } }));
+      expect(thrownToolError(() => resolveConfig({ dataDir: dir }, {}))).toMatchObject({
+        type: "ToolConfigError",
+        message: expect.stringContaining("animaworks_tool.compact_idle_isolates_after_ms must be"),
+      });
+    }
+    writeFileSync(join(dir, "config.json"), "{}");
+    expect(() => resolveConfig({ dataDir: dir, compactIdleIsolatesAfterMs: -5 })).toThrow(/compactIdleIsolatesAfterMs must be a number of 0 or more/);
+  });
+
   it("without the section (or the file) changes nothing", () => {
     data = makeDataDir({ "config.json": JSON.stringify({ credentials: {} }) });
     const config = resolveConfig({ dataDir: data.dir }, {});

@@ -84,6 +84,7 @@ export function createExecutor(
     warmIsolatesMb: config.warmIsolatesMb,
     maxIdleIsolates: config.maxIdleIsolates,
     isolateSnapshot: config.isolateSnapshot,
+    compactIdleAfterMs: config.compactIdleIsolatesAfterMs,
     pythonInterpreters: { warm: config.warmPythonInterpreters, spare: config.sparePythonInterpreter },
     onLog,
     ...(invokeCapability ? { invokeCapability } : {}),
@@ -127,7 +128,10 @@ class InProcessExecutor implements Executor {
   private readonly contextOf = new WeakMap<CallLabel, CallContext>();
 
   constructor(
-    private readonly config: Pick<HostConfig, "warmIsolatesMb" | "maxIdleIsolates" | "isolateSnapshot" | "warmPythonInterpreters" | "sparePythonInterpreter">,
+    private readonly config: Pick<
+      HostConfig,
+      "warmIsolatesMb" | "maxIdleIsolates" | "isolateSnapshot" | "compactIdleIsolatesAfterMs" | "warmPythonInterpreters" | "sparePythonInterpreter"
+    >,
     private readonly onLog: (line: ToolLogLine) => void,
     private readonly onUnrecoverable: (reason: string) => void,
     private readonly invokeCapability: CapabilityInvoker | undefined,
@@ -142,6 +146,7 @@ class InProcessExecutor implements Executor {
         warmPoolBytes: this.config.warmIsolatesMb * 2 ** 20,
         maxIdleIsolates: this.config.maxIdleIsolates,
         startupSnapshot: this.config.isolateSnapshot,
+        compactIdleAfterMs: this.config.compactIdleIsolatesAfterMs,
         pythonInterpreters: { warm: this.config.warmPythonInterpreters, spare: this.config.sparePythonInterpreter },
         onLog: (line) => {
           const context = this.contextOf.get(line.context);

@@ -44,6 +44,7 @@ function launch(attack: string) {
     maxIdleIsolates: 0,
     isolateSnapshot: false,
     pythonInterpreters: DEFAULT_PYTHON_INTERPRETERS,
+    compactIdleAfterMs: 0,
     entryScript: join(FIXTURES, `${attack}.mjs`),
   });
   started.push(child);

@@ -72,6 +72,7 @@ suite("new processes and namespaces from a sandbox process's main realm (seccomp
       maxIdleIsolates: 0,
       isolateSnapshot: false,
       pythonInterpreters: DEFAULT_PYTHON_INTERPRETERS,
+      compactIdleAfterMs: 0,
       entryScript: join(FIXTURES, "process_escape.mjs"),
     });
     const { text, code } = await outputOf(child, "stderr");

@@ -19,7 +19,8 @@ import { fitToFrames } from "../wire/parts.js";
 import type { CallLabel, CallOutcome, CapabilityReply, DescribeOutcome, FromSandbox, ToSandbox } from "../wire/messages.js";
 
 // Arguments (child-spawn.ts): warm pool bytes, idle isolates at most, nice value, startup snapshot (1 or 0),
-// warm up before saying ready (1 or 0), warm Python interpreters at most, a spare interpreter (1 or 0).
+// warm up before saying ready (1 or 0), warm Python interpreters at most, a spare interpreter (1 or 0),
+// idle ms before an isolate is compacted (0: never).
 const warmPoolBytes = Number(process.argv[2]) || 256 * 2 ** 20;
 const maxIdleIsolates = Number(process.argv[3]) || Number.POSITIVE_INFINITY;
 const nice = Number(process.argv[4]) || 0;
@@ -30,6 +31,7 @@ const pythonInterpreters = {
   warm: Number.isInteger(warmPythonInterpreters) && warmPythonInterpreters >= 0 ? warmPythonInterpreters : DEFAULT_PYTHON_INTERPRETERS.warm,
   spare: process.argv[8] !== "0",
 };
+const compactIdleAfterMs = Number(process.argv[9]);
 // Before isolated-vm starts a thread: Linux nice values are per thread, and threads inherit the value of
 // the thread that starts them. An unprivileged process (the OS sandbox's uid) cannot raise it back.
 if (nice > 0) setPriority(nice);
@@ -123,6 +125,7 @@ const runner = new IsolateRunner({
   maxIdleIsolates,
   startupSnapshot,
   pythonInterpreters,
+  ...(Number.isFinite(compactIdleAfterMs) && compactIdleAfterMs >= 0 ? { compactIdleAfterMs } : {}),
   // Capabilities run in the host process, which holds the policy, the credentials and the audit log.
   invokeCapability: (context, name, argsJson) =>
     new Promise<CapabilityReply>((resolve) => {

@@ -32,6 +32,8 @@ export interface SandboxChildSpec {
   isolateSnapshot: boolean;
   /** The Python interpreters it keeps between calls. */
   pythonInterpreters: PythonInterpreterSettings;
+  /** Idle time before it compacts an isolate, ms; 0 never (isolate/idle-compaction.ts). */
+  compactIdleAfterMs: number;
   /**
    * Whether the process warms up before it says it is ready (child/main.ts): for spares, which have time
    * to; a process a call waits for starts at once.
@@ -57,11 +59,11 @@ export function sandboxNodeFlags(): string[] {
 
 export function spawnSandboxChild(spec: SandboxChildSpec): ChildProcess {
   // child/main.ts's arguments: warm pool bytes, idle isolates at most, nice value, snapshot (1 or 0), warm-up (1 or 0),
-  // warm Python interpreters at most, a spare interpreter (1 or 0).
+  // warm Python interpreters at most, a spare interpreter (1 or 0), idle ms before a compaction.
   const flag = (on: boolean | undefined): string => (on ? "1" : "0");
   const python = spec.pythonInterpreters;
   const childArgs = [String(spec.warmPoolBytes), String(spec.maxIdleIsolates), String(spec.nice), flag(spec.isolateSnapshot), flag(spec.warmUp)];
-  childArgs.push(String(python.warm), flag(python.spare));
+  childArgs.push(String(python.warm), flag(python.spare), String(spec.compactIdleAfterMs));
   const idle = spec.nice > 0 ? lowPriorityPrefix() : [];
   // The rlimits first (resource-caps.ts): prlimit sets them on itself and execs the rest, which inherits them.
   const prefix = [...resourceCapsPrefix(), ...idle];

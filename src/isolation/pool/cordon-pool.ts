@@ -98,6 +98,7 @@ export class CordonPool implements ProcessOwner {
   readonly maxIdleIsolates: number;
   readonly isolateSnapshot: boolean;
   readonly pythonInterpreters: PythonInterpreterSettings;
+  readonly compactIdleAfterMs: number;
   readonly onLog: (line: ToolLogLine) => void;
   readonly invokeCapability: CapabilityInvoker;
   readonly onViolation: (message: string, cordon?: string) => void;
@@ -134,6 +135,7 @@ export class CordonPool implements ProcessOwner {
     this.maxIdleIsolates = shared.maxIdleIsolates;
     this.isolateSnapshot = shared.isolateSnapshot;
     this.pythonInterpreters = shared.pythonInterpreters;
+    this.compactIdleAfterMs = shared.compactIdleAfterMs;
     this.onLog = shared.onLog;
     this.invokeCapability = shared.invokeCapability;
     this.onViolation = shared.onViolation;

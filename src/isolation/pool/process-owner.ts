@@ -28,6 +28,8 @@ export interface ProcessOwner {
   readonly isolateSnapshot: boolean;
   /** The Python interpreters each process keeps between calls (`HostOptions.warmPythonInterpreters`, `sparePythonInterpreter`). */
   readonly pythonInterpreters: PythonInterpreterSettings;
+  /** Idle time before a process compacts an isolate, ms (`HostOptions.compactIdleIsolatesAfterMs`). */
+  readonly compactIdleAfterMs: number;
   /** Warm pool budget of each process, bytes. */
   readonly warmPoolBytes: number;
   readonly closing: boolean;
@@ -71,7 +73,10 @@ export interface Pending {
 
 /** How a process of `owner`'s is started (child-spawn.ts). */
 export function spawnSpec(
-  owner: Pick<ProcessOwner, "osSandbox" | "warmPoolBytes" | "maxIdleIsolates" | "isolateSnapshot" | "pythonInterpreters" | "entryScript">,
+  owner: Pick<
+    ProcessOwner,
+    "osSandbox" | "warmPoolBytes" | "maxIdleIsolates" | "isolateSnapshot" | "pythonInterpreters" | "compactIdleAfterMs" | "entryScript"
+  >,
   nice: number,
 ): SandboxChildSpec {
   const spec: SandboxChildSpec = {
@@ -81,6 +86,7 @@ export function spawnSpec(
     maxIdleIsolates: owner.maxIdleIsolates,
     isolateSnapshot: owner.isolateSnapshot,
     pythonInterpreters: owner.pythonInterpreters,
+    compactIdleAfterMs: owner.compactIdleAfterMs,
   };
   return owner.entryScript === undefined ? spec : { ...spec, entryScript: owner.entryScript };
 }

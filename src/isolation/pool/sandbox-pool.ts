@@ -9,6 +9,7 @@ import { CordonPool, type PoolShared, type WarmPoolReport } from "./cordon-pool.
 import { shuttingDown, spawnSpec } from "./process-owner.js";
 import { LiveChildren } from "./live-children.js";
 import { DEFAULT_PYTHON_INTERPRETERS, type PythonInterpreterSettings } from "../isolate/isolate-runner-options.js";
+import { COMPACT_IDLE_AFTER_MS } from "../isolate/idle-compaction.js";
 import { SpareProcesses } from "./spare-processes.js";
 import { ResourceWatchdog, defaultResourceLimits, watchdogStatus } from "../os/resource-watchdog.js";
 
@@ -51,6 +52,8 @@ export interface SandboxPoolOptions {
   isolateSnapshot?: boolean;
   /** The Python interpreters each process keeps between calls (`HostOptions.warmPythonInterpreters`, `sparePythonInterpreter`). Default: 2 warm, a spare. */
   pythonInterpreters?: PythonInterpreterSettings;
+  /** Idle time before a process compacts an isolate, ms; 0 never (`HostOptions.compactIdleIsolatesAfterMs`). Default: `COMPACT_IDLE_AFTER_MS`. */
+  compactIdleAfterMs?: number;
   /**
    * Last-resort hard stop: how long a process has to answer a request past its deadline (its timeout), or
    * past the moment its caller's signal aborted, before the host kills the process, ms. Default: 2,000.
@@ -129,6 +132,7 @@ export class SandboxPool implements Executor {
       maxIdleIsolates: options.maxIdleIsolates ?? Number.POSITIVE_INFINITY,
       isolateSnapshot: options.isolateSnapshot ?? true,
       pythonInterpreters: options.pythonInterpreters ?? DEFAULT_PYTHON_INTERPRETERS,
+      compactIdleAfterMs: options.compactIdleAfterMs ?? COMPACT_IDLE_AFTER_MS,
       onLog: options.onLog ?? (() => {}),
       invokeCapability:
         options.invokeCapability ??

@@ -88,6 +88,7 @@ describe("resource caps of a sandbox process", () => {
         maxIdleIsolates: 4,
         isolateSnapshot: false,
         pythonInterpreters: DEFAULT_PYTHON_INTERPRETERS,
+        compactIdleAfterMs: 0,
       });
       started.push(child);
       const node = await nodeOf(child);
