@@ -39,9 +39,9 @@ const PASS_CPU_SHARE = 0.2;
  *    (pooled-isolate.ts `release`). A call arriving during its compaction waits for it (isolated-vm runs
  *    an isolate's tasks one after another): a few milliseconds, once per idle period.
  *  - A hot isolate is never touched; the first call after a compaction pays for the pages its work
- *    touches again (≈ 0.25 ms for a tool that adds one; ≈ 5 ms for one that parses 230 KB of JSON, whose
- *    isolate compaction takes from 5.5 to 2.1 MB resident): hence 30 s, longer than a model's turn
- *    between an Anima's calls, so that a working Anima's calls do not pay it each time.
+ *    touches again (+0.03 ms for a tool that adds one; +3 ms for one that parses 230 KB of JSON, whose
+ *    isolate compaction takes from 5.3 to 2.1 MB resident): hence 30 s by default, longer than a model's
+ *    usual turn between an Anima's calls, so that a working Anima's calls do not pay it each time.
  */
 export class IdleCompaction {
   private timer: NodeJS.Timeout | undefined;
