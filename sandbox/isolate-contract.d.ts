@@ -27,6 +27,7 @@ declare const PYTHON_BOOT_GLOBALS: typeof import("../src/contract/tool-globals.j
 declare const TOOL_GLOBALS: typeof import("../src/contract/tool-globals.js").TOOL_GLOBALS;
 declare const TYPED_ARRAY_GLOBALS: typeof import("../src/contract/tool-globals.js").TYPED_ARRAY_GLOBALS;
 declare const TOOL_INTL_MEMBERS: typeof import("../src/contract/tool-globals.js").TOOL_INTL_MEMBERS;
+declare const TOOL_INTL_CONSTRUCTORS: typeof import("../src/contract/tool-globals.js").TOOL_INTL_CONSTRUCTORS;
 declare const COLLECT_GARBAGE_GLOBAL: typeof import("../src/contract/tool-globals.js").COLLECT_GARBAGE_GLOBAL;
 declare const INVALID_INPUT_ERROR_TYPE: typeof import("../src/contract/isolate.js").INVALID_INPUT_ERROR_TYPE;
 declare const MAX_TOOL_MESSAGE_CHARS: typeof import("../src/contract/isolate.js").MAX_TOOL_MESSAGE_CHARS;

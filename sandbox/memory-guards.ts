@@ -34,18 +34,6 @@ const MAX_INTL_OBJECTS = 500;
 const MAX_SPLIT_PIECES = 2 ** 26;
 const SPLIT_TOO_BIG = "Invalid array length: the split would give too many pieces";
 const ALLOCATION_FAILED = "Array buffer allocation failed";
-const INTL_CONSTRUCTORS = [
-  "Collator",
-  "DateTimeFormat",
-  "DisplayNames",
-  "DurationFormat",
-  "ListFormat",
-  "Locale",
-  "NumberFormat",
-  "PluralRules",
-  "RelativeTimeFormat",
-  "Segmenter",
-];
 
 // eslint-disable-next-line @typescript-eslint/no-unused-vars
 function installMemoryGuards(global: Record<string, unknown>, isInstance: (value: unknown, ctor: unknown) => boolean, onExceeded: () => void): MemoryGuards {
@@ -122,7 +110,7 @@ function installMemoryGuards(global: Record<string, unknown>, isInstance: (value
 
   const intl = global["Intl"] as Record<string, unknown> | undefined;
   if (intl) {
-    for (const name of INTL_CONSTRUCTORS) guardConstructor(intl, name, intlGuard);
+    for (const name of TOOL_INTL_CONSTRUCTORS) guardConstructor(intl, name, intlGuard);
     // Each Segments object holds its own ICU break iterator: it counts like a constructor call.
     const segmenterProto = (intl["Segmenter"] as { prototype?: Record<string, unknown> } | undefined)?.prototype;
     const segment = segmenterProto?.["segment"];

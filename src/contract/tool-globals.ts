@@ -107,10 +107,8 @@ export const REMOVED_GLOBALS = {
   __awCollectGarbage: "the host's (`COLLECT_GARBAGE_GLOBAL`): a tool calling it could spend its call, and its CPU share, in full collections",
 } as const;
 
-/** Members of `Intl` a tool may use; the constructors among them are budgeted (sandbox/memory-guards.ts). Others are deleted at bind. */
-export const TOOL_INTL_MEMBERS = [
-  "getCanonicalLocales",
-  "supportedValuesOf",
+/** The constructors of `Intl` a tool may use, each budgeted by the prelude (sandbox/memory-guards.ts). */
+export const TOOL_INTL_CONSTRUCTORS = [
   "Collator",
   "DateTimeFormat",
   "DisplayNames",
@@ -122,6 +120,9 @@ export const TOOL_INTL_MEMBERS = [
   "RelativeTimeFormat",
   "Segmenter",
 ] as const;
+
+/** Members of `Intl` a tool may use (its constructors are `TOOL_INTL_CONSTRUCTORS`). Others are deleted at bind. */
+export const TOOL_INTL_MEMBERS = ["getCanonicalLocales", "supportedValuesOf", ...TOOL_INTL_CONSTRUCTORS] as const;
 
 /** Members of `Intl` V8 provides that tools never get, each with why. */
 export const REMOVED_INTL_MEMBERS = {
