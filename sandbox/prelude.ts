@@ -106,7 +106,7 @@ function installPrelude(global: Record<string, unknown>, host: GuestBridge): Omi
       if (logLinesLeft <= 0) return;
       logLinesLeft--;
       const line = formatLogArgs(args);
-      host.log(level, line.length > logMaxChars ? `${reflectApply(stringSlice, line, [0, logMaxChars])}… [cut]` : line);
+      host.log(level, line.length > logMaxChars ? `${reflectApply(stringSlice, line, [0, logMaxChars])}\u2026 [cut]` : line);
       if (logLinesLeft === 0) host.log("warn", "log limit reached for this call; further lines are dropped");
     };
   }

@@ -105,8 +105,8 @@ function installResultFraming(safeString: (value: unknown) => string, jsonString
   // fits the limit, so the host's cut keeps this note); cutting here keeps the envelope small.
   function failure(errorType: string, message: string): FailureEnvelope {
     if (message.length > MAX_TOOL_MESSAGE_CHARS) {
-      const kept = MAX_TOOL_MESSAGE_CHARS - `… [cut: ${message.length} more characters]`.length;
-      message = `${reflectApply(stringSlice, message, [0, kept])}… [cut: ${message.length - kept} more characters]`;
+      const kept = MAX_TOOL_MESSAGE_CHARS - `\u2026 [cut: ${message.length} more characters]`.length;
+      message = `${reflectApply(stringSlice, message, [0, kept])}\u2026 [cut: ${message.length - kept} more characters]`;
     }
     return { ok: false, errorType, message };
   }
