@@ -15,6 +15,7 @@ import {
   type ToSandbox,
   type ToolBundle,
   type WireRequest,
+  type WarmPoolStats,
 } from "./messages.js";
 
 /**
@@ -46,6 +47,17 @@ function isId(value: unknown): value is number {
   return typeof value === "number" && Number.isSafeInteger(value) && value > 0;
 }
 
+/** The figures of a `warmPool` message, each a finite number of 0 or more (every field of `WarmPoolStats`). */
+const WARM_POOL_FIGURES = [
+  "idleIsolates",
+  "idleBytes",
+  "maxIdleBytes",
+  "evictions",
+  "idleInterpreters",
+  "spareInterpreters",
+  "compactions",
+] as const satisfies readonly (keyof WarmPoolStats)[];
+
 /** The fields each message may have: anything more (a `context`, an `anima`) is a violation. */
 const FIELDS: Record<string, ReadonlySet<string>> = {
   ready: new Set(["type"]),
@@ -55,10 +67,8 @@ const FIELDS: Record<string, ReadonlySet<string>> = {
   capability: new Set(["type", "capabilityId", "id", "name", "argsJson", "parted"]),
   response: new Set(["type", "id", "outcome", "parted"]),
   part: new Set(["type", "id", "text"]),
-  warmPool: new Set(["type", "statsId", "idleIsolates", "idleBytes", "maxIdleBytes", "evictions", "idleInterpreters", "spareInterpreters", "compactions"]),
+  warmPool: new Set(["type", "statsId", ...WARM_POOL_FIGURES]),
 };
-
-const WARM_POOL_FIGURES = ["idleIsolates", "idleBytes", "maxIdleBytes", "evictions", "idleInterpreters", "spareInterpreters", "compactions"] as const;
 
 export function decodeFromSandbox(raw: unknown): FromSandbox | undefined {
   if (!isObject(raw)) return undefined;
