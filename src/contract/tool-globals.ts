@@ -94,6 +94,17 @@ export const TOOL_GLOBALS = [
 ] as const;
 
 /**
+ * The name under which V8 installs its garbage-collection function in every context of a sandbox process
+ * (`--expose-gc-as`, src/isolation/isolate/v8-flags.ts). The prelude takes it at bind, before it is
+ * removed, to compact an idle isolate's heap when the host asks (`GuestEntry.compact`): V8 shrinks a heap
+ * by itself only from tasks it runs while the isolate is entered, and an isolate idle in the warm pool
+ * never is. Absent where the process started without the flag (a one-shot CLI call): nothing is compacted.
+ * V8 installs it as a non-configurable property of the global, which no code can delete: a bound context
+ * keeps the key with the value `undefined`, read-only (a tool's global so holds the name, never the function).
+ */
+export const COLLECT_GARBAGE_GLOBAL = "__awCollectGarbage";
+
+/**
  * Globals V8 provides that a tool's global never holds, each with why. Reviewed on purpose: a name in
  * neither list fails test/isolation/isolate/tool-globals.test.ts (and is deleted at bind all the same).
  */
@@ -104,7 +115,7 @@ export const REMOVED_GLOBALS = {
   FinalizationRegistry: "its callbacks run after the call ended, as the GC decides",
   WeakRef: "makes GC timing observable across calls",
   Temporal: "its objects hold time-zone and calendar data outside the V8 heap, which no budget counts yet",
-  __awCollectGarbage: "the host's (`COLLECT_GARBAGE_GLOBAL`): a tool calling it could spend its call, and its CPU share, in full collections",
+  [COLLECT_GARBAGE_GLOBAL]: "the host's: a tool calling it could spend its call, and its CPU share, in full collections",
 } as const;
 
 /** The constructors of `Intl` a tool may use, each budgeted by the prelude (sandbox/memory-guards.ts). */
@@ -135,14 +146,3 @@ export const REMOVED_INTL_MEMBERS = {
  * FinalizationRegistry frees Python objects as V8's GC decides — a Python finaliser may so run outside a call, with no capability, timer or log.
  */
 export const PYTHON_BOOT_GLOBALS = ["WebAssembly", "FinalizationRegistry"] as const;
-
-/**
- * The name under which V8 installs its garbage-collection function in every context of a sandbox process
- * (`--expose-gc-as`, src/isolation/isolate/v8-flags.ts). The prelude takes it at bind, before it is
- * removed, to compact an idle isolate's heap when the host asks (`GuestEntry.compact`): V8 shrinks a heap
- * by itself only from tasks it runs while the isolate is entered, and an isolate idle in the warm pool
- * never is. Absent where the process started without the flag (a one-shot CLI call): nothing is compacted.
- * V8 installs it as a non-configurable property of the global, which no code can delete: a bound context
- * keeps the key with the value `undefined`, read-only (a tool's global so holds the name, never the function).
- */
-export const COLLECT_GARBAGE_GLOBAL = "__awCollectGarbage";
