@@ -14,11 +14,9 @@ import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { parseArgs } from "node:util";
 import { createHost } from "../dist/src/index.js";
-import { sandboxOf } from "../dist/src/host.js";
 import { rssKb, sandboxRssMb } from "./process-memory.mjs";
+import { compactionsSettled, warmPoolTotals } from "./warm-pools.mjs";
 
-// A build without idle compaction (to compare in the same sitting) waits as long and compacts nothing.
-const { COMPACT_IDLE_AFTER_MS = 30_000 } = await import("../dist/src/isolation/isolate/idle-compaction.js").catch(() => ({}));
 const { values: flags } = parseArgs({ options: { animas: { type: "string" }, small: { type: "boolean" }, json: { type: "boolean" } } });
 const ANIMAS = Number(flags.animas ?? 100);
 const WARM_CALLS = 2_000;
@@ -47,26 +45,6 @@ async function timed(call) {
   if (result.status !== "ok") throw new Error(`call failed: ${JSON.stringify(result)}`);
   return performance.now() - started;
 }
-const pool = async (host) => {
-  const reports = await sandboxOf(host).warmPoolReport();
-  const sum = (key) => reports.reduce((total, report) => total + (report[key] ?? 0), 0);
-  return { compactions: sum("compactions"), idleIsolates: sum("idleIsolates"), idleBytes: sum("idleBytes") };
-};
-
-/** Waits (from COMPACT_IDLE_AFTER_MS on, at most 120 s) until no process has compacted another isolate for a second. */
-async function compactionsSettled(host) {
-  const started = performance.now();
-  let seen = (await pool(host)).compactions;
-  let stableSince = performance.now();
-  while (performance.now() - started < COMPACT_IDLE_AFTER_MS || performance.now() - stableSince < 1_000) {
-    if (performance.now() - started > 120_000) throw new Error("idle isolates still being compacted after 120 s");
-    await new Promise((resolve) => setTimeout(resolve, 250));
-    const now = (await pool(host)).compactions;
-    if (now !== seen) [seen, stableSince] = [now, performance.now()];
-  }
-  return Math.round(performance.now() - started);
-}
-
 async function main() {
   const dataDir = mkdtempSync(join(tmpdir(), "awt-compaction-"));
   const animas = Array.from({ length: ANIMAS }, (_, i) => `c${String(i).padStart(4, "0")}`);
@@ -81,10 +59,10 @@ async function main() {
     for (const anima of animas) await host.call(anima, "work_run", { n: 0 });
     for (const anima of animas) await host.call(anima, "work_run", { n: 1 });
     const loadedMb = totalRssMb(host);
-    const loadedPool = await pool(host);
-    const waitedMs = await compactionsSettled(host);
+    const loadedPool = await warmPoolTotals(host);
+    const { waitedMs } = await compactionsSettled(host);
     const compactedMb = totalRssMb(host);
-    const compactedPool = await pool(host);
+    const compactedPool = await warmPoolTotals(host);
     // What a compaction costs the next call: each tool's first call now, against a warm call.
     const afterCompaction = [];
     for (const anima of animas) afterCompaction.push(await timed(() => host.call(anima, "work_run", { n: 2 })));

@@ -21,8 +21,8 @@ import { parseArgs } from "node:util";
 import ivm from "isolated-vm";
 import { createHost } from "../dist/src/index.js";
 import { sandboxOf } from "../dist/src/host.js";
-import { COMPACT_IDLE_AFTER_MS } from "../dist/src/isolation/isolate/idle-compaction.js";
 import { rssKb, sandboxRssMb } from "./process-memory.mjs";
+import { compactionsSettled } from "./warm-pools.mjs";
 
 const { values: flags } = parseArgs({
   options: { quick: { type: "boolean" }, json: { type: "boolean" }, animas: { type: "string" }, rounds: { type: "string" }, cordons: { type: "string" } },
@@ -193,22 +193,12 @@ async function main() {
       ofWhichSandboxProcessesMb: round((loadedSandboxMb - emptySandboxMb) / tools.length, 3),
       aim: "≤ 1.5 MB per loaded tool",
     };
-    // Again once the host compacted the idle isolates (idle-compaction.ts: COMPACT_IDLE_AFTER_MS after each went
-    // idle): when no process has compacted another for a second, from then on.
-    const totalCompactions = async () => (await sandboxOf(host).warmPoolReport()).reduce((sum, report) => sum + (report.compactions ?? 0), 0);
-    const waitedFrom = performance.now();
-    let compactions = await totalCompactions();
-    let stableSince = performance.now();
-    while (performance.now() - waitedFrom < COMPACT_IDLE_AFTER_MS || performance.now() - stableSince < 1_000) {
-      if (performance.now() - waitedFrom > 120_000) throw new Error("the idle isolates were still being compacted after 120 s");
-      await new Promise((resolve) => setTimeout(resolve, 250));
-      const now = await totalCompactions();
-      if (now !== compactions) [compactions, stableSince] = [now, performance.now()];
-    }
+    // Again once the host compacted the idle isolates (idle-compaction.ts).
+    const settled = await compactionsSettled(host);
     const compactedRssMb = totalRssMb(host);
     results.rss.compacted = {
-      afterMs: Math.round(performance.now() - waitedFrom),
-      compactions,
+      afterMs: settled.waitedMs,
+      compactions: settled.compactions,
       perLoadedToolMb: round((compactedRssMb - emptyRssMb) / tools.length, 3),
       ofWhichSandboxProcessesMb: round((sandboxRssMb(host) - emptySandboxMb) / tools.length, 3),
     };
