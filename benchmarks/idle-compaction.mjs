@@ -7,7 +7,8 @@
 //     measures it, before and after;
 //   - a warm call p50 (the same tool called again and again) against the first call of each tool after
 //     its isolate was compacted: what a compaction costs the next call (run on a build without
-//     compaction, the same figure is the first call after as long idle: its baseline).
+//     compaction, with warm-pools.mjs beside it, the same figure is the first call after as long idle:
+//     its baseline).
 // Run: `npm run build && node --no-node-snapshot benchmarks/idle-compaction.mjs [--animas N] [--small] [--json]`
 import { mkdirSync, mkdtempSync, rmSync, writeFileSync } from "node:fs";
 import { tmpdir } from "node:os";
