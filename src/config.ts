@@ -6,16 +6,8 @@ import { HOST_DEFAULTS, MIN_MEMORY_LIMIT_MB } from "./host-defaults.js";
 import type { HostOptions, LogRecord } from "./host-options.js";
 import { LOG_LEVELS } from "./contract/isolate.js";
 import { type Environment, defaultDataDirIn } from "./environment.js";
-import {
-  CONFIG_SECTION,
-  type FileSettings,
-  type SettingSource,
-  SETTINGS,
-  checkedSeconds,
-  configFileError,
-  environmentSettings,
-  readOperatorFile,
-} from "./operator-config.js";
+import { CONFIG_SECTION, type FileSettings, type SettingSource, SETTINGS, configFileError, readOperatorFile } from "./operator-config.js";
+import { checkedSeconds, environmentSettings } from "./operator-environment.js";
 
 /**
  * The only module that reads `process.env`. Everything else receives a resolved `HostConfig`, made here
