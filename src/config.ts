@@ -133,6 +133,7 @@ export function resolveConfig(options: HostOptions = {}, env: Environment = proc
       d.compactIdleIsolatesAfterMs,
       "compactIdleIsolatesAfterMs",
     ),
+    toolsPerIsolate: Math.floor(positive(pick("toolsPerIsolate", options.toolsPerIsolate), d.toolsPerIsolate, "toolsPerIsolate")) || 1,
     warmPythonInterpreters: Math.floor(
       nonNegative(pick("warmPythonInterpreters", options.warmPythonInterpreters), d.warmPythonInterpreters, "warmPythonInterpreters"),
     ),

@@ -56,6 +56,8 @@ export const HOST_DEFAULTS = {
   isolateSnapshot: true,
   /** An idle isolate is compacted after, ms: 30,000. */
   compactIdleIsolatesAfterMs: 30_000,
+  /** Tools of one Anima whose contexts one idle warm isolate may hold: 4. */
+  toolsPerIsolate: 4,
   /** Idle Python interpreters kept warm per sandbox process: 2. */
   warmPythonInterpreters: 2,
   /** A booted Python interpreter kept ready in a process that ran a Python tool: true. */

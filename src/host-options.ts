@@ -84,6 +84,15 @@ export interface HostOptions {
    */
   compactIdleIsolatesAfterMs?: number;
   /**
+   * Tools of one Anima (JavaScript tools at one memory limit) whose contexts one idle warm isolate may
+   * hold, each with its own global: a further small tool of an Anima then costs ≈ 0.3 MB resident instead
+   * of a new isolate's ≈ 1.5 MB. The price, within the Anima: a stop or the memory limit of one tool ends
+   * the warm contexts of all, and one's heap counts against the others' memory limit while it is held (an
+   * isolate holding more than 8 MiB of heap takes no further tool). An isolate is shared only while idle,
+   * never across Animas, never by Python tools. 1: an isolate per tool. Default: 4.
+   */
+  toolsPerIsolate?: number;
+  /**
    * Idle Python interpreters a sandbox process keeps warm for the Python tools it ran (each ≈ 130–190 MB
    * resident: WebAssembly memory, which no isolate's limit counts), least recently used disposed first;
    * 0 keeps none, so every Python call restores an interpreter (≈ 0.5 s). Default: 2.

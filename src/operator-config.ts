@@ -59,6 +59,7 @@ export type FileSettings = Pick<
   | "maxIdleIsolates"
   | "isolateSnapshot"
   | "compactIdleIsolatesAfterMs"
+  | "toolsPerIsolate"
   | "warmPythonInterpreters"
   | "sparePythonInterpreter"
   | "maxConcurrentCallsPerAnima"
@@ -166,6 +167,12 @@ export const SETTINGS: readonly SettingSpec[] = [
     field: "compactIdleIsolatesAfterMs",
     schema: { type: "number", minimum: 0 },
     description: "idle time after which a sandbox process compacts a warm isolate (gives back what its calls left; its next call pays for it), ms; 0: never",
+  },
+  {
+    key: "tools_per_isolate",
+    field: "toolsPerIsolate",
+    schema: positiveInteger,
+    description: "tools of one Anima (JavaScript, one memory limit) whose contexts one idle warm isolate may hold (1: an isolate per tool)",
   },
   {
     key: "warm_python_interpreters",

@@ -4,7 +4,7 @@ import { afterAll, describe, expect, it } from "vitest";
 import { resolveConfig } from "../src/config.js";
 import { HOST_DEFAULTS, MIN_MEMORY_LIMIT_MB } from "../src/host-defaults.js";
 import { PROJECT_ROOT } from "../src/project-root.js";
-import { DEFAULT_PYTHON_INTERPRETERS } from "../src/isolation/isolate/isolate-runner-options.js";
+import { DEFAULT_PYTHON_INTERPRETERS, TOOLS_PER_ISOLATE } from "../src/isolation/isolate/isolate-runner-options.js";
 import { COMPACT_IDLE_AFTER_MS } from "../src/isolation/isolate/idle-compaction.js";
 import { makeDataDir } from "./helpers/data-dir.js";
 
@@ -38,6 +38,7 @@ describe("HOST_DEFAULTS", () => {
     // src/isolation/ may not import HOST_DEFAULTS: the fallback of a runner or sandbox process given none is the same.
     expect(DEFAULT_PYTHON_INTERPRETERS).toEqual({ warm: HOST_DEFAULTS.warmPythonInterpreters, spare: HOST_DEFAULTS.sparePythonInterpreter });
     expect(COMPACT_IDLE_AFTER_MS).toBe(HOST_DEFAULTS.compactIdleIsolatesAfterMs);
+    expect(TOOLS_PER_ISOLATE).toBe(HOST_DEFAULTS.toolsPerIsolate);
   });
 
   it("is the default each HostOptions field documents", () => {

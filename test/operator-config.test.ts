@@ -3,6 +3,7 @@ import { readFileSync, writeFileSync } from "node:fs";
 import { join } from "node:path";
 import { afterEach, describe, expect, it } from "vitest";
 import { resolveConfig, settingDifference } from "../src/config.js";
+import { HOST_DEFAULTS } from "../src/host-defaults.js";
 import { SETTINGS, maskUrlPassword } from "../src/operator-config.js";
 import { effectiveSettings } from "../src/audit/effective-config.js";
 import { type TempDataDir, makeDataDir } from "./helpers/data-dir.js";
@@ -110,6 +111,21 @@ describe("operator configuration (config.json animaworks_tool)", () => {
     }
     writeFileSync(join(dir, "config.json"), "{}");
     expect(() => resolveConfig({ dataDir: dir, compactIdleIsolatesAfterMs: -5 })).toThrow(/compactIdleIsolatesAfterMs must be a number of 0 or more/);
+  });
+
+  it("tools per isolate: as many as the file says, 1 for an isolate per tool, 0 or a non-integer refused", () => {
+    const { dir } = withConfig({ tools_per_isolate: 1 });
+    expect(resolveConfig({ dataDir: dir }, {}).toolsPerIsolate).toBe(1);
+    expect(resolveConfig({ dataDir: join(dir, "missing") }, {}).toolsPerIsolate).toBe(HOST_DEFAULTS.toolsPerIsolate);
+    for (const wrong of [0, 2.5, "4", true]) {
+      writeFileSync(join(dir, "config.json"), JSON.stringify({ animaworks_tool: { tools_per_isolate: wrong } }));
+      expect(thrownToolError(() => resolveConfig({ dataDir: dir }, {}))).toMatchObject({
+        type: "ToolConfigError",
+        message: expect.stringContaining("animaworks_tool.tools_per_isolate must be"),
+      });
+    }
+    writeFileSync(join(dir, "config.json"), "{}");
+    expect(() => resolveConfig({ dataDir: dir, toolsPerIsolate: 0 })).toThrow(/toolsPerIsolate must be/);
   });
 
   it("without the section (or the file) changes nothing", () => {

@@ -85,6 +85,7 @@ export function createExecutor(
     maxIdleIsolates: config.maxIdleIsolates,
     isolateSnapshot: config.isolateSnapshot,
     compactIdleAfterMs: config.compactIdleIsolatesAfterMs,
+    toolsPerIsolate: config.toolsPerIsolate,
     pythonInterpreters: { warm: config.warmPythonInterpreters, spare: config.sparePythonInterpreter },
     onLog,
     ...(invokeCapability ? { invokeCapability } : {}),
@@ -130,7 +131,13 @@ class InProcessExecutor implements Executor {
   constructor(
     private readonly config: Pick<
       HostConfig,
-      "warmIsolatesMb" | "maxIdleIsolates" | "isolateSnapshot" | "compactIdleIsolatesAfterMs" | "warmPythonInterpreters" | "sparePythonInterpreter"
+      | "warmIsolatesMb"
+      | "maxIdleIsolates"
+      | "isolateSnapshot"
+      | "compactIdleIsolatesAfterMs"
+      | "toolsPerIsolate"
+      | "warmPythonInterpreters"
+      | "sparePythonInterpreter"
     >,
     private readonly onLog: (line: ToolLogLine) => void,
     private readonly onUnrecoverable: (reason: string) => void,
@@ -147,6 +154,7 @@ class InProcessExecutor implements Executor {
         maxIdleIsolates: this.config.maxIdleIsolates,
         startupSnapshot: this.config.isolateSnapshot,
         compactIdleAfterMs: this.config.compactIdleIsolatesAfterMs,
+        toolsPerIsolate: this.config.toolsPerIsolate,
         pythonInterpreters: { warm: this.config.warmPythonInterpreters, spare: this.config.sparePythonInterpreter },
         onLog: (line) => {
           const context = this.contextOf.get(line.context);

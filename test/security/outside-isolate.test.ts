@@ -45,6 +45,7 @@ function launch(attack: string) {
     isolateSnapshot: false,
     pythonInterpreters: DEFAULT_PYTHON_INTERPRETERS,
     compactIdleAfterMs: 0,
+    toolsPerIsolate: 1,
     entryScript: join(FIXTURES, `${attack}.mjs`),
   });
   started.push(child);

@@ -73,6 +73,7 @@ suite("new processes and namespaces from a sandbox process's main realm (seccomp
       isolateSnapshot: false,
       pythonInterpreters: DEFAULT_PYTHON_INTERPRETERS,
       compactIdleAfterMs: 0,
+      toolsPerIsolate: 1,
       entryScript: join(FIXTURES, "process_escape.mjs"),
     });
     const { text, code } = await outputOf(child, "stderr");

@@ -32,6 +32,7 @@ const pythonInterpreters = {
   spare: process.argv[8] !== "0",
 };
 const compactIdleAfterMs = Number(process.argv[9]);
+const toolsPerIsolate = Number(process.argv[10]);
 // Before isolated-vm starts a thread: Linux nice values are per thread, and threads inherit the value of
 // the thread that starts them. An unprivileged process (the OS sandbox's uid) cannot raise it back.
 if (nice > 0) setPriority(nice);
@@ -126,6 +127,7 @@ const runner = new IsolateRunner({
   startupSnapshot,
   pythonInterpreters,
   ...(Number.isFinite(compactIdleAfterMs) && compactIdleAfterMs >= 0 ? { compactIdleAfterMs } : {}),
+  ...(Number.isInteger(toolsPerIsolate) && toolsPerIsolate >= 1 ? { toolsPerIsolate } : {}),
   // Capabilities run in the host process, which holds the policy, the credentials and the audit log.
   invokeCapability: (context, name, argsJson) =>
     new Promise<CapabilityReply>((resolve) => {

@@ -144,3 +144,29 @@ export class EntryTracker {
     });
   }
 }
+
+/**
+ * A run that a function stops at once (its guard halts it as "Aborted"), also before the run made its
+ * guard: `start` is given the callback through which the run hands its guard over.
+ */
+export function stoppable<T>(start: (onGuard: (guard: CallGuard) => void) => Promise<T>): { outcome: Promise<T>; stop: () => void } {
+  let guard: CallGuard | undefined;
+  let stopped = false;
+  const stop = (): void => {
+    stopped = true;
+    guard?.halt("Aborted");
+  };
+  const outcome = start((created) => {
+    guard = created;
+    if (stopped) created.halt("Aborted");
+  });
+  return { outcome, stop };
+}
+
+/** `run`'s outcome, the run stopped when `signal` aborts (at once if it has). */
+export function stoppedBy<T>(signal: AbortSignal | undefined, run: { outcome: Promise<T>; stop: () => void }): Promise<T> {
+  if (!signal) return run.outcome;
+  if (signal.aborted) run.stop();
+  else signal.addEventListener("abort", run.stop, { once: true });
+  return run.outcome.finally(() => signal.removeEventListener("abort", run.stop));
+}

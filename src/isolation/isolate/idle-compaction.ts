@@ -1,6 +1,7 @@
 import { monotonicMs } from "../../clock.js";
 import type { EntryTracker } from "./call-guard.js";
-import type { IsolatePool, PooledIsolate } from "./pooled-isolate.js";
+import type { PooledIsolate } from "./pooled-isolate.js";
+import type { IsolatePool } from "./warm-pool.js";
 
 /** How long an isolate is idle in the warm pool before it is compacted, ms (`IsolateRunnerOptions.compactIdleAfterMs`). */
 export const COMPACT_IDLE_AFTER_MS = 30_000;

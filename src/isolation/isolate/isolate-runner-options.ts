@@ -1,7 +1,7 @@
 import type { CapabilityLimits } from "../call-ledger.js";
 import type { CallLabel, CapabilityInvoker, CapabilityReply, ToolLogLine } from "../wire/messages.js";
 import type { ErrorInfo } from "../../errors.js";
-import type { WarmPoolLimits } from "./pooled-isolate.js";
+import type { WarmPoolLimits } from "./warm-pool.js";
 import { COMPACT_IDLE_AFTER_MS } from "./idle-compaction.js";
 
 /** The options of an `IsolateRunner` (isolate-runner.ts), each with its default and unit. */
@@ -25,6 +25,13 @@ export interface IsolateRunnerOptions {
   compactIdleAfterMs?: number;
   /** Isolates per (anima, bundle) at once; further calls wait for one. Default: 4. */
   maxIsolatesPerKey?: number;
+  /**
+   * Tools of one Anima (JavaScript, at one memory limit) whose contexts one idle warm isolate may hold,
+   * each with its own global (warm-pool.ts, sharing): a further small tool then costs ≈ 0.3 MB instead of
+   * an isolate's ≈ 1.5 MB. The price: a stop or the memory limit of one ends the others' warm contexts,
+   * and one's heap counts against the others' memory limit. 1 never shares. Default: `TOOLS_PER_ISOLATE`.
+   */
+  toolsPerIsolate?: number;
   /** Receives every tool log line, with the label of its call (the very object the call was given). */
   onLog?: (line: ToolLogLine<CallLabel>) => void;
   /**
@@ -65,12 +72,16 @@ export function poolSettingsOf(options: IsolateRunnerOptions): { pool: WarmPoolL
       maxIdleBytes: options.warmPoolBytes ?? 256 * 2 ** 20,
       maxIdleCount: options.maxIdleIsolates ?? Number.POSITIVE_INFINITY,
       maxPerKey: options.maxIsolatesPerKey ?? 4,
+      toolsPerIsolate: options.toolsPerIsolate ?? TOOLS_PER_ISOLATE,
       maxIdleInterpreters: python.warm,
     },
     spareInterpreter: python.spare,
     compactIdleAfterMs: options.compactIdleAfterMs ?? COMPACT_IDLE_AFTER_MS,
   };
 }
+
+/** Tools' contexts one warm isolate may hold by default (`IsolateRunnerOptions.toolsPerIsolate`). */
+export const TOOLS_PER_ISOLATE = 4;
 
 /** Isolates built from the prelude script before the runner makes a startup snapshot (see `startupSnapshot`). */
 export const SNAPSHOT_AFTER_ISOLATES = 3;

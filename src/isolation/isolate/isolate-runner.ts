@@ -1,13 +1,14 @@
 import ivm from "isolated-vm";
 import type { ErrorInfo } from "../../errors.js";
 import { CallLedger, CapabilityBudget } from "../call-ledger.js";
-import { Abandoned, CallGuard, EntryTracker, STOP_GRACE_MS, remainingMs, unlessAbandoned } from "./call-guard.js";
-import { ContextScripts, PRELUDE_FILENAME, SetupError, asLoadError } from "./context-scripts.js";
+import { Abandoned, CallGuard, EntryTracker, STOP_GRACE_MS, remainingMs, stoppable, stoppedBy, unlessAbandoned } from "./call-guard.js";
+import { ContextScripts, SetupError, asLoadError } from "./context-scripts.js";
 import { parseCallEnvelope, parseDescribeEnvelope } from "./envelope.js";
 import { ivmErrorInfo } from "./ivm-errors.js";
-import { type ActiveCall, type Bridge, ENTRY_METHODS, type Entry, IsolatePool, PooledIsolate, bindPrelude, heldBytes } from "./pooled-isolate.js";
+import { type ActiveCall, type Bridge, ENTRY_METHODS, type Entry, PooledIsolate, bindPrelude, heldBytes } from "./pooled-isolate.js";
+import { IsolatePool, type Sharing } from "./warm-pool.js";
+import { type SnapshotTools, StartupSnapshot } from "./startup-snapshot.js";
 import { bridgeHandlers } from "./isolate-bridge.js";
-import { SHAPE_PROBE } from "./prelude-source.js";
 import type {
   BundlePosition,
   CallLabel,
@@ -39,19 +40,27 @@ const PYTHON_BOOT_TOOLS: PythonBootTools = {
   keep: (bytes) => new ivm.ExternalCopy(bytes, { transferOut: true }),
 };
 
+/** The isolated-vm constructors the startup snapshot needs (startup-snapshot.ts imports types only). */
+const SNAPSHOT_TOOLS: SnapshotTools = {
+  createSnapshot: (scripts) => ivm.Isolate.createSnapshot(scripts),
+  newIsolate: (options) => new ivm.Isolate(options),
+  noopCallback: () => new ivm.Callback(() => {}, { ignored: true }),
+};
+
 // Before the first isolate: the flags isolates need, where this process's command line lacks them.
 setMissingIsolateFlags();
 
 /**
  * The only module that imports isolated-vm. Runs tool bundles in isolates in this process. The scripts a
  * new context runs and their code caches are context-scripts.ts's; the deadline's enforcement is
- * call-guard.ts's; the warm pool is pooled-isolate.ts's; the host functions the prelude calls are
- * isolate-bridge.ts's.
+ * call-guard.ts's; the warm pool is warm-pool.ts's (its isolates pooled-isolate.ts's); the host functions
+ * the prelude calls are isolate-bridge.ts's.
  *
  * Invariants:
  *  - An isolate serves one call at a time; concurrent calls for the same (anima, bundle) get their own.
- *  - Isolates are pooled per (anima, bundle hash, memory limit): a tool's module state never crosses
- *    Animas or tools.
+ *  - Tools' contexts are pooled per (anima, bundle hash, memory limit), each with its own global: a
+ *    tool's module state never crosses Animas or tools. An idle isolate may take in another context of
+ *    one of the same Anima's JavaScript tools at that memory limit (warm-pool.ts, sharing).
  *  - Every entry into an isolate carries the call's remaining time as its isolated-vm timeout, and a
  *    `CallGuard` disposes the isolate at the deadline and ends the call even if isolated-vm never
  *    returns. An isolate that timed out, hit its memory limit, failed to set up or asked to be recycled
@@ -82,9 +91,9 @@ export class IsolateRunner implements Executor {
   private readonly invokeCapability: CapabilityInvoker<CallLabel>;
   private readonly budget: CapabilityBudget;
   private readonly onRefusal: IsolateRunnerOptions["onRefusal"];
-  /** The startup snapshot: undefined until made, false when it could not be made or failed its check. */
-  private snapshot: ivm.ExternalCopy<ArrayBuffer> | false | undefined;
-  private isolatesBuilt = 0;
+  private readonly snapshot: StartupSnapshot;
+  /** Tools' contexts an isolate may hold (`IsolateRunnerOptions.toolsPerIsolate`). */
+  private readonly toolsPerIsolate: number;
   private closed = false;
   private readonly entries = new EntryTracker();
   private readonly spares: PythonSpares;
@@ -92,8 +101,9 @@ export class IsolateRunner implements Executor {
 
   constructor(options: IsolateRunnerOptions = {}) {
     this.scripts = new ContextScripts();
-    if (options.startupSnapshot === false) this.snapshot = false;
+    this.snapshot = new StartupSnapshot(SNAPSHOT_TOOLS, this.scripts, options.startupSnapshot !== false);
     const settings = poolSettingsOf(options);
+    this.toolsPerIsolate = settings.pool.toolsPerIsolate ?? 1;
     this.spares = new PythonSpares((memoryLimitMb) => this.bootSpare(memoryLimitMb), settings.spareInterpreter);
     this.pool = new IsolatePool(settings.pool, heldBytes, () => this.compaction.noteIdle());
     this.compaction = new IdleCompaction(() => this.pool, settings.compactIdleAfterMs, this.entries);
@@ -133,11 +143,7 @@ export class IsolateRunner implements Executor {
   }
 
   async call(request: CallRequest<CallLabel>, signal?: AbortSignal): Promise<CallOutcome> {
-    if (!signal) return this.stoppableCall(request).outcome;
-    const call = this.stoppableCall(request);
-    if (signal.aborted) call.stop();
-    else signal.addEventListener("abort", call.stop, { once: true });
-    return call.outcome.finally(() => signal.removeEventListener("abort", call.stop));
+    return stoppedBy(signal, this.stoppableCall(request));
   }
 
   /**
@@ -145,17 +151,7 @@ export class IsolateRunner implements Executor {
    * What sandbox processes use: cheaper per call than an AbortSignal and its listeners.
    */
   stoppableCall(request: CallRequest<CallLabel>): { outcome: Promise<CallOutcome>; stop: () => void } {
-    let guard: CallGuard | undefined;
-    let stopped = false;
-    const stop = () => {
-      stopped = true;
-      guard?.halt("Aborted");
-    };
-    const outcome = this.run(request, (created) => {
-      guard = created;
-      if (stopped) created.halt("Aborted");
-    });
-    return { outcome, stop };
+    return stoppable((onGuard) => this.run(request, onGuard));
   }
 
   private async run(request: CallRequest<CallLabel>, onGuard: (guard: CallGuard) => void): Promise<CallOutcome> {
@@ -179,7 +175,12 @@ export class IsolateRunner implements Executor {
     onGuard(guard);
     try {
       const lineage = `${request.context.anima}\0${request.context.tool}\0${request.memoryLimitMb}`;
-      const acquired = this.pool.acquire(key, () => this.createIsolate(key, request.bundle, limits, deadline, guard), lineage);
+      // One Anima's JavaScript tools at one memory limit may share an isolate, each in its own context.
+      const sharing: Sharing | undefined =
+        this.toolsPerIsolate > 1 && !isPythonBundle(request.bundle.code)
+          ? { group: `${request.context.anima}\0${request.memoryLimitMb}`, addTool: (host) => this.addTool(host, request.bundle, limits, deadline, guard) }
+          : undefined;
+      const acquired = this.pool.acquire(key, () => this.createIsolate(key, request.bundle, limits, deadline, guard), lineage, sharing);
       pooled = await unlessAbandoned(this.entries.track(acquired), guard, (late) => this.pool.release(late, false));
       if (guard.stopReason) throw new Error("stopped");
       pooled.guard = guard;
@@ -217,7 +218,7 @@ export class IsolateRunner implements Executor {
 
   /** True once isolates are made from the startup snapshot (see `startupSnapshot`); for tests and benchmarks. */
   get usesStartupSnapshot(): boolean {
-    return this.snapshot !== undefined && this.snapshot !== false;
+    return this.snapshot.inUse;
   }
 
   /** What the warm pool holds now. */
@@ -260,38 +261,6 @@ export class IsolateRunner implements Executor {
   }
 
   // ---- isolate set-up -----------------------------------------------------------------------------
-
-  /**
-   * The startup snapshot holding the installed prelude, made on the `SNAPSHOT_AFTER_ISOLATES`-th isolate
-   * (making it costs ≈ 10 ms, more than a one-shot CLI call would save; later isolates save ≈ 0.4 ms
-   * each). It is used only if a context made from it, once bound, has the same shape as one that ran
-   * the script (`SHAPE_PROBE`); otherwise, or if V8 cannot make it, isolates run the script.
-   */
-  private startupSnapshot(): ivm.ExternalCopy<ArrayBuffer> | undefined {
-    if (this.snapshot !== undefined || ++this.isolatesBuilt < SNAPSHOT_AFTER_ISOLATES) return this.snapshot || undefined;
-    this.snapshot = false;
-    try {
-      const snapshot = ivm.Isolate.createSnapshot([{ code: this.scripts.prelude, filename: PRELUDE_FILENAME }]);
-      if (this.shapeOf(undefined) === this.shapeOf(snapshot)) this.snapshot = snapshot;
-    } catch {
-      // isolates run the script
-    }
-    return this.snapshot || undefined;
-  }
-
-  /** `SHAPE_PROBE` of a bound context made from `snapshot`, or by running the script without one. */
-  private shapeOf(snapshot: ivm.ExternalCopy<ArrayBuffer> | undefined): string {
-    const isolate = new ivm.Isolate({ memoryLimit: 16, ...(snapshot ? { snapshot } : {}) });
-    try {
-      const context = isolate.createContextSync();
-      if (!snapshot) this.scripts.runPrelude(isolate, context);
-      const noop = () => new ivm.Callback(() => {}, { ignored: true });
-      bindPrelude(context, { log: noop(), setTimer: noop(), clearTimer: noop(), stop: noop(), capability: noop() } satisfies Bridge).release();
-      return context.evalSync(SHAPE_PROBE, { timeout: 1_000 }) as string;
-    } finally {
-      isolate.dispose();
-    }
-  }
 
   /**
    * The isolate of a call's or describe's (`key: "describe"`) bundle, its tool loaded. A Python tool's
@@ -337,7 +306,7 @@ export class IsolateRunner implements Executor {
   /** A new isolate with the prelude bound in its context (a Python context keeps what Pyodide boots with). */
   private newContext(key: string, python: boolean, memoryLimitMb: number): PooledIsolate {
     let pooled: PooledIsolate | undefined;
-    const snapshot = this.startupSnapshot();
+    const snapshot = this.snapshot.forNextIsolate();
     const isolate = new ivm.Isolate({
       memoryLimit: memoryLimitMb + (python ? PYTHON_RUNTIME_HEAP_MB : 0),
       ...(snapshot ? { snapshot } : {}),
@@ -349,15 +318,42 @@ export class IsolateRunner implements Executor {
       },
     });
     pooled = new PooledIsolate(key, isolate);
+    pooled.fromSnapshot = snapshot !== undefined;
     try {
-      // The prelude's set-up is synchronous: it is our own code, short and bounded (≈ 0.5 ms), and each
-      // asynchronous step would cost a round trip to the isolate's thread. Tool code runs async.
-      const context = isolate.createContextSync();
-      pooled.context = context;
-      if (!snapshot) this.scripts.runPrelude(isolate, context);
-      const entryRef = bindPrelude(context, this.makeBridge(pooled), python ? "python" : "tool");
-      pooled.entry = Object.fromEntries(ENTRY_METHODS.map((method) => [method, entryRef.getSync(method, { reference: true })])) as Entry;
-      entryRef.release();
+      this.bindContext(pooled, python);
+      return pooled;
+    } catch (error) {
+      pooled.disposeByHost();
+      throw error;
+    }
+  }
+
+  /**
+   * A new context in `pooled`'s isolate, the prelude bound in it, made its current one. The prelude's
+   * set-up is synchronous: it is our own code, short and bounded (≈ 0.5 ms), and each asynchronous step
+   * would cost a round trip to the isolate's thread. Tool code runs async.
+   */
+  private bindContext(pooled: PooledIsolate, python: boolean): void {
+    const context = pooled.isolate.createContextSync();
+    pooled.context = context;
+    if (!pooled.fromSnapshot) this.scripts.runPrelude(pooled.isolate, context);
+    const entryRef = bindPrelude(context, this.makeBridge(pooled), python ? "python" : "tool");
+    pooled.entry = Object.fromEntries(ENTRY_METHODS.map((method) => [method, entryRef.getSync(method, { reference: true })])) as Entry;
+    entryRef.release();
+  }
+
+  /**
+   * Another tool of the same Anima in `pooled`, an idle isolate of the pool with room (warm-pool.ts,
+   * sharing): a context of its own, its bundle loaded. If that fails the isolate goes, with the contexts
+   * it held: a stop or the memory limit ended them too, and a tool's failed top level is rare (describe
+   * ran it first).
+   */
+  private async addTool(pooled: PooledIsolate, bundle: ToolBundle, limits: { timeoutMs: number; memoryLimitMb: number }, deadline: number, guard: CallGuard) {
+    pooled.guard = guard;
+    guard.target = pooled;
+    try {
+      this.bindContext(pooled, false);
+      await this.scripts.loadTool(pooled, pooled.context!, bundle, limits, deadline, guard);
       return pooled;
     } catch (error) {
       pooled.disposeByHost();

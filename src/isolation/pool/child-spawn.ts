@@ -34,6 +34,8 @@ export interface SandboxChildSpec {
   pythonInterpreters: PythonInterpreterSettings;
   /** Idle time before it compacts an isolate, ms; 0 never (isolate/idle-compaction.ts). */
   compactIdleAfterMs: number;
+  /** Tools of one Anima whose contexts one warm isolate may hold (isolate/warm-pool.ts). */
+  toolsPerIsolate: number;
   /**
    * Whether the process warms up before it says it is ready (child/main.ts): for spares, which have time
    * to; a process a call waits for starts at once.
@@ -59,11 +61,11 @@ export function sandboxNodeFlags(): string[] {
 
 export function spawnSandboxChild(spec: SandboxChildSpec): ChildProcess {
   // child/main.ts's arguments: warm pool bytes, idle isolates at most, nice value, snapshot (1 or 0), warm-up (1 or 0),
-  // warm Python interpreters at most, a spare interpreter (1 or 0), idle ms before a compaction.
+  // warm Python interpreters at most, a spare interpreter (1 or 0), idle ms before a compaction, tools per isolate.
   const flag = (on: boolean | undefined): string => (on ? "1" : "0");
   const python = spec.pythonInterpreters;
   const childArgs = [String(spec.warmPoolBytes), String(spec.maxIdleIsolates), String(spec.nice), flag(spec.isolateSnapshot), flag(spec.warmUp)];
-  childArgs.push(String(python.warm), flag(python.spare), String(spec.compactIdleAfterMs));
+  childArgs.push(String(python.warm), flag(python.spare), String(spec.compactIdleAfterMs), String(spec.toolsPerIsolate));
   const idle = spec.nice > 0 ? lowPriorityPrefix() : [];
   // The rlimits first (resource-caps.ts): prlimit sets them on itself and execs the rest, which inherits them.
   const prefix = [...resourceCapsPrefix(), ...idle];

@@ -99,6 +99,7 @@ export class CordonPool implements ProcessOwner {
   readonly isolateSnapshot: boolean;
   readonly pythonInterpreters: PythonInterpreterSettings;
   readonly compactIdleAfterMs: number;
+  readonly toolsPerIsolate: number;
   readonly onLog: (line: ToolLogLine) => void;
   readonly invokeCapability: CapabilityInvoker;
   readonly onViolation: (message: string, cordon?: string) => void;
@@ -136,6 +137,7 @@ export class CordonPool implements ProcessOwner {
     this.isolateSnapshot = shared.isolateSnapshot;
     this.pythonInterpreters = shared.pythonInterpreters;
     this.compactIdleAfterMs = shared.compactIdleAfterMs;
+    this.toolsPerIsolate = shared.toolsPerIsolate;
     this.onLog = shared.onLog;
     this.invokeCapability = shared.invokeCapability;
     this.onViolation = shared.onViolation;

@@ -30,6 +30,8 @@ export interface ProcessOwner {
   readonly pythonInterpreters: PythonInterpreterSettings;
   /** Idle time before a process compacts an isolate, ms (`HostOptions.compactIdleIsolatesAfterMs`). */
   readonly compactIdleAfterMs: number;
+  /** Tools of one Anima whose contexts one warm isolate may hold (`HostOptions.toolsPerIsolate`). */
+  readonly toolsPerIsolate: number;
   /** Warm pool budget of each process, bytes. */
   readonly warmPoolBytes: number;
   readonly closing: boolean;
@@ -75,7 +77,7 @@ export interface Pending {
 export function spawnSpec(
   owner: Pick<
     ProcessOwner,
-    "osSandbox" | "warmPoolBytes" | "maxIdleIsolates" | "isolateSnapshot" | "pythonInterpreters" | "compactIdleAfterMs" | "entryScript"
+    "osSandbox" | "warmPoolBytes" | "maxIdleIsolates" | "isolateSnapshot" | "pythonInterpreters" | "compactIdleAfterMs" | "toolsPerIsolate" | "entryScript"
   >,
   nice: number,
 ): SandboxChildSpec {
@@ -87,6 +89,7 @@ export function spawnSpec(
     isolateSnapshot: owner.isolateSnapshot,
     pythonInterpreters: owner.pythonInterpreters,
     compactIdleAfterMs: owner.compactIdleAfterMs,
+    toolsPerIsolate: owner.toolsPerIsolate,
   };
   return owner.entryScript === undefined ? spec : { ...spec, entryScript: owner.entryScript };
 }

@@ -8,7 +8,7 @@ import { type CordonSetting, cordonOf } from "../scheduling/cordons.js";
 import { CordonPool, type PoolShared, type WarmPoolReport } from "./cordon-pool.js";
 import { shuttingDown, spawnSpec } from "./process-owner.js";
 import { LiveChildren } from "./live-children.js";
-import { DEFAULT_PYTHON_INTERPRETERS, type PythonInterpreterSettings } from "../isolate/isolate-runner-options.js";
+import { DEFAULT_PYTHON_INTERPRETERS, type PythonInterpreterSettings, TOOLS_PER_ISOLATE } from "../isolate/isolate-runner-options.js";
 import { COMPACT_IDLE_AFTER_MS } from "../isolate/idle-compaction.js";
 import { SpareProcesses } from "./spare-processes.js";
 import { ResourceWatchdog, defaultResourceLimits, watchdogStatus } from "../os/resource-watchdog.js";
@@ -54,6 +54,8 @@ export interface SandboxPoolOptions {
   pythonInterpreters?: PythonInterpreterSettings;
   /** Idle time before a process compacts an isolate, ms; 0 never (`HostOptions.compactIdleIsolatesAfterMs`). Default: `COMPACT_IDLE_AFTER_MS`. */
   compactIdleAfterMs?: number;
+  /** Tools of one Anima whose contexts one warm isolate may hold (`HostOptions.toolsPerIsolate`). Default: `TOOLS_PER_ISOLATE`. */
+  toolsPerIsolate?: number;
   /**
    * Last-resort hard stop: how long a process has to answer a request past its deadline (its timeout), or
    * past the moment its caller's signal aborted, before the host kills the process, ms. Default: 2,000.
@@ -133,6 +135,7 @@ export class SandboxPool implements Executor {
       isolateSnapshot: options.isolateSnapshot ?? true,
       pythonInterpreters: options.pythonInterpreters ?? DEFAULT_PYTHON_INTERPRETERS,
       compactIdleAfterMs: options.compactIdleAfterMs ?? COMPACT_IDLE_AFTER_MS,
+      toolsPerIsolate: options.toolsPerIsolate ?? TOOLS_PER_ISOLATE,
       onLog: options.onLog ?? (() => {}),
       invokeCapability:
         options.invokeCapability ??

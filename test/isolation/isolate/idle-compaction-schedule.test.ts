@@ -1,7 +1,8 @@
 import { afterEach, beforeEach, describe, expect, it, vi } from "vitest";
 import { EntryTracker } from "../../../src/isolation/isolate/call-guard.js";
 import { IdleCompaction } from "../../../src/isolation/isolate/idle-compaction.js";
-import { IsolatePool, type PooledIsolate } from "../../../src/isolation/isolate/pooled-isolate.js";
+import type { PooledIsolate } from "../../../src/isolation/isolate/pooled-isolate.js";
+import { IsolatePool } from "../../../src/isolation/isolate/warm-pool.js";
 
 /** The clock the pool and the compaction read (`monotonicMs`): fake timers' own. */
 vi.mock("../../../src/clock.js", () => ({ monotonicMs: () => Date.now() }));
@@ -24,6 +25,10 @@ interface FakeIsolate {
   /** Settles the compaction in flight, after `tookMs` of (fake) time. */
   finish?: (tookMs: number) => void;
   entry: { compact: { apply: () => Promise<boolean> } };
+  lineage?: string;
+  contextCount: number;
+  heldKeys(): Array<{ key: string; lineage: string | undefined }>;
+  select(key: string): void;
   disposeByHost(): void;
 }
 
@@ -52,6 +57,9 @@ function fakeIsolate(key: string): FakeIsolate {
         },
       },
     },
+    contextCount: 1,
+    heldKeys: () => [{ key: fake.key, lineage: fake.lineage }],
+    select: () => {},
     disposeByHost() {
       fake.healthy = false;
     },

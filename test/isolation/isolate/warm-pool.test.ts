@@ -1,27 +1,36 @@
 import { describe, expect, it, vi } from "vitest";
-import { IsolatePool, type PooledIsolate } from "../../../src/isolation/isolate/pooled-isolate.js";
+import { PooledIsolate } from "../../../src/isolation/isolate/pooled-isolate.js";
+import { IsolatePool } from "../../../src/isolation/isolate/warm-pool.js";
 
 /** The pool's clock (when an isolate went idle), set by the tests. */
 const clock = vi.hoisted(() => ({ nowMs: 0 }));
 vi.mock("../../../src/clock.js", () => ({ monotonicMs: () => clock.nowMs }));
 
-/** Stand-ins for isolates: the pool only needs `key`, `healthy`, `heapBytes` and `disposeByHost`. */
-function fakeIsolate(key: string, bytes: number) {
-  const fake = {
-    key,
-    heapBytes: 0,
-    releasesSinceMeasure: 0,
-    holdsInterpreter: false,
-    disposed: false,
-    bytes,
-    get healthy() {
-      return !fake.disposed;
-    },
-    disposeByHost() {
-      fake.disposed = true;
-    },
-  };
-  return fake as typeof fake & PooledIsolate;
+/**
+ * Pooled isolates over a stand-in for isolated-vm's isolate (the pool never enters one): `bytes` is what
+ * the pool measures, `disposed` whether it was disposed.
+ */
+class FakeIsolate extends PooledIsolate {
+  constructor(
+    key: string,
+    public bytes: number,
+  ) {
+    const isolate = {
+      isDisposed: false,
+      dispose() {
+        isolate.isDisposed = true;
+      },
+    };
+    super(key, isolate as unknown as ConstructorParameters<typeof PooledIsolate>[1]);
+  }
+
+  get disposed(): boolean {
+    return this.isolate.isDisposed;
+  }
+}
+
+function fakeIsolate(key: string, bytes: number): FakeIsolate {
+  return new FakeIsolate(key, bytes);
 }
 
 describe("IsolatePool (warm pool by memory)", () => {

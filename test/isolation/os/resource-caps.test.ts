@@ -89,6 +89,7 @@ describe("resource caps of a sandbox process", () => {
         isolateSnapshot: false,
         pythonInterpreters: DEFAULT_PYTHON_INTERPRETERS,
         compactIdleAfterMs: 0,
+        toolsPerIsolate: 1,
       });
       started.push(child);
       const node = await nodeOf(child);

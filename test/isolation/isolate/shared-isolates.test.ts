@@ -1,0 +1,112 @@
+import { afterAll, beforeAll, describe, expect, it } from "vitest";
+import { IsolateRunner } from "../../../src/isolation/isolate/isolate-runner.js";
+import type { CallOutcome, CallRequest } from "../../../src/isolation/wire/messages.js";
+import { type ProbeTool, buildProbeTool } from "../../helpers/probe-tool.js";
+
+/**
+ * One Anima's tools in one warm isolate, each in a context of its own (warm-pool.ts, sharing), through
+ * the isolate runner with real isolates.
+ */
+const toolSource = (name: string, extra = "") => `
+let calls = 0;
+globalThis.owner ??= ${JSON.stringify(name)};
+export function get_tool_schemas() {
+  return [{ name: "probe_run", description: "${name}", input_schema: { type: "object", properties: {} } }];
+}
+export async function dispatch() {
+  ${extra}
+  return { tool: ${JSON.stringify(name)}, calls: ++calls, owner: globalThis.owner };
+}
+`;
+
+let alpha: ProbeTool;
+let beta: ProbeTool;
+let spinner: ProbeTool;
+let sleeper: ProbeTool;
+let hoarder: ProbeTool;
+beforeAll(async () => {
+  [alpha, beta, spinner, sleeper, hoarder] = await Promise.all([
+    buildProbeTool(toolSource("alpha")),
+    buildProbeTool(toolSource("beta")),
+    buildProbeTool(toolSource("spinner", "while (true) {}")),
+    buildProbeTool(toolSource("sleeper", "await new Promise((resolve) => setTimeout(resolve, 300));")),
+    // ≈ 12 MB of module state: over what another tool's context may join.
+    buildProbeTool(toolSource("hoarder", "globalThis.kept ??= Array.from({ length: 300000 }, (_, i) => 'item ' + i);")),
+  ]);
+});
+afterAll(() => [alpha, beta, spinner, sleeper, hoarder].forEach((tool) => tool.cleanup()));
+
+/** A call of `tool` as `anima`, named `name` (tools of one Anima differ by name: each has its own lineage). */
+function request(tool: ProbeTool, anima: string, name: string, timeoutMs = 2_000): CallRequest {
+  const base = tool.request(anima, { timeoutMs });
+  return { ...base, context: { ...base.context, tool: name } };
+}
+
+function valueOf(outcome: CallOutcome): Record<string, unknown> {
+  if (!outcome.ok) throw new Error(`call failed: ${outcome.error.type}: ${outcome.error.message}`);
+  return JSON.parse(outcome.value.kind === "json" ? outcome.value.text : "null") as Record<string, unknown>;
+}
+
+async function withRunner(options: ConstructorParameters<typeof IsolateRunner>[0], body: (runner: IsolateRunner) => Promise<void>): Promise<void> {
+  const runner = new IsolateRunner({ compactIdleAfterMs: 0, ...options });
+  try {
+    await body(runner);
+  } finally {
+    await runner.close();
+  }
+}
+
+describe("shared isolates (isolate runner)", () => {
+  it("two tools of one Anima share one warm isolate, each with its own global and module state", () =>
+    withRunner({}, async (runner) => {
+      expect(valueOf(await runner.call(request(alpha, "alice", "alpha")))).toEqual({ tool: "alpha", calls: 1, owner: "alpha" });
+      // beta's global is its own: alpha's `owner` is not there.
+      expect(valueOf(await runner.call(request(beta, "alice", "beta")))).toEqual({ tool: "beta", calls: 1, owner: "beta" });
+      expect(runner.warmPoolStats().idleIsolates).toBe(1);
+      expect(valueOf(await runner.call(request(alpha, "alice", "alpha")))).toMatchObject({ calls: 2, owner: "alpha" });
+      expect(valueOf(await runner.call(request(beta, "alice", "beta")))).toMatchObject({ calls: 2, owner: "beta" });
+      expect(runner.warmPoolStats().idleIsolates).toBe(1);
+    }));
+
+  it("never shares across Animas, nor with toolsPerIsolate 1", async () => {
+    await withRunner({}, async (runner) => {
+      valueOf(await runner.call(request(alpha, "alice", "alpha")));
+      valueOf(await runner.call(request(beta, "bob", "beta")));
+      expect(runner.warmPoolStats().idleIsolates).toBe(2);
+    });
+    await withRunner({ toolsPerIsolate: 1 }, async (runner) => {
+      valueOf(await runner.call(request(alpha, "alice", "alpha")));
+      valueOf(await runner.call(request(beta, "alice", "beta")));
+      expect(runner.warmPoolStats().idleIsolates).toBe(2);
+    });
+  });
+
+  it("a tool stopped at its timeout ends the isolate it shared; the other tool's next call runs afresh", () =>
+    withRunner({}, async (runner) => {
+      expect(valueOf(await runner.call(request(alpha, "alice", "alpha")))).toMatchObject({ calls: 1 });
+      const stopped = await runner.call(request(spinner, "alice", "spinner", 200));
+      expect(stopped).toMatchObject({ ok: false, error: { type: "Timeout" } });
+      expect(runner.warmPoolStats().idleIsolates).toBe(0);
+      expect(valueOf(await runner.call(request(alpha, "alice", "alpha")))).toMatchObject({ calls: 1, owner: "alpha" });
+    }));
+
+  it("calls of two tools of one Anima at once do not wait for each other", () =>
+    withRunner({}, async (runner) => {
+      valueOf(await runner.call(request(sleeper, "alice", "sleeper")));
+      valueOf(await runner.call(request(alpha, "alice", "alpha")));
+      expect(runner.warmPoolStats().idleIsolates).toBe(1);
+      const order: string[] = [];
+      const slow = runner.call(request(sleeper, "alice", "sleeper")).then((outcome) => order.push(`sleeper:${String(valueOf(outcome)["calls"])}`));
+      const quick = runner.call(request(alpha, "alice", "alpha")).then((outcome) => order.push(`alpha:${String(valueOf(outcome)["tool"])}`));
+      await Promise.all([slow, quick]);
+      // alpha's context was in the isolate the sleeper held: alpha got an isolate of its own meanwhile.
+      expect(order).toEqual(["alpha:alpha", "sleeper:2"]);
+    }));
+
+  it("a tool that keeps a large heap gets no neighbour", () =>
+    withRunner({}, async (runner) => {
+      valueOf(await runner.call(request(hoarder, "alice", "hoarder")));
+      valueOf(await runner.call(request(alpha, "alice", "alpha")));
+      expect(runner.warmPoolStats().idleIsolates).toBe(2);
+    }));
+});
