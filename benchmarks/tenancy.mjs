@@ -12,7 +12,8 @@
 //   - with one cordon per Anima (`--cordons anima`): the first call of each new Anima with a spare
 //     process ready (its cordon's first process), and RSS per warm Anima.
 // Run: `npm run build && node --no-node-snapshot benchmarks/tenancy.mjs [--quick] [--json] [--animas N]
-// [--cordons all|anima]` (default all: every Anima in one cordon, the density figures of before cordons).
+// [--cordons all|anima] [--tools-per-isolate N]` (default all: every Anima in one cordon, the density figures
+// of before cordons; tools per isolate: the host's default, 4).
 import { fork, spawn } from "node:child_process";
 import { existsSync, mkdirSync, mkdtempSync, rmSync, writeFileSync } from "node:fs";
 import { tmpdir } from "node:os";
@@ -25,9 +26,19 @@ import { rssKb, sandboxRssMb } from "./process-memory.mjs";
 import { compactionsSettled } from "./warm-pools.mjs";
 
 const { values: flags } = parseArgs({
-  options: { quick: { type: "boolean" }, json: { type: "boolean" }, animas: { type: "string" }, rounds: { type: "string" }, cordons: { type: "string" } },
+  options: {
+    quick: { type: "boolean" },
+    json: { type: "boolean" },
+    animas: { type: "string" },
+    rounds: { type: "string" },
+    cordons: { type: "string" },
+    "tools-per-isolate": { type: "string" },
+  },
 });
 const CORDONS = flags.cordons ?? "all";
+/** One Anima's tools whose contexts a warm isolate may hold (HostOptions.toolsPerIsolate); undefined: the host's default. */
+const TOOLS_PER_ISOLATE = flags["tools-per-isolate"] === undefined ? undefined : Number(flags["tools-per-isolate"]);
+const hostOptions = TOOLS_PER_ISOLATE === undefined ? {} : { toolsPerIsolate: TOOLS_PER_ISOLATE };
 if (CORDONS !== "all" && CORDONS !== "anima") throw new Error(`--cordons ${CORDONS}: all or anima`);
 const ANIMAS = Number(flags.animas ?? (flags.quick ? 100 : 500));
 const ROUNDS = Number(flags.rounds ?? (flags.quick ? 2 : 4));
@@ -144,8 +155,8 @@ async function main() {
     writeFileSync(join(dataDir, "animas", anima, "tools", "alpha.mjs"), toolSource(anima, "alpha"));
   }
 
-  const results = { animas: ANIMAS, tools: tools.length, rounds: ROUNDS, cordons: CORDONS };
-  const host = createHost({ dataDir, cordons: CORDONS, onLog: () => {} });
+  const results = { animas: ANIMAS, tools: tools.length, rounds: ROUNDS, cordons: CORDONS, toolsPerIsolate: TOOLS_PER_ISOLATE ?? "default" };
+  const host = createHost({ dataDir, cordons: CORDONS, ...hostOptions, onLog: () => {} });
   try {
     const bareFloor = await bareIsolateFloor(flags.quick ? 50 : 200);
     await host.call("quiet", "alpha_run", { n: 1 });
@@ -204,7 +215,7 @@ async function main() {
     };
     // Cold isolates: the same loaded tools, on a host whose warm pool keeps nothing, so that every call
     // builds its isolate (bundles and descriptions come from the first host's on-disk cache).
-    const coldHost = createHost({ dataDir, cordons: CORDONS, warmIsolatesMb: 1, onLog: () => {} });
+    const coldHost = createHost({ dataDir, cordons: CORDONS, ...hostOptions, warmIsolatesMb: 1, onLog: () => {} });
     const coldTools = tools.slice(0, flags.quick ? 100 : 300);
     try {
       for (const [anima, tool] of coldTools) await coldHost.call(anima, tool, { n: 0 });
