@@ -63,8 +63,9 @@ export interface HostOptions {
   /**
    * Memory the idle warm isolates of the host may hold in all, MB, split evenly over the sandbox
    * processes; the least recently used beyond it are disposed (a call then builds a fresh isolate). Each
-   * isolate counts what V8 holds for it: ≈ 1.8 MB for a small tool. Default: one sixth of the machine's
-   * memory, between 256 and 8,192 MB (4,096 MB on a 24 GiB machine: ≈ 2,200 small tools warm).
+   * isolate counts what V8 holds for it: ≈ 1.8 MB for a small tool, ≈ 0.5 MB more for each further tool
+   * of the same Anima it holds (`toolsPerIsolate`). Default: one sixth of the machine's memory, between
+   * 256 and 8,192 MB (4,096 MB on a 24 GiB machine: ≈ 2,200 small tools warm, more with sharing).
    */
   warmIsolatesMb?: number;
   /** Idle warm isolates kept per sandbox process at most, whatever their size. Default: no limit (`warmIsolatesMb` decides). */
