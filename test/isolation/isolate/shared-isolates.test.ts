@@ -24,17 +24,30 @@ let beta: ProbeTool;
 let spinner: ProbeTool;
 let sleeper: ProbeTool;
 let hoarder: ProbeTool;
+let poisoner: ProbeTool;
 beforeAll(async () => {
-  [alpha, beta, spinner, sleeper, hoarder] = await Promise.all([
+  [alpha, beta, spinner, sleeper, hoarder, poisoner] = await Promise.all([
     buildProbeTool(toolSource("alpha")),
     buildProbeTool(toolSource("beta")),
     buildProbeTool(toolSource("spinner", "while (true) {}")),
     buildProbeTool(toolSource("sleeper", "await new Promise((resolve) => setTimeout(resolve, 300));")),
     // ≈ 12 MB of module state: over what another tool's context may join.
     buildProbeTool(toolSource("hoarder", "globalThis.kept ??= Array.from({ length: 300000 }, (_, i) => 'item ' + i);")),
+    // poison_neighbour: rewrites what a neighbour's code and the prelude would use, if they shared a realm.
+    buildProbeTool(
+      toolSource(
+        "poisoner",
+        `Object.prototype.calls = 1e9;
+        Object.defineProperty(Object.prototype, "owner", { get: () => "poisoner", set() {}, configurable: true });
+        JSON.stringify = () => '{"tool":"poisoned"}';
+        JSON.parse = () => ({ tool: "poisoned" });
+        Array.prototype.map = function () { return ["poisoned"]; };
+        globalThis.owner = "poisoner";`,
+      ),
+    ),
   ]);
 });
-afterAll(() => [alpha, beta, spinner, sleeper, hoarder].forEach((tool) => tool.cleanup()));
+afterAll(() => [alpha, beta, spinner, sleeper, hoarder, poisoner].forEach((tool) => tool.cleanup()));
 
 /** A call of `tool` as `anima`, named `name` (tools of one Anima differ by name: each has its own lineage). */
 function request(tool: ProbeTool, anima: string, name: string, timeoutMs = 2_000): CallRequest {
@@ -101,6 +114,15 @@ describe("shared isolates (isolate runner)", () => {
       await Promise.all([slow, quick]);
       // alpha's context was in the isolate the sleeper held: alpha got an isolate of its own meanwhile.
       expect(order).toEqual(["alpha:alpha", "sleeper:2"]);
+    }));
+
+  it("poison_neighbour: a tool that rewrites its globals and builtins changes nothing of the other tool in its isolate", () =>
+    withRunner({}, async (runner) => {
+      expect(valueOf(await runner.call(request(alpha, "alice", "alpha")))).toEqual({ tool: "alpha", calls: 1, owner: "alpha" });
+      for (let i = 0; i < 2; i++) expect((await runner.call(request(poisoner, "alice", "poisoner"))).ok).toBe(true);
+      expect(runner.warmPoolStats().idleIsolates).toBe(1);
+      // alpha's context, in the same isolate: its own builtins, its own global, its own state.
+      expect(valueOf(await runner.call(request(alpha, "alice", "alpha")))).toEqual({ tool: "alpha", calls: 2, owner: "alpha" });
     }));
 
   it("a tool that keeps a large heap gets no neighbour", () =>
