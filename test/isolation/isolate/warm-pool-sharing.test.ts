@@ -1,30 +1,8 @@
 import { describe, expect, it } from "vitest";
-import { PooledIsolate } from "../../../src/isolation/isolate/pooled-isolate.js";
+import { FakeIsolate } from "../../helpers/fake-isolate.js";
 import { IsolatePool, MAX_SHARED_HEAP_BYTES, type Sharing } from "../../../src/isolation/isolate/warm-pool.js";
 
-/**
- * Several tools of one Anima in one warm isolate (src/isolation/isolate/warm-pool.ts, sharing), on pooled
- * isolates over a stand-in for isolated-vm's isolate: `bytes` is what the pool measures.
- */
-class FakeIsolate extends PooledIsolate {
-  constructor(
-    key: string,
-    public bytes: number,
-  ) {
-    const isolate = {
-      isDisposed: false,
-      dispose() {
-        isolate.isDisposed = true;
-      },
-    };
-    super(key, isolate as unknown as ConstructorParameters<typeof PooledIsolate>[1]);
-  }
-
-  get disposed(): boolean {
-    return this.isolate.isDisposed;
-  }
-}
-
+/** Several tools of one Anima in one warm isolate (src/isolation/isolate/warm-pool.ts, sharing), on stand-in isolates. */
 const ALICE = "alice\u0000128";
 const key = (anima: string, hash: string) => `${anima}\u0000${hash}\u0000128`;
 const lineage = (anima: string, tool: string) => `${anima}\u0000${tool}\u0000128`;

@@ -1,34 +1,12 @@
 import { describe, expect, it, vi } from "vitest";
-import { PooledIsolate } from "../../../src/isolation/isolate/pooled-isolate.js";
+import { FakeIsolate } from "../../helpers/fake-isolate.js";
 import { IsolatePool } from "../../../src/isolation/isolate/warm-pool.js";
 
 /** The pool's clock (when an isolate went idle), set by the tests. */
 const clock = vi.hoisted(() => ({ nowMs: 0 }));
 vi.mock("../../../src/clock.js", () => ({ monotonicMs: () => clock.nowMs }));
 
-/**
- * Pooled isolates over a stand-in for isolated-vm's isolate (the pool never enters one): `bytes` is what
- * the pool measures, `disposed` whether it was disposed.
- */
-class FakeIsolate extends PooledIsolate {
-  constructor(
-    key: string,
-    public bytes: number,
-  ) {
-    const isolate = {
-      isDisposed: false,
-      dispose() {
-        isolate.isDisposed = true;
-      },
-    };
-    super(key, isolate as unknown as ConstructorParameters<typeof PooledIsolate>[1]);
-  }
-
-  get disposed(): boolean {
-    return this.isolate.isDisposed;
-  }
-}
-
+/** Stand-ins for isolates (test/helpers/fake-isolate.ts). */
 function fakeIsolate(key: string, bytes: number): FakeIsolate {
   return new FakeIsolate(key, bytes);
 }
