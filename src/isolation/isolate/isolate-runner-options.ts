@@ -13,7 +13,7 @@ export interface IsolateRunnerOptions {
   warmPoolBytes?: number;
   /** Idle warm isolates kept at most, whatever their size. Default: no limit (the memory budget decides). */
   maxIdleIsolates?: number;
-  /** Whether isolates are made from a startup snapshot of the prelude (see `startupSnapshot`). Default: true. */
+  /** Whether isolates are made from a startup snapshot of the prelude (startup-snapshot.ts). Default: true. */
   startupSnapshot?: boolean;
   /** Python interpreters kept between calls (see `PythonInterpreterSettings`). Default: `DEFAULT_PYTHON_INTERPRETERS`. */
   pythonInterpreters?: PythonInterpreterSettings;
@@ -83,7 +83,7 @@ export function poolSettingsOf(options: IsolateRunnerOptions): { pool: WarmPoolL
 /** Tools' contexts one warm isolate may hold by default (`IsolateRunnerOptions.toolsPerIsolate`). */
 export const TOOLS_PER_ISOLATE = 4;
 
-/** Isolates built from the prelude script before the runner makes a startup snapshot (see `startupSnapshot`). */
+/** Isolates built from the prelude script before the runner makes a startup snapshot (startup-snapshot.ts). */
 export const SNAPSHOT_AFTER_ISOLATES = 3;
 
 /** `onLog` made safe: a throwing log sink must cost neither the host (an uncaught error) nor the sandbox (a host stack). */

@@ -216,7 +216,7 @@ export class IsolateRunner implements Executor {
     }
   }
 
-  /** True once isolates are made from the startup snapshot (see `startupSnapshot`); for tests and benchmarks. */
+  /** True once isolates are made from the startup snapshot (startup-snapshot.ts); for tests and benchmarks. */
   get usesStartupSnapshot(): boolean {
     return this.snapshot.inUse;
   }

@@ -225,7 +225,7 @@ export class IsolatePool {
     this.idleBytes += bytes - pooled.heapBytes;
     pooled.heapBytes = bytes;
     pooled.releasesSinceMeasure = 0;
-    this.roomy.get(pooled.shareGroup ?? "")?.delete(pooled);
+    this.leaveRoomy(pooled);
     this.noteRoom(pooled);
     this.evictIdle();
   }
@@ -268,6 +268,13 @@ export class IsolatePool {
       this.roomy.set(group, members);
     }
     members.add(pooled);
+  }
+
+  private leaveRoomy(pooled: PooledIsolate): void {
+    const group = pooled.shareGroup;
+    const members = group === undefined ? undefined : this.roomy.get(group);
+    if (!members?.delete(pooled) || members.size > 0) return;
+    this.roomy.delete(group as string);
   }
 
   private measure(pooled: PooledIsolate, callMs: number): void {
@@ -319,7 +326,7 @@ export class IsolatePool {
       const at = state.idle.indexOf(pooled);
       if (at >= 0) state.idle.splice(at, 1);
     }
-    this.roomy.get(pooled.shareGroup ?? "")?.delete(pooled);
+    this.leaveRoomy(pooled);
     if (this.idleInterpreters.delete(pooled)) return;
     this.idleBytes -= pooled.heapBytes;
   }
