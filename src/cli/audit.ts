@@ -143,6 +143,8 @@ export interface IsolationLayers {
     warmIsolatesMb: number;
     /** Idle isolates kept at most per process, or null for no limit (the budget decides). */
     maxIdleIsolates: number | null;
+    /** Tools of one Anima whose contexts one idle isolate may hold (warm-pool.ts, sharing). */
+    toolsPerIsolate: number;
     maxConcurrentCallsPerAnima: number;
     maxQueuedCallsPerAnima: number;
     /** How an Anima over its share is run (low-priority.ts), as this machine allows. */
@@ -176,6 +178,7 @@ export function isolationLayers(config: HostConfig): IsolationLayers {
     tenancy: {
       warmIsolatesMb: config.warmIsolatesMb,
       maxIdleIsolates: Number.isFinite(config.maxIdleIsolates) ? config.maxIdleIsolates : null,
+      toolsPerIsolate: config.toolsPerIsolate,
       maxConcurrentCallsPerAnima: config.maxConcurrentCallsPerAnima,
       maxQueuedCallsPerAnima: config.maxQueuedCallsPerAnima,
       lowPriority: describeLowPriority(),
@@ -224,8 +227,15 @@ function formatIsolation(layers: IsolationLayers): string {
     `  ${describeOsSandbox(layers.osSandbox)}`,
     ...layers.resourceCaps.map((line) => `  ${line}`),
     "Tenants:",
-    `  warm pool: ${layers.tenancy.warmIsolatesMb.toLocaleString("en-US")} MB of idle isolates in all (${Math.floor(layers.tenancy.warmIsolatesMb / (layers.cordons.setting === "all" ? layers.sandboxProcesses : layers.cordons.maxProcesses)).toLocaleString("en-US")} MB per sandbox process${layers.tenancy.maxIdleIsolates === null ? "" : `, at most ${layers.tenancy.maxIdleIsolates} isolates`}), least recently used disposed first`,
+    `  warm pool: ${layers.tenancy.warmIsolatesMb.toLocaleString("en-US")} MB of idle isolates in all (${Math.floor(layers.tenancy.warmIsolatesMb / (layers.cordons.setting === "all" ? layers.sandboxProcesses : layers.cordons.maxProcesses)).toLocaleString("en-US")} MB per sandbox process${layers.tenancy.maxIdleIsolates === null ? "" : `, at most ${layers.tenancy.maxIdleIsolates} isolates`}), least recently used disposed first; ${sharingText(layers.tenancy.toolsPerIsolate)}`,
     `  per-Anima call limits: ${layers.tenancy.maxConcurrentCallsPerAnima} calls at once per Anima while others have calls, ${layers.tenancy.maxQueuedCallsPerAnima.toLocaleString("en-US")} waiting, then Busy`,
     `  over its share (a long call keeping its process busy): ${layers.tenancy.lowPriority}`,
   ].join("\n");
+}
+
+/** What `tools_per_isolate` means for the warm pool, in the audit's words. */
+function sharingText(toolsPerIsolate: number): string {
+  return toolsPerIsolate > 1
+    ? `an idle isolate may hold up to ${toolsPerIsolate} JavaScript tools of one Anima, each in its own context (a stop of one ends the others' warm contexts)`
+    : "an isolate per tool";
 }
