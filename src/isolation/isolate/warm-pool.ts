@@ -145,10 +145,7 @@ export class IsolatePool {
       state.busy--;
       state.waiting.shift()?.();
       // The isolate shared for the key went with its failed context: its other tools' keys may be unused now.
-      for (const held of host?.heldKeys() ?? []) {
-        const other = this.keys.get(held.key);
-        if (other) this.forgetIfUnused(held.key, other);
-      }
+      if (host) this.forgetUnusedKeysOf(host);
       this.forgetIfUnused(key, state);
       throw error;
     }
@@ -165,7 +162,8 @@ export class IsolatePool {
     // A context of a replaced version would stay warm for nothing: the isolate goes with it.
     const superseded = held.some(({ key, lineage }) => lineage !== undefined && this.latestKeyOf.get(lineage) !== key);
     const fits = interpreter ? this.maxIdleInterpreters > 0 : pooled.heapBytes <= this.limits.maxIdleBytes;
-    if (state && reusable && !superseded && pooled.healthy && fits) {
+    const kept = state !== undefined && reusable && !superseded && pooled.healthy && fits;
+    if (kept) {
       pooled.idleSinceMs = monotonicMs();
       pooled.compacted = false;
       for (const { key } of held) this.stateOf(key).idle.push(pooled);
@@ -178,10 +176,8 @@ export class IsolatePool {
     } else {
       pooled.disposeByHost();
     }
-    if (state) {
-      state.waiting.shift()?.();
-      this.forgetIfUnused(pooled.key, state);
-    }
+    state?.waiting.shift()?.();
+    if (!kept) this.forgetUnusedKeysOf(pooled);
   }
 
   /** Disposes the idle isolates whose key starts with `prefix` (an Anima that moved to another process). */
@@ -333,11 +329,16 @@ export class IsolatePool {
 
   private evict(pooled: PooledIsolate): void {
     this.forgetIdle(pooled);
+    this.forgetUnusedKeysOf(pooled);
+    pooled.disposeByHost();
+  }
+
+  /** Forgets the keys of `pooled`'s contexts that nothing uses any more (no call, idle isolate or waiter). */
+  private forgetUnusedKeysOf(pooled: PooledIsolate): void {
     for (const { key } of pooled.heldKeys()) {
       const state = this.keys.get(key);
       if (state) this.forgetIfUnused(key, state);
     }
-    pooled.disposeByHost();
   }
 
   private forgetIfUnused(key: string, state: KeyState): void {

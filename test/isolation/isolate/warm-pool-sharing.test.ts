@@ -119,6 +119,16 @@ describe("IsolatePool: one Anima's tools share an isolate", () => {
     expect([next === shared, next.disposed]).toEqual([false, false]);
   });
 
+  it("a shared isolate not kept after a call (a stop, a recycle) frees every key it held", async () => {
+    const { pool, sharing, call } = sharingPool(4);
+    const shared = await call("alice", "echo", "h1");
+    await call("alice", "weather", "h2");
+    const taken = await pool.acquire(key("alice", "h2"), async () => new FakeIsolate("unused", 0), lineage("alice", "weather"), sharing(ALICE));
+    pool.release(taken, false);
+    expect(shared.disposed).toBe(true);
+    expect((pool as unknown as { keys: Map<string, unknown> }).keys.size).toBe(0);
+  });
+
   it("evicting a shared isolate frees every key it held", async () => {
     const { pool, call } = sharingPool(4);
     const shared = await call("alice", "echo", "h1");
