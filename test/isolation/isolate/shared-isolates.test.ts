@@ -30,7 +30,8 @@ beforeAll(async () => {
     buildProbeTool(toolSource("alpha")),
     buildProbeTool(toolSource("beta")),
     buildProbeTool(toolSource("spinner", "while (true) {}")),
-    buildProbeTool(toolSource("sleeper", "await new Promise((resolve) => setTimeout(resolve, 300));")),
+    // Its first call returns at once (to make the isolate warm); later ones take 2 s.
+    buildProbeTool(toolSource("sleeper", "if (calls > 0) await new Promise((resolve) => setTimeout(resolve, 2000));")),
     // ≈ 12 MB of module state: over what another tool's context may join.
     buildProbeTool(toolSource("hoarder", "globalThis.kept ??= Array.from({ length: 300000 }, (_, i) => 'item ' + i);")),
     // poison_neighbour: rewrites what a neighbour's code and the prelude would use, if they shared a realm.
@@ -109,8 +110,8 @@ describe("shared isolates (isolate runner)", () => {
       valueOf(await runner.call(request(alpha, "alice", "alpha")));
       expect(runner.warmPoolStats().idleIsolates).toBe(1);
       const order: string[] = [];
-      const slow = runner.call(request(sleeper, "alice", "sleeper")).then((outcome) => order.push(`sleeper:${String(valueOf(outcome)["calls"])}`));
-      const quick = runner.call(request(alpha, "alice", "alpha")).then((outcome) => order.push(`alpha:${String(valueOf(outcome)["tool"])}`));
+      const slow = runner.call(request(sleeper, "alice", "sleeper", 10_000)).then((outcome) => order.push(`sleeper:${String(valueOf(outcome)["calls"])}`));
+      const quick = runner.call(request(alpha, "alice", "alpha", 10_000)).then((outcome) => order.push(`alpha:${String(valueOf(outcome)["tool"])}`));
       await Promise.all([slow, quick]);
       // alpha's context was in the isolate the sleeper held: alpha got an isolate of its own meanwhile.
       expect(order).toEqual(["alpha:alpha", "sleeper:2"]);
@@ -127,7 +128,7 @@ describe("shared isolates (isolate runner)", () => {
 
   it("a tool that keeps a large heap gets no neighbour", () =>
     withRunner({}, async (runner) => {
-      valueOf(await runner.call(request(hoarder, "alice", "hoarder")));
+      valueOf(await runner.call(request(hoarder, "alice", "hoarder", 10_000)));
       valueOf(await runner.call(request(alpha, "alice", "alpha")));
       expect(runner.warmPoolStats().idleIsolates).toBe(2);
     }));
