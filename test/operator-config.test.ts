@@ -21,6 +21,18 @@ function withConfig(section: unknown, rest: Record<string, unknown> = {}): TempD
   return data;
 }
 
+/** Each of `wrong` as `key` in `dir`'s config.json is the operator's error naming the key; the file is `{}` afterwards. */
+function expectRefusedInFile(dir: string, key: string, wrong: readonly unknown[]): void {
+  for (const value of wrong) {
+    writeFileSync(join(dir, "config.json"), JSON.stringify({ animaworks_tool: { [key]: value } }));
+    expect(thrownToolError(() => resolveConfig({ dataDir: dir }, {}))).toMatchObject({
+      type: "ToolConfigError",
+      message: expect.stringContaining(`animaworks_tool.${key} must be`),
+    });
+  }
+  writeFileSync(join(dir, "config.json"), "{}");
+}
+
 describe("a section of notes only (as init writes it)", () => {
   it("sets nothing, and a process reading it never loads the schema validator (ajv: ≈ 100 ms of a one-shot call)", () => {
     const script = `
@@ -87,14 +99,7 @@ describe("operator configuration (config.json animaworks_tool)", () => {
     const { dir } = withConfig({ warm_python_interpreters: 0, spare_python_interpreter: false });
     expect(resolveConfig({ dataDir: dir }, {})).toMatchObject({ warmPythonInterpreters: 0, sparePythonInterpreter: false });
     expect(resolveConfig({ dataDir: join(dir, "missing") }, {})).toMatchObject({ warmPythonInterpreters: 2, sparePythonInterpreter: true });
-    for (const wrong of [-1, 1.5, "2"]) {
-      writeFileSync(join(dir, "config.json"), JSON.stringify({ animaworks_tool: { warm_python_interpreters: wrong } }));
-      expect(thrownToolError(() => resolveConfig({ dataDir: dir }, {}))).toMatchObject({
-        type: "ToolConfigError",
-        message: expect.stringContaining("animaworks_tool.warm_python_interpreters must be"),
-      });
-    }
-    writeFileSync(join(dir, "config.json"), "{}");
+    expectRefusedInFile(dir, "warm_python_interpreters", [-1, 1.5, "2"]);
     expect(() => resolveConfig({ dataDir: dir, warmPythonInterpreters: -1 })).toThrow(/warmPythonInterpreters must be a number of 0 or more/);
   });
 
@@ -102,14 +107,7 @@ describe("operator configuration (config.json animaworks_tool)", () => {
     const { dir } = withConfig({ compact_idle_isolates_after_ms: 0 });
     expect(resolveConfig({ dataDir: dir }, {}).compactIdleIsolatesAfterMs).toBe(0);
     expect(resolveConfig({ dataDir: join(dir, "missing") }, {}).compactIdleIsolatesAfterMs).toBe(30_000);
-    for (const wrong of [-1, "30000", true]) {
-      writeFileSync(join(dir, "config.json"), JSON.stringify({ animaworks_tool: { compact_idle_isolates_after_ms: wrong } }));
-      expect(thrownToolError(() => resolveConfig({ dataDir: dir }, {}))).toMatchObject({
-        type: "ToolConfigError",
-        message: expect.stringContaining("animaworks_tool.compact_idle_isolates_after_ms must be"),
-      });
-    }
-    writeFileSync(join(dir, "config.json"), "{}");
+    expectRefusedInFile(dir, "compact_idle_isolates_after_ms", [-1, "30000", true]);
     expect(() => resolveConfig({ dataDir: dir, compactIdleIsolatesAfterMs: -5 })).toThrow(/compactIdleIsolatesAfterMs must be a number of 0 or more/);
   });
 
@@ -117,14 +115,7 @@ describe("operator configuration (config.json animaworks_tool)", () => {
     const { dir } = withConfig({ tools_per_isolate: 1 });
     expect(resolveConfig({ dataDir: dir }, {}).toolsPerIsolate).toBe(1);
     expect(resolveConfig({ dataDir: join(dir, "missing") }, {}).toolsPerIsolate).toBe(HOST_DEFAULTS.toolsPerIsolate);
-    for (const wrong of [0, 2.5, "4", true]) {
-      writeFileSync(join(dir, "config.json"), JSON.stringify({ animaworks_tool: { tools_per_isolate: wrong } }));
-      expect(thrownToolError(() => resolveConfig({ dataDir: dir }, {}))).toMatchObject({
-        type: "ToolConfigError",
-        message: expect.stringContaining("animaworks_tool.tools_per_isolate must be"),
-      });
-    }
-    writeFileSync(join(dir, "config.json"), "{}");
+    expectRefusedInFile(dir, "tools_per_isolate", [0, 2.5, "4", true]);
     expect(() => resolveConfig({ dataDir: dir, toolsPerIsolate: 0 })).toThrow(/toolsPerIsolate must be/);
   });
 
