@@ -15,7 +15,8 @@ import {
   matches,
 } from "./audit-log.js";
 import { isAnimaName } from "../registry/animas.js";
-import { type PendingRecord, type TrailOptions, appendChained, generationsOf, headFileOf, readHead } from "./trail.js";
+import { type PendingRecord, type TrailMemo, type TrailOptions, appendChained, generationsOf } from "./trail.js";
+import { headFileOf, readHead } from "./trail-head.js";
 
 /**
  * The audit log on disk: a folder of chained trails (trail.ts), one pair per Anima and one for the host.
@@ -87,6 +88,8 @@ export class JsonlAuditLog implements AuditLog {
   private readonly known = new Set<string>();
   /** Animas known to have trails of their own (only positive answers are kept: a made-up name costs a lookup, not memory). */
   private readonly animaBases = new Map<string, string>();
+  /** What this writer left of each trail it wrote (trail.ts): an append that finds it so skips re-reading it. */
+  private readonly memos = new Map<string, TrailMemo>();
   private timer: NodeJS.Timeout | undefined;
   private closed = false;
   private failing = false;
@@ -163,7 +166,7 @@ export class JsonlAuditLog implements AuditLog {
       if (trail.records.length === 0 && trail.lost === 0) continue;
       const records = trail.lost > 0 ? [gapRecord(trail.lost), ...trail.records] : trail.records;
       try {
-        const written = appendChained(file, this.trail, records, this.onWritten !== undefined);
+        const written = appendChained(file, this.trail, records, this.onWritten !== undefined, this.memos);
         if (!written) {
           blocked = true;
           continue;

@@ -1,7 +1,8 @@
-import { closeSync, fstatSync, mkdirSync, openSync, readFileSync, readSync, renameSync, statSync, writeFileSync, writeSync } from "node:fs";
+import { closeSync, fstatSync, mkdirSync, openSync, readSync, renameSync, statSync, writeSync } from "node:fs";
 import { dirname } from "node:path";
 import { sha256 } from "../bundling/sha256.js";
 import { tryLockSync, unlockSync } from "../file-lock.js";
+import { GENESIS, type StoredHead, type TrailHead, readStoredHead, writeHead } from "./trail-head.js";
 
 /**
  * One chained audit trail: a JSON-lines file and its rotated generations (`<file>.1` … `<file>.<keepFiles>`).
@@ -10,9 +11,9 @@ import { tryLockSync, unlockSync } from "../file-lock.js";
  * - every record line is `{"v":1,"seq":N,"ts":…,"prev":H,…event}`: `seq` counts up by one across files and
  *   rotations, and `prev` is `recordHash` of the line before it (`GENESIS` for seq 1), so a deleted, edited
  *   or reordered record breaks the chain where it was;
- * - the head file `<file>.head` holds the last record's seq and hash, the file's size after it, and what
- *   rotation dropped (the last seq and hash of the generation that fell off): so a truncated tail and a
- *   deleted oldest generation are told apart from retention;
+ * - the head file `<file>.head` (trail-head.ts) holds the last record's seq and hash, the file's size after
+ *   it, and what rotation dropped (the last seq and hash of the generation that fell off): so a truncated
+ *   tail and a deleted oldest generation are told apart from retention;
  * - several processes (a daemon, one-shot CLI runs, MCP servers) append to one trail: each write takes the
  *   trail's lock file (file-lock.ts), continues the chain from the head, writes, rotates if due, and moves
  *   the head, all under the lock. A writer that died between its write and its head is noticed by the
@@ -24,22 +25,10 @@ import { tryLockSync, unlockSync } from "../file-lock.js";
  */
 
 export const RECORD_SCHEMA_VERSION = 1;
-/** `prev` of a trail's first record. */
-export const GENESIS = "0".repeat(32);
 
 /** The first 128 bits of the SHA-256 of a record's line (UTF-8, without its newline), hex. */
 export function recordHash(line: string): string {
   return sha256(line).slice(0, 32);
-}
-
-export interface TrailHead {
-  seq: number;
-  hash: string;
-  /** Size of the current file after the last record, bytes. */
-  sizeBytes: number;
-  /** Last seq and hash of the generation rotation dropped last (0 and GENESIS when none was). */
-  droppedThroughSeq: number;
-  droppedThroughHash: string;
 }
 
 export interface TrailOptions {
@@ -52,22 +41,9 @@ export interface TrailOptions {
 /** Longest record line looked for at the end of a file when the head cannot be trusted, bytes. */
 const TAIL_WINDOW_BYTES = 256 * 1024;
 
-export function headFileOf(file: string): string {
-  return `${file}.head`;
-}
-
 /** Generations oldest first: `<file>.<keepFiles>` … `<file>.1`, `<file>`. */
 export function generationsOf(file: string, keepFiles: number): string[] {
   return [...Array.from({ length: keepFiles }, (_, i) => `${file}.${keepFiles - i}`), file];
-}
-
-export function readHead(file: string): TrailHead | undefined {
-  try {
-    const head = JSON.parse(readFileSync(headFileOf(file), "utf8")) as TrailHead;
-    return Number.isSafeInteger(head.seq) && typeof head.hash === "string" ? head : undefined;
-  } catch {
-    return undefined;
-  }
 }
 
 /** The last complete line of a file (a torn, unterminated tail is not one). */
@@ -134,46 +110,88 @@ export interface PendingRecord {
 }
 
 /**
+ * What a writer keeps of a trail after its own append: the head it wrote and the file as it left it. If
+ * the file is still that file (its inode) at that size, no writer appended or rotated since (every writer
+ * appends under the lock, and rotation makes a new file): the next append continues from it without
+ * reading the head or the file's tail. Anything else takes the reading path.
+ */
+export interface TrailMemo {
+  ino: bigint;
+  sizeBytes: bigint;
+  stored: StoredHead;
+}
+
+/**
  * Appends `records` to the trail under its lock; returns them as written (with `v`, `seq`, `prev`; the
  * records themselves only `withRecords`, else an empty list). Returns
  * undefined, writing nothing, when another live process holds the lock (the caller tries again later);
- * throws when the file cannot be written.
+ * throws when the file cannot be written. `memos`: the writer's TrailMemo per file, kept up to date here.
  */
-export function appendChained(file: string, options: TrailOptions, records: PendingRecord[], withRecords = false): Array<Record<string, unknown>> | undefined {
+export function appendChained(
+  file: string,
+  options: TrailOptions,
+  records: PendingRecord[],
+  withRecords = false,
+  memos?: Map<string, TrailMemo>,
+): Array<Record<string, unknown>> | undefined {
   const lock = `${file}.lock`;
-  mkdirSync(dirname(file), { recursive: true });
-  if (!tryLockSync(lock)) return undefined;
+  if (!lockTrail(lock, file)) return undefined;
   try {
-    const stored = readHead(file);
-    const size = sizeOf(file);
-    let head = stored && stored.sizeBytes === size ? stored : headFromFile(file, options.keepFiles, stored);
-    let text = endsMidLine(file, size) ? "\n" : ""; // a writer that died mid-line: start on a line of our own
-    let { seq, hash } = head;
-    const written: Array<Record<string, unknown>> = [];
-    for (const record of records) {
-      seq++;
-      // As JSON.stringify({ v, seq, ts, prev, ...event }) writes it, without building that object per record
-      // (ts and prev are ISO time and hex: nothing to escape). An event always has a kind, so never "{}".
-      const line = `{"v":${RECORD_SCHEMA_VERSION},"seq":${seq},"ts":"${record.ts}","prev":"${hash}",${JSON.stringify(record.event).slice(1)}`;
-      if (withRecords) written.push({ v: RECORD_SCHEMA_VERSION, seq, ts: record.ts, prev: hash, ...record.event });
-      hash = recordHash(line);
-      text += `${line}\n`;
-    }
     const fd = openSync(file, "a", 0o600);
-    let sizeBytes: number;
+    let stored: StoredHead | undefined;
+    let head: TrailHead;
+    let after: { ino: bigint; size: bigint };
+    const written: Array<Record<string, unknown>> = [];
     try {
+      const before = fstatSync(fd, { bigint: true });
+      const memo = memos?.get(file);
+      let text = "";
+      if (memo && memo.ino === before.ino && memo.sizeBytes === before.size) {
+        stored = memo.stored;
+        head = stored.head;
+      } else {
+        const size = Number(before.size);
+        stored = readStoredHead(file);
+        head = stored && stored.head.sizeBytes === size ? stored.head : headFromFile(file, options.keepFiles, stored?.head);
+        if (endsMidLine(file, size)) text = "\n"; // a writer that died mid-line: start on a line of our own
+      }
+      let { seq, hash } = head;
+      for (const record of records) {
+        seq++;
+        // As JSON.stringify({ v, seq, ts, prev, ...event }) writes it, without building that object per record
+        // (ts and prev are ISO time and hex: nothing to escape). An event always has a kind, so never "{}".
+        const line = `{"v":${RECORD_SCHEMA_VERSION},"seq":${seq},"ts":"${record.ts}","prev":"${hash}",${JSON.stringify(record.event).slice(1)}`;
+        if (withRecords) written.push({ v: RECORD_SCHEMA_VERSION, seq, ts: record.ts, prev: hash, ...record.event });
+        hash = recordHash(line);
+        text += `${line}\n`;
+      }
       writeSync(fd, text);
-      sizeBytes = fstatSync(fd).size;
+      after = fstatSync(fd, { bigint: true });
+      head = { ...head, seq, hash, sizeBytes: Number(after.size) };
     } finally {
       closeSync(fd);
     }
-    head = { ...head, seq, hash, sizeBytes };
-    if (sizeBytes >= options.maxBytes) head = rotate(file, options.keepFiles, head);
-    writeHead(file, head);
+    const rotated = head.sizeBytes >= options.maxBytes;
+    if (rotated) head = rotate(file, options.keepFiles, head);
+    stored = writeHead(file, head, stored);
+    // After a rotation the next append makes a new file: it takes the reading path once.
+    if (rotated) memos?.delete(file);
+    else memos?.set(file, { ino: after.ino, sizeBytes: after.size, stored });
     return written;
   } finally {
     unlockSync(lock);
   }
+}
+
+/** The trail's lock; its folder is made only when the lock cannot be made for want of it. */
+function lockTrail(lock: string, file: string): boolean {
+  try {
+    return tryLockSync(lock);
+  } catch (error) {
+    if ((error as NodeJS.ErrnoException).code !== "ENOENT") throw error;
+  }
+  mkdirSync(dirname(file), { recursive: true });
+  return tryLockSync(lock);
 }
 
 function rotate(file: string, keepFiles: number, head: TrailHead): TrailHead {
@@ -197,13 +215,6 @@ function rotate(file: string, keepFiles: number, head: TrailHead): TrailHead {
   }
   renameSync(file, `${file}.1`);
   return { ...head, ...dropped, sizeBytes: 0 };
-}
-
-/** Through a renamed temporary file: a head is whole or the one before (it alone says what rotation dropped). */
-function writeHead(file: string, head: TrailHead): void {
-  const path = headFileOf(file);
-  writeFileSync(`${path}.tmp`, JSON.stringify(head), { mode: 0o600 });
-  renameSync(`${path}.tmp`, path);
 }
 
 /** Whether the file's last byte is not a newline: a writer ended mid-line. Reads that byte only. */

@@ -1,7 +1,8 @@
 import { existsSync, readFileSync, readdirSync } from "node:fs";
 import { join, relative } from "node:path";
 import { trailFilesIn } from "./jsonl-audit-log.js";
-import { GENESIS, generationsOf, readHead, recordHash } from "./trail.js";
+import { generationsOf, recordHash } from "./trail.js";
+import { GENESIS, readHead } from "./trail-head.js";
 
 /**
  * `audit verify`: walks every trail of an audit folder (jsonl-audit-log.ts) along its chain (trail.ts) and
