@@ -2,7 +2,9 @@
 // options: ANIMAS Animas with 2 small tools each (their own sources, so their own bundles). Figures:
 //   - hot call: one tool called again and again (the baseline every ratio uses), in the same run;
 //   - first call of each tool (bundle, describe, isolate), p50;
-//   - round-robin over every tool, one call after another: p50/p99 and the ratio to the hot call;
+//   - round-robin over every tool, one call after another: p50/p99 and the ratio to the hot call, beside
+//     two floors measured in the same run: bare isolated-vm isolates called in turn, and bare Node IPC to
+//     as many idle processes as the round-robin wakes;
 //   - RSS per loaded tool: host plus sandbox processes, after the round-robin, over an empty host; and
 //     again once the host compacted the idle isolates;
 //   - cold isolate floor: a bare isolated-vm isolate + context, and our cold path without bundling;
@@ -91,6 +93,42 @@ async function bareIsolateFloor(count) {
     isolate.dispose();
   }
   return stats(samples);
+}
+
+/**
+ * The floor of touching another isolate: bare isolated-vm in this process, `isolates` isolates of
+ * `contextsPerIsolate` contexts each (as the warm pool packs one Anima's tools), one small call into each
+ * context in turn (a JSON argument parsed, a JSON string back, as a tool call's envelope), against the same
+ * call into one context again and again. What the machine's caches charge for another isolate's heap and
+ * code, before anything of ours runs.
+ */
+async function isolateRoundRobinFloor(isolates, contextsPerIsolate, count) {
+  const made = [];
+  const entries = [];
+  for (let i = 0; i < isolates; i++) {
+    const isolate = new ivm.Isolate({ memoryLimit: 128 });
+    made.push(isolate);
+    for (let j = 0; j < contextsPerIsolate; j++) {
+      const context = isolate.createContextSync();
+      context.evalSync("globalThis.call = async (payload) => JSON.stringify({ ok: true, value: { n: JSON.parse(payload).n + 1 } });");
+      entries.push(context.global.getSync("call", { reference: true }));
+    }
+  }
+  const callInto = (entry, i) => entry.apply(undefined, [`{"n":${i}}`], { result: { promise: true, copy: true } });
+  const measure = async (over) => {
+    for (let i = 0; i < over; i++) await callInto(entries[i % over], i);
+    const samples = [];
+    for (let i = 0; i < count; i++) {
+      const start = process.hrtime.bigint();
+      await callInto(entries[i % over], i);
+      samples.push(Number(process.hrtime.bigint() - start) / 1e6);
+    }
+    return stats(samples);
+  };
+  const one = await measure(1);
+  const all = await measure(entries.length);
+  for (const isolate of made) isolate.dispose();
+  return { isolates, contextsPerIsolate, oneContext: one, roundRobin: all, ratioP50: round(all.p50Ms / one.p50Ms) };
 }
 
 /**
@@ -192,8 +230,7 @@ async function main() {
       for (const [anima, tool] of tools) roundRobin.push(await timed(() => host.call(anima, tool, { n: r })));
     }
     results.roundRobin = { ...stats(roundRobin), ratioP50VsHot: round(stats(roundRobin).p50Ms / results.hotCall.p50Ms), aim: "p50 ≤ 1.5× the hot call" };
-    // One cordon per Anima: each call of the round-robin wakes another process. Its floor, in this run.
-    if (CORDONS === "anima") results.roundRobin.floorIdleProcesses = await processRoundRobinFloor(dataDir, ANIMAS, flags.quick ? 1_000 : 3_000);
+    const roundRobinProcesses = CORDONS === "anima" ? ANIMAS : sandboxOf(host).pids().length;
     const loadedRssMb = totalRssMb(host);
     const loadedSandboxMb = sandboxRssMb(host);
     results.rss = {
@@ -298,6 +335,12 @@ async function main() {
       aim: "B's p99 with A saturating ≤ 2× B's p99 unloaded",
     };
     results.failedCalls = failures;
+    // The round-robin's floors, last (isolates made and disposed here would stay in this process's RSS):
+    // each call of the round-robin touches another isolate, and wakes another process (one cordon per
+    // Anima: every call; one cordon: first calls alternate between its processes).
+    const floorCalls = flags.quick ? 1_000 : 3_000;
+    results.roundRobin.floorIsolates = await isolateRoundRobinFloor(ANIMAS, 2, floorCalls);
+    results.roundRobin.floorIdleProcesses = await processRoundRobinFloor(dataDir, roundRobinProcesses, floorCalls);
   } finally {
     await host.close();
     rmSync(dataDir, { recursive: true, force: true });
