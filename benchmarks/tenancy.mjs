@@ -114,21 +114,31 @@ async function isolateRoundRobinFloor(isolates, contextsPerIsolate, count) {
       entries.push(context.global.getSync("call", { reference: true }));
     }
   }
-  const callInto = (entry, i) => entry.apply(undefined, [`{"n":${i}}`], { result: { promise: true, copy: true } });
+  const { one, inTurn, ratioP50 } = await oneAgainstInTurn(entries, count, (entry, i) =>
+    entry.apply(undefined, [`{"n":${i}}`], { result: { promise: true, copy: true } }),
+  );
+  for (const isolate of made) isolate.dispose();
+  return { isolates, contextsPerIsolate, oneContext: one, roundRobin: inTurn, ratioP50 };
+}
+
+/**
+ * `count` calls to the first of `targets` one after another, then `count` calls to each target in turn
+ * (each after a warm-up of at least 500 calls, and of every target), timed one by one.
+ */
+async function oneAgainstInTurn(targets, count, call) {
   const measure = async (over) => {
-    for (let i = 0; i < over; i++) await callInto(entries[i % over], i);
+    for (let i = 0; i < Math.max(500, over); i++) await call(targets[i % over], i);
     const samples = [];
     for (let i = 0; i < count; i++) {
       const start = process.hrtime.bigint();
-      await callInto(entries[i % over], i);
+      await call(targets[i % over], i);
       samples.push(Number(process.hrtime.bigint() - start) / 1e6);
     }
     return stats(samples);
   };
   const one = await measure(1);
-  const all = await measure(entries.length);
-  for (const isolate of made) isolate.dispose();
-  return { isolates, contextsPerIsolate, oneContext: one, roundRobin: all, ratioP50: round(all.p50Ms / one.p50Ms) };
+  const inTurn = await measure(targets.length);
+  return { one, inTurn, ratioP50: round(inTurn.p50Ms / one.p50Ms) };
 }
 
 /**
@@ -151,20 +161,9 @@ async function processRoundRobinFloor(dir, processes, count) {
       child.once("message", resolve);
       child.send({ n: i });
     });
-  const measure = async (over) => {
-    for (let i = 0; i < 500; i++) await roundTrip(children[i % over], i);
-    const samples = [];
-    for (let i = 0; i < count; i++) {
-      const start = process.hrtime.bigint();
-      await roundTrip(children[i % over], i);
-      samples.push(Number(process.hrtime.bigint() - start) / 1e6);
-    }
-    return stats(samples);
-  };
-  const one = await measure(1);
-  const all = await measure(processes);
+  const { one, inTurn, ratioP50 } = await oneAgainstInTurn(children, count, roundTrip);
   for (const child of children) child.kill();
-  return { oneProcess: one, roundRobin: all, ratioP50: round(all.p50Ms / one.p50Ms) };
+  return { oneProcess: one, roundRobin: inTurn, ratioP50 };
 }
 
 async function until(check, timeoutMs) {
