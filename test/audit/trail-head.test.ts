@@ -1,4 +1,6 @@
 import { closeSync, existsSync, mkdtempSync, openSync, readFileSync, rmSync, statSync, writeFileSync, writeSync } from "node:fs";
+import { spawn } from "node:child_process";
+import { once } from "node:events";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { afterEach, beforeEach, describe, expect, it } from "vitest";
@@ -115,6 +117,27 @@ describe("audit trail heads", () => {
     expect(report.ok).toBe(true);
     expect(report.trails.find((t) => t.trail === join("animas", "eve.jsonl"))).toMatchObject({ firstSeq: 1, lastSeq: 17 });
   });
+
+  it("keeps one chain when four processes append to one trail at once, rotating it", async () => {
+    const writer = new URL("../../dist/src/audit/jsonl-audit-log.js", import.meta.url).href;
+    const script = `
+      const { JsonlAuditLog } = await import(${JSON.stringify(writer)});
+      const log = new JsonlAuditLog(process.argv[1], { flushIntervalMs: 1, maxBytes: 8_000, keepFiles: 50 });
+      for (let i = 0; i < 60; i++) {
+        log.append({ kind: "capability", anima: "eve", tool: "t", operation: "fs.readFile", target: "p" + process.pid + "-" + i, outcome: "ok" });
+        if (i % 3 === 2) await new Promise((resolve) => setTimeout(resolve, 1));
+      }
+      await log.close();`;
+    const writers = Array.from({ length: 4 }, () =>
+      spawn(process.execPath, ["--input-type=module", "-e", script, auditDir], { stdio: ["ignore", "ignore", "inherit"] }),
+    );
+    const codes = await Promise.all(writers.map(async (child) => (await once(child, "exit"))[0] as number));
+    expect(codes).toEqual([0, 0, 0, 0]);
+    const report = verifyAuditDir(auditDir, 50);
+    expect(report.findings).toEqual([]);
+    expect(report.trails.find((t) => t.trail === join("animas", "eve.jsonl"))).toMatchObject({ records: 240, firstSeq: 1, lastSeq: 240 });
+    expect(readHead(trailFile())).toMatchObject({ seq: 240 });
+  }, 30_000);
 
   it("does not take a new file of the very size its memo remembers for its own (another writer rotated)", async () => {
     const options = { maxBytes: 2_000, keepFiles: 5 };
