@@ -1,4 +1,4 @@
-import { closeSync, openSync, readSync, renameSync, writeFileSync, writeSync } from "node:fs";
+import { closeSync, constants, openSync, readSync, renameSync, unlinkSync, writeSync } from "node:fs";
 import { sha256 } from "../bundling/sha256.js";
 
 /**
@@ -78,9 +78,10 @@ export function writeHead(file: string, head: TrailHead, previous: StoredHead | 
     const n = previous.n + 1;
     let fd: number | undefined;
     try {
-      fd = openSync(path, "r+");
+      // Never through a link: a head replaced by a symlink would have this write land in the link's target.
+      fd = openSync(path, constants.O_RDWR | constants.O_NOFOLLOW);
     } catch {
-      // gone since it was read: written whole below
+      // gone since it was read, or not a plain file: written whole below (a rename replaces a link itself)
     }
     if (fd !== undefined) {
       try {
@@ -92,8 +93,20 @@ export function writeHead(file: string, head: TrailHead, previous: StoredHead | 
     }
   }
   // Slot 0 the new head, slot 1 the same head one count older: a reader finds a whole head in either.
-  writeFileSync(`${path}.tmp`, slotOf(head, 2) + slotOf(head, 1), { mode: 0o600 });
-  renameSync(`${path}.tmp`, path);
+  // A new file of its own (a link or file left at the temporary name is removed, never written through).
+  const temporary = `${path}.tmp`;
+  try {
+    unlinkSync(temporary);
+  } catch (error) {
+    if ((error as NodeJS.ErrnoException).code !== "ENOENT") throw error;
+  }
+  const fd = openSync(temporary, constants.O_WRONLY | constants.O_CREAT | constants.O_EXCL, 0o600);
+  try {
+    writeSync(fd, slotOf(head, 2) + slotOf(head, 1));
+  } finally {
+    closeSync(fd);
+  }
+  renameSync(temporary, path);
   return { head, n: 2 };
 }
 

@@ -1,4 +1,4 @@
-import { closeSync, fstatSync, mkdirSync, openSync, readSync, renameSync, statSync, writeSync } from "node:fs";
+import { closeSync, constants, fstatSync, mkdirSync, openSync, readSync, renameSync, statSync, writeSync } from "node:fs";
 import { dirname } from "node:path";
 import { sha256 } from "../bundling/sha256.js";
 import { tryLockSync, unlockSync } from "../file-lock.js";
@@ -40,6 +40,8 @@ export interface TrailOptions {
 
 /** Longest record line looked for at the end of a file when the head cannot be trusted, bytes. */
 const TAIL_WINDOW_BYTES = 256 * 1024;
+
+const APPEND_NO_FOLLOW = constants.O_WRONLY | constants.O_APPEND | constants.O_CREAT | constants.O_NOFOLLOW;
 
 /** Generations oldest first: `<file>.<keepFiles>` … `<file>.1`, `<file>`. */
 export function generationsOf(file: string, keepFiles: number): string[] {
@@ -137,7 +139,9 @@ export function appendChained(
   const lock = `${file}.lock`;
   if (!lockTrail(lock, file)) return undefined;
   try {
-    const fd = openSync(file, "a", 0o600);
+    // Never through a link (ELOOP: the write fails and is reported): a trail file replaced by a symlink
+    // would have records appended to the link's target.
+    const fd = openSync(file, APPEND_NO_FOLLOW, 0o600);
     let stored: StoredHead | undefined;
     let head: TrailHead;
     let after: { ino: bigint; size: bigint };

@@ -1,4 +1,17 @@
-import { closeSync, existsSync, mkdtempSync, openSync, readFileSync, rmSync, statSync, writeFileSync, writeSync } from "node:fs";
+import {
+  closeSync,
+  existsSync,
+  lstatSync,
+  mkdtempSync,
+  openSync,
+  readFileSync,
+  renameSync,
+  rmSync,
+  statSync,
+  symlinkSync,
+  writeFileSync,
+  writeSync,
+} from "node:fs";
 import { spawn } from "node:child_process";
 import { once } from "node:events";
 import { tmpdir } from "node:os";
@@ -138,6 +151,34 @@ describe("audit trail heads", () => {
     expect(report.trails.find((t) => t.trail === join("animas", "eve.jsonl"))).toMatchObject({ records: 240, firstSeq: 1, lastSeq: 240 });
     expect(readHead(trailFile())).toMatchObject({ seq: 240 });
   }, 30_000);
+
+  it("never writes through a symlink put in place of a head, its temporary file or a trail (symlinked_audit_files)", async () => {
+    const outside = join(dir, "outside.txt");
+    writeFileSync(outside, "not the audit log\n");
+    const errors: string[] = [];
+    const log = new JsonlAuditLog(auditDir, { onWriteError: (error) => errors.push(String(error)) });
+    await append(log, 0, 2);
+    const head = headFileOf(trailFile());
+    // The head itself a link: updated in place, the write would land in the link's target.
+    rmSync(head);
+    symlinkSync(outside, head);
+    await append(log, 10, 1);
+    // The head gone and its temporary name a link: written whole, the new head would go through it.
+    rmSync(head);
+    symlinkSync(outside, `${head}.tmp`);
+    await append(log, 11, 1);
+    expect(readFileSync(outside, "utf8")).toBe("not the audit log\n");
+    expect(lstatSync(head).isFile()).toBe(true);
+    expect(existsSync(`${head}.tmp`)).toBe(false);
+    expect(readHead(trailFile())).toMatchObject({ seq: 4, sizeBytes: statSync(trailFile()).size });
+
+    renameSync(trailFile(), `${trailFile()}.moved`);
+    symlinkSync(outside, trailFile());
+    await append(log, 20, 1);
+    expect(readFileSync(outside, "utf8")).toBe("not the audit log\n");
+    expect(errors).toEqual([expect.stringMatching(/ELOOP/)]);
+    await log.close();
+  });
 
   it("does not take a new file of the very size its memo remembers for its own (another writer rotated)", async () => {
     const options = { maxBytes: 2_000, keepFiles: 5 };
