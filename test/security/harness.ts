@@ -265,6 +265,14 @@ export function expectOk(result: CallResult): string {
   return result.status === "ok" ? result.output : "";
 }
 
+/**
+ * Options for the calls of an Anima just stopped: its long call on a busy process made it over its share,
+ * so they go to the low-priority (SCHED_IDLE) process for a while, which a saturated machine (`npm run
+ * test:busy`) runs only in its idle moments: seen taking longer than a harness's 400–500 ms. A test of
+ * what serves them, or that they work, not of how fast.
+ */
+export const AFTER_ITS_STOP = { timeoutMs: 10_000 };
+
 /** The host still serves `anima`: a normal call right now succeeds. Returns the counter value. */
 export async function expectHealthy(h: Harness, anima: string, options: CallOptions = {}): Promise<number> {
   const output = expectOk(await h.call(anima, "counter_count", {}, options));

@@ -1,18 +1,11 @@
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
-import { type Harness, MODES, expectError, expectHealthy, startHost } from "./harness.js";
+import { AFTER_ITS_STOP, expectError, expectHealthy, MODES, startHost, type Harness } from "./harness.js";
 
 /**
  * Pooling must never carry state where it should not: a healthy isolate is reused for the same Anima
  * and tool (its module-level counter keeps counting), never shared across Animas, and an isolate that
  * timed out or hit its memory limit is disposed (the counter starts again at 1).
  */
-/**
- * The calls of an Anima just stopped: its long call on a busy process made it over its share, so they go
- * to the low-priority (SCHED_IDLE) process for a while, which a saturated machine (`npm run test:busy`)
- * runs only in its idle moments: seen once taking longer than the harness's 400 ms. What this file tests
- * is which isolate serves them, not how fast.
- */
-const AFTER_A_STOP = { timeoutMs: 10_000 };
 
 for (const mode of MODES) {
   describe(`isolate reuse (${mode})`, () => {
@@ -37,8 +30,8 @@ for (const mode of MODES) {
       expect(await expectHealthy(h, "mallory")).toBe(2);
       const bobBefore = await expectHealthy(h, "bob");
       expectError(await h.call("mallory", "counter_hang"), "Timeout");
-      expect(await expectHealthy(h, "mallory", AFTER_A_STOP)).toBe(1);
-      expect(await expectHealthy(h, "mallory", AFTER_A_STOP)).toBe(2);
+      expect(await expectHealthy(h, "mallory", AFTER_ITS_STOP)).toBe(1);
+      expect(await expectHealthy(h, "mallory", AFTER_ITS_STOP)).toBe(2);
       expect(await expectHealthy(h, "bob")).toBe(bobBefore + 1);
     });
 
@@ -48,7 +41,7 @@ for (const mode of MODES) {
       expect(before).toBeGreaterThan(1);
       // A generous timeout: filling 32 MB must meet the memory limit first, even on a busy machine.
       expectError(await h.call("mallory", "counter_bloat", {}, { timeoutMs: 5_000 }), "MemoryLimit");
-      expect(await expectHealthy(h, "mallory", AFTER_A_STOP)).toBe(1);
+      expect(await expectHealthy(h, "mallory", AFTER_ITS_STOP)).toBe(1);
     });
 
     it("concurrent calls for one Anima and tool each get their own isolate", async () => {

@@ -1,5 +1,5 @@
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
-import { type Harness, MODES, assertNoLeak, expectError, expectHealthy, expectOk, expectTenantUnaffected, startHost } from "./harness.js";
+import { AFTER_ITS_STOP, type Harness, MODES, assertNoLeak, expectError, expectHealthy, expectOk, expectTenantUnaffected, startHost } from "./harness.js";
 
 /**
  * docs/design.md §9: a tool cannot run past its timeout, and tenant A's misbehaving tool does not stall
@@ -59,10 +59,10 @@ for (const mode of MODES) {
       // Not stopped early: a lower bound, which load cannot break.
       expect(performance.now() - started).toBeGreaterThanOrEqual(ATTACK_TIMEOUT_MS - 50);
       assertNoLeak(result, h.data);
-      await expectHealthy(h, "mallory");
+      await expectHealthy(h, "mallory", AFTER_ITS_STOP);
       // The same attack a second time (tool already loaded), at the host's deadline: stopped the same way.
       expectError(await h.call("mallory", schema), "Timeout", stoppedAt(TIMEOUT_MS));
-      await expectHealthy(h, "mallory");
+      await expectHealthy(h, "mallory", AFTER_ITS_STOP);
     });
 
     it("timers left behind by a finished call never fire into the next call", async () => {
@@ -78,7 +78,7 @@ for (const mode of MODES) {
       const result = await expectTenantUnaffected(h, () => h.call("mallory", "top_level_loop_run"), { anima: "bob", attacker: "mallory" });
       expectError(result, "LoadError", new RegExp(`did not finish within ${LOAD_TIMEOUT_MS} ms`));
       assertNoLeak(result, h.data);
-      await expectHealthy(h, "mallory");
+      await expectHealthy(h, "mallory", AFTER_ITS_STOP);
       // The failure is remembered for this version of the file; it is not re-run on every call. A re-run
       // would spin until the load timeout again; the remembered failure is answered from memory, well
       // within it on any machine that is not hung.
@@ -91,7 +91,7 @@ for (const mode of MODES) {
       const result = await expectTenantUnaffected(h, () => h.call("mallory", "schema_hang_run"), { anima: "bob", attacker: "mallory" });
       expectError(result, "LoadError");
       assertNoLeak(result, h.data);
-      await expectHealthy(h, "mallory");
+      await expectHealthy(h, "mallory", AFTER_ITS_STOP);
     });
   });
 }
