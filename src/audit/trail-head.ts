@@ -1,4 +1,4 @@
-import { closeSync, constants, openSync, readSync, renameSync, unlinkSync, writeSync } from "node:fs";
+import { closeSync, constants, openSync, readSync, renameSync, rmSync, writeSync } from "node:fs";
 import { sha256 } from "../bundling/sha256.js";
 
 /**
@@ -95,11 +95,7 @@ export function writeHead(file: string, head: TrailHead, previous: StoredHead | 
   // Slot 0 the new head, slot 1 the same head one count older: a reader finds a whole head in either.
   // A new file of its own (a link or file left at the temporary name is removed, never written through).
   const temporary = `${path}.tmp`;
-  try {
-    unlinkSync(temporary);
-  } catch (error) {
-    if ((error as NodeJS.ErrnoException).code !== "ENOENT") throw error;
-  }
+  rmSync(temporary, { force: true });
   const fd = openSync(temporary, constants.O_WRONLY | constants.O_CREAT | constants.O_EXCL, 0o600);
   try {
     writeSync(fd, slotOf(head, 2) + slotOf(head, 1));

@@ -1,4 +1,4 @@
-import { closeSync, constants, fstatSync, mkdirSync, openSync, readSync, renameSync, statSync, writeSync } from "node:fs";
+import { closeSync, constants, fstatSync, mkdirSync, openSync, readSync, renameSync, writeSync } from "node:fs";
 import { dirname } from "node:path";
 import { sha256 } from "../bundling/sha256.js";
 import { tryLockSync, unlockSync } from "../file-lock.js";
@@ -69,7 +69,10 @@ function lastLineOf(file: string): string | undefined {
   }
 }
 
-/** The chain state to continue from, when the head is missing or behind its file. */
+/**
+ * The chain state to continue from, when the head is missing or behind its file. Its `sizeBytes` is not
+ * known here: the append sets it from the file it wrote.
+ */
 function headFromFile(file: string, keepFiles: number, previous: TrailHead | undefined): TrailHead {
   for (const generation of generationsOf(file, keepFiles).reverse()) {
     const line = lastLineOf(generation);
@@ -77,14 +80,14 @@ function headFromFile(file: string, keepFiles: number, previous: TrailHead | und
     try {
       const record = JSON.parse(line) as { seq?: unknown };
       if (typeof record.seq === "number" && Number.isSafeInteger(record.seq)) {
-        return { ...emptyHead(previous), seq: record.seq, hash: recordHash(line), sizeBytes: sizeOf(file) };
+        return { ...emptyHead(previous), seq: record.seq, hash: recordHash(line) };
       }
     } catch {
       // not a record: the chain restarts (verify reports the break)
     }
     break;
   }
-  return { ...emptyHead(previous), sizeBytes: sizeOf(file) };
+  return emptyHead(previous);
 }
 
 function emptyHead(previous: TrailHead | undefined): TrailHead {
@@ -95,14 +98,6 @@ function emptyHead(previous: TrailHead | undefined): TrailHead {
     droppedThroughSeq: previous?.droppedThroughSeq ?? 0,
     droppedThroughHash: previous?.droppedThroughHash ?? GENESIS,
   };
-}
-
-function sizeOf(file: string): number {
-  try {
-    return statSync(file).size;
-  } catch {
-    return 0;
-  }
 }
 
 /** A record waiting to be chained: its time and its event fields. */
@@ -119,7 +114,7 @@ export interface PendingRecord {
  */
 export interface TrailMemo {
   ino: bigint;
-  sizeBytes: bigint;
+  /** The head this writer wrote last; its `sizeBytes` is the file's size as the writer left it. */
   stored: StoredHead;
 }
 
@@ -144,13 +139,13 @@ export function appendChained(
     const fd = openSync(file, APPEND_NO_FOLLOW, 0o600);
     let stored: StoredHead | undefined;
     let head: TrailHead;
-    let after: { ino: bigint; size: bigint };
+    let ino: bigint;
     const written: Array<Record<string, unknown>> = [];
     try {
       const before = fstatSync(fd, { bigint: true });
       const memo = memos?.get(file);
       let text = "";
-      if (memo && memo.ino === before.ino && memo.sizeBytes === before.size) {
+      if (memo && memo.ino === before.ino && memo.stored.head.sizeBytes === Number(before.size)) {
         stored = memo.stored;
         head = stored.head;
       } else {
@@ -170,7 +165,8 @@ export function appendChained(
         text += `${line}\n`;
       }
       writeSync(fd, text);
-      after = fstatSync(fd, { bigint: true });
+      const after = fstatSync(fd, { bigint: true });
+      ino = after.ino;
       head = { ...head, seq, hash, sizeBytes: Number(after.size) };
     } finally {
       closeSync(fd);
@@ -180,7 +176,7 @@ export function appendChained(
     stored = writeHead(file, head, stored);
     // After a rotation the next append makes a new file: it takes the reading path once.
     if (rotated) memos?.delete(file);
-    else memos?.set(file, { ino: after.ino, sizeBytes: after.size, stored });
+    else memos?.set(file, { ino, stored });
     return written;
   } finally {
     unlockSync(lock);
