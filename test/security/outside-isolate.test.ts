@@ -110,7 +110,16 @@ describe.runIf(bwrapWorks)("resources outside the isolate, from a sandbox proces
   describe.runIf(watchdogStatus().holds)("the watchdog", () => {
     it("memory_hoard: memory the main realm allocates and touches is reported, and the process is killed", async () => {
       const what = await watchAndKill(launch("memory_hoard"), { ...ROOMY, memoryBytes: 250 * MB });
-      expect(what).toMatch(/^memory: [\d,]+ MB resident or more in sandbox process \d+'s tree, limit 250 MB$/);
+      expect(what).toMatch(/^memory: [\d,]+ MB resident \([\d,]+ MB of it page tables\) or more in sandbox process \d+'s tree, limit 250 MB$/);
+    });
+
+    it("page_table_bomb: page tables the main realm makes by touching address space it never fills are memory: reported, killed", async () => {
+      const attack = launch("page_table_bomb");
+      const what = await watchAndKill(attack, { ...ROOMY, memoryBytes: 250 * MB });
+      expect(Number(/\(([\d,]+) MB of it page tables\)/.exec(what)?.[1]?.replace(/,/g, ""))).toBeGreaterThan(125);
+      const rss = attack.lines.filter((line) => line.startsWith("rss ")).map((line) => Number(line.slice(4)));
+      expect(rss.length).toBeGreaterThan(0);
+      expect(Math.max(...rss)).toBeLessThan(250 * MB);
     });
 
     it("thread_bomb: threads started from the main realm (allowed by seccomp: Node needs them) are reported", async () => {

@@ -9,7 +9,8 @@ import { tasksOf } from "./process-cpu.js";
  * threads or its open files. Every `WATCHDOG_PERIOD_MS` one timer sums, over the process tree below
  * each watched pid (bwrap → its init → node; or node alone without the OS sandbox):
  *
- *  - memory: the resident set of every process (VmRSS), plus what the tree wrote into the in-memory
+ *  - memory: the resident set and the page tables of every process (VmRSS + VmPTE: touching address
+ *    space without filling it makes page tables and no resident set), plus what the tree wrote into the in-memory
  *    file systems of its own mount namespace (bubblewrap's tmpfs `/`, `/tmp` and `/dev`: files there are
  *    RAM that no process's RSS shows; measured: 50 MB written to each while RSS stayed put);
  *  - tasks: threads and processes (`Threads:` of each process's status);
@@ -30,7 +31,7 @@ import { tasksOf } from "./process-cpu.js";
  * semaphores): under the OS sandbox the seccomp filter refuses all of these (seccomp-filter.ts), and
  * POSIX shared memory has nowhere to go (/dev/shm is read-only there; a file in /tmp is counted above
  * and /tmp holds 8 MiB); without the OS sandbox nothing refuses them. Nor the kernel's own memory for
- * the process (page tables, socket and pipe buffers). The tree is followed to `MAX_TREE_PROCESSES`
+ * the process's sockets and pipes (bounded by its 256 descriptors). The tree is followed to `MAX_TREE_PROCESSES`
  * processes: a sandbox process has three (one without bwrap), and more is reported as over.
  *
  * This module holds the limits, the timer and the tree walk; the readings are proc-readers.ts's (one
@@ -142,6 +143,8 @@ interface Watched {
 
 const MB = 2 ** 20;
 const mb = (bytes: number) => `${Math.round(bytes / MB).toLocaleString("en-US")} MB`;
+/** Resident memory with the page tables counted in it, and how much of it they are. */
+const heldText = (held: number, pageTables: number) => `${mb(held)} resident (${mb(pageTables)} of it page tables)`;
 
 export class ResourceWatchdog {
   private readonly watched = new Set<Watched>();
@@ -229,7 +232,9 @@ export class ResourceWatchdog {
   /** Undefined while the tree is within its limits, else a Verdict (returned, or thrown from a reader below). */
   private measure(entry: Watched): Verdict | undefined {
     const { pid, limits } = entry;
-    let rss = 0;
+    // Resident memory and page tables, bytes: what the tree holds in RAM.
+    let held = 0;
+    let pageTables = 0;
     let tasks = 0;
     let fdSlots = 0;
     const tree: Array<{ pid: number; fdSize: number }> = [];
@@ -242,11 +247,12 @@ export class ResourceWatchdog {
       const own = readStatus(next, next === pid);
       if (!own) continue; // a descendant that ended meanwhile
       tree.push({ pid: next, fdSize: own.fdSize });
-      rss += own.rssBytes;
+      held += own.rssBytes + own.pageTableBytes;
+      pageTables += own.pageTableBytes;
       tasks += own.threads;
       fdSlots += own.fdSize;
       if (tasks > limits.tasks) return new Verdict(`tasks: ${tasks} threads and processes or more in sandbox process ${pid}'s tree, limit ${limits.tasks}`);
-      if (rss > limits.memoryBytes) return new Verdict(`memory: ${mb(rss)} resident or more in sandbox process ${pid}'s tree, limit ${mb(limits.memoryBytes)}`);
+      if (held > limits.memoryBytes) return new Verdict(`memory: ${heldText(held, pageTables)} or more in sandbox process ${pid}'s tree, limit ${mb(limits.memoryBytes)}`);
       let children = entry.fixedChildren?.get(next);
       if (!children) {
         // Listed per thread (a child forked by a worker thread is in that thread's list); the thread
@@ -274,9 +280,9 @@ export class ResourceWatchdog {
       entry.memoryFileSystems = { inner, paths: memoryFileSystemsOf(inner, this.hostDevices) };
     }
     const written = usedBytes(entry.memoryFileSystems.paths);
-    if (rss + written > limits.memoryBytes) {
+    if (held + written > limits.memoryBytes) {
       return new Verdict(
-        `memory: ${mb(rss + written)} (${mb(rss)} resident, ${mb(written)} in files of its in-memory /, /tmp and /dev) in sandbox process ${pid}'s tree, limit ${mb(limits.memoryBytes)}`,
+        `memory: ${mb(held + written)} (${heldText(held, pageTables)}, ${mb(written)} in files of its in-memory /, /tmp and /dev) in sandbox process ${pid}'s tree, limit ${mb(limits.memoryBytes)}`,
       );
     }
     return undefined;

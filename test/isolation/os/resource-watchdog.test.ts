@@ -89,13 +89,26 @@ async function crossing(
 }
 
 describe.runIf(watchdogStatus().holds)("ResourceWatchdog", () => {
+  it("page_table_bomb: page tables count as memory (address space touched without being filled holds no RSS)", async () => {
+    watchdog = new ResourceWatchdog();
+    const limit = 200 * MB;
+    const { child, figures } = start([join(FIXTURES, "page_table_bomb.mjs")], { TARGET_MB: "400" });
+    const report = reported(child.pid as number, { ...ROOMY, memoryBytes: limit });
+    const { what, lateMs } = await crossing(figures, "held", limit, report);
+    expect(what).toMatch(/^memory: [\d,]+ MB resident \([\d,]+ MB of it page tables\) or more in sandbox process \d+'s tree, limit 200 MB$/);
+    // Over its limit by page tables: its resident set alone never was.
+    expect(Number(/\(([\d,]+) MB of it page tables\)/.exec(what)?.[1]?.replace(/,/g, ""))).toBeGreaterThan(100);
+    expect(figures.filter((f) => f.word === "rss").every((f) => f.value < limit)).toBe(true);
+    expect(lateMs).toBeLessThan(500);
+  });
+
   it("reports a process that hoards memory past its limit within 0.5 s, with the figure and the limit", async () => {
     watchdog = new ResourceWatchdog();
     const limit = 200 * MB;
     const { child, figures } = start([join(FIXTURES, "memory_hoard.mjs")], { TARGET_MB: "400" });
     const report = reported(child.pid as number, { ...ROOMY, memoryBytes: limit });
     const { what, lateMs } = await crossing(figures, "rss", limit, report);
-    expect(what).toMatch(/^memory: [\d,]+ MB resident or more in sandbox process \d+'s tree, limit 200 MB$/);
+    expect(what).toMatch(/^memory: [\d,]+ MB resident \([\d,]+ MB of it page tables\) or more in sandbox process \d+'s tree, limit 200 MB$/);
     expect(Number(/^memory: ([\d,]+) MB/.exec(what)?.[1]?.replace(/,/g, ""))).toBeGreaterThan(200);
     expect(lateMs).toBeLessThan(500);
     expect(watchdog.size).toBe(0); // reported once, then no longer watched
