@@ -18,7 +18,7 @@ import { seccompProgram } from "./seccomp-filter.js";
  *  - pid, ipc, uts (and cgroup) namespaces: no signal to, trace of or shared memory with the host;
  *  - a file system of read-only binds of the system folders Node needs, the pinned Node, the project's
  *    built code and isolated-vm's native module with its loader, a private `/proc`, `/dev` and an empty
- *    `/tmp`: nothing of the data dir, the home folder or the host's configuration exists in it;
+ *    `/tmp` (read-only, as the root and `/dev`): nothing of the data dir, the home folder or the host's configuration exists in it;
  *  - an empty environment, a new session (no terminal to inject into), death with the host;
  *  - a seccomp filter (seccomp-filter.ts).
  *
@@ -133,13 +133,13 @@ function baseArgs(extra: string[]): string[] {
   ];
   // bwrap mounts in argument order: the empty /tmp comes first, so that a project or a Node installed
   // under /tmp is bound on top of it rather than hidden by it. In-memory file systems are memory no
-  // process's RSS shows: /tmp is capped at `TMP_BYTES`, and the root and /dev are made read-only once
-  // everything is mounted (device nodes such as /dev/null stay usable on a read-only mount). /dev/shm,
+  // process's RSS shows: /tmp is capped at `TMP_BYTES`, and the root, /tmp and /dev are made read-only
+  // once everything is mounted (no place to write a shared object to load or a program to run) (device nodes such as /dev/null stay usable on a read-only mount). /dev/shm,
   // where POSIX shared memory (`shm_open`) puts its files, is a directory of that read-only /dev, not a
   // mount of its own: it takes nothing (memfd and System V IPC are refused by seccomp-filter.ts).
   args.push("--size", String(TMP_BYTES), "--tmpfs", "/tmp");
   for (const path of readOnlyPaths()) args.push("--ro-bind", path, path);
-  args.push("--proc", "/proc", "--dev", "/dev", ...extra, "--remount-ro", "/dev", "--remount-ro", "/", "--chdir", "/");
+  args.push("--proc", "/proc", "--dev", "/dev", ...extra, "--remount-ro", "/dev", "--remount-ro", "/tmp", "--remount-ro", "/", "--chdir", "/");
   return args;
 }
 

@@ -252,7 +252,8 @@ export class ResourceWatchdog {
       tasks += own.threads;
       fdSlots += own.fdSize;
       if (tasks > limits.tasks) return new Verdict(`tasks: ${tasks} threads and processes or more in sandbox process ${pid}'s tree, limit ${limits.tasks}`);
-      if (held > limits.memoryBytes) return new Verdict(`memory: ${heldText(held, pageTables)} or more in sandbox process ${pid}'s tree, limit ${mb(limits.memoryBytes)}`);
+      if (held > limits.memoryBytes)
+        return new Verdict(`memory: ${heldText(held, pageTables)} or more in sandbox process ${pid}'s tree, limit ${mb(limits.memoryBytes)}`);
       let children = entry.fixedChildren?.get(next);
       if (!children) {
         // Listed per thread (a child forked by a worker thread is in that thread's list); the thread

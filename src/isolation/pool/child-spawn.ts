@@ -50,13 +50,31 @@ export interface SandboxChildSpec {
 }
 
 /**
- * The Node flags of a sandbox process: isolated-vm's (v8-flags.ts), and `node:ffi` switched off where
- * the runtime has it. Code that escaped an isolate runs in the process's main realm; with `node:ffi` it
- * could make any system call from JavaScript alone (the seccomp filter still bounds which), without it
- * it needs a memory-corruption exploit of its own to leave JavaScript.
+ * Node's permission model in a sandbox process: no file written, no process started or replaced
+ * (`child_process`, `process.execve`), no worker thread, no WASI, no inspector, no `process.binding`;
+ * reads are left to the OS sandbox's binds (`*`), sockets to its network namespace and the seccomp filter
+ * (the framed channel is one), and native addons allowed, for isolated-vm. Code that
+ * escaped an isolate runs in the process's main realm: without these it could write a shared object to
+ * /tmp and `process.dlopen` it, or `process.execve` an interpreter that makes raw system calls (perl's
+ * `syscall`), leaving JavaScript without a memory-corruption exploit (the seccomp filter still bounds
+ * which calls). Enforced by Node's C++ side, in every realm and thread of the process.
+ */
+export const SANDBOX_PERMISSION_FLAGS = [
+  "--permission",
+  "--allow-fs-read=*",
+  "--allow-addons",
+  "--allow-net",
+  // Node warns of the two allowances on stderr at every start; the host reads that stream as the process's.
+  "--disable-warning=SecurityWarning",
+  "--disable-warning=ExperimentalWarning",
+] as const;
+
+/**
+ * The Node flags of a sandbox process: isolated-vm's (v8-flags.ts), the permission model's, and
+ * `node:ffi` switched off where the runtime has it (with it, JavaScript alone could make any system call).
  */
 export function sandboxNodeFlags(): string[] {
-  return [...SANDBOX_NODE_FLAGS, ...(sandboxRuntimeHasFfi() ? ["--no-experimental-ffi"] : [])];
+  return [...SANDBOX_NODE_FLAGS, ...SANDBOX_PERMISSION_FLAGS, ...(sandboxRuntimeHasFfi() ? ["--no-experimental-ffi"] : [])];
 }
 
 export function spawnSandboxChild(spec: SandboxChildSpec): ChildProcess {
