@@ -185,8 +185,9 @@ export class CallLedger<C extends CallLabel = CallContext> {
   get signal(): AbortSignal {
     if (!this.controller) {
       this.controller = new AbortController();
-      // Every request waiting for budget listens on the signal; their number is bounded by maxInFlightPerCall.
-      setMaxListeners(this.budget.limits.maxInFlightPerCall + 16, this.controller.signal);
+      // Every request waiting for budget, and every answer waiting for its process to take it
+      // (capability-relay.ts), listens on the signal; each is bounded by maxInFlightPerCall.
+      setMaxListeners(2 * this.budget.limits.maxInFlightPerCall + 16, this.controller.signal);
       if (this.ended) this.controller.abort(new Error(`the call ended (${this.endReason})`));
     }
     return this.controller.signal;

@@ -4,6 +4,8 @@ import { join } from "node:path";
 import { monitorEventLoopDelay } from "node:perf_hooks";
 import type { CallContext, CallOutcome, CallRequest, CapabilityReply } from "../../src/isolation/wire/messages.js";
 import { SandboxPool } from "../../src/isolation/pool/sandbox-pool.js";
+import type { CapabilityBudget } from "../../src/isolation/call-ledger.js";
+import { UndecodedText } from "../../src/isolation/wire/bulk-channel.js";
 import { waitFor } from "../helpers/data-dir.js";
 import { PROJECT_ROOT } from "./harness.js";
 
@@ -186,6 +188,31 @@ describe("a compromised sandbox process, byte by byte", () => {
     expect(outcome.value.text).not.toMatch(/animaDir|\/nonexistent\/animas|call-of-eve-7|job-of-eve-7/);
     // The host's own record of the call is whole.
     expect(context).toEqual({ anima: "eve", animaDir: "/nonexistent/animas/eve", tool: "waiting", callId: "call-of-eve-7", jobId: "job-of-eve-7" });
+  });
+
+  it("unread_bulk: answers a process leaves unread after its call ended are not held for it; it is retired and the budget is free", async () => {
+    const served: string[] = [];
+    const violations: string[] = [];
+    pool = new SandboxPool({
+      entryScript: ESCAPED_PROCESS,
+      onStderr: () => {},
+      invokeCapability: async (context, name): Promise<CapabilityReply> => {
+        served.push(`${context.anima} ${name}`);
+        // 4 MiB of file text: far more than a pipe holds, so the host's writes wait for the process.
+        return { ok: true, value: new UndecodedText([Buffer.alloc(4 * 2 ** 20, 0x61)], "utf8") };
+      },
+      onViolation: (message) => violations.push(message),
+    });
+    const p = pool;
+    const budget = (p as unknown as { shared: { budget: CapabilityBudget } }).shared.budget;
+    const { evePid, eveCall } = await attack(p, { attack: "unread_bulk" });
+    expect(await eveCall).toMatchObject({ ok: true, value: { text: "ended" } });
+    await waitFor(() => served.length === 2, 10_000);
+    await waitFor(() => violations.length > 0 && !p.pids().includes(evePid), 10_000);
+    expect(violations[0]).toMatch(new RegExp(`sandbox process ${evePid} left the answer to its fs.readFile unread 2000 ms after the call ended`));
+    expect(violations).toHaveLength(1);
+    await waitFor(() => budget.bytesInFlight === 0, 5_000);
+    expect(await p.call(waitingRequest("alice", "waiting_quick"))).toMatchObject({ ok: true, value: { text: "done" } });
   });
 
   it("own_capability: a genuine request runs for the Anima of the host's own record", async () => {

@@ -57,6 +57,7 @@ export class ChildLink {
   readonly parts = new PartAssembler(MAX_PART_CHARS_PER_PROCESS);
   /** The host found the process stopped from outside (SIGSTOP) when it killed it: its calls are not the tool's fault. */
   stoppedFromOutside = false;
+  private brokenReported = false;
   private windowStart = 0;
   private messagesInWindow = 0;
   private throttledWindows = 0;
@@ -89,7 +90,7 @@ export class ChildLink {
       const unwatch = guard.watchdog.watch(
         this.process.pid,
         guard.limits,
-        (what) => this.onBroken(`went over a limit the host keeps outside its isolates (${what})`),
+        (what) => this.reportBroken(`went over a limit the host keeps outside its isolates (${what})`),
         {
           childrenFixedUnderSeccomp: guard.childrenFixedUnderSeccomp,
         },
@@ -104,7 +105,7 @@ export class ChildLink {
         this.count(socket);
         this.handlers.onMessage(this, raw);
       },
-      onBroken: (reason) => this.onBroken(reason),
+      onBroken: (reason) => this.reportBroken(reason),
     });
     this.process.once("exit", () => clearTimeout(this.resumeTimer));
   }
@@ -125,7 +126,11 @@ export class ChildLink {
     this.handlers = handlers;
   }
 
-  private onBroken(reason: string): void {
+  /** The process broke the protocol or a bound the host keeps: its owner kills it (`ChildLinkHandlers.onBroken`). */
+  reportBroken(reason: string): void {
+    // Once: the first breach kills the process; what it still holds (answers waiting, readings) may trip later.
+    if (this.brokenReported) return;
+    this.brokenReported = true;
     this.handlers.onBroken(this, reason);
   }
 
@@ -169,7 +174,7 @@ export class ChildLink {
     }
     if (++this.messagesInWindow !== THROTTLE_MESSAGES_PER_WINDOW + 1) return;
     if (++this.throttledWindows >= FLOOD_WINDOWS) {
-      this.onBroken(`sent more than ${THROTTLE_MESSAGES_PER_WINDOW} messages a second for ${FLOOD_WINDOWS} seconds (flooding the host)`);
+      this.reportBroken(`sent more than ${THROTTLE_MESSAGES_PER_WINDOW} messages a second for ${FLOOD_WINDOWS} seconds (flooding the host)`);
       return;
     }
     socket.pause();
