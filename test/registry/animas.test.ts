@@ -1,4 +1,4 @@
-import { mkdirSync } from "node:fs";
+import { mkdirSync, rmSync } from "node:fs";
 import { join } from "node:path";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { ToolHostError } from "../../src/errors.js";
@@ -11,6 +11,9 @@ beforeAll(() => {
   data = makeDataDir({ "animas/alice/tools/.keep": "", "animas/.trash/old/tools/.keep": "" });
   // A folder whose name is not valid UTF-8 (0xff): Node reads it as "bad\uFFFD".
   mkdirSync(Buffer.concat([Buffer.from(join(data.dir, "animas", "bad")), Buffer.from([0xff])]));
+  // control_character_names: a tab, a newline (a forged report line), an escape, DEL, a C1 control.
+  for (const name of ["tab\there", "new\nline", "esc\u001b[31m", "del\u007f", "c1\u0085"])
+    mkdirSync(join(data.dir, "animas", name, "tools"), { recursive: true });
 });
 afterAll(() => data.cleanup());
 
@@ -18,6 +21,17 @@ describe("Anima folders", () => {
   it("leave out hidden folders and names that are not valid UTF-8", async () => {
     expect(await listAnimas(data.dir)).toEqual(["alice"]);
     await expect(resolveAnima(data.dir, ".trash")).rejects.toBeInstanceOf(ToolHostError);
+  });
+
+  it("control_character_names: a folder named with a control character is no Anima, and cannot be called as one", async () => {
+    expect(await listAnimas(data.dir)).toEqual(["alice"]);
+    for (const name of ["tab\there", "new\nline", "esc\u001b[31m", "del\u007f", "c1\u0085"]) {
+      await expect(resolveAnima(data.dir, name)).rejects.toBeInstanceOf(ToolHostError);
+    }
+    // Names in any other script stay Animas' names.
+    mkdirSync(join(data.dir, "animas", "さくら", "tools"), { recursive: true });
+    expect(await listAnimas(data.dir)).toEqual(["alice", "さくら"]);
+    rmSync(join(data.dir, "animas", "さくら"), { recursive: true });
   });
 
   it("do not break the audit report of every Anima", async () => {
