@@ -3,7 +3,7 @@ import type { ToolListing } from "../registry/listing.js";
 import { type Permissions, loadPermissions } from "../policy/permissions.js";
 import { cordonMates, cordonOf } from "../isolation/scheduling/cordons.js";
 import { type CredentialInventory, credentialInventory, readableBy } from "../credentials/inventory.js";
-import type { AuditCoverage, AuditLog, AuditRecord } from "./audit-log.js";
+import { type AuditCoverage, type AuditLog, type AuditRecord, joinReportLines } from "./audit-log.js";
 import { type UnfinishedCall, formatUnfinished, unfinishedCalls } from "./interrupted.js";
 import { type AnimaLeastPrivilege, animaLeastPrivilege, formatLeastPrivilege } from "./least-privilege.js";
 
@@ -381,5 +381,5 @@ export function formatAnimaReport(report: AnimaReport): string {
       `  reload ${r.tool} (${r.origin}) ${r.change}${r.message !== undefined ? `: ${r.message}` : ""}${r.trigger ? ` by ${r.trigger}` : ""} (${r.ts})`,
     );
   }
-  return lines.join("\n");
+  return joinReportLines(lines);
 }

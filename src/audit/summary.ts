@@ -1,5 +1,6 @@
 import type { AnimaReport } from "./report.js";
 import { type OperatorGrant, formatOperatorFindings, shortList } from "./least-privilege.js";
+import { joinReportLines } from "./audit-log.js";
 
 /**
  * The audit report at a glance: one line per Anima, riskiest first, idle Animas folded into one line, and
@@ -148,7 +149,7 @@ export function formatSummary(summary: AuditSummary, options: SummaryOptions = {
       );
     }
   }
-  return [...lines, ...tail].join("\n");
+  return joinReportLines([...lines, ...tail]);
 }
 
 /** As many names as fit in `chars`, then how many more. */

@@ -3,6 +3,7 @@ import { type HostHistory, formatAnimaReport, hostHistory } from "../audit/repor
 import { buildSummary, formatSummary } from "../audit/summary.js";
 import { operatorLeastPrivilege } from "../audit/least-privilege.js";
 import { type HostStatus, readHostStatuses } from "../audit/host-status.js";
+import { joinReportLines } from "../audit/audit-log.js";
 import { writeFileSync } from "node:fs";
 import { resolve } from "node:path";
 import { ToolHostError } from "../errors.js";
@@ -109,7 +110,7 @@ function formatHostHistory(history: HostHistory): string[] {
         `  reload ${r.tool} (${r.origin}) ${r.change}${r.message !== undefined ? `: ${r.message}` : ""}${r.trigger ? ` by ${r.trigger}` : ""} (${r.ts})`,
       );
   }
-  return lines.length > 0 ? [lines.join("\n")] : [];
+  return lines.length > 0 ? [joinReportLines(lines)] : [];
 }
 
 /** An ISO date, or a duration back from now: `30m`, `12h`, `7d`. */
