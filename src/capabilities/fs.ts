@@ -5,6 +5,7 @@ import { ToolHostError } from "../errors.js";
 import { READ_BUFFERS, UndecodedText } from "../isolation/wire/bulk-channel.js";
 import { type ConfinedPath, PathConfinement, decodeName, entryPath, fsError, violation, withHeldFolder } from "./paths.js";
 import { QuotaTracker } from "./quota.js";
+import { depthBelow } from "./fs-tree.js";
 import { DEFAULT_FS_LIMITS, type FsLimits } from "../fs-limits.js";
 
 /**
@@ -270,6 +271,7 @@ export class FsCapability {
       this.paths.withParent(destination, op, async (destinationDir, destinationName) => {
         const existing = await lstat(`${destinationDir}/${destinationName}`).catch(() => undefined);
         if (existing?.isDirectory()) throw violation("InvalidArguments", `${op}: "${destination.relative}" is an existing directory`);
+        await this.refuseTooDeep(sourceDir, sourceName, source, destination);
         await rename(`${sourceDir}/${sourceName}`, `${destinationDir}/${destinationName}`).catch((error: unknown) => {
           throw fsError(error, op, source.relative);
         });
@@ -278,6 +280,29 @@ export class FsCapability {
   }
 
   // ---- helpers ------------------------------------------------------------------------------------
+
+  /**
+   * Invariant: no entry in the Anima's directory is nested deeper than `maxPathDepth`, the most a tool
+   * can name. mkdir and writeFile keep it by the path check alone, but a rename moves a whole folder: one
+   * moved under a chain of 30 folders, again and again, sank files hundreds of levels deep, below the
+   * quota's walk, where no tool could name them. So a folder moves only where its deepest entry stays
+   * within the limit. The source's walk is bounded by what is left (it holds at most that many descriptors);
+   * the source, inside the directory, is itself within the limit while the invariant holds.
+   */
+  private async refuseTooDeep(sourceDir: string, sourceName: string, source: ConfinedPath, destination: ConfinedPath): Promise<void> {
+    const op = "fs.rename";
+    const levels = destination.relative.split(sep).length;
+    const budget = this.limits.maxPathDepth - levels;
+    const below = await depthBelow(sourceDir, sourceName, budget).catch((error: unknown) => {
+      throw fsError(error, op, source.relative);
+    });
+    if (below <= budget) return;
+    throw new ToolHostError(
+      "PermissionDenied",
+      `${op}: "${source.relative}" holds entries ${budget + 1} or more levels below it; at "${destination.relative}" (${levels} levels) they would be nested deeper than the ${this.limits.maxPathDepth}-level limit of paths`,
+      "rename the folder to a shallower place, or move its deepest folders up first",
+    );
+  }
 
   private writable(path: unknown, op: string): ConfinedPath {
     const target = this.paths.resolve(path, op);

@@ -2,8 +2,19 @@ import { lstat, readdir } from "node:fs/promises";
 import { ToolHostError } from "../errors.js";
 import { entryPath, withHeldFolder } from "./paths.js";
 
-/** Folder levels the measurement descends; deeper folders count as one entry each. */
+/**
+ * Folder levels the measurement descends (and so descriptors it holds at once). Tools cannot nest deeper
+ * than their path limit (32 levels; fs.rename keeps every folder within it), so only files put there by
+ * other means are deeper; those are not measured, and the directory then counts as over its quota.
+ */
 const MAX_DEPTH = 256;
+
+interface Tally {
+  bytes: number;
+  entries: number;
+  /** A folder deeper than MAX_DEPTH was found: its contents, of any size, are not in the tally. */
+  unmeasured: boolean;
+}
 
 /**
  * Disk quota per Anima directory: bytes and entries. Usage is measured by walking the directory (links
@@ -13,7 +24,7 @@ const MAX_DEPTH = 256;
  */
 export class QuotaTracker {
   private static readonly trackers = new Map<string, QuotaTracker>();
-  private usage: { bytes: number; entries: number; measuredAt: number } | undefined;
+  private usage: (Tally & { measuredAt: number }) | undefined;
   private measuring: Promise<void> | undefined;
 
   static for(dir: string, limits: { quotaBytes: number; maxFiles: number }): QuotaTracker {
@@ -36,7 +47,15 @@ export class QuotaTracker {
   /** Accounts for a write; refuses it with PermissionDenied if it would exceed the quota. */
   async reserve(deltaBytes: number, deltaEntries: number): Promise<void> {
     if (!this.usage || Date.now() - this.usage.measuredAt > this.maxAgeMs) await this.measure();
-    const usage = this.usage as { bytes: number; entries: number };
+    const usage = this.usage as Tally;
+    // Unmeasured bytes may be any amount: nothing may grow until they are gone (removing them re-measures).
+    if ((deltaBytes > 0 || deltaEntries > 0) && usage.unmeasured) {
+      throw new ToolHostError(
+        "PermissionDenied",
+        `the Anima's directory holds folders nested deeper than ${MAX_DEPTH} levels, which its disk quota cannot measure; nothing more is stored until they are gone`,
+        "remove the deeply nested folder (fs.rm with recursive removes it, from a folder a tool can name)",
+      );
+    }
     if (deltaBytes > 0 && usage.bytes + deltaBytes > this.quotaBytes) {
       throw new ToolHostError(
         "PermissionDenied",
@@ -67,10 +86,10 @@ export class QuotaTracker {
   }
 
   private async walk(): Promise<void> {
-    const tally = { bytes: 0, entries: 0 };
+    const tally: Tally = { bytes: 0, entries: 0, unmeasured: false };
     const root = await lstat(this.dir).catch(() => undefined);
     if (root?.isDirectory()) await withHeldFolder(this.dir, root, (held) => this.count(held, tally, 0)).catch(() => false);
-    this.usage = { bytes: tally.bytes, entries: tally.entries, measuredAt: Date.now() };
+    this.usage = { ...tally, measuredAt: Date.now() };
   }
 
   /**
@@ -78,9 +97,10 @@ export class QuotaTracker {
    * a held descriptor (`withHeldFolder`): one swapped for a link while this runs is counted as one entry
    * and never entered, so the walk cannot leave the Anima's directory. Counting stops well past the
    * limit (the answer, "over", is known) and below `MAX_DEPTH` levels, which bounds the descriptors held
-   * at once.
+   * at once; a folder found there is marked unmeasured, never counted as one small entry (a quota walk
+   * that under-counts is a quota bypass).
    */
-  private async count(held: string, tally: { bytes: number; entries: number }, depth: number): Promise<void> {
+  private async count(held: string, tally: Tally, depth: number): Promise<void> {
     // Byte names: a name that is not valid UTF-8 is measured as well (as a string it would not open).
     const names = await readdir(held, { encoding: "buffer" }).catch(() => [] as Buffer[]);
     for (const name of names) {
@@ -89,7 +109,8 @@ export class QuotaTracker {
       const path = entryPath(held, name);
       const info = await lstat(path).catch(() => undefined);
       if (info?.isFile()) tally.bytes += info.size;
-      if (info?.isDirectory() && depth < MAX_DEPTH) await withHeldFolder(path, info, (child) => this.count(child, tally, depth + 1)).catch(() => false);
+      if (info?.isDirectory() && depth >= MAX_DEPTH) tally.unmeasured = true;
+      else if (info?.isDirectory()) await withHeldFolder(path, info, (child) => this.count(child, tally, depth + 1)).catch(() => false);
     }
   }
 }

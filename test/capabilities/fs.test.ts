@@ -175,4 +175,17 @@ describe("fs capability: the host's files and limits", () => {
     await denied(fs.readFile("a".repeat(1_100)), "InvalidArguments");
     await denied(fs.mkdir(Array.from({ length: 40 }, () => "d").join("/")), "InvalidArguments");
   });
+
+  it("renames a folder only where its deepest entry stays within the path depth limit", async () => {
+    await fs.mkdir("a/b/c");
+    await fs.writeFile("a/b/c/f.txt", "deep"); // 3 levels below "a"
+    const chain = (levels: number): string => Array.from({ length: levels }, () => "n").join("/");
+    await fs.mkdir(chain(30));
+    await fs.rename("a", `${chain(28)}/a`); // f.txt at 28 + 1 + 3 = 32 levels: the limit
+    expect(await fs.readFile(`${chain(28)}/a/b/c/f.txt`)).toBe("deep");
+    const error = await denied(fs.rename(`${chain(28)}/a`, `${chain(29)}/a`), "PermissionDenied"); // 33 levels
+    expect(error.message).toContain("32-level limit");
+    expect(await fs.readFile(`${chain(28)}/a/b/c/f.txt`)).toBe("deep"); // left where it was
+    await fs.rename(`${chain(28)}/a/b/c/f.txt`, `${chain(30)}/f.txt`); // a file goes wherever a path can name it
+  });
 });
