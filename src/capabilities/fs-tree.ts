@@ -1,4 +1,4 @@
-import { lstat, readdir } from "node:fs/promises";
+import { lstat, readdir, rmdir, unlink } from "node:fs/promises";
 import { entryPath, violation, withHeldFolder } from "./paths.js";
 
 /**
@@ -28,4 +28,25 @@ export async function depthBelow(dirFdPath: string, name: string | Buffer, budge
   });
   if (!entered) throw violation("SandboxViolation", "fs.rename: a folder was replaced while it was being measured; links are not followed");
   return deepest;
+}
+
+/**
+ * Removes `name` in the directory `dirFdPath` (a `/proc/self/fd/N` path of a verified, held directory).
+ * Every step is relative to a held descriptor: a folder is opened with O_DIRECTORY | O_NOFOLLOW inside
+ * its held parent, checked to be the very folder that was listed (same device and inode), and walked
+ * through its own descriptor; entries are unlinked by name inside the held folder, which never follows
+ * a link. A folder swapped for a link while this runs is refused or removed as a link, never followed,
+ * so nothing outside the Anima's directory can be reached (Node's recursive rm walks by path names).
+ */
+export async function removeEntry(dirFdPath: string, name: string | Buffer, recursive: boolean): Promise<void> {
+  const path = entryPath(dirFdPath, name);
+  const info = await lstat(path);
+  if (!info.isDirectory()) return unlink(path);
+  if (!recursive) return rmdir(path);
+  const entered = await withHeldFolder(path, info, async (held) => {
+    // Byte names: one that is not valid UTF-8 is removed too, not left behind to fail the final rmdir.
+    for (const entry of await readdir(held, { encoding: "buffer" })) await removeEntry(held, entry, true);
+  });
+  if (!entered) throw violation("SandboxViolation", "fs.rm: a folder was replaced while it was being removed; links are not followed");
+  await rmdir(path);
 }

@@ -1,11 +1,12 @@
 import { constants } from "node:fs";
-import { lstat, mkdir, open, readdir, rename, rmdir, unlink } from "node:fs/promises";
+import { lstat, mkdir, open, readdir, rename, unlink } from "node:fs/promises";
 import { sep } from "node:path";
 import { ToolHostError } from "../errors.js";
 import { READ_BUFFERS, UndecodedText } from "../isolation/wire/bulk-channel.js";
-import { type ConfinedPath, PathConfinement, decodeName, entryPath, fsError, violation, withHeldFolder } from "./paths.js";
+import { type ConfinedPath, PathConfinement, decodeName, fsError, violation } from "./paths.js";
 import { QuotaTracker } from "./quota.js";
-import { depthBelow } from "./fs-tree.js";
+import { depthBelow, removeEntry } from "./fs-tree.js";
+import { serialised } from "./write-queue.js";
 import { DEFAULT_FS_LIMITS, type FsLimits } from "../fs-limits.js";
 
 /**
@@ -118,6 +119,11 @@ export class FsCapability {
     const op = "fs.writeFile";
     const target = this.writable(path, op);
     const bytes = this.payload(data, encoding, op);
+    // Serialised: the size credited back below must be that of the file the rename replaces.
+    await this.serialised(() => this.replaceFile(target, bytes, op));
+  }
+
+  private async replaceFile(target: ConfinedPath, bytes: Buffer, op: string): Promise<void> {
     await this.paths.withParent(target, op, async (dirFdPath, name) => {
       const existing = await lstat(`${dirFdPath}/${name}`).catch(() => undefined);
       if (existing?.isDirectory()) throw violation("InvalidArguments", `${op}: "${target.relative}" is a directory`);
@@ -145,13 +151,15 @@ export class FsCapability {
     const op = "fs.appendFile";
     const target = this.writable(path, op);
     const bytes = this.payload(data, encoding, op);
-    const handle = await this.openForAppend(target, op);
-    try {
-      await this.quota.reserve(bytes.length, 0);
-      await handle.write(bytes);
-    } finally {
-      await handle.close();
-    }
+    await this.serialised(async () => {
+      const handle = await this.openForAppend(target, op);
+      try {
+        await this.quota.reserve(bytes.length, 0);
+        await handle.write(bytes);
+      } finally {
+        await handle.close();
+      }
+    });
   }
 
   /**
@@ -229,25 +237,28 @@ export class FsCapability {
     const target = this.writable(path, op);
     const segments = target.relative.split(sep);
     // Create one level at a time through the verified parent, so no level can be a link out.
-    for (let depth = recursive === false ? segments.length : 1; depth <= segments.length; depth++) {
-      const level = this.paths.resolve(segments.slice(0, depth).join(sep), op);
-      await this.paths.withParent(level, op, async (dirFdPath, name) => {
-        const existing = await lstat(`${dirFdPath}/${name}`).catch(() => undefined);
-        if (existing?.isDirectory()) {
-          if (depth === segments.length && recursive === false) throw fsError({ code: "EEXIST" }, op, level.relative);
-          return;
-        }
-        if (existing?.isSymbolicLink()) throw violation("SandboxViolation", `${op}: "${level.relative}" is a symbolic link; links are not followed`);
-        if (existing) throw violation("InvalidArguments", `${op}: "${level.relative}" exists and is not a directory`);
-        await this.quota.reserve(0, 1);
-        await mkdir(`${dirFdPath}/${name}`).catch(async (error: unknown) => {
-          // Made meanwhile by a concurrent call (another job of this Anima): a folder is what was asked for.
-          const raced = (error as NodeJS.ErrnoException).code === "EEXIST" && (recursive !== false || depth < segments.length);
-          if (raced && (await lstat(`${dirFdPath}/${name}`).catch(() => undefined))?.isDirectory()) return;
-          throw fsError(error, op, level.relative);
+    await this.serialised(async () => {
+      for (let depth = recursive === false ? segments.length : 1; depth <= segments.length; depth++) {
+        const level = this.paths.resolve(segments.slice(0, depth).join(sep), op);
+        await this.paths.withParent(level, op, async (dirFdPath, name) => {
+          const existing = await lstat(`${dirFdPath}/${name}`).catch(() => undefined);
+          if (existing?.isDirectory()) {
+            if (depth === segments.length && recursive === false) throw fsError({ code: "EEXIST" }, op, level.relative);
+            return;
+          }
+          if (existing?.isSymbolicLink()) throw violation("SandboxViolation", `${op}: "${level.relative}" is a symbolic link; links are not followed`);
+          if (existing) throw violation("InvalidArguments", `${op}: "${level.relative}" exists and is not a directory`);
+          await this.quota.reserve(0, 1);
+          await mkdir(`${dirFdPath}/${name}`).catch(async (error: unknown) => {
+            // Made meanwhile by another process (a one-shot CLI run beside the daemon; within one process
+            // mkdirs are serialised): a folder is what was asked for.
+            const raced = (error as NodeJS.ErrnoException).code === "EEXIST" && (recursive !== false || depth < segments.length);
+            if (raced && (await lstat(`${dirFdPath}/${name}`).catch(() => undefined))?.isDirectory()) return;
+            throw fsError(error, op, level.relative);
+          });
         });
-      });
-    }
+      }
+    });
   }
 
   /** Removes a file, or a folder with `recursive`. Links inside are removed, never followed. */
@@ -255,7 +266,7 @@ export class FsCapability {
     const op = "fs.rm";
     const target = this.writable(path, op);
     try {
-      await this.paths.withParent(target, op, (dirFdPath, name) => removeEntry(dirFdPath, name, recursive === true));
+      await this.serialised(() => this.paths.withParent(target, op, (dirFdPath, name) => removeEntry(dirFdPath, name, recursive === true)));
     } catch (error) {
       throw fsError(error, op, target.relative);
     } finally {
@@ -267,19 +278,27 @@ export class FsCapability {
     const op = "fs.rename";
     const source = this.writable(from, op);
     const destination = this.writable(to, op);
-    await this.paths.withParent(source, op, (sourceDir, sourceName) =>
-      this.paths.withParent(destination, op, async (destinationDir, destinationName) => {
-        const existing = await lstat(`${destinationDir}/${destinationName}`).catch(() => undefined);
-        if (existing?.isDirectory()) throw violation("InvalidArguments", `${op}: "${destination.relative}" is an existing directory`);
-        await this.refuseTooDeep(sourceDir, sourceName, source, destination);
-        await rename(`${sourceDir}/${sourceName}`, `${destinationDir}/${destinationName}`).catch((error: unknown) => {
-          throw fsError(error, op, source.relative);
-        });
-      }),
+    // Serialised: the depth measured is the folder's until it has moved.
+    await this.serialised(() =>
+      this.paths.withParent(source, op, (sourceDir, sourceName) =>
+        this.paths.withParent(destination, op, async (destinationDir, destinationName) => {
+          const existing = await lstat(`${destinationDir}/${destinationName}`).catch(() => undefined);
+          if (existing?.isDirectory()) throw violation("InvalidArguments", `${op}: "${destination.relative}" is an existing directory`);
+          await this.refuseTooDeep(sourceDir, sourceName, source, destination);
+          await rename(`${sourceDir}/${sourceName}`, `${destinationDir}/${destinationName}`).catch((error: unknown) => {
+            throw fsError(error, op, source.relative);
+          });
+        }),
+      ),
     );
   }
 
   // ---- helpers ------------------------------------------------------------------------------------
+
+  /** Runs an operation that changes what the directory holds after every earlier one (write-queue.ts). */
+  private serialised<T>(operation: () => Promise<T>): Promise<T> {
+    return serialised(this.animaDir, operation);
+  }
 
   /**
    * Invariant: no entry in the Anima's directory is nested deeper than `maxPathDepth`, the most a tool
@@ -328,27 +347,6 @@ export class FsCapability {
     }
     return bytes;
   }
-}
-
-/**
- * Removes `name` in the directory `dirFdPath` (a `/proc/self/fd/N` path of a verified, held directory).
- * Every step is relative to a held descriptor: a folder is opened with O_DIRECTORY | O_NOFOLLOW inside
- * its held parent, checked to be the very folder that was listed (same device and inode), and walked
- * through its own descriptor; entries are unlinked by name inside the held folder, which never follows
- * a link. A folder swapped for a link while this runs is refused or removed as a link, never followed,
- * so nothing outside the Anima's directory can be reached (Node's recursive rm walks by path names).
- */
-async function removeEntry(dirFdPath: string, name: string | Buffer, recursive: boolean): Promise<void> {
-  const path = entryPath(dirFdPath, name);
-  const info = await lstat(path);
-  if (!info.isDirectory()) return unlink(path);
-  if (!recursive) return rmdir(path);
-  const entered = await withHeldFolder(path, info, async (held) => {
-    // Byte names: one that is not valid UTF-8 is removed too, not left behind to fail the final rmdir.
-    for (const entry of await readdir(held, { encoding: "buffer" })) await removeEntry(held, entry, true);
-  });
-  if (!entered) throw violation("SandboxViolation", "fs.rm: a folder was replaced while it was being removed; links are not followed");
-  await rmdir(path);
 }
 
 /** Names shown in a notice about entries left out of a listing, at most. */

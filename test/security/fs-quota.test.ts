@@ -116,3 +116,37 @@ describe("quota: files sunk deeper than tools can name (deep renames)", () => {
     expect(onDisk(eve).bytes).toBe(1);
   });
 });
+
+/**
+ * Attack: in one call, replace a 900 KiB file with another and, at the same time, rename it away. The
+ * write credited back the old file's size, but the rename had kept those bytes under a new name: ten
+ * such pairs stored 10 MB against 1 MiB. Changes to one Anima's folder now run one at a time.
+ */
+describe("quota: a writeFile racing a rename of the file it replaces", () => {
+  let data: TempDataDir;
+  afterEach(() => data.cleanup());
+
+  it("stores no more than the quota, whatever the pairs' order; refused writes say why, and the Anima keeps working", async () => {
+    data = makeDataDir();
+    const eve = data.anima("eve");
+    const fs = new FsCapability(eve, { ...DEFAULT_FS_LIMITS, quotaBytes: QUOTA_BYTES });
+    const big = "z".repeat(900 * 1024);
+    await fs.writeFile("X", big);
+    const refusals: string[] = [];
+    for (let k = 0; k < 10; k++) {
+      const outcomes = await Promise.allSettled([fs.writeFile("X", big), fs.rename("X", `Y${k}`)]);
+      for (const outcome of outcomes) {
+        if (outcome.status === "fulfilled") continue;
+        expect(outcome.reason).toBeInstanceOf(ToolHostError);
+        refusals.push((outcome.reason as ToolHostError).type);
+      }
+    }
+    expect(onDisk(eve).bytes).toBeLessThanOrEqual(QUOTA_BYTES);
+    // Only quota refusals, and renames of a file no longer there: nothing else went wrong.
+    expect(new Set(refusals)).toEqual(new Set(["PermissionDenied", "NotFound"]));
+    // The Anima keeps working: after removing its files it can store them again.
+    for (const name of readdirSync(eve)) if (/^[XY]/.test(name)) await fs.rm(name);
+    await fs.writeFile("X", big);
+    expect(onDisk(eve).bytes).toBe(big.length);
+  });
+});
