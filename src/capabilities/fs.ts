@@ -266,7 +266,9 @@ export class FsCapability {
     const op = "fs.rm";
     const target = this.writable(path, op);
     try {
-      await this.serialised(() => this.paths.withParent(target, op, (dirFdPath, name) => removeEntry(dirFdPath, name, recursive === true)));
+      await this.serialised(() =>
+        this.paths.withParent(target, op, (dirFdPath, name) => removeEntry(dirFdPath, name, recursive === true, this.limits.maxPathDepth)),
+      );
     } catch (error) {
       throw fsError(error, op, target.relative);
     } finally {
