@@ -1,6 +1,6 @@
 import { randomBytes } from "node:crypto";
-import { existsSync, mkdirSync, renameSync, unlinkSync, writeFileSync } from "node:fs";
-import { join } from "node:path";
+import { closeSync, constants, mkdirSync, openSync, readlinkSync, realpathSync, renameSync, unlinkSync, writeFileSync } from "node:fs";
+import { join, relative } from "node:path";
 import { ToolHostError } from "../errors.js";
 import type { Job, JobStore } from "./store.js";
 
@@ -52,37 +52,84 @@ export function formatNotice(job: Job): string {
  * never picks it up. Not fsynced: a notice lost to a power cut is re-written from the store, which keeps
  * the job's outcome durably and records the notice only after this returns.
  *
- * Synchronous file calls on purpose: a notice is a few hundred bytes, and the three calls take tens of
+ * The folder is inside the Anima's, and what the Anima's folder holds is its own to change: a `state` or
+ * `background_notifications` that is a link to another Anima's (or anywhere) would have the host write
+ * text the job chose there — a notice in another Anima's heartbeat inbox. So the folder is opened
+ * without following its last component, what was opened is checked through /proc/self/fd to lie inside
+ * the Anima's real folder, and the temp file and the rename go through that open folder (a link swapped
+ * in after the check redirects nothing); the temp file is made exclusively (`wx`), never through a link.
+ *
+ * Synchronous file calls on purpose: a notice is a few hundred bytes, and the calls take tens of
  * microseconds, less than the thread-pool round trips of their async forms (measured: 3× the throughput
  * of trivial jobs). The job store's own SQLite calls block the same way.
  */
 export async function writeNotice(animaDir: string, job: Job): Promise<string> {
   if (!/^[A-Za-z0-9_-]{1,64}$/.test(job.id)) throw new Error(`refusing to write a notice for job id ${JSON.stringify(job.id)}`);
-  const dir = noticeDir(animaDir);
   const target = noticePath(animaDir, job.id);
-  const temp = join(dir, `.${job.id}.${randomBytes(4).toString("hex")}.tmp`);
+  const tempName = `.${job.id}.${randomBytes(4).toString("hex")}.tmp`;
   const text = formatNotice(job);
+  const folder = openNoticeFolder(animaDir);
+  const held = `/proc/self/fd/${folder}`;
   try {
+    writeFileSync(join(held, tempName), text, { mode: 0o600, flag: "wx" });
     try {
-      writeFileSync(temp, text, { mode: 0o600 });
+      renameSync(join(held, tempName), join(held, `${job.id}.md`));
     } catch (error) {
-      if ((error as NodeJS.ErrnoException).code !== "ENOENT") throw error;
-      // First notice of this Anima. Its own folder must exist: recreating a removed Anima as a side effect
-      // of a late notice would bring back a ghost.
-      if (!existsSync(animaDir)) throw new ToolHostError("NotFound", `Anima folder ${animaDir} no longer exists`);
-      mkdirSync(dir, { recursive: true });
-      writeFileSync(temp, text, { mode: 0o600 });
+      try {
+        unlinkSync(join(held, tempName));
+      } catch {
+        // already gone
+      }
+      throw error;
     }
-    renameSync(temp, target);
-  } catch (error) {
-    try {
-      unlinkSync(temp);
-    } catch {
-      // Nothing to clean up: the temp file was never created.
-    }
-    throw error;
+  } finally {
+    closeSync(folder);
   }
   return target;
+}
+
+/** The notice folder opened (a descriptor), made if missing, and verified to be inside the Anima's real folder. */
+function openNoticeFolder(animaDir: string): number {
+  let root: string;
+  try {
+    root = realpathSync(animaDir);
+  } catch {
+    // A late notice must not bring back a removed Anima as a ghost.
+    throw new ToolHostError("NotFound", `Anima folder ${animaDir} no longer exists`);
+  }
+  let dir = root;
+  for (const name of ["state", "background_notifications"]) {
+    dir = join(dir, name);
+    try {
+      mkdirSync(dir);
+    } catch (error) {
+      if ((error as NodeJS.ErrnoException).code !== "EEXIST") throw error;
+    }
+  }
+  let folder: number;
+  try {
+    folder = openSync(dir, constants.O_RDONLY | constants.O_DIRECTORY | constants.O_NOFOLLOW);
+  } catch (error) {
+    const code = (error as NodeJS.ErrnoException).code;
+    if (code === "ELOOP" || code === "ENOTDIR") throw notInside(animaDir);
+    throw error;
+  }
+  const opened = readlinkSync(`/proc/self/fd/${folder}`);
+  const rel = relative(root, opened);
+  if (rel !== join("state", "background_notifications")) {
+    closeSync(folder);
+    throw notInside(animaDir);
+  }
+  return folder;
+}
+
+function notInside(animaDir: string): ToolHostError {
+  return new ToolHostError(
+    "SandboxViolation",
+    `the notice folder of ${animaDir} (state/background_notifications) is a link or lies outside the Anima's folder: no notice written`,
+    "make state/background_notifications a plain folder inside the Anima's folder",
+    "caller",
+  );
 }
 
 function failureText(job: Job): string {
