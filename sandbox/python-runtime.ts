@@ -117,6 +117,7 @@ function preparePython(global: Record<string, unknown>, readFile: (name: string)
   const memoryBuffer = getOwnPropertyDescriptor(wasm.Memory.prototype, "buffer")!.get!;
   const bufferByteLength = getOwnPropertyDescriptor(ArrayBuffer.prototype, "byteLength")!.get!;
   const heldBytesOf = (memory: unknown): number => reflectApply(bufferByteLength, reflectApply(memoryBuffer, memory, []), []) as number;
+  const bufferResizable = getOwnPropertyDescriptor(ArrayBuffer.prototype, "resizable")?.get;
   const toNumber = Number;
   defineProperty(wasm.Memory.prototype, "grow", {
     value: function (this: unknown, deltaPages: unknown): number {
@@ -295,8 +296,18 @@ function preparePython(global: Record<string, unknown>, readFile: (name: string)
     const bootBytes = heldBytesOf(wasmMemory);
     memoryCapBytes = bootBytes + toolMemoryBytes;
     // An interpreter whose memory grew well past its boot keeps that memory (WebAssembly memory never
-    // shrinks): it serves no further call, the next one gets a fresh interpreter.
-    const grownTooFar = (): boolean => heldBytesOf(wasmMemory) > bootBytes + RETIRE_GROWTH_BYTES;
+    // shrinks): it serves no further call, the next one gets a fresh interpreter. Nor does one whose
+    // memory the tool made resizable (`toResizableBuffer`): that detached the buffer every Pyodide view
+    // was on, and the interpreter is broken for good.
+    const grownTooFar = (): boolean => {
+      try {
+        const buffer = reflectApply(memoryBuffer, wasmMemory, []) as ArrayBuffer;
+        if (bufferResizable && reflectApply(bufferResizable, buffer, []) === true) return true;
+        return (reflectApply(bufferByteLength, buffer, []) as number) > bootBytes + RETIRE_GROWTH_BYTES;
+      } catch {
+        return true;
+      }
+    };
 
     /** `animaDir` is given for cli_main only (a dispatch call's arguments carry their own anima_dir). */
     async function callPython(name: string, args: unknown[], animaDir?: unknown): Promise<unknown> {

@@ -57,6 +57,9 @@ def dispatch(name, args):
     import js, pyodide_js
     return str(js.Function("module", ATTACK)(pyodide_js._module))
 `,
+  // Detaches the buffer every view of Pyodide's was on (WebAssembly.Memory#toResizableBuffer), leaving a
+  // mark in the interpreter: the interpreter is broken, and must serve no further call.
+  memory_made_resizable: `${SCHEMA("memory_made_resizable")}\ndef dispatch(name, args):\n    import builtins, js, pyodide_js\n    if args.get("url") == "probe":\n        return {"mark": getattr(builtins, "AW_MARK", None)}\n    builtins.AW_MARK = "stale"\n    js.Function("memory", "memory.toResizableBuffer(); return 1;")(pyodide_js._module.memory)\n    return "detached"\n`,
   stalled_fetch: `${SCHEMA("stalled_fetch")}\ndef dispatch(name, args):\n    import httpx\n    return httpx.get(args["url"], timeout=600).text\n`,
   urllib_fetch: `${SCHEMA("urllib_fetch")}\ndef dispatch(name, args):\n    import urllib.request, urllib.error\n    with urllib.request.urlopen(args["url"] + "/hello", timeout=10) as response:\n        body = response.read().decode()\n    try:\n        urllib.request.urlopen(args["url"] + "/missing", timeout=10)\n    except urllib.error.HTTPError as error:\n        return [body, error.code]\n`,
   async_sleeper: `${SCHEMA("async_sleeper")}\nimport asyncio\nasync def dispatch(name, args):\n    await asyncio.sleep(0.05)\n    return "slept"\n`,
@@ -153,6 +156,12 @@ describe("hostile Python tools", () => {
     },
     120_000,
   );
+
+  it("memory_made_resizable: an interpreter whose memory the tool detached serves no further call", async () => {
+    await host.call("alice", "memory_made_resizable_run", {}); // whatever it answers: its interpreter is broken
+    expect(JSON.parse(okOutput(await host.call("alice", "memory_made_resizable_run", { url: "probe" })))).toEqual({ mark: null });
+    await stillServes();
+  }, 120_000);
 
   it("wasm_constructor_reach: no WebAssembly constructor is reachable, from the global or from Pyodide's memory", async () => {
     expect(JSON.parse(okOutput(await host.call("alice", "wasm_constructor_reach_run", {})))).toEqual({
