@@ -295,7 +295,11 @@ class Host implements ToolHost, PreparedCallRunner, ToolChangeSource, Capability
   }
 
   private get toolWatch(): ToolWatch {
-    return (this.watches ??= new ToolWatch({ dataDir: this.config.dataDir, onBurst: (paths, anima) => this.reloadWatched(paths, anima) }));
+    return (this.watches ??= new ToolWatch({
+      dataDir: this.config.dataDir,
+      onBurst: (paths, anima) => this.reloadWatched(paths, anima),
+      onWarning: (message) => this.config.onLog({ level: "warn", logger: "animaworks.host", message }),
+    }));
   }
 
   /** After a burst of edits in watched folders: reload, and record which tools changed (once per change: here). */

@@ -37,6 +37,8 @@ export interface ToolWatchOptions {
   dataDir: string;
   /** After a burst in a watched scope: reload (and record), before subscribers are told. `anima`: the scope's Anima, if one. */
   onBurst: (paths: string[], anima: string | undefined) => Promise<void> | void;
+  /** A path in a watched folder the watcher cannot follow (once per path and watcher); watching goes on. Default: ignored. */
+  onWarning?: (message: string) => void;
 }
 
 export class ToolWatch {
@@ -119,10 +121,12 @@ export class ToolWatch {
       await this.options.onBurst(paths, scope ?? undefined);
       for (const change of toolsChanges(dataDir, paths)) this.tell(change, scope);
     };
-    if (scope !== null) return watchToolFolders([join(dataDir, "common_tools"), join(dataDir, "animas", scope, "tools")], onChange);
+    const onProblem = (path: string, error: NodeJS.ErrnoException): void => this.options.onWarning?.(watchProblem(dataDir, path, error));
+    if (scope !== null) return watchToolFolders([join(dataDir, "common_tools"), join(dataDir, "animas", scope, "tools")], onChange, { onProblem });
     return watchToolFolders([join(dataDir, "common_tools"), join(dataDir, "animas")], onChange, {
       depth: 2,
       accept: (path) => ownerOfPath(dataDir, path) !== undefined,
+      onProblem,
     });
   }
 
@@ -137,6 +141,23 @@ export class ToolWatch {
       }
     }
   }
+}
+
+/**
+ * The warning for a path the watcher cannot follow: which file, the system's code, and who acts. The
+ * file is not served either way (the loader refuses links and unreadable files with a finding of its
+ * own); this says why edits to it go unnoticed. The path is JSON-quoted: a file name is the Anima's text.
+ */
+export function watchProblem(dataDir: string, path: string, error: NodeJS.ErrnoException): string {
+  const where = JSON.stringify(relative(dataDir, path) || path);
+  const code = error.code ?? "unknown error";
+  const next =
+    code === "ELOOP"
+      ? "it is a symbolic link that leads back to itself; the Anima or operator should remove it"
+      : code === "EACCES" || code === "EPERM"
+        ? "the host may not read it; the operator should fix its permissions or remove it"
+        : "the operator should check the file";
+  return `the tool folder watcher cannot watch ${where} (${code}), so its edits are not noticed: ${next}; other tools are still watched and served`;
 }
 
 /**

@@ -16,6 +16,11 @@ export interface WatchOptions {
   depth?: number;
   /** Only events for paths this accepts count. Default: all. */
   accept?: (path: string) => boolean;
+  /**
+   * Told, once per path, why chokidar could not watch it (a symbolic link loop: ELOOP; a file the host
+   * may not read: EACCES; a file gone before it was looked at: ENOENT; anything else). Default: ignored.
+   */
+  onProblem?: (path: string, error: NodeJS.ErrnoException) => void;
 }
 
 export interface ToolFolderWatcher {
@@ -50,6 +55,23 @@ export async function watchToolFolders(
       running = running.then(() => onChange(paths)).catch(() => {});
     }, debounceMs);
   };
+  // chokidar emits "error" for a path it cannot stat or watch (e.g. `ln -s loop.ts loop.ts`: ELOOP). An
+  // EventEmitter's "error" with no listener throws: that ended the daemon and the MCP server, and with
+  // them every Anima's calls, for one bad file in one Anima's folder. So every error is handled here and
+  // watching goes on; the path itself is left to the loader, which refuses links (registry/discovery.ts).
+  // Reported once per path (a set bounded by the files in the folders), since chokidar retries it.
+  const reported = new Set<string>();
+  watcher.on("error", (raw: unknown) => {
+    const error = (raw instanceof Error ? raw : new Error(String(raw))) as NodeJS.ErrnoException;
+    const path = error.path ?? "(unknown path)";
+    if (reported.has(path)) return;
+    reported.add(path);
+    try {
+      options.onProblem?.(path, error);
+    } catch {
+      // a failing reporter must not turn a handled error into an unhandled one
+    }
+  });
   const accept = options.accept ?? (() => true);
   watcher.on("all", (_event: string, path: string) => {
     if (accept(path)) schedule(path);

@@ -1,13 +1,14 @@
-import { mkdirSync } from "node:fs";
+import { mkdirSync, symlinkSync } from "node:fs";
 import { join } from "node:path";
 import { Client } from "@modelcontextprotocol/sdk/client/index.js";
 import { InMemoryTransport } from "@modelcontextprotocol/sdk/inMemory.js";
 import { ToolListChangedNotificationSchema } from "@modelcontextprotocol/sdk/types.js";
 import { afterEach, describe, expect, it, vi } from "vitest";
 import type { ToolChangeSource, ToolHost, ToolsChange } from "../../src/host-api.js";
+import type { LogRecord } from "../../src/host-options.js";
 import { createHost } from "../../src/host.js";
 import { startMcpServer } from "../../src/mcp/server.js";
-import { toolsChanges } from "../../src/registry/tool-watch.js";
+import { toolsChanges, watchProblem } from "../../src/registry/tool-watch.js";
 import { type TempDataDir, makeDataDir, waitFor } from "../helpers/data-dir.js";
 import { simpleTool } from "../helpers/tools.js";
 
@@ -29,9 +30,9 @@ afterEach(async () => {
   for (const cleanup of cleanups.splice(0).reverse()) await cleanup();
 });
 
-function hostOn(data: TempDataDir, watch: boolean): ToolHost & ToolChangeSource {
+function hostOn(data: TempDataDir, watch: boolean, onLog: (record: LogRecord) => void = () => {}): ToolHost & ToolChangeSource {
   mkdirSync(join(data.dir, "core-tools"), { recursive: true });
-  const host = createHost({ dataDir: data.dir, coreToolsDir: join(data.dir, "core-tools"), isolation: "in-process", watch, onLog: () => {} });
+  const host = createHost({ dataDir: data.dir, coreToolsDir: join(data.dir, "core-tools"), isolation: "in-process", watch, onLog });
   cleanups.push(() => host.close());
   return host as ToolHost & ToolChangeSource;
 }
@@ -110,6 +111,44 @@ describe("the host's tool change event", () => {
     const reloads = (await host.audit.read({ anima: "alice" })).filter((record) => record.kind === "reload");
     // Recorded once (new to the audit log: nothing was recorded of it before).
     expect(reloads).toMatchObject([{ tool: "alpha", change: "loaded", trigger: "watcher" }]);
+  });
+});
+
+describe("symlink_loop_in_tools_folder: a link the watcher cannot follow", () => {
+  // chokidar stats each file it sees; `ln -s loop.ts loop.ts` fails with ELOOP, emitted as an "error"
+  // event, which (unhandled) ended the daemon and the MCP server with every Anima's calls in flight.
+  it("neither ends the host nor stops its watching: a self-link and a two-file loop, present at start and added later", async () => {
+    const data = tempData({ "animas/alice/tools/alpha.ts": simpleTool("alpha"), "animas/bob/tools/beta.ts": simpleTool("beta") });
+    const tools = join(data.dir, "animas", "alice", "tools");
+    symlinkSync("loop.ts", join(tools, "loop.ts"));
+    const warnings: string[] = [];
+    const host = hostOn(data, true, (record) => record.level === "warn" && warnings.push(record.message));
+    await host.ready();
+    const heard: ToolsChange[] = [];
+    cleanups.push(await host.onToolsChanged((change) => heard.push(change)));
+
+    // A two-file loop added while watching.
+    symlinkSync("ping.ts", join(tools, "pong.ts"));
+    symlinkSync("pong.ts", join(tools, "ping.ts"));
+    await waitFor(() => ["loop.ts", "ping.ts", "pong.ts"].every((file) => warnings.some((w) => w.includes(`animas/alice/tools/${file}`))), 10_000);
+    expect(warnings.find((w) => w.includes("loop.ts"))).toMatch(/ELOOP.*symbolic link.*other tools are still watched and served/);
+
+    // The other tools still load and are served, for alice and for bob.
+    expect((await host.call("alice", "alpha_run", { n: 1 })).status).toBe("ok");
+    expect((await host.call("bob", "beta_run")).status).toBe("ok");
+    // Watching goes on: an edit after the loops is noticed and served.
+    await writeUntil(data, "animas/alice/tools/alpha.ts", simpleTool("alpha", ["run", "stop"]), () => heard.some((change) => change.anima === "alice"));
+    await waitFor(async () => (await host.describe("alice", "alpha")).schemas.length === 2);
+    // Once per path, however often chokidar retries it.
+    for (const file of ["loop.ts", "ping.ts", "pong.ts"]) expect(warnings.filter((w) => w.includes(`animas/alice/tools/${file}"`))).toHaveLength(1);
+  });
+
+  it("says which file, the system's code and who acts, for any error; a file name cannot break the line", () => {
+    const error = (code: string | undefined) => Object.assign(new Error("x"), code ? { code } : {});
+    expect(watchProblem("/d", "/d/common_tools/x.ts", error("EACCES"))).toMatch(/"common_tools\/x.ts" \(EACCES\).*operator should fix its permissions/);
+    expect(watchProblem("/d", "/d/animas/a/tools/x.ts", error("EMFILE"))).toMatch(/\(EMFILE\).*operator should check the file/);
+    expect(watchProblem("/d", "/d/animas/a/tools/x.ts", error(undefined))).toMatch(/\(unknown error\)/);
+    expect(watchProblem("/d", "/d/animas/a/tools/new\nline.ts", error("ELOOP"))).not.toContain("\n");
   });
 });
 
