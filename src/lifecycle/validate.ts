@@ -1,5 +1,3 @@
-import { constants } from "node:fs";
-import { open } from "node:fs/promises";
 import { basename } from "node:path";
 import { ToolHostError } from "../errors.js";
 import { RESERVED_NAMES, TOOL_EXTENSIONS, TOOL_NAME_PATTERN } from "../registry/discovery.js";
@@ -10,6 +8,7 @@ import { type CheckName, type Finding, findingLocation } from "./findings.js";
 import { loadFindings } from "./load-findings.js";
 import { validatePythonSource } from "./python-checks.js";
 import { findSecrets } from "./secrets.js";
+import { readToolSource } from "./read-tool-source.js";
 import { importProblem } from "./import-check.js";
 import { type SourceScan, scanSource } from "./source-scan.js";
 
@@ -86,7 +85,7 @@ export async function validateToolFile(path: string, options: ValidateOptions = 
   const maxBytes = options.maxSourceBytes ?? MAX_TOOL_SOURCE_BYTES;
   const fileName = basename(path);
   const tool = options.name ?? toolNameOf(fileName);
-  const source = await readSource(path, maxBytes);
+  const source = await readToolSource(path, maxBytes);
   const nameFindings = checkFileName(fileName, options.name);
   let loaded: boolean | undefined;
   let schemas: string[] | undefined;
@@ -370,26 +369,4 @@ function toolNameOf(fileName: string): string {
 
 function snakeCase(name: string): string {
   return name.replace(/([a-z0-9])([A-Z])/g, "$1_$2").toLowerCase();
-}
-
-async function readSource(path: string, maxBytes: number): Promise<{ text: string; tooLarge: false } | { tooLarge: true; bytes: number; text?: undefined }> {
-  let handle;
-  try {
-    // O_NONBLOCK: a FIFO named like a tool must not hang the validator.
-    handle = await open(path, constants.O_RDONLY | constants.O_NONBLOCK);
-  } catch (error) {
-    const code = (error as NodeJS.ErrnoException).code;
-    if (code === "ENOENT") throw new ToolHostError("NotFound", `no such file`, "give the path of a tool file, e.g. tools/my_tool.ts");
-    throw new ToolHostError("InvalidArguments", `the file cannot be read (${code ?? "error"})`);
-  }
-  try {
-    const info = await handle.stat();
-    if (!info.isFile()) throw new ToolHostError("InvalidArguments", "not a regular file");
-    if (info.size > maxBytes) return { tooLarge: true, bytes: info.size };
-    const bytes = await handle.readFile();
-    if (bytes.length > maxBytes) return { tooLarge: true, bytes: bytes.length };
-    return { text: bytes.toString("utf8"), tooLarge: false };
-  } finally {
-    await handle.close();
-  }
 }

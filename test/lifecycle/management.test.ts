@@ -1,4 +1,4 @@
-import { existsSync, readFileSync } from "node:fs";
+import { existsSync, readFileSync, symlinkSync } from "node:fs";
 import { join } from "node:path";
 import { afterEach, beforeEach, describe, expect, it } from "vitest";
 import type { AuditRecord } from "../../src/audit/audit-log.js";
@@ -132,7 +132,7 @@ describe("refresh", () => {
 
   it("lists, for a tool that does not load, the findings validate gives for its file, each once, path:line:col first", async () => {
     const source = [
-      'import { existsSync, readFileSync } from "node:fs";',
+      'import { existsSync, readFileSync, symlinkSync } from "node:fs";',
       'const API_KEY = "sk-abcdefghijklmnopqrstuvwxyz123456";',
       "export function get_tool_schemas() {",
       "  return [",
@@ -173,6 +173,47 @@ describe("refresh", () => {
     // Without the file's findings (a core tool, a file gone since), the load error is said once, not after the name twice.
     const bare = formatRefresh({ ...report, failed: [{ name: "gone", error: 'gone: schema "x" must be named gone_<action>' }] });
     expect(bare).toContain('failed   gone: schema "x" must be named gone_<action>');
+  });
+
+  it("refuses a tool file linked out of its folder without reading the target (symlinked_tool_file_to_config)", async () => {
+    // The attack: an Anima links a "tool" to the operator's config.json, then asks refresh (or validate) to
+    // report on it: the secrets check quoted the start of each key it found there, its lines their numbers.
+    const secrets = ["sk-ant-api03-OPERATORSECRET0123456789abcdefghij", "Zq8xK2mP9vL4nR7tY1wE5uI3oA6sD0fG"];
+    const config = JSON.stringify({ credentials: { svc: { api_key: secrets[0] }, db: { api_key: secrets[1] } } }, null, 2);
+    t.data.write("outside/config.json", config);
+    t.personal("alpha.ts", simpleTool("alpha"));
+    const link = join(t.data.dir, "animas", "alice", "tools", "cfg.ts");
+    symlinkSync("../../../outside/config.json", link);
+
+    const report = await managementOf(t.host).refresh("alice");
+    expect(report.tools).toEqual(["alpha"]); // the other tools are served
+    // Neither a secret, nor its masked start, nor any line of the target, nor a finding at its lines.
+    const fragments = [...secrets, ...secrets.map((secret) => secret.slice(0, 4)), ...config.split("\n").filter((line) => line.trim().length > 2)];
+    const revealsNothing = (output: string): void => {
+      for (const fragment of fragments) expect(output).not.toContain(fragment);
+      expect(output).not.toMatch(/\[secrets\]|cfg\.ts:\d/);
+    };
+    revealsNothing(formatRefresh(report));
+    revealsNothing(JSON.stringify(report));
+
+    const refused = await validateToolFile(link, { load: hostLoader(t.host) }).then(
+      () => expect.unreachable("validate read through the link"),
+      (error: unknown) => error as ToolHostError,
+    );
+    expect(refused).toMatchObject({ type: "InvalidArguments", fault: "caller", message: expect.stringMatching(/link to a file outside its folder/) });
+    revealsNothing(JSON.stringify(refused.toInfo()));
+  });
+
+  it("validates a link as the loader loads it: one to a file of the same folder is read, a self-link refused", async () => {
+    t.personal("alpha_source.txt", simpleTool("alpha"));
+    const tools = join(t.data.dir, "animas", "alice", "tools");
+    symlinkSync("alpha_source.txt", join(tools, "alpha.ts"));
+    symlinkSync("loop.ts", join(tools, "loop.ts"));
+    expect(await validateToolFile(join(tools, "alpha.ts"), { load: hostLoader(t.host) })).toMatchObject({ loaded: true, errors: 0 });
+    await expect(validateToolFile(join(tools, "loop.ts"))).rejects.toMatchObject({
+      type: "InvalidArguments",
+      message: expect.stringMatching(/leads back to itself/),
+    });
   });
 
   it("keeps nothing of its own: a new service of the host compares with the last refresh of any other", async () => {
