@@ -2,7 +2,7 @@ import { ToolHostError } from "./errors.js";
 import { join, resolve } from "node:path";
 import { PROJECT_ROOT } from "./project-root.js";
 import type { FsLimits } from "./fs-limits.js";
-import { HOST_DEFAULTS, MIN_MEMORY_LIMIT_MB } from "./host-defaults.js";
+import { HOST_DEFAULTS, MAX_MEMORY_LIMIT_MB, MAX_SETTING_MS, MIN_MEMORY_LIMIT_MB } from "./host-defaults.js";
 import type { HostOptions, LogRecord } from "./host-options.js";
 import { LOG_LEVELS } from "./contract/isolate.js";
 import { type Environment, defaultDataDirIn } from "./environment.js";
@@ -113,10 +113,11 @@ export function resolveConfig(options: HostOptions = {}, env: Environment = proc
     dataDir,
     coreToolsDir: resolve(options.coreToolsDir ?? join(PROJECT_ROOT, "tools")),
     cacheDir: resolve(options.cacheDir ?? join(dataDir, "cache", "animaworks-tool", "bundles")),
-    timeoutMs: positive(pick("timeoutMs", options.timeoutMs), d.timeoutMs, "timeoutMs"),
-    maxCallTimeoutMs: positive(pick("maxCallTimeoutMs", options.maxCallTimeoutMs), d.maxCallTimeoutMs, "maxCallTimeoutMs"),
-    memoryLimitMb: Math.max(MIN_MEMORY_LIMIT_MB, positive(pick("memoryLimitMb", options.memoryLimitMb), d.memoryLimitMb, "memoryLimitMb")),
-    loadTimeoutMs: positive(pick("loadTimeoutMs", options.loadTimeoutMs), d.loadTimeoutMs, "loadTimeoutMs"),
+    // Durations and the heap limit are bounded (host-defaults.ts) in options as in config.json (its schema).
+    timeoutMs: positive(pick("timeoutMs", options.timeoutMs), d.timeoutMs, "timeoutMs", MAX_SETTING_MS),
+    maxCallTimeoutMs: positive(pick("maxCallTimeoutMs", options.maxCallTimeoutMs), d.maxCallTimeoutMs, "maxCallTimeoutMs", MAX_SETTING_MS),
+    memoryLimitMb: Math.max(MIN_MEMORY_LIMIT_MB, positive(pick("memoryLimitMb", options.memoryLimitMb), d.memoryLimitMb, "memoryLimitMb", MAX_MEMORY_LIMIT_MB)),
+    loadTimeoutMs: positive(pick("loadTimeoutMs", options.loadTimeoutMs), d.loadTimeoutMs, "loadTimeoutMs", MAX_SETTING_MS),
     maxOutputBytes: positive(pick("maxOutputBytes", options.maxOutputBytes), d.maxOutputBytes, "maxOutputBytes"),
     maxResultTransferBytes: positive(pick("maxResultTransferBytes", options.maxResultTransferBytes), d.maxResultTransferBytes, "maxResultTransferBytes"),
     isolation: options.isolation ?? d.isolation,
@@ -132,6 +133,7 @@ export function resolveConfig(options: HostOptions = {}, env: Environment = proc
       pick("compactIdleIsolatesAfterMs", options.compactIdleIsolatesAfterMs),
       d.compactIdleIsolatesAfterMs,
       "compactIdleIsolatesAfterMs",
+      MAX_SETTING_MS,
     ),
     toolsPerIsolate: Math.floor(positive(pick("toolsPerIsolate", options.toolsPerIsolate), d.toolsPerIsolate, "toolsPerIsolate")) || 1,
     warmPythonInterpreters: Math.floor(
@@ -291,17 +293,19 @@ function osSandboxMode(value: string): "auto" | "required" | "off" {
   throw new TypeError(`osSandbox must be "auto", "required" or "off", got ${JSON.stringify(value)}`);
 }
 
-function positive(value: number | undefined, fallback: number, name: string): number {
+function positive(value: number | undefined, fallback: number, name: string, max = Number.POSITIVE_INFINITY): number {
   if (value === undefined) return fallback;
   if (!Number.isFinite(value) || value <= 0) {
     throw new TypeError(`${name} must be a positive number, got ${String(value)}`);
   }
+  if (value > max) throw new TypeError(`${name} must be a positive number of at most ${max.toLocaleString("en-US")}, got ${String(value)}`);
   return value;
 }
 
-function nonNegative(value: number | undefined, fallback: number, name: string): number {
+function nonNegative(value: number | undefined, fallback: number, name: string, max = Number.POSITIVE_INFINITY): number {
   if (value === undefined) return fallback;
   if (!Number.isFinite(value) || value < 0) throw new TypeError(`${name} must be a number of 0 or more, got ${String(value)}`);
+  if (value > max) throw new TypeError(`${name} must be a number from 0 to ${max.toLocaleString("en-US")}, got ${String(value)}`);
   return value;
 }
 

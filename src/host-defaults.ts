@@ -78,3 +78,21 @@ export const HOST_DEFAULTS = {
 
 /** The smallest V8 heap limit isolated-vm accepts for an isolate, MB: a smaller `memoryLimitMb` is raised to it. */
 export const MIN_MEMORY_LIMIT_MB = 8;
+
+/**
+ * The largest V8 heap limit per isolate, MB: the memory a sandbox process may hold beyond its warm pool
+ * (`DEFAULT_PROCESS_MEMORY_MB`, isolation/os/resource-watchdog.ts; a test keeps the two equal). A larger
+ * heap would be stopped by the watchdog killing the process (SandboxCrashed, every call on it failing),
+ * never by the isolate's `MemoryLimit` that names the tool; and isolated-vm refuses a limit beyond what a
+ * number of bytes can hold (`memory_limit_mb: 1e300` failed every call with "must be at least 8").
+ */
+export const MAX_MEMORY_LIMIT_MB = 1_024;
+
+/**
+ * The largest value of a setting in ms (a timeout, an idle time): 2,000,000,000 (≈ 23 days). Node's
+ * timers take at most 2,147,483,647 ms and fire a longer one after 1 ms (a TimeoutOverflowWarning, and a
+ * "did not finish within 3000000000 ms" that blamed the tool at once); the margin leaves room for what the
+ * host adds to a timeout before it sets a timer (a Python tool's 30 s boot, the kill grace of a sandbox
+ * process that does not answer).
+ */
+export const MAX_SETTING_MS = 2_000_000_000;

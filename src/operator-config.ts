@@ -1,7 +1,7 @@
 import { join } from "node:path";
 import type { HostOptions } from "./host-options.js";
 import type { FsLimits } from "./fs-limits.js";
-import { MIN_MEMORY_LIMIT_MB } from "./host-defaults.js";
+import { MAX_MEMORY_LIMIT_MB, MAX_SETTING_MS, MIN_MEMORY_LIMIT_MB } from "./host-defaults.js";
 import { LOG_LEVELS } from "./contract/isolate.js";
 import { ToolHostError, systemFileError } from "./errors.js";
 import { UnreadableFile, readRegularFileSync } from "./regular-file.js";
@@ -75,6 +75,8 @@ export type FileSettings = Pick<
 };
 
 const positiveNumber = { type: "number", exclusiveMinimum: 0 };
+/** A duration in ms: bounded by what a timer can wait (MAX_SETTING_MS, host-defaults.ts). */
+const positiveMs = { ...positiveNumber, maximum: MAX_SETTING_MS };
 const positiveInteger = { type: "integer", minimum: 1 };
 const names = { type: "array", items: { type: "string", minLength: 1 } };
 
@@ -119,10 +121,15 @@ export const SETTINGS: readonly SettingSpec[] = [
     secret: true,
   },
   { key: "log_level", field: "logLevel", env: "ANIMAWORKS_LOG_LEVEL", schema: { enum: [...LOG_LEVELS] }, description: "least level of the host's log lines" },
-  { key: "timeout_ms", field: "timeoutMs", schema: positiveNumber, description: "default per-call timeout, ms" },
-  { key: "max_call_timeout_ms", field: "maxCallTimeoutMs", schema: positiveNumber, description: "upper bound of any call's timeout, ms" },
-  { key: "memory_limit_mb", field: "memoryLimitMb", schema: { type: "number", minimum: MIN_MEMORY_LIMIT_MB }, description: "V8 heap limit per isolate, MB" },
-  { key: "load_timeout_ms", field: "loadTimeoutMs", schema: positiveNumber, description: "time to load a tool, ms" },
+  { key: "timeout_ms", field: "timeoutMs", schema: positiveMs, description: "default per-call timeout, ms" },
+  { key: "max_call_timeout_ms", field: "maxCallTimeoutMs", schema: positiveMs, description: "upper bound of any call's timeout, ms" },
+  {
+    key: "memory_limit_mb",
+    field: "memoryLimitMb",
+    schema: { type: "number", minimum: MIN_MEMORY_LIMIT_MB, maximum: MAX_MEMORY_LIMIT_MB },
+    description: "V8 heap limit per isolate, MB",
+  },
+  { key: "load_timeout_ms", field: "loadTimeoutMs", schema: positiveMs, description: "time to load a tool, ms" },
   { key: "max_output_bytes", field: "maxOutputBytes", schema: positiveInteger, description: "result text kept before the truncation notice, bytes" },
   {
     key: "max_result_transfer_bytes",
@@ -165,7 +172,7 @@ export const SETTINGS: readonly SettingSpec[] = [
   {
     key: "compact_idle_isolates_after_ms",
     field: "compactIdleIsolatesAfterMs",
-    schema: { type: "number", minimum: 0 },
+    schema: { type: "number", minimum: 0, maximum: MAX_SETTING_MS },
     description: "idle time after which a sandbox process compacts a warm isolate (gives back what its calls left; its next call pays for it), ms; 0: never",
   },
   {
@@ -325,6 +332,11 @@ function checkSection(path: string, section: unknown): void {
       return `${where}.${key} is not a setting (settings: ${known.join(", ")})`;
     }
     if (setting !== undefined) keys.add(setting);
+    if (error.keyword === "maximum" || error.keyword === "minimum" || error.keyword === "exclusiveMinimum") {
+      const range = rangeOf(SETTINGS.find((spec) => spec.key === setting)?.schema);
+      if (range !== undefined)
+        return `${where} ${error.message ?? "is out of range"} (it takes ${range}, got ${JSON.stringify((section as Record<string, unknown>)[setting ?? ""])})`;
+    }
     if (error.keyword === "enum")
       return `${where} must be one of ${((error.params as Record<string, unknown>)["allowedValues"] as unknown[]).map((v) => JSON.stringify(v)).join(", ")}`;
     return `${where} ${error.message ?? "is invalid"}`;
@@ -334,6 +346,17 @@ function checkSection(path: string, section: unknown): void {
     `${path}: ${[...new Set(problems)].join("; ")}`,
     `fix ${named || "the section"} in the "${CONFIG_SECTION}" section of ${path} (README: "Operator configuration" lists every setting)`,
   );
+}
+
+/** A bounded setting's range in words ("more than 0 to 2,000,000,000"), from its schema; undefined without an upper bound. */
+function rangeOf(schema: Record<string, unknown> | undefined): string | undefined {
+  const max = schema?.["maximum"];
+  if (typeof max !== "number") return undefined;
+  const format = (n: number): string => n.toLocaleString("en-US");
+  const min = schema?.["minimum"];
+  const above = schema?.["exclusiveMinimum"];
+  const from = typeof min === "number" ? format(min) : typeof above === "number" ? `more than ${format(above)}` : "any number";
+  return `${from} to ${format(max)}`;
 }
 
 /**

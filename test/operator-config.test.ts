@@ -3,12 +3,13 @@ import { readFileSync, writeFileSync } from "node:fs";
 import { join } from "node:path";
 import { afterEach, describe, expect, it } from "vitest";
 import { resolveConfig, settingDifference } from "../src/config.js";
-import { HOST_DEFAULTS } from "../src/host-defaults.js";
+import { HOST_DEFAULTS, MAX_MEMORY_LIMIT_MB, MAX_SETTING_MS } from "../src/host-defaults.js";
 import { SETTINGS, maskUrlPassword } from "../src/operator-config.js";
 import { effectiveSettings } from "../src/audit/effective-config.js";
 import { type TempDataDir, makeDataDir } from "./helpers/data-dir.js";
 import { thrownToolError } from "./helpers/errors.js";
-import { REPO_ROOT } from "./helpers/tools.js";
+import { REPO_ROOT, okOutput, simpleTool, useTestHost } from "./helpers/tools.js";
+import { DEFAULT_PROCESS_MEMORY_MB } from "../src/isolation/os/resource-watchdog.js";
 
 let data: TempDataDir | undefined;
 afterEach(() => {
@@ -117,6 +118,56 @@ describe("operator configuration (config.json animaworks_tool)", () => {
     expect(resolveConfig({ dataDir: join(dir, "missing") }, {}).toolsPerIsolate).toBe(HOST_DEFAULTS.toolsPerIsolate);
     expectRefusedInFile(dir, "tools_per_isolate", [0, 2.5, "4", true]);
     expect(() => resolveConfig({ dataDir: dir, toolsPerIsolate: 0 })).toThrow(/toolsPerIsolate must be/);
+  });
+
+  it("bounds every duration by what a timer can wait and the heap limit by a sandbox process's memory cap", () => {
+    // Beyond these, `timeout_ms: 3e9` passed validation, then every call failed at once blaming the tool
+    // ("did not finish within 3000000000 ms"; Node fires a longer timer after 1 ms), `1e12` failed every
+    // load, and `memory_limit_mb: 1e300` every call with isolated-vm's "`memoryLimit` must be at least 8".
+    const { dir } = withConfig({});
+    const durations = ["timeout_ms", "max_call_timeout_ms", "load_timeout_ms", "compact_idle_isolates_after_ms"];
+    // Every setting in ms is bounded, including one added later.
+    expect(SETTINGS.filter((spec) => spec.key.endsWith("_ms")).map((spec) => [spec.key, spec.schema["maximum"]])).toEqual(
+      durations.map((key) => [key, MAX_SETTING_MS]),
+    );
+    expect(MAX_SETTING_MS).toBeLessThan(2 ** 31 - 1);
+    for (const key of durations) expectRefusedInFile(dir, key, [3_000_000_000, 1e12, MAX_SETTING_MS + 1]);
+    expectRefusedInFile(dir, "memory_limit_mb", [1e300, MAX_MEMORY_LIMIT_MB + 1]);
+    // The operator's to fix, naming the setting, its range and the value.
+    writeFileSync(join(dir, "config.json"), JSON.stringify({ animaworks_tool: { timeout_ms: 3_000_000_000, memory_limit_mb: 1e300 } }));
+    const error = thrownToolError(() => resolveConfig({ dataDir: dir }, {}));
+    expect(error).toMatchObject({ type: "ToolConfigError", fault: "host" });
+    expect(error.message).toContain("animaworks_tool.timeout_ms must be <= 2000000000 (it takes more than 0 to 2,000,000,000, got 3000000000)");
+    expect(error.message).toContain("animaworks_tool.memory_limit_mb must be <= 1024 (it takes 8 to 1,024, got 1e+300)");
+    expect(error.hint).toMatch(/"timeout_ms", "memory_limit_mb"/);
+    // The bounds themselves are taken.
+    writeFileSync(
+      join(dir, "config.json"),
+      JSON.stringify({ animaworks_tool: Object.fromEntries([...durations.map((key) => [key, MAX_SETTING_MS]), ["memory_limit_mb", MAX_MEMORY_LIMIT_MB]]) }),
+    );
+    expect(resolveConfig({ dataDir: dir }, {})).toMatchObject({ timeoutMs: MAX_SETTING_MS, loadTimeoutMs: MAX_SETTING_MS, memoryLimitMb: MAX_MEMORY_LIMIT_MB });
+    // A library caller's options are held to the same bounds.
+    expect(() => resolveConfig({ dataDir: dir, timeoutMs: 3_000_000_000 }, {})).toThrow(
+      /timeoutMs must be a positive number of at most 2,000,000,000, got 3000000000/,
+    );
+    expect(() => resolveConfig({ dataDir: dir, loadTimeoutMs: 1e12 }, {})).toThrow(/loadTimeoutMs must be a positive number of at most/);
+    expect(() => resolveConfig({ dataDir: dir, maxCallTimeoutMs: 1e12 }, {})).toThrow(/maxCallTimeoutMs must be a positive number of at most/);
+    expect(() => resolveConfig({ dataDir: dir, compactIdleIsolatesAfterMs: 1e12 }, {})).toThrow(
+      /compactIdleIsolatesAfterMs must be a number from 0 to 2,000,000,000/,
+    );
+    expect(() => resolveConfig({ dataDir: dir, memoryLimitMb: 1e300 }, {})).toThrow(/memoryLimitMb must be a positive number of at most 1,024/);
+    // A larger heap would meet the watchdog's kill of the whole sandbox process, not the tool's MemoryLimit.
+    expect(MAX_MEMORY_LIMIT_MB).toBe(DEFAULT_PROCESS_MEMORY_MB);
+  });
+
+  it("a host at the largest timeouts serves calls (no timer overflows into an immediate timeout)", async () => {
+    const t = useTestHost({ timeoutMs: MAX_SETTING_MS, loadTimeoutMs: MAX_SETTING_MS });
+    try {
+      t.personal("alpha.ts", simpleTool("alpha"));
+      expect(okOutput(await t.host.call("alice", "alpha_run", { n: 1 }))).toMatch(/"tool": "alpha"/);
+    } finally {
+      await t.close();
+    }
   });
 
   it("without the section (or the file) changes nothing", () => {
