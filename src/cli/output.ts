@@ -1,6 +1,10 @@
 import { EXIT_CODES, type ErrorInfo, errorEnvelope, infoOfWire } from "../errors.js";
 import type { CallResult } from "../host-api.js";
 import type { InvocationOutput } from "../endpoint/invocation.js";
+import { terminalSafe } from "../terminal-text.js";
+
+/** The escapes of text a tool or an Anima wrote (terminal-text.ts), for the CLI's output. */
+export { terminalSafe };
 
 /** Where the CLI writes: the endpoint's `InvocationOutput` (one shape for in-process and served invocations). */
 export type Output = InvocationOutput;
@@ -31,15 +35,6 @@ export function printResult(out: Output, result: CallResult, json: boolean): num
     out.stdout(result.output);
   }
   return 0;
-}
-
-/**
- * Control characters (C0 but newline and tab, DEL, C1) and bidirectional overrides, escaped as `\uXXXX`:
- * text a tool controls (a load error, a name, a progress message) can then neither move the cursor,
- * retitle or recolour the operator's terminal, nor disguise what it says.
- */
-export function terminalSafe(text: string): string {
-  return text.replace(/[\u0000-\u0008\u000b-\u001f\u007f-\u009f\u202a-\u202e\u2066-\u2069]/g, (c) => `\\u${c.charCodeAt(0).toString(16).padStart(4, "0")}`);
 }
 
 export function terminalSafeOutput(out: Output): Output {

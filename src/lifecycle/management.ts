@@ -6,6 +6,7 @@ import { ToolHostError, callerNotTool, errorInfoOf } from "../errors.js";
 import type { AuditWriter, AuditWriterSource, CapabilityPath, CapabilityPathSource, ToolHost, ToolInfo } from "../host-api.js";
 import { resolveAnima } from "../registry/animas.js";
 import { TOOL_EXTENSIONS } from "../registry/discovery.js";
+import { printableName } from "../terminal-text.js";
 import { hostLoader } from "./load-check.js";
 import { shareTool } from "./share.js";
 import type { Finding } from "./findings.js";
@@ -176,7 +177,9 @@ export class ManagementService {
         isError: true,
       };
     }
-    const skipped = report.skipped.find((skip) => skip.name === name || skip.name.startsWith(`${name}.`));
+    // Skipped names are shown escaped (registry/discovery.ts): compared so.
+    const shown = printableName(name);
+    const skipped = report.skipped.find((skip) => skip.name === shown || skip.name.startsWith(`${shown}.`));
     if (skipped) return { text: `${written} It is not loaded: ${skipped.reason}.`, isError: true };
     const listing = await this.host.list(anima);
     const loaded = listing.tools.find((info) => info.name === name);

@@ -2,6 +2,7 @@ import type { Dirent } from "node:fs";
 import { readdir, stat } from "node:fs/promises";
 import { basename, extname, join } from "node:path";
 import { systemFileError } from "../errors.js";
+import { printableName } from "../terminal-text.js";
 
 export type ToolOrigin = "core" | "shared" | "personal";
 
@@ -81,10 +82,15 @@ export async function discoverFolder(folder: string, origin: ToolOrigin): Promis
   const problems: DiscoveryProblem[] = [];
   for (const [name, files] of byName) {
     const file = files[0] as string;
+    // A problem's name and message reach terminals (refresh's "skipped" lines, the host's warnings): a
+    // file name's control characters are escaped, so that `new⏎line.ts` cannot fake a report line. A valid
+    // name has none, so only refused files (never a tool) are named escaped.
+    const shown = printableName(name);
     if (files.length > 1) {
-      problems.push({ name, origin, file, message: `more than one file defines tool "${name}" (${files.join(", ")}); keep one` });
+      problems.push({ name: shown, origin, file, message: `more than one file defines tool "${shown}" (${files.map(printableName).join(", ")}); keep one` });
     } else if (!TOOL_NAME_PATTERN.test(name)) {
-      problems.push({ name, origin, file, message: `"${file}" is not a valid tool name; use letters, digits and "_" (snake_case), starting with a letter` });
+      const message = `"${printableName(file)}" is not a valid tool name; use letters, digits and "_" (snake_case), starting with a letter`;
+      problems.push({ name: shown, origin, file, message });
     } else if (RESERVED_NAMES.has(name)) {
       problems.push({ name, origin, file, message: `"${name}" is an animaworks-tool command and cannot be a tool name; rename the file` });
     } else {

@@ -1,4 +1,5 @@
 import { join, relative, sep } from "node:path";
+import { printableName } from "../terminal-text.js";
 import type { ToolFolderWatcher } from "./watcher.js";
 
 /**
@@ -146,10 +147,10 @@ export class ToolWatch {
 /**
  * The warning for a path the watcher cannot follow: which file, the system's code, and who acts. The
  * file is not served either way (the loader refuses links and unreadable files with a finding of its
- * own); this says why edits to it go unnoticed. The path is JSON-quoted: a file name is the Anima's text.
+ * own); this says why edits to it go unnoticed. The path is escaped: a file name is the Anima's text.
  */
 export function watchProblem(dataDir: string, path: string, error: NodeJS.ErrnoException): string {
-  const where = JSON.stringify(relative(dataDir, path) || path);
+  const where = `"${printableName(relative(dataDir, path) || path)}"`;
   const code = error.code ?? "unknown error";
   const next =
     code === "ELOOP"

@@ -101,6 +101,7 @@ const MAY_IMPORT: Record<string, string[]> = {
     "regular-file.ts",
     "environment.ts",
     "errors.ts",
+    "terminal-text.ts",
   ],
   endpoint: [
     "prepared-calls.ts",
@@ -162,7 +163,7 @@ const MAY_IMPORT: Record<string, string[]> = {
   // What each Anima sees: its tools discovered once, each loaded on first use (host.ts's views).
   "anima-views.ts": ["host-support.ts", "audit", "registry", "config.ts", "errors.ts"],
   "host-support.ts": ["host-api.ts", "registry", "errors.ts"],
-  lifecycle: ["host-api.ts", "audit", "capabilities", "policy", "registry", "config.ts", "host-options.ts", "errors.ts"],
+  lifecycle: ["host-api.ts", "audit", "capabilities", "policy", "registry", "config.ts", "host-options.ts", "errors.ts", "terminal-text.ts"],
   "prepared-calls.ts": ["host-api.ts", "capabilities", "isolation", "registry", "host-options.ts"],
   "host-api.ts": ["capabilities", "audit", "isolation", "policy", "registry", "config.ts", "host-options.ts", "errors.ts"],
   capabilities: ["audit", "credentials", "policy", "isolation", "fs-limits.ts", "host-options.ts", "config.ts", "errors.ts"],
@@ -181,7 +182,7 @@ const MAY_IMPORT: Record<string, string[]> = {
   ],
   credentials: ["config.ts", "host-options.ts", "regular-file.ts", "errors.ts"],
   execution: ["registry", "isolation", "validation", "errors.ts"],
-  registry: ["bundling", "isolation", "validation", "errors.ts", "clock.ts"],
+  registry: ["bundling", "isolation", "validation", "errors.ts", "clock.ts", "terminal-text.ts"],
   // bundling → regular-file.ts: a Python tool's source is read as data-dir files are (no FIFO, bounded).
   bundling: ["isolation", "regular-file.ts", "errors.ts", "byte-lru.ts"],
   isolation: ["config.ts", "node-runtime.ts", "project-root.ts", "errors.ts", "clock.ts", "byte-lru.ts"],
@@ -212,6 +213,7 @@ const MAY_IMPORT: Record<string, string[]> = {
   "byte-lru.ts": [],
   "process-alive.ts": [],
   "canonical-json.ts": [],
+  "terminal-text.ts": [],
   contract: [],
 };
 

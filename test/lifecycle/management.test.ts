@@ -7,6 +7,7 @@ import { findingLocation } from "../../src/lifecycle/findings.js";
 import { hostLoader } from "../../src/lifecycle/load-check.js";
 import { MAX_REFRESH_FINDINGS } from "../../src/lifecycle/refresh-findings.js";
 import { validateToolFile } from "../../src/lifecycle/validate.js";
+import { formatLogRecord } from "../../src/config.js";
 import { ToolHostError } from "../../src/errors.js";
 import { FolderFreshness, InvocationHost } from "../../src/endpoint/invocation-host.js";
 import type { ToolHost } from "../../src/host-api.js";
@@ -214,6 +215,18 @@ describe("refresh", () => {
       type: "InvalidArguments",
       message: expect.stringMatching(/leads back to itself/),
     });
+  });
+
+  it("prints a refused file's name on one line, in its skipped line and the host's warning (file_name_fakes_report_lines)", async () => {
+    t.personal("alpha.ts", simpleTool("alpha"));
+    t.personal("new\nskipped  alpha: forged.ts", simpleTool("x"));
+    const text = formatRefresh(await managementOf(t.host).refresh("alice")).split("\n");
+    expect(text.filter((line) => line.startsWith("skipped  "))).toEqual([
+      'skipped  new\\u000askipped  alpha: forged: "new\\u000askipped  alpha: forged.ts" is not a valid tool name; use letters, digits and "_" (snake_case), starting with a letter',
+    ]);
+    const warnings = t.logs.filter((record) => record.level === "warn").map(formatLogRecord);
+    expect(warnings.some((line) => line.includes("new\\u000askipped"))).toBe(true);
+    for (const line of warnings) expect(line).not.toContain("\n");
   });
 
   it("keeps nothing of its own: a new service of the host compares with the last refresh of any other", async () => {

@@ -74,6 +74,21 @@ describe("discoverFolder (one tools folder)", () => {
     expect(dash?.file).toBe("my-tool.ts");
   });
 
+  it("names a refused file with its control characters escaped (file_name_fakes_report_lines)", async () => {
+    // The attack: a file name that, printed raw, ends refresh's line and starts a line of its own.
+    const forged = "new\nskipped  fine: looks harmless\r\u001b[2K\u202e";
+    const folder = folderWith([`${forged}.ts`, `${forged}.js`, `tab\tname.ts`]);
+    const { tools, problems } = await discoverFolder(folder, "personal");
+    expect(tools).toEqual([]);
+    for (const problem of problems) expect(`${problem.name} ${problem.message}`).not.toMatch(/[\u0000-\u001f\u007f-\u009f\u202a-\u202e\u2066-\u2069]/);
+    const escaped = "new\\u000askipped  fine: looks harmless\\u000d\\u001b[2K\\u202e";
+    expect(problems.map((p) => p.name).sort()).toEqual([escaped, "tab\\u0009name"]);
+    expect(problems.find((p) => p.name === escaped)?.message).toBe(`more than one file defines tool "${escaped}" (${escaped}.js, ${escaped}.ts); keep one`);
+    expect(problems.find((p) => p.name === "tab\\u0009name")?.message).toMatch(/^"tab\\u0009name\.ts" is not a valid tool name/);
+    // `file` stays the real name: what the folder holds.
+    expect(problems.find((p) => p.name === "tab\\u0009name")?.file).toBe("tab\tname.ts");
+  });
+
   it("reports CLI command names as reserved, for every origin", async () => {
     const folder = folderWith(["list.ts", "submit.js", "audit.ts", "lister.ts"]);
     for (const origin of ["core", "shared", "personal"] as const) {

@@ -1,0 +1,26 @@
+/**
+ * Text that reaches an operator's terminal (the CLI's output, the host's log lines) but was written by
+ * someone else: a tool, an Anima, a file name in its folder. Escaped as `\uXXXX`, such text can neither
+ * move the cursor, retitle or recolour the terminal, nor disguise what it says. A leaf module: the CLI,
+ * discovery and lifecycle messages use the same escapes.
+ */
+
+/** Control characters (C0 but newline and tab, DEL, C1) and bidirectional overrides. */
+const UNSAFE_IN_TEXT = /[\u0000-\u0008\u000b-\u001f\u007f-\u009f\u202a-\u202e\u2066-\u2069]/g;
+/** The same, and newline and tab too: a name is one token of a line. */
+const UNSAFE_IN_NAME = /[\u0000-\u001f\u007f-\u009f\u202a-\u202e\u2066-\u2069]/g;
+
+const escape = (c: string): string => `\\u${c.charCodeAt(0).toString(16).padStart(4, "0")}`;
+
+/** Multi-line text (a load error, a progress message): lines stay lines, everything else is escaped. */
+export function terminalSafe(text: string): string {
+  return text.replace(UNSAFE_IN_TEXT, escape);
+}
+
+/**
+ * A name (a file or tool name, a path) put inside a line: every control character escaped, newlines and
+ * tabs included, so that a file named `x⏎skipped  y: …` cannot start a report line of its own.
+ */
+export function printableName(name: string): string {
+  return name.replace(UNSAFE_IN_NAME, escape);
+}
