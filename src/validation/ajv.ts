@@ -1,13 +1,15 @@
 import { createRequire } from "node:module";
 import type { Ajv as AjvType, ErrorObject, ValidateFunction } from "ajv";
 import type { RE2JS as RE2JSType } from "re2js";
+import { UNIQUE_ITEMS_MODULE, duplicatePair, uniqueItemsKeyword } from "./unique-items.js";
 
 /**
  * One ajv instance per process, created on first use (importing and configuring ajv costs more than a
  * whole cached tool call, so a CLI run that validates nothing never pays for it).
  *
  * Tool schemas are untrusted input: `pattern` and `patternProperties` run on RE2 (linear time, no
- * catastrophic backtracking), and remote `$ref`s cannot be loaded.
+ * catastrophic backtracking), `uniqueItems` on a canonical key per item (linear time: unique-items.ts),
+ * and remote `$ref`s cannot be loaded.
  */
 const require = createRequire(import.meta.url);
 
@@ -15,7 +17,8 @@ let ajv: AjvType | undefined;
 
 export function getAjv(): AjvType {
   if (ajv) return ajv;
-  const { Ajv } = require("ajv") as { Ajv: typeof AjvType };
+  const ajvModule = require("ajv") as typeof import("ajv");
+  const { Ajv } = ajvModule;
   const addFormats = (require("ajv-formats") as { default: (instance: AjvType) => void }).default;
   const re2Engine = (pattern: string, flags: string) => compileRe2(pattern, flags);
   // How generated standalone code (see `validatorSource`) obtains the engine: through `standaloneRequire`.
@@ -31,6 +34,9 @@ export function getAjv(): AjvType {
     loadSchema: undefined,
   });
   addFormats(ajv);
+  // ajv's own compares items pairwise (quadratic): replaced, the meta-schema's uses included.
+  ajv.removeKeyword("uniqueItems");
+  ajv.addKeyword(uniqueItemsKeyword(ajvModule));
   return ajv;
 }
 
@@ -70,9 +76,10 @@ function compileRe2(pattern: string, flags: string): { test(input: string): bool
   };
 }
 
-/** The only modules generated validators may load: ajv's and ajv-formats' runtime helpers, and RE2. */
+/** The only modules generated validators may load: ajv's and ajv-formats' runtime helpers, RE2 and the uniqueItems check. */
 function standaloneRequire(id: string): unknown {
   if (id === "animaworks:re2") return compileRe2;
+  if (id === UNIQUE_ITEMS_MODULE) return { duplicatePair };
   if (/^ajv\/dist\/runtime\/[a-z0-9]+$/.test(id) || id === "ajv-formats/dist/formats") return require(id);
   throw new Error(`a cached validator asked for "${id}"`);
 }

@@ -200,7 +200,8 @@ const MAY_IMPORT: Record<string, string[]> = {
   "operator-environment.ts": ["operator-config.ts", "errors.ts"],
   "operator-config.ts": ["host-defaults.ts", "host-options.ts", "fs-limits.ts", "validation", "regular-file.ts", "errors.ts"],
   "host-defaults.ts": ["host-options.ts", "fs-limits.ts"],
-  validation: [],
+  // validation → canonical-json.ts: uniqueItems compares items by their canonical JSON (linear time).
+  validation: ["canonical-json.ts"],
   "host-options.ts": ["fs-limits.ts"],
   "fs-limits.ts": [],
   "node-runtime.ts": ["project-root.ts"],
