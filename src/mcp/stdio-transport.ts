@@ -18,7 +18,8 @@ import { BoundedLineReader, type ReadLine } from "./line-reader.js";
  * server reads no further line (input paused, the rest of the chunk kept); it reads on at the output's
  * `drain`. Answers to requests already read are still written, so the output can grow past the mark by
  * what those requests answer; beyond `maxQueuedOutputBytes` waiting before an answer, the client is taken
- * to be gone and the session is closed (said on the log, stderr).
+ * to be gone and the session is closed (said on the log, stderr). A write error (the client closed its end:
+ * EPIPE) closes the session too, instead of being thrown.
  */
 export interface GuardedStdioOptions {
   /** Longest line read, bytes (see `mcpMessageLimitBytes`). */
@@ -74,6 +75,7 @@ export class GuardedStdioTransport implements Transport {
     this.input.on("data", this.onData);
     this.input.on("error", this.onInputError);
     this.output.on("drain", this.onDrain);
+    this.output.on("error", this.onOutputError);
   }
 
   /** Settles once the message is handed to the output (at its `drain` when it is full); a closed session drops it. */
@@ -137,6 +139,12 @@ export class GuardedStdioTransport implements Transport {
 
   private readonly onInputError = (error: Error): void => {
     this.onerror?.(error);
+  };
+
+  /** The client closed its end of the output (EPIPE) or it failed otherwise: nobody hears answers any more. */
+  private readonly onOutputError = (error: Error): void => {
+    this.options.log?.(`the output failed (${(error as NodeJS.ErrnoException).code ?? error.message}); closing the session`);
+    this.shutDown();
   };
 
   private act(verdict: GateVerdict): void {

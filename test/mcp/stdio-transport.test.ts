@@ -1,14 +1,17 @@
+import { spawn } from "node:child_process";
+import { join } from "node:path";
 import { PassThrough } from "node:stream";
 import { Server } from "@modelcontextprotocol/sdk/server/index.js";
 import { CallToolRequestSchema } from "@modelcontextprotocol/sdk/types.js";
 import { describe, expect, it } from "vitest";
 import { GuardedStdioTransport } from "../../src/mcp/stdio-transport.js";
-import { waitFor } from "../helpers/data-dir.js";
+import { PROJECT_ROOT } from "../../src/project-root.js";
+import { makeDataDir, waitFor, within } from "../helpers/data-dir.js";
 
 /**
  * The MCP stdio transport against clients that do not read what it writes: the server's queued output
  * stays bounded (it stops reading requests while its output is full, and closes a session whose client
- * lets answers pile up past the limit).
+ * lets answers pile up past the limit), and a client that went away ends the session without a crash.
  */
 const INITIALIZE = {
   jsonrpc: "2.0",
@@ -100,4 +103,36 @@ describe("the MCP stdio transport against a client that does not read", () => {
     // What the server holds for the client: the limit, and the answer that crossed it.
     expect(output.writableLength).toBeLessThan(LIMIT_BYTES + 4096 + 1024);
   });
+});
+
+describe("the MCP server process against a client that went away", () => {
+  it("closed-stdout: a client that closes the server's stdout (stdin still open) ends the session, exit 0, no crash", async () => {
+    const data = makeDataDir({});
+    data.anima("alice");
+    const child = spawn(
+      process.execPath,
+      ["--no-node-snapshot", join(PROJECT_ROOT, "bin", "animaworks-tool.cjs"), "--data-dir", data.dir, "mcp", "--anima", "alice"],
+      {
+        stdio: ["pipe", "pipe", "pipe"],
+      },
+    );
+    try {
+      let stdout = "";
+      let stderr = "";
+      child.stdout.on("data", (chunk: Buffer) => void (stdout += chunk.toString()));
+      child.stderr.on("data", (chunk: Buffer) => void (stderr += chunk.toString()));
+      const exited = new Promise<number | null>((resolve) => child.once("exit", (code) => resolve(code)));
+      child.stdin.write(`${JSON.stringify(INITIALIZE)}\n`);
+      await waitFor(() => stdout.includes('"id":"init"'), 30_000);
+      child.stdout.destroy();
+      // Its answers now meet a pipe with no reader (EPIPE).
+      child.stdin.write(`${JSON.stringify({ jsonrpc: "2.0", method: "notifications/initialized" })}\n`);
+      for (let id = 0; id < 5; id++) child.stdin.write(`${JSON.stringify({ jsonrpc: "2.0", id, method: "ping" })}\n`);
+      const code = await within(30_000, "the server's exit", exited);
+      expect({ code, stderr }).toEqual({ code: 0, stderr: expect.not.stringMatching(/Unhandled|at GuardedStdioTransport/) });
+    } finally {
+      child.kill("SIGKILL");
+      data.cleanup();
+    }
+  }, 60_000);
 });
