@@ -112,22 +112,35 @@ function reExecute() {
 /**
  * Writes text to fd 1 or 2, synchronously (exitProcess relies on output being written when main
  * returns). A descriptor that cannot take it all now (a non-blocking pipe that is full: EAGAIN) or fails
- * otherwise gets the rest through Node's stream, which waits for the pipe and reports errors as before.
+ * otherwise gets the rest through Node's stream, which waits for the pipe.
+ * A reader that went away (EPIPE, `animaworks-tool … | head -1`) gets nothing more on that descriptor, and
+ * the call ends with its own exit status: Node ignores SIGPIPE, so the write error would otherwise be an
+ * unhandled 'error' event (a stack trace, exit 1).
  */
 function rawWriter() {
   const { writeSync } = require("node:fs");
   const useStream = { 1: false, 2: false };
+  const gone = { 1: false, 2: false };
+  const streamOf = (fd) => (fd === 1 ? process.stdout : process.stderr);
   const write = (fd, text) => {
+    if (gone[fd]) return;
     const bytes = Buffer.from(text, "utf8");
     let written = 0;
     while (!useStream[fd] && written < bytes.length) {
       try {
         written += writeSync(fd, bytes, written);
-      } catch {
-        useStream[fd] = true; // keeps later output in order behind what the stream still holds
+      } catch (error) {
+        if (error.code === "EPIPE") {
+          gone[fd] = true;
+          return;
+        }
+        // Later output goes behind what the stream still holds, in order; the stream's own error (EPIPE
+        // after an EAGAIN) ends that output as quietly.
+        streamOf(fd).on("error", () => void (gone[fd] = true));
+        useStream[fd] = true;
       }
     }
-    if (written < bytes.length) (fd === 1 ? process.stdout : process.stderr).write(bytes.subarray(written));
+    if (written < bytes.length) streamOf(fd).write(bytes.subarray(written));
   };
   write.usedStream = () => useStream[1] || useStream[2];
   return write;

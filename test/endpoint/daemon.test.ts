@@ -203,6 +203,25 @@ describe("the self-starting daemon", () => {
     expect(JSON.parse(next.stdout)).toEqual({ said: "again" });
   });
 
+  it("gone-reader: a caller whose stdout reader went away (`… | true`) gets the call's own exit status, as --no-daemon, and no stack trace", async () => {
+    const data = dataDir();
+    cli(data, ["daemon", "start"]);
+    const run = (args: string[]) =>
+      new Promise<{ status: number | null; stderr: string }>((resolve) => {
+        const child = spawn(process.execPath, [BIN, "--data-dir", data.dir, ...args], { env: ENV, stdio: ["ignore", "pipe", "pipe"] });
+        // The reader goes away before the call writes anything: every write meets EPIPE.
+        child.stdout.destroy();
+        let stderr = "";
+        child.stderr.on("data", (chunk) => (stderr += chunk));
+        child.on("close", (status) => resolve({ status, stderr }));
+      });
+    const served = await run(["--anima", "alice", "describe", "echo"]);
+    expect(status(data).host?.calls).toBe(1);
+    const inProcess = await run(["--no-daemon", "--anima", "alice", "describe", "echo"]);
+    expect(served).toEqual({ status: 0, stderr: "" });
+    expect(inProcess).toEqual(served);
+  });
+
   it("is managed with daemon start|status|stop, and exits by itself when idle", async () => {
     const data = dataDir();
     expect(cli(data, ["daemon", "status"]).stdout).toMatch(/^no host serves CLI calls for /);
