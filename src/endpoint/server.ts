@@ -7,6 +7,7 @@ import { PROJECT_ROOT } from "../project-root.js";
 import type { ToolHost } from "../host-api.js";
 import { Declined, type InvocationHostOptions, type InvocationOutput, type InvocationRunner, MAX_ARGUMENTS_BYTES } from "./invocation.js";
 import { StdinReader } from "./stdin-reader.js";
+import { BudgetedFrameReader, ConnectionBudget, type ConnectionLimits, DEFAULT_CONNECTION_LIMITS, FrameBudgetError } from "./connection-budget.js";
 import { FolderFreshness, InvocationHost } from "./invocation-host.js";
 import { withLock } from "../file-lock.js";
 import { type EndpointPaths, endpointPaths, makePrivateDir, readBuildInfo, releaseSocketAddress, socketAddress } from "./paths.js";
@@ -15,7 +16,6 @@ import {
   type CallMessage,
   type ClientMessage,
   type EndpointStatus,
-  FrameDecoder,
   type HostMessage,
   PROTOCOL_VERSION,
   ProtocolError,
@@ -41,6 +41,8 @@ export interface EndpointOptions {
   maxActiveCalls?: number;
   /** A connection must send its first message within this, ms. Default: 10,000. */
   firstMessageTimeoutMs?: number;
+  /** Connections open at once, unfinished frames held across them, time for a begun frame (connection-budget.ts). */
+  connectionLimits?: Partial<ConnectionLimits>;
   /** Stdin a client may send for one call (`--args-file -`), bytes. Default: `MAX_ARGUMENTS_BYTES` (64 MiB). */
   maxStdinBytes?: number;
   /** A `daemon` is asked to stop (`daemon stop`, or a client of this install built since it started). */
@@ -60,6 +62,9 @@ export interface EndpointOptions {
  * - A connection gains nothing the CLI does not already grant its user: the Anima is chosen exactly as on
  *   the command line (`--anima`, `$ANIMAWORKS_ANIMA_DIR`), checked by the same code.
  * - Every message is decoded field by field; a bad frame ends that connection only.
+ * - What connections hold is bounded (connection-budget.ts): their number, the bytes of their unfinished
+ *   frames, the time a begun frame may take; and a connection whose reply is complete (`status`,
+ *   `stopping`, a refusal, a call's `exit`) is read no further and closed once the reply is written.
  */
 export class Endpoint {
   readonly paths: EndpointPaths;
@@ -67,6 +72,7 @@ export class Endpoint {
   private readonly freshness: FolderFreshness;
   private readonly startedAt = new Date().toISOString();
   private readonly connections = new Set<Socket>();
+  private readonly budget: ConnectionBudget;
   private server: Server | undefined;
   private socketInode: bigint | undefined;
   private callsServed = 0;
@@ -79,6 +85,7 @@ export class Endpoint {
     this.paths = endpointPaths(options.host.config.dataDir, options.hostname ?? machineName());
     this.build = options.build ?? readBuildInfo(PROJECT_ROOT);
     this.freshness = new FolderFreshness(options.host);
+    this.budget = new ConnectionBudget({ ...DEFAULT_CONNECTION_LIMITS, ...options.connectionLimits });
   }
 
   /**
@@ -93,6 +100,16 @@ export class Endpoint {
   /** Calls running now. */
   get activeCalls(): number {
     return this.active;
+  }
+
+  /** Connections open now. */
+  get openConnections(): number {
+    return this.connections.size;
+  }
+
+  /** Bytes of unfinished frames held across connections now (at most the limit and one read chunk). */
+  get heldFrameBytes(): number {
+    return this.budget.pendingFrameBytes;
   }
 
   /** Milliseconds since the last call started or ended (0 while one runs). */
@@ -167,8 +184,14 @@ export class Endpoint {
   }
 
   private accept(socket: Socket): void {
+    if (!this.budget.admit()) {
+      const message = `the running host has ${this.budget.limits.maxConnections} connections open`;
+      this.options.log?.(`endpoint: refused a connection: ${message}`);
+      socket.on("error", () => undefined);
+      socket.end(encodeFrame({ type: "refused", reason: "busy", message }), () => socket.destroy());
+      return;
+    }
     this.connections.add(socket);
-    const decoder = new FrameDecoder();
     const abort = new AbortController();
     let stdin: StdinReader | undefined;
     let started = false;
@@ -182,29 +205,43 @@ export class Endpoint {
       }
       socket.write(encodeFrame(message));
     };
+    // The reply is complete: nothing more is read, and the connection closes once the reply is written.
+    const end = (): void => {
+      reader.stop();
+      clearTimeout(timer);
+      if (!socket.writableEnded) socket.end(() => socket.destroy());
+    };
     const fail = (message: string): void => {
       this.options.log?.(`endpoint: closed a connection: ${message}`);
       send({ type: "error", message });
-      socket.end();
+      end();
       abort.abort();
       setTimeout(() => socket.destroy(), 1_000).unref();
     };
+    const reader = new BudgetedFrameReader(this.budget, (timeoutMs) => fail(`a frame did not arrive whole within ${timeoutMs} ms`));
     const timer = setTimeout(() => fail(`no request within ${this.firstMessageTimeoutMs()} ms`), this.firstMessageTimeoutMs());
     timer.unref();
     socket.on("error", () => abort.abort());
     socket.on("close", () => {
       clearTimeout(timer);
+      reader.stop();
       abort.abort();
       stdin?.fail();
       this.connections.delete(socket);
+      this.budget.leave();
     });
     socket.on("data", (chunk: Buffer) => {
       let messages: ClientMessage[];
       try {
-        messages = decoder.push(chunk).map(decodeClientMessage);
+        messages = reader.push(chunk).map(decodeClientMessage);
       } catch (error) {
         if (!(error instanceof ProtocolError)) throw error;
-        return fail(`bad frame: ${error.message}`);
+        if (!(error instanceof FrameBudgetError)) return fail(`bad frame: ${error.message}`);
+        if (started) return fail(error.message);
+        // Nothing ran yet: the client runs its call itself.
+        this.options.log?.(`endpoint: refused a connection: ${error.message}`);
+        send({ type: "refused", reason: "busy", message: error.message });
+        return end();
       }
       for (const message of messages) {
         if (!started) {
@@ -212,8 +249,8 @@ export class Endpoint {
           clearTimeout(timer);
           if (message.type === "stdin" || message.type === "stdin-end")
             return fail(`a connection must start with a call, status or stop request, not ${message.type}`);
-          if (message.type === "call") stdin = this.serveCall(message, send, socket, abort.signal);
-          else this.control(message.type, message.protocol, send, socket);
+          if (message.type === "call") stdin = this.serveCall(message, send, end, abort.signal);
+          else this.control(message.type, message.protocol, send, end);
         } else if ((message.type === "stdin" || message.type === "stdin-end") && stdin?.expecting()) {
           const problem = stdin.take(message);
           if (problem) return fail(problem);
@@ -222,7 +259,7 @@ export class Endpoint {
     });
   }
 
-  private control(type: "status" | "stop", protocol: number, send: (message: HostMessage) => void, socket: Socket): void {
+  private control(type: "status" | "stop", protocol: number, send: (message: HostMessage) => void, end: () => void): void {
     if (protocol !== PROTOCOL_VERSION) {
       send({ type: "refused", reason: "version", message: `the running host speaks protocol ${PROTOCOL_VERSION}, not ${protocol}` });
     } else if (type === "status") {
@@ -236,7 +273,7 @@ export class Endpoint {
       send({ type: "stopping" });
       this.options.onStopRequest?.("requested");
     }
-    socket.end();
+    end();
   }
 
   private status(): EndpointStatus {
@@ -253,11 +290,11 @@ export class Endpoint {
   }
 
   /** Runs one invocation for a client; returns the reader its stdin messages go to. */
-  private serveCall(message: CallMessage, send: (message: HostMessage) => void, socket: Socket, signal: AbortSignal): StdinReader {
+  private serveCall(message: CallMessage, send: (message: HostMessage) => void, end: () => void, signal: AbortSignal): StdinReader {
     const stdin = new StdinReader(send, this.options.maxStdinBytes ?? MAX_ARGUMENTS_BYTES);
     const refuse = (reason: "version" | "busy", text: string, restarting = false): StdinReader => {
       send({ type: "refused", reason, message: text, ...(restarting ? { restarting } : {}) });
-      socket.end();
+      end();
       return stdin;
     };
     if (message.protocol !== PROTOCOL_VERSION) return refuse("version", `the running host speaks protocol ${PROTOCOL_VERSION}, not ${message.protocol}`);
@@ -299,7 +336,7 @@ export class Endpoint {
         },
       )
       .finally(() => {
-        socket.end();
+        end();
         this.active--;
         this.lastActivityMs = monotonicMs();
         if (this.active === 0) for (const resolve of this.idleWaiters.splice(0)) resolve();
