@@ -110,6 +110,22 @@ export type AuditEvent =
       reason: string;
     }
   | {
+      /**
+       * A writer found a trail's files ending behind its head (records or bytes cut off its end): it went on
+       * from the head, so the gap stays in the chain (trail.ts). In the trail's Anima's security trail.
+       */
+      kind: "trail_truncated";
+      anima?: string;
+      /** The trail's file, relative to the audit folder. */
+      trail: string;
+      /** The head's last seq and the last seq the files still held (0: none). */
+      headSeq: number;
+      fileSeq: number;
+      /** The current file's size the head recorded and the size found. */
+      headSizeBytes: number;
+      fileSizeBytes: number;
+    }
+  | {
       kind: "reload";
       /** The Anima whose view of its tools changed; absent for a reload of what every Anima sees (no Anima named). */
       anima?: string;
@@ -192,9 +208,9 @@ export function boundEvent(event: AuditEvent): AuditEvent {
 const FIELD_LIMITS: Record<string, number> = { message: MAX_AUDIT_MESSAGE_CHARS, reason: MAX_AUDIT_MESSAGE_CHARS, before: 4_100, after: 4_100 };
 
 /** Kinds that are security events whatever they say (other kinds are when their outcome is `denied`). */
-export const ALWAYS_SECURITY_KINDS: ReadonlySet<AuditKind> = new Set<AuditKind>(["sandbox_crash", "refusal", "policy_change", "audit_gap"]);
+export const ALWAYS_SECURITY_KINDS: ReadonlySet<AuditKind> = new Set<AuditKind>(["sandbox_crash", "refusal", "policy_change", "audit_gap", "trail_truncated"]);
 
-/** Denials, refusals, crashes, violations and policy changes: what the audit trail must keep longest (see JsonlAuditLog). */
+/** Denials, refusals, crashes, violations, policy changes, gaps and truncations: what the audit trail must keep longest (see JsonlAuditLog). */
 export function isSecurityEvent(event: AuditEvent): boolean {
   return ALWAYS_SECURITY_KINDS.has(event.kind) || ("outcome" in event && event.outcome === "denied");
 }

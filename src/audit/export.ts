@@ -20,6 +20,7 @@ export const AUDIT_KINDS = [
   "policy_change",
   "trail",
   "audit_gap",
+  "trail_truncated",
   "reload",
 ] as const satisfies readonly AuditKind[];
 
@@ -34,8 +35,9 @@ export const AUDIT_OUTCOMES = ["ok", "error", "denied", "missing"] as const;
  * The CSV columns, in order. Some hold one of several fields, whichever the record's kind has:
  * `operation` a capability's operation, a credential's name, a call's schema, a refusal's command, a
  * policy change's scope or a reload's change; `target` a capability's or refusal's target, a credential's
- * source, or a load error's or reload's origin; `reason` a reason or a message (an `audit_gap`'s says
- * how many records were lost); `policy` a denial's policy, or the hash a policy change moved to.
+ * source, a load error's or reload's origin, or a truncated trail's file; `reason` a reason or a message
+ * (an `audit_gap`'s says how many records were lost, a `trail_truncated`'s where the files and the head
+ * end); `policy` a denial's policy, or the hash a policy change moved to.
  */
 export const CSV_COLUMNS = [
   "ts",
@@ -83,6 +85,10 @@ export function columnValues(record: AuditRecord): Record<CsvColumn, unknown> {
   for (const column of CSV_COLUMNS) values[column] = COLUMN_FIELDS[column].map((field) => fields[field]).find((value) => value !== undefined);
   // The count is the point of a gap record; it has no column of its own.
   if (record.kind === "audit_gap") values.reason = `${String(record.lost)} records lost: ${String(record.reason)}`;
+  if (record.kind === "trail_truncated") {
+    values.target = record.trail;
+    values.reason = `the files end at seq ${String(record.fileSeq)} (${String(record.fileSizeBytes)} bytes), the head at seq ${String(record.headSeq)} (${String(record.headSizeBytes)} bytes)`;
+  }
   return values;
 }
 
@@ -167,11 +173,11 @@ export function writeRecords(records: Iterable<AuditRecord>, format: ExportForma
 
 /**
  * How loud a record is in an export (the OpenTelemetry severity): denials, refusals, sandbox crashes and
- * protocol violations, and lost records are warnings; everything else, failed calls too (a tool's
+ * protocol violations, lost records and truncated trails are warnings; everything else, failed calls too (a tool's
  * failure is not the operator's alarm), is information.
  */
 export function auditSeverity(event: AuditEvent): "WARN" | "INFO" {
-  if (event.kind === "refusal" || event.kind === "sandbox_crash" || event.kind === "audit_gap") return "WARN";
+  if (event.kind === "refusal" || event.kind === "sandbox_crash" || event.kind === "audit_gap" || event.kind === "trail_truncated") return "WARN";
   return "outcome" in event && event.outcome === "denied" ? "WARN" : "INFO";
 }
 
@@ -191,7 +197,7 @@ export function recordSummary(record: AuditRecord): string {
     .join("/");
   const parts = [record.kind, who, values.operation, values.target, values.outcome, values.errorType];
   if (record.kind === "policy_change") parts.push(`${record.from ?? "(first seen)"} → ${record.to}`);
-  if (record.kind === "audit_gap") parts.push(values.reason);
+  if (record.kind === "audit_gap" || record.kind === "trail_truncated") parts.push(values.reason);
   return parts
     .filter((part) => part !== undefined && part !== "")
     .map(textOf)

@@ -1,6 +1,6 @@
 import { closeSync, existsSync, fstatSync, openSync, readSync, readdirSync } from "node:fs";
 import { readFile } from "node:fs/promises";
-import { dirname, join } from "node:path";
+import { basename, dirname, join, relative } from "node:path";
 import {
   type AuditCoverage,
   type AuditEvent,
@@ -15,7 +15,7 @@ import {
   matches,
 } from "./audit-log.js";
 import { isAnimaName } from "../registry/animas.js";
-import { type PendingRecord, type TrailMemo, type TrailOptions, appendChained, generationsOf } from "./trail.js";
+import { type PendingRecord, type TrailMemo, type TrailOptions, type TrailTruncation, appendChained, generationsOf } from "./trail.js";
 import { headFileOf, readHead } from "./trail-head.js";
 
 /**
@@ -166,12 +166,16 @@ export class JsonlAuditLog implements AuditLog {
       if (trail.records.length === 0 && trail.lost === 0) continue;
       const records = trail.lost > 0 ? [gapRecord(trail.lost), ...trail.records] : trail.records;
       try {
-        const written = appendChained(file, this.trail, records, this.onWritten !== undefined, this.memos);
+        const truncations: TrailTruncation[] = [];
+        const written = appendChained(file, this.trail, records, this.onWritten !== undefined, this.memos, (truncation) => truncations.push(truncation));
         if (!written) {
           blocked = true;
           continue;
         }
         this.pending.delete(file);
+        // After the delete: a record for this very trail (a security trail found cut) is a new batch, which
+        // this loop reaches (a Map visits keys added while it is walked).
+        for (const truncation of truncations) this.append(truncationRecord(this.dir, truncation));
         this.failing = false;
         try {
           this.onWritten?.(written as AuditRecord[]);
@@ -312,6 +316,23 @@ export function trailFilesIn(dir: string): string[] {
     // no Anima trail yet
   }
   return [...host, ...names.filter((name) => name.endsWith(".jsonl")).map((name) => join(dir, "animas", name))];
+}
+
+/**
+ * The security record of a trail found cut behind its head (trail.ts): in its Anima's security trail (the
+ * host's for the host's trails), which the next flush writes.
+ */
+function truncationRecord(dir: string, truncation: TrailTruncation): AuditEvent {
+  const anima = dirname(truncation.file) === join(dir, "animas") ? basename(truncation.file).replace(/(\.security)?\.jsonl$/, "") : undefined;
+  return {
+    kind: "trail_truncated",
+    ...(anima !== undefined ? { anima } : {}),
+    trail: relative(dir, truncation.file),
+    headSeq: truncation.headSeq,
+    fileSeq: truncation.fileSeq,
+    headSizeBytes: truncation.headSizeBytes,
+    fileSizeBytes: truncation.fileSizeBytes,
+  };
 }
 
 function gapRecord(lost: number): PendingRecord {

@@ -16,8 +16,11 @@ import { GENESIS, type StoredHead, type TrailHead, readStoredHead, writeHead } f
  *   tail and a deleted oldest generation are told apart from retention;
  * - several processes (a daemon, one-shot CLI runs, MCP servers) append to one trail: each write takes the
  *   trail's lock file (file-lock.ts), continues the chain from the head, writes, rotates if due, and moves
- *   the head, all under the lock. A writer that died between its write and its head is noticed by the
- *   size mismatch, and the next writer continues from the file's last complete line instead.
+ *   the head, all under the lock. A writer that died between its write and its head left the files AHEAD
+ *   of the head (longer, or a later seq): the next writer continues from their last complete line. Files
+ *   BEHIND the head (shorter with no later record, or a last seq below the head's) were truncated, which no
+ *   crash does: the writer continues from the head, so the gap stays in the chain for verify, and the
+ *   caller is told (`TrailTruncation`: JsonlAuditLog records it), never healing it silently.
  *
  * Tamper evidence, not tamper proof: whoever can write the data dir can rewrite a whole trail and its head.
  * What the chain gives an auditor is that any partial change shows; an exported copy (OpenTelemetry) is
@@ -100,6 +103,29 @@ function emptyHead(previous: TrailHead | undefined): TrailHead {
   };
 }
 
+/** What a writer found missing from a trail: its files end behind the head it read (see the invariants above). */
+export interface TrailTruncation {
+  file: string;
+  /** The head's last seq, and the last seq found in the files (0: none). */
+  headSeq: number;
+  fileSeq: number;
+  /** The current file's size the head recorded, and the size found. */
+  headSizeBytes: number;
+  fileSizeBytes: number;
+}
+
+/**
+ * Whether the files, whose last record is `found` and current file `sizeBytes` long, end behind `head`.
+ * Crashes only ever leave files ahead of their head: a last seq past it (a writer died before its head
+ * write, a rotation's head write lost: the new file is short but the generation before it is ahead), or
+ * the same record and more bytes (a torn line). So: a last seq below the head's, or a shorter file whose
+ * last record is not past the head, is a truncation. The same seq with another hash is an edit, not a
+ * truncation: continuing from the head leaves it visible to verify.
+ */
+function isBehind(head: TrailHead, found: TrailHead, sizeBytes: number): boolean {
+  return found.seq < head.seq || (sizeBytes < head.sizeBytes && found.seq <= head.seq);
+}
+
 /** A record waiting to be chained: its time and its event fields. */
 export interface PendingRecord {
   ts: string;
@@ -123,6 +149,8 @@ export interface TrailMemo {
  * records themselves only `withRecords`, else an empty list). Returns
  * undefined, writing nothing, when another live process holds the lock (the caller tries again later);
  * throws when the file cannot be written. `memos`: the writer's TrailMemo per file, kept up to date here.
+ * `onTruncated`: told, after the append, when the files were found behind their head (the append then
+ * continued from the head).
  */
 export function appendChained(
   file: string,
@@ -130,6 +158,7 @@ export function appendChained(
   records: PendingRecord[],
   withRecords = false,
   memos?: Map<string, TrailMemo>,
+  onTruncated?: (truncation: TrailTruncation) => void,
 ): Array<Record<string, unknown>> | undefined {
   const lock = `${file}.lock`;
   if (!lockTrail(lock, file)) return undefined;
@@ -140,6 +169,7 @@ export function appendChained(
     let stored: StoredHead | undefined;
     let head: TrailHead;
     let ino: bigint;
+    let truncation: TrailTruncation | undefined;
     const written: Array<Record<string, unknown>> = [];
     try {
       const before = fstatSync(fd, { bigint: true });
@@ -151,7 +181,16 @@ export function appendChained(
       } else {
         const size = Number(before.size);
         stored = readStoredHead(file);
-        head = stored && stored.head.sizeBytes === size ? stored.head : headFromFile(file, options.keepFiles, stored?.head);
+        if (stored && stored.head.sizeBytes === size) head = stored.head;
+        else {
+          const found = headFromFile(file, options.keepFiles, stored?.head);
+          if (stored && isBehind(stored.head, found, size)) {
+            head = stored.head;
+            truncation = { file, headSeq: head.seq, fileSeq: found.seq, headSizeBytes: head.sizeBytes, fileSizeBytes: size };
+          } else if (stored && found.seq === stored.head.seq && found.hash !== stored.head.hash) {
+            head = stored.head; // the head's own record was edited (no crash rewrites a record): the next record's prev shows it
+          } else head = found;
+        }
         if (endsMidLine(file, size)) text = "\n"; // a writer that died mid-line: start on a line of our own
       }
       let { seq, hash } = head;
@@ -177,6 +216,7 @@ export function appendChained(
     // After a rotation the next append makes a new file: it takes the reading path once.
     if (rotated) memos?.delete(file);
     else memos?.set(file, { ino, stored });
+    if (truncation) onTruncated?.(truncation);
     return written;
   } finally {
     unlockSync(lock);
