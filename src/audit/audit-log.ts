@@ -98,9 +98,15 @@ export type AuditEvent =
       changedAt?: string;
     }
   | {
-      /** A trail of an Anima was started (verify checks that every trail named here still exists). */
+      /**
+       * A trail file was started (verify checks that every trail named here still exists). In the host's
+       * security trail, whose own loss verify reports whenever another trail exists.
+       */
       kind: "trail";
-      anima: string;
+      /** The trail's Anima; absent for the host's `host.jsonl`. */
+      anima?: string;
+      /** The trail's file, relative to the audit folder; absent in announcements of earlier builds (an Anima's pair, either file). */
+      file?: string;
     }
   | {
       /** Records this writer could not write and dropped (a trail locked or unwritable for too long). */

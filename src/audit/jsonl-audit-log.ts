@@ -84,7 +84,7 @@ export class JsonlAuditLog implements AuditLog {
   private readonly onWriteError: ((error: unknown, file: string) => void) | undefined;
   private readonly onWritten: ((records: AuditRecord[]) => void) | undefined;
   private readonly pending = new Map<string, PendingTrail>();
-  /** Trail files this writer has checked for a head (a new Anima trail is announced in the host trail). */
+  /** Trail files this writer has checked for a head (a new trail file is announced in the host's security trail). */
   private readonly known = new Set<string>();
   /** Animas known to have trails of their own (only positive answers are kept: a made-up name costs a lookup, not memory). */
   private readonly animaBases = new Map<string, string>();
@@ -123,20 +123,22 @@ export class JsonlAuditLog implements AuditLog {
   append(event: AuditEvent): void {
     if (this.closed) return;
     const file = this.fileFor(event);
-    if (!this.known.has(file)) this.announce(file, event);
+    if (!this.known.has(file)) this.announce(file);
     this.enqueue(file, { ts: isoTimestamp(), event: boundEvent(event) });
   }
 
-  /** The first record of an Anima's trails ever written is announced in the host's security trail (verify then misses none). */
-  private announce(file: string, event: AuditEvent): void {
+  /**
+   * Each trail file's first record ever written is announced, file by file, in the host's security trail:
+   * verify then misses no file of one (deleting one file of an Anima's pair shows). The host's security
+   * trail cannot announce itself: verify reports it missing whenever another trail exists.
+   */
+  private announce(file: string): void {
     this.known.add(file);
-    const anima = "anima" in event ? event.anima : undefined;
-    const base = this.baseOf(anima);
-    if (anima === undefined || event.kind === "trail" || !base.startsWith(join(this.dir, "animas")) || this.known.has(base)) return;
-    this.known.add(base);
-    if (existsSync(headFileOf(`${base}.jsonl`)) || existsSync(headFileOf(`${base}.security.jsonl`))) return;
-    const trail: AuditEvent = { kind: "trail", anima };
-    this.enqueue(this.fileFor(trail), { ts: isoTimestamp(), event: trail });
+    const hostSecurity = join(this.dir, "host.security.jsonl");
+    if (file === hostSecurity || existsSync(headFileOf(file))) return;
+    const anima = animaOfTrail(this.dir, file);
+    const trail: AuditEvent = { kind: "trail", ...(anima !== undefined ? { anima } : {}), file: relative(this.dir, file) };
+    this.enqueue(hostSecurity, { ts: isoTimestamp(), event: trail });
   }
 
   private enqueue(file: string, record: PendingRecord): void {
@@ -318,12 +320,17 @@ export function trailFilesIn(dir: string): string[] {
   return [...host, ...names.filter((name) => name.endsWith(".jsonl")).map((name) => join(dir, "animas", name))];
 }
 
+/** The Anima whose trail `file` is (undefined for the host's trails). */
+function animaOfTrail(dir: string, file: string): string | undefined {
+  return dirname(file) === join(dir, "animas") ? basename(file).replace(/(\.security)?\.jsonl$/, "") : undefined;
+}
+
 /**
  * The security record of a trail found cut behind its head (trail.ts): in its Anima's security trail (the
  * host's for the host's trails), which the next flush writes.
  */
 function truncationRecord(dir: string, truncation: TrailTruncation): AuditEvent {
-  const anima = dirname(truncation.file) === join(dir, "animas") ? basename(truncation.file).replace(/(\.security)?\.jsonl$/, "") : undefined;
+  const anima = animaOfTrail(dir, truncation.file);
   return {
     kind: "trail_truncated",
     ...(anima !== undefined ? { anima } : {}),

@@ -12,7 +12,9 @@ import { GENESIS, readHead } from "./trail-head.js";
  *   record does not follow what the head says rotation dropped);
  * - reordered or duplicated records (`seq` going back);
  * - a truncated trail (the files end before the head's last record) and a deleted head;
- * - a lost trail: an Anima trail announced in the host's trail whose files are gone;
+ * - a lost trail: a trail file announced in the host's security trail whose files are gone (for an
+ *   announcement of an earlier build, which names an Anima: both files of its pair gone), and the host's
+ *   security trail gone while another trail is left;
  * - an unchained record among chained ones (inserted).
  * `note`s are what a crash leaves (a torn line, records written after the head was last moved) and
  * records from before chaining: reported, not failures.
@@ -36,22 +38,41 @@ export interface VerifyReport {
 export function verifyAuditDir(dir: string, keepFiles = 3): VerifyReport {
   const trails = trailsToCheck(dir);
   const report: VerifyReport = { trails: [], findings: [], ok: true };
-  const announced = new Set<string>();
+  const announced: Announced = { files: new Set(), pairs: new Set() };
   for (const file of trails) verifyTrail(dir, file, keepFiles, report, announced);
-  for (const anima of announced) {
-    const base = join(dir, "animas", anima);
-    const present = [`${base}.jsonl`, `${base}.security.jsonl`].some(
-      (file) => generationsOf(file, keepFiles).some((generation) => existsSync(generation)) || readHead(file),
-    );
-    if (!present)
-      report.findings.push({
-        severity: "broken",
-        trail: relative(dir, `${base}.jsonl`),
-        message: `the trail of Anima ${anima} was announced but its files are gone`,
-      });
+  const present = (file: string) => generationsOf(file, keepFiles).some((generation) => existsSync(generation)) || readHead(file) !== undefined;
+  const lost = (file: string, message: string) => report.findings.push({ severity: "broken", trail: relative(dir, file), message });
+  for (const name of announced.files) {
+    if (!present(join(dir, name))) lost(join(dir, name), `the trail ${name} was announced but its files are gone`);
   }
+  // Announcements of earlier builds name an Anima, not a file: either file of its pair answers for it.
+  for (const anima of announced.pairs) {
+    const base = join(dir, "animas", anima);
+    if (![`${base}.jsonl`, `${base}.security.jsonl`].some(present)) lost(`${base}.jsonl`, `the trail of Anima ${anima} was announced but its files are gone`);
+  }
+  // The host's security trail holds every announcement and cannot announce itself. It is written before
+  // any other trail (every trail's first record is announced there; every host records the operator's
+  // policy there as it starts): gone while another trail is left, it was deleted, and what it announced
+  // with it.
+  const hostSecurity = join(dir, "host.security.jsonl");
+  if (!present(hostSecurity) && trails.some((file) => file !== hostSecurity && present(file)))
+    lost(hostSecurity, "the host's security trail (which announces every other trail) is gone, while other trails are left: it was deleted");
   report.ok = report.findings.every((finding) => finding.severity !== "broken");
   return report;
+}
+
+/** The trails the host's security trail announced: files (this build), and Animas' pairs (earlier builds). */
+interface Announced {
+  files: Set<string>;
+  pairs: Set<string>;
+}
+
+/** A `file` an announcement may name: one of the audit folder's trails, nothing outside it. */
+const ANNOUNCED_FILE = /^(host|animas\/[^/]+?(\.security)?)\.jsonl$/;
+
+function announce(announced: Announced, record: { anima?: unknown; file?: unknown }): void {
+  if (typeof record.file === "string" && ANNOUNCED_FILE.test(record.file) && !record.file.includes("..")) announced.files.add(record.file);
+  else if (typeof record.anima === "string") announced.pairs.add(record.anima);
 }
 
 /** Every trail of the folder (jsonl-audit-log.ts), and a trail whose current file is gone but whose head is left. */
@@ -68,7 +89,7 @@ function trailsToCheck(dir: string): string[] {
   return files;
 }
 
-function verifyTrail(dir: string, file: string, keepFiles: number, report: VerifyReport, announced: Set<string>): void {
+function verifyTrail(dir: string, file: string, keepFiles: number, report: VerifyReport, announced: Announced): void {
   const trail = relative(dir, file);
   const head = readHead(file);
   const broken = (message: string, at?: string) => report.findings.push({ severity: "broken", trail, message, ...(at ? { at } : {}) });
@@ -96,7 +117,7 @@ function verifyTrail(dir: string, file: string, keepFiles: number, report: Verif
     lines.forEach((line, i) => {
       if (line === "") return;
       const at = `${name}:${i + 1}`;
-      let record: { seq?: unknown; prev?: unknown; ts?: unknown; kind?: unknown; anima?: unknown };
+      let record: { seq?: unknown; prev?: unknown; ts?: unknown; kind?: unknown; anima?: unknown; file?: unknown };
       try {
         record = JSON.parse(line) as typeof record;
       } catch {
@@ -112,7 +133,7 @@ function verifyTrail(dir: string, file: string, keepFiles: number, report: Verif
         else unchained++;
         return;
       }
-      if (record.kind === "trail" && typeof record.anima === "string") announced.add(record.anima);
+      if (record.kind === "trail") announce(announced, record);
       if (typeof record.ts === "string") {
         oldestTs ??= record.ts;
         newestTs = record.ts;

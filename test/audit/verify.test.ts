@@ -101,6 +101,50 @@ describe("audit verify", () => {
     writeLines(file(auditDir), lines);
     expect(broken(auditDir)).toEqual([expect.stringMatching(/unchained line/)]);
     for (const name of readdirSync(join(auditDir, "animas"))) rmSync(join(auditDir, "animas", name));
+    expect(broken(auditDir).sort()).toEqual([
+      expect.stringMatching(/trail animas\/eve.jsonl was announced but its files are gone/),
+      expect.stringMatching(/trail animas\/eve.security.jsonl was announced but its files are gone/),
+    ]);
+  });
+
+  it("reports one file of an Anima's pair deleted with its head (deleted_ordinary_trail, deleted_security_trail)", async () => {
+    for (const name of ["eve.jsonl", "eve.security.jsonl"]) {
+      const auditDir = await trail();
+      rmSync(file(auditDir, name));
+      rmSync(`${file(auditDir, name)}.head`);
+      expect(broken(auditDir)).toEqual([expect.stringMatching(new RegExp(`trail animas/${name} was announced but its files are gone`))]);
+      rmSync(dir, { recursive: true, force: true });
+    }
+  });
+
+  it("reports the host's security trail deleted while other trails are left (deleted_host_security_trail)", async () => {
+    const auditDir = await trail();
+    rmSync(join(auditDir, "host.security.jsonl"));
+    rmSync(join(auditDir, "host.security.jsonl.head"));
+    expect(broken(auditDir)).toEqual([expect.stringMatching(/host's security trail .* is gone/)]);
+  });
+
+  it("reports the host's security trail deleted with every trail it announced but one (deleted_host_security_and_anima_trails)", async () => {
+    const auditDir = await trail();
+    const log = new JsonlAuditLog(auditDir);
+    log.append({ kind: "capability", anima: "bob", tool: "t", operation: "fs.readFile", target: "x", outcome: "ok" });
+    await log.close();
+    for (const name of ["host.security.jsonl", "host.security.jsonl.head"]) rmSync(join(auditDir, name));
+    for (const name of readdirSync(join(auditDir, "animas")).filter((name) => name.startsWith("bob."))) rmSync(join(auditDir, "animas", name));
+    expect(broken(auditDir)).toEqual([expect.stringMatching(/host's security trail .* is gone/)]);
+  });
+
+  it("checks an announcement of an earlier build (an Anima, no file) as a pair", async () => {
+    const auditDir = await trail();
+    // The host's security trail as an earlier build wrote it: one announcement naming the Anima.
+    for (const name of ["host.security.jsonl", "host.security.jsonl.head"]) rmSync(join(auditDir, name));
+    const log = new JsonlAuditLog(auditDir);
+    log.append({ kind: "trail", anima: "eve" });
+    await log.close();
+    rmSync(file(auditDir));
+    rmSync(`${file(auditDir)}.head`);
+    expect(broken(auditDir)).toEqual([]);
+    for (const name of readdirSync(join(auditDir, "animas"))) rmSync(join(auditDir, "animas", name));
     expect(broken(auditDir)).toEqual([expect.stringMatching(/trail of Anima eve was announced but its files are gone/)]);
   });
 
