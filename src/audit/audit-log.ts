@@ -151,10 +151,20 @@ export type ReloadTrigger = "refresh" | "watcher" | "share";
 
 /**
  * A record as read back: the event, its time, and its place in its trail (trail.ts): the record schema
- * version `v`, the sequence number `seq` and the hash of the record before it `prev` (absent in records
- * written before chaining, and in MemoryAuditLog's).
+ * version `v`, the sequence number `seq` and the hash of the record before it `prev` (absent in
+ * MemoryAuditLog's records; a trail record without them was not written by the host: `unverified`).
  */
-export type AuditRecord = AuditEvent & { ts: string; v?: number; seq?: number; prev?: string };
+export type AuditRecord = AuditEvent & {
+  ts: string;
+  v?: number;
+  seq?: number;
+  prev?: string;
+  /**
+   * Set by JsonlAuditLog's `read`, never stored: a record of a trail without `seq`. The host never wrote
+   * one (every trail is chained from its start), so it is most likely inserted; `audit verify` fails on it.
+   */
+  unverified?: true;
+};
 
 export interface AuditQuery {
   anima?: string;

@@ -216,12 +216,16 @@ export class JsonlAuditLog implements AuditLog {
         const text = await readTrailFile(generation);
         for (const line of text.split("\n")) {
           if (line.trim() === "" || (kindText !== undefined && !line.includes(kindText))) continue;
+          let record: AuditRecord;
           try {
-            const record = JSON.parse(line) as AuditRecord;
-            if (matches(record, query)) records.push(record);
+            record = JSON.parse(line) as AuditRecord;
           } catch {
-            // a torn line after a crash: skip it (verify reports it)
+            continue; // a torn line after a crash: skip it (verify reports it)
           }
+          // Not a JSON object (`null`, a number…): not a record (verify reports it).
+          if (typeof record !== "object" || record === null || Array.isArray(record)) continue;
+          if (typeof record.seq !== "number") record.unverified = true;
+          if (matches(record, query)) records.push(record);
         }
       }
     }

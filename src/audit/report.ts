@@ -170,7 +170,9 @@ export async function buildAnimaReport(
   const versions = new Map<string, AnimaReport["versions"][number]>();
   const timeline: TimelineEvent[] = [];
   let lostRecords = 0;
+  let unverified = 0;
   for (const record of records) {
+    if (record.unverified) unverified++;
     switch (record.kind) {
       case "call": {
         const entry = activity(record.tool);
@@ -194,14 +196,9 @@ export async function buildAnimaReport(
         const entry = activity(record.tool);
         entry.used[record.operation] = (entry.used[record.operation] ?? 0) + 1;
         if (record.outcome === "denied") {
-          entry.denials.push({ ts: record.ts, operation: record.operation, target: record.target, reason: record.reason ?? "" });
-          timeline.push({
-            ts: record.ts,
-            kind: "denial",
-            tool: record.tool,
-            what: `${record.operation} ${record.target}`,
-            ...(record.reason ? { reason: record.reason } : {}),
-          });
+          const reason = marked(record, record.reason ?? "");
+          entry.denials.push({ ts: record.ts, operation: record.operation, target: record.target, reason });
+          timeline.push({ ts: record.ts, kind: "denial", tool: record.tool, what: `${record.operation} ${record.target}`, ...(reason ? { reason } : {}) });
         }
         break;
       }
@@ -210,7 +207,7 @@ export async function buildAnimaReport(
         entry.used["credential"] = (entry.used["credential"] ?? 0) + 1;
         if (record.outcome === "denied") {
           // The record names what was refused: another Anima's name, or a variable outside allowed_environment.
-          const reason = record.reason ?? "another Anima's credential";
+          const reason = marked(record, record.reason ?? "another Anima's credential");
           entry.denials.push({ ts: record.ts, operation: "credential", target: record.name, reason: `PermissionDenied: ${reason}` });
           timeline.push({ ts: record.ts, kind: "denial", tool: record.tool, what: `credential ${record.name}`, reason });
         }
@@ -253,7 +250,7 @@ export async function buildAnimaReport(
     loadErrors,
     reloads,
     records: records.length,
-    coverage: reportCoverage(context, lostRecords),
+    coverage: reportCoverage(context, lostRecords, unverified),
     ...unfinished,
     violations,
     refusals,
@@ -307,12 +304,17 @@ function reloadOf(record: Extract<AuditRecord, { kind: "reload" }>): AnimaReport
   };
 }
 
+/** A denial's reason, said to be unverified when its record is not chained (`AuditRecord.unverified`). */
+function marked(record: AuditRecord, reason: string): string {
+  return record.unverified ? `UNVERIFIED (not chained, likely inserted): ${reason}` : reason;
+}
+
 /**
  * The period the report covers. Incomplete when older records were rotated away and the period asked
  * reaches before the oldest kept one (without `--since`, the period is everything), or when a writer
- * dropped records (`audit_gap`).
+ * dropped records (`audit_gap`); and a warning when it counts records that are not chained (inserted).
  */
-export function reportCoverage(context: Pick<ReportContext, "coverage" | "sinceMs">, lostRecords = 0): ReportCoverage {
+export function reportCoverage(context: Pick<ReportContext, "coverage" | "sinceMs">, lostRecords = 0, unverifiedRecords = 0): ReportCoverage {
   const { oldestTs, rotatedAway = false } = context.coverage ?? {};
   const since = context.sinceMs !== undefined ? new Date(context.sinceMs).toISOString() : undefined;
   const reachesBefore = oldestTs !== undefined && (context.sinceMs === undefined || context.sinceMs < Date.parse(oldestTs));
@@ -324,6 +326,10 @@ export function reportCoverage(context: Pick<ReportContext, "coverage" | "sinceM
     note = `--since ${since} reaches before the oldest kept record (${oldestTs}); nothing was rotated away: the trail began then`;
   }
   if (lostRecords > 0) warnings.push(`${lostRecords} records were lost before they could be written (audit_gap): this report is incomplete`);
+  if (unverifiedRecords > 0)
+    warnings.push(
+      `${unverifiedRecords} records are not chained (no seq), which the host never writes: most likely inserted, this report counts them; \`audit verify\` says where`,
+    );
   return {
     ...(oldestTs !== undefined ? { oldestTs } : {}),
     rotatedAway,

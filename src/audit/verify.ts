@@ -1,7 +1,7 @@
 import { existsSync, readFileSync, readdirSync } from "node:fs";
 import { join, relative } from "node:path";
 import { trailFilesIn } from "./jsonl-audit-log.js";
-import { generationsOf, recordHash } from "./trail.js";
+import { RECORD_SCHEMA_VERSION, generationsOf, recordHash } from "./trail.js";
 import { GENESIS, readHead } from "./trail-head.js";
 
 /**
@@ -15,9 +15,12 @@ import { GENESIS, readHead } from "./trail-head.js";
  * - a lost trail: a trail file announced in the host's security trail whose files are gone (for an
  *   announcement of an earlier build, which names an Anima: both files of its pair gone), and the host's
  *   security trail gone while another trail is left;
- * - an unchained record among chained ones (inserted).
- * `note`s are what a crash leaves (a torn line, records written after the head was last moved) and
- * records from before chaining: reported, not failures.
+ * - a record without `seq` (inserted: every record ever written into this folder was chained, the folder
+ *   came with the chain; the log before it was `audit.jsonl` beside the folder, never read here), and a
+ *   line that is not a record (not a JSON object), unless a crash explains it (below).
+ * `note`s are what a crash leaves: an unfinished last line of the current file, a record cut off mid-line
+ * where the next record was due (the next writer starts a line of its own), records written after the
+ * head was last moved. Reported, not failures.
  */
 export interface VerifyFinding {
   severity: "broken" | "note";
@@ -98,7 +101,6 @@ function verifyTrail(dir: string, file: string, keepFiles: number, report: Verif
   let expectedSeq: number | undefined;
   let prevHash: string | undefined;
   let chained = 0;
-  let unchained = 0;
   let firstSeq: number | undefined;
   let oldestTs: string | undefined;
   let newestTs: string | undefined;
@@ -117,20 +119,20 @@ function verifyTrail(dir: string, file: string, keepFiles: number, report: Verif
     lines.forEach((line, i) => {
       if (line === "") return;
       const at = `${name}:${i + 1}`;
-      let record: { seq?: unknown; prev?: unknown; ts?: unknown; kind?: unknown; anima?: unknown; file?: unknown };
-      try {
-        record = JSON.parse(line) as typeof record;
-      } catch {
-        // Not a record: what a writer that died mid-line leaves (the next writer starts on a new line). The
-        // chain does not pass through it, so the records around it still prove themselves; a record edited
-        // into garbage breaks the chain at the next record instead.
+      const record = recordOf(line);
+      if (record === undefined) {
+        // Not a record. A writer that died mid-line leaves one: the file's unfinished last line, or, once
+        // the next writer has started a line of its own after it, a record cut off where the next seq was
+        // due. The chain does not pass through it, so the records around it still prove themselves (a
+        // record edited into garbage breaks the chain at the next record). Anything else was put there.
         if (torn && i === lines.length - 1) note("an unfinished last line (a writer ended mid-write)", at);
-        else note("a line that is not a record (a writer ended mid-line, or inserted text); the chain runs past it", at);
+        else if (cutRecordSeq(line) === (expectedSeq ?? (head?.droppedThroughSeq ?? 0) + 1))
+          note("a record cut off mid-line (a writer ended mid-write; the next one started a new line)", at);
+        else broken("a line that is not a record (inserted text?)", at);
         return;
       }
       if (typeof record.seq !== "number") {
-        if (chained > 0) broken("an unchained line among chained records (inserted)", at);
-        else unchained++;
+        broken("a record without seq: not chained, so not written by the host (inserted)", at);
         return;
       }
       if (record.kind === "trail") announce(announced, record);
@@ -166,7 +168,6 @@ function verifyTrail(dir: string, file: string, keepFiles: number, report: Verif
   });
   if (!anyFile && !head) return;
   const lastSeq = expectedSeq === undefined ? undefined : expectedSeq - 1;
-  if (unchained > 0) note(`${unchained} records from before chaining (not verifiable)`);
   if (!head) {
     if (chained > 0) broken("the head file is missing (deleted?): the trail's end cannot be checked");
   } else if (lastSeq === undefined ? head.seq > 0 : lastSeq < head.seq) {
@@ -184,6 +185,25 @@ function verifyTrail(dir: string, file: string, keepFiles: number, report: Verif
     ...(oldestTs !== undefined ? { oldestTs } : {}),
     ...(newestTs !== undefined ? { newestTs } : {}),
   });
+}
+
+type LineRecord = { seq?: unknown; prev?: unknown; ts?: unknown; kind?: unknown; anima?: unknown; file?: unknown };
+
+/** The line as a record: a JSON object (`null`, a number, a list… are not records), else undefined. */
+function recordOf(line: string): LineRecord | undefined {
+  let value: unknown;
+  try {
+    value = JSON.parse(line);
+  } catch {
+    return undefined;
+  }
+  return typeof value === "object" && value !== null && !Array.isArray(value) ? value : undefined;
+}
+
+/** The seq of a record line cut off mid-write (it starts as the writer starts every line, trail.ts), else undefined. */
+function cutRecordSeq(line: string): number | undefined {
+  const start = new RegExp(`^\\{"v":${RECORD_SCHEMA_VERSION},"seq":(\\d+),`).exec(line);
+  return start ? Number(start[1]) : undefined;
 }
 
 export function formatVerifyReport(report: VerifyReport): string {

@@ -3,6 +3,7 @@ import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { afterEach, describe, expect, it } from "vitest";
 import { JsonlAuditLog } from "../../src/audit/jsonl-audit-log.js";
+import { reportCoverage } from "../../src/audit/report.js";
 import { verifyAuditDir } from "../../src/audit/verify.js";
 
 /**
@@ -99,7 +100,7 @@ describe("audit verify", () => {
     const lines = linesOf(file(auditDir));
     lines.splice(4, 0, JSON.stringify({ ts: new Date().toISOString(), kind: "call", anima: "eve", tool: "t", schema: "x", durationMs: 1, outcome: "ok" }));
     writeLines(file(auditDir), lines);
-    expect(broken(auditDir)).toEqual([expect.stringMatching(/unchained line/)]);
+    expect(broken(auditDir)).toEqual([expect.stringMatching(/record without seq/)]);
     for (const name of readdirSync(join(auditDir, "animas"))) rmSync(join(auditDir, "animas", name));
     expect(broken(auditDir).sort()).toEqual([
       expect.stringMatching(/trail animas\/eve.jsonl was announced but its files are gone/),
@@ -148,6 +149,53 @@ describe("audit verify", () => {
     expect(broken(auditDir)).toEqual([expect.stringMatching(/trail of Anima eve was announced but its files are gone/)]);
   });
 
+  it("reports a forged record without seq before the chain (inserted_unchained_record_at_start)", async () => {
+    const auditDir = await trail();
+    const security = file(auditDir, "eve.security.jsonl");
+    const forged = { ts: "2026-01-01T00:00:00.000Z", kind: "capability", anima: "eve", tool: "t", operation: "fetch", target: "http://x", outcome: "denied" };
+    writeLines(security, [JSON.stringify(forged), ...linesOf(security)]);
+    expect(verifyAuditDir(auditDir).findings).toEqual([
+      expect.objectContaining({ severity: "broken", at: join("animas", "eve.security.jsonl:1"), message: expect.stringMatching(/record without seq/) }),
+    ]);
+  });
+
+  it("has readers mark a record without seq unverified, and skip a null line (inserted_unchained_record_read)", async () => {
+    const auditDir = await trail();
+    const security = file(auditDir, "eve.security.jsonl");
+    const forged = { ts: "2026-01-01T00:00:00.000Z", kind: "capability", anima: "eve", tool: "t", operation: "fetch", target: "http://x", outcome: "denied" };
+    writeLines(security, [JSON.stringify(forged), "null", ...linesOf(security)]);
+    const log = new JsonlAuditLog(auditDir);
+    const denials = await log.read({ anima: "eve", outcome: "denied" });
+    await log.close();
+    expect(denials.filter((record) => record.unverified)).toEqual([expect.objectContaining({ target: "http://x" })]);
+    expect(denials.filter((record) => !record.unverified)).toHaveLength(4);
+    expect(reportCoverage({}, 0, 1).warning).toMatch(/1 records are not chained/);
+  });
+
+  it("reports a line of text inserted among records (inserted_text_line)", async () => {
+    const auditDir = await trail();
+    const lines = linesOf(file(auditDir));
+    lines.splice(1, 0, "FORGED: eve deleted everything");
+    writeLines(file(auditDir), lines);
+    expect(broken(auditDir)).toEqual([expect.stringMatching(/not a record/)]);
+  });
+
+  it("reports a line cut like a crash's but where no record was due (inserted_cut_record)", async () => {
+    const auditDir = await trail();
+    const lines = linesOf(file(auditDir));
+    lines.splice(1, 0, '{"v":1,"seq":9,"ts":"2026-');
+    writeLines(file(auditDir), lines);
+    expect(broken(auditDir)).toEqual([expect.stringMatching(/not a record/)]);
+  });
+
+  it("reports JSON values that are not records, without failing itself (inserted_null_line)", async () => {
+    const auditDir = await trail();
+    const lines = linesOf(file(auditDir));
+    lines.splice(1, 0, "null", "[]", "7");
+    writeLines(file(auditDir), lines);
+    expect(broken(auditDir)).toEqual([expect.stringMatching(/not a record/), expect.stringMatching(/not a record/), expect.stringMatching(/not a record/)]);
+  });
+
   it("notes what a crash leaves (a torn last line) without failing, and the next writer chains on", async () => {
     const auditDir = await trail();
     writeFileSync(file(auditDir), `${readFileSync(file(auditDir), "utf8")}{"v":1,"seq":17,"ts":"2026-`);
@@ -159,7 +207,7 @@ describe("audit verify", () => {
     await log.close();
     const after = verifyAuditDir(auditDir);
     expect(after.ok).toBe(true);
-    expect(after.findings).toEqual([expect.objectContaining({ severity: "note", message: expect.stringMatching(/not a record/) })]);
+    expect(after.findings).toEqual([expect.objectContaining({ severity: "note", message: expect.stringMatching(/record cut off mid-line/) })]);
     expect(after.trails.find((t) => t.trail === join("animas", "eve.jsonl"))).toMatchObject({ lastSeq: 17 });
   });
 });
