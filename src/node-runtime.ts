@@ -115,18 +115,38 @@ function versionsOf(path: string): { node: string; v8: string } {
   return sandboxVersions;
 }
 
-let ffiFlag: boolean | undefined;
-
 /**
- * Whether the Node that sandbox processes run on knows `--no-experimental-ffi` (Node 26 has `node:ffi`
- * on by default; older lines neither have the module nor accept the flag). Asked of that Node once
- * when it is not this one.
+ * Built-in modules a sandbox process must not have, switched off by these flags where its runtime knows
+ * them (Node 26 has both modules on by default; older lines may lack a module and then reject its flag):
+ * `node:ffi` calls native functions from JavaScript, and `node:sqlite` writes database files and loads
+ * extensions (a dlopen) past Node's permission model, which does not cover it.
  */
-export function sandboxRuntimeHasFfi(): boolean {
+export const SANDBOX_MODULES_OFF = ["--no-experimental-ffi", "--no-experimental-sqlite"] as const;
+
+let modulesOff: string[] | undefined;
+
+/** Those of `SANDBOX_MODULES_OFF` the Node that sandbox processes run on accepts. Asked of that Node once when it is not this one. */
+export function sandboxModulesOffFlags(): string[] {
   const path = runtimeNodePath();
-  if (path === process.execPath) return process.allowedNodeEnvironmentFlags.has("--no-experimental-ffi");
-  ffiFlag ??= spawnSync(path, ["--no-experimental-ffi", "-e", ""], { env: {}, stdio: "ignore", timeout: 10_000 }).status === 0;
-  return ffiFlag;
+  if (path === process.execPath) return SANDBOX_MODULES_OFF.filter((flag) => process.allowedNodeEnvironmentFlags.has(flag));
+  if (modulesOff === undefined) {
+    const probe = spawnSync(path, ["-p", `JSON.stringify(${JSON.stringify(SANDBOX_MODULES_OFF)}.filter((f) => process.allowedNodeEnvironmentFlags.has(f)))`], {
+      env: {},
+      encoding: "utf8",
+      timeout: 10_000,
+    });
+    try {
+      modulesOff = (JSON.parse(probe.stdout) as string[]).filter((flag) => (SANDBOX_MODULES_OFF as readonly string[]).includes(flag));
+    } catch {
+      modulesOff = [];
+    }
+  }
+  return modulesOff;
+}
+
+/** Whether the sandbox processes' Node has `node:ffi` (and so gets it switched off). */
+export function sandboxRuntimeHasFfi(): boolean {
+  return sandboxModulesOffFlags().includes("--no-experimental-ffi");
 }
 
 /** What runs the host and its isolates, with what an operator should act on. */

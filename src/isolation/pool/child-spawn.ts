@@ -2,7 +2,7 @@ import { type ChildProcess, type StdioOptions, spawn } from "node:child_process"
 import type { Writable } from "node:stream";
 import { dirname, join } from "node:path";
 import { PROJECT_ROOT } from "../../project-root.js";
-import { runtimeNodePath, sandboxRuntimeHasFfi } from "../../node-runtime.js";
+import { runtimeNodePath, sandboxModulesOffFlags } from "../../node-runtime.js";
 import { type OsSandboxStatus, bwrapCommand } from "../os/os-sandbox.js";
 import { lowPriorityPrefix } from "../os/low-priority.js";
 import { resourceCapsPrefix } from "../os/resource-caps.js";
@@ -71,10 +71,12 @@ export const SANDBOX_PERMISSION_FLAGS = [
 
 /**
  * The Node flags of a sandbox process: isolated-vm's (v8-flags.ts), the permission model's, and
- * `node:ffi` switched off where the runtime has it (with it, JavaScript alone could make any system call).
+ * `node:ffi` and `node:sqlite` switched off where the runtime has them (node-runtime.ts
+ * `SANDBOX_MODULES_OFF`: with the first, JavaScript alone could make any system call; the second
+ * writes files and loads extensions past the permission model).
  */
 export function sandboxNodeFlags(): string[] {
-  return [...SANDBOX_NODE_FLAGS, ...SANDBOX_PERMISSION_FLAGS, ...(sandboxRuntimeHasFfi() ? ["--no-experimental-ffi"] : [])];
+  return [...SANDBOX_NODE_FLAGS, ...SANDBOX_PERMISSION_FLAGS, ...sandboxModulesOffFlags()];
 }
 
 export function spawnSandboxChild(spec: SandboxChildSpec): ChildProcess {
