@@ -89,4 +89,36 @@ suite("new processes and namespaces from a sandbox process's main realm (seccomp
       worker: "ERR_ACCESS_DENIED",
     });
   });
+
+  /** `fixture` of test/fixtures/outside-isolate run under the real launch in place of the entry: its stderr and how it ended. */
+  async function underTheLaunch(fixture: string): Promise<{ text: string; code: number | null; signal: NodeJS.Signals | null }> {
+    const child = spawnSandboxChild({
+      osSandbox: osSandboxStatus("required"),
+      nice: 0,
+      warmPoolBytes: 0,
+      maxIdleIsolates: 0,
+      isolateSnapshot: false,
+      pythonInterpreters: DEFAULT_PYTHON_INTERPRETERS,
+      compactIdleAfterMs: 0,
+      toolsPerIsolate: 1,
+      entryScript: join(FIXTURES, fixture),
+    });
+    const [{ text }, signal] = await Promise.all([
+      outputOf(child, "stderr"),
+      new Promise<NodeJS.Signals | null>((resolve) => child.once("exit", (_code, sig) => resolve(sig))),
+    ]);
+    return { text, code: child.exitCode, signal };
+  }
+
+  it("v8_flags_at_run_time: V8's flags are frozen: an attempt to turn WebAssembly's bounds checks off ends the process", async () => {
+    const { text, code, signal } = await underTheLaunch("v8_flags_at_run_time.mjs");
+    expect(text).toContain("trying");
+    expect(text).not.toContain("changed");
+    expect(code === 0 && signal === null).toBe(false);
+  });
+
+  it("inotify_watch: no inotify watch (kernel memory and the host user's quota): refused by seccomp", async () => {
+    const { text } = await underTheLaunch("inotify_watch.mjs");
+    expect(text.trim()).toBe("stopped EPERM");
+  });
 });

@@ -3,7 +3,8 @@
  * classic BPF program. It refuses, with EPERM, the system calls a sandbox process never needs and that
  * an attacker who escaped an isolate would reach for: tracing other processes, mounting, namespaces,
  * kernel modules and keyrings, eBPF, io_uring, `userfaultfd`, memory outside every resident set
- * (memfd, System V IPC), and every socket that is not a Unix one (the IPC channel is one, inherited;
+ * (memfd, System V IPC), inotify and fanotify (kernel memory and a quota of the host's user), and
+ * every socket that is not a Unix one (the IPC channel is one, inherited;
  * tools reach the network only through the host's fetch).
  *
  * Memory the host cannot measure: the watchdog (resource-watchdog.ts) counts what a process tree has
@@ -123,11 +124,19 @@ export const REFUSED_SYSCALLS_X86_64: Readonly<Record<string, number>> = {
   msgrcv: 70,
   msgctl: 71,
   mq_open: 240,
+  // Kernel memory charged to the host's user: each inotify watch pins an inode (≈ 1.1 KB, no resident
+  // set shows it) and counts against the user's fs.inotify.max_user_watches, which the host's own
+  // tool-folder watcher needs (60,000 watches from one process: +67 MB of slab). A sandbox process
+  // watches nothing; fanotify with them.
+  inotify_init: 253,
+  inotify_init1: 294,
+  inotify_add_watch: 254,
+  fanotify_init: 300,
 };
 
 /**
  * aarch64 numbers of the same calls (the kernel's generic table, include/uapi/asm-generic/unistd.h),
- * name for name: aarch64 has no `fork` or `vfork` (only `clone`, checked below).
+ * name for name: aarch64 has no `fork` or `vfork` (only `clone`, checked below) and no `inotify_init`.
  */
 export const REFUSED_SYSCALLS_AARCH64: Readonly<Record<string, number>> = {
   ptrace: 117,
@@ -174,6 +183,10 @@ export const REFUSED_SYSCALLS_AARCH64: Readonly<Record<string, number>> = {
   msgrcv: 188,
   msgctl: 187,
   mq_open: 180,
+  // aarch64 has no inotify_init (only inotify_init1).
+  inotify_init1: 26,
+  inotify_add_watch: 27,
+  fanotify_init: 262,
 };
 
 /** What the filter needs of an architecture it is built for (keyed by Node's `process.arch`). */

@@ -70,13 +70,16 @@ export const SANDBOX_PERMISSION_FLAGS = [
 ] as const;
 
 /**
- * The Node flags of a sandbox process: isolated-vm's (v8-flags.ts), the permission model's, and
+ * The Node flags of a sandbox process: isolated-vm's (v8-flags.ts), V8's flags frozen once it has
+ * started (`--freeze-flags-after-init`: `v8.setFlagsFromString`, which the permission model does not
+ * cover, then aborts the process; before, JavaScript alone turned off WebAssembly's bounds checks,
+ * read and wrote the whole process and ran machine code it wrote), the permission model's, and
  * `node:ffi` and `node:sqlite` switched off where the runtime has them (node-runtime.ts
  * `SANDBOX_MODULES_OFF`: with the first, JavaScript alone could make any system call; the second
  * writes files and loads extensions past the permission model).
  */
 export function sandboxNodeFlags(): string[] {
-  return [...SANDBOX_NODE_FLAGS, ...SANDBOX_PERMISSION_FLAGS, ...sandboxModulesOffFlags()];
+  return [...SANDBOX_NODE_FLAGS, "--freeze-flags-after-init", ...SANDBOX_PERMISSION_FLAGS, ...sandboxModulesOffFlags()];
 }
 
 export function spawnSandboxChild(spec: SandboxChildSpec): ChildProcess {
