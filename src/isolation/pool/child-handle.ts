@@ -191,7 +191,19 @@ export class SandboxProcess {
       if (!pending) return;
       if (pending.request.op !== "call") return this.violation(child, "sent a part of a string outside a call");
       const maxChars = Math.max(MAX_CAPABILITY_ARGS_CHARS, pending.request.maxResultBytes);
-      if (!child.parts.add(message.id, message.text, maxChars)) return this.violation(child, `sent parts of request ${message.id} over their limit`);
+      const added = child.parts.add(message.id, message.text, maxChars);
+      if (added === "over-host") {
+        // Not this process's doing: the call fails, and the process is told to stop it.
+        if (child.connected) this.outbox.enqueue(child, { type: "abort", id: message.id });
+        const error = {
+          type: "ExecutionError" as const,
+          fault: "host" as const,
+          message: "the host holds as much of sandbox processes' large strings as it may; this call's was refused",
+          hint: "try again shortly",
+        };
+        return this.settle(message.id, pending, failureFor(pending, error));
+      }
+      if (added !== "held") return this.violation(child, `sent parts of request ${message.id} over their limit`);
     } else if (message.type === "response") {
       const pending = this.inFlightOf(child, message.id);
       if (!pending) return;

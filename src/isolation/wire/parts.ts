@@ -48,25 +48,49 @@ function partsOf(id: number, text: string): FromSandbox[] {
 }
 
 /**
+ * Characters of parts the host holds for all its sandbox processes at once. Each process is held to its
+ * own limit, but a host runs many (one per cordon): several compromised ones each holding their limit
+ * would have the host hold gigabytes. Past this, a part is refused as the host's shortage, not as the
+ * process's violation: an honest call with a large result may be the one that crosses it.
+ */
+export class HostHeldChars {
+  chars = 0;
+  constructor(readonly maxChars: number) {}
+}
+
+/** 512 Mi characters (at most 1 GiB of strings): eight of the largest capability arguments at once. */
+export const HOST_HELD_PART_CHARS = new HostHeldChars(512 * 1024 * 1024);
+
+/** What `PartAssembler.add` did: held the part, or which limit it would have crossed. */
+export type PartAdded = "held" | "over-request" | "over-process" | "over-host";
+
+/**
  * The host's side: the parts of each request of one sandbox process, joined when the message that takes
  * them arrives. Invariants: a request holds at most its own limit of characters, the process at most
- * `maxCharsPerProcess` over all its requests; parts are dropped with their request.
+ * `maxCharsPerProcess` over all its requests, the host at most `host.maxChars` over all its processes;
+ * parts are dropped with their request.
  */
 export class PartAssembler {
   private readonly parts = new Map<number, { texts: string[]; chars: number }>();
   private heldChars = 0;
 
-  constructor(private readonly maxCharsPerProcess: number) {}
+  constructor(
+    private readonly maxCharsPerProcess: number,
+    private readonly host: HostHeldChars = HOST_HELD_PART_CHARS,
+  ) {}
 
-  /** Adds a part of request `id`; false when that would hold more than `maxChars` for it, or more than the process may. */
-  add(id: number, text: string, maxChars: number): boolean {
+  /** Adds a part of request `id`, unless that would hold more than `maxChars` for it, more than the process may, or more than the host may. */
+  add(id: number, text: string, maxChars: number): PartAdded {
     let entry = this.parts.get(id);
     if (!entry) this.parts.set(id, (entry = { texts: [], chars: 0 }));
-    if (entry.chars + text.length > maxChars || this.heldChars + text.length > this.maxCharsPerProcess) return false;
+    if (entry.chars + text.length > maxChars) return "over-request";
+    if (this.heldChars + text.length > this.maxCharsPerProcess) return "over-process";
+    if (this.host.chars + text.length > this.host.maxChars) return "over-host";
     entry.texts.push(text);
     entry.chars += text.length;
     this.heldChars += text.length;
-    return true;
+    this.host.chars += text.length;
+    return "held";
   }
 
   /** Request `id`'s parts joined and forgotten, or undefined when it has none. */
@@ -82,6 +106,7 @@ export class PartAssembler {
     const entry = this.parts.get(id);
     if (!entry) return;
     this.heldChars -= entry.chars;
+    this.host.chars -= entry.chars;
     this.parts.delete(id);
   }
 

@@ -1,6 +1,6 @@
 import { describe, expect, it } from "vitest";
 import { FrameDecoder, FrameError, MAX_FRAME_FROM_SANDBOX_BYTES, PART_CHARS, encodeFrame } from "../../../src/isolation/wire/frames.js";
-import { PartAssembler, fitToFrames } from "../../../src/isolation/wire/parts.js";
+import { HostHeldChars, PartAssembler, fitToFrames } from "../../../src/isolation/wire/parts.js";
 import type { FromSandbox } from "../../../src/isolation/wire/messages.js";
 
 const MESSAGES = [{ type: "ready" }, { type: "log", id: 1, level: "info", message: "héllo \u{1F600} \u0001" }, { type: "needBundle", id: 2 }];
@@ -42,7 +42,7 @@ describe("parts", () => {
     expect(messages.at(-1)).toMatchObject({ argsJson: "", parted: true });
     for (const message of messages) expect(encodeFrame(message).length).toBeLessThanOrEqual(MAX_FRAME_FROM_SANDBOX_BYTES);
     const assembler = new PartAssembler(Number.POSITIVE_INFINITY);
-    for (const message of messages) if (message.type === "part") expect(assembler.add(message.id, message.text, text.length)).toBe(true);
+    for (const message of messages) if (message.type === "part") expect(assembler.add(message.id, message.text, text.length)).toBe("held");
     expect(assembler.take(4)).toBe(text);
     expect(assembler.take(4)).toBeUndefined();
   });
@@ -65,12 +65,26 @@ describe("parts", () => {
   });
 
   it("the assembler holds no more than a request's limit, nor the process's", () => {
-    const assembler = new PartAssembler(10);
-    expect(assembler.add(1, "abcd", 6)).toBe(true);
-    expect(assembler.add(1, "efg", 6)).toBe(false);
-    expect(assembler.add(2, "123456", 100)).toBe(true);
-    expect(assembler.add(3, "x", 100)).toBe(false); // 4 + 6 held: the process's 10
+    const assembler = new PartAssembler(10, new HostHeldChars(1_000));
+    expect(assembler.add(1, "abcd", 6)).toBe("held");
+    expect(assembler.add(1, "efg", 6)).toBe("over-request");
+    expect(assembler.add(2, "123456", 100)).toBe("held");
+    expect(assembler.add(3, "x", 100)).toBe("over-process"); // 4 + 6 held: the process's 10
     assembler.drop(1);
-    expect(assembler.add(3, "x", 100)).toBe(true);
+    expect(assembler.add(3, "x", 100)).toBe("held");
+  });
+
+  it("held_parts_across_processes: the assemblers of all processes hold no more than the host's limit together", () => {
+    const host = new HostHeldChars(12);
+    const [first, second] = [new PartAssembler(10, host), new PartAssembler(10, host)];
+    expect(first.add(1, "1234567890", 100)).toBe("held");
+    expect(second.add(2, "abc", 100)).toBe("over-host"); // 10 + 3 > 12, though within its own 10
+    expect(second.add(2, "ab", 100)).toBe("held");
+    expect(host.chars).toBe(12);
+    first.drop(1);
+    expect(host.chars).toBe(2);
+    expect(second.add(2, "cdefgh", 100)).toBe("held");
+    expect(second.take(2)).toBe("abcdefgh");
+    expect(host.chars).toBe(0);
   });
 });
