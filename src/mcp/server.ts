@@ -219,7 +219,8 @@ export async function startMcpServer(host: ToolHost, anima: string, transport: T
         message: `the core tool "${hidden}" is not offered over MCP on this host`,
         hint: `call it through Bash: animaworks-tool ${hidden} <action> …`,
       });
-    const result = await host.call(anima, name, args, { structured: true });
+    // A client's notifications/cancelled aborts extra.signal: the call is stopped, as the CLI's Ctrl-C stops its own.
+    const result = await host.call(anima, name, args, { structured: true, signal: extra.signal });
     // The call's id in the audit trail, as the CLI's `-j` envelope gives it (`call_id`).
     const meta = result.callId !== undefined ? { _meta: { [CALL_ID_META_KEY]: result.callId } } : {};
     if (result.status === "ok") {
