@@ -9,9 +9,10 @@ import type { AnimaRef } from "./registry.js";
  * U+FFFD, which is what a name that is not valid UTF-8 reads as: such a folder could not be opened again
  * by the name read, so it is not an Anima (and must not break listings of the others). No control
  * characters (C0, DEL, C1) either: a name is printed in reports and log lines, where a newline forged a
- * line, and the audit log escapes them, so its records named a different Anima than the folder's.
+ * line, and the audit log escapes them, so its records named a different Anima than the folder's. Nor
+ * a name ending in `.security`: `x.security`'s audit trail would be the file of x's security trail.
  */
-const ANIMA_NAME_PATTERN = /^(?!\.)[^/\\\u0000-\u001f\u007f-\u009f\uFFFD]{1,128}$/;
+const ANIMA_NAME_PATTERN = /^(?!\.)(?!.*\.security$)[^/\\\u0000-\u001f\u007f-\u009f\uFFFD]{1,128}$/;
 
 /** Whether `name` could be an Anima's (its folder's) name: what may name a file of its own anywhere. */
 export function isAnimaName(name: string): boolean {

@@ -14,6 +14,8 @@ beforeAll(() => {
   // control_character_names: a tab, a newline (a forged report line), an escape, DEL, a C1 control.
   for (const name of ["tab\there", "new\nline", "esc\u001b[31m", "del\u007f", "c1\u0085"])
     mkdirSync(join(data.dir, "animas", name, "tools"), { recursive: true });
+  // security_suffixed_name: its audit trail would be alice's security trail.
+  mkdirSync(join(data.dir, "animas", "alice.security", "tools"), { recursive: true });
 });
 afterAll(() => data.cleanup());
 
@@ -23,9 +25,9 @@ describe("Anima folders", () => {
     await expect(resolveAnima(data.dir, ".trash")).rejects.toBeInstanceOf(ToolHostError);
   });
 
-  it("control_character_names: a folder named with a control character is no Anima, and cannot be called as one", async () => {
+  it("control_character_names, security_suffixed_name: a folder named with a control character, or ending in .security, is no Anima", async () => {
     expect(await listAnimas(data.dir)).toEqual(["alice"]);
-    for (const name of ["tab\there", "new\nline", "esc\u001b[31m", "del\u007f", "c1\u0085"]) {
+    for (const name of ["tab\there", "new\nline", "esc\u001b[31m", "del\u007f", "c1\u0085", "alice.security"]) {
       await expect(resolveAnima(data.dir, name)).rejects.toBeInstanceOf(ToolHostError);
     }
     // Names in any other script stay Animas' names.
