@@ -3,6 +3,7 @@ import { dirname } from "node:path";
 import Database from "better-sqlite3";
 import { ToolHostError } from "../errors.js";
 import { GroupCommit } from "./group-commit.js";
+import { type ClaimStatements, claimJobs, prepareClaim } from "./sqlite-claim.js";
 import { type JobRow, migrate, rowToJob } from "./sqlite-schema.js";
 import { checkIntegrity, jobStoreError } from "./sqlite-errors.js";
 import {
@@ -58,6 +59,7 @@ export class SqliteJobStore implements JobStore {
   private readonly writes: GroupCommit;
   private readonly clock: () => number;
   private readonly sql: ReturnType<typeof prepare>;
+  private readonly claimSql: ClaimStatements;
   private closed = false;
 
   /** The database file: every error this store gives names it (sqlite-errors.ts). */
@@ -80,6 +82,7 @@ export class SqliteJobStore implements JobStore {
       this.db = db;
       this.writes = new GroupCommit(db);
       this.sql = prepare(db);
+      this.claimSql = prepareClaim(db);
     } catch (error) {
       db?.close();
       throw jobStoreError(error, options.path);
@@ -131,43 +134,7 @@ export class SqliteJobStore implements JobStore {
   }
 
   claim(request: ClaimRequest): Promise<Job[]> {
-    const perAnima = request.perAnimaLimit ?? Number.POSITIVE_INFINITY;
-    return this.write(true, () => {
-      const now = this.clock();
-      const running = new Map<string, number>();
-      for (const row of this.sql.runningPerAnima.all() as Array<{ anima: string; n: number }>) running.set(row.anima, row.n);
-      // The head of each Anima's queue, for Animas with room under their limit.
-      const heads = new Map<string, { row: Head; turn: number }>();
-      const headOf = (anima: string): Head | undefined => this.sql.headOfAnima.get(anima, now) as Head | undefined;
-      for (const { name } of this.sql.queuedAnimas.all() as Array<{ name: string }>) {
-        if ((running.get(name) ?? 0) >= perAnima) continue;
-        const row = headOf(name);
-        const turn = (this.sql.turnOf.get(name) as { turn: number } | undefined)?.turn ?? 0;
-        if (row) heads.set(name, { row, turn });
-      }
-      let turn = (this.sql.maxTurn.get() as { turn: number }).turn;
-      const claimed: Job[] = [];
-      while (claimed.length < request.limit && heads.size > 0) {
-        let best: { row: Head; turn: number } | undefined;
-        for (const head of heads.values()) if (!best || before(head, best)) best = head;
-        const anima = best!.row.anima;
-        const row = this.sql.claimOne.get({
-          seq: best!.row.seq,
-          owner: request.owner,
-          now,
-          expires: now + request.leaseMs,
-        }) as JobRow | undefined;
-        if (row) claimed.push(rowToJob(row));
-        turn += 1;
-        this.sql.setTurn.run(anima, turn);
-        const count = (running.get(anima) ?? 0) + 1;
-        running.set(anima, count);
-        const next = count < perAnima ? headOf(anima) : undefined;
-        if (next) heads.set(anima, { row: next, turn });
-        else heads.delete(anima);
-      }
-      return claimed;
-    });
+    return this.write(true, () => claimJobs(this.claimSql, request, this.clock()));
   }
 
   renewLeases(leases: readonly JobLease[], leaseMs: number): Promise<LeaseState[]> {
@@ -289,19 +256,6 @@ export class SqliteJobStore implements JobStore {
   }
 }
 
-/** The head of one Anima's queue: just what choosing between heads needs. */
-type Head = Pick<JobRow, "seq" | "anima" | "priority">;
-
-/**
- * Claim order between two Animas' queue heads: the Anima served longest ago, then submit order. Priority
- * is not compared here: it orders an Anima's own jobs (each head is its Anima's most urgent), never one
- * Anima's jobs before another's, or a tenant could starve the others by asking for a high priority.
- */
-function before(a: { row: Head; turn: number }, b: { row: Head; turn: number }): boolean {
-  if (a.turn !== b.turn) return a.turn < b.turn;
-  return a.row.seq < b.row.seq;
-}
-
 function closedError(): ToolHostError {
   return new ToolHostError("ExecutionError", "the job store is closed");
 }
@@ -324,21 +278,6 @@ function prepare(db: Database.Database) {
         'queued', @maxAttempts, @retryBackoffMs, @timeoutMs, @now)`),
     listByAnima: s(`SELECT * FROM jobs WHERE anima = ? AND status IN (SELECT value FROM json_each(?))
       ORDER BY seq DESC LIMIT ?`),
-    runningPerAnima: s("SELECT anima, COUNT(*) AS n FROM jobs WHERE status = 'running' GROUP BY anima"),
-    // Distinct Animas with queued work by skip-scan over the partial index: O(Animas × log n), not O(jobs).
-    queuedAnimas: s(`WITH RECURSIVE a(name) AS (
-        SELECT (SELECT MIN(anima) FROM jobs WHERE status = 'queued')
-        UNION ALL
-        SELECT (SELECT MIN(anima) FROM jobs WHERE status = 'queued' AND anima > a.name) FROM a WHERE a.name IS NOT NULL
-      ) SELECT name FROM a WHERE name IS NOT NULL`),
-    headOfAnima: s(`SELECT seq, anima, priority FROM jobs WHERE status = 'queued' AND anima = ? AND not_before <= ?
-      ORDER BY priority DESC, seq LIMIT 1`),
-    turnOf: s("SELECT turn FROM anima_turns WHERE anima = ?"),
-    maxTurn: s("SELECT COALESCE(MAX(turn), 0) AS turn FROM anima_turns"),
-    setTurn: s("INSERT INTO anima_turns (anima, turn) VALUES (?, ?) ON CONFLICT (anima) DO UPDATE SET turn = excluded.turn"),
-    claimOne: s(`UPDATE jobs SET status = 'running', attempts = attempts + 1, started_at = @now, lease_owner = @owner,
-        lease_expires_at = @expires, progress_fraction = NULL, progress_message = NULL
-      WHERE seq = @seq AND status = 'queued' RETURNING *`),
     renew: s(`UPDATE jobs SET lease_expires_at = @expires WHERE ${LEASE_MATCH} RETURNING cancel_requested`),
     progress: s(`UPDATE jobs SET progress_fraction = @fraction, progress_message = @message WHERE ${LEASE_MATCH}`),
     complete: s(`UPDATE jobs SET status = @status, finished_at = @now, result = @result, result_structured = @resultStructured, error_type = @errorType,
@@ -362,8 +301,8 @@ function prepare(db: Database.Database) {
     getBundle: s("SELECT code FROM bundles WHERE hash = ?"),
     queueStatus: s(`SELECT
         (SELECT COUNT(*) FROM jobs WHERE status = 'queued') AS queued,
-        (SELECT COUNT(*) FROM jobs WHERE status = 'queued' AND not_before <= @now) AS runnable,
+        (SELECT COUNT(*) FROM jobs WHERE status = 'queued' AND (not_before <= @now OR typeof(not_before) <> 'integer')) AS runnable,
         (SELECT COUNT(*) FROM jobs WHERE status = 'running') AS running,
-        (SELECT MIN(not_before) FROM jobs WHERE status = 'queued' AND not_before > @now) AS next`),
+        (SELECT MIN(not_before) FROM jobs WHERE status = 'queued' AND typeof(not_before) = 'integer' AND not_before > @now) AS next`),
   };
 }
