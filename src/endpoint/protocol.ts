@@ -66,7 +66,34 @@ export type HostMessage =
   | { type: "refused"; reason: RefusalReason; message: string; /** The host stops: a new one may be started. */ restarting?: boolean }
   | { type: "status"; status: EndpointStatus }
   | { type: "stopping" }
-  | { type: "error"; message: string };
+  | { type: "error"; message: string; /** A stable code for errors a client may act on (see ENDPOINT_ERROR_CODES). */ code?: EndpointErrorCode };
+
+/**
+ * Stable codes of host `error` frames:
+ * - `ReplyTooLarge`: a reply the host made could not be framed (over MAX_FRAME_BYTES); the connection ends.
+ * - `OutputStalled`: the client did not read its output for too long; the connection is cut.
+ */
+export const ENDPOINT_ERROR_CODES = ["ReplyTooLarge", "OutputStalled"] as const;
+export type EndpointErrorCode = (typeof ENDPOINT_ERROR_CODES)[number];
+
+/** Most characters of a client's text a reply or log line quotes (a client's fields are up to a frame long). */
+export const QUOTE_CHARS = 200;
+
+/**
+ * A client's text, quoted for a reply or a log line: JSON-escaped (controls, lone surrogates), at most
+ * QUOTE_CHARS characters of it and a count of the rest. A reply never grows with what the client sent:
+ * quoted whole, 6 MiB of invalid UTF-8 (U+FFFD, 3 bytes each on the way out) made an 18 MiB reply.
+ */
+export function quote(value: unknown): string {
+  // A string is cut, then escaped; anything else is shown as its JSON (already escaped), cut.
+  const text = typeof value === "string" ? value : (JSON.stringify(value) ?? String(value));
+  const show = (part: string): string => (typeof value === "string" ? JSON.stringify(part) : part);
+  if (text.length <= QUOTE_CHARS) return show(text);
+  let end = QUOTE_CHARS;
+  const last = text.charCodeAt(end - 1);
+  if (last >= 0xd800 && last <= 0xdbff) end--;
+  return `${show(text.slice(0, end))}… (${text.length - end} more characters)`;
+}
 
 /** A frame or message that breaks the protocol. */
 export class ProtocolError extends Error {
@@ -161,7 +188,7 @@ function record(value: unknown, side: string): Record<string, unknown> {
 
 function field<T>(message: Record<string, unknown>, name: string, check: (value: unknown) => value is T, what: string): T {
   const value = message[name];
-  if (!check(value)) throw new ProtocolError(`"${String(message["type"])}" message: ${name} must be ${what}`);
+  if (!check(value)) throw new ProtocolError(`${quote(message["type"])} message: ${name} must be ${what}`);
   return value;
 }
 
@@ -200,7 +227,7 @@ export function decodeClientMessage(value: unknown): ClientMessage {
     case "stdin-end":
       return { type: "stdin-end" };
     default:
-      throw new ProtocolError(`unknown client message type ${JSON.stringify(message["type"])}`);
+      throw new ProtocolError(`unknown client message type ${quote(message["type"])}`);
   }
 }
 
@@ -227,8 +254,12 @@ export function decodeHostMessage(value: unknown): HostMessage {
     case "status":
       return { type: "status", status: record(message["status"], "status") as unknown as EndpointStatus };
     case "error":
-      return { type: "error", message: field(message, "message", isString, "a string") };
+      return {
+        type: "error",
+        message: field(message, "message", isString, "a string"),
+        ...(ENDPOINT_ERROR_CODES.includes(message["code"] as EndpointErrorCode) ? { code: message["code"] as EndpointErrorCode } : {}),
+      };
     default:
-      throw new ProtocolError(`unknown host message type ${JSON.stringify(message["type"])}`);
+      throw new ProtocolError(`unknown host message type ${quote(message["type"])}`);
   }
 }

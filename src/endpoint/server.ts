@@ -7,6 +7,7 @@ import { PROJECT_ROOT } from "../project-root.js";
 import type { ToolHost } from "../host-api.js";
 import { Declined, type InvocationHostOptions, type InvocationOutput, type InvocationRunner, MAX_ARGUMENTS_BYTES } from "./invocation.js";
 import { StdinReader } from "./stdin-reader.js";
+import { ReplyWriter } from "./reply-writer.js";
 import { BudgetedFrameReader, ConnectionBudget, type ConnectionLimits, DEFAULT_CONNECTION_LIMITS, FrameBudgetError } from "./connection-budget.js";
 import { FolderFreshness, InvocationHost } from "./invocation-host.js";
 import { withLock } from "../file-lock.js";
@@ -22,6 +23,7 @@ import {
   chunks,
   decodeClientMessage,
   encodeFrame,
+  quote,
 } from "./protocol.js";
 
 export interface EndpointOptions {
@@ -195,16 +197,12 @@ export class Endpoint {
     const abort = new AbortController();
     let stdin: StdinReader | undefined;
     let started = false;
-    // Frames written in one turn of the event loop (a result, then the exit code) leave in one write, so
-    // the client wakes once.
-    const send = (message: HostMessage): void => {
-      if (socket.destroyed || !socket.writable) return;
-      if (socket.writableCorked === 0) {
-        socket.cork();
-        setImmediate(() => socket.uncork());
-      }
-      socket.write(encodeFrame(message));
-    };
+    const writer = new ReplyWriter(socket, (message, error) => {
+      this.log(`endpoint: closed a connection: its ${message.type} reply could not be framed: ${error.message}`);
+      end();
+      abort.abort();
+    });
+    const send = (message: HostMessage): void => writer.send(message);
     // The reply is complete: nothing more is read, and the connection closes once the reply is written.
     const end = (): void => {
       reader.stop();
@@ -212,7 +210,7 @@ export class Endpoint {
       if (!socket.writableEnded) socket.end(() => socket.destroy());
     };
     const fail = (message: string): void => {
-      this.options.log?.(`endpoint: closed a connection: ${message}`);
+      this.log(`endpoint: closed a connection: ${message}`);
       send({ type: "error", message });
       end();
       abort.abort();
@@ -239,7 +237,7 @@ export class Endpoint {
         if (!(error instanceof FrameBudgetError)) return fail(`bad frame: ${error.message}`);
         if (started) return fail(error.message);
         // Nothing ran yet: the client runs its call itself.
-        this.options.log?.(`endpoint: refused a connection: ${error.message}`);
+        this.log(`endpoint: refused a connection: ${error.message}`);
         send({ type: "refused", reason: "busy", message: error.message });
         return end();
       }
@@ -308,7 +306,7 @@ export class Endpoint {
       }
       return refuse(
         "version",
-        `the running host (pid ${process.pid}) is build ${this.build.build} of ${this.build.install}, the client build ${message.build} of ${message.install}`,
+        `the running host (pid ${process.pid}) is build ${this.build.build} of ${this.build.install}, the client build ${quote(message.build)} of ${quote(message.install)}`,
         outdated,
       );
     }
@@ -360,10 +358,18 @@ export class Endpoint {
     return new InvocationHost(this.options.host, options.config, this.freshness);
   }
 
+  /** An operator-facing line, at most LOG_LINE_CHARS characters: what a client sent is quoted in it, and cut. */
+  private log(line: string): void {
+    this.options.log?.(line.length > LOG_LINE_CHARS ? `${line.slice(0, LOG_LINE_CHARS)}… (${line.length - LOG_LINE_CHARS} more characters)` : line);
+  }
+
   private firstMessageTimeoutMs(): number {
     return this.options.firstMessageTimeoutMs ?? 10_000;
   }
 }
+
+/** Longest log line the endpoint writes, in characters (more is cut and counted). */
+const LOG_LINE_CHARS = 1_000;
 
 function sendText(send: (message: HostMessage) => void, type: "stdout" | "stderr", text: string): void {
   for (const part of chunks(text.endsWith("\n") ? text : `${text}\n`)) send({ type, text: part });
