@@ -152,6 +152,13 @@ const CHUNK_CHARS = 64 * 1024;
 
 /** Writes `records` in `format` (CSV with its header line) through `write`, in chunks of whole lines ending in `\n`. */
 export function writeRecords(records: Iterable<AuditRecord>, format: ExportFormat, write: (chunk: string) => void): number {
+  let count = 0;
+  for (const chunk of recordChunks(records, format, (n) => (count = n))) write(chunk);
+  return count;
+}
+
+/** `records` in `format` (CSV with its header line), in chunks of whole lines ending in `\n`; `counted` hears the records' number at the end. */
+export function* recordChunks(records: Iterable<AuditRecord>, format: ExportFormat, counted?: (count: number) => void): Generator<string> {
   let lines: string[] = format === "csv" ? [csvHeader()] : [];
   let size = 0;
   let count = 0;
@@ -162,13 +169,13 @@ export function writeRecords(records: Iterable<AuditRecord>, format: ExportForma
     size += text.length + 1;
     count++;
     if (size >= CHUNK_CHARS) {
-      write(`${lines.join("\n")}\n`);
+      yield `${lines.join("\n")}\n`;
       lines = [];
       size = 0;
     }
   }
-  if (lines.length > 0) write(`${lines.join("\n")}\n`);
-  return count;
+  if (lines.length > 0) yield `${lines.join("\n")}\n`;
+  counted?.(count);
 }
 
 /**

@@ -1,5 +1,5 @@
 import type { AuditKind, AuditQuery, AuditRecord } from "../audit/audit-log.js";
-import { AUDIT_KINDS, AUDIT_OUTCOMES, type ExportFormat, writeRecords } from "../audit/export.js";
+import { AUDIT_KINDS, AUDIT_OUTCOMES, type ExportFormat, recordChunks } from "../audit/export.js";
 import { ToolHostError } from "../errors.js";
 import type { ToolHost } from "../host-api.js";
 import { scanArgs } from "./options.js";
@@ -38,7 +38,11 @@ export interface EventsRequest {
 export async function runAuditEvents(host: ToolHost, argv: string[], anima: string | undefined, out: Output): Promise<number> {
   const request = parseEventsArgs(argv, anima);
   const records = await host.audit.read(request.query);
-  writeRecords(request.callId === undefined ? records : onlyCall(records, request.callId), request.format, (chunk) => out.stdout(chunk));
+  // A chunk at a time, waiting while a running host's client has not taken what came before (reply-writer.ts).
+  for (const chunk of recordChunks(request.callId === undefined ? records : onlyCall(records, request.callId), request.format)) {
+    out.stdout(chunk);
+    await out.drained?.();
+  }
   return 0;
 }
 

@@ -38,7 +38,11 @@ export function printResult(out: Output, result: CallResult, json: boolean): num
 }
 
 export function terminalSafeOutput(out: Output): Output {
-  return { stdout: (text) => out.stdout(terminalSafe(text)), stderr: (text) => out.stderr(terminalSafe(text)) };
+  return {
+    stdout: (text) => out.stdout(terminalSafe(text)),
+    stderr: (text) => out.stderr(terminalSafe(text)),
+    ...(out.drained ? { drained: () => out.drained?.() ?? Promise.resolve() } : {}),
+  };
 }
 
 export function printError(out: Output, error: ErrorInfo, json: boolean): number {

@@ -31,6 +31,12 @@ export function stdinTooLarge(): ToolHostError {
 export interface InvocationOutput {
   stdout(text: string): void;
   stderr(text: string): void;
+  /**
+   * Resolves once the caller has room for more output. A producer of much output (`audit events`) awaits it
+   * between chunks: a running host queues a bounded reply for a client that does not read
+   * (reply-writer.ts). Default: none (a process's own stdout and stderr are written synchronously).
+   */
+  drained?(): Promise<void>;
 }
 
 /** What an invocation asks of its host. */

@@ -1,5 +1,5 @@
 import { chmodSync, lstatSync, renameSync, rmSync } from "node:fs";
-import { type Server, type Socket, connect, createServer } from "node:net";
+import { type Server, type Socket, createServer } from "node:net";
 import { hostname as machineName } from "node:os";
 import { monotonicMs } from "../clock.js";
 import { settingDifference } from "../config.js";
@@ -7,10 +7,11 @@ import { PROJECT_ROOT } from "../project-root.js";
 import type { ToolHost } from "../host-api.js";
 import { Declined, type InvocationHostOptions, type InvocationOutput, type InvocationRunner, MAX_ARGUMENTS_BYTES } from "./invocation.js";
 import { StdinReader } from "./stdin-reader.js";
-import { ReplyWriter } from "./reply-writer.js";
+import { DEFAULT_OUTPUT_LIMITS, type OutputLimits, ReplyWriter } from "./reply-writer.js";
 import { BudgetedFrameReader, ConnectionBudget, type ConnectionLimits, DEFAULT_CONNECTION_LIMITS, FrameBudgetError } from "./connection-budget.js";
 import { FolderFreshness, InvocationHost } from "./invocation-host.js";
 import { withLock } from "../file-lock.js";
+import { answers } from "./socket-probe.js";
 import { type EndpointPaths, endpointPaths, makePrivateDir, readBuildInfo, releaseSocketAddress, socketAddress } from "./paths.js";
 import {
   type BuildInfo,
@@ -45,6 +46,8 @@ export interface EndpointOptions {
   firstMessageTimeoutMs?: number;
   /** Connections open at once, unfinished frames held across them, time for a begun frame (connection-budget.ts). */
   connectionLimits?: Partial<ConnectionLimits>;
+  /** Reply bytes queued for clients that do not read, and how long one may read nothing (reply-writer.ts). */
+  outputLimits?: Partial<OutputLimits>;
   /** Stdin a client may send for one call (`--args-file -`), bytes. Default: `MAX_ARGUMENTS_BYTES` (64 MiB). */
   maxStdinBytes?: number;
   /** A `daemon` is asked to stop (`daemon stop`, or a client of this install built since it started). */
@@ -75,6 +78,7 @@ export class Endpoint {
   private readonly startedAt = new Date().toISOString();
   private readonly connections = new Set<Socket>();
   private readonly budget: ConnectionBudget;
+  private readonly outputLimits: OutputLimits;
   private server: Server | undefined;
   private socketInode: bigint | undefined;
   private callsServed = 0;
@@ -88,6 +92,7 @@ export class Endpoint {
     this.build = options.build ?? readBuildInfo(PROJECT_ROOT);
     this.freshness = new FolderFreshness(options.host);
     this.budget = new ConnectionBudget({ ...DEFAULT_CONNECTION_LIMITS, ...options.connectionLimits });
+    this.outputLimits = { ...DEFAULT_OUTPUT_LIMITS, ...options.outputLimits };
   }
 
   /**
@@ -112,6 +117,13 @@ export class Endpoint {
   /** Bytes of unfinished frames held across connections now (at most the limit and one read chunk). */
   get heldFrameBytes(): number {
     return this.budget.pendingFrameBytes;
+  }
+
+  /** Reply bytes queued across connections now, not yet taken by their clients. */
+  get queuedReplyBytes(): number {
+    let bytes = 0;
+    for (const socket of this.connections) bytes += socket.writableLength;
+    return bytes;
   }
 
   /** Milliseconds since the last call started or ended (0 while one runs). */
@@ -197,11 +209,21 @@ export class Endpoint {
     const abort = new AbortController();
     let stdin: StdinReader | undefined;
     let started = false;
-    const writer = new ReplyWriter(socket, (message, error) => {
-      this.log(`endpoint: closed a connection: its ${message.type} reply could not be framed: ${error.message}`);
-      end();
-      abort.abort();
-    });
+    const writer = new ReplyWriter(
+      socket,
+      this.outputLimits,
+      () => this.queuedReplyBytes,
+      (message, error) => {
+        this.log(`endpoint: closed a connection: its ${message.type} reply could not be framed: ${error.message}`);
+        end();
+        abort.abort();
+      },
+      () => {
+        this.log(`endpoint: cut a connection: its client read none of its reply for ${this.outputLimits.stallTimeoutMs} ms`);
+        abort.abort();
+        socket.destroy();
+      },
+    );
     const send = (message: HostMessage): void => writer.send(message);
     // The reply is complete: nothing more is read, and the connection closes once the reply is written.
     const end = (): void => {
@@ -247,7 +269,7 @@ export class Endpoint {
           clearTimeout(timer);
           if (message.type === "stdin" || message.type === "stdin-end")
             return fail(`a connection must start with a call, status or stop request, not ${message.type}`);
-          if (message.type === "call") stdin = this.serveCall(message, send, end, abort.signal);
+          if (message.type === "call") stdin = this.serveCall(message, writer, end, abort.signal);
           else this.control(message.type, message.protocol, send, end);
         } else if ((message.type === "stdin" || message.type === "stdin-end") && stdin?.expecting()) {
           const problem = stdin.take(message);
@@ -288,7 +310,8 @@ export class Endpoint {
   }
 
   /** Runs one invocation for a client; returns the reader its stdin messages go to. */
-  private serveCall(message: CallMessage, send: (message: HostMessage) => void, end: () => void, signal: AbortSignal): StdinReader {
+  private serveCall(message: CallMessage, writer: ReplyWriter, end: () => void, signal: AbortSignal): StdinReader {
+    const send = (reply: HostMessage): void => writer.send(reply);
     const stdin = new StdinReader(send, this.options.maxStdinBytes ?? MAX_ARGUMENTS_BYTES);
     const refuse = (reason: "version" | "busy", text: string, restarting = false): StdinReader => {
       send({ type: "refused", reason, message: text, ...(restarting ? { restarting } : {}) });
@@ -316,6 +339,7 @@ export class Endpoint {
     const out: InvocationOutput = {
       stdout: (text) => sendText(send, "stdout", text),
       stderr: (text) => sendText(send, "stderr", text),
+      drained: () => writer.drained(),
     };
     void this.options
       .runInvocation(message.argv, out, {
@@ -373,19 +397,4 @@ const LOG_LINE_CHARS = 1_000;
 
 function sendText(send: (message: HostMessage) => void, type: "stdout" | "stderr", text: string): void {
   for (const part of chunks(text.endsWith("\n") ? text : `${text}\n`)) send({ type, text: part });
-}
-
-/** True when something accepts connections on `socket` (a live host); false for none or a stale file. */
-function answers(socket: string): Promise<boolean> {
-  return new Promise((resolve) => {
-    const probe = connect(socketAddress(socket));
-    const timer = setTimeout(() => finish(true), 2_000); // accepted but silent: a host that is busy, not gone
-    const finish = (live: boolean): void => {
-      clearTimeout(timer);
-      probe.destroy();
-      resolve(live);
-    };
-    probe.once("connect", () => finish(true));
-    probe.once("error", () => finish(false));
-  });
 }
