@@ -1,6 +1,6 @@
 import type { Socket } from "node:net";
 import { ToolHostError } from "../errors.js";
-import { type HostMessage, ProtocolError, encodeFrame } from "./protocol.js";
+import { type HostMessage, ProtocolError, chunks, encodeFrame } from "./protocol.js";
 
 /**
  * How much reply the host queues for clients that do not read it. Without these bounds six clients that
@@ -117,4 +117,9 @@ export class ReplyWriter {
     }, this.limits.stallTimeoutMs);
     this.stallTimer.unref();
   }
+}
+
+/** Output text as `stdout` or `stderr` frames of at most CHUNK_CHARS characters, ending in a newline. */
+export function sendText(send: (message: HostMessage) => void, type: "stdout" | "stderr", text: string): void {
+  for (const part of chunks(text.endsWith("\n") ? text : `${text}\n`)) send({ type, text: part });
 }

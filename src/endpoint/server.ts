@@ -7,7 +7,7 @@ import { PROJECT_ROOT } from "../project-root.js";
 import type { ToolHost } from "../host-api.js";
 import { Declined, type InvocationHostOptions, type InvocationOutput, type InvocationRunner, MAX_ARGUMENTS_BYTES } from "./invocation.js";
 import { StdinReader } from "./stdin-reader.js";
-import { DEFAULT_OUTPUT_LIMITS, type OutputLimits, ReplyWriter } from "./reply-writer.js";
+import { DEFAULT_OUTPUT_LIMITS, type OutputLimits, ReplyWriter, sendText } from "./reply-writer.js";
 import { BudgetedFrameReader, ConnectionBudget, type ConnectionLimits, DEFAULT_CONNECTION_LIMITS, FrameBudgetError } from "./connection-budget.js";
 import { FolderFreshness, InvocationHost } from "./invocation-host.js";
 import { withLock } from "../file-lock.js";
@@ -21,7 +21,6 @@ import {
   type HostMessage,
   PROTOCOL_VERSION,
   ProtocolError,
-  chunks,
   decodeClientMessage,
   encodeFrame,
   quote,
@@ -50,6 +49,8 @@ export interface EndpointOptions {
   outputLimits?: Partial<OutputLimits>;
   /** Stdin a client may send for one call (`--args-file -`), bytes. Default: `MAX_ARGUMENTS_BYTES` (64 MiB). */
   maxStdinBytes?: number;
+  /** All of a call's stdin must arrive within this of the host's request, ms (stdin-reader.ts). Default: 120,000. */
+  stdinTimeoutMs?: number;
   /** A `daemon` is asked to stop (`daemon stop`, or a client of this install built since it started). */
   onStopRequest?: (reason: "requested" | "outdated" | "settings changed") => void;
   /** Operator-facing lines (refusals, protocol errors). Default: none. */
@@ -312,7 +313,7 @@ export class Endpoint {
   /** Runs one invocation for a client; returns the reader its stdin messages go to. */
   private serveCall(message: CallMessage, writer: ReplyWriter, end: () => void, signal: AbortSignal): StdinReader {
     const send = (reply: HostMessage): void => writer.send(reply);
-    const stdin = new StdinReader(send, this.options.maxStdinBytes ?? MAX_ARGUMENTS_BYTES);
+    const stdin = new StdinReader(send, this.options.maxStdinBytes ?? MAX_ARGUMENTS_BYTES, this.options.stdinTimeoutMs ?? 120_000);
     const refuse = (reason: "version" | "busy", text: string, restarting = false): StdinReader => {
       send({ type: "refused", reason, message: text, ...(restarting ? { restarting } : {}) });
       end();
@@ -394,7 +395,3 @@ export class Endpoint {
 
 /** Longest log line the endpoint writes, in characters (more is cut and counted). */
 const LOG_LINE_CHARS = 1_000;
-
-function sendText(send: (message: HostMessage) => void, type: "stdout" | "stderr", text: string): void {
-  for (const part of chunks(text.endsWith("\n") ? text : `${text}\n`)) send({ type, text: part });
-}
