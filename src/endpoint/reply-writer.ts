@@ -23,11 +23,16 @@ export interface OutputLimits {
   stallTimeoutMs: number;
 }
 
-/** 8 MiB a connection, 64 MiB in all (the 256 calls' replies are mostly small), 30 s without a byte read. */
+/**
+ * 8 MiB a connection, 64 MiB in all (the 256 calls' replies are mostly small), 10 minutes without a byte
+ * read. The sizes bound memory; the time only frees the slot of a client that went away without closing,
+ * so it is long: an operator reading `audit events | less` may stop scrolling for a while (a full daemon
+ * meanwhile refuses new calls as busy and their clients run them themselves).
+ */
 export const DEFAULT_OUTPUT_LIMITS: OutputLimits = {
   maxQueuedBytes: 8 * 1024 * 1024,
   maxQueuedBytesAll: 64 * 1024 * 1024,
-  stallTimeoutMs: 30_000,
+  stallTimeoutMs: 600_000,
 };
 
 /**
