@@ -19,6 +19,7 @@ import { withToolFrames } from "./bundling/tool-frames.js";
 import type { CallContext, ToolLogLine } from "./isolation/wire/messages.js";
 import { ToolRegistry } from "./registry/registry.js";
 import { accessHint, systemFileError } from "./errors.js";
+import { NOT_REGULAR_CODE } from "./audit/trail-file.js";
 import { CallWarnings } from "./capabilities/call-warnings.js";
 
 /**
@@ -56,6 +57,18 @@ export interface ComposedHost extends ToolHost, PreparedCallRunner {
   startWatching(): void;
 }
 
+/**
+ * A trail file replaced by something that is not a regular file (a link: ELOOP; a FIFO with no reader:
+ * ENXIO; a FIFO, socket, device or directory: trail-file.ts): no permission fix helps, the file was put there.
+ */
+function replacedTrailFile(error: unknown): boolean {
+  const code = (error as NodeJS.ErrnoException | undefined)?.code;
+  return code === "ELOOP" || code === "ENXIO" || code === NOT_REGULAR_CODE;
+}
+
+const REPLACED_TRAIL_HINT =
+  "something that is not a regular file (a symlink, FIFO, socket, device or directory) was put in place of the trail file: move it aside, put the trail back, and run `animaworks-tool audit verify`";
+
 export function composeHost<H extends ComposedHost>(config: HostConfig, construct: (parts: HostParts) => H): H {
   const makeTrail = (onWritten?: (records: AuditRecord[]) => void) =>
     new JsonlAuditLog(config.auditDir, {
@@ -68,7 +81,7 @@ export function composeHost<H extends ComposedHost>(config: HostConfig, construc
         config.onLog({
           level: "error",
           logger: "animaworks.host",
-          message: `the audit log is not being written (${reason}); calls, denials and credential uses go unrecorded until it can be — ${known?.hint ?? accessHint()}`,
+          message: `the audit log is not being written (${reason}); calls, denials and credential uses go unrecorded until it can be — ${known?.hint ?? (replacedTrailFile(error) ? REPLACED_TRAIL_HINT : accessHint())}`,
         });
       },
     });

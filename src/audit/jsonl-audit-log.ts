@@ -1,5 +1,4 @@
-import { closeSync, existsSync, fstatSync, openSync, readSync, readdirSync } from "node:fs";
-import { readFile } from "node:fs/promises";
+import { closeSync, existsSync, fstatSync, readSync, readdirSync } from "node:fs";
 import { basename, dirname, join, relative } from "node:path";
 import {
   type AuditCoverage,
@@ -17,6 +16,8 @@ import {
 import { isAnimaName } from "../registry/animas.js";
 import { type PendingRecord, type TrailMemo, type TrailOptions, type TrailTruncation, appendChained, generationsOf } from "./trail.js";
 import { headFileOf, readHead } from "./trail-head.js";
+import { openTrailForReadOrNone } from "./trail-file.js";
+import { readRegularFile } from "../regular-file.js";
 
 /**
  * The audit log on disk: a folder of chained trails (trail.ts), one pair per Anima and one for the host.
@@ -293,15 +294,17 @@ const SYNC_READ_MAX_BYTES = 16 * 1024 * 1024;
  */
 async function readTrailFile(file: string): Promise<string> {
   await new Promise((resolve) => setImmediate(resolve));
-  let fd: number;
-  try {
-    fd = openSync(file, "r");
-  } catch {
-    return "";
-  }
+  // Non-blocking, regular files only (trail-file.ts): a FIFO or directory in a trail's place reads as no
+  // records here, never a hang (verify reports it broken).
+  const fd = openTrailForReadOrNone(file);
+  if (fd === undefined) return "";
   try {
     const { size } = fstatSync(fd);
-    if (size > SYNC_READ_MAX_BYTES) return await readFile(file, "utf8").catch(() => "");
+    if (size > SYNC_READ_MAX_BYTES)
+      return await readRegularFile(file, size).then(
+        (bytes) => bytes.toString("utf8"),
+        () => "",
+      );
     const buffer = Buffer.allocUnsafe(size);
     const read = readSync(fd, buffer, 0, size, 0);
     return buffer.toString("utf8", 0, read);
@@ -355,7 +358,8 @@ function gapRecord(lost: number): PendingRecord {
 function firstRecordTs(file: string): string | undefined {
   let text: string;
   try {
-    const fd = openSync(file, "r");
+    const fd = openTrailForReadOrNone(file);
+    if (fd === undefined) return undefined;
     try {
       const buffer = Buffer.allocUnsafe(FIRST_LINE_MAX_BYTES);
       text = buffer.toString("utf8", 0, readSync(fd, buffer, 0, FIRST_LINE_MAX_BYTES, 0));

@@ -1,5 +1,6 @@
 import { closeSync, constants, openSync, readSync, renameSync, rmSync, writeSync } from "node:fs";
 import { sha256 } from "../bundling/sha256.js";
+import { openTrailFile } from "./trail-file.js";
 
 /**
  * A trail's head file `<file>.head` (trail.ts): where the chain stands, rewritten after every append.
@@ -46,7 +47,8 @@ export function readHead(file: string): TrailHead | undefined {
 export function readStoredHead(file: string): StoredHead | undefined {
   let text: string;
   try {
-    const fd = openSync(headFileOf(file), "r");
+    // Non-blocking and regular only (trail-file.ts): a FIFO in its place is no head, never a hang.
+    const fd = openTrailFile(headFileOf(file), constants.O_RDONLY);
     try {
       const buffer = Buffer.alloc(2 * HEAD_SLOT_BYTES + 1);
       text = buffer.toString("utf8", 0, readSync(fd, buffer, 0, buffer.length, 0));
@@ -79,9 +81,9 @@ export function writeHead(file: string, head: TrailHead, previous: StoredHead | 
     let fd: number | undefined;
     try {
       // Never through a link: a head replaced by a symlink would have this write land in the link's target.
-      fd = openSync(path, constants.O_RDWR | constants.O_NOFOLLOW);
+      fd = openTrailFile(path, constants.O_RDWR | constants.O_NOFOLLOW);
     } catch {
-      // gone since it was read, or not a plain file: written whole below (a rename replaces a link itself)
+      // gone since it was read, or not a regular file (a FIFO: replaced, never written or waited on): written whole below (a rename replaces a link itself)
     }
     if (fd !== undefined) {
       try {

@@ -1,7 +1,8 @@
-import { closeSync, constants, fstatSync, mkdirSync, openSync, readSync, renameSync, writeSync } from "node:fs";
+import { closeSync, constants, fstatSync, mkdirSync, readSync, renameSync, writeSync } from "node:fs";
 import { dirname } from "node:path";
 import { sha256 } from "../bundling/sha256.js";
 import { tryLockSync, unlockSync } from "../file-lock.js";
+import { openTrailFile, openTrailForReadOrNone } from "./trail-file.js";
 import { GENESIS, type StoredHead, type TrailHead, readStoredHead, writeHead } from "./trail-head.js";
 
 /**
@@ -53,12 +54,8 @@ export function generationsOf(file: string, keepFiles: number): string[] {
 
 /** The last complete line of a file (a torn, unterminated tail is not one). */
 function lastLineOf(file: string): string | undefined {
-  let fd: number;
-  try {
-    fd = openSync(file, "r");
-  } catch {
-    return undefined;
-  }
+  const fd = openTrailForReadOrNone(file);
+  if (fd === undefined) return undefined;
   try {
     const size = fstatSync(fd).size;
     const length = Math.min(size, TAIL_WINDOW_BYTES);
@@ -164,8 +161,10 @@ export function appendChained(
   if (!lockTrail(lock, file)) return undefined;
   try {
     // Never through a link (ELOOP: the write fails and is reported): a trail file replaced by a symlink
-    // would have records appended to the link's target.
-    const fd = openSync(file, APPEND_NO_FOLLOW, 0o600);
+    // would have records appended to the link's target. Never blocking, and a regular file only
+    // (trail-file.ts): a FIFO in its place fails the write (ENXIO, or AUDIT_TRAIL_NOT_REGULAR), reported
+    // the same way, the records kept.
+    const fd = openTrailFile(file, APPEND_NO_FOLLOW, 0o600);
     let stored: StoredHead | undefined;
     let head: TrailHead;
     let ino: bigint;
@@ -260,12 +259,8 @@ function rotate(file: string, keepFiles: number, head: TrailHead): TrailHead {
 /** Whether the file's last byte is not a newline: a writer ended mid-line. Reads that byte only. */
 function endsMidLine(file: string, size: number): boolean {
   if (size === 0) return false;
-  let fd: number;
-  try {
-    fd = openSync(file, "r");
-  } catch {
-    return false;
-  }
+  const fd = openTrailForReadOrNone(file);
+  if (fd === undefined) return false;
   try {
     const last = Buffer.alloc(1);
     readSync(fd, last, 0, 1, size - 1);

@@ -1,8 +1,12 @@
-import { existsSync, readFileSync, readdirSync } from "node:fs";
+import { closeSync, existsSync, readdirSync } from "node:fs";
 import { join, relative } from "node:path";
 import { trailFilesIn } from "./jsonl-audit-log.js";
 import { RECORD_SCHEMA_VERSION, generationsOf, recordHash } from "./trail.js";
 import { GENESIS, readHead } from "./trail-head.js";
+import { forEachLine, openTrailForRead } from "./trail-file.js";
+
+/** Longest line taken for a record, bytes: the writer bounds every record (boundEvent) far below it. */
+const MAX_LINE_BYTES = 4 * 1024 * 1024;
 
 /**
  * `audit verify`: walks every trail of an audit folder (jsonl-audit-log.ts) along its chain (trail.ts) and
@@ -106,64 +110,78 @@ function verifyTrail(dir: string, file: string, keepFiles: number, report: Verif
   let newestTs: string | undefined;
   let anyFile = false;
   generations.forEach((generation, index) => {
-    let text: string;
+    const name = relative(dir, generation);
+    let fd: number | undefined;
     try {
-      text = readFileSync(generation, "utf8");
-    } catch {
+      fd = openTrailForRead(generation);
+    } catch (error) {
+      // Never "no file": a FIFO, directory or unreadable file in a trail's place hides what was there.
+      anyFile = true;
+      broken(`${name} cannot be read as a trail file (${error instanceof Error ? error.message : String(error)})`);
       return;
     }
+    if (fd === undefined) return;
     anyFile = true;
-    const name = relative(dir, generation);
-    const lines = text.split("\n");
-    const torn = lines.at(-1) !== "";
-    lines.forEach((line, i) => {
-      if (line === "") return;
-      const at = `${name}:${i + 1}`;
-      const record = recordOf(line);
-      if (record === undefined) {
-        // Not a record. A writer that died mid-line leaves one: the file's unfinished last line, or, once
-        // the next writer has started a line of its own after it, a record cut off where the next seq was
-        // due. The chain does not pass through it, so the records around it still prove themselves (a
-        // record edited into garbage breaks the chain at the next record). Anything else was put there.
-        if (torn && i === lines.length - 1) note("an unfinished last line (a writer ended mid-write)", at);
-        else if (cutRecordSeq(line) === (expectedSeq ?? (head?.droppedThroughSeq ?? 0) + 1))
-          note("a record cut off mid-line (a writer ended mid-write; the next one started a new line)", at);
-        else broken("a line that is not a record (inserted text?)", at);
-        return;
-      }
-      if (typeof record.seq !== "number") {
-        broken("a record without seq: not chained, so not written by the host (inserted)", at);
-        return;
-      }
-      if (record.kind === "trail") announce(announced, record);
-      if (typeof record.ts === "string") {
-        oldestTs ??= record.ts;
-        newestTs = record.ts;
-      }
-      if (expectedSeq === undefined) {
-        // The chain's start: seq 1 from genesis, or right after what rotation dropped.
-        const fromSeq = head?.droppedThroughSeq ?? 0;
-        const fromHash = head?.droppedThroughHash ?? GENESIS;
-        firstSeq = record.seq;
-        if (record.seq !== fromSeq + 1) {
-          broken(
-            fromSeq === 0 && head
-              ? `the trail starts at seq ${record.seq}, not 1, and nothing was rotated away: records 1–${record.seq - 1} were deleted`
-              : `the oldest kept record is seq ${record.seq}, but rotation dropped through seq ${fromSeq}: records ${fromSeq + 1}–${record.seq - 1} were deleted (a generation removed?)`,
-            at,
-          );
-        } else if (head && record.prev !== fromHash) broken(`seq ${record.seq} does not follow the records before it (prev hash mismatch)`, at);
-      } else if (record.seq > expectedSeq) {
-        broken(`records seq ${expectedSeq}${record.seq - 1 > expectedSeq ? `–${record.seq - 1}` : ""} are missing (deleted)`, at);
-      } else if (record.seq < expectedSeq) {
-        broken(`seq ${record.seq} comes after seq ${expectedSeq - 1} (reordered or duplicated)`, at);
-      } else if (record.prev !== prevHash) {
-        broken(`seq ${record.seq - 1} was changed: its hash is not the one seq ${record.seq} recorded`, at);
-      }
-      expectedSeq = record.seq + 1;
-      prevHash = recordHash(line);
-      chained++;
-    });
+    let torn = false;
+    try {
+      forEachLine(fd, MAX_LINE_BYTES, ({ text: line, number, terminated }) => {
+        const at = `${name}:${number}`;
+        if (!terminated) torn = true;
+        if (line === undefined) {
+          broken(`a line longer than ${MAX_LINE_BYTES} bytes: not a record (padding or inserted text?)`, at);
+          return;
+        }
+        if (line === "") return;
+        const record = recordOf(line);
+        if (record === undefined) {
+          // Not a record. A writer that died mid-line leaves one: the file's unfinished last line, or, once
+          // the next writer has started a line of its own after it, a record cut off where the next seq was
+          // due. The chain does not pass through it, so the records around it still prove themselves (a
+          // record edited into garbage breaks the chain at the next record). Anything else was put there.
+          if (!terminated) note("an unfinished last line (a writer ended mid-write)", at);
+          else if (cutRecordSeq(line) === (expectedSeq ?? (head?.droppedThroughSeq ?? 0) + 1))
+            note("a record cut off mid-line (a writer ended mid-write; the next one started a new line)", at);
+          else broken("a line that is not a record (inserted text?)", at);
+          return;
+        }
+        if (typeof record.seq !== "number") {
+          broken("a record without seq: not chained, so not written by the host (inserted)", at);
+          return;
+        }
+        if (record.kind === "trail") announce(announced, record);
+        if (typeof record.ts === "string") {
+          oldestTs ??= record.ts;
+          newestTs = record.ts;
+        }
+        if (expectedSeq === undefined) {
+          // The chain's start: seq 1 from genesis, or right after what rotation dropped.
+          const fromSeq = head?.droppedThroughSeq ?? 0;
+          const fromHash = head?.droppedThroughHash ?? GENESIS;
+          firstSeq = record.seq;
+          if (record.seq !== fromSeq + 1) {
+            broken(
+              fromSeq === 0 && head
+                ? `the trail starts at seq ${record.seq}, not 1, and nothing was rotated away: records 1–${record.seq - 1} were deleted`
+                : `the oldest kept record is seq ${record.seq}, but rotation dropped through seq ${fromSeq}: records ${fromSeq + 1}–${record.seq - 1} were deleted (a generation removed?)`,
+              at,
+            );
+          } else if (head && record.prev !== fromHash) broken(`seq ${record.seq} does not follow the records before it (prev hash mismatch)`, at);
+        } else if (record.seq > expectedSeq) {
+          broken(`records seq ${expectedSeq}${record.seq - 1 > expectedSeq ? `–${record.seq - 1}` : ""} are missing (deleted)`, at);
+        } else if (record.seq < expectedSeq) {
+          broken(`seq ${record.seq} comes after seq ${expectedSeq - 1} (reordered or duplicated)`, at);
+        } else if (record.prev !== prevHash) {
+          broken(`seq ${record.seq - 1} was changed: its hash is not the one seq ${record.seq} recorded`, at);
+        }
+        expectedSeq = record.seq + 1;
+        prevHash = recordHash(line);
+        chained++;
+      });
+    } catch (error) {
+      broken(`${name} could not be read to its end (${error instanceof Error ? error.message : String(error)})`);
+    } finally {
+      closeSync(fd);
+    }
     if (torn && index < generations.length - 1) broken(`${name} ends mid-line, and it is not the current file (truncated)`);
   });
   if (!anyFile && !head) return;
