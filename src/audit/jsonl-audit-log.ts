@@ -315,16 +315,26 @@ async function readTrailFile(file: string): Promise<string> {
 
 const FIRST_LINE_MAX_BYTES = 64 * 1024;
 
-/** Every trail's current file in an audit folder: the host's pair, then each Anima's, by name (verify.ts walks the same). */
+/** A name in `animas/` that belongs to a trail: its current file, a rotated generation, or its head. */
+const TRAIL_PART = /^(.+\.jsonl)(\.[0-9]+|\.head)?$/;
+
+/**
+ * Every trail of an audit folder, as its current file's path: the host's pair, then each Anima trail by
+ * name that has any file left (its current file, a generation or its head: a trail whose current file
+ * was deleted is still one, verify.ts walks the same).
+ */
 export function trailFilesIn(dir: string): string[] {
   const host = [join(dir, "host.jsonl"), join(dir, "host.security.jsonl")];
-  let names: string[] = [];
+  const trails = new Set<string>();
   try {
-    names = readdirSync(join(dir, "animas")).sort();
+    for (const name of readdirSync(join(dir, "animas"))) {
+      const trail = TRAIL_PART.exec(name)?.[1];
+      if (trail !== undefined) trails.add(trail);
+    }
   } catch {
     // no Anima trail yet
   }
-  return [...host, ...names.filter((name) => name.endsWith(".jsonl")).map((name) => join(dir, "animas", name))];
+  return [...host, ...[...trails].sort().map((name) => join(dir, "animas", name))];
 }
 
 /** The Anima whose trail `file` is (undefined for the host's trails). */

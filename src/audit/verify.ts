@@ -1,4 +1,4 @@
-import { closeSync, existsSync, readdirSync } from "node:fs";
+import { closeSync } from "node:fs";
 import { join, relative } from "node:path";
 import { trailFilesIn } from "./jsonl-audit-log.js";
 import { RECORD_SCHEMA_VERSION, generationsOf, recordHash } from "./trail.js";
@@ -16,9 +16,11 @@ const MAX_LINE_BYTES = 4 * 1024 * 1024;
  *   record does not follow what the head says rotation dropped);
  * - reordered or duplicated records (`seq` going back);
  * - a truncated trail (the files end before the head's last record) and a deleted head;
- * - a lost trail: a trail file announced in the host's security trail whose files are gone (for an
- *   announcement of an earlier build, which names an Anima: both files of its pair gone), and the host's
- *   security trail gone while another trail is left;
+ * - a lost trail: a trail file announced in the host's security trail that holds no record and no head
+ *   (gone, or a decoy such as an empty generation left in its place; for an announcement of an earlier
+ *   build, which names an Anima: both files of its pair so), and the host's security trail so while
+ *   another trail holds something;
+ * - a trail file that is not a regular file or cannot be read to its end, and a line too long to be a record;
  * - a record without `seq` (inserted: every record ever written into this folder was chained, the folder
  *   came with the chain; the log before it was `audit.jsonl` beside the folder, never read here), and a
  *   line that is not a record (not a JSON object), unless a crash explains it (below).
@@ -43,14 +45,19 @@ export interface VerifyReport {
 }
 
 export function verifyAuditDir(dir: string, keepFiles = 3): VerifyReport {
-  const trails = trailsToCheck(dir);
+  const trails = trailFilesIn(dir);
   const report: VerifyReport = { trails: [], findings: [], ok: true };
   const announced: Announced = { files: new Set(), pairs: new Set() };
-  for (const file of trails) verifyTrail(dir, file, keepFiles, report, announced);
-  const present = (file: string) => generationsOf(file, keepFiles).some((generation) => existsSync(generation)) || readHead(file) !== undefined;
+  // A trail is present when it holds something to check: a chained record or a head. Any file at all
+  // (an empty generation, a file of another kind) is not enough: a decoy left in place of a deleted trail
+  // would answer for it. A file that cannot be read is reported broken where it is walked.
+  const holding = new Set<string>();
+  for (const file of trails) if (verifyTrail(dir, file, keepFiles, report, announced)) holding.add(file);
+  const present = (file: string) => holding.has(file);
   const lost = (file: string, message: string) => report.findings.push({ severity: "broken", trail: relative(dir, file), message });
   for (const name of announced.files) {
-    if (!present(join(dir, name))) lost(join(dir, name), `the trail ${name} was announced but its files are gone`);
+    if (!present(join(dir, name)))
+      lost(join(dir, name), `the trail ${name} was announced but its files are gone (no record and no head left: deleted, or left empty)`);
   }
   // Announcements of earlier builds name an Anima, not a file: either file of its pair answers for it.
   for (const anima of announced.pairs) {
@@ -63,7 +70,10 @@ export function verifyAuditDir(dir: string, keepFiles = 3): VerifyReport {
   // with it.
   const hostSecurity = join(dir, "host.security.jsonl");
   if (!present(hostSecurity) && trails.some((file) => file !== hostSecurity && present(file)))
-    lost(hostSecurity, "the host's security trail (which announces every other trail) is gone, while other trails are left: it was deleted");
+    lost(
+      hostSecurity,
+      "the host's security trail (which announces every other trail) is gone (no record and no head left), while other trails are left: it was deleted",
+    );
   report.ok = report.findings.every((finding) => finding.severity !== "broken");
   return report;
 }
@@ -82,21 +92,8 @@ function announce(announced: Announced, record: { anima?: unknown; file?: unknow
   else if (typeof record.anima === "string") announced.pairs.add(record.anima);
 }
 
-/** Every trail of the folder (jsonl-audit-log.ts), and a trail whose current file is gone but whose head is left. */
-function trailsToCheck(dir: string): string[] {
-  const files = trailFilesIn(dir);
-  try {
-    for (const name of readdirSync(join(dir, "animas")).sort()) {
-      const file = join(dir, "animas", name.replace(/\.head$/, ""));
-      if (name.endsWith(".jsonl.head") && !files.includes(file)) files.push(file);
-    }
-  } catch {
-    // no Anima trails
-  }
-  return files;
-}
-
-function verifyTrail(dir: string, file: string, keepFiles: number, report: VerifyReport, announced: Announced): void {
+/** Walks one trail; true when it holds a chained record or a head (see `present`). */
+function verifyTrail(dir: string, file: string, keepFiles: number, report: VerifyReport, announced: Announced): boolean {
   const trail = relative(dir, file);
   const head = readHead(file);
   const broken = (message: string, at?: string) => report.findings.push({ severity: "broken", trail, message, ...(at ? { at } : {}) });
@@ -184,7 +181,7 @@ function verifyTrail(dir: string, file: string, keepFiles: number, report: Verif
     }
     if (torn && index < generations.length - 1) broken(`${name} ends mid-line, and it is not the current file (truncated)`);
   });
-  if (!anyFile && !head) return;
+  if (!anyFile && !head) return false;
   const lastSeq = expectedSeq === undefined ? undefined : expectedSeq - 1;
   if (!head) {
     if (chained > 0) broken("the head file is missing (deleted?): the trail's end cannot be checked");
@@ -203,6 +200,7 @@ function verifyTrail(dir: string, file: string, keepFiles: number, report: Verif
     ...(oldestTs !== undefined ? { oldestTs } : {}),
     ...(newestTs !== undefined ? { newestTs } : {}),
   });
+  return head !== undefined || chained > 0;
 }
 
 type LineRecord = { seq?: unknown; prev?: unknown; ts?: unknown; kind?: unknown; anima?: unknown; file?: unknown };
