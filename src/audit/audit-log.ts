@@ -132,6 +132,19 @@ export type AuditEvent =
       fileSizeBytes: number;
     }
   | {
+      /**
+       * A writer found no readable head for a trail whose files already held records (deleted or spoiled:
+       * no crash does that, but for one between a trail's very first write and its first head): what the
+       * head protected, the trail's end, can no longer be checked, so verify reports it (trail.ts).
+       */
+      kind: "trail_head_lost";
+      anima?: string;
+      /** The trail's file, relative to the audit folder. */
+      trail: string;
+      /** The last seq the files held, where the writer went on from. */
+      fileSeq: number;
+    }
+  | {
       kind: "reload";
       /** The Anima whose view of its tools changed; absent for a reload of what every Anima sees (no Anima named). */
       anima?: string;
@@ -224,7 +237,14 @@ export function boundEvent(event: AuditEvent): AuditEvent {
 const FIELD_LIMITS: Record<string, number> = { message: MAX_AUDIT_MESSAGE_CHARS, reason: MAX_AUDIT_MESSAGE_CHARS, before: 4_100, after: 4_100 };
 
 /** Kinds that are security events whatever they say (other kinds are when their outcome is `denied`). */
-export const ALWAYS_SECURITY_KINDS: ReadonlySet<AuditKind> = new Set<AuditKind>(["sandbox_crash", "refusal", "policy_change", "audit_gap", "trail_truncated"]);
+export const ALWAYS_SECURITY_KINDS: ReadonlySet<AuditKind> = new Set<AuditKind>([
+  "sandbox_crash",
+  "refusal",
+  "policy_change",
+  "audit_gap",
+  "trail_truncated",
+  "trail_head_lost",
+]);
 
 /** Denials, refusals, crashes, violations, policy changes, gaps and truncations: what the audit trail must keep longest (see JsonlAuditLog). */
 export function isSecurityEvent(event: AuditEvent): boolean {

@@ -21,6 +21,7 @@ export const AUDIT_KINDS = [
   "trail",
   "audit_gap",
   "trail_truncated",
+  "trail_head_lost",
   "reload",
 ] as const satisfies readonly AuditKind[];
 
@@ -88,6 +89,10 @@ export function columnValues(record: AuditRecord): Record<CsvColumn, unknown> {
   if (record.kind === "trail_truncated") {
     values.target = record.trail;
     values.reason = `the files end at seq ${String(record.fileSeq)} (${String(record.fileSizeBytes)} bytes), the head at seq ${String(record.headSeq)} (${String(record.headSizeBytes)} bytes)`;
+  }
+  if (record.kind === "trail_head_lost") {
+    values.target = record.trail;
+    values.reason = `no readable head; the files ended at seq ${String(record.fileSeq)}`;
   }
   return values;
 }
@@ -180,11 +185,18 @@ export function* recordChunks(records: Iterable<AuditRecord>, format: ExportForm
 
 /**
  * How loud a record is in an export (the OpenTelemetry severity): denials, refusals, sandbox crashes and
- * protocol violations, lost records and truncated trails are warnings; everything else, failed calls too (a tool's
+ * protocol violations, lost records, truncated trails and lost heads are warnings; everything else, failed calls too (a tool's
  * failure is not the operator's alarm), is information.
  */
 export function auditSeverity(event: AuditEvent): "WARN" | "INFO" {
-  if (event.kind === "refusal" || event.kind === "sandbox_crash" || event.kind === "audit_gap" || event.kind === "trail_truncated") return "WARN";
+  if (
+    event.kind === "refusal" ||
+    event.kind === "sandbox_crash" ||
+    event.kind === "audit_gap" ||
+    event.kind === "trail_truncated" ||
+    event.kind === "trail_head_lost"
+  )
+    return "WARN";
   return "outcome" in event && event.outcome === "denied" ? "WARN" : "INFO";
 }
 
@@ -204,7 +216,7 @@ export function recordSummary(record: AuditRecord): string {
     .join("/");
   const parts = [record.kind, who, values.operation, values.target, values.outcome, values.errorType];
   if (record.kind === "policy_change") parts.push(`${record.from ?? "(first seen)"} → ${record.to}`);
-  if (record.kind === "audit_gap" || record.kind === "trail_truncated") parts.push(values.reason);
+  if (record.kind === "audit_gap" || record.kind === "trail_truncated" || record.kind === "trail_head_lost") parts.push(values.reason);
   return parts
     .filter((part) => part !== undefined && part !== "")
     .map(textOf)

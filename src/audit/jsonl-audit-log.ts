@@ -1,4 +1,3 @@
-import { closeSync, existsSync, fstatSync, readSync, readdirSync } from "node:fs";
 import { basename, dirname, join, relative } from "node:path";
 import {
   type AuditCoverage,
@@ -14,10 +13,9 @@ import {
   matches,
 } from "./audit-log.js";
 import { isAnimaName } from "../registry/animas.js";
-import { type PendingRecord, type TrailMemo, type TrailOptions, type TrailTruncation, appendChained, generationsOf } from "./trail.js";
-import { headFileOf, readHead } from "./trail-head.js";
-import { openTrailForReadOrNone } from "./trail-file.js";
-import { readRegularFile } from "../regular-file.js";
+import { type PendingRecord, type TrailMemo, type TrailOptions, type TrailStart, type TrailTruncation, appendChained, generationsOf } from "./trail.js";
+import { readHead } from "./trail-head.js";
+import { firstRecordTs, readTrailFile, trailFilesIn } from "./trail-files.js";
 
 /**
  * The audit log on disk: a folder of chained trails (trail.ts), one pair per Anima and one for the host.
@@ -85,8 +83,6 @@ export class JsonlAuditLog implements AuditLog {
   private readonly onWriteError: ((error: unknown, file: string) => void) | undefined;
   private readonly onWritten: ((records: AuditRecord[]) => void) | undefined;
   private readonly pending = new Map<string, PendingTrail>();
-  /** Trail files this writer has checked for a head (a new trail file is announced in the host's security trail). */
-  private readonly known = new Set<string>();
   /** Animas known to have trails of their own (only positive answers are kept: a made-up name costs a lookup, not memory). */
   private readonly animaBases = new Map<string, string>();
   /** What this writer left of each trail it wrote (trail.ts): an append that finds it so skips re-reading it. */
@@ -124,22 +120,28 @@ export class JsonlAuditLog implements AuditLog {
   append(event: AuditEvent): void {
     if (this.closed) return;
     const file = this.fileFor(event);
-    if (!this.known.has(file)) this.announce(file);
     this.enqueue(file, { ts: isoTimestamp(), event: boundEvent(event) });
   }
 
   /**
-   * Each trail file's first record ever written is announced, file by file, in the host's security trail:
-   * verify then misses no file of one (deleting one file of an Anima's pair shows). The host's security
-   * trail cannot announce itself: verify reports it missing whenever another trail exists.
+   * What the writer found of a trail with no head, under its lock (trail.ts). A new trail (its first
+   * records just written) is announced, file by file, in the host's security trail: verify then misses no
+   * file of one (deleting one file of an Anima's pair shows), and a trail started twice was deleted in
+   * between (verify reports it). Deciding under the lock makes one announcement per start, whatever
+   * processes race to write it. The host's security trail cannot announce itself: verify reports it
+   * missing whenever another trail exists. A trail whose head was lost while its files held records gets
+   * a `trail_head_lost` record in its security trail.
    */
-  private announce(file: string): void {
-    this.known.add(file);
+  private started(start: TrailStart): void {
+    const anima = animaOfTrail(this.dir, start.file);
+    const trail = relative(this.dir, start.file);
+    if ("headLost" in start) {
+      this.append({ kind: "trail_head_lost", ...(anima !== undefined ? { anima } : {}), trail, fileSeq: start.fileSeq });
+      return;
+    }
     const hostSecurity = join(this.dir, "host.security.jsonl");
-    if (file === hostSecurity || existsSync(headFileOf(file))) return;
-    const anima = animaOfTrail(this.dir, file);
-    const trail: AuditEvent = { kind: "trail", ...(anima !== undefined ? { anima } : {}), file: relative(this.dir, file) };
-    this.enqueue(hostSecurity, { ts: isoTimestamp(), event: trail });
+    if (start.file !== hostSecurity)
+      this.enqueue(hostSecurity, { ts: isoTimestamp(), event: { kind: "trail", ...(anima !== undefined ? { anima } : {}), file: trail } });
   }
 
   private enqueue(file: string, record: PendingRecord): void {
@@ -170,7 +172,16 @@ export class JsonlAuditLog implements AuditLog {
       const records = trail.lost > 0 ? [gapRecord(trail.lost), ...trail.records] : trail.records;
       try {
         const truncations: TrailTruncation[] = [];
-        const written = appendChained(file, this.trail, records, this.onWritten !== undefined, this.memos, (truncation) => truncations.push(truncation));
+        const starts: TrailStart[] = [];
+        const written = appendChained(
+          file,
+          this.trail,
+          records,
+          this.onWritten !== undefined,
+          this.memos,
+          (truncation) => truncations.push(truncation),
+          (start) => starts.push(start),
+        );
         if (!written) {
           blocked = true;
           continue;
@@ -179,6 +190,7 @@ export class JsonlAuditLog implements AuditLog {
         // After the delete: a record for this very trail (a security trail found cut) is a new batch, which
         // this loop reaches (a Map visits keys added while it is walked).
         for (const truncation of truncations) this.append(truncationRecord(this.dir, truncation));
+        for (const start of starts) this.started(start);
         this.failing = false;
         try {
           this.onWritten?.(written as AuditRecord[]);
@@ -281,62 +293,6 @@ export class JsonlAuditLog implements AuditLog {
   }
 }
 
-/**
- * Largest trail file read in one blocking read, bytes (a rotated file is at most `maxBytes` plus one batch):
- * ≈ 10 ms of a long-running host's loop, which gets a turn between files; larger ones are read asynchronously.
- */
-const SYNC_READ_MAX_BYTES = 16 * 1024 * 1024;
-
-/**
- * A trail file's text ("" when there is none). Reports read hundreds of per-Anima files: one blocking read
- * each costs a fraction of an asynchronous read's thread-pool round trips (measured: a million records'
- * report spent more time waiting on them than parsing). The loop gets a turn before each file.
- */
-async function readTrailFile(file: string): Promise<string> {
-  await new Promise((resolve) => setImmediate(resolve));
-  // Non-blocking, regular files only (trail-file.ts): a FIFO or directory in a trail's place reads as no
-  // records here, never a hang (verify reports it broken).
-  const fd = openTrailForReadOrNone(file);
-  if (fd === undefined) return "";
-  try {
-    const { size } = fstatSync(fd);
-    if (size > SYNC_READ_MAX_BYTES)
-      return await readRegularFile(file, size).then(
-        (bytes) => bytes.toString("utf8"),
-        () => "",
-      );
-    const buffer = Buffer.allocUnsafe(size);
-    const read = readSync(fd, buffer, 0, size, 0);
-    return buffer.toString("utf8", 0, read);
-  } finally {
-    closeSync(fd);
-  }
-}
-
-const FIRST_LINE_MAX_BYTES = 64 * 1024;
-
-/** A name in `animas/` that belongs to a trail: its current file, a rotated generation, or its head. */
-const TRAIL_PART = /^(.+\.jsonl)(\.[0-9]+|\.head)?$/;
-
-/**
- * Every trail of an audit folder, as its current file's path: the host's pair, then each Anima trail by
- * name that has any file left (its current file, a generation or its head: a trail whose current file
- * was deleted is still one, verify.ts walks the same).
- */
-export function trailFilesIn(dir: string): string[] {
-  const host = [join(dir, "host.jsonl"), join(dir, "host.security.jsonl")];
-  const trails = new Set<string>();
-  try {
-    for (const name of readdirSync(join(dir, "animas"))) {
-      const trail = TRAIL_PART.exec(name)?.[1];
-      if (trail !== undefined) trails.add(trail);
-    }
-  } catch {
-    // no Anima trail yet
-  }
-  return [...host, ...[...trails].sort().map((name) => join(dir, "animas", name))];
-}
-
 /** The Anima whose trail `file` is (undefined for the host's trails). */
 function animaOfTrail(dir: string, file: string): string | undefined {
   return dirname(file) === join(dir, "animas") ? basename(file).replace(/(\.security)?\.jsonl$/, "") : undefined;
@@ -362,31 +318,6 @@ function truncationRecord(dir: string, truncation: TrailTruncation): AuditEvent 
 function gapRecord(lost: number): PendingRecord {
   const event: AuditEvent = { kind: "audit_gap", lost, reason: "the trail could not be written and the records waiting for it passed the buffer's bound" };
   return { ts: isoTimestamp(), event: event };
-}
-
-/** The time of a trail file's first record: from its first line alone (a record is at most a few KiB). */
-function firstRecordTs(file: string): string | undefined {
-  let text: string;
-  try {
-    const fd = openTrailForReadOrNone(file);
-    if (fd === undefined) return undefined;
-    try {
-      const buffer = Buffer.allocUnsafe(FIRST_LINE_MAX_BYTES);
-      text = buffer.toString("utf8", 0, readSync(fd, buffer, 0, FIRST_LINE_MAX_BYTES, 0));
-    } finally {
-      closeSync(fd);
-    }
-  } catch {
-    return undefined;
-  }
-  const newline = text.indexOf("\n");
-  const line = newline < 0 ? text : text.slice(0, newline);
-  if (line.trim() === "") return undefined;
-  try {
-    return (JSON.parse(line) as { ts?: string }).ts;
-  } catch {
-    return undefined;
-  }
 }
 
 function sameCall(a: AuditRecord, b: AuditRecord): boolean {

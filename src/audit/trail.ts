@@ -21,7 +21,11 @@ import { GENESIS, type StoredHead, type TrailHead, readStoredHead, writeHead } f
  *   of the head (longer, or a later seq): the next writer continues from their last complete line. Files
  *   BEHIND the head (shorter with no later record, or a last seq below the head's) were truncated, which no
  *   crash does: the writer continues from the head, so the gap stays in the chain for verify, and the
- *   caller is told (`TrailTruncation`: JsonlAuditLog records it), never healing it silently.
+ *   caller is told (`TrailTruncation`: JsonlAuditLog records it), never healing it silently;
+ * - NO readable head while the files hold records (the head deleted or spoiled; a crash does that only
+ *   between a trail's very first write and its first head): the writer continues from the files and the
+ *   caller is told (`TrailStart` headLost: `trail_head_lost`), so that records cut or edited under the lost
+ *   head stay reported. No head and no record: a new trail, which the caller announces (once: the lock).
  *
  * Tamper evidence, not tamper proof: whoever can write the data dir can rewrite a whole trail and its head.
  * What the chain gives an auditor is that any partial change shows; an exported copy (OpenTelemetry) is
@@ -123,6 +127,13 @@ function isBehind(head: TrailHead, found: TrailHead, sizeBytes: number): boolean
   return found.seq < head.seq || (sizeBytes < head.sizeBytes && found.seq <= head.seq);
 }
 
+/**
+ * What a writer found of a trail with no readable head, under its lock: `started` (no record in its files:
+ * a new trail, announced by the caller), or `headLost` (its files hold records, up to `fileSeq`: the head
+ * was deleted or spoiled, reported by the caller as `trail_head_lost`, never continued silently).
+ */
+export type TrailStart = { file: string; started: true } | { file: string; headLost: true; fileSeq: number };
+
 /** A record waiting to be chained: its time and its event fields. */
 export interface PendingRecord {
   ts: string;
@@ -156,6 +167,7 @@ export function appendChained(
   withRecords = false,
   memos?: Map<string, TrailMemo>,
   onTruncated?: (truncation: TrailTruncation) => void,
+  onStart?: (start: TrailStart) => void,
 ): Array<Record<string, unknown>> | undefined {
   const lock = `${file}.lock`;
   if (!lockTrail(lock, file)) return undefined;
@@ -169,6 +181,7 @@ export function appendChained(
     let head: TrailHead;
     let ino: bigint;
     let truncation: TrailTruncation | undefined;
+    let start: TrailStart | undefined;
     const written: Array<Record<string, unknown>> = [];
     try {
       const before = fstatSync(fd, { bigint: true });
@@ -183,6 +196,7 @@ export function appendChained(
         if (stored && stored.head.sizeBytes === size) head = stored.head;
         else {
           const found = headFromFile(file, options.keepFiles, stored?.head);
+          if (!stored) start = found.seq > 0 ? { file, headLost: true, fileSeq: found.seq } : { file, started: true };
           if (stored && isBehind(stored.head, found, size)) {
             head = stored.head;
             truncation = { file, headSeq: head.seq, fileSeq: found.seq, headSizeBytes: head.sizeBytes, fileSizeBytes: size };
@@ -216,6 +230,7 @@ export function appendChained(
     if (rotated) memos?.delete(file);
     else memos?.set(file, { ino, stored });
     if (truncation) onTruncated?.(truncation);
+    if (start) onStart?.(start);
     return written;
   } finally {
     unlockSync(lock);

@@ -1,6 +1,6 @@
 import { closeSync } from "node:fs";
 import { join, relative } from "node:path";
-import { trailFilesIn } from "./jsonl-audit-log.js";
+import { trailFilesIn } from "./trail-files.js";
 import { RECORD_SCHEMA_VERSION, generationsOf, recordHash } from "./trail.js";
 import { GENESIS, readHead } from "./trail-head.js";
 import { forEachLine, openTrailForRead } from "./trail-file.js";
@@ -21,6 +21,8 @@ const MAX_LINE_BYTES = 4 * 1024 * 1024;
  *   build, which names an Anima: both files of its pair so), and the host's security trail so while
  *   another trail holds something;
  * - a trail file that is not a regular file or cannot be read to its end, and a line too long to be a record;
+ * - a `trail_head_lost` record (a writer found no head for files holding records), and a trail announced
+ *   twice (started again after its files and head were deleted);
  * - a record without `seq` (inserted: every record ever written into this folder was chained, the folder
  *   came with the chain; the log before it was `audit.jsonl` beside the folder, never read here), and a
  *   line that is not a record (not a JSON object), unless a crash explains it (below).
@@ -47,7 +49,7 @@ export interface VerifyReport {
 export function verifyAuditDir(dir: string, keepFiles = 3): VerifyReport {
   const trails = trailFilesIn(dir);
   const report: VerifyReport = { trails: [], findings: [], ok: true };
-  const announced: Announced = { files: new Set(), pairs: new Set() };
+  const announced: Announced = { files: new Set(), twice: new Set(), pairs: new Set() };
   // A trail is present when it holds something to check: a chained record or a head. Any file at all
   // (an empty generation, a file of another kind) is not enough: a decoy left in place of a deleted trail
   // would answer for it. A file that cannot be read is reported broken where it is walked.
@@ -58,6 +60,12 @@ export function verifyAuditDir(dir: string, keepFiles = 3): VerifyReport {
   for (const name of announced.files) {
     if (!present(join(dir, name)))
       lost(join(dir, name), `the trail ${name} was announced but its files are gone (no record and no head left: deleted, or left empty)`);
+  }
+  // A writer announces a trail when it finds, under the trail's lock, no head and no record: once per
+  // trail, unless its files and head were deleted (the trail then starts again from seq 1 and proves
+  // nothing about what was there).
+  for (const name of announced.twice) {
+    lost(join(dir, name), `the trail ${name} was started twice: its files and head were deleted in between, and what they held with them`);
   }
   // Announcements of earlier builds name an Anima, not a file: either file of its pair answers for it.
   for (const anima of announced.pairs) {
@@ -81,6 +89,8 @@ export function verifyAuditDir(dir: string, keepFiles = 3): VerifyReport {
 /** The trails the host's security trail announced: files (this build), and Animas' pairs (earlier builds). */
 interface Announced {
   files: Set<string>;
+  /** Files announced more than once: started again, so their files and head were deleted in between. */
+  twice: Set<string>;
   pairs: Set<string>;
 }
 
@@ -88,8 +98,10 @@ interface Announced {
 const ANNOUNCED_FILE = /^(host|animas\/[^/]+?(\.security)?)\.jsonl$/;
 
 function announce(announced: Announced, record: { anima?: unknown; file?: unknown }): void {
-  if (typeof record.file === "string" && ANNOUNCED_FILE.test(record.file) && !record.file.includes("..")) announced.files.add(record.file);
-  else if (typeof record.anima === "string") announced.pairs.add(record.anima);
+  if (typeof record.file === "string" && ANNOUNCED_FILE.test(record.file) && !record.file.includes("..")) {
+    if (announced.files.has(record.file)) announced.twice.add(record.file);
+    announced.files.add(record.file);
+  } else if (typeof record.anima === "string") announced.pairs.add(record.anima);
 }
 
 /** Walks one trail; true when it holds a chained record or a head (see `present`). */
@@ -146,6 +158,15 @@ function verifyTrail(dir: string, file: string, keepFiles: number, report: Verif
           return;
         }
         if (record.kind === "trail") announce(announced, record);
+        // A writer that found a trail's head gone while its files held records said so (trail.ts): the
+        // trail's end (cut records, an edited last record) can no longer be checked against anything.
+        if (record.kind === "trail_head_lost")
+          report.findings.push({
+            severity: "broken",
+            trail: typeof record.trail === "string" ? record.trail : trail,
+            at,
+            message: `a writer found no readable head while the files held records (through seq ${String(record.fileSeq)}): the head was deleted or spoiled, and the trail's end cannot be checked`,
+          });
         if (typeof record.ts === "string") {
           oldestTs ??= record.ts;
           newestTs = record.ts;
@@ -203,7 +224,7 @@ function verifyTrail(dir: string, file: string, keepFiles: number, report: Verif
   return head !== undefined || chained > 0;
 }
 
-type LineRecord = { seq?: unknown; prev?: unknown; ts?: unknown; kind?: unknown; anima?: unknown; file?: unknown };
+type LineRecord = { seq?: unknown; prev?: unknown; ts?: unknown; kind?: unknown; anima?: unknown; file?: unknown; trail?: unknown; fileSeq?: unknown };
 
 /** The line as a record: a JSON object (`null`, a number, a list… are not records), else undefined. */
 function recordOf(line: string): LineRecord | undefined {
