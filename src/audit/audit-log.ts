@@ -145,6 +145,19 @@ export type AuditEvent =
       fileSeq: number;
     }
   | {
+      /**
+       * A writer found a trail's files past its head whose record at the head's seq no longer hashes to the
+       * head's hash (records rewritten and re-chained, more appended): it went on from the head (trail.ts).
+       */
+      kind: "trail_rewritten";
+      anima?: string;
+      /** The trail's file, relative to the audit folder. */
+      trail: string;
+      /** The head's last seq, and the last seq the files held. */
+      headSeq: number;
+      fileSeq: number;
+    }
+  | {
       kind: "reload";
       /** The Anima whose view of its tools changed; absent for a reload of what every Anima sees (no Anima named). */
       anima?: string;
@@ -244,6 +257,7 @@ export const ALWAYS_SECURITY_KINDS: ReadonlySet<AuditKind> = new Set<AuditKind>(
   "audit_gap",
   "trail_truncated",
   "trail_head_lost",
+  "trail_rewritten",
 ]);
 
 /** Denials, refusals, crashes, violations, policy changes, gaps and truncations: what the audit trail must keep longest (see JsonlAuditLog). */

@@ -22,6 +22,7 @@ export const AUDIT_KINDS = [
   "audit_gap",
   "trail_truncated",
   "trail_head_lost",
+  "trail_rewritten",
   "reload",
 ] as const satisfies readonly AuditKind[];
 
@@ -90,7 +91,11 @@ export function columnValues(record: AuditRecord): Record<CsvColumn, unknown> {
     values.target = record.trail;
     values.reason = `the files end at seq ${String(record.fileSeq)} (${String(record.fileSizeBytes)} bytes), the head at seq ${String(record.headSeq)} (${String(record.headSizeBytes)} bytes)`;
   }
-  if (record.kind === "trail_head_lost") {
+  if (record.kind === "trail_rewritten") {
+    values.target = record.trail;
+    values.reason = `the files run to seq ${String(record.fileSeq)}, but their seq ${String(record.headSeq)} is not the head's record`;
+  }
+  if (record.kind === "trail_head_lost" || record.kind === "trail_rewritten") {
     values.target = record.trail;
     values.reason = `no readable head; the files ended at seq ${String(record.fileSeq)}`;
   }
@@ -194,7 +199,8 @@ export function auditSeverity(event: AuditEvent): "WARN" | "INFO" {
     event.kind === "sandbox_crash" ||
     event.kind === "audit_gap" ||
     event.kind === "trail_truncated" ||
-    event.kind === "trail_head_lost"
+    event.kind === "trail_head_lost" ||
+    event.kind === "trail_rewritten"
   )
     return "WARN";
   return "outcome" in event && event.outcome === "denied" ? "WARN" : "INFO";
@@ -216,7 +222,8 @@ export function recordSummary(record: AuditRecord): string {
     .join("/");
   const parts = [record.kind, who, values.operation, values.target, values.outcome, values.errorType];
   if (record.kind === "policy_change") parts.push(`${record.from ?? "(first seen)"} → ${record.to}`);
-  if (record.kind === "audit_gap" || record.kind === "trail_truncated" || record.kind === "trail_head_lost") parts.push(values.reason);
+  if (record.kind === "audit_gap" || record.kind === "trail_truncated" || record.kind === "trail_head_lost" || record.kind === "trail_rewritten")
+    parts.push(values.reason);
   return parts
     .filter((part) => part !== undefined && part !== "")
     .map(textOf)

@@ -135,6 +135,10 @@ export class JsonlAuditLog implements AuditLog {
   private started(start: TrailStart): void {
     const anima = animaOfTrail(this.dir, start.file);
     const trail = relative(this.dir, start.file);
+    if ("rewritten" in start) {
+      this.append({ kind: "trail_rewritten", ...(anima !== undefined ? { anima } : {}), trail, headSeq: start.headSeq, fileSeq: start.fileSeq });
+      return;
+    }
     if ("headLost" in start) {
       this.append({ kind: "trail_head_lost", ...(anima !== undefined ? { anima } : {}), trail, fileSeq: start.fileSeq });
       return;

@@ -2,7 +2,7 @@ import { closeSync, constants, fstatSync, mkdirSync, readSync, renameSync, write
 import { dirname } from "node:path";
 import { sha256 } from "../bundling/sha256.js";
 import { tryLockSync, unlockSync } from "../file-lock.js";
-import { openTrailFile, openTrailForReadOrNone } from "./trail-file.js";
+import { forEachLine, openTrailFile, openTrailForReadOrNone } from "./trail-file.js";
 import { GENESIS, type StoredHead, type TrailHead, readStoredHead, writeHead } from "./trail-head.js";
 
 /**
@@ -132,7 +132,8 @@ function isBehind(head: TrailHead, found: TrailHead, sizeBytes: number): boolean
  * a new trail, announced by the caller), or `headLost` (its files hold records, up to `fileSeq`: the head
  * was deleted or spoiled, reported by the caller as `trail_head_lost`, never continued silently).
  */
-export type TrailStart = { file: string; started: true } | { file: string; headLost: true; fileSeq: number };
+export type TrailStart =
+  { file: string; started: true } | { file: string; headLost: true; fileSeq: number } | { file: string; rewritten: true; headSeq: number; fileSeq: number };
 
 /** A record waiting to be chained: its time and its event fields. */
 export interface PendingRecord {
@@ -202,6 +203,12 @@ export function appendChained(
             truncation = { file, headSeq: head.seq, fileSeq: found.seq, headSizeBytes: head.sizeBytes, fileSizeBytes: size };
           } else if (stored && found.seq === stored.head.seq && found.hash !== stored.head.hash) {
             head = stored.head; // the head's own record was edited (no crash rewrites a record): the next record's prev shows it
+          } else if (stored && found.seq > stored.head.seq && hashOfSeq(file, options.keepFiles, stored.head.seq) !== stored.head.hash) {
+            // Ahead of the head, but the head's own record is not the one the head names: no crash does
+            // that (a dying writer only adds records after it). Records were rewritten and re-chained up
+            // to a new end: continue from the head (the duplicate seqs stay for verify), and tell.
+            head = stored.head;
+            start = { file, rewritten: true, headSeq: head.seq, fileSeq: found.seq };
           } else head = found;
         }
         if (endsMidLine(file, size)) text = "\n"; // a writer that died mid-line: start on a line of our own
@@ -269,6 +276,28 @@ function rotate(file: string, keepFiles: number, head: TrailHead): TrailHead {
   }
   renameSync(file, `${file}.1`);
   return { ...head, ...dropped, sizeBytes: 0 };
+}
+
+/**
+ * The hash of the last record numbered `seq` in the trail's files, newest generation first; undefined when
+ * there is none. Reads whole files, line by line: only on the rare path of files found ahead of their head.
+ */
+function hashOfSeq(file: string, keepFiles: number, seq: number): string | undefined {
+  const start = `{"v":${RECORD_SCHEMA_VERSION},"seq":${seq},`;
+  for (const generation of generationsOf(file, keepFiles).reverse()) {
+    const fd = openTrailForReadOrNone(generation);
+    if (fd === undefined) continue;
+    let hash: string | undefined;
+    try {
+      forEachLine(fd, TAIL_WINDOW_BYTES, ({ text, terminated }) => {
+        if (terminated && text?.startsWith(start)) hash = recordHash(text);
+      });
+    } finally {
+      closeSync(fd);
+    }
+    if (hash !== undefined) return hash;
+  }
+  return undefined;
 }
 
 /** Whether the file's last byte is not a newline: a writer ended mid-line. Reads that byte only. */

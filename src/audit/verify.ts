@@ -118,6 +118,8 @@ function verifyTrail(dir: string, file: string, keepFiles: number, report: Verif
   let oldestTs: string | undefined;
   let newestTs: string | undefined;
   let anyFile = false;
+  /** The hash of the (last) record numbered head.seq: the head names it, however far the files run past it. */
+  let hashAtHead: string | undefined;
   generations.forEach((generation, index) => {
     const name = relative(dir, generation);
     let fd: number | undefined;
@@ -160,6 +162,13 @@ function verifyTrail(dir: string, file: string, keepFiles: number, report: Verif
         if (record.kind === "trail") announce(announced, record);
         // A writer that found a trail's head gone while its files held records said so (trail.ts): the
         // trail's end (cut records, an edited last record) can no longer be checked against anything.
+        if (record.kind === "trail_rewritten")
+          report.findings.push({
+            severity: "broken",
+            trail: typeof record.trail === "string" ? record.trail : trail,
+            at,
+            message: `a writer found records past the head whose seq ${String(record.headSeq)} is not the head's record: records were rewritten and re-chained`,
+          });
         if (record.kind === "trail_head_lost")
           report.findings.push({
             severity: "broken",
@@ -193,6 +202,7 @@ function verifyTrail(dir: string, file: string, keepFiles: number, report: Verif
         }
         expectedSeq = record.seq + 1;
         prevHash = recordHash(line);
+        if (head && record.seq === head.seq) hashAtHead = prevHash;
         chained++;
       });
     } catch (error) {
@@ -210,6 +220,8 @@ function verifyTrail(dir: string, file: string, keepFiles: number, report: Verif
     broken(`truncated: the head says the trail runs to seq ${head.seq}, the files end at ${lastSeq ?? "no record"}`);
   } else if (lastSeq === head.seq && prevHash !== head.hash) {
     broken(`seq ${lastSeq} (the last record) was changed: its hash is not the head's`);
+  } else if (lastSeq !== undefined && lastSeq > head.seq && head.seq > 0 && hashAtHead !== head.hash) {
+    broken(`seq ${head.seq} (the head's record) was changed, and records after it re-chained: its hash is not the head's`);
   } else if (lastSeq !== undefined && lastSeq > head.seq) {
     note(`records after seq ${head.seq} were written after the head was last moved (a writer ended between the two)`);
   }
@@ -224,7 +236,17 @@ function verifyTrail(dir: string, file: string, keepFiles: number, report: Verif
   return head !== undefined || chained > 0;
 }
 
-type LineRecord = { seq?: unknown; prev?: unknown; ts?: unknown; kind?: unknown; anima?: unknown; file?: unknown; trail?: unknown; fileSeq?: unknown };
+type LineRecord = {
+  seq?: unknown;
+  prev?: unknown;
+  ts?: unknown;
+  kind?: unknown;
+  anima?: unknown;
+  file?: unknown;
+  trail?: unknown;
+  fileSeq?: unknown;
+  headSeq?: unknown;
+};
 
 /** The line as a record: a JSON object (`null`, a number, a list… are not records), else undefined. */
 function recordOf(line: string): LineRecord | undefined {
