@@ -1,49 +1,26 @@
 import { type Socket, connect } from "node:net";
-import { hostname } from "node:os";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
-import { main } from "../../src/cli/main.js";
-import { runThroughHost } from "../../src/cli/client.js";
-import { readBuildInfo } from "../../src/endpoint/paths.js";
 import { FrameDecoder, type HostMessage, MAX_FRAME_BYTES, PROTOCOL_VERSION, decodeHostMessage, encodeFrame } from "../../src/endpoint/protocol.js";
-import { Endpoint } from "../../src/endpoint/server.js";
-import { type ToolHost, createHost } from "../../src/host.js";
-import { PROJECT_ROOT } from "../../src/project-root.js";
-import { type TempDataDir, makeDataDir, waitFor } from "../helpers/data-dir.js";
+import { type Endpoint } from "../../src/endpoint/server.js";
+import { type TempDataDir, waitFor } from "../helpers/data-dir.js";
+import { BUILD, type EchoEndpoint, honestCall, openEchoEndpoint } from "./echo-endpoint.js";
 
 /**
  * What the host's connections may hold together (src/endpoint/connection-budget.ts), against clients of
  * the socket's own user that open connections and leave frames unfinished: each connection is cut or
  * refused within its bounds, and an honest call is served meanwhile.
  */
-const TOOL = `
-export function get_tool_schemas() {
-  return [{ name: "echo_say", description: "says", input_schema: { type: "object", properties: { word: { type: "string" } }, required: ["word"] } },
-          { name: "echo_spin", description: "never returns" }];
-}
-export function dispatch(name, args) {
-  if (name === "echo_spin") { for (;;) {} }
-  return "said " + args.word;
-}
-`;
 const LIMITS = { maxConnections: 6, maxPendingFrameBytes: 1024 * 1024, frameTimeoutMs: 1_500 };
-const build = readBuildInfo(PROJECT_ROOT);
-let data: TempDataDir;
-let host: ToolHost;
-let endpoint: Endpoint;
-const log: string[] = [];
+const build = BUILD;
 
+let fixture: EchoEndpoint;
+let data: TempDataDir;
+let endpoint: Endpoint;
 beforeAll(async () => {
-  data = makeDataDir({ "animas/alice/tools/echo.mjs": TOOL });
-  host = createHost({ dataDir: data.dir, isolation: "process", watch: false, timeoutMs: 20_000, onLog: () => {} });
-  const opened = await Endpoint.open({ host, kind: "daemon", runInvocation: main, connectionLimits: LIMITS, log: (line) => void log.push(line) });
-  if (!opened) throw new Error("no endpoint");
-  endpoint = opened;
+  fixture = await openEchoEndpoint({ kind: "daemon", connectionLimits: LIMITS });
+  ({ data, endpoint } = fixture);
 });
-afterAll(async () => {
-  await endpoint.close({ graceMs: 1_000 });
-  await host.close();
-  data.cleanup();
-});
+afterAll(() => fixture.close());
 
 /** A hostile connection: keeps its side open whatever the host does (half-open), and records what it hears. */
 interface Raw {
@@ -74,16 +51,6 @@ function unfinishedFrame(bytes: number): Buffer {
   const header = Buffer.alloc(4);
   header.writeUInt32BE(MAX_FRAME_BYTES);
   return Buffer.concat([header, Buffer.alloc(bytes, 0x20)]);
-}
-
-async function honestCall(word: string) {
-  const out: string[] = [];
-  const outcome = await runThroughHost(
-    ["--data-dir", data.dir, "--anima", "alice", "echo", "say", word],
-    { write: (fd, text) => void (fd === 1 && out.push(text)), readStdin: async () => "", isTerminal: () => false },
-    { ...build, env: {}, cwd: "/", hostname: hostname() },
-  );
-  return { outcome, stdout: out.join("") };
 }
 
 describe("the host endpoint's connection budget", () => {
@@ -135,7 +102,7 @@ describe("the host endpoint's connection budget", () => {
     ]);
     expect(endpoint.heldFrameBytes).toBeLessThanOrEqual(LIMITS.maxPendingFrameBytes);
 
-    const honest = await honestCall("meanwhile");
+    const honest = await honestCall(fixture, "meanwhile");
     expect(honest).toEqual({ outcome: { served: true, code: 0 }, stdout: "said meanwhile\n" });
     // The holders are cut by the frame timeout, and what they held is given back.
     await waitFor(() => holders.every((holder) => holder.ended()), 15_000);
@@ -150,10 +117,10 @@ describe("the host endpoint's connection budget", () => {
     const extra = await raw();
     await waitFor(() => extra.ended(), 10_000);
     expect(extra.messages).toEqual([{ type: "refused", reason: "busy", message: `the running host has ${LIMITS.maxConnections} connections open` }]);
-    expect((await honestCall("refused")).outcome).toMatchObject({ served: false });
+    expect((await honestCall(fixture, "refused")).outcome).toMatchObject({ served: false });
 
     for (const connection of idle) connection.socket.destroy();
     await waitFor(() => endpoint.openConnections === 0, 10_000);
-    expect(await honestCall("after")).toEqual({ outcome: { served: true, code: 0 }, stdout: "said after\n" });
+    expect(await honestCall(fixture, "after")).toEqual({ outcome: { served: true, code: 0 }, stdout: "said after\n" });
   });
 });

@@ -1,15 +1,11 @@
 import { type Socket, connect } from "node:net";
-import { hostname } from "node:os";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { main } from "../../src/cli/main.js";
-import { runThroughHost } from "../../src/cli/client.js";
 import type { InvocationOutput } from "../../src/endpoint/invocation.js";
-import { readBuildInfo } from "../../src/endpoint/paths.js";
 import { type CallMessage, PROTOCOL_VERSION, encodeFrame } from "../../src/endpoint/protocol.js";
-import { Endpoint } from "../../src/endpoint/server.js";
-import { type ToolHost, createHost } from "../../src/host.js";
-import { PROJECT_ROOT } from "../../src/project-root.js";
-import { type TempDataDir, makeDataDir, waitFor } from "../helpers/data-dir.js";
+import { type Endpoint } from "../../src/endpoint/server.js";
+import { waitFor } from "../helpers/data-dir.js";
+import { BUILD, type EchoEndpoint, honestCall, openEchoEndpoint } from "./echo-endpoint.js";
 
 /**
  * What the host queues for clients that never read their replies (src/endpoint/reply-writer.ts): a producer
@@ -17,22 +13,12 @@ import { type TempDataDir, makeDataDir, waitFor } from "../helpers/data-dir.js";
  * stall timeout (its slot free), and an honest call is served meanwhile. Without the bound, six clients that
  * never read an 88 MB `audit events` reply each took a daemon from 446 to 980 MB.
  */
-const TOOL = `
-export function get_tool_schemas() {
-  return [{ name: "echo_say", description: "says", input_schema: { type: "object", properties: { word: { type: "string" } }, required: ["word"] } }];
-}
-export function dispatch(name, args) { return "said " + args.word; }
-`;
 const LIMITS = { maxQueuedBytes: 1024 * 1024, maxQueuedBytesAll: 2 * 1024 * 1024, stallTimeoutMs: 1_000 };
 /** The flood's chunks: 256 Ki characters each, 64 MiB in all. */
 const CHUNK = "x".repeat(256 * 1024);
 const CHUNKS = 256;
-const build = readBuildInfo(PROJECT_ROOT);
-let data: TempDataDir;
-let host: ToolHost;
-let endpoint: Endpoint;
+const build = BUILD;
 let produced = 0;
-const log: string[] = [];
 
 /** `flood`: a large reply written as `audit events` writes its own, a chunk at a time, awaiting `drained`. */
 async function flood(out: InvocationOutput): Promise<number> {
@@ -44,24 +30,17 @@ async function flood(out: InvocationOutput): Promise<number> {
   return 0;
 }
 
+let fixture: EchoEndpoint;
+let endpoint: Endpoint;
+let log: string[];
 beforeAll(async () => {
-  data = makeDataDir({ "animas/alice/tools/echo.mjs": TOOL });
-  host = createHost({ dataDir: data.dir, isolation: "process", watch: false, timeoutMs: 20_000, onLog: () => {} });
-  const opened = await Endpoint.open({
-    host,
-    kind: "serve",
+  fixture = await openEchoEndpoint({
     runInvocation: (argv, out, context) => (argv[0] === "flood" ? flood(out) : main(argv, out, context)),
     outputLimits: LIMITS,
-    log: (line) => void log.push(line),
   });
-  if (!opened) throw new Error("no endpoint");
-  endpoint = opened;
+  ({ endpoint, log } = fixture);
 });
-afterAll(async () => {
-  await endpoint.close({ graceMs: 1_000 });
-  await host.close();
-  data.cleanup();
-});
+afterAll(() => fixture.close());
 
 /** A client that asks for the flood and never reads a byte of it. */
 function nonReader(): Promise<Socket> {
@@ -87,23 +66,13 @@ function nonReader(): Promise<Socket> {
   });
 }
 
-async function honestCall(word: string) {
-  const out: string[] = [];
-  const outcome = await runThroughHost(
-    ["--data-dir", data.dir, "--anima", "alice", "echo", "say", word],
-    { write: (fd, text) => void (fd === 1 && out.push(text)), readStdin: async () => "", isTerminal: () => false },
-    { ...build, env: {}, cwd: "/", hostname: hostname() },
-  );
-  return { outcome, stdout: out.join("") };
-}
-
 describe("replies queued for clients that do not read", () => {
   it("no-read: three clients that never read a large reply hold a bounded queue, are cut, and an honest call is served meanwhile", async () => {
     const clients = [await nonReader(), await nonReader(), await nonReader()];
     let mostQueued = 0;
     const sample = (): number => (mostQueued = Math.max(mostQueued, endpoint.queuedReplyBytes));
     await waitFor(() => (sample(), produced >= 3), 10_000);
-    expect(await honestCall("meanwhile")).toEqual({ outcome: { served: true, code: 0 }, stdout: "said meanwhile\n" });
+    expect(await honestCall(fixture, "meanwhile")).toEqual({ outcome: { served: true, code: 0 }, stdout: "said meanwhile\n" });
     await waitFor(() => (sample(), endpoint.openConnections === 0), 20_000);
     // Each connection may go one chunk (a frame of 256 Ki characters, as JSON) past its own bound before it waits.
     expect(mostQueued).toBeLessThanOrEqual(LIMITS.maxQueuedBytesAll + clients.length * (CHUNK.length + 64));

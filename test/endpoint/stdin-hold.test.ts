@@ -1,44 +1,28 @@
 import { type Socket, connect } from "node:net";
 import { hostname } from "node:os";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
-import { main } from "../../src/cli/main.js";
 import { runThroughHost } from "../../src/cli/client.js";
-import { readBuildInfo } from "../../src/endpoint/paths.js";
 import { type CallMessage, FrameDecoder, type HostMessage, PROTOCOL_VERSION, decodeHostMessage, encodeFrame } from "../../src/endpoint/protocol.js";
-import { Endpoint } from "../../src/endpoint/server.js";
-import { type ToolHost, createHost } from "../../src/host.js";
-import { PROJECT_ROOT } from "../../src/project-root.js";
-import { type TempDataDir, makeDataDir, waitFor } from "../helpers/data-dir.js";
+import { type Endpoint } from "../../src/endpoint/server.js";
+import { type TempDataDir, waitFor } from "../helpers/data-dir.js";
+import { BUILD, type EchoEndpoint, openEchoEndpoint } from "./echo-endpoint.js";
 
 /**
  * A call that waits for stdin its client never sends (src/endpoint/stdin-reader.ts) fails with Timeout once
  * the stdin deadline passes, freeing its slot: 256 such calls refused every other client as busy and kept
  * the daemon from idling out.
  */
-const TOOL = `
-export function get_tool_schemas() {
-  return [{ name: "echo_say", description: "says", input_schema: { type: "object", properties: { word: { type: "string" } }, required: ["word"] } }];
-}
-export function dispatch(name, args) { return "said " + args.word; }
-`;
 const STDIN_TIMEOUT_MS = 500;
-const build = readBuildInfo(PROJECT_ROOT);
-let data: TempDataDir;
-let host: ToolHost;
-let endpoint: Endpoint;
+const build = BUILD;
 
+let fixture: EchoEndpoint;
+let data: TempDataDir;
+let endpoint: Endpoint;
 beforeAll(async () => {
-  data = makeDataDir({ "animas/alice/tools/echo.mjs": TOOL });
-  host = createHost({ dataDir: data.dir, isolation: "process", watch: false, timeoutMs: 20_000, onLog: () => {} });
-  const opened = await Endpoint.open({ host, kind: "serve", runInvocation: main, stdinTimeoutMs: STDIN_TIMEOUT_MS });
-  if (!opened) throw new Error("no endpoint");
-  endpoint = opened;
+  fixture = await openEchoEndpoint({ stdinTimeoutMs: STDIN_TIMEOUT_MS });
+  ({ data, endpoint } = fixture);
 });
-afterAll(async () => {
-  await endpoint.close({ graceMs: 1_000 });
-  await host.close();
-  data.cleanup();
-});
+afterAll(() => fixture.close());
 
 /** A client that asks for a call reading its arguments from stdin, and never sends them; records what it hears. */
 function stdinHolder(): Promise<{ socket: Socket; messages: HostMessage[]; closed: () => boolean }> {

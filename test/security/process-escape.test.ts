@@ -41,6 +41,26 @@ function outputOf(child: ChildProcess, stream: "stdout" | "stderr"): Promise<{ t
   return new Promise((resolve) => child.once("exit", (code) => resolve({ text, code })));
 }
 
+/** `fixture` of test/fixtures/outside-isolate run under the real launch in place of the entry: its stderr and how it ended. */
+async function underTheLaunch(fixture: string): Promise<{ text: string; code: number | null; signal: NodeJS.Signals | null }> {
+  const child = spawnSandboxChild({
+    osSandbox: osSandboxStatus("required"),
+    nice: 0,
+    warmPoolBytes: 0,
+    maxIdleIsolates: 0,
+    isolateSnapshot: false,
+    pythonInterpreters: DEFAULT_PYTHON_INTERPRETERS,
+    compactIdleAfterMs: 0,
+    toolsPerIsolate: 1,
+    entryScript: join(FIXTURES, fixture),
+  });
+  const [{ text }, signal] = await Promise.all([
+    outputOf(child, "stderr"),
+    new Promise<NodeJS.Signals | null>((resolve) => child.once("exit", (_code, sig) => resolve(sig))),
+  ]);
+  return { text, code: child.exitCode, signal };
+}
+
 suite("new processes and namespaces from a sandbox process's main realm (seccomp)", () => {
   it.runIf(PYTHON !== undefined)("process_escape.py: clone with namespace flags and fork are refused (EPERM), clone3 is ENOSYS, threads run", async () => {
     // The launch of os-sandbox.ts, running python3 (native system calls through ctypes) instead of Node.
@@ -65,18 +85,7 @@ suite("new processes and namespaces from a sandbox process's main realm (seccomp
   });
 
   it("process_escape.mjs: under the real launch (spawnSandboxChild), no process, execve, written file or worker thread", async () => {
-    const child = spawnSandboxChild({
-      osSandbox: osSandboxStatus("required"),
-      nice: 0,
-      warmPoolBytes: 0,
-      maxIdleIsolates: 0,
-      isolateSnapshot: false,
-      pythonInterpreters: DEFAULT_PYTHON_INTERPRETERS,
-      compactIdleAfterMs: 0,
-      toolsPerIsolate: 1,
-      entryScript: join(FIXTURES, "process_escape.mjs"),
-    });
-    const { text, code } = await outputOf(child, "stderr");
+    const { text, code } = await underTheLaunch("process_escape.mjs");
     expect(code, text).toBe(0);
     const out = JSON.parse(text.trim().split("\n").at(-1) as string) as Record<string, unknown>;
     // Node's permission model refuses each before a system call is made (seccomp refuses a fork beneath
@@ -89,26 +98,6 @@ suite("new processes and namespaces from a sandbox process's main realm (seccomp
       worker: "ERR_ACCESS_DENIED",
     });
   });
-
-  /** `fixture` of test/fixtures/outside-isolate run under the real launch in place of the entry: its stderr and how it ended. */
-  async function underTheLaunch(fixture: string): Promise<{ text: string; code: number | null; signal: NodeJS.Signals | null }> {
-    const child = spawnSandboxChild({
-      osSandbox: osSandboxStatus("required"),
-      nice: 0,
-      warmPoolBytes: 0,
-      maxIdleIsolates: 0,
-      isolateSnapshot: false,
-      pythonInterpreters: DEFAULT_PYTHON_INTERPRETERS,
-      compactIdleAfterMs: 0,
-      toolsPerIsolate: 1,
-      entryScript: join(FIXTURES, fixture),
-    });
-    const [{ text }, signal] = await Promise.all([
-      outputOf(child, "stderr"),
-      new Promise<NodeJS.Signals | null>((resolve) => child.once("exit", (_code, sig) => resolve(sig))),
-    ]);
-    return { text, code: child.exitCode, signal };
-  }
 
   it("v8_flags_at_run_time: V8's flags are frozen: an attempt to turn WebAssembly's bounds checks off ends the process", async () => {
     const { text, code, signal } = await underTheLaunch("v8_flags_at_run_time.mjs");
