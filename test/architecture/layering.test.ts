@@ -179,6 +179,8 @@ const MAY_IMPORT: Record<string, string[]> = {
     "file-lock.ts",
     "process-alive.ts",
     "canonical-json.ts",
+    // audit → regular-file.ts: a trail's files are read as data-dir files are (no FIFO, regular files only).
+    "regular-file.ts",
   ],
   credentials: ["config.ts", "host-options.ts", "regular-file.ts", "errors.ts"],
   execution: ["registry", "isolation", "validation", "errors.ts"],
