@@ -83,14 +83,28 @@ function expectConfined(pid: number, dataDir: string): void {
   expect(readFileSync(`/proc/${pid}/environ`, "utf8")).not.toMatch(/HOME=|PATH=|ANIMAWORKS/);
 }
 
-/** `expectConfined`, or false when the process ended while it was looked at (its /proc entry gone). */
+/**
+ * `expectConfined`, or false when the process ended while it was looked at: its /proc entry gone, its
+ * root released, or a zombie (a process that only described a shared tool ends; on a loaded machine it
+ * was caught between the two).
+ */
 function confinedIfAlive(pid: number, dataDir: string): boolean {
   try {
     expectConfined(pid, dataDir);
     return true;
   } catch (error) {
-    if (!existsSync(`/proc/${pid}`)) return false;
+    if (!existsSync(`/proc/${pid}`) || ended(pid)) return false;
     throw error;
+  }
+}
+
+/** Whether `pid` is ending (its root already released: the kernel drops it before the zombie state), ended but not reaped (Z, X), or gone. */
+function ended(pid: number): boolean {
+  try {
+    readlinkSync(`/proc/${pid}/root`);
+    return /\) [ZX] /.test(readFileSync(`/proc/${pid}/stat`, "utf8"));
+  } catch {
+    return true;
   }
 }
 
