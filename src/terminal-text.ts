@@ -24,3 +24,16 @@ export function terminalSafe(text: string): string {
 export function printableName(name: string): string {
   return name.replace(UNSAFE_IN_NAME, escape);
 }
+
+/** Line breaks, those terminals honour beyond newline included. */
+const LINE_BREAKS = /[\n\r\u000b\u000c\u0085\u2028\u2029]/g;
+
+/**
+ * Report lines joined, with every line break inside one of them escaped (`\u000a`): a line holds text
+ * a tool or an Anima wrote (a load error, a tool's name, a denial's target), and a newline in it would
+ * print lines of its own — a forged section for another Anima. The other control characters are
+ * `terminalSafe`'s, which the CLI applies to all it prints.
+ */
+export function joinReportLines(lines: readonly string[]): string {
+  return lines.map((line) => line.replace(LINE_BREAKS, escape)).join("\n");
+}

@@ -265,16 +265,6 @@ export function isSecurityEvent(event: AuditEvent): boolean {
   return ALWAYS_SECURITY_KINDS.has(event.kind) || ("outcome" in event && event.outcome === "denied");
 }
 
-/**
- * Report lines joined, with every line break inside one of them escaped (`\u000a`): a line holds text
- * a tool or an Anima wrote (a load error, a tool's name, a denial's target), and a newline in it would
- * print lines of its own — a forged section for another Anima. Terminal control characters are the
- * CLI's (cli/output.ts `terminalSafe`); these are the breaks it keeps.
- */
-export function joinReportLines(lines: readonly string[]): string {
-  return lines.map((line) => line.replace(/[\n\r\u000b\u000c\u0085\u2028\u2029]/g, (c) => `\\u${c.charCodeAt(0).toString(16).padStart(4, "0")}`)).join("\n");
-}
-
 export function truncateForAudit(text: string, maxChars = MAX_AUDIT_FIELD_CHARS): string {
   const clean = text.replace(/[\u0000-\u001f\u007f]/g, (c) => `\\u${c.charCodeAt(0).toString(16).padStart(4, "0")}`);
   return clean.length > maxChars ? `${clean.slice(0, maxChars)}…[${clean.length - maxChars} more]` : clean;

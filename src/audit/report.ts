@@ -3,7 +3,8 @@ import type { ToolListing } from "../registry/listing.js";
 import { type Permissions, loadPermissions } from "../policy/permissions.js";
 import { cordonMates, cordonOf } from "../isolation/scheduling/cordons.js";
 import { type CredentialInventory, credentialInventory, readableBy } from "../credentials/inventory.js";
-import { type AuditCoverage, type AuditLog, type AuditRecord, joinReportLines } from "./audit-log.js";
+import type { AuditCoverage, AuditLog, AuditRecord } from "./audit-log.js";
+import { joinReportLines } from "../terminal-text.js";
 import { type UnfinishedCall, formatUnfinished, unfinishedCalls } from "./interrupted.js";
 import { type AnimaLeastPrivilege, animaLeastPrivilege, formatLeastPrivilege } from "./least-privilege.js";
 

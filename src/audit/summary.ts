@@ -1,6 +1,6 @@
 import type { AnimaReport } from "./report.js";
 import { type OperatorGrant, formatOperatorFindings, shortList } from "./least-privilege.js";
-import { joinReportLines } from "./audit-log.js";
+import { joinReportLines } from "../terminal-text.js";
 
 /**
  * The audit report at a glance: one line per Anima, riskiest first, idle Animas folded into one line, and

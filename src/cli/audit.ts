@@ -3,7 +3,7 @@ import { type HostHistory, formatAnimaReport, hostHistory } from "../audit/repor
 import { buildSummary, formatSummary } from "../audit/summary.js";
 import { operatorLeastPrivilege } from "../audit/least-privilege.js";
 import { type HostStatus, readHostStatuses } from "../audit/host-status.js";
-import { joinReportLines } from "../audit/audit-log.js";
+import { joinReportLines } from "../terminal-text.js";
 import { writeFileSync } from "node:fs";
 import { resolve } from "node:path";
 import { ToolHostError } from "../errors.js";

@@ -181,6 +181,8 @@ const MAY_IMPORT: Record<string, string[]> = {
     "canonical-json.ts",
     // audit → regular-file.ts: a trail's files are read as data-dir files are (no FIFO, regular files only).
     "regular-file.ts",
+    // audit → terminal-text.ts: report lines escape the line breaks of what tools wrote.
+    "terminal-text.ts",
   ],
   credentials: ["config.ts", "host-options.ts", "regular-file.ts", "errors.ts"],
   execution: ["registry", "isolation", "validation", "errors.ts"],
