@@ -1,4 +1,4 @@
-import { closeSync, openSync, readFileSync, rmSync, statSync, unlinkSync, writeSync } from "node:fs";
+import { closeSync, constants, fstatSync, openSync, readSync, rmSync, unlinkSync, writeSync } from "node:fs";
 import { setTimeout as delay } from "node:timers/promises";
 import { isProcessAlive } from "./process-alive.js";
 
@@ -81,14 +81,15 @@ function tryLock(path: string): boolean {
   } catch (error) {
     if ((error as NodeJS.ErrnoException).code !== "EEXIST") throw error;
   }
-  let text: string;
-  let ageMs: number;
-  try {
-    text = readFileSync(path, "utf8");
-    ageMs = Date.now() - statSync(path).mtimeMs;
-  } catch {
-    return false; // removed meanwhile: try again
+  const holderLock = readHolder(path);
+  if (holderLock === "retry") return false; // removed meanwhile: try again
+  if (holderLock === "not-a-lock") {
+    // A link, FIFO, socket or device in the lock's place is no holder's lock: reading it could block (a
+    // FIFO) or follow a link out of the folder. It is unlinked (a directory is not, and fails the take).
+    rmSync(path, { force: true });
+    return false;
   }
+  const { text, ageMs } = holderLock;
   // An empty file is a holder between open and write (or one that died there, if it stays empty). A
   // dead holder's lock is stale. (Two takers of one stale lock could both remove it; the endpoint then
   // notices that its socket was replaced and a daemon stops: see Endpoint.stillOurs.)
@@ -96,4 +97,35 @@ function tryLock(path: string): boolean {
   const stale = text === "" ? ageMs > 5_000 : !Number.isSafeInteger(holder) || holder <= 0 || !isProcessAlive(holder);
   if (stale) rmSync(path, { force: true });
   return false;
+}
+
+/** A lock file holds a pid: a few digits. */
+const MAX_LOCK_BYTES = 32;
+
+/**
+ * The holder's pid text and the lock's age, read without following a link and without blocking: the lock's
+ * folder may be one that someone else can write (an Anima's audit folder), and a FIFO put in the lock's
+ * place once froze the daemon in a synchronous read.
+ */
+function readHolder(path: string): { text: string; ageMs: number } | "retry" | "not-a-lock" {
+  let fd: number;
+  try {
+    fd = openSync(path, constants.O_RDONLY | constants.O_NONBLOCK | constants.O_NOFOLLOW);
+  } catch (error) {
+    const code = (error as NodeJS.ErrnoException).code;
+    if (code === "ENOENT") return "retry";
+    if (code === "ELOOP" || code === "ENXIO") return "not-a-lock"; // a link; a socket
+    if (code === "EISDIR") throw new Error(`could not take ${path}: a directory is in the lock's place`);
+    throw error;
+  }
+  try {
+    const stats = fstatSync(fd);
+    if (stats.isDirectory()) throw new Error(`could not take ${path}: a directory is in the lock's place`);
+    if (!stats.isFile() || stats.size > MAX_LOCK_BYTES) return "not-a-lock";
+    const buffer = Buffer.alloc(MAX_LOCK_BYTES);
+    const length = readSync(fd, buffer, 0, MAX_LOCK_BYTES, 0);
+    return { text: buffer.toString("utf8", 0, length), ageMs: Date.now() - stats.mtimeMs };
+  } finally {
+    closeSync(fd);
+  }
 }
