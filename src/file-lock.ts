@@ -115,7 +115,7 @@ function readHolder(path: string): { text: string; ageMs: number } | "retry" | "
     const code = (error as NodeJS.ErrnoException).code;
     if (code === "ENOENT") return "retry";
     if (code === "ELOOP" || code === "ENXIO") return "not-a-lock"; // a link; a socket
-    if (code === "EISDIR") throw new Error(`could not take ${path}: a directory is in the lock's place`);
+    if (code === "EISDIR") throw new Error(`could not take ${path}: a directory is in the lock's place`, { cause: error });
     throw error;
   }
   try {

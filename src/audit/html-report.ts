@@ -1,6 +1,7 @@
 import type { AnimaReport, HostHistory, PolicyChange, TimelineEvent } from "./report.js";
 import type { AuditSummary, SummaryRow } from "./summary.js";
 import type { OperatorGrant } from "./least-privilege.js";
+import type { TrailIntegrity } from "./verify.js";
 
 /**
  * `audit --html FILE`: the report as one self-contained page. Everything is inline (styles, the timeline's
@@ -14,6 +15,8 @@ export interface HtmlReportInput {
   generatedAt: string;
   /** The period's start (`--since`), if given. */
   since?: string;
+  /** The chain check of the trails the report was read from (verify.ts), shown first. */
+  integrity: TrailIntegrity;
   summary: AuditSummary;
   reports: readonly AnimaReport[];
   /** The operator's host-wide grants (absent for a report of one Anima). */
@@ -55,12 +58,24 @@ export function renderHtmlReport(input: HtmlReportInput): string {
     "</head><body>",
     `<h1>animaworks-tool audit report</h1>`,
     `<p class="meta">Generated ${e(input.generatedAt)}; records ${input.since ? `since ${e(input.since)}` : "kept"}; ${input.reports.length} Animas.</p>`,
+    integritySection(input.integrity),
     summarySection(input, byName),
     timelineSection(input, byName),
     policySection(input),
     versionSection(input),
     detailSection(input),
     "</body></html>",
+  ].join("\n");
+}
+
+function integritySection(integrity: TrailIntegrity): string {
+  if (integrity.ok) return `<p class="meta" id="integrity">Audit trails: verified, every chain whole (${integrity.trails} trails).</p>`;
+  const more = integrity.broken - integrity.findings.length;
+  return [
+    '<section id="integrity"><h2 class="warning">Audit trails BROKEN</h2>',
+    `<p class="warning">${integrity.broken} findings: records on this page may have been inserted, edited or removed and shown as the host's own. <code>animaworks-tool audit verify</code> lists where.</p>`,
+    `<ul>${integrity.findings.map((finding) => `<li class="warning">${e(finding)}</li>`).join("")}${more > 0 ? `<li>… ${more} more</li>` : ""}</ul>`,
+    "</section>",
   ].join("\n");
 }
 

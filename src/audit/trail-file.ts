@@ -86,17 +86,23 @@ export interface FileLine {
  * A line longer than `maxLineBytes` is given with `text` undefined, its bytes never held.
  */
 export function forEachLine(fd: number, maxLineBytes: number, visit: (line: FileLine) => void): void {
+  for (const line of linesOf(fd, maxLineBytes)) visit(line);
+}
+
+/** `forEachLine`'s lines, one at a time: a reader that must yield to the event loop now and then iterates these. */
+export function* linesOf(fd: number, maxLineBytes: number): Generator<FileLine, void, undefined> {
   const chunk = Buffer.allocUnsafe(CHUNK_BYTES);
   let parts: Buffer[] = [];
   let partBytes = 0;
   let oversize = false;
   let number = 0;
-  const end = (terminated: boolean) => {
+  const take = (terminated: boolean): FileLine => {
     number++;
-    visit({ text: oversize ? undefined : Buffer.concat(parts, partBytes).toString("utf8"), number, terminated });
+    const line = { text: oversize ? undefined : Buffer.concat(parts, partBytes).toString("utf8"), number, terminated };
     parts = [];
     partBytes = 0;
     oversize = false;
+    return line;
   };
   const add = (bytes: Buffer) => {
     if (oversize || bytes.length === 0) return;
@@ -115,10 +121,10 @@ export function forEachLine(fd: number, maxLineBytes: number, visit: (line: File
     let start = 0;
     for (let newline = chunk.indexOf(0x0a, start); newline >= 0 && newline < read; newline = chunk.indexOf(0x0a, start)) {
       add(chunk.subarray(start, newline));
-      end(true);
+      yield take(true);
       start = newline + 1;
     }
     add(chunk.subarray(start, read));
   }
-  if (partBytes > 0 || oversize) end(false);
+  if (partBytes > 0 || oversize) yield take(false);
 }

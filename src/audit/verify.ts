@@ -1,9 +1,9 @@
-import { closeSync } from "node:fs";
+import { closeSync, lstatSync } from "node:fs";
 import { join, relative } from "node:path";
 import { trailFilesIn } from "./trail-files.js";
 import { RECORD_SCHEMA_VERSION, generationsOf, recordHash } from "./trail.js";
 import { GENESIS, readHead } from "./trail-head.js";
-import { forEachLine, openTrailForRead } from "./trail-file.js";
+import { linesOf, openTrailForRead } from "./trail-file.js";
 
 /** Longest line taken for a record, bytes: the writer bounds every record (boundEvent) far below it. */
 const MAX_LINE_BYTES = 4 * 1024 * 1024;
@@ -47,6 +47,36 @@ export interface VerifyReport {
 }
 
 export function verifyAuditDir(dir: string, keepFiles = 3): VerifyReport {
+  return inOnePiece(verifySteps(dir, keepFiles));
+}
+
+/** Runs a walk to its end without giving the event loop a turn. */
+function inOnePiece<T>(walk: Generator<void, T, undefined>): T {
+  for (;;) {
+    const step = walk.next();
+    if (step.done === true) return step.value;
+  }
+}
+
+/** Lines walked between two turns of the event loop by `verifyAuditDirYielding`: a few milliseconds of work. */
+const LINES_PER_TURN = 2_000;
+
+/**
+ * `verifyAuditDir` for a long-running host (the daemon runs `audit` and `audit verify` for whoever asks):
+ * the walk gives the event loop a turn every `LINES_PER_TURN` lines, so that the other Animas' calls go on
+ * while hundreds of megabytes of trails are checked (walked in one piece, 114 MB held the daemon ≈ 3 s).
+ */
+export async function verifyAuditDirYielding(dir: string, keepFiles = 3): Promise<VerifyReport> {
+  const walk = verifySteps(dir, keepFiles);
+  for (;;) {
+    const step = walk.next();
+    if (step.done === true) return step.value;
+    await new Promise((resolve) => setImmediate(resolve));
+  }
+}
+
+/** The walk of `verifyAuditDir`; it yields where a caller may give the event loop a turn. */
+function* verifySteps(dir: string, keepFiles: number): Generator<void, VerifyReport, undefined> {
   const trails = trailFilesIn(dir);
   const report: VerifyReport = { trails: [], findings: [], ok: true };
   const announced: Announced = { files: new Set(), twice: new Set(), pairs: new Set() };
@@ -54,7 +84,7 @@ export function verifyAuditDir(dir: string, keepFiles = 3): VerifyReport {
   // (an empty generation, a file of another kind) is not enough: a decoy left in place of a deleted trail
   // would answer for it. A file that cannot be read is reported broken where it is walked.
   const holding = new Set<string>();
-  for (const file of trails) if (verifyTrail(dir, file, keepFiles, report, announced)) holding.add(file);
+  for (const file of trails) if (yield* walkSettled(dir, file, keepFiles, report, announced)) holding.add(file);
   const present = (file: string) => holding.has(file);
   const lost = (file: string, message: string) => report.findings.push({ severity: "broken", trail: relative(dir, file), message });
   for (const name of announced.files) {
@@ -104,8 +134,47 @@ function announce(announced: Announced, record: { anima?: unknown; file?: unknow
   } else if (typeof record.anima === "string") announced.pairs.add(record.anima);
 }
 
+/** Walks of one trail that a rotation may interrupt before the last one counts as it is. */
+const WALKS_PER_TRAIL = 3;
+
+/**
+ * `verifyTrail`, again when the trail rotated while it was walked (a writer renamed its files one
+ * generation down: the walk could read a generation twice or miss one, and report a whole chain broken).
+ * A walk that gives the event loop turns in a host that writes the trail meets that; so does one beside
+ * another process's writer. Which inode each generation is, before and after, tells. The last walk runs
+ * in one piece: this process's own writer cannot rotate the trail under it.
+ */
+function* walkSettled(dir: string, file: string, keepFiles: number, report: VerifyReport, announced: Announced): Generator<void, boolean, undefined> {
+  for (let walk = 1; ; walk++) {
+    const before = generationInodes(file, keepFiles);
+    const scratch: VerifyReport = { trails: [], findings: [], ok: true };
+    const heard: Announced = { files: new Set(), twice: new Set(), pairs: new Set() };
+    const walking = verifyTrail(dir, file, keepFiles, scratch, heard);
+    const holds = walk < WALKS_PER_TRAIL ? yield* walking : inOnePiece(walking);
+    if (walk < WALKS_PER_TRAIL && generationInodes(file, keepFiles) !== before) continue;
+    report.trails.push(...scratch.trails);
+    report.findings.push(...scratch.findings);
+    for (const name of heard.files) announce(announced, { file: name });
+    for (const name of heard.twice) announced.twice.add(name);
+    for (const anima of heard.pairs) announced.pairs.add(anima);
+    return holds;
+  }
+}
+
+function generationInodes(file: string, keepFiles: number): string {
+  return generationsOf(file, keepFiles)
+    .map((generation) => {
+      try {
+        return String(lstatSync(generation).ino);
+      } catch {
+        return "-";
+      }
+    })
+    .join(",");
+}
+
 /** Walks one trail; true when it holds a chained record or a head (see `present`). */
-function verifyTrail(dir: string, file: string, keepFiles: number, report: VerifyReport, announced: Announced): boolean {
+function* verifyTrail(dir: string, file: string, keepFiles: number, report: VerifyReport, announced: Announced): Generator<void, boolean, undefined> {
   const trail = relative(dir, file);
   const head = readHead(file);
   const broken = (message: string, at?: string) => report.findings.push({ severity: "broken", trail, message, ...(at ? { at } : {}) });
@@ -120,7 +189,9 @@ function verifyTrail(dir: string, file: string, keepFiles: number, report: Verif
   let anyFile = false;
   /** The hash of the (last) record numbered head.seq: the head names it, however far the files run past it. */
   let hashAtHead: string | undefined;
-  generations.forEach((generation, index) => {
+  let walked = 0;
+  for (const [index, generation] of generations.entries()) {
+    if (index > 0) yield; // a turn between files, too: an audit folder of many small trails is many files
     const name = relative(dir, generation);
     let fd: number | undefined;
     try {
@@ -129,20 +200,21 @@ function verifyTrail(dir: string, file: string, keepFiles: number, report: Verif
       // Never "no file": a FIFO, directory or unreadable file in a trail's place hides what was there.
       anyFile = true;
       broken(`${name} cannot be read as a trail file (${error instanceof Error ? error.message : String(error)})`);
-      return;
+      continue;
     }
-    if (fd === undefined) return;
+    if (fd === undefined) continue;
     anyFile = true;
     let torn = false;
     try {
-      forEachLine(fd, MAX_LINE_BYTES, ({ text: line, number, terminated }) => {
+      for (const { text: line, number, terminated } of linesOf(fd, MAX_LINE_BYTES)) {
+        if (++walked % LINES_PER_TURN === 0) yield;
         const at = `${name}:${number}`;
         if (!terminated) torn = true;
         if (line === undefined) {
           broken(`a line longer than ${MAX_LINE_BYTES} bytes: not a record (padding or inserted text?)`, at);
-          return;
+          continue;
         }
-        if (line === "") return;
+        if (line === "") continue;
         const record = recordOf(line);
         if (record === undefined) {
           // Not a record. A writer that died mid-line leaves one: the file's unfinished last line, or, once
@@ -153,11 +225,11 @@ function verifyTrail(dir: string, file: string, keepFiles: number, report: Verif
           else if (cutRecordSeq(line) === (expectedSeq ?? (head?.droppedThroughSeq ?? 0) + 1))
             note("a record cut off mid-line (a writer ended mid-write; the next one started a new line)", at);
           else broken("a line that is not a record (inserted text?)", at);
-          return;
+          continue;
         }
         if (typeof record.seq !== "number") {
           broken("a record without seq: not chained, so not written by the host (inserted)", at);
-          return;
+          continue;
         }
         if (record.kind === "trail") announce(announced, record);
         // A writer that found a trail's head gone while its files held records said so (trail.ts): the
@@ -204,14 +276,14 @@ function verifyTrail(dir: string, file: string, keepFiles: number, report: Verif
         prevHash = recordHash(line);
         if (head && record.seq === head.seq) hashAtHead = prevHash;
         chained++;
-      });
+      }
     } catch (error) {
       broken(`${name} could not be read to its end (${error instanceof Error ? error.message : String(error)})`);
     } finally {
       closeSync(fd);
     }
     if (torn && index < generations.length - 1) broken(`${name} ends mid-line, and it is not the current file (truncated)`);
-  });
+  }
   if (!anyFile && !head) return false;
   const lastSeq = expectedSeq === undefined ? undefined : expectedSeq - 1;
   if (!head) {
@@ -275,4 +347,42 @@ export function formatVerifyReport(report: VerifyReport): string {
     ...report.findings.map((f) => `  ${f.severity === "broken" ? "BROKEN" : "note"}: ${f.trail}${f.at ? ` (${f.at})` : ""}: ${f.message}`),
   ];
   return lines.join("\n");
+}
+
+/** How many of verify's broken findings the audit report quotes; `audit verify` lists them all. */
+const REPORT_FINDINGS = 5;
+
+/**
+ * The chain check as the audit report shows it, first: the report reads records without walking the chain
+ * (a record inserted with a made-up `seq` and `prev` looks like the host's own there), so an auditor reading
+ * a report must see at its top whether the trails it was read from are whole.
+ */
+export interface TrailIntegrity {
+  /** Every chain whole (no `broken` finding). */
+  ok: boolean;
+  trails: number;
+  /** How many `broken` findings `audit verify` has. */
+  broken: number;
+  /** The first broken findings, as `audit verify` words them. */
+  findings: string[];
+}
+
+export function trailIntegrity(report: VerifyReport): TrailIntegrity {
+  const broken = report.findings.filter((f) => f.severity === "broken");
+  return {
+    ok: report.ok,
+    trails: report.trails.length,
+    broken: broken.length,
+    findings: broken.slice(0, REPORT_FINDINGS).map((f) => `${f.trail}${f.at ? ` (${f.at})` : ""}: ${f.message}`),
+  };
+}
+
+/** The integrity line(s) at the top of the text report (the caller makes the text terminal-safe). */
+export function formatIntegrity(integrity: TrailIntegrity): string[] {
+  if (integrity.ok) return [`Audit trails: verified, every chain whole (${integrity.trails} trails)`];
+  return [
+    `Audit trails: BROKEN (${integrity.broken} findings): records below may have been inserted, edited or removed and shown as the host's own; \`audit verify\` lists where`,
+    ...integrity.findings.map((finding) => `  BROKEN: ${finding}`),
+    ...(integrity.broken > integrity.findings.length ? [`  … ${integrity.broken - integrity.findings.length} more`] : []),
+  ];
 }

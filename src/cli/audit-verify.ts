@@ -1,4 +1,4 @@
-import { formatVerifyReport, verifyAuditDir } from "../audit/verify.js";
+import { formatVerifyReport, verifyAuditDirYielding } from "../audit/verify.js";
 import { ToolHostError } from "../errors.js";
 import type { ToolHost } from "../host-api.js";
 import type { Output } from "./output.js";
@@ -13,7 +13,8 @@ export async function runAuditVerify(host: ToolHost, argv: string[], json: boole
   const unexpected = argv.find((arg) => arg !== "--json" && arg !== "-j");
   if (unexpected !== undefined) throw new ToolHostError("InvalidArguments", `audit verify: unexpected argument "${unexpected}"`, AUDIT_VERIFY_USAGE);
   await host.audit.flush();
-  const report = verifyAuditDir(host.config.auditDir);
+  // The daemon runs this for whoever asks: its other calls go on while the trails are walked.
+  const report = await verifyAuditDirYielding(host.config.auditDir);
   if (json) out.stdout(JSON.stringify({ status: report.ok ? "ok" : "error", ...report }, null, 2));
   else out.stdout(formatVerifyReport(report));
   return report.ok ? 0 : 1;

@@ -1,6 +1,7 @@
 import { effectiveSettings, formatSettings } from "../audit/effective-config.js";
 import { type HostHistory, formatAnimaReport, hostHistory } from "../audit/report.js";
 import { buildSummary, formatSummary } from "../audit/summary.js";
+import { formatIntegrity, trailIntegrity, verifyAuditDirYielding } from "../audit/verify.js";
 import { operatorLeastPrivilege } from "../audit/least-privilege.js";
 import { type HostStatus, readHostStatuses } from "../audit/host-status.js";
 import { joinReportLines } from "../terminal-text.js";
@@ -54,10 +55,12 @@ async function runAuditReport(host: ToolHost, argv: string[], anima: string | un
   // Host-wide settings can be judged only over every Anima: with --anima one, there is nothing to compare.
   const operator = anima === undefined ? operatorLeastPrivilege(reports, host.config.allowInternalHosts) : undefined;
   const history = await hostHistory(host.audit, period);
+  // Read after the records, so that every record the report shows was in the trails verified.
+  const integrity = trailIntegrity(await verifyAuditDirYielding(host.config.auditDir));
   const since = sinceMs === undefined ? undefined : new Date(sinceMs).toISOString();
   if (htmlFile !== undefined) {
     const { renderHtmlReport } = await import("../audit/html-report.js");
-    const page = renderHtmlReport({ generatedAt: new Date().toISOString(), ...(since ? { since } : {}), summary, reports, operator, history });
+    const page = renderHtmlReport({ generatedAt: new Date().toISOString(), ...(since ? { since } : {}), integrity, summary, reports, operator, history });
     writeFileSync(htmlFile, page, { mode: 0o600 });
     out.stdout(
       json ? JSON.stringify({ status: "ok", html: htmlFile, animas: reports.length }) : `Wrote the audit report of ${reports.length} Animas to ${htmlFile}`,
@@ -72,11 +75,16 @@ async function runAuditReport(host: ToolHost, argv: string[], anima: string | un
   const settings = effectiveSettings(host.config);
   if (json) {
     out.stdout(
-      JSON.stringify({ status: "ok", summary, settings, isolation, hosts, operator: { grants: operator ?? null, ...history }, reports, sharedTools }, null, 2),
+      JSON.stringify(
+        { status: "ok", integrity, summary, settings, isolation, hosts, operator: { grants: operator ?? null, ...history }, reports, sharedTools },
+        null,
+        2,
+      ),
     );
     return 0;
   }
   const text = [
+    joinReportLines(formatIntegrity(integrity)),
     formatSummary(summary, { ...(operator ? { operator } : {}), ...(since ? { since } : {}) }),
     formatSettings(host.config, settings),
     formatIsolation(isolation),

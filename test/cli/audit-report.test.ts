@@ -1,4 +1,4 @@
-import { readFileSync, statSync } from "node:fs";
+import { readFileSync, statSync, writeFileSync } from "node:fs";
 import { join } from "node:path";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import type { AuditEvent } from "../../src/audit/audit-log.js";
@@ -79,7 +79,9 @@ describe("audit report", () => {
   it("opens with a summary: riskiest first, idle Animas folded, operator settings judged over every Anima", async () => {
     const { code, stdout } = await audit(data);
     expect(code).toBe(0);
-    const lines = stdout.split("\n");
+    // First, whether the trails the report was read from are whole (audit verify's check).
+    expect(stdout).toMatch(/^Audit trails: verified, every chain whole \(\d+ trails\)\n\n/);
+    const lines = stdout.slice(stdout.indexOf("Summary:")).split("\n");
     expect(lines[0]).toBe("Summary: 3 Animas, records kept (riskiest first: violations, denials, interrupted calls, refusals, unused grants)");
     expect(lines[2]).toMatch(/^ {2}bob +1 +1 +0 +0 +0 +0$/);
     // alice: 2 denials (the hostile fetch, API_TOKEN outside allowed_environment) and 1 unused allowlist entry.
@@ -104,7 +106,8 @@ describe("audit report", () => {
 
   it("--anima selects one Anima (no operator judgement), and --json carries all of it", async () => {
     const one = await audit(data, "--anima", "alice");
-    expect(one.stdout).toMatch(/^Summary: 1 Animas, /);
+    // The integrity line covers every trail of the folder, not only alice's: whoever edits one trail can edit another.
+    expect(one.stdout).toMatch(/^Audit trails: verified, every chain whole \(\d+ trails\)\n\nSummary: 1 Animas, /);
     expect(one.stdout).toContain("  Operator settings: judged over every Anima (run without --anima)");
     expect(one.stdout).not.toContain("Anima bob");
 
@@ -194,6 +197,37 @@ describe("audit coverage", () => {
       expect(stdout).toContain("  WARNING: 7 records were lost before they could be written (audit_gap): this report is incomplete");
     } finally {
       fresh.cleanup();
+    }
+  });
+
+  it("opens with BROKEN when a record was inserted with a made-up seq and prev, in text, JSON and HTML (report_seqforge)", async () => {
+    // The report reads records without walking the chain: an inserted record that carries a seq and a
+    // prev is shown as the host's own. The report now says first that its trails do not verify.
+    const forged = makeDataDir();
+    try {
+      forged.anima("alice");
+      const call = (callId: string): AuditEvent => ({ kind: "call", callId, anima: "alice", tool: "web", schema: "web_run", durationMs: 1, outcome: "ok" });
+      await append(forged, [call("c1"), call("c2")]);
+      const trail = join(forged.dir, "logs", "animaworks-tool", "audit", "animas", "alice.jsonl");
+      const lines = readFileSync(trail, "utf8").trimEnd().split("\n");
+      const first = JSON.parse(lines[0] ?? "") as { seq: number; prev: string; ts: string };
+      // Between the two: a call that never ran, with the seq and prev a careless forger would pick.
+      const inserted = JSON.stringify({ v: 1, seq: first.seq + 1, ts: first.ts, prev: first.prev, ...call("forged") });
+      writeFileSync(trail, `${[lines[0], inserted, ...lines.slice(1)].join("\n")}\n`);
+      const text = await audit(forged);
+      expect(text.code).toBe(0);
+      expect(text.stdout).toMatch(/^Audit trails: BROKEN \(\d+ findings\): records below may have been inserted, edited or removed/);
+      expect(text.stdout.split("\n")[1]).toMatch(/^ {2}BROKEN: animas\/alice\.jsonl/);
+      const json = JSON.parse((await audit(forged, "--json")).stdout) as { integrity: { ok: boolean; broken: number; findings: string[] } };
+      expect(json.integrity.ok).toBe(false);
+      expect(json.integrity.broken).toBeGreaterThan(0);
+      expect(json.integrity.findings[0]).toMatch(/^animas\/alice\.jsonl/);
+      expect((await audit(forged, "--html", "report.html")).code).toBe(0);
+      const page = readFileSync(join(forged.dir, "report.html"), "utf8");
+      expect(page).toContain('<h2 class="warning">Audit trails BROKEN</h2>');
+      expect(page.indexOf("Audit trails BROKEN")).toBeLessThan(page.indexOf('<section id="summary">'));
+    } finally {
+      forged.cleanup();
     }
   });
 });
