@@ -116,7 +116,14 @@ describe.runIf(bwrapWorks)("resources outside the isolate, from a sandbox proces
     it("page_table_bomb: page tables the main realm makes by touching address space it never fills are memory: reported, killed", async () => {
       const attack = launch("page_table_bomb");
       const what = await watchAndKill(attack, { ...ROOMY, memoryBytes: 250 * MB });
-      expect(Number(/\(([\d,]+) MB of it page tables\)/.exec(what)?.[1]?.replace(/,/g, ""))).toBeGreaterThan(125);
+      // Killed for resident memory and page tables together, where the resident set alone was under the
+      // limit: the page tables made the kill. (How much of it they were depends on how far the process's
+      // own heap had grown by then: on a loaded machine 102 MB of 250 was seen.)
+      const [, heldMb, pageTablesMb] = /([\d,.]+) MB resident \(([\d,.]+) MB of it page tables\)/.exec(what) ?? [];
+      const number = (text: string | undefined) => Number(text?.replace(/,/g, ""));
+      expect(number(heldMb)).toBeGreaterThanOrEqual(250);
+      expect(number(pageTablesMb)).toBeGreaterThan(0);
+      expect(number(heldMb) - number(pageTablesMb)).toBeLessThan(250);
       const rss = attack.lines.filter((line) => line.startsWith("rss ")).map((line) => Number(line.slice(4)));
       expect(rss.length).toBeGreaterThan(0);
       expect(Math.max(...rss)).toBeLessThan(250 * MB);

@@ -62,27 +62,32 @@ async function underTheLaunch(fixture: string): Promise<{ text: string; code: nu
 }
 
 suite("new processes and namespaces from a sandbox process's main realm (seccomp)", () => {
-  it.runIf(PYTHON !== undefined)("process_escape.py: clone with namespace flags and fork are refused (EPERM), clone3 is ENOSYS, threads run", async () => {
-    // The launch of os-sandbox.ts, running python3 (native system calls through ctypes) instead of Node.
-    const { command, args, seccomp } = bwrapCommand([], 4, [FIXTURES]);
-    const node = args.lastIndexOf(runtimeNodePath());
-    expect(args[node - 1]).toBe("--");
-    const child = spawn(command, [...args.slice(0, node), PYTHON as string, join(FIXTURES, "process_escape.py")], {
-      env: {},
-      stdio: ["ignore", "pipe", "pipe", "ignore", "pipe"],
-    });
-    (child.stdio[4] as Writable).end(seccomp);
-    const [{ text, code }, errors] = await Promise.all([outputOf(child, "stdout"), outputOf(child, "stderr")]);
-    expect(code, errors.text).toBe(0);
-    const out = JSON.parse(text) as Record<string, unknown>;
-    for (const ns of ["newuser", "newns", "newnet", "newpid", "newipc", "newuts", "newcgroup"]) expect(out[`clone_${ns}`], ns).toEqual([-1, EPERM]);
-    expect(out["clone_thread_newuser"]).toEqual([-1, EPERM]); // the namespace is refused even on a thread
-    expect(out["clone3_newuser"]).toEqual([-1, ENOSYS]);
-    expect(out["fork"]).toEqual([-1, EPERM]);
-    expect(out["clone_fork"]).toEqual([-1, EPERM]);
-    expect(out["os_fork"]).toBe(EPERM); // glibc's fork (clone without CLONE_THREAD)
-    expect(out["thread"]).toBe(true); // pthread_create: clone3 → ENOSYS → clone with CLONE_THREAD
-  });
+  it.runIf(PYTHON !== undefined)(
+    "process_escape.py: clone with namespace flags, fork and widening the CPU set or policy are refused (EPERM), clone3 is ENOSYS, threads run",
+    async () => {
+      // The launch of os-sandbox.ts, running python3 (native system calls through ctypes) instead of Node.
+      const { command, args, seccomp } = bwrapCommand([], 4, [FIXTURES]);
+      const node = args.lastIndexOf(runtimeNodePath());
+      expect(args[node - 1]).toBe("--");
+      const child = spawn(command, [...args.slice(0, node), PYTHON as string, join(FIXTURES, "process_escape.py")], {
+        env: {},
+        stdio: ["ignore", "pipe", "pipe", "ignore", "pipe"],
+      });
+      (child.stdio[4] as Writable).end(seccomp);
+      const [{ text, code }, errors] = await Promise.all([outputOf(child, "stdout"), outputOf(child, "stderr")]);
+      expect(code, errors.text).toBe(0);
+      const out = JSON.parse(text) as Record<string, unknown>;
+      for (const ns of ["newuser", "newns", "newnet", "newpid", "newipc", "newuts", "newcgroup"]) expect(out[`clone_${ns}`], ns).toEqual([-1, EPERM]);
+      expect(out["clone_thread_newuser"]).toEqual([-1, EPERM]); // the namespace is refused even on a thread
+      expect(out["clone3_newuser"]).toEqual([-1, ENOSYS]);
+      expect(out["fork"]).toEqual([-1, EPERM]);
+      expect(out["sched_setaffinity"]).toEqual([-1, EPERM]); // taskset_undone: a demoted process keeps its CPUs
+      expect(out["sched_setscheduler"]).toEqual([-1, EPERM]);
+      expect(out["clone_fork"]).toEqual([-1, EPERM]);
+      expect(out["os_fork"]).toBe(EPERM); // glibc's fork (clone without CLONE_THREAD)
+      expect(out["thread"]).toBe(true); // pthread_create: clone3 → ENOSYS → clone with CLONE_THREAD
+    },
+  );
 
   it("process_escape.mjs: under the real launch (spawnSandboxChild), no process, execve, written file or worker thread", async () => {
     const { text, code } = await underTheLaunch("process_escape.mjs");

@@ -132,6 +132,13 @@ export const REFUSED_SYSCALLS_X86_64: Readonly<Record<string, number>> = {
   inotify_init1: 294,
   inotify_add_watch: 254,
   fanotify_init: 300,
+  // Scheduling: the host lowers a noisy cordon's process from outside (SCHED_IDLE and the upper half of
+  // the CPUs, rescheduler.ts); native code in the process could widen its own CPU set back. Node, V8 and
+  // isolated-vm set neither in a sandbox process (nice is set with setpriority, which the kernel only
+  // lets it raise).
+  sched_setaffinity: 203,
+  sched_setscheduler: 144,
+  sched_setattr: 314,
 };
 
 /**
@@ -187,6 +194,9 @@ export const REFUSED_SYSCALLS_AARCH64: Readonly<Record<string, number>> = {
   inotify_init1: 26,
   inotify_add_watch: 27,
   fanotify_init: 262,
+  sched_setaffinity: 122,
+  sched_setscheduler: 119,
+  sched_setattr: 274,
 };
 
 /** What the filter needs of an architecture it is built for (keyed by Node's `process.arch`). */
