@@ -12,6 +12,12 @@ import type { ManagementTool } from "./management-tool.js";
 export interface JobToolsOptions {
   /** Start a detached worker when a job is submitted and none is running (as the CLI does). Default: true. */
   startWorkers?: boolean;
+  /**
+   * The core tool a schema name belongs to when the operator does not offer it over MCP (exposure.ts),
+   * else undefined: submit_job refuses it as tools/call does, or a job would run what `mcp_core_tools`
+   * keeps to Bash. Default: every tool may be submitted.
+   */
+  hiddenCoreTool?: (schemaName: string) => Promise<string | undefined>;
 }
 
 /** Longest `wait_seconds` of `job_result`: a tool call should not hold the client for longer. */
@@ -81,6 +87,13 @@ function definitions(service: JobService, anima: string, options: JobToolsOption
         if (priority !== undefined && (typeof priority !== "number" || !Number.isSafeInteger(priority))) throw invalid("priority must be a whole number");
         const key = args["idempotency_key"];
         if (key !== undefined && typeof key !== "string") throw invalid("idempotency_key must be a string");
+        const hidden = await options.hiddenCoreTool?.(name);
+        if (hidden !== undefined)
+          throw new ToolHostError(
+            "ToolNotFound",
+            `the core tool "${hidden}" is not offered over MCP on this host, as a job neither`,
+            `submit it through Bash: animaworks-tool submit ${hidden} <action> …`,
+          );
         const submitted = await service.submit(anima, name, callArgs, {
           ...(priority !== undefined ? { priority: priority } : {}),
           ...(key !== undefined ? { idempotencyKey: key } : {}),

@@ -153,10 +153,10 @@ export async function startMcpServer(host: ToolHost, anima: string, transport: T
       },
     },
   ];
-  managementTools.push(...jobTools(jobs, anima, { startWorkers }));
+  const exposure = await coreToolExposure(host);
+  managementTools.push(...jobTools(jobs, anima, { startWorkers, hiddenCoreTool: (schemaName) => exposure.hiddenCoreTool(anima, schemaName) }));
   const managementByName = new Map(managementTools.map((tool) => [tool.name, tool]));
 
-  const exposure = await coreToolExposure(host);
   const listedTools = async () => {
     const listing = await host.list(anima);
     const toolSchemas = listing.tools

@@ -111,6 +111,22 @@ describe("curated core tools over MCP (config.json animaworks_tool.mcp_core_tool
     });
   });
 
+  it("refuses a hidden core tool as a job too: submit_job runs nothing that tools/call refuses (mcp_job_exposure)", async () => {
+    const submitted = await client.callTool({ name: "submit_job", arguments: { name: "file_search_list", arguments: {} } });
+    expect(submitted.isError).toBe(true);
+    expect(JSON.parse((submitted.content as Array<{ text: string }>)[0]?.text as string)).toMatchObject({
+      error_type: "ToolNotFound",
+      message: expect.stringContaining('the core tool "file_search" is not offered over MCP'),
+      hint: expect.stringContaining("animaworks-tool submit file_search"),
+    });
+    // No job was made: the Anima's job list over MCP is empty.
+    const listed = await client.callTool({ name: "list_jobs", arguments: {} });
+    expect((listed.content as Array<{ text: string }>)[0]?.text).not.toContain("file_search");
+    // A listed core tool and a personal tool are still submitted.
+    const offered = await client.callTool({ name: "submit_job", arguments: { name: "stats_words", arguments: {} } });
+    expect(offered.isError).toBeFalsy();
+  });
+
   it("refuses to start with a list that is not of core tool names, naming the key", () => {
     const bad = makeDataDir({ "animas/alice/tools/.keep": "", "config.json": JSON.stringify({ animaworks_tool: { mcp_core_tools: ["text_stats", "nope"] } }) });
     try {
