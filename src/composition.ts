@@ -5,6 +5,7 @@ import { join } from "node:path";
 import { JsonlAuditLog } from "./audit/jsonl-audit-log.js";
 import { ExportingAuditLog } from "./audit/otel-export.js";
 import { PolicyLedger } from "./audit/policy-ledger.js";
+import { RedactingAuditLog } from "./audit/redacting-audit-log.js";
 import { ToolBundler } from "./bundling/bundler.js";
 import type { FetchCapability } from "./capabilities/fetch.js";
 import { JobCalls } from "./capabilities/job-calls.js";
@@ -86,10 +87,14 @@ export function composeHost<H extends ComposedHost>(config: HostConfig, construc
       },
     });
   // Every record also goes to the operator's OpenTelemetry collector, if one is named (the SDK loads only then).
-  const audit: AuditLog =
+  const trail: AuditLog =
     config.auditOtlpEndpoint === undefined
       ? makeTrail()
       : new ExportingAuditLog((onWritten) => makeTrail(onWritten), { endpoint: config.auditOtlpEndpoint, onLog: config.onLog });
+  // The capability service knows each Anima's secrets and needs the audit log: records appended before it
+  // exists (the policy ledger's first) name no secret yet.
+  let secretsSource: Pick<CapabilityService, "secretsOf"> | undefined;
+  const audit: AuditLog = new RedactingAuditLog(trail, (anima) => secretsSource?.secretsOf(anima) ?? []);
   const policies = new PolicyLedger(config, (event) => audit.append(event));
   const policyOf = (anima: string) => policies.policyOf(anima);
   const jobCalls = new JobCalls();
@@ -104,6 +109,7 @@ export function composeHost<H extends ComposedHost>(config: HostConfig, construc
     callLog: (context, record) => toolLogs.hostLine(context, record),
     network: lazyNetwork(config, audit, policyOf),
   });
+  secretsSource = capabilities;
   const toolLogs = new ToolLogRouter(config, capabilities);
   const bundler = new ToolBundler(config.cacheDir);
   // A failing tool's error names its own lines, mapped here with the bundler's source maps.

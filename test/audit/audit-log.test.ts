@@ -3,11 +3,13 @@ import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { describe, expect, it } from "vitest";
 import { type AuditEvent, type AuditRecord, MemoryAuditLog, isoTimestamp, truncateForAudit } from "../../src/audit/audit-log.js";
+import { RedactingAuditLog } from "../../src/audit/redacting-audit-log.js";
 import { verifyAuditDir } from "../../src/audit/verify.js";
 import { JsonlAuditLog } from "../../src/audit/jsonl-audit-log.js";
 import { runAuditLogContract } from "./contract.js";
 
 runAuditLogContract("memory", () => ({ log: new MemoryAuditLog() }));
+runAuditLogContract("redacting, around memory", () => ({ log: new RedactingAuditLog(new MemoryAuditLog(), () => ["a-secret-value"]) }));
 runAuditLogContract("jsonl trails", () => {
   const dir = mkdtempSync(join(tmpdir(), "awt-audit-"));
   return { log: new JsonlAuditLog(join(dir, "audit")), cleanup: () => rmSync(dir, { recursive: true, force: true }) };
