@@ -35,5 +35,10 @@ const LINE_BREAKS = /[\n\r\u000b\u000c\u0085\u2028\u2029]/g;
  * `terminalSafe`'s, which the CLI applies to all it prints.
  */
 export function joinReportLines(lines: readonly string[]): string {
-  return lines.map((line) => line.replace(LINE_BREAKS, escape)).join("\n");
+  return lines.map(oneLine).join("\n");
+}
+
+/** One line of a report, a table or a notice, with every line break inside it escaped (see joinReportLines). */
+export function oneLine(text: string): string {
+  return text.replace(LINE_BREAKS, escape);
 }

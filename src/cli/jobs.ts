@@ -263,8 +263,10 @@ function progressDisplay(ctx: JobsCliContext): (job: Job) => void {
   if (!(ctx.terminal ?? process.stderr.isTTY === true)) return (job) => ctx.out.stderr(progressLine(job));
   let drawn = false;
   return (job) => {
-    // Cursor up one line and clear it, then draw: works through line-based writers (which add the newline).
-    ctx.out.stderr(`${drawn ? "\x1b[1A\x1b[2K" : ""}${progressBar(job)}`);
+    // The redraw's cursor moves are the CLI's own (output.ts); all other stderr text is made terminal-safe,
+    // so they cannot be written as text (they printed as "\u001b[1A\u001b[2K").
+    if (drawn && ctx.out.stderrRedraw) ctx.out.stderrRedraw(progressBar(job));
+    else ctx.out.stderr(progressBar(job));
     drawn = true;
   };
 }

@@ -41,6 +41,8 @@ export function terminalSafeOutput(out: Output): Output {
   return {
     stdout: (text) => out.stdout(terminalSafe(text)),
     stderr: (text) => out.stderr(terminalSafe(text)),
+    // Cursor up one line and clear it, then the line: works through line-based writers (which add the newline).
+    stderrRedraw: (text) => out.stderr(`\x1b[1A\x1b[2K${terminalSafe(text)}`),
     ...(out.drained ? { drained: () => out.drained?.() ?? Promise.resolve() } : {}),
   };
 }

@@ -37,6 +37,11 @@ export interface InvocationOutput {
    * (reply-writer.ts). Default: none (a process's own stdout and stderr are written synchronously).
    */
   drained?(): Promise<void>;
+  /**
+   * A line on stderr that replaces the line written before it on a terminal (`jobs wait`'s progress bar):
+   * the cursor moves are the CLI's own, the text is made terminal-safe. Default: none (written as a new line).
+   */
+  stderrRedraw?(text: string): void;
 }
 
 /** What an invocation asks of its host. */

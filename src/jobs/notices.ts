@@ -1,3 +1,4 @@
+import { oneLine } from "../terminal-text.js";
 import { randomBytes } from "node:crypto";
 import { closeSync, constants, mkdirSync, openSync, readlinkSync, realpathSync, renameSync, unlinkSync, writeFileSync } from "node:fs";
 import { join, relative } from "node:path";
@@ -35,7 +36,9 @@ export function formatNotice(job: Job): string {
   const ok = job.status === "succeeded";
   // AnimaWorks heads notices completed or failed; a job cancelled on purpose did not fail.
   const outcome = ok ? "completed" : job.status === "cancelled" ? "cancelled" : "failed";
-  const summary = ok ? `[${name}] completed: ${firstChars(job.result ?? "", NOTICE_SUMMARY_CHARS)}` : `[${name}] ${outcome}: ${failureText(job)}`;
+  // The summary is text the job's tool wrote (its result, its error): a line break in it would add lines
+  // of the notice's own ("- Status: completed") to what the Anima's heartbeat reads.
+  const summary = oneLine(ok ? `[${name}] completed: ${firstChars(job.result ?? "", NOTICE_SUMMARY_CHARS)}` : `[${name}] ${outcome}: ${failureText(job)}`);
   return (
     `# Background task ${outcome}: ${name}\n\n` +
     `- Task ID: ${job.id}\n` +

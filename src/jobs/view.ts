@@ -1,4 +1,5 @@
 import { type ErrorInfo, ToolHostError, type WireError, wireError } from "../errors.js";
+import { joinReportLines, oneLine } from "../terminal-text.js";
 import { JOB_STATUSES, type Job, type JobStatus } from "./store.js";
 
 /**
@@ -124,7 +125,9 @@ export function jobsTable(jobs: readonly Job[]): string {
       .map((c, i) => (i === cells.length - 1 ? c : c.padEnd(widths[i] as number)))
       .join("  ")
       .trimEnd();
-  return [line(header), ...rows.map(line)].join("\n");
+  // A cell holds text the tool wrote (its error's message, a progress message): a line break in it
+  // would print table rows of its own ("ffffffffffff  succeeded  bank transfer").
+  return joinReportLines([line(header), ...rows.map(line)]);
 }
 
 export function jobText(job: Job): string {
@@ -147,13 +150,13 @@ export function jobText(job: Job): string {
   }
   if (job.idempotencyKey !== undefined) lines.push(`  idempotency key: ${job.idempotencyKey}`);
   if (job.notifiedAt !== undefined) lines.push(`  notice:     state/background_notifications/${job.id}.md`);
-  return lines.join("\n");
+  return joinReportLines(lines);
 }
 
 /** One plain line per change while waiting (stderr is not a terminal). */
 export function progressLine(job: Job): string {
   const extra = detail(job);
-  return `job ${job.id}: ${job.status}${extra ? ` ${extra}` : ""}`;
+  return oneLine(`job ${job.id}: ${job.status}${extra ? ` ${extra}` : ""}`);
 }
 
 /** A one-line bar for a terminal, `widthChars` cells wide. */
@@ -162,7 +165,7 @@ export function progressBar(job: Job, widthChars = 24): string {
   const filled = Math.round(Math.min(1, Math.max(0, fraction)) * widthChars);
   const bar = `[${"#".repeat(filled)}${"-".repeat(widthChars - filled)}]`;
   const message = job.progress?.message ? ` ${job.progress.message}` : "";
-  return `${bar} ${percent(fraction).padStart(4)} ${job.status}${job.status === "running" ? message : ""}  (job ${job.id})`;
+  return oneLine(`${bar} ${percent(fraction).padStart(4)} ${job.status}${job.status === "running" ? message : ""}  (job ${job.id})`);
 }
 
 function detail(job: Job): string {

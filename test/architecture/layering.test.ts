@@ -129,6 +129,8 @@ const MAY_IMPORT: Record<string, string[]> = {
     "byte-lru.ts",
     "process-alive.ts",
     "canonical-json.ts",
+    // jobs → terminal-text.ts: a job's error and progress text (the tool's) stays inside its line of a table or notice.
+    "terminal-text.ts",
   ],
   "host.ts": [
     "composition.ts",

@@ -1,3 +1,4 @@
+import { terminalSafeOutput } from "../../src/cli/output.js";
 import { main } from "../../src/cli/main.js";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { runJobsCommand } from "../../src/cli/jobs.js";
@@ -127,7 +128,8 @@ describe("job display", () => {
       json: false,
       help: false,
       terminal: true,
-      out: { stdout: (t) => stdout.push(t), stderr: (t) => stderr.push(t) },
+      // As main hands it over: every text made terminal-safe (the redraw's own cursor moves must still work).
+      out: terminalSafeOutput({ stdout: (t) => stdout.push(t), stderr: (t) => stderr.push(t) }),
       argumentsFromJson: async () => ({}),
       hostFactory: hostFromConfig,
       runInvocation: main,
