@@ -12,6 +12,7 @@ import { monotonicMs } from "../../clock.js";
 import type { WarmPoolStats } from "../wire/messages.js";
 import { WarmPoolStatsRequests } from "./warm-pool-stats.js";
 import { isPythonBundle } from "../wire/tool-bundle.js";
+import { heldPartsShortage } from "../wire/parts.js";
 
 const CRASH_WINDOW_MS = 10_000;
 const MAX_CRASHES_IN_WINDOW = 5;
@@ -152,6 +153,9 @@ export class SandboxProcess {
     // A blank spare has said it is ready and run nothing: it becomes this slot's, for good.
     const spare = this.pool.takeSpare(this.nice);
     const child = spare ?? new ChildLink(spawnSpec(this.pool, this.nice), handlers, (message) => this.pool.onStderr(message), this.pool.guard);
+    // Before its first request: whatever it holds of large strings counts against its cordon's budget,
+    // shared by every process of the cordon (normal, low-priority, demoted and retiring ones alike).
+    child.parts.chargeTo(this.pool.heldParts.cordon, this.pool.heldParts.host);
     this.child = child;
     this.pool.live.add(child);
     child.process.on("exit", (code, signal) => this.onExit(child, code, signal));
@@ -190,20 +194,16 @@ export class SandboxProcess {
       const pending = this.inFlightOf(child, message.id);
       if (!pending) return;
       if (pending.request.op !== "call") return this.violation(child, "sent a part of a string outside a call");
+      // One count whatever the parts are for (a result's text, a capability's arguments): the larger limit.
       const maxChars = Math.max(MAX_CAPABILITY_ARGS_CHARS, pending.request.maxResultBytes);
+      const open = child.parts.openId;
       const added = child.parts.add(message.id, message.text, maxChars);
-      if (added === "over-host") {
-        // Not this process's doing: the call fails, and the process is told to stop it.
-        if (child.connected) this.outbox.enqueue(child, { type: "abort", id: message.id });
-        const error = {
-          type: "ExecutionError" as const,
-          fault: "host" as const,
-          message: "the host holds as much of sandbox processes' large strings as it may; this call's was refused",
-          hint: "try again shortly",
-        };
-        return this.settle(message.id, pending, failureFor(pending, error));
-      }
-      if (added !== "held") return this.violation(child, `sent parts of request ${message.id} over their limit`);
+      if (added === "held") return;
+      if (added === "interleaved") return this.violation(child, `sent a part of request ${message.id} while request ${open}'s parts waited for their message`);
+      if (added === "over-request") return this.violation(child, `sent parts of request ${message.id} over their limit`);
+      // A shortage, which this process alone may not have caused: the call fails, and the process is told to stop it.
+      if (child.connected) this.outbox.enqueue(child, { type: "abort", id: message.id });
+      return this.settle(message.id, pending, failureFor(pending, heldPartsShortage(added)));
     } else if (message.type === "response") {
       const pending = this.inFlightOf(child, message.id);
       if (!pending) return;

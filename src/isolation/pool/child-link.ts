@@ -42,8 +42,6 @@ export const THROTTLE_WINDOW_MS = 1_000;
 export const FLOOD_WINDOWS = 5;
 /** Bytes the host's writes may wait unread by the process, bytes. */
 export const MAX_UNREAD_BYTES = 64 * 1024 * 1024;
-/** Characters of parts one process may have the host hold at once (the host's capability bytes in flight). */
-export const MAX_PART_CHARS_PER_PROCESS = 256 * 1024 * 1024;
 
 export interface ChildLinkHandlers {
   onMessage(link: ChildLink, raw: unknown): void;
@@ -54,7 +52,8 @@ export interface ChildLinkHandlers {
 export class ChildLink {
   readonly process: ChildProcess;
   readonly channel: FramedSocket;
-  readonly parts = new PartAssembler(MAX_PART_CHARS_PER_PROCESS);
+  /** The parts of the message it is sending; they count against no cordon until its owner charges them to one (`PartAssembler.chargeTo`). */
+  readonly parts = new PartAssembler();
   /** The host found the process stopped from outside (SIGSTOP) when it killed it: its calls are not the tool's fault. */
   stoppedFromOutside = false;
   private brokenReported = false;

@@ -23,6 +23,7 @@ import { Placement } from "../scheduling/placement.js";
 import { type HeldJudgments, NOTHING_HELD, type ProcessReading, THRESHOLDS, judgeReadings } from "../scheduling/judge.js";
 import { processTreeCpu } from "../os/process-cpu.js";
 import { LOW_PRIORITY_NICE } from "../os/low-priority.js";
+import { HeldChars } from "../wire/parts.js";
 
 /**
  * The sandbox processes of one cordon (scheduling/cordons.ts; the pool, sandbox-pool.ts, keeps one per
@@ -81,8 +82,10 @@ export interface WarmPoolReport {
 }
 
 /** What the cordons' pools share: their settings, the host's capability budget, request ids, spares. */
-export interface PoolShared extends Omit<ProcessOwner, "cordon" | "closing" | "ended" | "sentAfterStart" | "warmPoolBytes"> {
+export interface PoolShared extends Omit<ProcessOwner, "cordon" | "closing" | "ended" | "sentAfterStart" | "warmPoolBytes" | "heldParts"> {
   readonly budget: CapabilityBudget;
+  /** Characters of parts each cordon's processes may hold together, and the host's budget of them all (wire/parts.ts). */
+  readonly heldPartLimits: { readonly perCordonChars: number; readonly host: HeldChars };
   readonly deadlineGraceMs: number;
   readonly onRefusal: ConstructorParameters<typeof CallLedger<CallContext>>[3];
   /** A number no other sandbox process of the host has (request ids are remembered per process number). */
@@ -106,6 +109,8 @@ export class CordonPool implements ProcessOwner {
   readonly onStderr: (message: string) => void;
   readonly osSandbox: OsSandboxStatus;
   readonly rescheduler: Rescheduler;
+  /** One budget for every process of this cordon: a demoted or retiring process's parts count until it ends. */
+  readonly heldParts: { readonly cordon: HeldChars; readonly host: HeldChars };
   closing = false;
   private readonly processes: SandboxProcess[];
   private lowPriority: SandboxProcess | undefined;
@@ -144,6 +149,7 @@ export class CordonPool implements ProcessOwner {
     this.onStderr = shared.onStderr;
     this.osSandbox = shared.osSandbox;
     this.rescheduler = shared.rescheduler;
+    this.heldParts = { cordon: new HeldChars(shared.heldPartLimits.perCordonChars), host: shared.heldPartLimits.host };
     this.processes = Array.from({ length: Math.max(1, Math.floor(count)) }, () => new SandboxProcess(shared.nextProcessIndex(), this));
     this.placement = new Placement(this.processes, () => (this.lowPriority ??= new SandboxProcess(shared.nextProcessIndex(), this, LOW_PRIORITY_NICE)));
   }

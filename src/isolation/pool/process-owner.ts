@@ -8,6 +8,7 @@ import type { ChildLink, ProcessGuard } from "./child-link.js";
 import type { SandboxChildSpec } from "./child-spawn.js";
 import type { PythonInterpreterSettings } from "../isolate/isolate-runner-options.js";
 import type { LiveChildren } from "./live-children.js";
+import type { HeldChars } from "../wire/parts.js";
 
 /**
  * What one supervised sandbox process (child-handle.ts) needs of the pool that owns it, and the record
@@ -20,6 +21,11 @@ export interface ProcessOwner {
   readonly cordon: string;
   /** The watch on what each process holds outside its isolates; none where /proc cannot be read. */
   readonly guard: ProcessGuard | undefined;
+  /**
+   * What the parts of large strings (wire/parts.ts) may hold: `cordon`, shared by every process of this
+   * owner's cordon, whatever its state; `host`, by all the host's processes.
+   */
+  readonly heldParts: { readonly cordon: HeldChars; readonly host: HeldChars };
   /** Every process the pool started and has not seen end (live-children.ts): each is added when spawned. */
   readonly live: LiveChildren;
   /** A test's stand-in for the process's entry (child-spawn.ts `entryScript`). */

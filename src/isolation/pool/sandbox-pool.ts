@@ -12,6 +12,7 @@ import { DEFAULT_PYTHON_INTERPRETERS, type PythonInterpreterSettings, TOOLS_PER_
 import { COMPACT_IDLE_AFTER_MS } from "../isolate/idle-compaction.js";
 import { SpareProcesses } from "./spare-processes.js";
 import { ResourceWatchdog, defaultResourceLimits, watchdogStatus } from "../os/resource-watchdog.js";
+import { HOST_HELD_PART_CHARS, type HeldChars, MAX_HELD_PART_CHARS_PER_CORDON } from "../wire/parts.js";
 
 export type { WarmPoolReport };
 
@@ -79,6 +80,12 @@ export interface SandboxPoolOptions {
    * play a compromised sandbox process. Not a host option; never set from configuration.
    */
   entryScript?: string;
+  /**
+   * Characters of large strings' parts each cordon's processes may have the host hold together, and the
+   * host's budget of them all (wire/parts.ts): for tests that fill them with little. Not a host option.
+   * Defaults: `MAX_HELD_PART_CHARS_PER_CORDON`, `HOST_HELD_PART_CHARS`.
+   */
+  heldPartLimits?: { perCordonChars?: number; host?: HeldChars };
 }
 
 /** Request ids whose process is remembered, to tell a late answer from a forged one. */
@@ -145,6 +152,10 @@ export class SandboxPool implements Executor {
       osSandbox: this.osSandbox,
       rescheduler,
       budget: new CapabilityBudget(options.capabilityLimits),
+      heldPartLimits: {
+        perCordonChars: options.heldPartLimits?.perCordonChars ?? MAX_HELD_PART_CHARS_PER_CORDON,
+        host: options.heldPartLimits?.host ?? HOST_HELD_PART_CHARS,
+      },
       deadlineGraceMs: options.deadlineGraceMs ?? 2_000,
       onRefusal: options.onRefusal,
       nextProcessIndex: () => this.nextIndex++,

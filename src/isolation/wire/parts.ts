@@ -1,3 +1,4 @@
+import type { ErrorInfo } from "../../errors.js";
 import { MAX_FRAME_FROM_SANDBOX_BYTES, PART_CHARS } from "./frames.js";
 import type { FromSandbox } from "./messages.js";
 
@@ -48,70 +49,114 @@ function partsOf(id: number, text: string): FromSandbox[] {
 }
 
 /**
- * Characters of parts the host holds for all its sandbox processes at once. Each process is held to its
- * own limit, but a host runs many (one per cordon): several compromised ones each holding their limit
- * would have the host hold gigabytes. Past this, a part is refused as the host's shortage, not as the
- * process's violation: an honest call with a large result may be the one that crosses it.
+ * Characters of parts held against one limit: all the processes of one cordon together (its normal,
+ * low-priority, demoted and retiring processes alike), or all the host's processes together. Past
+ * either, a part is refused as a shortage, not as the sending process's violation: within a cordon the
+ * process whose part crosses may be an honest one, and host-wide it may be another cordon's.
  */
-export class HostHeldChars {
+export class HeldChars {
   chars = 0;
   constructor(readonly maxChars: number) {}
 }
 
 /** 512 Mi characters (at most 1 GiB of strings): eight of the largest capability arguments at once. */
-export const HOST_HELD_PART_CHARS = new HostHeldChars(512 * 1024 * 1024);
-
-/** What `PartAssembler.add` did: held the part, or which limit it would have crossed. */
-export type PartAdded = "held" | "over-request" | "over-process" | "over-host";
+export const HOST_HELD_PART_CHARS = new HeldChars(512 * 1024 * 1024);
 
 /**
- * The host's side: the parts of each request of one sandbox process, joined when the message that takes
- * them arrives. Invariants: a request holds at most its own limit of characters, the process at most
- * `maxCharsPerProcess` over all its requests, the host at most `host.maxChars` over all its processes;
- * parts are dropped with their request.
+ * What all the processes of one cordon may have the host hold at once, characters: a quarter of the
+ * host's budget, so that one cordon (a whole compromised one, however many processes it has alive,
+ * demoted or retiring) leaves three quarters of it to the others. An honest process holds the parts of
+ * one message at a time (see `PartAssembler`), at most 16 Mi characters (`MAX_CAPABILITY_ARGS_CHARS`)
+ * under the default result limit: 128 Mi are eight such processes of one cordon mid-message at once.
+ * A count of its own rather than the capability byte budget (call-ledger.ts): parts are held before
+ * their message says what they are for, and that budget is per Anima, where a cordon may hold many.
+ */
+export const MAX_HELD_PART_CHARS_PER_CORDON = HOST_HELD_PART_CHARS.maxChars / 4;
+
+/** The budget of a process not yet given to a cordon (a spare): it may hold nothing. */
+const UNCHARGED = new HeldChars(0);
+
+/**
+ * What `PartAssembler.add` did: held the part, or which rule it would have broken. `interleaved` and
+ * `over-request` are what no honest process does; `over-cordon` and `over-host` are shortages.
+ */
+export type PartAdded = "held" | "interleaved" | "over-request" | "over-cordon" | "over-host";
+
+/**
+ * The host's side: the parts of the message one sandbox process is sending, joined when that message
+ * arrives. A process writes a message's parts and the message itself in one go (`fitToFrames`, and the
+ * child's outbox writes them in order), so an honest process never has the host hold parts of two
+ * requests at once. Invariants: parts of one request only are held at a time (a part of another request
+ * before that one's message is `interleaved`); that request holds at most its own limit of characters
+ * (`maxChars` of `add`: whatever the parts are for, result or capability arguments, since they share one
+ * count); the process's cordon at most its `HeldChars`, the host at most its own; parts are dropped with
+ * their request.
  */
 export class PartAssembler {
-  private readonly parts = new Map<number, { texts: string[]; chars: number }>();
-  private heldChars = 0;
+  private open: { id: number; texts: string[]; chars: number } | undefined;
+  private cordon: HeldChars = UNCHARGED;
 
-  constructor(
-    private readonly maxCharsPerProcess: number,
-    private readonly host: HostHeldChars = HOST_HELD_PART_CHARS,
-  ) {}
+  constructor(private host: HeldChars = HOST_HELD_PART_CHARS) {}
 
-  /** Adds a part of request `id`, unless that would hold more than `maxChars` for it, more than the process may, or more than the host may. */
+  /**
+   * Counts this process's parts against `cordon` (and `host`) from now on. Called when the process is
+   * given to a cordon, before it is sent any request: it holds nothing yet.
+   */
+  chargeTo(cordon: HeldChars, host: HeldChars = this.host): void {
+    if (this.open) throw new Error("a process's parts change budgets only while it holds none");
+    this.cordon = cordon;
+    this.host = host;
+  }
+
+  /** Request `id` whose parts are held now, if any (for the report of an interleaved part). */
+  get openId(): number | undefined {
+    return this.open?.id;
+  }
+
+  /** Adds a part of request `id`, unless that would break a rule of `PartAdded` (`maxChars`: the request's own limit). */
   add(id: number, text: string, maxChars: number): PartAdded {
-    let entry = this.parts.get(id);
-    if (!entry) this.parts.set(id, (entry = { texts: [], chars: 0 }));
-    if (entry.chars + text.length > maxChars) return "over-request";
-    if (this.heldChars + text.length > this.maxCharsPerProcess) return "over-process";
+    if (this.open && this.open.id !== id) return "interleaved";
+    const held = this.open?.chars ?? 0;
+    if (held + text.length > maxChars) return "over-request";
+    if (this.cordon.chars + text.length > this.cordon.maxChars) return "over-cordon";
     if (this.host.chars + text.length > this.host.maxChars) return "over-host";
-    entry.texts.push(text);
-    entry.chars += text.length;
-    this.heldChars += text.length;
+    this.open ??= { id, texts: [], chars: 0 };
+    this.open.texts.push(text);
+    this.open.chars += text.length;
+    this.cordon.chars += text.length;
     this.host.chars += text.length;
     return "held";
   }
 
   /** Request `id`'s parts joined and forgotten, or undefined when it has none. */
   take(id: number): string | undefined {
-    const entry = this.parts.get(id);
-    if (!entry) return undefined;
+    const open = this.open;
+    if (!open || open.id !== id) return undefined;
     this.drop(id);
-    return entry.texts.join("");
+    return open.texts.join("");
   }
 
   /** Forgets request `id`'s parts (it ended). */
   drop(id: number): void {
-    const entry = this.parts.get(id);
-    if (!entry) return;
-    this.heldChars -= entry.chars;
-    this.host.chars -= entry.chars;
-    this.parts.delete(id);
+    const open = this.open;
+    if (!open || open.id !== id) return;
+    this.cordon.chars -= open.chars;
+    this.host.chars -= open.chars;
+    this.open = undefined;
   }
+}
 
-  /** True while request `id` has parts waiting for their message. */
-  has(id: number): boolean {
-    return this.parts.has(id);
-  }
+/**
+ * The failure of a call whose part a shortage refused (its process is told to stop the call). Fault
+ * `host`: capacity, which the call's own process may not be the one using (another process of its
+ * cordon, or another cordon).
+ */
+export function heldPartsShortage(refused: "over-cordon" | "over-host"): ErrorInfo {
+  const holder = refused === "over-cordon" ? "the sandbox processes of this Anima's cordon hold" : "the host holds";
+  return {
+    type: "ExecutionError",
+    fault: "host",
+    message: `${holder} as much of sandbox processes' large strings as they may; this call's was refused`,
+    hint: "try again shortly",
+  };
 }

@@ -1,6 +1,6 @@
 import { describe, expect, it } from "vitest";
 import { FrameDecoder, FrameError, MAX_FRAME_FROM_SANDBOX_BYTES, PART_CHARS, encodeFrame } from "../../../src/isolation/wire/frames.js";
-import { HostHeldChars, PartAssembler, fitToFrames } from "../../../src/isolation/wire/parts.js";
+import { HeldChars, PartAssembler, fitToFrames } from "../../../src/isolation/wire/parts.js";
 import type { FromSandbox } from "../../../src/isolation/wire/messages.js";
 
 const MESSAGES = [{ type: "ready" }, { type: "log", id: 1, level: "info", message: "héllo \u{1F600} \u0001" }, { type: "needBundle", id: 2 }];
@@ -41,7 +41,8 @@ describe("parts", () => {
     expect(messages.map((m) => m.type)).toEqual(["part", "part", "part", "capability"]);
     expect(messages.at(-1)).toMatchObject({ argsJson: "", parted: true });
     for (const message of messages) expect(encodeFrame(message).length).toBeLessThanOrEqual(MAX_FRAME_FROM_SANDBOX_BYTES);
-    const assembler = new PartAssembler(Number.POSITIVE_INFINITY);
+    const assembler = new PartAssembler();
+    assembler.chargeTo(new HeldChars(Number.POSITIVE_INFINITY), new HeldChars(Number.POSITIVE_INFINITY));
     for (const message of messages) if (message.type === "part") expect(assembler.add(message.id, message.text, text.length)).toBe("held");
     expect(assembler.take(4)).toBe(text);
     expect(assembler.take(4)).toBeUndefined();
@@ -64,27 +65,45 @@ describe("parts", () => {
     ]);
   });
 
-  it("the assembler holds no more than a request's limit, nor the process's", () => {
-    const assembler = new PartAssembler(10, new HostHeldChars(1_000));
-    expect(assembler.add(1, "abcd", 6)).toBe("held");
-    expect(assembler.add(1, "efg", 6)).toBe("over-request");
-    expect(assembler.add(2, "123456", 100)).toBe("held");
-    expect(assembler.add(3, "x", 100)).toBe("over-process"); // 4 + 6 held: the process's 10
-    assembler.drop(1);
-    expect(assembler.add(3, "x", 100)).toBe("held");
+  /** An assembler charged to `cordon` and `host`. */
+  function assembler(cordon: HeldChars, host: HeldChars): PartAssembler {
+    const made = new PartAssembler();
+    made.chargeTo(cordon, host);
+    return made;
+  }
+
+  it("the assembler holds no more than a request's limit, and one request's parts at a time", () => {
+    const parts = assembler(new HeldChars(1_000), new HeldChars(1_000));
+    expect(parts.add(1, "abcd", 6)).toBe("held");
+    expect(parts.add(1, "efg", 6)).toBe("over-request");
+    expect(parts.add(2, "x", 100)).toBe("interleaved"); // request 1's message has not come
+    expect(parts.openId).toBe(1);
+    expect(parts.take(1)).toBe("abcd");
+    expect(parts.add(2, "x", 100)).toBe("held");
+    parts.drop(2);
+    expect(parts.take(2)).toBeUndefined();
   });
 
-  it("held_parts_across_processes: the assemblers of all processes hold no more than the host's limit together", () => {
-    const host = new HostHeldChars(12);
-    const [first, second] = [new PartAssembler(10, host), new PartAssembler(10, host)];
-    expect(first.add(1, "1234567890", 100)).toBe("held");
-    expect(second.add(2, "abc", 100)).toBe("over-host"); // 10 + 3 > 12, though within its own 10
+  it("a process given to no cordon yet (a spare) may hold nothing", () => {
+    expect(new PartAssembler().add(1, "x", 100)).toBe("over-cordon");
+  });
+
+  it("held_parts_across_processes: the assemblers of a cordon's processes hold no more than the cordon's limit together, and all no more than the host's", () => {
+    const host = new HeldChars(12);
+    const eve = new HeldChars(10);
+    const [first, second] = [assembler(eve, host), assembler(eve, host)];
+    const alice = assembler(new HeldChars(10), host);
+    expect(first.add(1, "12345678", 100)).toBe("held");
+    expect(second.add(2, "abc", 100)).toBe("over-cordon"); // 8 + 3 > 10, the processes' cordon
     expect(second.add(2, "ab", 100)).toBe("held");
-    expect(host.chars).toBe(12);
+    expect(alice.add(3, "xyz", 100)).toBe("over-host"); // 10 + 3 > 12, though within alice's cordon
+    expect(alice.add(3, "xy", 100)).toBe("held");
+    expect([eve.chars, host.chars]).toEqual([10, 12]);
     first.drop(1);
-    expect(host.chars).toBe(2);
+    expect([eve.chars, host.chars]).toEqual([2, 4]);
     expect(second.add(2, "cdefgh", 100)).toBe("held");
     expect(second.take(2)).toBe("abcdefgh");
-    expect(host.chars).toBe(0);
+    expect(alice.take(3)).toBe("xy");
+    expect([eve.chars, host.chars]).toEqual([0, 0]);
   });
 });
