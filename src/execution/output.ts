@@ -1,4 +1,7 @@
 import type { ResultValue } from "../isolation/wire/messages.js";
+import { cutUtf8 } from "../isolation/wire/result-bounds.js";
+
+export { cutUtf8 };
 
 export const NO_OUTPUT = "(no output)";
 
@@ -21,15 +24,6 @@ export function formatOutput(value: ResultValue, maxOutputBytes: number): Format
   const cut = cutUtf8(value.text, maxOutputBytes);
   const notice = `[Output truncated because it exceeded ${formatLimit(maxOutputBytes)}. Original size: ${originalBytes} bytes]`;
   return { text: `${cut}\n\n${notice}`, truncated: true, originalBytes };
-}
-
-/** The longest prefix of `text` whose UTF-8 encoding fits in `maxBytes`, never splitting a character. */
-export function cutUtf8(text: string, maxBytes: number): string {
-  const bytes = Buffer.from(text, "utf8");
-  if (bytes.length <= maxBytes) return text;
-  let end = maxBytes;
-  while (end > 0 && ((bytes[end] ?? 0) & 0xc0) === 0x80) end--; // back up to the start of a character
-  return bytes.subarray(0, end).toString("utf8");
 }
 
 function formatLimit(bytes: number): string {

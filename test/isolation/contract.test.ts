@@ -131,12 +131,22 @@ describe("envelopes: the decoder of the contract's types", () => {
     expect(decodeCallEnvelope('{"ok":false}', 100)).toEqual({ ok: false, errorType: "ExecutionError", message: "the tool failed", recycle: false });
   });
 
+  it("measures a result's size itself: a cut one is cut to the byte, its original size believed only within bounds", () => {
+    const cut = JSON.stringify({ ok: true, kind: "text", text: "é".repeat(100), bytes: 1e308, truncated: true });
+    expect(decodeCallEnvelope(cut, 100)).toEqual({ ok: true, kind: "text", text: "é".repeat(50), bytes: 200, truncated: true, recycle: false });
+    const claimed = JSON.stringify({ ok: true, kind: "text", text: "ok", bytes: 99, truncated: false });
+    expect(decodeCallEnvelope(claimed, 100)).toMatchObject({ text: "ok", bytes: 2, truncated: false });
+  });
+
   it.each([
     ["not JSON", "{"],
     ["not an envelope", '{"kind":"text","text":"x"}'],
     ["an unknown kind", '{"ok":true,"kind":"html","text":"x"}'],
     ["a text that is not a string", '{"ok":true,"kind":"text","text":1}'],
     ["longer than any envelope of the call's result size", JSON.stringify({ ok: true, kind: "text", text: "x".repeat(5_000) })],
+    // What the prelude never frames (result-bounds.ts): the host would take it for its process's violation.
+    ["a text longer than the call's result size", JSON.stringify({ ok: true, kind: "text", text: "x".repeat(101), bytes: 101, truncated: true })],
+    ["a text over the call's result size in bytes, said not to be cut", JSON.stringify({ ok: true, kind: "text", text: "é".repeat(60), truncated: false })],
     ["not text", 42],
   ])("refuses %s", (_label, text) => {
     expect(decodeCallEnvelope(text, 100)).toBeUndefined();

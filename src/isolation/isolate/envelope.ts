@@ -1,6 +1,7 @@
 import { DEFAULT_FAULT, type ErrorInfo } from "../../errors.js";
 import { ivmErrorInfo, stripStackFrames } from "./ivm-errors.js";
 import { boundToolMessage } from "../wire/tool-text.js";
+import { boundedResult } from "../wire/result-bounds.js";
 import type { BundlePosition, DescribeOutcome, ResultValue } from "../wire/messages.js";
 import {
   type CallEnvelope,
@@ -67,8 +68,9 @@ function decodeFailure(e: Record<string, unknown>, defaultType: string, defaultM
 
 /**
  * `GuestEntry.call`'s answer decoded as the contract's `CallEnvelope`, or undefined when the text is not
- * one (too long for `maxResultBytes`, not JSON, neither a result nor a failure). Only declared fields are
- * kept; a result without a byte count is measured here.
+ * one (too long for `maxResultBytes`, not JSON, neither a result nor a failure, or a result the prelude
+ * would not have framed: result-bounds.ts). Only declared fields are kept; a result's size and cut are
+ * measured here.
  */
 export function decodeCallEnvelope(text: unknown, maxResultBytes: number): CallEnvelope | undefined {
   const maxChars = maxEnvelopeChars(maxResultBytes);
@@ -79,8 +81,16 @@ export function decodeCallEnvelope(text: unknown, maxResultBytes: number): CallE
   const recycle = e["recycle"] === true;
   if (e["kind"] === "none") return { ok: true, kind: "none", recycle };
   if ((e["kind"] === "text" || e["kind"] === "json") && typeof e["text"] === "string") {
-    const bytes = typeof e["bytes"] === "number" && Number.isFinite(e["bytes"]) ? e["bytes"] : Buffer.byteLength(e["text"]);
-    return { ok: true, kind: e["kind"], text: e["text"], bytes, truncated: e["truncated"] === true, recycle };
+    // The prelude's claims are checked as the host checks its sandbox processes' (result-bounds.ts), so
+    // that an honest process never passes on what the host would take for its own violation.
+    const claimed: ResultValue = {
+      kind: e["kind"],
+      text: e["text"],
+      bytes: typeof e["bytes"] === "number" ? e["bytes"] : Number.NaN,
+      truncated: e["truncated"] === true,
+    };
+    const bounded = boundedResult(claimed, maxResultBytes);
+    return bounded.broken === undefined ? { ok: true, ...bounded.value, recycle } : undefined;
   }
   return undefined;
 }

@@ -13,6 +13,7 @@ import type { WarmPoolStats } from "../wire/messages.js";
 import { WarmPoolStatsRequests } from "./warm-pool-stats.js";
 import { isPythonBundle } from "../wire/tool-bundle.js";
 import { heldPartsShortage } from "../wire/parts.js";
+import { boundedResult } from "../wire/result-bounds.js";
 
 const CRASH_WINDOW_MS = 10_000;
 const MAX_CRASHES_IN_WINDOW = 5;
@@ -215,6 +216,12 @@ export class SandboxProcess {
         if (text === undefined || !outcome.ok || !("value" in outcome) || outcome.value.kind === "none")
           return this.violation(child, "sent a parted answer without its parts");
         outcome = { ...outcome, value: { ...outcome.value, text } };
+      }
+      if (pending.request.op === "call" && outcome.ok && "value" in outcome) {
+        // Measured here, never taken from the process: the text's size and whether it was cut.
+        const bounded = boundedResult(outcome.value, pending.request.maxResultBytes);
+        if (bounded.broken !== undefined) return this.violation(child, `answered request ${message.id} with ${bounded.broken}`);
+        outcome = { ...outcome, value: bounded.value };
       }
       this.settle(message.id, pending, outcome);
     } else if (message.type === "capability") {
