@@ -13,7 +13,8 @@ import { ToolHostError } from "../errors.js";
 type Address = ipaddr.IPv4 | ipaddr.IPv6;
 
 /** Cloud metadata endpoints. They sit in non-public ranges anyway; naming them gives clearer refusals,
- *  and a covering operator CIDR (say 169.254.0.0/16) does not open them: only the exact address does. */
+ *  and a covering operator CIDR (say 169.254.0.0/16) does not open them: only the exact address does.
+ *  An IPv6 address that embeds one of the IPv4 ones (`embeddedIPv4`) is a metadata address too. */
 const METADATA_ADDRESSES = new Set(["169.254.169.254", "169.254.170.2", "169.254.170.23", "100.100.100.200", "fd00:ec2::254", "fd00:ec2::23"]);
 
 /** Names refused before any DNS query (the suffix itself or any name under it): they only ever mean
@@ -44,7 +45,7 @@ const IPV4_LABELS: Record<string, string> = {
 export function nonPublicReason(address: string): string | undefined {
   const parsed = parseCanonical(address);
   if (!parsed) return "not a valid IP address";
-  if (METADATA_ADDRESSES.has(parsed.toString())) return "cloud metadata";
+  if (isMetadata(parsed)) return "cloud metadata";
   if (parsed.kind() === "ipv4") {
     const range = (parsed as ipaddr.IPv4).range();
     return range === "unicast" ? undefined : (IPV4_LABELS[range] ?? `special (${range})`);
@@ -100,9 +101,43 @@ function parseCanonical(address: string): Address | undefined {
   }
 }
 
+/**
+ * The IPv4 addresses an IPv6 address leads to: through this host's own IPv4 stack (IPv4-mapped
+ * ::ffff:0:0/96, IPv4-translated ::ffff:0:0:0/96, IPv4-compatible ::/96; ipaddr.js reads `::a.b.c.d` as
+ * mapped, which embeds the same IPv4) or through a translator or tunnel (NAT64 64:ff9b::/96; local-use
+ * NAT64 64:ff9b:1::/48, whose prefix may be /48, /56, /64 or /96, so every RFC 6052 position counts;
+ * 6to4 2002::/16; Teredo's server and, bit-inverted, client). Empty for any other address.
+ */
+function embeddedIPv4(v6: ipaddr.IPv6): ipaddr.IPv4[] {
+  const p = v6.toByteArray();
+  const at = (...indices: number[]) => new ipaddr.IPv4(indices.map((index) => p[index] ?? 0));
+  switch (v6.range() as string) {
+    case "ipv4Mapped":
+    case "rfc6145":
+      return [at(12, 13, 14, 15)];
+    case "unicast":
+      return p.slice(0, 12).every((byte) => byte === 0) ? [at(12, 13, 14, 15)] : [];
+    case "rfc6052":
+      // Bits 64–71 (byte 8) are RFC 6052's reserved "u" octet, never part of the IPv4 address.
+      return v6.parts[2] === 0 ? [at(12, 13, 14, 15)] : [at(6, 7, 9, 10), at(7, 9, 10, 11), at(9, 10, 11, 12), at(12, 13, 14, 15)];
+    case "6to4":
+      return [at(2, 3, 4, 5)];
+    case "teredo":
+      return [at(4, 5, 6, 7), new ipaddr.IPv4([12, 13, 14, 15].map((index) => ~(p[index] ?? 0) & 0xff))];
+    default:
+      return [];
+  }
+}
+
+/** A metadata address, or an IPv6 address leading to one: every form of it is refused alike. */
+function isMetadata(parsed: Address): boolean {
+  if (METADATA_ADDRESSES.has(parsed.toString())) return true;
+  return parsed.kind() === "ipv6" && embeddedIPv4(parsed as ipaddr.IPv6).some((v4) => METADATA_ADDRESSES.has(v4.toString()));
+}
+
 export function isMetadataAddress(address: string): boolean {
   const parsed = parseCanonical(address);
-  return parsed !== undefined && METADATA_ADDRESSES.has(parsed.toString());
+  return parsed !== undefined && isMetadata(parsed);
 }
 
 /** Why a host name is refused before any DNS query, or undefined. `host` is lower case, no trailing dot. */
@@ -130,8 +165,8 @@ const NAME_PATTERN = /^(\*\.)?[a-z0-9-]+(\.[a-z0-9-]+)*$/;
 /**
  * The operator's `allowInternalHosts`: host names (`intranet.example`, `*.corp.example`, `localhost`),
  * IP addresses (`127.0.0.1`, `::1`) and CIDR ranges (`10.0.0.0/8`, `fd00::/8`) that may be reached even
- * though they are not public. An allowed name may resolve to any address, except a metadata address,
- * which needs its exact IP entry. The list never widens an Anima's own policy (`none`, allowlist).
+ * though they are not public. An allowed name may resolve to any address, except a metadata address
+ * (in any IPv6 form that embeds it too), which needs its exact IP entry. The list never widens an Anima's own policy (`none`, allowlist).
  */
 export class InternalAllowList {
   private readonly names: string[] = [];
@@ -167,11 +202,15 @@ export class InternalAllowList {
     return this.names.some((pattern) => hostMatches(host, pattern));
   }
 
-  /** Same address family only: allowing 127.0.0.1 does not allow ::ffff:127.0.0.1. */
+  /**
+   * Same address family only: allowing 127.0.0.1 does not allow ::ffff:127.0.0.1. A metadata address,
+   * in any form (`isMetadata`: ::ffff:169.254.169.254, 64:ff9b::a9fe:a9fe …), only by its exact entry:
+   * a range such as ::ffff:0:0/96 or 64:ff9b::/96 covers it but does not open it.
+   */
   allowsAddress(address: string): boolean {
     const parsed = parseCanonical(address);
     if (!parsed) return false;
-    if (METADATA_ADDRESSES.has(parsed.toString())) return this.exact.has(parsed.toString());
+    if (isMetadata(parsed)) return this.exact.has(parsed.toString());
     return this.ranges.some(([base, bits]) => base.kind() === parsed.kind() && parsed.match(base, bits));
   }
 

@@ -262,6 +262,39 @@ describe("fetch: operator and Anima policy", () => {
     await refused(capability({ allowInternalHosts: ["*.corp.example"] }).fetch(CTX, "http://meta.corp.example/", {}, PUBLIC));
   });
 
+  it("a metadata address in an IPv6 form is a metadata address: no operator name or range opens it (mapped_metadata_address)", async () => {
+    forbidConnections();
+    // 169.254.169.254 IPv4-mapped (both spellings), compatible, translated, NAT64 (well-known and local-use), 6to4, Teredo (client).
+    const forms = ["::ffff:169.254.169.254", "::ffff:a9fe:a9fe", "::169.254.169.254", "::a9fe:a9fe", "::ffff:0:a9fe:a9fe", "64:ff9b::a9fe:a9fe"];
+    forms.push("64:ff9b:1::a9fe:a9fe", "64:ff9b:1:a9fe:a9:fe00::", "2002:a9fe:a9fe::1", "2001:0:4136:e378:8000:63bf:5601:5601");
+    const byName = capability({ allowInternalHosts: ["*.corp.example"] });
+    for (const form of forms) {
+      expect(nonPublicReason(form), form).toBe("cloud metadata");
+      dnsTable = { "meta.corp.example": [form] };
+      expect((await refused(byName.fetch(CTX, "http://meta.corp.example/", {}, PUBLIC))).message, form).toContain("cloud metadata");
+    }
+    for (const [range, literal] of [
+      ["::ffff:0:0/96", "[::ffff:169.254.169.254]"],
+      ["::/96", "[::a9fe:a9fe]"],
+      ["64:ff9b::/96", "[64:ff9b::169.254.169.254]"],
+      ["2002::/16", "[2002:a9fe:a9fe::1]"],
+    ]) {
+      await refused(capability({ allowInternalHosts: [range as string] }).fetch(CTX, `http://${literal}/`, {}, PUBLIC));
+    }
+    expect(connectSpy).not.toHaveBeenCalled();
+    // What such a range, or an operator name, still opens: addresses that embed no metadata address.
+    dnsTable = { "nat64.corp.example": ["64:ff9b::a00:1"] };
+    const internal = capability({ allowInternalHosts: ["64:ff9b::/96", "*.corp.example"] });
+    const reached: string[] = [];
+    connectSpy.mockImplementation(function (this: net.Socket) {
+      reached.push("connect");
+      throw new Error("stopped before any packet");
+    });
+    await refused(internal.fetch(CTX, "http://[64:ff9b::10.0.0.1]/", {}, PUBLIC), "ExecutionError");
+    await refused(internal.fetch(CTX, "http://nat64.corp.example/", {}, PUBLIC), "ExecutionError");
+    expect(reached).toHaveLength(2);
+  });
+
   it("rejects a malformed operator list at construction", () => {
     for (const entry of ["10.0.0.0/33", "not a host", ""]) {
       expect(() => new FetchCapability({ allowInternalHosts: [entry] })).toThrow(ToolHostError);
