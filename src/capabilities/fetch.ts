@@ -247,20 +247,29 @@ function parseLocation(location: string, base: URL): URL | undefined {
   }
 }
 
-/** The URL for messages: origin and path, no credentials, no query or fragment (they may carry secrets). */
+/** The URL for messages: scheme, host and path, no credentials, no query or fragment (they may carry secrets). */
 function display(url: URL): string {
-  const text = `${url.origin}${url.pathname}${url.search ? "?…" : ""}`;
+  const text = shownUrl(url);
   return text.length > 200 ? `${text.slice(0, 200)}…` : text;
 }
 
+/**
+ * Not `origin + pathname`: the origin of file:, data: … is "null" (`fetch null/etc/passwd`), and a
+ * blob:'s is its inner URL's, whose path is the whole inner URL again. A URL with a host or a path
+ * (http, file, ws …) is shown as `scheme://host/path`; a blob: as its inner http(s) URL is shown; any
+ * other opaque URL (data:, javascript:, mailto:) by its scheme only, as its text may be anything.
+ */
+function shownUrl(url: URL): string {
+  const query = url.search ? "?…" : "";
+  if (url.host !== "" || url.pathname.startsWith("/")) return `${url.protocol}//${url.host}${url.pathname}${query}`;
+  const inner = url.protocol === "blob:" ? URL.parse(url.pathname) : null;
+  if (inner && (inner.protocol === "http:" || inner.protocol === "https:")) return `blob:${shownUrl(inner)}${query}`;
+  return `${url.protocol}…`;
+}
+
 function auditTarget(url: string): string {
-  let parsed: URL | undefined;
-  try {
-    parsed = new URL(url);
-  } catch {
-    parsed = undefined;
-  }
-  return truncateForAudit(parsed && parsed.origin !== "null" ? display(parsed) : (url.split("?")[0] ?? ""));
+  const parsed = URL.parse(url);
+  return truncateForAudit(parsed ? display(parsed) : (url.split("?")[0] ?? ""));
 }
 
 /** The tool's headers plus the framing the host owns: Content-Length for a body, Accept-Encoding. */

@@ -249,6 +249,22 @@ describe("fetch: untrusted arguments are validated before anything is sent", () 
     expect(JSON.stringify(audit)).not.toContain("SECRET");
     expect(audit).toEqual([{ ...CTX, operation: "fetch", target: `${base}/echo?…`, outcome: "denied", reason: expect.stringContaining("SandboxViolation") }]);
   });
+
+  it("names a refused scheme's URL as written, without credentials, query or opaque text (scheme_display)", async () => {
+    const shown: Array<[string, string]> = [
+      ["file:///etc/passwd", "file:///etc/passwd"], // was "null/etc/passwd": the origin of file: is "null"
+      ["blob:http://u:p@example.com/x?k=SECRET", "blob:http://example.com/x?…"], // was "http://example.comhttp://u:p@example.com/x"
+      ["ftp://u:p@example.com/pub?k=SECRET", "ftp://example.com/pub?…"],
+      ["data:text/plain,SECRET", "data:…"],
+      ["javascript:alert('SECRET')", "javascript:…"],
+    ];
+    for (const [url, display] of shown) {
+      audit = [];
+      const error = await fails(fetcher.fetch(CTX, url, {}, PUBLIC), "SandboxViolation");
+      expect(error.message).toBe(`fetch ${display}: the scheme "${new URL(url).protocol.slice(0, -1)}" is not allowed (only http and https)`);
+      expect(audit.map((event) => event.target)).toEqual([display]);
+    }
+  });
 });
 
 describe("fetch: redirects", () => {
