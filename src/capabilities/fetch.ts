@@ -7,7 +7,8 @@ import type { SandboxPolicy } from "../policy/permissions.js";
 import { InternalAllowList } from "./net-address.js";
 import { type FetchArgs, type ResponseType, parseFetchArgs } from "./net-args.js";
 import { type HopResponse, sendRequest } from "./net-request.js";
-import { type HostLookup, checkTarget, systemLookup } from "./net-target.js";
+import { type ResolverSettings, SystemResolver } from "./net-resolve.js";
+import { type HostLookup, checkTarget } from "./net-target.js";
 
 export type { ResponseType } from "./net-args.js";
 export type { HostLookup } from "./net-target.js";
@@ -23,9 +24,9 @@ export { nonPublicReason } from "./net-address.js";
  * Who may be reached (net-target.ts, net-address.ts): http and https only; the Anima's
  * `sandbox.network` (`public`, `none`, or an allowlist) decides which hosts, and every address must be
  * public unicast unless the operator's `allowInternalHosts` names it (that option never widens an
- * Anima's own policy). Names are resolved once, every answer is checked, and the connection is pinned
- * to the checked answers (net-request.ts). Redirects are followed here, by hand, and every hop is
- * checked like the first request.
+ * Anima's own policy). Names are resolved once (net-resolve.ts: cancellable, off libuv's threadpool),
+ * every answer is checked, and the connection is pinned to the checked answers (net-request.ts). Redirects are followed here, by hand, and every hop
+ * is checked like the first request.
  *
  * Error types: `InvalidArguments` (bad input), `SandboxViolation` (refused by policy, address, port,
  * scheme, a Host header or a CR/LF/NUL in a header), `Timeout` (total, header or body-idle time),
@@ -47,6 +48,10 @@ export interface FetchLimits {
   maxRequestBytes: number;
   /** Redirects followed before the fetch fails. Default: 5. */
   maxRedirects: number;
+  /** Time one DNS query waits for its answer before it is sent again, in ms. Default: 5,000 (glibc's). */
+  dnsQueryTimeoutMs: number;
+  /** Times a DNS query is sent before the name counts as unresolvable. Default: 2 (glibc's). */
+  dnsTries: number;
 }
 
 export const DEFAULT_FETCH_LIMITS: Readonly<FetchLimits> = Object.freeze({
@@ -57,7 +62,12 @@ export const DEFAULT_FETCH_LIMITS: Readonly<FetchLimits> = Object.freeze({
   maxResponseBytes: 10 * 1024 * 1024,
   maxRequestBytes: 10 * 1024 * 1024,
   maxRedirects: 5,
+  dnsQueryTimeoutMs: 5_000,
+  dnsTries: 2,
 });
+
+/** Limits that count things (not ms or bytes): whole numbers. */
+const COUNT_LIMITS = new Set<string>(["maxRedirects", "dnsTries"]);
 
 /** One HTTP request (a hop) or a refusal, for the audit trail. Shapes like the `capability` audit event. */
 export interface FetchAuditEvent {
@@ -82,8 +92,10 @@ export interface FetchHostOptions {
   allowInternalHosts?: readonly string[];
   /** Partial overrides of DEFAULT_FETCH_LIMITS. */
   limits?: Partial<FetchLimits>;
-  /** Name resolution. Default: `dns.lookup(name, { all: true })`. Tests inject a stub. */
+  /** Name resolution. Default: the hosts file, then DNS through c-ares (net-resolve.ts). Tests inject a stub. */
   lookup?: HostLookup;
+  /** Where the default resolution looks: DNS servers, hosts file, resolv.conf. Default: the system's. Tests point it at stand-ins. */
+  dns?: Pick<ResolverSettings, "servers" | "hostsFile" | "resolvConf">;
   /** CA certificates (PEM) trusted for https, REPLACING Node's bundled roots. Default: the bundled roots. */
   ca?: string | Buffer | Array<string | Buffer>;
   /** Called for every hop and every refusal. Must not throw (errors are swallowed). */
@@ -109,11 +121,26 @@ export class FetchCapability {
   constructor(private readonly options: FetchHostOptions = {}) {
     this.limits = { ...DEFAULT_FETCH_LIMITS, ...options.limits };
     for (const [key, value] of Object.entries(this.limits)) {
-      const ok = typeof value === "number" && Number.isFinite(value) && (key === "maxRedirects" ? Number.isInteger(value) && value >= 0 : value > 0);
-      if (!ok) throw new ToolHostError("InvalidArguments", `fetch limits: ${key} must be a positive number`, "fix the fetch capability's host options");
+      const whole = COUNT_LIMITS.has(key);
+      const ok =
+        typeof value === "number" && Number.isFinite(value) && (!whole || Number.isInteger(value)) && (key === "maxRedirects" ? value >= 0 : value > 0);
+      if (!ok)
+        throw new ToolHostError(
+          "InvalidArguments",
+          `fetch limits: ${key} must be a positive ${whole ? "whole " : ""}number`,
+          "fix the fetch capability's host options",
+        );
     }
     this.internal = new InternalAllowList(options.allowInternalHosts ?? []);
-    this.lookup = options.lookup ?? systemLookup;
+    this.lookup =
+      options.lookup ??
+      new SystemResolver({
+        ...options.dns,
+        queryTimeoutMs: this.limits.dnsQueryTimeoutMs,
+        tries: this.limits.dnsTries,
+        // Only operator names are looked up as written, so only they can be found in the hosts file.
+        hostsNames: (name) => this.internal.allowsName(name),
+      }).lookup;
   }
 
   /** `callSignal` aborts when the call that asked ends: the fetch (lookup, connection, body) stops then. */

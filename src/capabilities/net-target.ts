@@ -1,4 +1,3 @@
-import { lookup as dnsLookup } from "node:dns/promises";
 import { isIP } from "node:net";
 import { ToolHostError } from "../errors.js";
 import type { SandboxPolicy } from "../policy/permissions.js";
@@ -20,10 +19,11 @@ export interface ResolvedAddress {
   family: 4 | 6;
 }
 
-/** Resolves a name to all its addresses; the default is `dns.lookup(name, { all: true })`. */
-export type HostLookup = (hostname: string) => Promise<ReadonlyArray<{ address: string; family: number }>>;
-
-export const systemLookup: HostLookup = (hostname) => dnsLookup(hostname, { all: true, verbatim: true });
+/**
+ * Resolves a name to all its addresses, and stops (settles soon) when `signal` aborts. The host's is
+ * `SystemResolver` (net-resolve.ts); tests inject stubs. A name with a trailing dot is absolute.
+ */
+export type HostLookup = (hostname: string, signal?: AbortSignal) => Promise<ReadonlyArray<{ address: string; family: number }>>;
 
 export interface CheckedTarget {
   /** Host for the request line, Host header and TLS SNI: lower case, no brackets, no trailing dot. */
@@ -37,7 +37,7 @@ export interface TargetRules {
   network: SandboxPolicy["network"];
   internal: InternalAllowList;
   lookup: HostLookup;
-  /** Aborts a DNS lookup that outlives the fetch (getaddrinfo itself cannot be cancelled). */
+  /** Aborts the fetch: the lookup is told to stop, and the fetch does not wait for it. */
   signal: AbortSignal;
 }
 
@@ -78,10 +78,11 @@ export async function checkTarget(url: URL, rules: TargetRules, label: string): 
   }
   refuseCredentials(url, label);
   // A trailing dot makes the name absolute: the resolver's search domains are never appended to it.
-  // Operator-allowed names are looked up as written (they may be single-label /etc/hosts names).
-  // Checked as untrusted: a lookup (the system's, or one given for tests) may answer anything.
+  // Operator-allowed names are looked up as written (they may be single-label /etc/hosts names, or
+  // names under the resolver's search domains). Checked as untrusted: a lookup (the system's, or one
+  // given for tests) may answer anything.
   const answers: unknown = await withAbort(
-    Promise.resolve().then(() => rules.lookup(operatorName ? host : `${host}.`)),
+    Promise.resolve().then(() => rules.lookup(operatorName ? host : `${host}.`, rules.signal)),
     rules.signal,
   ).catch((error: unknown) => {
     if (error instanceof ToolHostError) throw error;

@@ -168,7 +168,18 @@ const MAY_IMPORT: Record<string, string[]> = {
   lifecycle: ["host-api.ts", "audit", "capabilities", "policy", "registry", "config.ts", "host-options.ts", "errors.ts", "terminal-text.ts"],
   "prepared-calls.ts": ["host-api.ts", "capabilities", "isolation", "registry", "host-options.ts"],
   "host-api.ts": ["capabilities", "audit", "isolation", "policy", "registry", "config.ts", "host-options.ts", "errors.ts"],
-  capabilities: ["audit", "credentials", "policy", "isolation", "fs-limits.ts", "host-options.ts", "config.ts", "errors.ts"],
+  capabilities: [
+    "audit",
+    "credentials",
+    "policy",
+    "isolation",
+    "fs-limits.ts",
+    "host-options.ts",
+    "config.ts",
+    // capabilities → regular-file.ts: fetch's resolver reads /etc/hosts and /etc/resolv.conf as data-dir files are read (no FIFO, bounded).
+    "regular-file.ts",
+    "errors.ts",
+  ],
   // audit → credentials: the report lists which credential names each Anima can read (credentials/inventory.ts), never a value.
   audit: [
     "registry",
