@@ -8,7 +8,7 @@ import { InternalAllowList } from "./net-address.js";
 import { type FetchArgs, type ResponseType, parseFetchArgs } from "./net-args.js";
 import { type HopResponse, sendRequest } from "./net-request.js";
 import { type ResolverSettings, SystemResolver } from "./net-resolve.js";
-import { type HostLookup, checkTarget } from "./net-target.js";
+import { type HostLookup, LookupShares, checkTarget } from "./net-target.js";
 
 export type { ResponseType } from "./net-args.js";
 export type { HostLookup } from "./net-target.js";
@@ -24,12 +24,14 @@ export { nonPublicReason } from "./net-address.js";
  * Who may be reached (net-target.ts, net-address.ts): http and https only; the Anima's
  * `sandbox.network` (`public`, `none`, or an allowlist) decides which hosts, and every address must be
  * public unicast unless the operator's `allowInternalHosts` names it (that option never widens an
- * Anima's own policy). Names are resolved once (net-resolve.ts: cancellable, off libuv's threadpool),
- * every answer is checked, and the connection is pinned to the checked answers (net-request.ts). Redirects are followed here, by hand, and every hop
+ * Anima's own policy). Names are resolved once (net-resolve.ts: cancellable, off libuv's threadpool, at
+ * most `maxLookupsPerAnima` outstanding per Anima), every answer is checked, and the connection is
+ * pinned to the checked answers (net-request.ts). Redirects are followed here, by hand, and every hop
  * is checked like the first request.
  *
  * Error types: `InvalidArguments` (bad input), `SandboxViolation` (refused by policy, address, port,
- * scheme, a Host header or a CR/LF/NUL in a header), `Timeout` (total, header or body-idle time),
+ * scheme, a Host header or a CR/LF/NUL in a header, an Anima's share of name lookups), `Busy` (the host's
+ * name lookups), `Timeout` (total, header or body-idle time),
  * `ExecutionError` (connection or TLS failure, undecodable body, too many redirects, and a body over the
  * size cap: the response was allowed, it is just too big for the tool to receive).
  */
@@ -52,6 +54,10 @@ export interface FetchLimits {
   dnsQueryTimeoutMs: number;
   /** Times a DNS query is sent before the name counts as unresolvable. Default: 2 (glibc's). */
   dnsTries: number;
+  /** Name lookups one Anima may have outstanding, those of fetches that ended included. Default: 16. */
+  maxLookupsPerAnima: number;
+  /** Name lookups outstanding on the host, all Animas together (each holds a socket while it waits). Default: 256. */
+  maxLookupsPerHost: number;
 }
 
 export const DEFAULT_FETCH_LIMITS: Readonly<FetchLimits> = Object.freeze({
@@ -64,10 +70,12 @@ export const DEFAULT_FETCH_LIMITS: Readonly<FetchLimits> = Object.freeze({
   maxRedirects: 5,
   dnsQueryTimeoutMs: 5_000,
   dnsTries: 2,
+  maxLookupsPerAnima: 16,
+  maxLookupsPerHost: 256,
 });
 
 /** Limits that count things (not ms or bytes): whole numbers. */
-const COUNT_LIMITS = new Set<string>(["maxRedirects", "dnsTries"]);
+const COUNT_LIMITS = new Set<string>(["maxRedirects", "dnsTries", "maxLookupsPerAnima", "maxLookupsPerHost"]);
 
 /** One HTTP request (a hop) or a refusal, for the audit trail. Shapes like the `capability` audit event. */
 export interface FetchAuditEvent {
@@ -117,6 +125,7 @@ export class FetchCapability {
   private readonly limits: FetchLimits;
   private readonly internal: InternalAllowList;
   private readonly lookup: HostLookup;
+  private readonly lookups: LookupShares;
 
   constructor(private readonly options: FetchHostOptions = {}) {
     this.limits = { ...DEFAULT_FETCH_LIMITS, ...options.limits };
@@ -141,6 +150,7 @@ export class FetchCapability {
         // Only operator names are looked up as written, so only they can be found in the hosts file.
         hostsNames: (name) => this.internal.allowsName(name),
       }).lookup;
+    this.lookups = new LookupShares(this.limits.maxLookupsPerAnima, this.limits.maxLookupsPerHost);
   }
 
   /** `callSignal` aborts when the call that asked ends: the fetch (lookup, connection, body) stops then. */
@@ -174,7 +184,7 @@ export class FetchCapability {
     let method = args.method;
     let headers = args.headers;
     let body = args.body;
-    const rules = { network, internal: this.internal, lookup: this.lookup, signal };
+    const rules = { network, internal: this.internal, lookup: this.lookup, signal, anima: context.anima, lookups: this.lookups };
     for (let hop = 0; ; hop++) {
       const operation = hop === 0 ? "fetch" : "fetch.redirect";
       const label = hop === 0 ? `fetch ${display(current)}` : `fetch (redirect ${hop}) ${display(current)}`;

@@ -39,6 +39,9 @@ export interface TargetRules {
   lookup: HostLookup;
   /** Aborts the fetch: the lookup is told to stop, and the fetch does not wait for it. */
   signal: AbortSignal;
+  /** The Anima whose fetch this is, and the lookups outstanding per Anima and on the host. */
+  anima: string;
+  lookups: LookupShares;
 }
 
 /** Most resolver answers kept: more only slows connection fallback down. */
@@ -80,9 +83,9 @@ export async function checkTarget(url: URL, rules: TargetRules, label: string): 
   // A trailing dot makes the name absolute: the resolver's search domains are never appended to it.
   // Operator-allowed names are looked up as written (they may be single-label /etc/hosts names, or
   // names under the resolver's search domains). Checked as untrusted: a lookup (the system's, or one
-  // given for tests) may answer anything.
+  // given for tests) may answer anything. The lookup holds its place in the shares until it settles.
   const answers: unknown = await withAbort(
-    Promise.resolve().then(() => rules.lookup(operatorName ? host : `${host}.`, rules.signal)),
+    rules.lookups.hold(rules.anima, label, () => rules.lookup(operatorName ? host : `${host}.`, rules.signal)),
     rules.signal,
   ).catch((error: unknown) => {
     if (error instanceof ToolHostError) throw error;
@@ -149,6 +152,58 @@ export const INTERNAL_HOSTS_HINT =
 
 function shown(host: string): string {
   return host.length > 100 ? `${host.slice(0, 100)}…` : host;
+}
+
+/**
+ * The name lookups outstanding, per Anima and on the host. A lookup holds its place from its start
+ * until it settles, not until its fetch ends: one whose fetch (or call) ended still holds it until
+ * it is answered or cancelled, so that no Anima can leave the host more lookups to finish than its
+ * share, however short its fetches (the system resolver cancels at once; an injected lookup may not).
+ * Over its share a fetch is refused (`SandboxViolation`, the tool's); over the host's limit, `Busy`.
+ */
+export class LookupShares {
+  private readonly animas = new Map<string, number>();
+  private total = 0;
+
+  constructor(
+    private readonly maxPerAnima: number,
+    private readonly maxPerHost: number,
+  ) {}
+
+  /** Starts `lookup` in a place of `anima`'s, or rejects at once when there is none. */
+  hold<T>(anima: string, label: string, lookup: () => Promise<T>): Promise<T> {
+    const mine = this.animas.get(anima) ?? 0;
+    if (mine >= this.maxPerAnima) {
+      return Promise.reject(
+        new ToolHostError(
+          "SandboxViolation",
+          `${label}: this Anima already has ${mine} name lookups outstanding, the most it may have (lookups of fetches that ended count until they stop)`,
+          "resolve fewer names at once",
+        ),
+      );
+    }
+    if (this.total >= this.maxPerHost) {
+      return Promise.reject(
+        new ToolHostError("Busy", `${label}: the host already has ${this.total} name lookups outstanding, the most it takes on`, "retry shortly", "host"),
+      );
+    }
+    this.animas.set(anima, mine + 1);
+    this.total++;
+    const running = Promise.resolve().then(lookup);
+    const release = () => {
+      this.total--;
+      const left = (this.animas.get(anima) ?? 1) - 1;
+      if (left === 0) this.animas.delete(anima);
+      else this.animas.set(anima, left);
+    };
+    running.then(release, release);
+    return running;
+  }
+
+  /** Lookups outstanding: of one Anima, or on the host. */
+  outstanding(anima?: string): number {
+    return anima === undefined ? this.total : (this.animas.get(anima) ?? 0);
+  }
 }
 
 /** Settles with `promise`, or rejects with the signal's reason as soon as it aborts. */
