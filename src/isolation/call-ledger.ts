@@ -1,6 +1,6 @@
 import { setMaxListeners } from "node:events";
 import type { ErrorInfo } from "../errors.js";
-import type { CallContext, CallLabel, CapabilityReply, ToolLogLine } from "./wire/messages.js";
+import type { AnswerMeter, BudgetShortfall, CallContext, CallLabel, CapabilityReply, ToolLogLine } from "./wire/messages.js";
 
 /**
  * The host's own account of one call: what its tool asked for and what the host answered. Code in an
@@ -15,6 +15,11 @@ import type { CallContext, CallLabel, CapabilityReply, ToolLogLine } from "./wir
  *    Anima and per host before the capability runs; beyond a budget the request waits, first come first
  *    served, until earlier ones finish or the call ends. A single request never needs more than one
  *    call's budget (`MAX_CAPABILITY_ARGS_CHARS` + the largest answer).
+ *  - An answer whose size is learnt only as it arrives (a fetched body) is charged live, through the
+ *    `AnswerMeter` each run hands its capability, on the same three budgets: before the host holds the
+ *    bytes, never waiting (an answer that does not fit fails), and until the run ends, which in a sandbox
+ *    pool is once its process has taken the answer (capability-relay.ts). So the bytes a call, an Anima
+ *    and the host hold for answers are at most their budgets, however many fetches run at once.
  *  - Log lines are counted and cut here; the notice that ends a flood is the host's own.
  *  - Only denials this ledger saw the host issue to this call may leave the call as `SandboxViolation`
  *    or `PermissionDenied` (`judge`); anything else a tool throws under those names is its own error.
@@ -63,17 +68,25 @@ function answerReserveBytes(name: string): number {
 
 export const LOG_LIMIT_NOTICE = "log limit reached for this call; further lines are dropped";
 
+/** The most bytes a budget (or any of a kind: every Anima's) has had in flight at once. */
+interface PeakRecord {
+  bytes: number;
+}
+
 /** Bytes in flight against one limit; requests beyond it wait in order of arrival. */
 class ByteBudget {
   used = 0;
   private readonly waiting: Array<{ bytes: number; wake: () => void }> = [];
 
-  constructor(readonly limit: number) {}
+  constructor(
+    readonly limit: number,
+    private readonly peak: PeakRecord = { bytes: 0 },
+  ) {}
 
   /** Resolves once `bytes` are reserved; rejects if `signal` aborts first. `bytes` ≤ `limit`. */
   acquire(bytes: number, signal: AbortSignal): Promise<void> {
     if (this.waiting.length === 0 && this.used + bytes <= this.limit) {
-      this.used += bytes;
+      this.add(bytes);
       return Promise.resolve();
     }
     return new Promise<void>((resolve, reject) => {
@@ -81,7 +94,7 @@ class ByteBudget {
         bytes,
         wake: () => {
           signal.removeEventListener("abort", onAbort);
-          this.used += bytes;
+          this.add(bytes);
           resolve();
         },
       };
@@ -97,6 +110,21 @@ class ByteBudget {
     });
   }
 
+  /** True if `bytes` fit now; never waits. */
+  fits(bytes: number): boolean {
+    return this.used + bytes <= this.limit;
+  }
+
+  /**
+   * Counts `bytes` as taken; the caller made sure they fit. A live answer (`LiveAnswer`) takes its bytes
+   * so, ahead of requests waiting: it is work already under way, and waiting for room it cannot get
+   * while others hold theirs would only stall them all.
+   */
+  add(bytes: number): void {
+    this.used += bytes;
+    if (this.used > this.peak.bytes) this.peak.bytes = this.used;
+  }
+
   release(bytes: number): void {
     this.used -= bytes;
     this.drain();
@@ -109,15 +137,33 @@ class ByteBudget {
   }
 }
 
+/** The capability byte budgets as the host counts them, bytes (`CapabilityBudget.report`). */
+export interface CapabilityBytesReport {
+  /** In flight host-wide now: reserved for requests, and held by live answers. */
+  inFlightBytes: number;
+  /** Held by live answers now (`AnswerMeter`; part of `inFlightBytes`). */
+  answerBytes: number;
+  /** The most in flight host-wide at once. */
+  peakHostBytes: number;
+  /** The most any one Anima had in flight at once. */
+  peakAnimaBytes: number;
+  /** The most live answers held at once, host-wide. */
+  peakAnswerBytes: number;
+}
+
 /** What all calls of one host (or one sandbox process) share: per-Anima and host-wide counts. */
 export class CapabilityBudget {
   readonly limits: CapabilityLimits;
   readonly hostBytes: ByteBudget;
   private readonly animas = new Map<string, { inFlight: number; bytes: ByteBudget; calls: number }>();
+  private readonly hostPeak: PeakRecord = { bytes: 0 };
+  private readonly animaPeak: PeakRecord = { bytes: 0 };
+  /** Bytes live answers hold now (`AnswerMeter`), and the most they held at once. */
+  private readonly answers = { heldBytes: 0, peakBytes: 0 };
 
   constructor(limits: Partial<CapabilityLimits> = {}) {
     this.limits = { ...DEFAULT_CAPABILITY_LIMITS, ...limits };
-    this.hostBytes = new ByteBudget(this.limits.maxBytesInFlightPerHost);
+    this.hostBytes = new ByteBudget(this.limits.maxBytesInFlightPerHost, this.hostPeak);
   }
 
   /** Bytes reserved host-wide right now (for reports and tests). */
@@ -125,10 +171,27 @@ export class CapabilityBudget {
     return this.hostBytes.used;
   }
 
+  /** The counts now and their high-water marks since the host started (for reports and tests). */
+  report(): CapabilityBytesReport {
+    return {
+      inFlightBytes: this.hostBytes.used,
+      answerBytes: this.answers.heldBytes,
+      peakHostBytes: this.hostPeak.bytes,
+      peakAnimaBytes: this.animaPeak.bytes,
+      peakAnswerBytes: this.answers.peakBytes,
+    };
+  }
+
+  /** Counts `deltaBytes` more (or fewer) bytes held by live answers (`AnswerMeter`). */
+  noteAnswerBytes(deltaBytes: number): void {
+    this.answers.heldBytes += deltaBytes;
+    if (this.answers.heldBytes > this.answers.peakBytes) this.answers.peakBytes = this.answers.heldBytes;
+  }
+
   /** The per-Anima account, kept while the Anima has a call open. */
   enter(anima: string): { inFlight: number; bytes: ByteBudget } {
     let account = this.animas.get(anima);
-    if (!account) this.animas.set(anima, (account = { inFlight: 0, bytes: new ByteBudget(this.limits.maxBytesInFlightPerAnima), calls: 0 }));
+    if (!account) this.animas.set(anima, (account = { inFlight: 0, bytes: new ByteBudget(this.limits.maxBytesInFlightPerAnima, this.animaPeak), calls: 0 }));
     account.calls++;
     return account;
   }
@@ -143,6 +206,41 @@ export class CapabilityBudget {
   tidy(anima: string): void {
     const account = this.animas.get(anima);
     if (account && account.calls === 0 && account.inFlight === 0 && account.bytes.used === 0) this.animas.delete(anima);
+  }
+}
+
+/**
+ * The live charge of one run's answer (`AnswerMeter`). Invariant: it holds exactly `heldBytes` on each of
+ * its budgets, or nothing once closed; a closed meter charges nothing more (an answer still growing after
+ * its run ended would be held uncounted, so it fails instead).
+ */
+class LiveAnswer implements AnswerMeter {
+  private heldBytes = 0;
+  private closed = false;
+
+  constructor(
+    readonly scopes: ReadonlyArray<readonly [BudgetShortfall["scope"], ByteBudget]>,
+    private readonly budget: CapabilityBudget,
+  ) {}
+
+  hold(heldBytes: number): BudgetShortfall | undefined {
+    const target = Math.max(0, Math.ceil(heldBytes));
+    const more = target - this.heldBytes;
+    if (more > 0) {
+      if (this.closed) return { scope: "call", limitBytes: this.budget.limits.maxBytesInFlightPerCall };
+      for (const [scope, budget] of this.scopes) if (!budget.fits(more)) return { scope, limitBytes: budget.limit };
+      for (const [, budget] of this.scopes) budget.add(more);
+    } else if (more < 0) {
+      for (const [, budget] of this.scopes) budget.release(-more);
+    }
+    this.heldBytes = target;
+    this.budget.noteAnswerBytes(more);
+    return undefined;
+  }
+
+  close(): void {
+    this.hold(0);
+    this.closed = true;
   }
 }
 
@@ -193,8 +291,11 @@ export class CallLedger<C extends CallLabel = CallContext> {
     return this.controller.signal;
   }
 
-  /** Runs one capability request of this call within the limits; never rejects. */
-  async run(name: string, argsJson: string, invoke: (signal: AbortSignal) => Promise<CapabilityReply>): Promise<CapabilityReply> {
+  /**
+   * Runs one capability request of this call within the limits; never rejects. What `invoke` charges to
+   * its meter is released when it settles: it must not settle before its answer has left the host.
+   */
+  async run(name: string, argsJson: string, invoke: (signal: AbortSignal, meter: AnswerMeter) => Promise<CapabilityReply>): Promise<CapabilityReply> {
     if (this.ended) return { ok: false, error: { type: "ExecutionError", fault: "tool", message: `${name}: the call had already ended` } };
     if (argsJson.length > MAX_CAPABILITY_ARGS_CHARS)
       return { ok: false, error: { type: "InvalidArguments", fault: "tool", message: `${name}: the arguments are too large` } };
@@ -206,17 +307,24 @@ export class CallLedger<C extends CallLabel = CallContext> {
     this.account.inFlight++;
     const bytes = argsJson.length + answerReserveBytes(name);
     const held: ByteBudget[] = [];
+    const scopes: LiveAnswer["scopes"] = [
+      ["call", this.callBytes],
+      ["anima", this.account.bytes],
+      ["host", this.budget.hostBytes],
+    ];
+    const answer = new LiveAnswer(scopes, this.budget);
     try {
-      for (const budget of [this.callBytes, this.account.bytes, this.budget.hostBytes]) {
+      for (const [, budget] of scopes) {
         await budget.acquire(bytes, this.signal);
         held.push(budget);
       }
-      const reply = await invoke(this.signal);
+      const reply = await invoke(this.signal, answer);
       if (!reply.ok) this.denials.set(`${reply.error.type}\0${reply.error.message}`, reply.error);
       return reply;
     } catch {
       return { ok: false, error: { type: "ExecutionError", fault: "tool", message: `${name}: the call ended before the host could answer` } };
     } finally {
+      answer.close();
       for (const budget of held) budget.release(bytes);
       this.inFlight--;
       this.account.inFlight--;

@@ -1,6 +1,7 @@
 import type { HostConfig } from "../config.js";
 import type { ErrorInfo } from "../errors.js";
 import type {
+  AnswerMeter,
   CallContext,
   CallLabel,
   CallOutcome,
@@ -12,6 +13,7 @@ import type {
   Executor,
   ToolLogLine,
 } from "./wire/messages.js";
+import type { CapabilityBytesReport } from "./call-ledger.js";
 import type { IsolateRunner } from "./isolate/isolate-runner.js";
 import { SandboxPool, type WarmPoolReport } from "./pool/sandbox-pool.js";
 import { AnimaQueues } from "./scheduling/anima-queues.js";
@@ -43,6 +45,11 @@ export interface SandboxHandle {
   sparesReady(): number;
   /** The memory limit the host's watchdog holds sandbox process `pid` to now, bytes (undefined: not watched). */
   memoryLimitBytesOf(pid: number): number | undefined;
+  /**
+   * The capability byte budgets the host keeps for the calls on its sandbox processes: in flight now,
+   * and the most that was (undefined in-process, where the isolate runner keeps its own).
+   */
+  capabilityBytes(): CapabilityBytesReport | undefined;
 }
 
 /** Picks where isolates run (see `HostOptions.isolation`). */
@@ -73,6 +80,7 @@ export function createExecutor(
       warmPoolReport: () => Promise.resolve([]),
       sparesReady: () => 0,
       memoryLimitBytesOf: () => undefined,
+      capabilityBytes: () => undefined,
     };
   }
   const pool = new SandboxPool({
@@ -110,6 +118,7 @@ export function createExecutor(
     warmPoolReport: () => pool.warmPoolStats(),
     sparesReady: () => pool.sparesReady(),
     memoryLimitBytesOf: (pid) => pool.memoryLimitBytesOf(pid),
+    capabilityBytes: () => pool.capabilityBytes(),
   };
 }
 
@@ -163,10 +172,10 @@ class InProcessExecutor implements Executor {
         onUnrecoverable: this.onUnrecoverable,
         ...(invokeCapability
           ? {
-              invokeCapability: (label: CallLabel, name: string, argsJson: string, signal?: AbortSignal): Promise<CapabilityReply> => {
+              invokeCapability: (label: CallLabel, name: string, argsJson: string, signal?: AbortSignal, meter?: AnswerMeter): Promise<CapabilityReply> => {
                 const context = this.contextOf.get(label);
                 if (!context) return Promise.resolve({ ok: false, error: { type: "ExecutionError", fault: "tool", message: `${name}: the call has ended` } });
-                return invokeCapability(context, name, argsJson, signal);
+                return invokeCapability(context, name, argsJson, signal, meter);
               },
             }
           : {}),

@@ -1,10 +1,11 @@
 import { describe, expect, it } from "vitest";
 import { CallLedger, CapabilityBudget, LOG_LIMIT_NOTICE, MAX_CAPABILITY_ARGS_CHARS } from "../../src/isolation/call-ledger.js";
-import type { CallContext, CapabilityReply } from "../../src/isolation/wire/messages.js";
+import type { AnswerMeter, CallContext, CapabilityReply } from "../../src/isolation/wire/messages.js";
 
 const context = (anima = "eve"): CallContext => ({ anima, animaDir: `/data/animas/${anima}`, tool: "t" });
 const limits = { maxLogLines: 3, maxLogLineChars: 10 };
 const ok: CapabilityReply = { ok: true, value: null };
+const MiB = 1024 * 1024;
 
 /** A capability that answers only when told to. */
 function gate() {
@@ -73,6 +74,41 @@ describe("CallLedger", () => {
     while (g.waiting > 0) g.openOne();
     await Promise.all(reads);
     expect(budget.bytesInFlight).toBe(0);
+  });
+
+  it("charges a live answer to the call's, the Anima's and the host's budgets at once, never waiting, and gives it all back when the run ends", async () => {
+    const budget = new CapabilityBudget({ maxBytesInFlightPerCall: 8 * MiB, maxBytesInFlightPerAnima: 12 * MiB, maxBytesInFlightPerHost: 15 * MiB });
+    const first = new CallLedger(context(), limits, budget);
+    const second = new CallLedger(context(), limits, budget);
+    const other = new CallLedger(context("alice"), limits, budget);
+    const g = gate();
+    const meters: AnswerMeter[] = [];
+    const metered = (meter: AnswerMeter) => (meters.push(meter), g.invoke());
+    const runs = [
+      first.run("fetch", "[]", (_s, m) => metered(m)),
+      second.run("fetch", "[]", (_s, m) => metered(m)),
+      other.run("fetch", "[]", (_s, m) => metered(m)),
+    ];
+    await new Promise((resolve) => setImmediate(resolve));
+    const [a, b, c] = meters as [AnswerMeter, AnswerMeter, AnswerMeter];
+    const reserved = budget.report().inFlightBytes;
+    // Whatever a request reserves (at most 1 MiB for a fetch), these fit or do not by the same budget.
+    expect(a.hold(6 * MiB)).toBeUndefined();
+    expect(a.hold(8 * MiB)).toEqual({ scope: "call", limitBytes: 8 * MiB }); // with its reservation, past its call's 8 MiB
+    expect(b.hold(6.5 * MiB)).toEqual({ scope: "anima", limitBytes: 12 * MiB }); // 6 + 6.5 of eve's 12 MiB
+    expect(b.hold(3 * MiB)).toBeUndefined();
+    expect(c.hold(6 * MiB)).toEqual({ scope: "host", limitBytes: 15 * MiB }); // 9 + 6 + reservations of the host's 15 MiB
+    expect(budget.report()).toMatchObject({ inFlightBytes: reserved + 9 * MiB, answerBytes: 9 * MiB, peakAnswerBytes: 9 * MiB });
+    // Fewer bytes held are given back at once.
+    expect(a.hold(MiB)).toBeUndefined();
+    expect(c.hold(6 * MiB)).toBeUndefined();
+    expect(budget.report()).toMatchObject({ answerBytes: 10 * MiB, peakAnswerBytes: 10 * MiB });
+    while (g.waiting > 0) g.openOne();
+    await Promise.all(runs);
+    expect(budget.report()).toMatchObject({ inFlightBytes: 0, answerBytes: 0 });
+    // A meter whose run has ended charges nothing more.
+    expect(a.hold(1)).toMatchObject({ scope: "call" });
+    expect(budget.report().peakAnimaBytes).toBeLessThanOrEqual(12 * MiB);
   });
 
   it("hands the invoker a signal that aborts when the call ends, and refuses requests after the end", async () => {

@@ -64,7 +64,7 @@ export function bridgeHandlers(pooled: PooledIsolate, host: BridgeHost): BridgeH
       const active = pooled.active;
       if (!active || typeof id !== "number" || typeof name !== "string" || typeof argsJson !== "string") return;
       void active.ledger
-        .run(name, argsJson, (signal) => host.invokeCapability(active.context, name, argsJson, signal))
+        .run(name, argsJson, (signal, meter) => host.invokeCapability(active.context, name, argsJson, signal, meter))
         .catch((): CapabilityReply => ({ ok: false, error: { type: "ExecutionError", fault: "host", message: `${name} failed on the host` } }))
         .then((reply) => deliver(host, pooled, active, id, reply));
     },

@@ -53,8 +53,8 @@ export function relayCapability(
   }
   const context = pending.request.context;
   void ledger
-    .run(name, argsJson, async (signal) => {
-      const reply = await invoke(context, name, argsJson, signal).catch((): CapabilityReply => ({
+    .run(name, argsJson, async (signal, meter) => {
+      const reply = await invoke(context, name, argsJson, signal, meter).catch((): CapabilityReply => ({
         ok: false,
         error: { type: "ExecutionError", fault: "host", message: `${name} failed on the host` },
       }));

@@ -1,6 +1,6 @@
 import PQueue from "p-queue";
 import type { ErrorInfo } from "../../errors.js";
-import { type CapabilityLimits, CapabilityBudget } from "../call-ledger.js";
+import { type CapabilityBytesReport, type CapabilityLimits, CapabilityBudget } from "../call-ledger.js";
 import type { CallContext, CallOutcome, CallRequest, CapabilityInvoker, DescribeOutcome, DescribeRequest, Executor, ToolLogLine } from "../wire/messages.js";
 import { type OsSandboxMode, type OsSandboxStatus, osSandboxStatus } from "../os/os-sandbox.js";
 import { createRescheduler } from "../os/low-priority.js";
@@ -214,6 +214,11 @@ export class SandboxPool implements Executor {
   /** The memory limit the watchdog holds sandbox process `pid` to now, bytes (undefined: not watched). */
   memoryLimitBytesOf(pid: number): number | undefined {
     return this.watchdog.limitsOf(pid)?.memoryBytes;
+  }
+
+  /** The host's capability byte budgets: what is in flight now, and the most that was (call-ledger.ts). */
+  capabilityBytes(): CapabilityBytesReport {
+    return this.shared.budget.report();
   }
 
   /** Spare processes started and ready for a new cordon. */

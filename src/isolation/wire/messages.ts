@@ -151,13 +151,36 @@ export type CapabilityReply = { ok: true; value: unknown } | { ok: false; error:
  * Runs capability `name` (e.g. `fs.readFile`) for the Anima of `context` with untrusted JSON arguments.
  * `name` is as untrusted as they are: a name the contract does not declare (`CapabilityName`) is refused.
  * `signal` aborts when the call that asked ends (result, error, timeout or cancel): work it started stops.
+ * `meter` charges what the answer holds on the host as it grows (a fetched body), when the host keeps
+ * budgets (call-ledger.ts); without one, nothing is charged beyond the ledger's reservation.
  */
 export type CapabilityInvoker<C extends CallLabel = CallContext> = (
   context: C,
   name: string,
   argsJson: string,
   signal?: AbortSignal,
+  meter?: AnswerMeter,
 ) => Promise<CapabilityReply>;
+
+/** Which of the capability byte budgets had no room, and its size in bytes (call-ledger.ts). */
+export interface BudgetShortfall {
+  scope: "call" | "anima" | "host";
+  limitBytes: number;
+}
+
+/**
+ * The live count of what one capability answer holds on the host (call-ledger.ts): an answer whose size
+ * is learnt only as it arrives (a fetched body) is charged to the call's, the Anima's and the host's
+ * byte budgets before the host holds the bytes, and stays charged until its sandbox process has taken
+ * the answer. It never waits: an answer that does not fit fails.
+ */
+export interface AnswerMeter {
+  /**
+   * Sets the bytes the answer holds now to `heldBytes` (more or fewer than before). Returns undefined
+   * when charged, or the budget without room for the increase (then nothing changed).
+   */
+  hold(heldBytes: number): BudgetShortfall | undefined;
+}
 
 /** A line a tool logged, with the context of its call (on the host, the host's record of it). */
 export interface ToolLogLine<C extends CallLabel = CallContext> {
