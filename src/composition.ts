@@ -154,7 +154,7 @@ export function composeHost<H extends ComposedHost>(config: HostConfig, construc
 function lazyNetwork(config: HostConfig, audit: AuditLog, policyOf: (anima: string) => string | undefined): NetworkRequester {
   let capability: Promise<FetchCapability> | undefined;
   return {
-    fetch: async (context, url, init, policy, signal) => {
+    fetch: async (context, url, init, policy, signal, meter) => {
       capability ??= import("./capabilities/fetch.js").then(
         ({ FetchCapability }) =>
           new FetchCapability({
@@ -162,7 +162,7 @@ function lazyNetwork(config: HostConfig, audit: AuditLog, policyOf: (anima: stri
             onAudit: (event) => audit.append({ kind: "capability", ...event, ...(event.outcome === "denied" ? withPolicy(policyOf(event.anima)) : {}) }),
           }),
       );
-      return (await capability).fetch(context, url, init, policy, signal);
+      return (await capability).fetch(context, url, init, policy, signal, meter);
     },
   };
 }

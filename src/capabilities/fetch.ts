@@ -1,12 +1,14 @@
+import { isAscii } from "node:buffer";
 import { TextDecoder } from "node:util";
 import type { FetchAnswer } from "../contract/isolate.js";
 import { truncateForAudit } from "../audit/audit-log.js";
 import { ToolHostError } from "../errors.js";
-import type { CallContext } from "../isolation/wire/messages.js";
+import type { AnswerMeter, CallContext } from "../isolation/wire/messages.js";
+import { REPLY_SLICE_CHARS } from "../isolation/wire/reply-chunks.js";
 import type { SandboxPolicy } from "../policy/permissions.js";
 import { InternalAllowList } from "./net-address.js";
 import { type FetchArgs, type ResponseType, parseFetchArgs } from "./net-args.js";
-import { type HopResponse, sendRequest } from "./net-request.js";
+import { type HopResponse, overBudgetError, sendRequest } from "./net-request.js";
 import { type ResolverSettings, SystemResolver } from "./net-resolve.js";
 import { type HostLookup, LookupShares, checkTarget } from "./net-target.js";
 
@@ -32,8 +34,15 @@ export { nonPublicReason } from "./net-address.js";
  * Error types: `InvalidArguments` (bad input), `SandboxViolation` (refused by policy, address, port,
  * scheme, a Host header or a CR/LF/NUL in a header, an Anima's share of name lookups), `Busy` (the host's
  * name lookups), `Timeout` (total, header or body-idle time),
- * `ExecutionError` (connection or TLS failure, undecodable body, too many redirects, and a body over the
- * size cap: the response was allowed, it is just too big for the tool to receive).
+ * `ExecutionError` (connection or TLS failure, undecodable body, too many redirects, a body over the
+ * size cap: the response was allowed, it is just too big for the tool to receive; and a body that does
+ * not fit in the capability byte budgets, below).
+ *
+ * Memory: what a fetch holds on the host is charged to the call's `AnswerMeter` (the call's, the
+ * Anima's and the host's capability byte budgets, isolation/call-ledger.ts) before it is held: the body
+ * chunk by chunk as it arrives (net-request.ts), its joined copy, the text it becomes and the frame that
+ * carries that text to a sandbox process (`encodeBody`). It stays charged until the answer has left the
+ * host. A fetch that finds no room fails; it never waits with bytes in hand.
  */
 export interface FetchLimits {
   /** Total time of one fetch (all redirects and the body included) when the tool sets no timeoutMs, in ms. Default: 30,000. */
@@ -153,8 +162,11 @@ export class FetchCapability {
     this.lookups = new LookupShares(this.limits.maxLookupsPerAnima, this.limits.maxLookupsPerHost);
   }
 
-  /** `callSignal` aborts when the call that asked ends: the fetch (lookup, connection, body) stops then. */
-  async fetch(context: Context, url: unknown, init: unknown, sandbox: SandboxPolicy, callSignal?: AbortSignal): Promise<FetchResult> {
+  /**
+   * `callSignal` aborts when the call that asked ends: the fetch (lookup, connection, body) stops then.
+   * `meter`: where the body is charged before it is held (the call's ledger); none: not charged.
+   */
+  async fetch(context: Context, url: unknown, init: unknown, sandbox: SandboxPolicy, callSignal?: AbortSignal, meter?: AnswerMeter): Promise<FetchResult> {
     let args: FetchArgs;
     try {
       args = parseFetchArgs(url, init, this.limits);
@@ -170,7 +182,7 @@ export class FetchCapability {
     if (callSignal?.aborted) callEnded();
     else callSignal?.addEventListener("abort", callEnded, { once: true });
     try {
-      return await this.follow(context, args, sandbox.network, controller.signal);
+      return await this.follow(context, args, sandbox.network, controller.signal, meter);
     } finally {
       clearTimeout(timer);
       callSignal?.removeEventListener("abort", callEnded);
@@ -179,7 +191,13 @@ export class FetchCapability {
     }
   }
 
-  private async follow(context: Context, args: FetchArgs, network: SandboxPolicy["network"], signal: AbortSignal): Promise<FetchResult> {
+  private async follow(
+    context: Context,
+    args: FetchArgs,
+    network: SandboxPolicy["network"],
+    signal: AbortSignal,
+    meter: AnswerMeter | undefined,
+  ): Promise<FetchResult> {
     let current = args.url;
     let method = args.method;
     let headers = args.headers;
@@ -201,6 +219,7 @@ export class FetchCapability {
           headerTimeoutMs: this.limits.headerTimeoutMs,
           bodyIdleTimeoutMs: this.limits.bodyIdleTimeoutMs,
           maxResponseBytes: this.limits.maxResponseBytes,
+          meter,
           ca: this.options.ca,
           label,
         });
@@ -218,7 +237,7 @@ export class FetchCapability {
             headers: flattenHeaders(response.headers),
             url: current.href,
             redirected: hop > 0,
-            body: encodeBody(bytes, args.responseType, response.headers["content-type"], label),
+            body: encodeBody(bytes, args.responseType, response.headers["content-type"], label, meter),
           };
           this.audit(context, operation, current.href, undefined, response.status);
           return result;
@@ -327,7 +346,32 @@ function flattenHeaders(headers: NodeJS.Dict<string | string[]>): Record<string,
   );
 }
 
-function encodeBody(bytes: Buffer, type: ResponseType, contentType: string | undefined, label: string): string {
+/**
+ * The body as the tool gets it: base64 (bytes), or text decoded by its charset (text, json). Before the
+ * text exists, `meter` is charged for the most it and the body hold together, and for the most the text
+ * and one frame of it hold while the answer is sent; then for what the text holds, which stays charged
+ * until the answer has left the host. A V8 string takes one byte a character when every character is
+ * below U+0100, else two: base64 is always one; decoded text is counted at two unless every byte of the
+ * body was ASCII (then it holds at most the body's size, in any charset: a character takes at least one
+ * byte, and two-byte characters at least two). A frame escapes a character into up to 6 bytes of JSON
+ * (`\u0000`), and carries at most `REPLY_SLICE_CHARS` of them (isolation/wire/reply-chunks.ts).
+ * `JSON.parse`, which checks a json body, is not charged: it runs to its end in one turn of the event
+ * loop, so at most one such check is alive in the host at a time, and what it builds is garbage after.
+ */
+function encodeBody(bytes: Buffer, type: ResponseType, contentType: string | undefined, label: string, meter: AnswerMeter | undefined): string {
+  const ascii = type !== "bytes" && isAscii(bytes);
+  const mostChars = type === "bytes" ? 4 * Math.ceil(bytes.length / 3) : bytes.length;
+  const mostTextBytes = type === "bytes" || ascii ? mostChars : 2 * mostChars;
+  const frameBytes = (chars: number) => Math.min(chars, REPLY_SLICE_CHARS) * (type === "bytes" ? 1 : 6);
+  const shortfall = meter?.hold(mostTextBytes + Math.max(bytes.length, frameBytes(mostChars)));
+  if (shortfall) throw overBudgetError(label, shortfall);
+  const text = decodeBody(bytes, type, contentType, label);
+  // Fewer bytes than charged above: never refused.
+  meter?.hold((type === "bytes" ? text.length : ascii ? bytes.length : 2 * text.length) + frameBytes(text.length));
+  return text;
+}
+
+function decodeBody(bytes: Buffer, type: ResponseType, contentType: string | undefined, label: string): string {
   if (type === "bytes") return bytes.toString("base64");
   if (type === "json") {
     // JSON is UTF-8 (RFC 8259) whatever the charset says.

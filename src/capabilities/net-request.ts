@@ -5,6 +5,8 @@ import { isIP } from "node:net";
 import type { Transform } from "node:stream";
 import zlib from "node:zlib";
 import { ToolHostError } from "../errors.js";
+import type { AnswerMeter, BudgetShortfall } from "../isolation/wire/messages.js";
+import { BodyBlocks } from "./net-body.js";
 import type { CheckedTarget, ResolvedAddress } from "./net-target.js";
 
 /**
@@ -13,7 +15,9 @@ import type { CheckedTarget, ResolvedAddress } from "./net-target.js";
  * the name is not resolved again (no DNS rebinding between check and connect), while the Host header
  * and TLS SNI/certificate checks still use the name. Each request gets its own agent (no socket reuse
  * across checks). Bodies are capped both as received and after decoding; decoding is streamed, so a
- * decompression bomb stops at the cap instead of being inflated into memory.
+ * decompression bomb stops at the cap instead of being inflated into memory. Every chunk of a body is
+ * charged to the call's capability byte budgets (`meter`) before it is kept, so that many fetches at
+ * once hold no more than those budgets, whatever each one's cap.
  */
 export interface HopRequest {
   url: URL;
@@ -29,6 +33,8 @@ export interface HopRequest {
   bodyIdleTimeoutMs: number;
   /** Largest body, in bytes, received and decoded. */
   maxResponseBytes: number;
+  /** Where the body's bytes are charged before they are kept (the call's ledger); none: not charged. */
+  meter: AnswerMeter | undefined;
   /** Trusted CA certificates (PEM) replacing Node's bundled roots; undefined keeps the roots. */
   ca: string | Buffer | Array<string | Buffer> | undefined;
   /** Prefix of error messages: names the URL as the tool may see it. */
@@ -141,13 +147,29 @@ function pinnedLookup(addresses: readonly ResolvedAddress[]) {
   };
 }
 
+/**
+ * The error of a fetch whose body (or what it becomes) found no room in a capability byte budget: the
+ * tool's when its own call or Anima holds the budget, the host's when all Animas together do.
+ */
+export function overBudgetError(label: string, shortfall: BudgetShortfall): ToolHostError {
+  const whose = shortfall.scope === "call" ? "this call's" : shortfall.scope === "anima" ? "this Anima's" : "the host's";
+  const message = `${label}: the response body does not fit in ${whose} ${shortfall.limitBytes}-byte budget of capability bytes in flight`;
+  return shortfall.scope === "host"
+    ? new ToolHostError("ExecutionError", message, "retry later: the host holds other Animas' answers now", "host")
+    : new ToolHostError("ExecutionError", message, "fetch fewer large bodies at once: each counts until the tool has it", "tool");
+}
+
 function readBody(response: IncomingMessage, hop: HopRequest, setFailer: (fail: (error: ToolHostError) => void) => void): Promise<Buffer> {
   const { label, maxResponseBytes: cap } = hop;
   return new Promise<Buffer>((resolve, reject) => {
     const tooLarge = () => new ToolHostError("ExecutionError", `${label}: the response body is larger than the ${cap}-byte limit`);
-    const chunks: Buffer[] = [];
+    /** Charges `heldBytes` in all for this body; the error to fail with when a budget has no room. */
+    const charge = (heldBytes: number): ToolHostError | undefined => {
+      const shortfall = hop.meter?.hold(heldBytes);
+      return shortfall ? overBudgetError(label, shortfall) : undefined;
+    };
+    let body: BodyBlocks | undefined;
     let received = 0;
-    let decoded = 0;
     let done = false;
     let idleTimer: NodeJS.Timeout | undefined;
     let decoder: Transform | undefined | null;
@@ -159,7 +181,8 @@ function readBody(response: IncomingMessage, hop: HopRequest, setFailer: (fail: 
       hop.signal.removeEventListener("abort", onAbort);
       decoder?.destroy();
       response.destroy();
-      chunks.length = 0;
+      body?.clear();
+      hop.meter?.hold(0);
       reject(error);
     };
     const onAbort = () => fail(hop.signal.reason as ToolHostError);
@@ -170,18 +193,25 @@ function readBody(response: IncomingMessage, hop: HopRequest, setFailer: (fail: 
         hop.bodyIdleTimeoutMs,
       );
     };
+    // Each chunk is charged (with the block it may need) before it is kept, and copied into the body's blocks.
     const keep = (chunk: Buffer) => {
-      if (done) return;
-      decoded += chunk.length;
-      if (decoded > cap) return fail(tooLarge());
-      chunks.push(chunk);
+      if (done || !body) return;
+      if (body.bytes + chunk.length > cap) return fail(tooLarge());
+      const overBudget = charge(body.allocatedWith(chunk.length));
+      if (overBudget) return fail(overBudget);
+      body.add(chunk);
     };
     const finish = () => {
-      if (done) return;
+      if (done || !body) return;
+      // Joining several blocks copies them: both are held until the blocks are let go.
+      const overBudget = charge(body.bytesWhileJoining);
+      if (overBudget) return fail(overBudget);
       done = true;
       clearTimeout(idleTimer);
       hop.signal.removeEventListener("abort", onAbort);
-      resolve(Buffer.concat(chunks, decoded));
+      const joined = body.join();
+      charge(joined.heldBytes); // no more than charged: never refused
+      resolve(joined.body);
     };
 
     setFailer(fail);
@@ -197,6 +227,8 @@ function readBody(response: IncomingMessage, hop: HopRequest, setFailer: (fail: 
     decoder = decoderFor(encoding);
     if (decoder === null)
       return fail(new ToolHostError("ExecutionError", `${label}: the response uses an unsupported content-encoding "${encoding.slice(0, 40)}"`));
+    // The declared length sizes the body's first block only where it is the length of what is kept.
+    body = new BodyBlocks(cap, !decoder && Number.isSafeInteger(declared) && declared >= 0 ? declared : undefined);
 
     resetIdle();
     response.on("data", (chunk: Buffer) => {

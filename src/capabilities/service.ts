@@ -2,7 +2,7 @@ import { type AuditLog, truncateForAudit } from "../audit/audit-log.js";
 import type { LogRecord } from "../host-options.js";
 import { type CredentialSources, CredentialDeniedError, getCredential } from "../credentials/index.js";
 import { type ErrorInfo, ToolHostError } from "../errors.js";
-import type { CallContext, CapabilityReply } from "../isolation/wire/messages.js";
+import type { AnswerMeter, CallContext, CapabilityReply } from "../isolation/wire/messages.js";
 import type { UndecodedText } from "../isolation/wire/bulk-channel.js";
 import { CAPABILITY_NAMES, type CapabilityAnswerValue, type CapabilityName, type UncheckedCapabilityRequest } from "../contract/isolate.js";
 import { loadPermissions } from "../policy/permissions.js";
@@ -18,13 +18,17 @@ import type { JobCalls } from "./job-calls.js";
  * src/contract/isolate.ts); a name it does not declare is refused.
  */
 export interface NetworkRequester {
-  /** Performs one HTTP request for `context` under `policy`; throws ToolHostError on denial. Stops when `signal` aborts. */
+  /**
+   * Performs one HTTP request for `context` under `policy`; throws ToolHostError on denial. Stops when
+   * `signal` aborts. Charges the body it holds to `meter` before holding it (fails when it has no room).
+   */
   fetch(
     context: CallContext,
     url: unknown,
     init: unknown,
     policy: Awaited<ReturnType<typeof loadPermissions>>["sandbox"],
     signal?: AbortSignal,
+    meter?: AnswerMeter,
   ): Promise<CapabilityAnswerValue<"fetch">>;
 }
 
@@ -77,8 +81,11 @@ export class CapabilityService {
     return [...(this.secrets.get(anima) ?? [])];
   }
 
-  /** `signal` aborts when the call that asked ends: nothing it asked for starts after that, and a fetch stops. */
-  invoke = async (context: CallContext, name: string, argsJson: string, signal?: AbortSignal): Promise<CapabilityReply> => {
+  /**
+   * `signal` aborts when the call that asked ends: nothing it asked for starts after that, and a fetch
+   * stops. `meter`: where a fetch charges the body it holds (the call's ledger).
+   */
+  invoke = async (context: CallContext, name: string, argsJson: string, signal?: AbortSignal, meter?: AnswerMeter): Promise<CapabilityReply> => {
     if (signal?.aborted) return { ok: false, error: { type: "ExecutionError", fault: "tool", message: `${name}: the call had already ended` } };
     let args: unknown;
     try {
@@ -91,7 +98,7 @@ export class CapabilityService {
     const selfAudited = SELF_AUDITED.has(name);
     try {
       if (!isCapabilityName(name)) throw new ToolHostError("InvalidArguments", `unknown capability ${name}`);
-      const value = await this.run(context, { name, args } as UncheckedCapabilityRequest, signal);
+      const value = await this.run(context, { name, args } as UncheckedCapabilityRequest, signal, meter);
       if (!selfAudited) this.audit(context, name, target, "ok");
       return { ok: true, value: value === undefined ? null : value };
     } catch (error) {
@@ -113,7 +120,12 @@ export class CapabilityService {
   };
 
   /** Runs one request of the contract's union; its arguments are checked by the capability that takes them. */
-  private async run(context: CallContext, request: UncheckedCapabilityRequest, signal: AbortSignal | undefined): Promise<unknown> {
+  private async run(
+    context: CallContext,
+    request: UncheckedCapabilityRequest,
+    signal: AbortSignal | undefined,
+    meter: AnswerMeter | undefined,
+  ): Promise<unknown> {
     switch (request.name) {
       // Read as bytes: decoded where the text is used (bulk-channel.ts), not on the host's event loop.
       case "fs.readFile":
@@ -150,7 +162,7 @@ export class CapabilityService {
         const permissions = await loadPermissions(context.animaDir);
         if (!this.options.network) throw new ToolHostError("PermissionDenied", "fetch is not available in this host", undefined, "host");
         if (signal?.aborted) throw new ToolHostError("ExecutionError", "fetch: the call had already ended");
-        return this.options.network.fetch(context, request.args[0], request.args[1], permissions.sandbox, signal) satisfies Promise<HostAnswer<"fetch">>;
+        return this.options.network.fetch(context, request.args[0], request.args[1], permissions.sandbox, signal, meter) satisfies Promise<HostAnswer<"fetch">>;
       }
       default:
         request satisfies never;

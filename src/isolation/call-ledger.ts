@@ -55,13 +55,14 @@ export const MAX_CAPABILITY_ARGS_CHARS = 16 * 1024 * 1024;
 /**
  * Answer bytes reserved before a capability runs. A read fills its answer (up to 10 MiB, 4/3 of that as
  * base64) at disk speed, so it reserves the most it can return. A fetch fills its body at network
- * speed and is cut at 10 MiB; reserving that much would allow only two fetches in flight per call, so it
- * reserves 1 MiB, and a body's real size is bounded by the fetch's own cap and deadline (a live count
- * of bytes buffered is the next step). A listing is bounded by the entry quota; the rest answer a few fields.
+ * speed and is cut at 10 MiB; reserving that much would allow only two fetches in flight per call, so its
+ * body is charged live as it arrives (`AnswerMeter`, capabilities/fetch.ts), and it reserves only what it
+ * holds besides: the response headers (at most 16 KiB) and the answer object, escaped into the frame that
+ * carries it (up to 6 bytes a character). A listing is bounded by the entry quota; the rest answer a few fields.
  */
 function answerReserveBytes(name: string): number {
   if (name === "fs.readFile") return 14 * 1024 * 1024;
-  if (name === "fetch") return 1024 * 1024;
+  if (name === "fetch") return 128 * 1024;
   if (name === "fs.readdir") return 1024 * 1024;
   return 4 * 1024;
 }

@@ -4,6 +4,7 @@ import zlib from "node:zlib";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { FetchCapability, type FetchHostOptions } from "../../src/capabilities/fetch.js";
 import { ToolHostError } from "../../src/errors.js";
+import type { BudgetShortfall } from "../../src/isolation/wire/messages.js";
 import type { SandboxPolicy } from "../../src/policy/permissions.js";
 import { waitFor } from "../helpers/data-dir.js";
 
@@ -76,6 +77,13 @@ function route(req: http.IncomingMessage, res: http.ServerResponse): void {
       res.writeHead(200);
       const timer = setInterval(() => res.write("."), 20);
       return void res.on("close", () => clearInterval(timer));
+    }
+    case "sized": {
+      // `kib` KiB of ASCII, with its Content-Length when `declare` is given, else chunked.
+      const params = new URL(req.url ?? "/", "http://x").searchParams;
+      const bytes = Number(params.get("kib") ?? 0) * 1024;
+      res.writeHead(200, params.has("declare") ? { "content-length": String(bytes) } : {});
+      return stream(res, name, Buffer.alloc(16 * 1024, 97), bytes / (16 * 1024));
     }
     case "truncated":
       res.writeHead(200, { "content-length": "100" });
@@ -158,6 +166,49 @@ describe("fetch: response size caps", () => {
     expect((await fails(capability().fetch(CTX, `${base}/truncated`, {}, PUBLIC), "ExecutionError")).message).toContain(
       "before the response body was complete",
     );
+  });
+});
+
+/** A stand-in for the call's ledger (`AnswerMeter`) with room for `limitBytes`; records what it was charged. */
+function budgetMeter(limitBytes: number, scope: BudgetShortfall["scope"] = "call") {
+  const meter = {
+    heldBytes: 0,
+    mostBytes: 0,
+    hold(bytes: number): BudgetShortfall | undefined {
+      if (bytes > limitBytes) return { scope, limitBytes };
+      meter.heldBytes = bytes;
+      meter.mostBytes = Math.max(meter.mostBytes, bytes);
+      return undefined;
+    },
+  };
+  return meter;
+}
+
+describe("fetch: capability byte budgets", () => {
+  it("charges a body before holding it, then what it becomes, which stays charged (the answer's size)", async () => {
+    for (const declare of ["&declare", ""]) {
+      const meter = budgetMeter(32 * MiB);
+      const answer = await capability().fetch(CTX, `${base}/sized?kib=2048${declare}`, { responseType: "bytes" }, PUBLIC, undefined, meter);
+      expect(answer.body.length).toBe(4 * Math.ceil((2 * MiB) / 3));
+      // The body and its base64 together, at most (the body joined from blocks: the blocks and their copy first).
+      expect(meter.mostBytes, declare).toBeGreaterThanOrEqual(2 * MiB + answer.body.length);
+      expect(meter.mostBytes, declare).toBeLessThanOrEqual(2 * MiB + answer.body.length + 2 * MiB);
+      // Until the answer has left the host: its text and a frame of it.
+      expect(meter.heldBytes, declare).toBeGreaterThanOrEqual(answer.body.length);
+      expect(meter.heldBytes, declare).toBeLessThan(answer.body.length + MiB);
+    }
+  });
+
+  it("a body past the budget fails with its error: the tool's fault for its call's or Anima's budget, the host's for the host's", async () => {
+    for (const scope of ["call", "anima", "host"] as const) {
+      const meter = budgetMeter(MiB, scope);
+      const error = await fails(capability().fetch(CTX, `${base}/sized?kib=2048`, {}, PUBLIC, undefined, meter), "ExecutionError");
+      expect(error.message).toMatch(new RegExp(`does not fit in (this call's|this Anima's|the host's) ${MiB}-byte budget of capability bytes in flight$`));
+      expect(error.fault, scope).toBe(scope === "host" ? "host" : "tool");
+      // Nothing stays charged.
+      expect(meter.heldBytes).toBe(0);
+      expect(meter.mostBytes).toBeLessThanOrEqual(MiB);
+    }
   });
 });
 
