@@ -159,6 +159,11 @@ export function overBudgetError(label: string, shortfall: BudgetShortfall): Tool
     : new ToolHostError("ExecutionError", message, "fetch fewer large bodies at once: each counts until the tool has it", "tool");
 }
 
+/** Responses that have no body whatever their Content-Length says (RFC 9110 §6.4.1). */
+function hasNoBody(method: string, status: number | undefined): boolean {
+  return method === "HEAD" || status === 204 || status === 304;
+}
+
 function readBody(response: IncomingMessage, hop: HopRequest, setFailer: (fail: (error: ToolHostError) => void) => void): Promise<Buffer> {
   const { label, maxResponseBytes: cap } = hop;
   return new Promise<Buffer>((resolve, reject) => {
@@ -218,7 +223,8 @@ function readBody(response: IncomingMessage, hop: HopRequest, setFailer: (fail: 
     if (hop.signal.aborted) return fail(hop.signal.reason as ToolHostError);
     hop.signal.addEventListener("abort", onAbort, { once: true });
 
-    const declared = Number(response.headers["content-length"]);
+    // A HEAD, 204 or 304 response may declare the length of a body it does not carry.
+    const declared = hasNoBody(hop.method, response.statusCode) ? Number.NaN : Number(response.headers["content-length"]);
     if (Number.isFinite(declared) && declared > cap) return fail(tooLarge());
 
     const encoding = String(response.headers["content-encoding"] ?? "identity")

@@ -85,6 +85,11 @@ function route(req: http.IncomingMessage, res: http.ServerResponse): void {
       res.writeHead(200, params.has("declare") ? { "content-length": String(bytes) } : {});
       return stream(res, name, Buffer.alloc(16 * 1024, 97), bytes / (16 * 1024));
     }
+    case "no-body": {
+      // A HEAD, 204 or 304 response with the Content-Length of a body larger than any cap.
+      const status = Number(new URL(req.url ?? "/", "http://x").searchParams.get("status") ?? 200);
+      return void res.writeHead(status, { "content-length": String(1024 * MiB) }).end();
+    }
     case "truncated":
       res.writeHead(200, { "content-length": "100" });
       res.write("only ten b");
@@ -160,6 +165,15 @@ describe("fetch: response size caps", () => {
       expect(growth, bomb).toBeLessThan(128 * MiB);
       await waitFor(() => closed.has(bomb));
     }
+  });
+
+  it("head_large_resource: a HEAD, 204 or 304 response declaring a body over the cap is answered, since it has none", async () => {
+    const fetcher = capability({ limits: { maxResponseBytes: MiB } });
+    const head = await fetcher.fetch(CTX, `${base}/no-body`, { method: "HEAD" }, PUBLIC);
+    expect(head).toMatchObject({ status: 200, body: "", headers: { "content-length": String(1024 * MiB) } });
+    for (const status of [204, 304]) expect(await fetcher.fetch(CTX, `${base}/no-body?status=${status}`, {}, PUBLIC)).toMatchObject({ status, body: "" });
+    // A GET whose response declares as much is still refused before its body is read.
+    await fails(fetcher.fetch(CTX, `${base}/declared`, {}, PUBLIC), "ExecutionError");
   });
 
   it("a body cut short is an error, not a silently truncated answer", async () => {
