@@ -96,8 +96,12 @@ describe.runIf(watchdogStatus().holds)("ResourceWatchdog", () => {
     const report = reported(child.pid as number, { ...ROOMY, memoryBytes: limit });
     const { what, lateMs } = await crossing(figures, "held", limit, report);
     expect(what).toMatch(/^memory: [\d,]+ MB resident \([\d,]+ MB of it page tables\) or more in sandbox process \d+'s tree, limit 200 MB$/);
-    // Over its limit by page tables: its resident set alone never was.
-    expect(Number(/\(([\d,]+) MB of it page tables\)/.exec(what)?.[1]?.replace(/,/g, ""))).toBeGreaterThan(100);
+    // Over its limit by page tables: its resident set alone never was. (Their share of the figure follows
+    // how far the process's own heap had grown: 82 MB of 200 seen on a loaded machine.)
+    const [, heldMb, pageTablesMb] = /([\d,]+) MB resident \(([\d,]+) MB of it page tables\)/.exec(what) ?? [];
+    const number = (text: string | undefined) => Number(text?.replace(/,/g, ""));
+    expect(number(pageTablesMb)).toBeGreaterThan(0);
+    expect(number(heldMb) - number(pageTablesMb)).toBeLessThan(200);
     expect(figures.filter((f) => f.word === "rss").every((f) => f.value < limit)).toBe(true);
     expect(lateMs).toBeLessThan(500);
   });
