@@ -3,6 +3,7 @@ import type { InvocationRunner } from "../endpoint/invocation.js";
 import type { HostFactory, ToolHost } from "../host-api.js";
 import { JobService, eligibilityWarning, resultOf } from "../jobs/service.js";
 import { type Job, describeServer, isTerminal } from "../jobs/store.js";
+import { MAX_LISTED_JOBS } from "../jobs/limits.js";
 import { jobFailure, jobText, jobView, jobsTable, parseStatuses, progressBar, progressLine } from "../jobs/view.js";
 import { actionOf, actionsHint } from "../registry/actions.js";
 import { parseToolFlags, splitAction } from "./flags.js";
@@ -38,7 +39,8 @@ Options before the tool name are submit's own; after it, arguments work as for a
   --no-worker             only queue: do not start a background worker if none is running`;
 
 export const JOBS_USAGE = `Usage: animaworks-tool jobs <command> [--json]
-  list [--status S[,S…]] [--limit N]   this Anima's jobs, newest first (statuses: queued, running, succeeded, failed, cancelled, interrupted)
+  list [--status S[,S…]] [--limit N]   this Anima's jobs, newest first (statuses: queued, running, succeeded, failed, cancelled, interrupted;
+                                       N: 1 to 1,000, default 100)
   show ID                              one job's state
   wait ID [--timeout S] [--no-worker]  wait until the job finishes, then print its result; exits with its outcome's code
                                        (3 also when S seconds pass first; the job goes on)
@@ -134,7 +136,7 @@ async function list(service: JobService, anima: string, argv: string[], ctx: Job
   const limit = values.get("--limit");
   const jobs = await service.list(anima, {
     ...(statuses.length > 0 ? { status: statuses } : {}),
-    ...(typeof limit === "string" ? { limit: wholeNumber(limit, "--limit", 1) } : {}),
+    ...(typeof limit === "string" ? { limit: wholeNumber(limit, "--limit", 1, MAX_LISTED_JOBS) } : {}),
   });
   ctx.out.stdout(ctx.json ? JSON.stringify({ status: "ok", anima, jobs: jobs.map(jobView) }) : jobsTable(jobs));
   return 0;
@@ -336,9 +338,12 @@ function onePositional(positionals: string[], missing: string): string {
   return positionals[0] as string;
 }
 
-function wholeNumber(text: string, option: string, min: number): number {
+function wholeNumber(text: string, option: string, min: number, max = Number.MAX_SAFE_INTEGER): number {
   const value = /^[-+]?\d+$/.test(text.trim()) ? Number(text) : Number.NaN;
-  if (!Number.isSafeInteger(value) || value < min) throw new ToolHostError("InvalidArguments", `${option} must be a whole number ≥ ${min}, got "${text}"`);
+  if (!Number.isSafeInteger(value) || value < min || value > max) {
+    const range = max === Number.MAX_SAFE_INTEGER ? `≥ ${min}` : `from ${min} to ${max.toLocaleString("en-US")}`;
+    throw new ToolHostError("InvalidArguments", `${option} must be a whole number ${range}, got "${text}"`);
+  }
   return value;
 }
 

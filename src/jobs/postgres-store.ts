@@ -4,6 +4,7 @@ import { checkSchemaName } from "./postgres-schema.js";
 import { JobDatabase, closedError } from "./postgres-pool.js";
 import { StoreNotifications } from "./postgres-notify.js";
 import { listen } from "./postgres-connection.js";
+import { listLimit } from "./limits.js";
 import { type JobRow, rowToJob } from "./sqlite-schema.js";
 import {
   type ClaimRequest,
@@ -145,12 +146,9 @@ export class PostgresJobStore implements JobStore {
   }
 
   async list(anima: string, options: ListJobsOptions = {}): Promise<Job[]> {
+    const limit = listLimit(options.limit);
     const statuses = options.status === undefined ? [...JOB_STATUSES] : [options.status].flat();
-    const rows = await this.db.queryRows("SELECT * FROM jobs WHERE anima = $1 AND status = ANY($2) ORDER BY seq DESC LIMIT $3", [
-      anima,
-      statuses,
-      options.limit ?? 100,
-    ]);
+    const rows = await this.db.queryRows("SELECT * FROM jobs WHERE anima = $1 AND status = ANY($2) ORDER BY seq DESC LIMIT $3", [anima, statuses, limit]);
     return rows.map(rowToJob);
   }
 

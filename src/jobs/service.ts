@@ -8,6 +8,7 @@ import type { AuditWriterSource, ToolHost } from "../host-api.js";
 import { type PreparedCallRunner, preparedCallsOf } from "../prepared-calls.js";
 import { resolveAnima } from "../registry/animas.js";
 import { type NoticeSink, deliverNotices } from "./notices.js";
+import { checkJobArgsBytes } from "./limits.js";
 import { JOB_DEFAULTS, MAX_TIMER_MS } from "./defaults.js";
 import { profileTimeoutMs } from "../registry/profile.js";
 import { hostJobRunner } from "./host-runner.js";
@@ -143,6 +144,10 @@ export class JobService {
     const profile = prepared.profile;
     // The profile is part of the version pinned here: a later edit of timeout_seconds does not change this job.
     const timeoutMs = profileTimeoutMs(profile) ?? this.defaultTimeoutMs;
+    // Canonical key order, so that the same arguments given in another order are the same work for an idempotency key.
+    const argsJson = canonicalJson(JSON.parse(prepared.argsJson));
+    // Checked before the bundle is stored: arguments too large for a job are refused having stored nothing.
+    checkJobArgsBytes(argsJson);
     const store = this.store();
     await store.putBundle(prepared.bundle.hash, prepared.bundle.code);
     const { job, created } = await store.submit({
@@ -150,8 +155,7 @@ export class JobService {
       tool: prepared.tool,
       action: prepared.action,
       schemaName: prepared.schemaName,
-      // Canonical key order, so that the same arguments given in another order are the same work for an idempotency key.
-      argsJson: canonicalJson(JSON.parse(prepared.argsJson)),
+      argsJson,
       bundleHash: prepared.bundle.hash,
       timeoutMs,
       ...(options.priority !== undefined ? { priority: options.priority } : {}),
@@ -168,7 +172,7 @@ export class JobService {
     };
   }
 
-  /** The Anima's jobs, newest first (default: the 100 newest). */
+  /** The Anima's jobs, newest first (default: the 100 newest; at most `MAX_LISTED_JOBS`, 1,000). */
   async list(anima: string, options: { status?: JobStatus | readonly JobStatus[]; limit?: number } = {}): Promise<Job[]> {
     await this.checkAnima(anima);
     return this.store().list(anima, options);

@@ -6,6 +6,7 @@ import { GroupCommit } from "./group-commit.js";
 import { type ClaimStatements, claimJobs, prepareClaim } from "./sqlite-claim.js";
 import { type JobRow, migrate, rowToJob } from "./sqlite-schema.js";
 import { checkIntegrity, jobStoreError } from "./sqlite-errors.js";
+import { listLimit } from "./limits.js";
 import {
   type ClaimRequest,
   type Job,
@@ -127,7 +128,7 @@ export class SqliteJobStore implements JobStore {
   async list(anima: string, options: ListJobsOptions = {}): Promise<Job[]> {
     return this.read(() => {
       const statuses = options.status === undefined ? JOB_STATUSES : [options.status].flat();
-      const limit = options.limit ?? 100;
+      const limit = listLimit(options.limit);
       const rows = this.sql.listByAnima.all(anima, JSON.stringify(statuses), limit) as JobRow[];
       return rows.map(rowToJob);
     });

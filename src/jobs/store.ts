@@ -1,6 +1,7 @@
 import { createHash, randomBytes } from "node:crypto";
 import { DEFAULT_FAULT, type ErrorInfo, ToolHostError, isErrorType, isFault } from "../errors.js";
 import { JOB_DEFAULTS } from "./defaults.js";
+import { checkJobArgsBytes } from "./limits.js";
 
 /**
  * The seam between background-job callers (CLI `submit`/`jobs`, the worker) and where jobs are kept.
@@ -94,7 +95,7 @@ export interface SubmitJobInput {
   tool: string;
   action: string;
   schemaName: string;
-  /** JSON text of the validated arguments. Must parse as JSON. */
+  /** JSON text of the validated arguments. Must parse as JSON; at most `MAX_JOB_ARGS_BYTES` (1 MiB, limits.ts). */
   argsJson: string;
   /** Hash of a bundle already stored with `putBundle`. */
   bundleHash: string;
@@ -122,7 +123,7 @@ export interface SubmitResult {
 export interface ListJobsOptions {
   /** Only jobs in this status (or these statuses). Default: all. */
   status?: JobStatus | readonly JobStatus[];
-  /** Most jobs returned, newest first. Default: 100. */
+  /** Most jobs returned, newest first: 1 to `MAX_LISTED_JOBS` (1,000; more is `InvalidArguments`). Default: 100. */
   limit?: number;
 }
 
@@ -299,6 +300,7 @@ export function normaliseSubmit(input: SubmitJobInput): Required<Omit<SubmitJobI
   } catch {
     throw new ToolHostError("InvalidArguments", "job argsJson is not valid JSON");
   }
+  checkJobArgsBytes(input.argsJson);
   const key = input.idempotencyKey;
   if (key !== undefined && (typeof key !== "string" || key === "" || key.length > 200)) {
     throw new ToolHostError("InvalidArguments", "idempotencyKey must be a string of 1 to 200 characters");

@@ -1,6 +1,7 @@
 import { ToolHostError } from "../errors.js";
 import { type JobService, eligibilityWarning, resultOf } from "../jobs/service.js";
 import { isTerminal } from "../jobs/store.js";
+import { MAX_LISTED_JOBS } from "../jobs/limits.js";
 import { jobView, parseStatuses } from "../jobs/view.js";
 import type { ManagementTool } from "./management-tool.js";
 
@@ -126,7 +127,7 @@ function definitions(service: JobService, anima: string, options: JobToolsOption
         type: "object",
         properties: {
           status: { type: "array", items: { type: "string" }, description: "only jobs with these statuses (default: all)" },
-          limit: { type: "integer", minimum: 1, maximum: 1000, description: "most jobs returned (default 100)" },
+          limit: { type: "integer", minimum: 1, maximum: MAX_LISTED_JOBS, description: "most jobs returned (default 100)" },
         },
       },
       run: async (args) => {
@@ -134,8 +135,8 @@ function definitions(service: JobService, anima: string, options: JobToolsOption
         if (status !== undefined && (!Array.isArray(status) || !status.every((s) => typeof s === "string")))
           throw invalid("status must be a list of status words");
         const limit = args["limit"];
-        if (limit !== undefined && (typeof limit !== "number" || !Number.isSafeInteger(limit) || limit < 1 || limit > 1000))
-          throw invalid("limit must be a whole number from 1 to 1000");
+        if (limit !== undefined && (typeof limit !== "number" || !Number.isSafeInteger(limit) || limit < 1 || limit > MAX_LISTED_JOBS))
+          throw invalid(`limit must be a whole number from 1 to ${MAX_LISTED_JOBS}`);
         const jobs = await service.list(anima, {
           ...(status !== undefined ? { status: parseStatuses(status) } : {}),
           ...(limit !== undefined ? { limit: limit } : {}),

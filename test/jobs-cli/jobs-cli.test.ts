@@ -1,9 +1,10 @@
-import { existsSync, readFileSync } from "node:fs";
+import { existsSync, readFileSync, writeFileSync } from "node:fs";
 import { join } from "node:path";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { type ToolHost, createHost } from "../../src/host.js";
 import { noticePath } from "../../src/jobs/notices.js";
 import { JobService } from "../../src/jobs/service.js";
+import { MAX_JOB_ARGS_BYTES } from "../../src/jobs/limits.js";
 import { type TempDataDir, makeDataDir } from "../helpers/data-dir.js";
 import { CLI_MODES, type CliRunner, cliRunner } from "../helpers/cli-modes.js";
 import { jobRows, jobsTool } from "./helpers.js";
@@ -63,6 +64,12 @@ describe.each(CLI_MODES)("job commands (%s)", (mode) => {
       expect(unknownAction.code).toBe(5);
       const badPriority = await asAlice("submit", "--no-worker", "--priority", "high", "bg", "echo", "x");
       expect(badPriority.code).toBe(2);
+      // job_args_over_limit: arguments a direct call would take (≤ 64 MiB) but over a job's 1 MiB.
+      const bigArgs = join(data.dir, "big-args.json");
+      writeFileSync(bigArgs, JSON.stringify({ text: "x".repeat(MAX_JOB_ARGS_BYTES) }));
+      const tooBig = await asAlice("submit", "--no-worker", "bg", "echo", "--args-file", bigArgs);
+      expect(tooBig.code).toBe(2);
+      expect(tooBig.stderr).toContain("Error (InvalidArguments): the job's arguments are 1,048,587 bytes of JSON, over the 1,048,576-byte (1 MiB) limit");
       expect(jobRows(data.dir)).toHaveLength(before);
     });
 
@@ -203,6 +210,10 @@ describe.each(CLI_MODES)("job commands (%s)", (mode) => {
       expect((await asAlice("jobs", "frobnicate")).code).toBe(2);
       expect((await asAlice("jobs", "show")).code).toBe(2);
       expect((await asAlice("jobs", "list", "--status", "done")).stderr).toContain('unknown job status "done"');
+      // list_limit_ceiling: one listing is at most 1,000 jobs.
+      const tooMany = await asAlice("jobs", "list", "--limit", "1001");
+      expect(tooMany.code).toBe(2);
+      expect(tooMany.stderr).toContain('--limit must be a whole number from 1 to 1,000, got "1001"');
       expect((await run("jobs", "list")).stderr).toContain("no Anima selected");
       const help = await run("jobs", "--help");
       expect(help.code).toBe(0);

@@ -1,4 +1,5 @@
 import { expect, it } from "vitest";
+import { MAX_JOB_ARGS_BYTES, MAX_LISTED_JOBS } from "../../../src/jobs/limits.js";
 import { BUNDLE_CODE, BUNDLE_HASH, jobInput, sha256 } from "../helpers.js";
 import type { ContractSetup } from "./setup.js";
 
@@ -41,6 +42,28 @@ export function submitContract(setup: ContractSetup): void {
     }
     await expect(store.submit(jobInput("alice", { bundleHash: sha256("other") }))).rejects.toMatchObject({ type: "NotFound" });
     expect(await store.list("alice")).toEqual([]);
+  });
+
+  it("job_args_over_limit: refuses arguments over MAX_JOB_ARGS_BYTES (1 MiB) as the caller's InvalidArguments, storing nothing", async () => {
+    const { store } = await setup();
+    // {"blob":"…"} is 11 bytes besides the blob: this one is exactly at the limit, in UTF-8 bytes (é is 2).
+    const atLimit = JSON.stringify({ blob: "é".repeat((MAX_JOB_ARGS_BYTES - 12) / 2) + "x" });
+    expect(Buffer.byteLength(atLimit)).toBe(MAX_JOB_ARGS_BYTES);
+    const accepted = await store.submit(jobInput("alice", { argsJson: atLimit }));
+    expect((await store.get("alice", accepted.job.id))?.argsJson).toBe(atLimit);
+    const over = await store.submit(jobInput("alice", { argsJson: atLimit.replace('x"}', 'xx"}') })).catch((error: unknown) => error);
+    expect(over).toMatchObject({ type: "InvalidArguments", fault: "caller", message: expect.stringContaining("1,048,576-byte (1 MiB) limit") });
+    expect((over as { hint?: string }).hint).toMatch(/file the tool reads/);
+    expect((await store.list("alice")).map((j) => j.id)).toEqual([accepted.job.id]);
+  });
+
+  it("list_limit_ceiling: lists at most MAX_LISTED_JOBS at once; a larger limit is InvalidArguments", async () => {
+    const { store } = await setup();
+    await store.submit(jobInput("alice"));
+    expect(await store.list("alice", { limit: MAX_LISTED_JOBS })).toHaveLength(1);
+    for (const limit of [MAX_LISTED_JOBS + 1, 0, 2.5]) {
+      await expect(store.list("alice", { limit })).rejects.toMatchObject({ type: "InvalidArguments", message: expect.stringContaining("1 to 1,000") });
+    }
   });
 
   it("is durable: a submitted job is visible to another instance at once and survives reopening", async () => {

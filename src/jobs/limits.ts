@@ -1,0 +1,48 @@
+import { ToolHostError } from "../errors.js";
+
+/**
+ * What one Anima's jobs may cost the host they share with every other Anima: the store keeps a job's
+ * arguments from its submit until 7 days after it ends, and a shared daemon or worker reads them. A direct
+ * call's arguments may be far larger (up to 64 MiB, `MAX_ARGUMENTS_BYTES`: room for a 10 MiB memory write
+ * however JSON escapes it) because they live only for that call; a job's are written to the store, read
+ * back by every worker that claims it, and stay there long after.
+ *
+ * Both stores enforce the same numbers (the JobStore contract, test/jobs/contract/, holds them).
+ */
+
+/**
+ * Most bytes of one job's arguments (UTF-8 JSON): 1 MiB. Ample for what a long-running action takes (URLs,
+ * queries, paths, options); a larger input belongs in a file the tool reads itself, or in a direct call.
+ */
+export const MAX_JOB_ARGS_BYTES = 1024 * 1024;
+
+/** Most jobs one listing returns (`jobs list --limit`, MCP `list_jobs`' `limit`): 1,000. Default: 100. */
+export const MAX_LISTED_JOBS = 1_000;
+export const DEFAULT_LISTED_JOBS = 100;
+
+/** UTF-8 bytes of a job's arguments; `InvalidArguments` (the caller's) over `MAX_JOB_ARGS_BYTES`. */
+export function checkJobArgsBytes(argsJson: string): number {
+  const bytes = Buffer.byteLength(argsJson);
+  if (bytes > MAX_JOB_ARGS_BYTES) {
+    throw new ToolHostError(
+      "InvalidArguments",
+      `the job's arguments are ${bytes.toLocaleString("en-US")} bytes of JSON, over the ${MAX_JOB_ARGS_BYTES.toLocaleString("en-US")}-byte (1 MiB) limit of a background job`,
+      "pass a large input as a file the tool reads (its path as the argument), or run the action directly (a direct call takes up to 64 MiB)",
+      "caller",
+    );
+  }
+  return bytes;
+}
+
+/** A listing's `limit`, checked: a whole number from 1 to `MAX_LISTED_JOBS` (default 100), else `InvalidArguments`. */
+export function listLimit(limit: number | undefined): number {
+  if (limit === undefined) return DEFAULT_LISTED_JOBS;
+  if (!Number.isSafeInteger(limit) || limit < 1 || limit > MAX_LISTED_JOBS) {
+    throw new ToolHostError(
+      "InvalidArguments",
+      `a job listing's limit must be a whole number from 1 to ${MAX_LISTED_JOBS.toLocaleString("en-US")}, got ${String(limit)}`,
+      "list fewer jobs at once, or narrow the listing by status",
+    );
+  }
+  return limit;
+}
