@@ -27,12 +27,9 @@ import {
   describeServer,
   interruptedMessage,
   newJobId,
-  normaliseProgress,
-  normaliseSubmit,
-  outcomeColumns,
   retryDelayMs,
-  sameWork,
 } from "./store.js";
+import { normaliseProgress, normaliseSubmit, outcomeColumns, sameWork } from "./store-writes.js";
 
 export interface PostgresJobStoreOptions {
   /** `postgres://user:password@host:port/database`. */

@@ -25,12 +25,9 @@ import {
   checkBundleHash,
   interruptedMessage,
   newJobId,
-  normaliseProgress,
-  normaliseSubmit,
-  outcomeColumns,
   retryDelayMs,
-  sameWork,
 } from "./store.js";
+import { normaliseProgress, normaliseSubmit, outcomeColumns, sameWork } from "./store-writes.js";
 
 export interface SqliteJobStoreOptions {
   /** Database file. Created, with its folder, if missing (mode 0600: job arguments may be private). */

@@ -1,7 +1,5 @@
 import { createHash, randomBytes } from "node:crypto";
 import { DEFAULT_FAULT, type ErrorInfo, ToolHostError, isErrorType, isFault } from "../errors.js";
-import { JOB_DEFAULTS } from "./defaults.js";
-import { checkJobArgsBytes } from "./limits.js";
 
 /**
  * The seam between background-job callers (CLI `submit`/`jobs`, the worker) and where jobs are kept.
@@ -161,27 +159,6 @@ export type JobOutcome =
   | { status: "failed"; error: JobError }
   | { status: "cancelled"; error?: JobError; result?: string; structured?: boolean };
 
-/** An outcome as the columns both stores write (`result_structured`: 1/0, null without a result). */
-export function outcomeColumns(outcome: JobOutcome): {
-  result: string | null;
-  resultStructured: number | null;
-  errorType: string | null;
-  errorMessage: string | null;
-  errorFault: string | null;
-  errorHint: string | null;
-} {
-  const error = outcome.status === "succeeded" ? undefined : outcome.error;
-  const result = outcome.status === "failed" ? undefined : outcome.result;
-  return {
-    result: result ?? null,
-    resultStructured: result === undefined ? null : outcome.status !== "failed" && outcome.structured === true ? 1 : 0,
-    errorType: error?.type ?? null,
-    errorMessage: error?.message ?? null,
-    errorFault: error?.fault ?? null,
-    errorHint: error?.hint ?? null,
-  };
-}
-
 export interface RecoveryResult {
   /** Running jobs whose lease expired and that have attempts left: queued again after their backoff. */
   requeued: Job[];
@@ -282,72 +259,6 @@ export function leaseOf(job: Job): JobLease {
 /** Delay before the retry that follows `attempts` runs: backoff × 2^(attempts−1), capped at one hour. */
 export function retryDelayMs(retryBackoffMs: number, attempts: number): number {
   return Math.min(3_600_000, retryBackoffMs * 2 ** Math.max(0, attempts - 1));
-}
-
-/** Checks and completes a submit with defaults. Throws `InvalidArguments` naming the bad field. */
-export function normaliseSubmit(input: SubmitJobInput): Required<Omit<SubmitJobInput, "idempotencyKey">> & {
-  idempotencyKey: string | undefined;
-} {
-  for (const field of ["anima", "tool", "action", "schemaName", "bundleHash"] as const) {
-    const value: unknown = input[field];
-    if (typeof value !== "string" || value.trim() === "") {
-      throw new ToolHostError("InvalidArguments", `job ${field} must be a non-empty string`);
-    }
-  }
-  if (typeof input.argsJson !== "string") throw new ToolHostError("InvalidArguments", "job argsJson must be JSON text");
-  try {
-    JSON.parse(input.argsJson);
-  } catch {
-    throw new ToolHostError("InvalidArguments", "job argsJson is not valid JSON");
-  }
-  checkJobArgsBytes(input.argsJson);
-  const key = input.idempotencyKey;
-  if (key !== undefined && (typeof key !== "string" || key === "" || key.length > 200)) {
-    throw new ToolHostError("InvalidArguments", "idempotencyKey must be a string of 1 to 200 characters");
-  }
-  return {
-    anima: input.anima,
-    tool: input.tool,
-    action: input.action,
-    schemaName: input.schemaName,
-    argsJson: input.argsJson,
-    bundleHash: input.bundleHash,
-    priority: integer(input.priority, JOB_DEFAULTS.priority, "priority", -1_000_000),
-    idempotencyKey: key,
-    maxAttempts: integer(input.maxAttempts, JOB_DEFAULTS.maxAttempts, "maxAttempts", 1),
-    retryBackoffMs: integer(input.retryBackoffMs, JOB_DEFAULTS.retryBackoffMs, "retryBackoffMs", 0),
-    timeoutMs: integer(input.timeoutMs, JOB_DEFAULTS.timeoutMs, "timeoutMs", 1),
-  };
-}
-
-function integer(value: number | undefined, fallback: number, name: string, min: number): number {
-  if (value === undefined) return fallback;
-  if (!Number.isSafeInteger(value) || value < min) {
-    throw new ToolHostError("InvalidArguments", `${name} must be an integer ≥ ${min}, got ${String(value)}`);
-  }
-  return value;
-}
-
-/**
- * The job an idempotency key already names, when a new submit asks for the same work under it; reusing a
- * key for other work (another action or other arguments) is `InvalidArguments`.
- */
-export function sameWork(existing: Job, job: ReturnType<typeof normaliseSubmit>): Job {
-  const same = existing.tool === job.tool && existing.action === job.action && existing.schemaName === job.schemaName && existing.argsJson === job.argsJson;
-  if (!same) {
-    throw new ToolHostError(
-      "InvalidArguments",
-      `idempotency key "${job.idempotencyKey}" was already used for job ${existing.id} with different work`,
-      "use a new key for a different action or arguments",
-    );
-  }
-  return existing;
-}
-
-/** Progress as stored: the fraction clamped to 0..1; the message cut, since a runaway one must not bloat the store. */
-export function normaliseProgress(progress: JobProgress): JobProgress {
-  const fraction = Number.isFinite(progress.fraction) ? Math.min(1, Math.max(0, progress.fraction)) : 0;
-  return { fraction, message: String(progress.message ?? "").slice(0, 1_000) };
 }
 
 /** Why a job whose lease expired with no attempts left ends `interrupted`. */
