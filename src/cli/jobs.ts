@@ -4,6 +4,7 @@ import type { HostFactory, ToolHost } from "../host-api.js";
 import { JobService, eligibilityWarning, resultOf } from "../jobs/service.js";
 import { type Job, describeServer, isTerminal } from "../jobs/store.js";
 import { MAX_LISTED_JOBS } from "../jobs/limits.js";
+import { listedJobView } from "../jobs/listing.js";
 import { jobFailure, jobText, jobView, jobsTable, parseStatuses, progressBar, progressLine } from "../jobs/view.js";
 import { actionOf, actionsHint } from "../registry/actions.js";
 import { parseToolFlags, splitAction } from "./flags.js";
@@ -138,7 +139,7 @@ async function list(service: JobService, anima: string, argv: string[], ctx: Job
     ...(statuses.length > 0 ? { status: statuses } : {}),
     ...(typeof limit === "string" ? { limit: wholeNumber(limit, "--limit", 1, MAX_LISTED_JOBS) } : {}),
   });
-  ctx.out.stdout(ctx.json ? JSON.stringify({ status: "ok", anima, jobs: jobs.map(jobView) }) : jobsTable(jobs));
+  ctx.out.stdout(ctx.json ? JSON.stringify({ status: "ok", anima, jobs: jobs.map(listedJobView) }) : jobsTable(jobs));
   return 0;
 }
 

@@ -20,6 +20,14 @@ export const MAX_JOB_ARGS_BYTES = 1024 * 1024;
 export const MAX_LISTED_JOBS = 1_000;
 export const DEFAULT_LISTED_JOBS = 100;
 
+/**
+ * Longest a long text of a job (its arguments' JSON, result, error message and hint, progress message) is
+ * read by a listing (`list`, `pendingNotices`), in characters from its start: 4,096. A tool's error message
+ * (at most 4,000 characters) and a notice's 200-character excerpt fit; `get` reads a job whole. So one
+ * listing reads at most `MAX_LISTED_JOBS` × 5 texts of this length, whatever the jobs hold.
+ */
+export const LISTED_TEXT_CHARS = 4_096;
+
 /** UTF-8 bytes of a job's arguments; `InvalidArguments` (the caller's) over `MAX_JOB_ARGS_BYTES`. */
 export function checkJobArgsBytes(argsJson: string): number {
   const bytes = Buffer.byteLength(argsJson);

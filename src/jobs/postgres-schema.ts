@@ -83,6 +83,7 @@ const JOB_COLUMNS_V2 = `seq, id, anima, tool, action, schema_name, args_json, bu
            cancel_requested, notified_at`;
 const JOB_COLUMNS_V3 = `${JOB_COLUMNS_V2}, error_fault, error_hint`;
 const JOB_COLUMNS_V4 = `${JOB_COLUMNS_V3}, result_structured`;
+const JOB_COLUMNS_V5 = `${JOB_COLUMNS_V4}, args_bytes, result_bytes`;
 
 const MIGRATIONS: readonly string[] = [
   `
@@ -145,6 +146,12 @@ const MIGRATIONS: readonly string[] = [
   `
   ALTER TABLE jobs ADD COLUMN result_structured smallint;
   ` + claimJobsFunction("CREATE OR REPLACE FUNCTION", JOB_COLUMNS_V4),
+  // The UTF-8 sizes of a job's arguments and result, so that listings and the per-Anima bounds (limits.ts)
+  // need not read them; NULL result_bytes: no result. claim_jobs again.
+  `
+  ALTER TABLE jobs ADD COLUMN args_bytes bigint NOT NULL DEFAULT 0, ADD COLUMN result_bytes bigint;
+  UPDATE jobs SET args_bytes = octet_length(args_json), result_bytes = octet_length(result);
+  ` + claimJobsFunction("CREATE OR REPLACE FUNCTION", JOB_COLUMNS_V5),
 ];
 
 export const PG_SCHEMA_VERSION = MIGRATIONS.length;

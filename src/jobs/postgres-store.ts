@@ -5,7 +5,8 @@ import { JobDatabase, closedError } from "./postgres-pool.js";
 import { StoreNotifications } from "./postgres-notify.js";
 import { listen } from "./postgres-connection.js";
 import { listLimit } from "./limits.js";
-import { type JobRow, rowToJob } from "./sqlite-schema.js";
+import { type JobRow, rowToJob, rowToListedJob } from "./sqlite-schema.js";
+import { PG_LISTED_COLUMNS } from "./postgres-rows.js";
 import {
   type ClaimRequest,
   type Job,
@@ -108,11 +109,11 @@ export class PostgresJobStore implements JobStore {
     const inserted = await client.query(
       `WITH inserted AS (
          INSERT INTO jobs (id, anima, tool, action, schema_name, args_json, bundle_hash, priority, idempotency_key,
-           status, max_attempts, retry_backoff_ms, timeout_ms, submitted_at)
-         SELECT $1, $2, $3, $4, $5, $6, $7, $8, $9, 'queued', $10, $11, $12, $13
+           status, max_attempts, retry_backoff_ms, timeout_ms, submitted_at, args_bytes)
+         SELECT $1, $2, $3, $4, $5, $6, $7, $8, $9, 'queued', $10, $11, $12, $13, $14
           WHERE EXISTS (SELECT 1 FROM bundles WHERE hash = $7)
          RETURNING id)
-       SELECT id${notify ? ", pg_notify($14, 'runnable')" : ""} FROM inserted`,
+       SELECT id${notify ? ", pg_notify($15, 'runnable')" : ""} FROM inserted`,
       [
         id,
         job.anima,
@@ -127,6 +128,7 @@ export class PostgresJobStore implements JobStore {
         job.retryBackoffMs,
         job.timeoutMs,
         now,
+        Buffer.byteLength(job.argsJson),
         ...(notify ? [this.notifications.channel] : []),
       ],
     );
@@ -145,8 +147,12 @@ export class PostgresJobStore implements JobStore {
   async list(anima: string, options: ListJobsOptions = {}): Promise<Job[]> {
     const limit = listLimit(options.limit);
     const statuses = options.status === undefined ? [...JOB_STATUSES] : [options.status].flat();
-    const rows = await this.db.queryRows("SELECT * FROM jobs WHERE anima = $1 AND status = ANY($2) ORDER BY seq DESC LIMIT $3", [anima, statuses, limit]);
-    return rows.map(rowToJob);
+    const rows = await this.db.queryRows(`SELECT ${PG_LISTED_COLUMNS} FROM jobs WHERE anima = $1 AND status = ANY($2) ORDER BY seq DESC LIMIT $3`, [
+      anima,
+      statuses,
+      limit,
+    ]);
+    return rows.map(rowToListedJob);
   }
 
   /**
@@ -198,7 +204,7 @@ export class PostgresJobStore implements JobStore {
     const c = outcomeColumns(outcome);
     const row = await this.db.queryOne(
       `UPDATE jobs SET status = $4, finished_at = $5, result = $6, result_structured = $7, error_type = $8, error_message = $9,
-         error_fault = $10, error_hint = $11, lease_owner = NULL, lease_expires_at = NULL
+         error_fault = $10, error_hint = $11, result_bytes = $12, lease_owner = NULL, lease_expires_at = NULL
        WHERE ${LEASE_MATCH} RETURNING *`,
       [
         lease.id,
@@ -212,6 +218,7 @@ export class PostgresJobStore implements JobStore {
         c.errorMessage,
         c.errorFault,
         c.errorHint,
+        c.resultBytes,
       ],
     );
     return row ? rowToJob(row) : undefined;
@@ -278,10 +285,10 @@ export class PostgresJobStore implements JobStore {
 
   async pendingNotices(options: { minAgeMs: number; limit: number }): Promise<Job[]> {
     const rows = await this.db.queryRows(
-      "SELECT * FROM jobs WHERE finished_at IS NOT NULL AND notified_at IS NULL AND finished_at <= $1 ORDER BY finished_at, seq LIMIT $2",
+      `SELECT ${PG_LISTED_COLUMNS} FROM jobs WHERE finished_at IS NOT NULL AND notified_at IS NULL AND finished_at <= $1 ORDER BY finished_at, seq LIMIT $2`,
       [this.clock() - options.minAgeMs, options.limit],
     );
-    return rows.map(rowToJob);
+    return rows.map(rowToListedJob);
   }
 
   async markNotified(ids: readonly string[]): Promise<void> {

@@ -1,5 +1,6 @@
 import type Database from "better-sqlite3";
 import { ToolHostError } from "../errors.js";
+import { LISTED_TEXT_CHARS } from "./limits.js";
 import { JOB_STATUSES, type Job, type JobStatus, toJobError } from "./store.js";
 
 /**
@@ -69,6 +70,13 @@ const MIGRATIONS: readonly string[] = [
   `
   ALTER TABLE jobs ADD COLUMN result_structured INTEGER;
   `,
+  // The UTF-8 sizes of a job's arguments and result, so that listings and the per-Anima bounds (limits.ts)
+  // need not read them; NULL result_bytes: no result.
+  `
+  ALTER TABLE jobs ADD COLUMN args_bytes INTEGER NOT NULL DEFAULT 0;
+  ALTER TABLE jobs ADD COLUMN result_bytes INTEGER;
+  UPDATE jobs SET args_bytes = length(CAST(args_json AS BLOB)), result_bytes = length(CAST(result AS BLOB));
+  `,
 ];
 
 export const SCHEMA_VERSION = MIGRATIONS.length;
@@ -121,6 +129,10 @@ export interface JobRow {
   lease_expires_at: number | null;
   cancel_requested: number;
   notified_at: number | null;
+  /** UTF-8 bytes of the whole arguments (absent in a row read before the migration that added it). */
+  args_bytes?: number;
+  /** UTF-8 bytes of the whole result; null without one. */
+  result_bytes?: number | null;
 }
 
 export function rowToJob(row: JobRow): Job {
@@ -156,6 +168,40 @@ export function rowToJob(row: JobRow): Job {
   if (row.notified_at !== null) job.notifiedAt = row.notified_at;
   return job;
 }
+
+/** A row of a listing (`LISTED_COLUMNS`): its texts may be cut, and `listed` gives their whole sizes. */
+export function rowToListedJob(row: JobRow): Job {
+  const job = rowToJob(row);
+  job.listed = { argsBytes: row.args_bytes ?? Buffer.byteLength(row.args_json) };
+  if (typeof row.result_bytes === "number") job.listed.resultBytes = row.result_bytes;
+  return job;
+}
+
+/**
+ * The columns of a listing (`list`, `pendingNotices`), in `rowToJob`'s names: every long text whole when
+ * it is short, else its first `LISTED_TEXT_CHARS` characters, so that what a listing reads is bounded by
+ * its length, not by what the jobs hold (limits.ts). The test is on bytes, which are at least as many as
+ * characters. (SQLite's substr stops at a U+0000 in the text: a cut text that holds one is cut there.)
+ */
+export const LISTED_COLUMNS = (() => {
+  const n = LISTED_TEXT_CHARS;
+  const cut = (column: string, bytes = `length(CAST(${column} AS BLOB))`) =>
+    `CASE WHEN ${bytes} <= ${n} THEN ${column} ELSE substr(${column}, 1, ${n}) END AS ${column}`;
+  return [
+    "seq, id, anima, tool, action, schema_name",
+    cut("args_json", "args_bytes"),
+    "bundle_hash, priority, idempotency_key, status, attempts, max_attempts, retry_backoff_ms, timeout_ms",
+    "submitted_at, started_at, finished_at, not_before",
+    cut("result", "result_bytes"),
+    "result_structured, error_type",
+    cut("error_message"),
+    "error_fault",
+    cut("error_hint"),
+    "progress_fraction",
+    cut("progress_message"),
+    "lease_owner, lease_expires_at, cancel_requested, notified_at, args_bytes, result_bytes",
+  ].join(", ");
+})();
 
 function toStatus(value: string): JobStatus {
   // The CHECK constraint keeps anything else out; this guards a hand-edited database.

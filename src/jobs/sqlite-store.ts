@@ -4,7 +4,7 @@ import Database from "better-sqlite3";
 import { ToolHostError } from "../errors.js";
 import { GroupCommit } from "./group-commit.js";
 import { type ClaimStatements, claimJobs, prepareClaim } from "./sqlite-claim.js";
-import { type JobRow, migrate, rowToJob } from "./sqlite-schema.js";
+import { type JobRow, LISTED_COLUMNS, migrate, rowToJob, rowToListedJob } from "./sqlite-schema.js";
 import { checkIntegrity, jobStoreError } from "./sqlite-errors.js";
 import { listLimit } from "./limits.js";
 import {
@@ -102,7 +102,7 @@ export class SqliteJobStore implements JobStore {
       for (let tries = 0; ; tries++) {
         try {
           const id = newJobId();
-          this.sql.insert.run({ ...job, idempotencyKey: job.idempotencyKey ?? null, id, now });
+          this.sql.insert.run({ ...job, idempotencyKey: job.idempotencyKey ?? null, argsBytes: Buffer.byteLength(job.argsJson), id, now });
           const created: Job = { ...job, id, status: "queued", attempts: 0, submittedAt: now, cancelRequested: false };
           if (job.idempotencyKey === undefined) delete created.idempotencyKey;
           return { job: created, created: true };
@@ -127,7 +127,7 @@ export class SqliteJobStore implements JobStore {
       const statuses = options.status === undefined ? JOB_STATUSES : [options.status].flat();
       const limit = listLimit(options.limit);
       const rows = this.sql.listByAnima.all(anima, JSON.stringify(statuses), limit) as JobRow[];
-      return rows.map(rowToJob);
+      return rows.map(rowToListedJob);
     });
   }
 
@@ -188,7 +188,7 @@ export class SqliteJobStore implements JobStore {
   }
 
   async pendingNotices(options: { minAgeMs: number; limit: number }): Promise<Job[]> {
-    return this.read(() => (this.sql.unnotified.all(this.clock() - options.minAgeMs, options.limit) as JobRow[]).map(rowToJob));
+    return this.read(() => (this.sql.unnotified.all(this.clock() - options.minAgeMs, options.limit) as JobRow[]).map(rowToListedJob));
   }
 
   markNotified(ids: readonly string[]): Promise<void> {
@@ -270,15 +270,16 @@ function prepare(db: Database.Database) {
     byId: s("SELECT * FROM jobs WHERE id = ?"),
     byIdempotencyKey: s("SELECT * FROM jobs WHERE anima = ? AND idempotency_key = ?"),
     bundleExists: s("SELECT 1 FROM bundles WHERE hash = ?"),
-    insert: s(`INSERT INTO jobs (id, anima, tool, action, schema_name, args_json, bundle_hash, priority, idempotency_key,
+    insert: s(`INSERT INTO jobs (id, anima, tool, action, schema_name, args_json, args_bytes, bundle_hash, priority, idempotency_key,
         status, max_attempts, retry_backoff_ms, timeout_ms, submitted_at)
-      VALUES (@id, @anima, @tool, @action, @schemaName, @argsJson, @bundleHash, @priority, @idempotencyKey,
+      VALUES (@id, @anima, @tool, @action, @schemaName, @argsJson, @argsBytes, @bundleHash, @priority, @idempotencyKey,
         'queued', @maxAttempts, @retryBackoffMs, @timeoutMs, @now)`),
-    listByAnima: s(`SELECT * FROM jobs WHERE anima = ? AND status IN (SELECT value FROM json_each(?))
+    listByAnima: s(`SELECT ${LISTED_COLUMNS} FROM jobs WHERE anima = ? AND status IN (SELECT value FROM json_each(?))
       ORDER BY seq DESC LIMIT ?`),
     renew: s(`UPDATE jobs SET lease_expires_at = @expires WHERE ${LEASE_MATCH} RETURNING cancel_requested`),
     progress: s(`UPDATE jobs SET progress_fraction = @fraction, progress_message = @message WHERE ${LEASE_MATCH}`),
-    complete: s(`UPDATE jobs SET status = @status, finished_at = @now, result = @result, result_structured = @resultStructured, error_type = @errorType,
+    complete: s(`UPDATE jobs SET status = @status, finished_at = @now, result = @result, result_structured = @resultStructured,
+        result_bytes = @resultBytes, error_type = @errorType,
         error_message = @errorMessage, error_fault = @errorFault, error_hint = @errorHint, lease_owner = NULL, lease_expires_at = NULL
       WHERE ${LEASE_MATCH} RETURNING *`),
     cancelQueued: s("UPDATE jobs SET status = 'cancelled', finished_at = ?, not_before = 0 WHERE seq = ? RETURNING *"),
@@ -288,7 +289,7 @@ function prepare(db: Database.Database) {
       WHERE seq = ? RETURNING *`),
     endLost: s(`UPDATE jobs SET status = @status, finished_at = @now, error_type = @type, error_message = @message, error_fault = @fault,
         lease_owner = NULL, lease_expires_at = NULL WHERE seq = @seq RETURNING *`),
-    unnotified: s(`SELECT * FROM jobs WHERE finished_at IS NOT NULL AND notified_at IS NULL AND finished_at <= ?
+    unnotified: s(`SELECT ${LISTED_COLUMNS} FROM jobs WHERE finished_at IS NOT NULL AND notified_at IS NULL AND finished_at <= ?
       ORDER BY finished_at, seq LIMIT ?`),
     markNotified: s("UPDATE jobs SET notified_at = ? WHERE id = ? AND notified_at IS NULL"),
     purgeJobs: s("DELETE FROM jobs WHERE finished_at IS NOT NULL AND finished_at < ?"),

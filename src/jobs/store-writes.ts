@@ -75,10 +75,11 @@ export function normaliseProgress(progress: JobProgress): JobProgress {
   return { fraction, message: String(progress.message ?? "").slice(0, 1_000) };
 }
 
-/** An outcome as the columns both stores write (`result_structured`: 1/0, null without a result). */
+/** An outcome as the columns both stores write (`result_structured`: 1/0, `result_bytes`: UTF-8 bytes; null without a result). */
 export function outcomeColumns(outcome: JobOutcome): {
   result: string | null;
   resultStructured: number | null;
+  resultBytes: number | null;
   errorType: string | null;
   errorMessage: string | null;
   errorFault: string | null;
@@ -89,6 +90,7 @@ export function outcomeColumns(outcome: JobOutcome): {
   return {
     result: result ?? null,
     resultStructured: result === undefined ? null : outcome.status !== "failed" && outcome.structured === true ? 1 : 0,
+    resultBytes: result === undefined ? null : Buffer.byteLength(result),
     errorType: error?.type ?? null,
     errorMessage: error?.message ?? null,
     errorFault: error?.fault ?? null,

@@ -86,6 +86,19 @@ export interface Job {
   cancelRequested: boolean;
   /** Epoch ms at which the completion notice was written (terminal jobs only). */
   notifiedAt?: number;
+  /**
+   * Set on a job read by `list` or `pendingNotices`, which never read a job's long texts whole (a listing
+   * of many jobs must not cost a host every argument and result they hold): `argsJson` (which may then not
+   * parse), `result`, the error's message and hint and the progress message are each at most
+   * `LISTED_TEXT_CHARS` (4,096, limits.ts) characters from their start, and this gives the whole sizes.
+   * `get` reads a job whole.
+   */
+  listed?: {
+    /** UTF-8 bytes of the whole `argsJson`. */
+    argsBytes: number;
+    /** UTF-8 bytes of the whole `result`, when it has one. */
+    resultBytes?: number;
+  };
 }
 
 export interface SubmitJobInput {
@@ -193,7 +206,7 @@ export interface JobStore {
   submit(input: SubmitJobInput): Promise<SubmitResult>;
   /** The job if it exists and belongs to `anima`; another Anima's job is indistinguishable from none. */
   get(anima: string, id: string): Promise<Job | undefined>;
-  /** The Anima's jobs, newest first. */
+  /** The Anima's jobs, newest first, their long texts cut (see `Job.listed`). */
   list(anima: string, options?: ListJobsOptions): Promise<Job[]>;
   /**
    * Atomically moves up to `limit` runnable queued jobs to `running` under leases for `owner`; a job is
@@ -215,7 +228,7 @@ export interface JobStore {
   requestCancel(anima: string, id: string): Promise<Job | undefined>;
   /** Handles running jobs whose lease expired: retry with backoff while attempts remain, else `interrupted`. */
   recoverExpiredLeases(): Promise<RecoveryResult>;
-  /** Terminal jobs whose notice is not yet written, finished at least `minAgeMs` ago, oldest first. */
+  /** Terminal jobs whose notice is not yet written, finished at least `minAgeMs` ago, oldest first; long texts cut (`Job.listed`). */
   pendingNotices(options: { minAgeMs: number; limit: number }): Promise<Job[]>;
   markNotified(ids: readonly string[]): Promise<void>;
   /** Deletes terminal jobs finished more than `olderThanMs` ago, and bundles no kept job uses. */

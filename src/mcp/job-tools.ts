@@ -2,6 +2,7 @@ import { ToolHostError } from "../errors.js";
 import { type JobService, eligibilityWarning, resultOf } from "../jobs/service.js";
 import { isTerminal } from "../jobs/store.js";
 import { MAX_LISTED_JOBS } from "../jobs/limits.js";
+import { listedJobView } from "../jobs/listing.js";
 import { jobView, parseStatuses } from "../jobs/view.js";
 import type { ManagementTool } from "./management-tool.js";
 
@@ -122,7 +123,8 @@ function definitions(service: JobService, anima: string, options: JobToolsOption
     {
       name: "list_jobs",
       description:
-        "List your background jobs, newest first, optionally only those with given statuses (queued, running, succeeded, failed, cancelled, interrupted).",
+        "List your background jobs, newest first, optionally only those with given statuses (queued, running, succeeded, failed, cancelled, interrupted). " +
+        "Arguments too long to list show as args_bytes and args_preview; job_status gives a job whole.",
       inputSchema: {
         type: "object",
         properties: {
@@ -141,7 +143,7 @@ function definitions(service: JobService, anima: string, options: JobToolsOption
           ...(status !== undefined ? { status: parseStatuses(status) } : {}),
           ...(limit !== undefined ? { limit: limit } : {}),
         });
-        return json(jobs.map(jobView));
+        return json(jobs.map(listedJobView));
       },
     },
     {

@@ -3,6 +3,7 @@ import { callResultOf } from "../../src/mcp/job-tasks.js";
 import { resultOf } from "../../src/jobs/service.js";
 import type { Job } from "../../src/jobs/store.js";
 import { jobFailure, jobOutputValue, jobText, jobView } from "../../src/jobs/view.js";
+import { listedJobView } from "../../src/jobs/listing.js";
 
 /** A job's recorded result as every door gives it: `jobs result -j`, the library, MCP tasks, job views. */
 function job(fields: Partial<Job>): Job {
@@ -57,5 +58,21 @@ describe("a job's result, as a direct call's", () => {
     const bare = job({ status: "cancelled" });
     expect(resultOf(bare)).not.toHaveProperty("output");
     expect(jobFailure(bare).message).toBe("job 0123456789ab was cancelled before it finished");
+  });
+});
+
+describe("a job of a listing, as JSON (jobs list --json, MCP list_jobs)", () => {
+  it("listed_texts_cut: gives arguments too long to list as their size and first characters, and the whole result's size and kind", () => {
+    const argsJson = JSON.stringify({ blob: "x".repeat(10_000) });
+    const cut = job({ argsJson: argsJson.slice(0, 4_096), result: '{"rows":"', resultStructured: true, listed: { argsBytes: 10_011, resultBytes: 50_000 } });
+    const view = listedJobView(cut);
+    expect(view).not.toHaveProperty("args");
+    expect(view).toMatchObject({ args_bytes: 10_011, args_preview: argsJson.slice(0, 4_096), result_bytes: 50_000, result_structured: true });
+    // Before the flag was kept, a cut result's kind is unknown: not guessed from a fragment.
+    expect(listedJobView(job({ ...cut, resultStructured: undefined }))).not.toHaveProperty("result_structured");
+    // Texts listed whole read as jobView reads them.
+    const whole = job({ argsJson: '{"url":"u"}', result: '{"n":1}', listed: { argsBytes: 11, resultBytes: 7 } });
+    expect(listedJobView(whole)).toEqual(jobView(whole));
+    expect(listedJobView(whole)).toMatchObject({ args: { url: "u" }, result_bytes: 7, result_structured: true });
   });
 });

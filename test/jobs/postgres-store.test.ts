@@ -16,6 +16,9 @@ afterAll(async () => {
   await database?.drop();
 });
 
+/** Takes a schema back to before the size columns were added (migration 5). */
+const DROP_SIZES = "DROP COLUMN args_bytes, DROP COLUMN result_bytes";
+
 /** Each location the suite hands out is its own PostgreSQL schema: two stores on one location share it. */
 const schemaOf = (location: string) => `s_${createHash("sha256").update(location).digest("hex").slice(0, 16)}`;
 
@@ -59,7 +62,7 @@ describe("PostgresJobStore specifics", () => {
     const admin = new pg.Client({ connectionString: database.url });
     await admin.connect();
     await admin.query(
-      `ALTER TABLE ${schema}.jobs DROP COLUMN error_fault, DROP COLUMN error_hint, DROP COLUMN result_structured; UPDATE ${schema}.schema_version SET version = 2`,
+      `ALTER TABLE ${schema}.jobs DROP COLUMN error_fault, DROP COLUMN error_hint, DROP COLUMN result_structured, ${DROP_SIZES}; UPDATE ${schema}.schema_version SET version = 2`,
     );
     await admin.end();
     const store = new PostgresJobStore({ url: database.url, schema });
@@ -85,7 +88,7 @@ describe("PostgresJobStore specifics", () => {
     // What a host before result kinds were stored left behind: claim_jobs as migration 3 made it, no column.
     const admin = new pg.Client({ connectionString: database.url });
     await admin.connect();
-    await admin.query(`ALTER TABLE ${schema}.jobs DROP COLUMN result_structured; UPDATE ${schema}.schema_version SET version = 3`);
+    await admin.query(`ALTER TABLE ${schema}.jobs DROP COLUMN result_structured, ${DROP_SIZES}; UPDATE ${schema}.schema_version SET version = 3`);
     await admin.end();
     const store = new PostgresJobStore({ url: database.url, schema });
     await store.open();
@@ -97,6 +100,30 @@ describe("PostgresJobStore specifics", () => {
     expect(running?.id).toBe(next.id);
     await store.complete(leaseOf(running!), { status: "succeeded", result: '{"n":2}', structured: true });
     expect(await store.get("alice", next.id)).toMatchObject({ result: '{"n":2}', resultStructured: true });
+    await store.close();
+  });
+
+  it("migrates a version 4 schema in place: the sizes of its jobs' arguments and results are filled in for listings", async () => {
+    const schema = "migrates_v4";
+    const old = new PostgresJobStore({ url: database.url, schema });
+    await old.open();
+    await withBundle(old);
+    const { job } = await old.submit(jobInput("alice", { argsJson: JSON.stringify({ text: "é".repeat(5_000) }) }));
+    const [claimed] = await old.claim({ owner: "w1", leaseMs: 60_000, limit: 1 });
+    await old.complete(leaseOf(claimed!), { status: "succeeded", result: "ü".repeat(6_000) });
+    await old.close();
+    // What a host before sizes were kept left behind: no size columns, schema version 4.
+    const admin = new pg.Client({ connectionString: database.url });
+    await admin.connect();
+    await admin.query(`ALTER TABLE ${schema}.jobs ${DROP_SIZES}; UPDATE ${schema}.schema_version SET version = 4`);
+    await admin.end();
+    const store = new PostgresJobStore({ url: database.url, schema });
+    await store.open();
+    const [listed] = await store.list("alice");
+    expect(listed?.listed).toEqual({ argsBytes: job.argsJson.length + 5_000, resultBytes: 12_000 });
+    expect((await store.get("alice", job.id))?.result).toBe("ü".repeat(6_000));
+    const { job: next } = await store.submit(jobInput("alice"));
+    expect((await store.claim({ owner: "w2", leaseMs: 60_000, limit: 1 }))[0]?.id).toBe(next.id);
     await store.close();
   });
 

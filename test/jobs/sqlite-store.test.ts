@@ -9,6 +9,9 @@ import { jobInput, tempDir, withBundle } from "./helpers.js";
 import { leaseOf } from "../../src/jobs/store.js";
 import { jobOutputValue } from "../../src/jobs/view.js";
 
+/** Takes a database back to before the size columns were added (migration 4). */
+const DROP_SIZES = "ALTER TABLE jobs DROP COLUMN args_bytes; ALTER TABLE jobs DROP COLUMN result_bytes";
+
 runJobStoreContract("SqliteJobStore", async (location, { now }) => new SqliteJobStore({ path: join(location, "jobs.db"), now }));
 
 describe("SqliteJobStore specifics", () => {
@@ -56,7 +59,9 @@ describe("SqliteJobStore specifics", () => {
     await old.close();
     // What a host before faults were stored left behind: no fault or hint columns, schema version 1.
     const raw = new Database(path);
-    raw.exec("ALTER TABLE jobs DROP COLUMN error_fault; ALTER TABLE jobs DROP COLUMN error_hint; ALTER TABLE jobs DROP COLUMN result_structured");
+    raw.exec(
+      "ALTER TABLE jobs DROP COLUMN error_fault; ALTER TABLE jobs DROP COLUMN error_hint; ALTER TABLE jobs DROP COLUMN result_structured; " + DROP_SIZES,
+    );
     raw.pragma("user_version = 1");
     raw.close();
     const store = new SqliteJobStore({ path });
@@ -82,7 +87,7 @@ describe("SqliteJobStore specifics", () => {
     await old.close();
     // What a host before result kinds were stored left behind: no result_structured column, schema version 2.
     const raw = new Database(path);
-    raw.exec("ALTER TABLE jobs DROP COLUMN result_structured");
+    raw.exec(`ALTER TABLE jobs DROP COLUMN result_structured; ${DROP_SIZES}`);
     raw.pragma("user_version = 2");
     raw.close();
     const store = new SqliteJobStore({ path });
@@ -98,6 +103,25 @@ describe("SqliteJobStore specifics", () => {
     const after = (await store.get("alice", running!.id))!;
     expect(after.resultStructured).toBe(false);
     expect(jobOutputValue(after)).toBe('{"n":2}');
+    await store.close();
+  });
+
+  it("migrates a version 3 database in place: the sizes of its jobs' arguments and results are filled in for listings", async () => {
+    const path = dbPath();
+    const old = await withBundle(new SqliteJobStore({ path }));
+    const { job } = await old.submit(jobInput("alice", { argsJson: JSON.stringify({ text: "é".repeat(5_000) }) }));
+    const [claimed] = await old.claim({ owner: "w1", leaseMs: 1_000, limit: 1 });
+    await old.complete(leaseOf(claimed!), { status: "succeeded", result: "ü".repeat(6_000) });
+    await old.close();
+    // What a host before sizes were kept left behind: no size columns, schema version 3.
+    const raw = new Database(path);
+    raw.exec(DROP_SIZES);
+    raw.pragma("user_version = 3");
+    raw.close();
+    const store = new SqliteJobStore({ path });
+    const [listed] = await store.list("alice");
+    expect(listed?.listed).toEqual({ argsBytes: job.argsJson.length + 5_000, resultBytes: 12_000 });
+    expect((await store.get("alice", job.id))?.result).toBe("ü".repeat(6_000));
     await store.close();
   });
 

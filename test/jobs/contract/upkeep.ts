@@ -1,5 +1,6 @@
 import { expect, it } from "vitest";
 import { ToolHostError } from "../../../src/errors.js";
+import { LISTED_TEXT_CHARS } from "../../../src/jobs/limits.js";
 import { leaseOf } from "../../../src/jobs/store.js";
 import { BUNDLE_CODE, BUNDLE_HASH, jobInput, sha256, waitFor } from "../helpers.js";
 import type { ContractSetup } from "./setup.js";
@@ -21,6 +22,38 @@ export function upkeepContract(setup: ContractSetup): void {
     const left = await store.pendingNotices({ minAgeMs: 0, limit: 10 });
     expect(left.map((j) => j.id)).toEqual([running!.id]);
     expect((await store.get("alice", queued.id))?.notifiedAt).toBe(clock.now());
+  });
+
+  it("listed_texts_cut: list and pendingNotices read long texts cut to LISTED_TEXT_CHARS, with their whole sizes; get reads them whole", async () => {
+    const { store } = await setup();
+    const n = LISTED_TEXT_CHARS;
+    const argsJson = JSON.stringify({ blob: "é".repeat(3 * n) });
+    const longResult = `${"ü".repeat(n)}${"r".repeat(2 * n)}`;
+    const message = "m".repeat(2 * n);
+    await store.submit(jobInput("alice", { argsJson }));
+    await store.submit(jobInput("alice"));
+    await store.submit(jobInput("alice", { argsJson }));
+    const [big, small, failing] = await store.claim({ owner: "w", leaseMs: 10_000, limit: 3 });
+    await store.reportProgress(leaseOf(failing!), { fraction: 0.5, message: "p".repeat(900) });
+    await store.complete(leaseOf(big!), { status: "succeeded", result: longResult, structured: false });
+    await store.complete(leaseOf(small!), { status: "succeeded", result: '{"n":1}', structured: true });
+    await store.complete(leaseOf(failing!), { status: "failed", error: { type: "ExecutionError", fault: "tool", message, hint: message } });
+    const argsBytes = Buffer.byteLength(argsJson);
+    const listed = new Map((await store.list("alice")).map((job) => [job.id, job]));
+    const pending = new Map((await store.pendingNotices({ minAgeMs: 0, limit: 10 })).map((job) => [job.id, job]));
+    expect(pending.size).toBe(3);
+    for (const jobs of [listed, pending]) {
+      expect(jobs.get(big!.id)).toMatchObject({
+        argsJson: argsJson.slice(0, n),
+        result: "ü".repeat(n),
+        listed: { argsBytes, resultBytes: Buffer.byteLength(longResult) },
+      });
+      expect(jobs.get(small!.id)).toMatchObject({ argsJson: small!.argsJson, result: '{"n":1}', resultStructured: true, listed: { resultBytes: 7 } });
+      expect(jobs.get(failing!.id)?.error).toEqual({ type: "ExecutionError", fault: "tool", message: message.slice(0, n), hint: message.slice(0, n) });
+      expect(jobs.get(failing!.id)?.listed).toEqual({ argsBytes });
+    }
+    expect(await store.get("alice", big!.id)).toMatchObject({ argsJson, result: longResult });
+    expect((await store.get("alice", failing!.id))?.error?.message).toBe(message);
   });
 
   it("purges finished jobs past retention, keeps the rest, and frees their idempotency keys and bundles", async () => {
