@@ -15,7 +15,10 @@ export const ERROR_TYPES = [
   "ExecutionError",
   "NotFound",
   "SandboxCrashed",
-  /** The host refused to queue another call of this Anima (its per-Anima call limits were reached); retry later. */
+  /**
+   * The host refused to queue another call or background job of this Anima (its per-Anima call limits, or
+   * its bounds on unfinished jobs, were reached); retry later.
+   */
   "Busy",
 ] as const;
 

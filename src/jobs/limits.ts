@@ -16,6 +16,67 @@ import { ToolHostError } from "../errors.js";
  */
 export const MAX_JOB_ARGS_BYTES = 1024 * 1024;
 
+/**
+ * Most unfinished (queued or running) jobs one Anima may have at once: 1,000. Workers run 2 of an Anima's
+ * jobs at a time; a backlog past this is a runaway loop, not work anyone waits for.
+ */
+export const MAX_UNFINISHED_JOBS_PER_ANIMA = 1_000;
+
+/** Most bytes of arguments one Anima's unfinished jobs may hold together: 64 MiB (64 jobs at the per-job limit). */
+export const MAX_UNFINISHED_ARGS_BYTES_PER_ANIMA = 64 * 1024 * 1024;
+
+/** The per-Anima bounds a store holds at submit: a store option, so that tests can make them small. */
+export interface UnfinishedJobLimits {
+  /** Default: `MAX_UNFINISHED_JOBS_PER_ANIMA` (1,000). */
+  maxUnfinishedJobsPerAnima?: number;
+  /** Default: `MAX_UNFINISHED_ARGS_BYTES_PER_ANIMA` (64 MiB). */
+  maxUnfinishedArgsBytesPerAnima?: number;
+}
+
+/** The bounds with their defaults; a TypeError naming a bad one. */
+export function resolveUnfinishedLimits(limits: UnfinishedJobLimits): Required<UnfinishedJobLimits> {
+  const resolved = {
+    maxUnfinishedJobsPerAnima: limits.maxUnfinishedJobsPerAnima ?? MAX_UNFINISHED_JOBS_PER_ANIMA,
+    maxUnfinishedArgsBytesPerAnima: limits.maxUnfinishedArgsBytesPerAnima ?? MAX_UNFINISHED_ARGS_BYTES_PER_ANIMA,
+  };
+  for (const [name, value] of Object.entries(resolved)) {
+    if (!Number.isSafeInteger(value) || value < 1) throw new TypeError(`${name} must be a whole number ≥ 1, got ${String(value)}`);
+  }
+  return resolved;
+}
+
+/**
+ * Whether one more job of `argsBytes` keeps an Anima with `unfinished` jobs within `limits`; if not, why it
+ * is refused: `Busy` (retry later), the caller's (the Anima queued them; no operator action makes room),
+ * naming the bound and how to make room.
+ */
+export function checkUnfinishedLimits(
+  anima: string,
+  unfinished: { jobs: number; argsBytes: number },
+  argsBytes: number,
+  limits: Required<UnfinishedJobLimits>,
+): void {
+  const n = (value: number) => value.toLocaleString("en-US");
+  const hint = "wait for some of them to finish, or cancel queued ones (animaworks-tool jobs list --status queued; jobs cancel ID)";
+  if (unfinished.jobs >= limits.maxUnfinishedJobsPerAnima) {
+    throw new ToolHostError(
+      "Busy",
+      `Anima "${anima}" has ${n(unfinished.jobs)} jobs queued or running, the most one Anima may have (${n(limits.maxUnfinishedJobsPerAnima)}): this job was not queued`,
+      hint,
+      "caller",
+    );
+  }
+  if (unfinished.argsBytes + argsBytes > limits.maxUnfinishedArgsBytesPerAnima) {
+    throw new ToolHostError(
+      "Busy",
+      `Anima "${anima}"'s queued and running jobs hold ${n(unfinished.argsBytes)} bytes of arguments, and this job's ${n(argsBytes)} would pass ` +
+        `the limit of ${n(limits.maxUnfinishedArgsBytesPerAnima)} bytes per Anima: it was not queued`,
+      hint,
+      "caller",
+    );
+  }
+}
+
 /** Most jobs one listing returns (`jobs list --limit`, MCP `list_jobs`' `limit`): 1,000. Default: 100. */
 export const MAX_LISTED_JOBS = 1_000;
 export const DEFAULT_LISTED_JOBS = 100;

@@ -10,9 +10,54 @@ import { ToolHostError } from "../errors.js";
  * Columns mirror the SQLite store's (sqlite-schema.ts), so both read back through the same `rowToJob`:
  * times are epoch ms in `bigint` (read as numbers), `cancel_requested` is 0/1.
  */
-/** Advisory lock keys (one namespace for this project): migrations, and claims (see the store). */
+/** Advisory lock keys (one namespace for this project): migrations, claims and one Anima's submits (see the store). */
 export const MIGRATION_LOCK = 0x61770001;
 export const CLAIM_LOCK = 0x61770002;
+export const SUBMIT_LOCK = 0x61770003;
+
+/**
+ * A submit in one round trip (see PostgresJobStore.submit), refused ('no-bundle', 'full') with nothing written
+ * unless the bundle is stored and the Anima's unfinished jobs stay within the bounds passed (limits.ts).
+ * The Anima's submits take turns from the lock to their commit, and each statement of a VOLATILE function
+ * reads a fresh snapshot (under READ COMMITTED, the default): the count sees every submit of hers committed
+ * before, so concurrent submits cannot pass a bound together. Returns the unfinished jobs and their
+ * argument bytes before this one, and notifies `p_channel` (unless null) when it queued the job.
+ */
+const SUBMIT_JOB_FUNCTION = `
+  CREATE OR REPLACE FUNCTION submit_job(p_id text, p_anima text, p_tool text, p_action text, p_schema_name text, p_args_json text,
+    p_bundle_hash text, p_priority integer, p_idempotency_key text, p_max_attempts integer, p_retry_backoff_ms bigint,
+    p_timeout_ms bigint, p_now bigint, p_args_bytes bigint, p_max_jobs bigint, p_max_args_bytes bigint, p_channel text)
+  RETURNS TABLE (outcome text, unfinished_jobs bigint, unfinished_args_bytes bigint)
+  LANGUAGE plpgsql VOLATILE SET search_path FROM CURRENT AS $submit$
+  DECLARE
+    n bigint;
+    total bigint;
+  BEGIN
+    IF NOT EXISTS (SELECT 1 FROM bundles WHERE hash = p_bundle_hash) THEN
+      RETURN QUERY SELECT 'no-bundle'::text, 0::bigint, 0::bigint;
+      RETURN;
+    END IF;
+    PERFORM pg_advisory_xact_lock(${SUBMIT_LOCK}, hashtext(current_schema() || '/' || p_anima));
+    -- Each status through its own partial index, not the Anima's whole history.
+    SELECT COUNT(*), COALESCE(SUM(u.args_bytes), 0) INTO n, total FROM (
+      SELECT j.args_bytes FROM jobs j WHERE j.anima = p_anima AND j.status = 'queued'
+      UNION ALL
+      SELECT j.args_bytes FROM jobs j WHERE j.anima = p_anima AND j.status = 'running') u;
+    IF n >= p_max_jobs OR total + p_args_bytes > p_max_args_bytes THEN
+      RETURN QUERY SELECT 'full'::text, n, total;
+      RETURN;
+    END IF;
+    INSERT INTO jobs (id, anima, tool, action, schema_name, args_json, bundle_hash, priority, idempotency_key, status, max_attempts,
+      retry_backoff_ms, timeout_ms, submitted_at, args_bytes)
+    VALUES (p_id, p_anima, p_tool, p_action, p_schema_name, p_args_json, p_bundle_hash, p_priority, p_idempotency_key, 'queued',
+      p_max_attempts, p_retry_backoff_ms, p_timeout_ms, p_now, p_args_bytes);
+    IF p_channel IS NOT NULL THEN
+      PERFORM pg_notify(p_channel, 'runnable');
+    END IF;
+    RETURN QUERY SELECT 'queued'::text, n, total;
+  END
+  $submit$;
+  `;
 
 /**
  * Claims in one round trip (see PostgresJobStore.claim): the lock is taken on the server and held only
@@ -152,6 +197,8 @@ const MIGRATIONS: readonly string[] = [
   ALTER TABLE jobs ADD COLUMN args_bytes bigint NOT NULL DEFAULT 0, ADD COLUMN result_bytes bigint;
   UPDATE jobs SET args_bytes = octet_length(args_json), result_bytes = octet_length(result);
   ` + claimJobsFunction("CREATE OR REPLACE FUNCTION", JOB_COLUMNS_V5),
+  // Submits bounded per Anima (limits.ts), in one round trip.
+  SUBMIT_JOB_FUNCTION,
 ];
 
 export const PG_SCHEMA_VERSION = MIGRATIONS.length;

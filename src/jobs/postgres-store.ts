@@ -4,7 +4,7 @@ import { checkSchemaName } from "./postgres-schema.js";
 import { JobDatabase, closedError } from "./postgres-pool.js";
 import { StoreNotifications } from "./postgres-notify.js";
 import { listen } from "./postgres-connection.js";
-import { listLimit } from "./limits.js";
+import { type UnfinishedJobLimits, checkUnfinishedLimits, listLimit, resolveUnfinishedLimits } from "./limits.js";
 import { type JobRow, rowToJob, rowToListedJob } from "./sqlite-schema.js";
 import { PG_LISTED_COLUMNS } from "./postgres-rows.js";
 import {
@@ -32,7 +32,7 @@ import {
 } from "./store.js";
 import { normaliseProgress, normaliseSubmit, outcomeColumns, sameWork } from "./store-writes.js";
 
-export interface PostgresJobStoreOptions {
+export interface PostgresJobStoreOptions extends UnfinishedJobLimits {
   /** `postgres://user:password@host:port/database`. */
   url: string;
   /** PostgreSQL schema holding the store's tables; created if missing. Default: "animaworks_tool". */
@@ -62,8 +62,10 @@ export class PostgresJobStore implements JobStore {
   private readonly clock: () => number;
   private readonly schema: string;
   private readonly notifications: StoreNotifications;
+  private readonly limits: Required<UnfinishedJobLimits>;
 
   constructor(private readonly options: PostgresJobStoreOptions) {
+    this.limits = resolveUnfinishedLimits(options);
     this.schema = checkSchemaName(options.schema ?? "animaworks_tool");
     this.clock = options.now ?? Date.now;
     this.db = new JobDatabase({
@@ -85,7 +87,8 @@ export class PostgresJobStore implements JobStore {
     for (let tries = 0; ; tries++) {
       try {
         // Without an idempotency key, one statement (one round trip, its own transaction): the insert only
-        // happens if the bundle is stored, and the notification goes out when it commits.
+        // happens if the bundle is stored and the Anima's bounds hold (submit_job, postgres-schema.ts), and the
+        // notification goes out when it commits.
         if (job.idempotencyKey === undefined) return await this.db.run((client) => this.insert(client, job, false));
         return await this.db.transaction(async (client) => {
           const existing = await one(client, "SELECT * FROM jobs WHERE anima = $1 AND idempotency_key = $2", [job.anima, job.idempotencyKey]);
@@ -106,14 +109,9 @@ export class PostgresJobStore implements JobStore {
     const id = newJobId();
     // Not every submit of a burst notifies (see postgres-notify.ts): one that does not is followed by one soon.
     const notify = this.notifications.submitNotifies(inTransaction);
-    const inserted = await client.query(
-      `WITH inserted AS (
-         INSERT INTO jobs (id, anima, tool, action, schema_name, args_json, bundle_hash, priority, idempotency_key,
-           status, max_attempts, retry_backoff_ms, timeout_ms, submitted_at, args_bytes)
-         SELECT $1, $2, $3, $4, $5, $6, $7, $8, $9, 'queued', $10, $11, $12, $13, $14
-          WHERE EXISTS (SELECT 1 FROM bundles WHERE hash = $7)
-         RETURNING id)
-       SELECT id${notify ? ", pg_notify($15, 'runnable')" : ""} FROM inserted`,
+    const argsBytes = Buffer.byteLength(job.argsJson);
+    const submitted = await client.query<{ outcome: string; unfinished_jobs: number; unfinished_args_bytes: number }>(
+      "SELECT * FROM submit_job($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13, $14, $15, $16, $17)",
       [
         id,
         job.anima,
@@ -128,11 +126,18 @@ export class PostgresJobStore implements JobStore {
         job.retryBackoffMs,
         job.timeoutMs,
         now,
-        Buffer.byteLength(job.argsJson),
-        ...(notify ? [this.notifications.channel] : []),
+        argsBytes,
+        this.limits.maxUnfinishedJobsPerAnima,
+        this.limits.maxUnfinishedArgsBytesPerAnima,
+        notify ? this.notifications.channel : null,
       ],
     );
-    if (inserted.rowCount !== 1) throw new ToolHostError("NotFound", `bundle ${job.bundleHash} is not stored`, "putBundle before submitting");
+    const row = submitted.rows[0];
+    if (row?.outcome === "no-bundle") throw new ToolHostError("NotFound", `bundle ${job.bundleHash} is not stored`, "putBundle before submitting");
+    if (row?.outcome !== "queued") {
+      checkUnfinishedLimits(job.anima, { jobs: row?.unfinished_jobs ?? 0, argsBytes: row?.unfinished_args_bytes ?? 0 }, argsBytes, this.limits);
+      throw new ToolHostError("ExecutionError", `the job store answered a submit with "${String(row?.outcome)}"`, undefined, "host");
+    }
     if (!notify) this.notifications.soon();
     const created: Job = { ...job, id, status: "queued", attempts: 0, submittedAt: now, cancelRequested: false };
     if (job.idempotencyKey === undefined) delete created.idempotencyKey;

@@ -6,7 +6,7 @@ import { GroupCommit } from "./group-commit.js";
 import { type ClaimStatements, claimJobs, prepareClaim } from "./sqlite-claim.js";
 import { type JobRow, LISTED_COLUMNS, migrate, rowToJob, rowToListedJob } from "./sqlite-schema.js";
 import { checkIntegrity, jobStoreError } from "./sqlite-errors.js";
-import { listLimit } from "./limits.js";
+import { type UnfinishedJobLimits, checkUnfinishedLimits, listLimit, resolveUnfinishedLimits } from "./limits.js";
 import {
   type ClaimRequest,
   type Job,
@@ -29,7 +29,7 @@ import {
 } from "./store.js";
 import { normaliseProgress, normaliseSubmit, outcomeColumns, sameWork } from "./store-writes.js";
 
-export interface SqliteJobStoreOptions {
+export interface SqliteJobStoreOptions extends UnfinishedJobLimits {
   /** Database file. Created, with its folder, if missing (mode 0600: job arguments may be private). */
   path: string;
   /** How long a write waits for another process holding the write lock before failing, ms. Default: 5,000. */
@@ -56,6 +56,7 @@ export class SqliteJobStore implements JobStore {
   private readonly db: Database.Database;
   private readonly writes: GroupCommit;
   private readonly clock: () => number;
+  private readonly limits: Required<UnfinishedJobLimits>;
   private readonly sql: ReturnType<typeof prepare>;
   private readonly claimSql: ClaimStatements;
   private closed = false;
@@ -66,6 +67,7 @@ export class SqliteJobStore implements JobStore {
   /** Opens (or creates) the database; a damaged file is refused here, with what to do (`checkIntegrity`). */
   constructor(options: SqliteJobStoreOptions) {
     this.path = options.path;
+    this.limits = resolveUnfinishedLimits(options);
     let db: Database.Database | undefined;
     try {
       const isNew = !existsSync(options.path);
@@ -98,11 +100,14 @@ export class SqliteJobStore implements JobStore {
       if (!this.sql.bundleExists.get(job.bundleHash)) {
         throw new ToolHostError("NotFound", `bundle ${job.bundleHash} is not stored`, "putBundle before submitting");
       }
+      // Inside the write transaction: no other submit can come between this count and the insert.
+      const argsBytes = Buffer.byteLength(job.argsJson);
+      checkUnfinishedLimits(job.anima, this.sql.unfinished.get(job.anima, job.anima) as { jobs: number; argsBytes: number }, argsBytes, this.limits);
       const now = this.clock();
       for (let tries = 0; ; tries++) {
         try {
           const id = newJobId();
-          this.sql.insert.run({ ...job, idempotencyKey: job.idempotencyKey ?? null, argsBytes: Buffer.byteLength(job.argsJson), id, now });
+          this.sql.insert.run({ ...job, idempotencyKey: job.idempotencyKey ?? null, argsBytes, id, now });
           const created: Job = { ...job, id, status: "queued", attempts: 0, submittedAt: now, cancelRequested: false };
           if (job.idempotencyKey === undefined) delete created.idempotencyKey;
           return { job: created, created: true };
@@ -270,6 +275,11 @@ function prepare(db: Database.Database) {
     byId: s("SELECT * FROM jobs WHERE id = ?"),
     byIdempotencyKey: s("SELECT * FROM jobs WHERE anima = ? AND idempotency_key = ?"),
     bundleExists: s("SELECT 1 FROM bundles WHERE hash = ?"),
+    // Each status through its own partial index, not the Anima's whole history (which SQLite picks without
+    // statistics, jobs_by_anima).
+    unfinished: s(`SELECT COUNT(*) AS jobs, COALESCE(SUM(args_bytes), 0) AS argsBytes FROM (
+        SELECT args_bytes FROM jobs INDEXED BY jobs_queued WHERE anima = ? AND status = 'queued'
+        UNION ALL SELECT args_bytes FROM jobs INDEXED BY jobs_running WHERE anima = ? AND status = 'running')`),
     insert: s(`INSERT INTO jobs (id, anima, tool, action, schema_name, args_json, args_bytes, bundle_hash, priority, idempotency_key,
         status, max_attempts, retry_backoff_ms, timeout_ms, submitted_at)
       VALUES (@id, @anima, @tool, @action, @schemaName, @argsJson, @argsBytes, @bundleHash, @priority, @idempotencyKey,

@@ -22,8 +22,8 @@ const DROP_SIZES = "DROP COLUMN args_bytes, DROP COLUMN result_bytes";
 /** Each location the suite hands out is its own PostgreSQL schema: two stores on one location share it. */
 const schemaOf = (location: string) => `s_${createHash("sha256").update(location).digest("hex").slice(0, 16)}`;
 
-runJobStoreContract("PostgresJobStore", async (location, { now }) => {
-  const store = new PostgresJobStore({ url: database.url, schema: schemaOf(location), now });
+runJobStoreContract("PostgresJobStore", async (location, options) => {
+  const store = new PostgresJobStore({ url: database.url, schema: schemaOf(location), ...options });
   await store.open();
   return store;
 });

@@ -12,7 +12,7 @@ import { jobOutputValue } from "../../src/jobs/view.js";
 /** Takes a database back to before the size columns were added (migration 4). */
 const DROP_SIZES = "ALTER TABLE jobs DROP COLUMN args_bytes; ALTER TABLE jobs DROP COLUMN result_bytes";
 
-runJobStoreContract("SqliteJobStore", async (location, { now }) => new SqliteJobStore({ path: join(location, "jobs.db"), now }));
+runJobStoreContract("SqliteJobStore", async (location, options) => new SqliteJobStore({ path: join(location, "jobs.db"), ...options }));
 
 describe("SqliteJobStore specifics", () => {
   const cleanups: Array<() => void> = [];

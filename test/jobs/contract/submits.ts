@@ -1,5 +1,6 @@
 import { expect, it } from "vitest";
 import { MAX_JOB_ARGS_BYTES, MAX_LISTED_JOBS } from "../../../src/jobs/limits.js";
+import { leaseOf } from "../../../src/jobs/store.js";
 import { BUNDLE_CODE, BUNDLE_HASH, jobInput, sha256 } from "../helpers.js";
 import type { ContractSetup } from "./setup.js";
 
@@ -64,6 +65,50 @@ export function submitContract(setup: ContractSetup): void {
     for (const limit of [MAX_LISTED_JOBS + 1, 0, 2.5]) {
       await expect(store.list("alice", { limit })).rejects.toMatchObject({ type: "InvalidArguments", message: expect.stringContaining("1 to 1,000") });
     }
+  });
+
+  it("unfinished_jobs_per_anima: an Anima's queued and running jobs are bounded in number, refused as Busy (the caller's); others are not held back", async () => {
+    const { store } = await setup({ maxUnfinishedJobsPerAnima: 3 });
+    const first = (await store.submit(jobInput("alice", { idempotencyKey: "k" }))).job;
+    await store.submit(jobInput("alice"));
+    const third = (await store.submit(jobInput("alice"))).job;
+    const full = await store.submit(jobInput("alice")).catch((error: unknown) => error);
+    expect(full).toMatchObject({ type: "Busy", fault: "caller", message: expect.stringContaining('Anima "alice" has 3 jobs queued or running') });
+    expect((full as { hint?: string }).hint).toMatch(/cancel queued ones/);
+    // The same work under its key is no new job: still answered.
+    expect(await store.submit(jobInput("alice", { idempotencyKey: "k" }))).toMatchObject({ created: false, job: { id: first.id } });
+    expect((await store.submit(jobInput("bob"))).created).toBe(true);
+    // A running job still counts; a finished or cancelled one makes room.
+    const [running] = await store.claim({ owner: "w", leaseMs: 10_000, limit: 1 });
+    expect(running?.anima).toBe("alice");
+    await expect(store.submit(jobInput("alice"))).rejects.toMatchObject({ type: "Busy" });
+    await store.complete(leaseOf(running!), { status: "succeeded", result: "" });
+    const fourth = (await store.submit(jobInput("alice"))).job;
+    await expect(store.submit(jobInput("alice"))).rejects.toMatchObject({ type: "Busy" });
+    await store.requestCancel("alice", third.id);
+    await store.submit(jobInput("alice"));
+    expect((await store.list("alice", { status: ["queued", "running"] })).map((j) => j.id)).toHaveLength(3);
+    expect((await store.list("alice")).map((j) => j.id)).toContain(fourth.id);
+  });
+
+  it("unfinished_args_bytes_per_anima: the arguments an Anima's unfinished jobs hold together are bounded, also for submits at once", async () => {
+    const { store } = await setup({ maxUnfinishedArgsBytesPerAnima: 1_000 });
+    const args = (bytes: number) => JSON.stringify({ t: "x".repeat(bytes - 8) }); // {"t":"…"} is 8 bytes besides
+    await store.submit(jobInput("carol", { argsJson: args(600) }));
+    const over = await store.submit(jobInput("carol", { argsJson: args(401) })).catch((error: unknown) => error);
+    expect(over).toMatchObject({ type: "Busy", fault: "caller", message: expect.stringContaining("hold 600 bytes of arguments, and this job's 401") });
+    await store.submit(jobInput("carol", { argsJson: args(400) })); // exactly at the bound
+    expect((await store.submit(jobInput("dave", { argsJson: args(900) }))).created).toBe(true);
+    // Concurrent submits, through four instances (as four processes or machines), cannot pass the bound
+    // together: 40 × 300 bytes, room for 3.
+    const { store: other, open } = await setup({ maxUnfinishedArgsBytesPerAnima: 1_000 });
+    const instances = [other, await open(), await open(), await open()];
+    const racing = await Promise.allSettled(
+      Array.from({ length: 40 }, (_, i) => instances[i % instances.length]!.submit(jobInput("erin", { argsJson: args(300) }))),
+    );
+    expect(racing.filter((r) => r.status === "fulfilled")).toHaveLength(3);
+    for (const refused of racing.filter((r) => r.status === "rejected")) expect(refused.reason).toMatchObject({ type: "Busy" });
+    expect(await other.list("erin")).toHaveLength(3);
   });
 
   it("is durable: a submitted job is visible to another instance at once and survives reopening", async () => {
