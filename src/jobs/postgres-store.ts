@@ -5,8 +5,8 @@ import { JobDatabase, closedError } from "./postgres-pool.js";
 import { StoreNotifications } from "./postgres-notify.js";
 import { listen } from "./postgres-connection.js";
 import { type UnfinishedJobLimits, checkUnfinishedLimits, listLimit, resolveUnfinishedLimits } from "./limits.js";
-import { type JobRow, rowToJob, rowToListedJob } from "./sqlite-schema.js";
-import { PG_LISTED_COLUMNS } from "./postgres-rows.js";
+import type { JobRow } from "./sqlite-schema.js";
+import { PG_LISTED_COLUMNS, pgRowToJob, pgRowToListedJob, toPgText } from "./postgres-rows.js";
 import {
   type ClaimRequest,
   type Job,
@@ -92,7 +92,7 @@ export class PostgresJobStore implements JobStore {
         if (job.idempotencyKey === undefined) return await this.db.run((client) => this.insert(client, job, false));
         return await this.db.transaction(async (client) => {
           const existing = await one(client, "SELECT * FROM jobs WHERE anima = $1 AND idempotency_key = $2", [job.anima, job.idempotencyKey]);
-          return existing ? { job: sameWork(rowToJob(existing), job), created: false } : this.insert(client, job, true);
+          return existing ? { job: sameWork(pgRowToJob(existing), job), created: false } : this.insert(client, job, true);
         });
       } catch (error) {
         // A 48-bit id collided, or another submit with the same idempotency key won the race: again (the
@@ -146,7 +146,7 @@ export class PostgresJobStore implements JobStore {
 
   async get(anima: string, id: string): Promise<Job | undefined> {
     const row = await this.db.queryOne("SELECT * FROM jobs WHERE id = $1", [id]);
-    return row && row.anima === anima ? rowToJob(row) : undefined;
+    return row && row.anima === anima ? pgRowToJob(row) : undefined;
   }
 
   async list(anima: string, options: ListJobsOptions = {}): Promise<Job[]> {
@@ -157,7 +157,7 @@ export class PostgresJobStore implements JobStore {
       statuses,
       limit,
     ]);
-    return rows.map(rowToListedJob);
+    return rows.map(pgRowToListedJob);
   }
 
   /**
@@ -169,7 +169,7 @@ export class PostgresJobStore implements JobStore {
     const now = this.clock();
     const perAnima = Number.isFinite(request.perAnimaLimit ?? Number.POSITIVE_INFINITY) ? (request.perAnimaLimit as number) : 2_147_483_647;
     const rows = await this.db.queryRows("SELECT * FROM claim_jobs($1, $2, $3, $4, $5)", [request.owner, now, now + request.leaseMs, request.limit, perAnima]);
-    return rows.map(rowToJob);
+    return rows.map(pgRowToJob);
   }
 
   async renewLeases(leases: readonly JobLease[], leaseMs: number): Promise<LeaseState[]> {
@@ -199,7 +199,7 @@ export class PostgresJobStore implements JobStore {
         lease.owner,
         lease.attempt,
         fraction,
-        message,
+        toPgText(message),
       ]),
     );
     return result.rowCount === 1;
@@ -217,16 +217,16 @@ export class PostgresJobStore implements JobStore {
         lease.attempt,
         outcome.status,
         this.clock(),
-        c.result,
+        toPgText(c.result),
         c.resultStructured,
         c.errorType,
-        c.errorMessage,
+        toPgText(c.errorMessage),
         c.errorFault,
-        c.errorHint,
+        toPgText(c.errorHint),
         c.resultBytes,
       ],
     );
-    return row ? rowToJob(row) : undefined;
+    return row ? pgRowToJob(row) : undefined;
   }
 
   requestCancel(anima: string, id: string): Promise<Job | undefined> {
@@ -234,7 +234,7 @@ export class PostgresJobStore implements JobStore {
       const row = await one(client, "SELECT * FROM jobs WHERE id = $1 FOR UPDATE", [id]);
       if (!row || row.anima !== anima) return undefined;
       if (row.status === "queued") {
-        return rowToJob(
+        return pgRowToJob(
           (await one(client, "UPDATE jobs SET status = 'cancelled', finished_at = $1, not_before = 0 WHERE seq = $2 RETURNING *", [
             this.clock(),
             row.seq,
@@ -243,9 +243,9 @@ export class PostgresJobStore implements JobStore {
       }
       if (row.status === "running") {
         await this.notifications.send(client, `cancel:${row.id}`);
-        return rowToJob((await one(client, "UPDATE jobs SET cancel_requested = 1 WHERE seq = $1 RETURNING *", [row.seq])) as JobRow);
+        return pgRowToJob((await one(client, "UPDATE jobs SET cancel_requested = 1 WHERE seq = $1 RETURNING *", [row.seq])) as JobRow);
       }
-      return rowToJob(row);
+      return pgRowToJob(row);
     });
   }
 
@@ -258,12 +258,12 @@ export class PostgresJobStore implements JobStore {
         now,
       ]);
       const endLost = async (row: JobRow, status: "cancelled" | "interrupted", error: JobError | null) =>
-        rowToJob(
+        pgRowToJob(
           (await one(
             client,
             `UPDATE jobs SET status = $2, finished_at = $3, error_type = $4, error_message = $5, error_fault = $6, lease_owner = NULL,
                lease_expires_at = NULL WHERE seq = $1 RETURNING *`,
-            [row.seq, status, now, error?.type ?? null, error?.message ?? null, error?.fault ?? null],
+            [row.seq, status, now, error?.type ?? null, toPgText(error?.message ?? null), error?.fault ?? null],
           )) as JobRow,
         );
       if (expired.rows.some((row) => row.cancel_requested === 0 && row.attempts < row.max_attempts)) await this.notifications.send(client, "runnable");
@@ -277,7 +277,7 @@ export class PostgresJobStore implements JobStore {
             "UPDATE jobs SET status = 'queued', not_before = $1, lease_owner = NULL, lease_expires_at = NULL WHERE seq = $2 RETURNING *",
             [notBefore, row.seq],
           );
-          result.requeued.push(rowToJob(requeued as JobRow));
+          result.requeued.push(pgRowToJob(requeued as JobRow));
         } else {
           result.ended.push(
             await endLost(row, "interrupted", { type: "ExecutionError", message: interruptedMessage(row.attempts, row.max_attempts), fault: "host" }),
@@ -293,7 +293,7 @@ export class PostgresJobStore implements JobStore {
       `SELECT ${PG_LISTED_COLUMNS} FROM jobs WHERE finished_at IS NOT NULL AND notified_at IS NULL AND finished_at <= $1 ORDER BY finished_at, seq LIMIT $2`,
       [this.clock() - options.minAgeMs, options.limit],
     );
-    return rows.map(rowToListedJob);
+    return rows.map(pgRowToListedJob);
   }
 
   async markNotified(ids: readonly string[]): Promise<void> {

@@ -18,6 +18,8 @@ export function normaliseSubmit(input: SubmitJobInput): Required<Omit<SubmitJobI
     if (typeof value !== "string" || value.trim() === "") {
       throw new ToolHostError("InvalidArguments", `job ${field} must be a non-empty string`);
     }
+    // PostgreSQL text cannot hold U+0000: refused in both stores alike, where the caller can act on it.
+    if (value.includes("\u0000")) throw new ToolHostError("InvalidArguments", `job ${field} must not contain U+0000`);
   }
   if (typeof input.argsJson !== "string") throw new ToolHostError("InvalidArguments", "job argsJson must be JSON text");
   try {
@@ -27,8 +29,8 @@ export function normaliseSubmit(input: SubmitJobInput): Required<Omit<SubmitJobI
   }
   checkJobArgsBytes(input.argsJson);
   const key = input.idempotencyKey;
-  if (key !== undefined && (typeof key !== "string" || key === "" || key.length > 200)) {
-    throw new ToolHostError("InvalidArguments", "idempotencyKey must be a string of 1 to 200 characters");
+  if (key !== undefined && (typeof key !== "string" || key === "" || key.length > 200 || key.includes("\u0000"))) {
+    throw new ToolHostError("InvalidArguments", "idempotencyKey must be a string of 1 to 200 characters, without U+0000");
   }
   return {
     anima: input.anima,

@@ -38,6 +38,44 @@ export function leaseContract(setup: ContractSetup): void {
     expect(await store.renewLeases([leaseOf(ok!)], 1_000)).toEqual([{ held: false, cancelRequested: false }]);
   });
 
+  it("nul_in_job_outcome: records a result, error or progress holding U+0000 as it is, once, never retried", async () => {
+    const { store, clock } = await setup();
+    for (let i = 0; i < 5; i++) await store.submit(jobInput("alice", { maxAttempts: 3 }));
+    const [ok, failing, partial, marked, long] = await store.claim({ owner: "w1", leaseMs: 1_000, limit: 5 });
+    expect(await store.reportProgress(leaseOf(ok!), { fraction: 0.5, message: "step\u00002" })).toBe(true);
+    expect((await store.get("alice", ok!.id))?.progress).toEqual({ fraction: 0.5, message: "step\u00002" });
+    const error = { type: "ExecutionError" as const, fault: "tool" as const, message: "bad\u0000thing", hint: "\u0000" };
+    const longResult = `\u0000${"z".repeat(5_000)}`;
+    const outcomes = [
+      [ok, { status: "succeeded", result: "before\u0000after" }],
+      [failing, { status: "failed", error }],
+      [partial, { status: "cancelled", result: "half\u0000", structured: false }],
+      // A text that starts as a stored one with U+0000 would (a PostgreSQL store's mark) reads back as written too.
+      [marked, { status: "succeeded", result: '\uFDD0"x"' }],
+      [long, { status: "succeeded", result: longResult }],
+    ] as const;
+    for (const [job, outcome] of outcomes) {
+      const done = await store.complete(leaseOf(job!), outcome);
+      expect(done, outcome.status).toMatchObject({ status: outcome.status, attempts: 1 });
+    }
+    clock.advance(5_000); // past every lease: nothing is recovered, retried or interrupted
+    expect(await store.recoverExpiredLeases()).toEqual({ requeued: [], ended: [] });
+    for (const [job, outcome] of outcomes) {
+      const stored = await store.get("alice", job!.id);
+      expect(stored?.status).toBe(outcome.status);
+      if ("result" in outcome) expect(stored?.result).toBe(outcome.result);
+    }
+    expect((await store.get("alice", failing!.id))?.error).toEqual(error);
+    // Listings read the short texts whole; a long one as its first characters (SQLite's substr stops at U+0000).
+    const listed = new Map((await store.list("alice")).map((job) => [job.id, job]));
+    expect(listed.get(ok!.id)?.result).toBe("before\u0000after");
+    expect(listed.get(marked!.id)?.result).toBe('\uFDD0"x"');
+    expect(listed.get(failing!.id)?.error).toEqual(error);
+    expect(longResult.startsWith(listed.get(long!.id)?.result ?? "-")).toBe(true);
+    expect((await store.pendingNotices({ minAgeMs: 0, limit: 10 })).find((job) => job.id === partial!.id)?.result).toBe("half\u0000");
+    await expect(store.submit(jobInput("alice", { idempotencyKey: "k\u0000" }))).rejects.toMatchObject({ type: "InvalidArguments" });
+  });
+
   it("keeps a job's error whole: type, message, fault and hint, as the worker recorded it", async () => {
     const { store } = await setup();
     await store.submit(jobInput("alice"));
