@@ -4,6 +4,7 @@ import { closeSync, constants, mkdirSync, openSync, readlinkSync, realpathSync, 
 import { join, relative } from "node:path";
 import { ToolHostError } from "../errors.js";
 import type { Job, JobStore } from "./store.js";
+import { type NoticeFailures, failureKind } from "./notice-failures.js";
 
 /**
  * Completion notices in AnimaWorks' format (docs/animaworks-reference.md §8.7): `{animaDir}/state/background_notifications/<id>.md`,
@@ -161,16 +162,20 @@ export interface NoticeSink {
   /** False: jobs are marked delivered without writing files. */
   enabled: boolean;
   warn: (message: string, job?: Job) => void;
+  /** Which Animas' notices fail, and how: each failure is logged once, not per job (notice-failures.ts). */
+  failures: NoticeFailures;
 }
 
 /**
  * Writes notices for finished jobs, then records them as delivered. Delivery is at least once: a worker
  * that dies between the two leaves the job listed by `pendingNotices`, and the next sweep writes the same
- * file again. Returns how many were written.
+ * file again. A notice that cannot be written is postponed in the store (`postponeNotices`: tried again
+ * with a backoff), and logged once per Anima and kind of failure. Returns how many were written.
  */
 export async function deliverNotices(sink: NoticeSink, jobs: readonly Job[]): Promise<number> {
   if (jobs.length === 0) return 0;
   const written: string[] = [];
+  const failed: string[] = [];
   for (const job of jobs) {
     if (!sink.enabled) {
       written.push(job.id);
@@ -179,25 +184,40 @@ export async function deliverNotices(sink: NoticeSink, jobs: readonly Job[]): Pr
     try {
       await writeNotice(sink.animaDirOf(job.anima), job);
       written.push(job.id);
+      sink.failures.written(job.anima);
     } catch (error) {
       const gone = error instanceof ToolHostError && error.type === "NotFound";
-      sink.warn(`notice for job ${job.id} ${gone ? "dropped" : "not written"}: ${error instanceof Error ? error.message : String(error)}`, job);
-      if (gone) written.push(job.id); // nobody left to read it: do not retry forever
+      // A notice nobody is left to read is recorded as done, not tried forever.
+      if (gone) written.push(job.id);
+      else failed.push(job.id);
+      if (sink.failures.failed(job.anima, `${gone ? "dropped" : "failed"} ${failureKind(error)}`)) {
+        const further = `further notices of Anima "${job.anima}" ${gone ? "dropped" : "failing"} alike are not logged${gone ? "" : " until one is written; each is tried again later"}`;
+        sink.warn(`notice for job ${job.id} ${gone ? "dropped" : "not written"}: ${error instanceof Error ? error.message : String(error)} (${further})`, job);
+      }
     }
   }
   if (written.length > 0) {
     await sink.store.markNotified(written).catch((error: unknown) => sink.warn(`notices not recorded: ${String(error)}`));
   }
+  if (failed.length > 0) {
+    await sink.store.postponeNotices(failed).catch((error: unknown) => sink.warn(`failed notices not postponed: ${String(error)}`));
+  }
   return written.length;
 }
 
-/** Delivers every notice still missing for jobs finished at least `minAgeMs` ago. */
+/**
+ * Delivers every notice still missing for jobs finished at least `minAgeMs` ago, a page at a time. Notices
+ * that keep failing (an Anima's notice folder that is a link) are postponed by `deliverNotices`, so the
+ * next page holds others: one Anima's undeliverable notices never hold back another's (before, 200 of
+ * them filled every page and the sweep stopped there). Each job is tried at most once per sweep, so a
+ * sweep ends whatever the clock or a failing store does.
+ */
 export async function sweepNotices(sink: NoticeSink, minAgeMs: number): Promise<void> {
+  const tried = new Set<string>();
   for (;;) {
-    const pending = await sink.store.pendingNotices({ minAgeMs, limit: 200 });
+    const pending = (await sink.store.pendingNotices({ minAgeMs, limit: 200 })).filter((job) => !tried.has(job.id));
     if (pending.length === 0) return;
-    // Some keep failing (e.g. an Anima folder that is not writable): leave them to the next maintenance.
-    // They stay first in line, so a folder that never heals holds back later lost notices; logged each time.
-    if ((await deliverNotices(sink, pending)) < pending.length) return;
+    for (const job of pending) tried.add(job.id);
+    await deliverNotices(sink, pending);
   }
 }

@@ -129,6 +129,7 @@ const JOB_COLUMNS_V2 = `seq, id, anima, tool, action, schema_name, args_json, bu
 const JOB_COLUMNS_V3 = `${JOB_COLUMNS_V2}, error_fault, error_hint`;
 const JOB_COLUMNS_V4 = `${JOB_COLUMNS_V3}, result_structured`;
 const JOB_COLUMNS_V5 = `${JOB_COLUMNS_V4}, args_bytes, result_bytes`;
+const JOB_COLUMNS_V7 = `${JOB_COLUMNS_V5}, notice_failures, notice_retry_at`;
 
 const MIGRATIONS: readonly string[] = [
   `
@@ -199,6 +200,16 @@ const MIGRATIONS: readonly string[] = [
   ` + claimJobsFunction("CREATE OR REPLACE FUNCTION", JOB_COLUMNS_V5),
   // Submits bounded per Anima (limits.ts), in one round trip.
   SUBMIT_JOB_FUNCTION,
+  // Notices that could not be written are tried again with a backoff (store.ts NOTICE_RETRY): how often
+  // each failed, and when it is due again (0: never failed). Pending notices are read due first, through
+  // an index in that order; it replaces jobs_unnotified (by finish time alone: a read of the due ones
+  // would walk past every postponed one).
+  // claim_jobs again.
+  `
+  ALTER TABLE jobs ADD COLUMN notice_failures integer NOT NULL DEFAULT 0, ADD COLUMN notice_retry_at bigint NOT NULL DEFAULT 0;
+  DROP INDEX IF EXISTS jobs_unnotified;
+  CREATE INDEX IF NOT EXISTS jobs_notices_due ON jobs (notice_retry_at, finished_at, seq) WHERE finished_at IS NOT NULL AND notified_at IS NULL;
+  ` + claimJobsFunction("CREATE OR REPLACE FUNCTION", JOB_COLUMNS_V7),
 ];
 
 export const PG_SCHEMA_VERSION = MIGRATIONS.length;

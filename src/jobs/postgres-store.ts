@@ -24,6 +24,7 @@ import {
   type SubmitResult,
   type StoreEvent,
   JOB_STATUSES,
+  NOTICE_RETRY,
   checkBundleHash,
   describeServer,
   interruptedMessage,
@@ -289,11 +290,25 @@ export class PostgresJobStore implements JobStore {
   }
 
   async pendingNotices(options: { minAgeMs: number; limit: number }): Promise<Job[]> {
+    const now = this.clock();
     const rows = await this.db.queryRows(
-      `SELECT ${PG_LISTED_COLUMNS} FROM jobs WHERE finished_at IS NOT NULL AND notified_at IS NULL AND finished_at <= $1 ORDER BY finished_at, seq LIMIT $2`,
-      [this.clock() - options.minAgeMs, options.limit],
+      `SELECT ${PG_LISTED_COLUMNS} FROM jobs WHERE finished_at IS NOT NULL AND notified_at IS NULL AND notice_retry_at <= $1 AND finished_at <= $2
+        ORDER BY notice_retry_at, finished_at, seq LIMIT $3`,
+      [now, now - options.minAgeMs, options.limit],
     );
     return rows.map(pgRowToListedJob);
+  }
+
+  async postponeNotices(ids: readonly string[]): Promise<void> {
+    if (ids.length === 0) return;
+    // The delay doubles per failure from firstMs (the shift is capped well past maxMs, and below overflow).
+    await this.db.run((client) =>
+      client.query(
+        `UPDATE jobs SET notice_failures = notice_failures + 1, notice_retry_at = $2 + LEAST($3::bigint, $4::bigint << LEAST(notice_failures, 30))
+          WHERE id = ANY($1) AND notified_at IS NULL`,
+        [[...ids], this.clock(), NOTICE_RETRY.maxMs, NOTICE_RETRY.firstMs],
+      ),
+    );
   }
 
   async markNotified(ids: readonly string[]): Promise<void> {

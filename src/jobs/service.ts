@@ -8,6 +8,7 @@ import type { AuditWriterSource, ToolHost } from "../host-api.js";
 import { type PreparedCallRunner, preparedCallsOf } from "../prepared-calls.js";
 import { resolveAnima } from "../registry/animas.js";
 import { type NoticeSink, deliverNotices } from "./notices.js";
+import { NoticeFailures } from "./notice-failures.js";
 import { checkJobArgsBytes } from "./limits.js";
 import { JOB_DEFAULTS, MAX_TIMER_MS } from "./defaults.js";
 import { profileTimeoutMs } from "../registry/profile.js";
@@ -107,6 +108,8 @@ export class JobService {
   private readonly defaultTimeoutMs: number;
   private openedStore: JobStore | undefined;
   private readonly ownsStore: boolean;
+  /** Notices this service's workers, cancels and recoveries could not write: logged once per Anima and failure. */
+  private readonly noticeFailures = new NoticeFailures();
 
   constructor(private readonly options: JobServiceOptions) {
     this.host = options.host;
@@ -274,6 +277,7 @@ export class JobService {
       store: this.store(),
       runJob: hostJobRunner(preparedCallsOf(this.host), (hash) => this.store().getBundle(hash)),
       animaDirOf: (anima) => this.animaDirOf(anima),
+      noticeFailures: this.noticeFailures,
     });
     const mode = options.untilDrained ? "until-drained" : "serve";
     let registration = registerWorker(this.paths.workersDir, mode);
@@ -318,6 +322,7 @@ export class JobService {
       animaDirOf: (anima) => this.animaDirOf(anima),
       enabled: this.options.worker?.notices ?? JOB_DEFAULTS.notices,
       warn: (message, job) => onLog({ level: "warn", logger: "animaworks.host", message, ...(job ? { anima: job.anima, tool: job.tool } : {}) }),
+      failures: this.noticeFailures,
     };
   }
 

@@ -77,6 +77,16 @@ const MIGRATIONS: readonly string[] = [
   ALTER TABLE jobs ADD COLUMN result_bytes INTEGER;
   UPDATE jobs SET args_bytes = length(CAST(args_json AS BLOB)), result_bytes = length(CAST(result AS BLOB));
   `,
+  // Notices that could not be written are tried again with a backoff (store.ts NOTICE_RETRY): how often
+  // each failed, and when it is due again (0: never failed). Pending notices are read due first, through
+  // an index in that order; it replaces jobs_unnotified (by finish time alone: a read of the due ones
+  // would walk past every postponed one).
+  `
+  ALTER TABLE jobs ADD COLUMN notice_failures INTEGER NOT NULL DEFAULT 0;
+  ALTER TABLE jobs ADD COLUMN notice_retry_at INTEGER NOT NULL DEFAULT 0;
+  DROP INDEX IF EXISTS jobs_unnotified;
+  CREATE INDEX IF NOT EXISTS jobs_notices_due ON jobs (notice_retry_at, finished_at, seq) WHERE finished_at IS NOT NULL AND notified_at IS NULL;
+  `,
 ];
 
 export const SCHEMA_VERSION = MIGRATIONS.length;
@@ -133,6 +143,9 @@ export interface JobRow {
   args_bytes?: number;
   /** UTF-8 bytes of the whole result; null without one. */
   result_bytes?: number | null;
+  /** Failed tries to write the notice, and when it is tried again (epoch ms; 0: due). */
+  notice_failures?: number;
+  notice_retry_at?: number;
 }
 
 export function rowToJob(row: JobRow): Job {

@@ -22,6 +22,7 @@ import {
   type SubmitJobInput,
   type SubmitResult,
   JOB_STATUSES,
+  NOTICE_RETRY,
   checkBundleHash,
   interruptedMessage,
   newJobId,
@@ -193,7 +194,17 @@ export class SqliteJobStore implements JobStore {
   }
 
   async pendingNotices(options: { minAgeMs: number; limit: number }): Promise<Job[]> {
-    return this.read(() => (this.sql.unnotified.all(this.clock() - options.minAgeMs, options.limit) as JobRow[]).map(rowToListedJob));
+    return this.read(() => {
+      const now = this.clock();
+      return (this.sql.unnotified.all({ now, finishedBy: now - options.minAgeMs, limit: options.limit }) as JobRow[]).map(rowToListedJob);
+    });
+  }
+
+  postponeNotices(ids: readonly string[]): Promise<void> {
+    return this.write(false, () => {
+      const now = this.clock();
+      for (const id of ids) this.sql.postponeNotice.run({ id, now, ...NOTICE_RETRY });
+    });
   }
 
   markNotified(ids: readonly string[]): Promise<void> {
@@ -299,8 +310,12 @@ function prepare(db: Database.Database) {
       WHERE seq = ? RETURNING *`),
     endLost: s(`UPDATE jobs SET status = @status, finished_at = @now, error_type = @type, error_message = @message, error_fault = @fault,
         lease_owner = NULL, lease_expires_at = NULL WHERE seq = @seq RETURNING *`),
-    unnotified: s(`SELECT ${LISTED_COLUMNS} FROM jobs WHERE finished_at IS NOT NULL AND notified_at IS NULL AND finished_at <= ?
-      ORDER BY finished_at, seq LIMIT ?`),
+    unnotified: s(`SELECT ${LISTED_COLUMNS} FROM jobs INDEXED BY jobs_notices_due
+      WHERE finished_at IS NOT NULL AND notified_at IS NULL AND notice_retry_at <= @now AND finished_at <= @finishedBy
+      ORDER BY notice_retry_at, finished_at, seq LIMIT @limit`),
+    // The delay doubles per failure from firstMs (the shift is capped well past maxMs, and below overflow).
+    postponeNotice: s(`UPDATE jobs SET notice_failures = notice_failures + 1,
+        notice_retry_at = @now + MIN(@maxMs, @firstMs << MIN(notice_failures, 30)) WHERE id = @id AND notified_at IS NULL`),
     markNotified: s("UPDATE jobs SET notified_at = ? WHERE id = ? AND notified_at IS NULL"),
     purgeJobs: s("DELETE FROM jobs WHERE finished_at IS NOT NULL AND finished_at < ?"),
     purgeBundles: s(`DELETE FROM bundles WHERE touched_at < ?

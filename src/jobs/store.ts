@@ -228,9 +228,19 @@ export interface JobStore {
   requestCancel(anima: string, id: string): Promise<Job | undefined>;
   /** Handles running jobs whose lease expired: retry with backoff while attempts remain, else `interrupted`. */
   recoverExpiredLeases(): Promise<RecoveryResult>;
-  /** Terminal jobs whose notice is not yet written, finished at least `minAgeMs` ago, oldest first; long texts cut (`Job.listed`). */
+  /**
+   * Terminal jobs whose notice is not yet written, finished at least `minAgeMs` ago and not postponed past
+   * now (`postponeNotices`): those never postponed first, oldest first; then those whose postponement ran
+   * out, in that order. Long texts cut (`Job.listed`).
+   */
   pendingNotices(options: { minAgeMs: number; limit: number }): Promise<Job[]>;
   markNotified(ids: readonly string[]): Promise<void>;
+  /**
+   * These jobs' notices could not be written: each is left out of `pendingNotices` for `NOTICE_RETRY`'s
+   * backoff (1 s after its first failure, doubling with each further one, at most 10 min), so that notices
+   * that keep failing (a notice folder that is a link) never hold back others behind them.
+   */
+  postponeNotices(ids: readonly string[]): Promise<void>;
   /** Deletes terminal jobs finished more than `olderThanMs` ago, and bundles no kept job uses. */
   purgeFinished(olderThanMs: number): Promise<PurgeResult>;
   /** Stores a bundle under its content hash (sha256 of `code`, hex); storing it again is harmless. */
@@ -268,6 +278,13 @@ export function leaseOf(job: Job): JobLease {
   }
   return { id: job.id, owner: job.leaseOwner, attempt: job.attempts };
 }
+
+/**
+ * When a notice that could not be written is tried again (`postponeNotices`): `firstMs` after its first
+ * failure, doubling with each further one, at most `maxMs`. Short at first, so that a folder put right is
+ * seen within a few maintenance passes; bounded, so that one that stays wrong costs a try per 10 min.
+ */
+export const NOTICE_RETRY = { firstMs: 1_000, maxMs: 600_000 } as const;
 
 /** Delay before the retry that follows `attempts` runs: backoff × 2^(attempts−1), capped at one hour. */
 export function retryDelayMs(retryBackoffMs: number, attempts: number): number {

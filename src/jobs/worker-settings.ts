@@ -1,4 +1,5 @@
 import type { LogRecord } from "../host-options.js";
+import type { NoticeFailures } from "./notice-failures.js";
 import { JOB_DEFAULTS, duration } from "./defaults.js";
 import type { ToolHostError } from "../errors.js";
 import type { Job, JobError, JobStore } from "./store.js";
@@ -79,6 +80,8 @@ export interface JobWorkerOptions extends JobWorkerSettings {
   runJob: JobRunner;
   /** The directory of an Anima, where its completion notices go. */
   animaDirOf: (anima: string) => string;
+  /** Notices that could not be written, logged once per Anima and failure; shared by a service's workers. Default: this worker's own. */
+  noticeFailures?: NoticeFailures;
 }
 
 export interface WorkerRunOptions {

@@ -6,6 +6,7 @@ import type { LogRecord } from "../host-options.js";
 import { errorInfoOf } from "../errors.js";
 import { JOB_DEFAULTS, duration } from "./defaults.js";
 import { type NoticeSink, deliverNotices, sweepNotices } from "./notices.js";
+import { NoticeFailures } from "./notice-failures.js";
 import { StoreChangeFeed } from "./change-feed.js";
 import { StoreMaintenance } from "./store-maintenance.js";
 import { ChangeWaiters, untilAborted } from "./waits.js";
@@ -75,6 +76,7 @@ export class JobWorker {
       animaDirOf: options.animaDirOf,
       enabled: this.o.notices,
       warn: (message, job) => this.log("warn", message, job),
+      failures: options.noticeFailures ?? new NoticeFailures(),
     };
     const warn = (what: string, error: unknown): void => this.log("warn", `${what}: ${describe(error)}`);
     this.feed = new StoreChangeFeed(this.store, {

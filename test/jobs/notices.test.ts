@@ -1,10 +1,12 @@
-import { existsSync, mkdirSync, readFileSync, readdirSync, symlinkSync } from "node:fs";
+import { existsSync, mkdirSync, readFileSync, readdirSync, rmSync, symlinkSync } from "node:fs";
 import { join } from "node:path";
 import { afterEach, describe, expect, it } from "vitest";
 import { ToolHostError } from "../../src/errors.js";
-import { noticePath, writeNotice } from "../../src/jobs/notices.js";
-import type { Job } from "../../src/jobs/store.js";
-import { tempDir } from "./helpers.js";
+import { NoticeFailures } from "../../src/jobs/notice-failures.js";
+import { type NoticeSink, noticeDir, noticePath, sweepNotices, writeNotice } from "../../src/jobs/notices.js";
+import { SqliteJobStore } from "../../src/jobs/sqlite-store.js";
+import { type Job, NOTICE_RETRY } from "../../src/jobs/store.js";
+import { fakeClock, jobInput, tempDir, withBundle } from "./helpers.js";
 
 /**
  * A job's completion notice goes into its own Anima's `state/background_notifications`, whose folders the
@@ -66,5 +68,69 @@ describe("writeNotice", () => {
     const gone = join(alice, "..", "carol");
     await expect(writeNotice(gone, JOB)).rejects.toMatchObject({ type: "NotFound" });
     expect(existsSync(gone)).toBe(false);
+  });
+});
+
+describe("sweepNotices", () => {
+  /**
+   * notice_starvation_by_one_anima: alice's notice folder is a link, and she has more finished jobs than a
+   * sweep's page (200). Before, every page was her failing notices: bob's were never written again, and
+   * each pass logged one warning per job of hers.
+   */
+  it("notice_starvation_by_one_anima: moves past an Anima's undeliverable notices, and says so once", async () => {
+    dir = tempDir("awt-notices-");
+    const animaDir = (anima: string) => join(dir!.dir, "animas", anima);
+    mkdirSync(join(animaDir("alice"), "state"), { recursive: true });
+    mkdirSync(join(dir.dir, "elsewhere"));
+    symlinkSync(join(dir.dir, "elsewhere"), join(animaDir("alice"), "state", "background_notifications"));
+    mkdirSync(animaDir("bob"));
+    const clock = fakeClock();
+    const store = await withBundle(new SqliteJobStore({ path: join(dir.dir, "jobs.db"), now: clock.now }));
+    const finished = async (anima: string) => {
+      const { job } = await store.submit(jobInput(anima));
+      await store.requestCancel(anima, job.id);
+      return job.id;
+    };
+    for (let i = 0; i < 250; i++) await finished("alice");
+    const bobs = await finished("bob");
+    const warnings: Array<{ message: string; anima?: string }> = [];
+    const sink: NoticeSink = {
+      store,
+      animaDirOf: animaDir,
+      enabled: true,
+      warn: (message, job) => warnings.push({ message, ...(job ? { anima: job.anima } : {}) }),
+      failures: new NoticeFailures(),
+    };
+    try {
+      await sweepNotices(sink, 0);
+      expect(existsSync(noticePath(animaDir("bob"), bobs))).toBe(true);
+      expect((await store.get("bob", bobs))?.notifiedAt).toBeDefined();
+      expect(readdirSync(join(dir.dir, "elsewhere"))).toEqual([]);
+      expect(warnings).toEqual([
+        {
+          anima: "alice",
+          message: expect.stringMatching(/^notice for job \w+ not written: .*is a link.*further notices of Anima "alice" failing alike are not logged/),
+        },
+      ]);
+      // Her notices wait for their backoff (none is pending before it), and their next failure logs nothing new.
+      expect(await store.pendingNotices({ minAgeMs: 0, limit: 10 })).toEqual([]);
+      await sweepNotices(sink, 0);
+      clock.advance(NOTICE_RETRY.firstMs);
+      await sweepNotices(sink, 0);
+      expect(warnings).toHaveLength(1);
+      // Her folder put right, her notices are written at their next try; a later failure is news again.
+      rmSync(join(animaDir("alice"), "state", "background_notifications"));
+      clock.advance(2 * NOTICE_RETRY.firstMs);
+      await sweepNotices(sink, 0);
+      expect(readdirSync(noticeDir(animaDir("alice")))).toHaveLength(250);
+      expect(await store.pendingNotices({ minAgeMs: 0, limit: 10 })).toEqual([]);
+      rmSync(noticeDir(animaDir("alice")), { recursive: true });
+      symlinkSync(join(dir.dir, "elsewhere"), noticeDir(animaDir("alice")));
+      await finished("alice");
+      await sweepNotices(sink, 0);
+      expect(warnings).toHaveLength(2);
+    } finally {
+      await store.close();
+    }
   });
 });

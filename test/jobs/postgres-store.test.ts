@@ -16,8 +16,8 @@ afterAll(async () => {
   await database?.drop();
 });
 
-/** Takes a schema back to before the size columns were added (migration 5). */
-const DROP_SIZES = "DROP COLUMN args_bytes, DROP COLUMN result_bytes";
+/** Takes a schema back to before the notice retry columns (migration 7) and the size columns (migration 5) were added. */
+const DROP_SIZES = "DROP COLUMN notice_failures, DROP COLUMN notice_retry_at, DROP COLUMN args_bytes, DROP COLUMN result_bytes";
 
 /** Each location the suite hands out is its own PostgreSQL schema: two stores on one location share it. */
 const schemaOf = (location: string) => `s_${createHash("sha256").update(location).digest("hex").slice(0, 16)}`;

@@ -9,8 +9,10 @@ import { jobInput, tempDir, withBundle } from "./helpers.js";
 import { leaseOf } from "../../src/jobs/store.js";
 import { jobOutputValue } from "../../src/jobs/view.js";
 
-/** Takes a database back to before the size columns were added (migration 4). */
-const DROP_SIZES = "ALTER TABLE jobs DROP COLUMN args_bytes; ALTER TABLE jobs DROP COLUMN result_bytes";
+/** Takes a database back to before the notice retry columns (migration 5) and the size columns (migration 4) were added. */
+const DROP_SIZES =
+  "DROP INDEX jobs_notices_due; ALTER TABLE jobs DROP COLUMN notice_failures; ALTER TABLE jobs DROP COLUMN notice_retry_at; " +
+  "ALTER TABLE jobs DROP COLUMN args_bytes; ALTER TABLE jobs DROP COLUMN result_bytes";
 
 runJobStoreContract("SqliteJobStore", async (location, options) => new SqliteJobStore({ path: join(location, "jobs.db"), ...options }));
 

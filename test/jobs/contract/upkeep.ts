@@ -1,7 +1,7 @@
 import { expect, it } from "vitest";
 import { ToolHostError } from "../../../src/errors.js";
 import { LISTED_TEXT_CHARS } from "../../../src/jobs/limits.js";
-import { leaseOf } from "../../../src/jobs/store.js";
+import { NOTICE_RETRY, leaseOf } from "../../../src/jobs/store.js";
 import { BUNDLE_CODE, BUNDLE_HASH, jobInput, sha256, waitFor } from "../helpers.js";
 import type { ContractSetup } from "./setup.js";
 
@@ -22,6 +22,38 @@ export function upkeepContract(setup: ContractSetup): void {
     const left = await store.pendingNotices({ minAgeMs: 0, limit: 10 });
     expect(left.map((j) => j.id)).toEqual([running!.id]);
     expect((await store.get("alice", queued.id))?.notifiedAt).toBe(clock.now());
+  });
+
+  it("notice_starvation_by_one_anima: postpones notices that could not be written, with a doubling backoff, behind those due", async () => {
+    const { store, clock } = await setup();
+    const ids: string[] = [];
+    for (const anima of ["alice", "alice", "bob"]) {
+      const { job } = await store.submit(jobInput(anima));
+      await store.requestCancel(anima, job.id);
+      ids.push(job.id);
+      clock.advance(1);
+    }
+    const [a1, a2, b] = ids;
+    const pending = async () => (await store.pendingNotices({ minAgeMs: 0, limit: 10 })).map((j) => j.id);
+    expect(await pending()).toEqual([a1, a2, b]);
+    await store.postponeNotices([a1!, a2!]);
+    expect(await pending()).toEqual([b]); // no longer first in line
+    clock.advance(NOTICE_RETRY.firstMs - 1);
+    expect(await pending()).toEqual([b]);
+    clock.advance(1);
+    expect(await pending()).toEqual([b, a1, a2]); // due again, after those never postponed
+    await store.postponeNotices([a1!]); // a second failure: twice as long
+    clock.advance(2 * NOTICE_RETRY.firstMs - 1);
+    expect(await pending()).toEqual([b, a2]);
+    clock.advance(1);
+    expect(await pending()).toEqual([b, a2, a1]);
+    for (let i = 0; i < 40; i++) await store.postponeNotices([a2!]); // never longer than maxMs
+    clock.advance(NOTICE_RETRY.maxMs);
+    expect(await pending()).toContain(a2);
+    await store.markNotified([a1!, a2!, b!]);
+    await store.postponeNotices([a1!]); // a written notice stays written
+    expect(await pending()).toEqual([]);
+    expect((await store.get("alice", a1!))?.notifiedAt).toBeDefined();
   });
 
   it("listed_texts_cut: list and pendingNotices read long texts cut to LISTED_TEXT_CHARS, with their whole sizes; get reads them whole", async () => {
