@@ -1,6 +1,7 @@
 import { setMaxListeners } from "node:events";
 import type { ErrorInfo } from "../errors.js";
 import type { AnswerMeter, BudgetShortfall, CallContext, CallLabel, CapabilityReply, ToolLogLine } from "./wire/messages.js";
+import { MAX_CAPABILITIES_IN_FLIGHT } from "../contract/isolate.js";
 
 /**
  * The host's own account of one call: what its tool asked for and what the host answered. Code in an
@@ -27,10 +28,19 @@ import type { AnswerMeter, BudgetShortfall, CallContext, CallLabel, CapabilityRe
  *    stops, and requests still waiting for budget are answered with an error at once.
  */
 
+/**
+ * Capability calls in flight that a sandbox process's own ledger allows (child/main.ts starts its runner
+ * with them, whatever the host's settings): per call (the prelude keeps the same, `MAX_CAPABILITIES_IN_FLIGHT`)
+ * and per Anima, counted in that process. A request counts there until its answer has arrived, and at the
+ * host until the answer has been handed to the kernel, so the host never sees an honest process with more
+ * outstanding than these: a request past them is a protocol violation (pool/capability-relay.ts).
+ */
+export const SANDBOX_PROCESS_IN_FLIGHT = { perCall: MAX_CAPABILITIES_IN_FLIGHT, perAnima: 256 } as const;
+
 /** Defaults of `CapabilityLimits`, with their units. */
 export const DEFAULT_CAPABILITY_LIMITS: CapabilityLimits = {
-  maxInFlightPerCall: 64,
-  maxInFlightPerAnima: 256,
+  maxInFlightPerCall: SANDBOX_PROCESS_IN_FLIGHT.perCall,
+  maxInFlightPerAnima: SANDBOX_PROCESS_IN_FLIGHT.perAnima,
   maxBytesInFlightPerCall: 32 * 1024 * 1024,
   maxBytesInFlightPerAnima: 32 * 1024 * 1024,
   maxBytesInFlightPerHost: 256 * 1024 * 1024,

@@ -241,14 +241,16 @@ const MAY_IMPORT: Record<string, string[]> = {
  * (isolated-vm and the isolates) and the wire; the host runs `pool/` (its handles of sandbox
  * processes), `os/` (bubblewrap, seccomp, priorities, /proc readings), `scheduling/` (placement, the
  * per-Anima queues) and `executor.ts`. The child's code never imports the host's rooms: a sandbox
- * process holds nothing of the pool's or the scheduler's state.
+ * process holds nothing of the pool's or the scheduler's state. `call-ledger.ts` runs on both sides
+ * (the isolate runner keeps a call's limits in the sandbox process too): the child's entry starts its
+ * runner with the in-flight limits the host holds every process to (`SANDBOX_PROCESS_IN_FLIGHT`).
  */
 const ISOLATION_ROOMS: Record<string, string[]> = {
   "executor.ts": ["pool", "scheduling", "os", "isolate", "wire", "call-ledger.ts"],
   pool: ["os", "scheduling", "isolate", "wire", "call-ledger.ts"],
   scheduling: ["wire"],
   os: [],
-  child: ["isolate", "wire"],
+  child: ["isolate", "wire", "call-ledger.ts"],
   isolate: ["wire", "call-ledger.ts"],
   "call-ledger.ts": ["wire"],
   wire: [],

@@ -12,6 +12,7 @@ import { Socket } from "node:net";
 import { BULK_FD, BulkReceiver } from "../wire/bulk-channel.js";
 import { ReplyAssembler } from "../wire/reply-chunks.js";
 import { ByteLru } from "../../byte-lru.js";
+import { SANDBOX_PROCESS_IN_FLIGHT } from "../call-ledger.js";
 import { decodeToSandbox } from "../wire/decode.js";
 import { FramedSocket } from "../wire/framed-socket.js";
 import { CHANNEL_FD, MAX_FRAME_FROM_HOST_BYTES } from "../wire/frames.js";
@@ -123,6 +124,8 @@ function endIfRetiredAndIdle(): void {
 
 const runner = new IsolateRunner({
   warmPoolBytes,
+  // What the host holds this process to (pool/capability-relay.ts): past these, a request of its is a violation.
+  capabilityLimits: { maxInFlightPerCall: SANDBOX_PROCESS_IN_FLIGHT.perCall, maxInFlightPerAnima: SANDBOX_PROCESS_IN_FLIGHT.perAnima },
   maxIdleIsolates,
   startupSnapshot,
   pythonInterpreters,

@@ -1,6 +1,6 @@
 import { UndecodedText, bulkPipeOf } from "../wire/bulk-channel.js";
 import { sendReply } from "../wire/reply-chunks.js";
-import type { CallLedger } from "../call-ledger.js";
+import { type CallLedger, SANDBOX_PROCESS_IN_FLIGHT } from "../call-ledger.js";
 import type { ChildLink } from "./child-link.js";
 import type { CapabilityInvoker, CapabilityReply, FromSandbox, SandboxRequest } from "../wire/messages.js";
 
@@ -22,6 +22,43 @@ export interface RelayedRequest {
 export const ANSWER_UNTAKEN_AFTER_CALL_MS = 2_000;
 
 /**
+ * Capability requests of one sandbox process the host has received and not yet answered (its answer not
+ * yet handed to the kernel), per call and per Anima. The process's own ledger keeps the same requests
+ * in flight until their answers arrive there, which is later: an honest process never has more
+ * outstanding here than `SANDBOX_PROCESS_IN_FLIGHT`, however its calls and their answers interleave.
+ * (The answer's last write and this count's release happen in one turn of the host's event loop, before
+ * it reads anything the process sent after taking that answer.)
+ */
+class Outstanding {
+  private readonly perCall = new Map<number, number>();
+  private readonly perAnima = new Map<string, number>();
+
+  /** Counts a request of call `id` of `anima`; the breach, when it is one past the limits, is not counted. */
+  admit(id: number, anima: string): string | undefined {
+    const call = this.perCall.get(id) ?? 0;
+    const own = this.perAnima.get(anima) ?? 0;
+    if (call >= SANDBOX_PROCESS_IN_FLIGHT.perCall)
+      return `asked for a capability with ${call} of its call's already in flight (a sandbox process keeps at most ${SANDBOX_PROCESS_IN_FLIGHT.perCall})`;
+    if (own >= SANDBOX_PROCESS_IN_FLIGHT.perAnima)
+      return `asked for a capability with ${own} of its Anima's already in flight (a sandbox process keeps at most ${SANDBOX_PROCESS_IN_FLIGHT.perAnima})`;
+    this.perCall.set(id, call + 1);
+    this.perAnima.set(anima, own + 1);
+    return undefined;
+  }
+
+  release(id: number, anima: string): void {
+    const call = (this.perCall.get(id) ?? 1) - 1;
+    const own = (this.perAnima.get(anima) ?? 1) - 1;
+    if (call > 0) this.perCall.set(id, call);
+    else this.perCall.delete(id);
+    if (own > 0) this.perAnima.set(anima, own);
+    else this.perAnima.delete(anima);
+  }
+}
+
+const outstandingOf = new WeakMap<ChildLink, Outstanding>();
+
+/**
  * Relays one capability request of a call in a sandbox process: the host runs it inside the call's
  * ledger (its limits), and answers on that very child's channel. The answer is handed over inside the
  * ledger's reservation: a large one is sliced (reply-chunks.ts) or sent as bytes on the bulk pipe, and
@@ -30,14 +67,17 @@ export const ANSWER_UNTAKEN_AFTER_CALL_MS = 2_000;
  * are added to the request's `relayedBytes` (what the pool weighs when it demotes a busy process).
  *
  * `pending` is the request as the host recorded it (undefined for one that has ended: the answer says so);
- * the caller has checked that it is a call, sent to `child`.
+ * the caller has checked that it is a call, sent to `child`. Returns the protocol violation when the
+ * request is one past what the process's own ledger lets it have in flight (`Outstanding`): nothing is
+ * run or answered then, and the caller retires the process (one report, rather than a refusal, and its
+ * audit record, for each request of a flood).
  */
 export function relayCapability(
   child: ChildLink,
   pending: RelayedRequest | undefined,
   message: Extract<FromSandbox, { type: "capability" }>,
   invoke: CapabilityInvoker,
-): void {
+): string | undefined {
   const { capabilityId, name, argsJson } = message;
   let answered = false;
   const answer = (reply: CapabilityReply, callSignal?: AbortSignal): Promise<void> => {
@@ -49,9 +89,14 @@ export function relayCapability(
   const ledger = pending?.ledger;
   if (!pending || !ledger || pending.request.op !== "call") {
     void answer({ ok: false, error: { type: "ExecutionError", fault: "tool", message: `${name}: the call has ended` } });
-    return;
+    return undefined;
   }
   const context = pending.request.context;
+  let outstanding = outstandingOf.get(child);
+  if (!outstanding) outstandingOf.set(child, (outstanding = new Outstanding()));
+  const breach = outstanding.admit(message.id, context.anima);
+  if (breach) return breach;
+  const counted = outstanding;
   void ledger
     .run(name, argsJson, async (signal, meter) => {
       const reply = await invoke(context, name, argsJson, signal, meter).catch((): CapabilityReply => ({
@@ -61,7 +106,9 @@ export function relayCapability(
       await answer(reply, signal);
       return reply;
     })
-    .then((reply) => (answered ? undefined : answer(reply)));
+    .then((reply) => (answered ? undefined : answer(reply)))
+    .finally(() => counted.release(message.id, context.anima));
+  return undefined;
 }
 
 /**

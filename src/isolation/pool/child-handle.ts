@@ -232,7 +232,8 @@ export class SandboxProcess {
         if (argsJson === undefined && pending) return this.violation(child, "sent parted arguments without their parts");
         message = { ...message, argsJson: argsJson ?? "" };
       }
-      relayCapability(child, pending, message, this.pool.invokeCapability);
+      const breach = relayCapability(child, pending, message, this.pool.invokeCapability);
+      if (breach) return this.violation(child, breach);
     } else if (message.type === "log") {
       const ledger = this.inFlightOf(child, message.id)?.ledger;
       for (const line of ledger?.log(message.level, message.message) ?? []) {

@@ -1,0 +1,127 @@
+import { waitingRequest } from "../helpers/waiting-requests.js";
+import { afterEach, describe, expect, it } from "vitest";
+import { join } from "node:path";
+import type { CallContext, CallOutcome, CallRequest, CapabilityReply } from "../../src/isolation/wire/messages.js";
+import { SandboxPool, type SandboxPoolOptions } from "../../src/isolation/pool/sandbox-pool.js";
+import { waitFor } from "../helpers/data-dir.js";
+import { PROJECT_ROOT } from "./harness.js";
+
+/**
+ * What every sandbox process may do, done by a compromised one (test/fixtures/compromised/lifecycle-process.mjs,
+ * under the host's real launch) to cost the host more than its own share: capability requests past the
+ * limits its own ledger keeps, or as fast as the host answers. Each test asserts what the host does
+ * with the process, that the Animas of other cordons (alice, bob) keep being served and get nothing of
+ * eve's, and that alice's call in flight in her own process is never touched. No test relies on a
+ * figure of time: bounds are checked against the time that passed, whatever it was.
+ */
+
+const LIFECYCLE_PROCESS = join(PROJECT_ROOT, "test", "fixtures", "compromised", "lifecycle-process.mjs");
+
+interface Internals {
+  pools: Map<string, { processes: Array<{ pending: Map<number, { child: { pid: number } | undefined; request: CallRequest }> }> }>;
+}
+
+interface Started {
+  p: SandboxPool;
+  /** Each capability the host ran, with when it ran it (`performance.now()`). */
+  served: Array<{ context: CallContext; name: string; atMs: number }>;
+  refusals: string[];
+  violations: string[];
+  aliceCall?: Promise<CallOutcome>;
+  alicePid?: number;
+}
+
+describe("a compromised sandbox process, costing the host more than its share", () => {
+  let pool: SandboxPool | undefined;
+  afterEach(async () => {
+    await pool?.close();
+    pool = undefined;
+  });
+
+  /**
+   * A pool running the fixture, with alice's call in flight in her own process (unless `aliceWaiting` is
+   * false). `hold`: eve's capabilities stay in flight until her call ends.
+   */
+  async function start(options: Partial<SandboxPoolOptions> & { hold?: boolean; aliceWaiting?: boolean } = {}): Promise<Started> {
+    const { hold, aliceWaiting = true, ...rest } = options;
+    const served: Started["served"] = [];
+    const refusals: string[] = [];
+    const violations: string[] = [];
+    pool = new SandboxPool({
+      entryScript: LIFECYCLE_PROCESS,
+      onStderr: () => {},
+      invokeCapability: async (context, name, _args, signal): Promise<CapabilityReply> => {
+        served.push({ context, name, atMs: performance.now() });
+        if (hold && context.anima === "eve") await new Promise((resolve) => signal?.addEventListener("abort", resolve, { once: true }));
+        return { ok: true, value: { kind: "file", size: 0 } };
+      },
+      onRefusal: (_context, name, error) => refusals.push(`${name}: ${error.message}`),
+      onViolation: (message) => violations.push(message),
+      ...rest,
+    });
+    const p = pool;
+    if (!aliceWaiting) return { p, served, refusals, violations };
+    const aliceCall = p.call(waitingRequest("alice", "waiting_forever"));
+    const alicePid = await sent(p, "alice", 1);
+    return { p, served, refusals, violations, aliceCall, alicePid };
+  }
+
+  /**
+   * The process `anima`'s calls were sent to, once `count` of them were (only then could a process name
+   * them); all of them went to that one (an Anima's calls go to one process at a time).
+   */
+  async function sent(p: SandboxPool, anima: string, count: number): Promise<number> {
+    const internals = p as unknown as Internals;
+    let pids: number[] = [];
+    await waitFor(() => {
+      pids = [];
+      for (const process of [...internals.pools.values()].flatMap((cordon) => cordon.processes))
+        for (const pending of process.pending.values())
+          if (pending.request.context.anima === anima && pending.child !== undefined) pids.push(pending.child.pid);
+      return pids.length >= count;
+    }, 10_000);
+    expect(new Set(pids).size).toBe(1);
+    return pids[0] as number;
+  }
+
+  /** Other cordons are served, alice's process and her call in flight untouched, and nothing of eve's reached them. */
+  async function othersUntouched(s: Started): Promise<void> {
+    let aliceEnded = false;
+    void s.aliceCall?.then(() => (aliceEnded = true));
+    expect(await s.p.call(waitingRequest("alice", "waiting_quick"))).toMatchObject({ ok: true, value: { text: "done" } });
+    expect(await s.p.call(waitingRequest("bob", "waiting_quick"))).toMatchObject({ ok: true, value: { text: "done" } });
+    expect(s.p.pids()).toContain(s.alicePid);
+    expect(aliceEnded).toBe(false);
+    expect(s.served.filter((entry) => entry.context.anima !== "eve").map((entry) => entry.name)).toEqual([]);
+  }
+
+  it("capability_flood_past_inflight: requests past the 64 a call may have in flight retire the process, in one violation, with no refusal audited", async () => {
+    const s = await start();
+    const eveCall = s.p.call(waitingRequest("eve", "waiting_forever", { attack: "capability_flood_past_inflight", count: 5_000 }));
+    const evePid = await sent(s.p, "eve", 1);
+    await waitFor(() => s.violations.length > 0 && !s.p.pids().includes(evePid), 10_000);
+    expect(s.violations[0]).toMatch(
+      new RegExp(`sandbox process ${evePid} asked for a capability with 64 of its call's already in flight .*stopped and replaced`),
+    );
+    expect(s.violations).toHaveLength(1);
+    // The flood was cut at the first request past the limit: none of it was refused one by one (each
+    // refusal is an audit record), and at most the 64 allowed ran.
+    expect(s.refusals).toEqual([]);
+    expect(s.served.length).toBeLessThanOrEqual(64);
+    expect(await eveCall).toMatchObject({ ok: false, error: { type: "SandboxCrashed" } });
+    await othersUntouched(s);
+  });
+
+  it("capability_flood_past_inflight (per Anima): 60 requests of each of five calls, past the 256 an Anima may have in flight in a process", async () => {
+    const s = await start({ hold: true });
+    const args = { attack: "capability_flood_past_anima_inflight", perCall: 60, calls: 5 };
+    const eveCalls = Array.from({ length: 5 }, () => s.p.call(waitingRequest("eve", "waiting_forever", args)));
+    const evePid = await sent(s.p, "eve", 5);
+    await waitFor(() => s.violations.length > 0 && !s.p.pids().includes(evePid), 10_000);
+    expect(s.violations[0]).toMatch(new RegExp(`sandbox process ${evePid} asked for a capability with 256 of its Anima's already in flight`));
+    expect(s.violations).toHaveLength(1);
+    expect(s.refusals).toEqual([]);
+    for (const outcome of await Promise.all(eveCalls)) expect(outcome).toMatchObject({ ok: false, error: { type: "SandboxCrashed" } });
+    await othersUntouched(s);
+  });
+});
