@@ -3,6 +3,7 @@ import { afterEach, describe, expect, it } from "vitest";
 import { join } from "node:path";
 import type { CallContext, CallOutcome, CallRequest, CapabilityReply } from "../../src/isolation/wire/messages.js";
 import { SandboxPool, type SandboxPoolOptions } from "../../src/isolation/pool/sandbox-pool.js";
+import { CAPABILITY_MESSAGES_BURST, CAPABILITY_MESSAGES_PER_SECOND } from "../../src/isolation/pool/child-link.js";
 import { waitFor } from "../helpers/data-dir.js";
 import { PROJECT_ROOT } from "./harness.js";
 
@@ -124,4 +125,29 @@ describe("a compromised sandbox process, costing the host more than its share", 
     for (const outcome of await Promise.all(eveCalls)) expect(outcome).toMatchObject({ ok: false, error: { type: "SandboxCrashed" } });
     await othersUntouched(s);
   });
+
+  it("capability_flood_within_inflight: requests as fast as the host answers are taken at the process's message budget; it is slowed, not retired", async () => {
+    // No other Anima has calls while eve floods: nothing else (a demotion of her busy process) slows her.
+    const s = await start({ aliceWaiting: false });
+    const eveCall = s.p.call(waitingRequest("eve", "waiting_forever", { attack: "capability_flood_within_inflight", keep: 60, delayMs: 0 }));
+    let eveEnded = false;
+    void eveCall.then(() => (eveEnded = true));
+    const enough = 10 * CAPABILITY_MESSAGES_BURST;
+    await waitFor(() => s.served.length >= enough, 30_000, 2);
+    // The bucket's own bound over the time since the host took the first request (however long), plus the
+    // debt of one delivery of the channel, which the host takes whole (after a pause, its buffer and a
+    // read: 128 KiB at most; a request's frame is ≥ 80 bytes).
+    const seconds = (performance.now() - (s.served[0] as { atMs: number }).atMs) / 1_000;
+    const oneDelivery = Math.ceil((128 * 1024) / 80);
+    expect(s.served.length).toBeLessThanOrEqual(CAPABILITY_MESSAGES_BURST + CAPABILITY_MESSAGES_PER_SECOND * seconds + oneDelivery);
+    // What an honest tool in a tight loop could do as well: slowed down, never a violation.
+    expect(s.violations).toEqual([]);
+    expect(s.refusals).toEqual([]);
+    expect(eveEnded).toBe(false);
+    // Alice and bob are served meanwhile (eve keeps flooding), and get nothing of eve's.
+    expect(await s.p.call(waitingRequest("alice", "waiting_quick"))).toMatchObject({ ok: true, value: { text: "done" } });
+    expect(await s.p.call(waitingRequest("bob", "waiting_quick"))).toMatchObject({ ok: true, value: { text: "done" } });
+    expect(s.served.filter((entry) => entry.context.anima !== "eve").map((entry) => entry.name)).toEqual([]);
+    expect(s.violations).toEqual([]);
+  }, 45_000);
 });

@@ -9,6 +9,8 @@ import { forwardStderr } from "./child-stderr.js";
 import { bulkPipeOf } from "../wire/bulk-channel.js";
 import { type ResourceLimits, type ResourceWatchdog, pythonInterpretersMb } from "../os/resource-watchdog.js";
 import { killProcessTree } from "../os/process-lifetime.js";
+import { monotonicMs } from "../../clock.js";
+import { MessageBudget } from "./message-budget.js";
 
 /** The host's watch on what a process holds outside its isolates (os/resource-watchdog.ts). */
 export interface ProcessGuard {
@@ -29,6 +31,11 @@ export interface ProcessGuard {
  *  - A process may send `THROTTLE_MESSAGES_PER_WINDOW` messages per `THROTTLE_WINDOW_MS`; past that its
  *    channel is not read until the window ends (its writes block: it is throttled), and a process
  *    throttled `FLOOD_WINDOWS` windows in a row is reported as flooding (`onBroken`).
+ *  - Capability requests, which cost the host far more than other messages (a file operation, an audit
+ *    record), are taken at `CAPABILITY_MESSAGES_PER_SECOND` on average (a burst of
+ *    `CAPABILITY_MESSAGES_BURST` at once): past that the channel is not read until the budget allows the
+ *    next (message-budget.ts). An honest tool in a tight loop reaches this too, so it only slows the
+ *    process down, never retires it; what a flood costs the host per second is bounded either way.
  *  - The host leaves at most `MAX_UNREAD_BYTES` unread on the channel: a process that stops reading
  *    is reported rather than buffered for.
  *  - With a guard, the host's /proc watchdog reports a process over its memory, task or open-file
@@ -40,6 +47,16 @@ export const THROTTLE_MESSAGES_PER_WINDOW = 50_000;
 export const THROTTLE_WINDOW_MS = 1_000;
 /** Windows in a row in which a process was throttled before it counts as flooding the host. */
 export const FLOOD_WINDOWS = 5;
+/**
+ * Capability requests per second the host takes from one process, on average. An honest tool keeping 64
+ * requests in flight reached ≈ 6,000 fs.stat a second here and ≈ 27,000 of the cheapest (job.progress);
+ * a compromised process sent 45,000 refused ones a second, each an audit record, and held every other
+ * Anima's calls for hundreds of ms. Each request is a capability run (or refused) and an audit record on
+ * the host's event loop: this bounds one process's share of it. Real tools make a few dozen per call.
+ */
+export const CAPABILITY_MESSAGES_PER_SECOND = 2_000;
+/** Capability requests taken at once after a quiet spell (a call that lists a folder and stats each entry). */
+export const CAPABILITY_MESSAGES_BURST = 2_000;
 /** Bytes the host's writes may wait unread by the process, bytes. */
 export const MAX_UNREAD_BYTES = 64 * 1024 * 1024;
 
@@ -61,6 +78,9 @@ export class ChildLink {
   private messagesInWindow = 0;
   private throttledWindows = 0;
   private resumeTimer: NodeJS.Timeout | undefined;
+  /** When reading the channel resumes (monotonic ms; 0: it is read). */
+  private resumeAtMs = 0;
+  private readonly capabilityBudget = new MessageBudget(CAPABILITY_MESSAGES_PER_SECOND, CAPABILITY_MESSAGES_BURST, monotonicMs());
 
   private handlers: ChildLinkHandlers;
   private readonly pythonInterpreters: SandboxChildSpec["pythonInterpreters"];
@@ -102,6 +122,10 @@ export class ChildLink {
       maxUnreadBytes: MAX_UNREAD_BYTES,
       onMessage: (raw) => {
         this.count(socket);
+        if (isCapabilityRequest(raw)) {
+          const waitMs = this.capabilityBudget.take(monotonicMs());
+          if (waitMs > 0) this.holdReading(socket, waitMs);
+        }
         this.handlers.onMessage(this, raw);
       },
       onBroken: (reason) => this.reportBroken(reason),
@@ -176,7 +200,24 @@ export class ChildLink {
       this.reportBroken(`sent more than ${THROTTLE_MESSAGES_PER_WINDOW} messages a second for ${FLOOD_WINDOWS} seconds (flooding the host)`);
       return;
     }
-    socket.pause();
-    this.resumeTimer = setTimeout(() => socket.resume(), this.windowStart + THROTTLE_WINDOW_MS - now).unref();
+    this.holdReading(socket, this.windowStart + THROTTLE_WINDOW_MS - now);
   }
+
+  /** Stops reading the channel for `ms` (or longer, when it is held longer already). */
+  private holdReading(socket: Socket, ms: number): void {
+    const resumeAtMs = monotonicMs() + ms;
+    if (resumeAtMs <= this.resumeAtMs) return;
+    this.resumeAtMs = resumeAtMs;
+    socket.pause();
+    clearTimeout(this.resumeTimer);
+    this.resumeTimer = setTimeout(() => {
+      this.resumeAtMs = 0;
+      socket.resume();
+    }, ms).unref();
+  }
+}
+
+/** A message that says it is a capability request (decoded and checked later, by its owner). */
+function isCapabilityRequest(raw: unknown): boolean {
+  return typeof raw === "object" && raw !== null && (raw as { type?: unknown }).type === "capability";
 }
