@@ -47,8 +47,9 @@ export interface HostOptions {
   /** Normal sandbox processes per cordon. Default: 2 when all Animas share one cordon, else 1. */
   sandboxProcesses?: number;
   /**
-   * Sandbox processes alive at most, spares included (an idle one holds ≈ 50 MB): beyond it, the cordon
-   * least recently used without a call in flight has its processes ended. Default: 64.
+   * Sandbox processes alive at most, spares, retiring and demoted ones included (an idle one holds ≈ 50
+   * MB): beyond it, the cordon least recently used without a call in flight has its processes ended, and
+   * a slot replacing a process still alive waits for it. Default: 64.
    */
   maxSandboxProcesses?: number;
   /** Blank sandbox processes kept started for the first call of a new cordon. Default: 1 (0 with `cordons: "all"`). */

@@ -4,6 +4,7 @@ import { join } from "node:path";
 import type { CallContext, CallOutcome, CallRequest, CapabilityReply } from "../../src/isolation/wire/messages.js";
 import { SandboxPool, type SandboxPoolOptions } from "../../src/isolation/pool/sandbox-pool.js";
 import { CAPABILITY_MESSAGES_BURST, CAPABILITY_MESSAGES_PER_SECOND } from "../../src/isolation/pool/child-link.js";
+import type { LiveChildren } from "../../src/isolation/pool/live-children.js";
 import { waitFor } from "../helpers/data-dir.js";
 import { PROJECT_ROOT } from "./harness.js";
 
@@ -150,4 +151,29 @@ describe("a compromised sandbox process, costing the host more than its share", 
     expect(s.served.filter((entry) => entry.context.anima !== "eve").map((entry) => entry.name)).toEqual([]);
     expect(s.violations).toEqual([]);
   }, 45_000);
+
+  it("retiring_loop_past_process_cap: a process that says it is retiring on every call never has the pool hold more processes than its cap", async () => {
+    const s = await start({ maxProcesses: 2 });
+    // Every process the pool starts is added to its live set: the most alive at once is its size right after an add.
+    const live = (s.p as unknown as { live: LiveChildren }).live;
+    const add = live.add.bind(live);
+    let peak = live.size;
+    live.add = (link) => {
+      add(link);
+      peak = Math.max(peak, live.size);
+    };
+    const evePids = new Set<number>();
+    for (let i = 0; i < 6; i++) {
+      const outcome = s.p.call(waitingRequest("eve", "waiting_quick", { attack: "retiring_loop", delayMs: 0 }));
+      evePids.add(await sent(s.p, "eve", 1));
+      // Each call is answered: eve's cordon waits for its own processes to end, it is not refused.
+      expect(await outcome).toMatchObject({ ok: true, value: { text: "done" } });
+    }
+    expect(evePids.size).toBeGreaterThan(1); // each process retired, and eve's next call went to its replacement
+    expect(peak).toBeLessThanOrEqual(2);
+    // Nothing of eve's outlives its slot for long: her retired processes were ended once they had nothing in flight.
+    await waitFor(() => [...evePids].slice(0, -1).every((pid) => !live.pids().includes(pid)), 10_000);
+    await othersUntouched(s);
+    expect(peak).toBeLessThanOrEqual(2);
+  }, 120_000);
 });

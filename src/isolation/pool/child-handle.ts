@@ -14,12 +14,7 @@ import { WarmPoolStatsRequests } from "./warm-pool-stats.js";
 import { isPythonBundle } from "../wire/tool-bundle.js";
 import { heldPartsShortage } from "../wire/parts.js";
 import { boundedResult } from "../wire/result-bounds.js";
-
-const CRASH_WINDOW_MS = 10_000;
-const MAX_CRASHES_IN_WINDOW = 5;
-const RESTART_BACKOFF_MS = 1_000;
-/** A retiring child that has not ended itself by then is killed, ms. */
-const RETIRE_KILL_AFTER_MS = 5_000;
+import { SlotRestarts } from "./slot-restarts.js";
 
 /**
  * One supervised sandbox process slot of a cordon, as its pool (cordon-pool.ts) drives it: start (or
@@ -34,8 +29,8 @@ export class SandboxProcess {
   readyAt: number | undefined;
   private readonly stats = new WarmPoolStatsRequests();
   private backlog: ToSandbox[] = [];
-  private crashes: number[] = [];
-  private restartTimer: NodeJS.Timeout | undefined;
+  /** When this slot's next process starts after it lost one, and what becomes of those it left. */
+  private readonly restarts: SlotRestarts;
   /** Earlier children of this slot demoted in place, finishing their calls (see `demoteRunning`). */
   private readonly demoted: DemotedChildren;
   private replacingDemoted = false;
@@ -47,6 +42,16 @@ export class SandboxProcess {
     readonly nice = 0,
   ) {
     this.demoted = new DemotedChildren(pool.rescheduler);
+    this.restarts = new SlotRestarts(
+      {
+        get closing() {
+          return pool.closing;
+        },
+        atProcessCap: () => pool.atProcessCap(),
+        onBackoff: (message) => this.report(`sandbox processes of slot ${index} ${message}`),
+      },
+      () => this.start(),
+    );
     this.start();
   }
 
@@ -82,14 +87,16 @@ export class SandboxProcess {
   /**
    * Demotes the running child in place: it finishes its calls in flight at low priority and then ends
    * (demoted-children.ts), and a fresh child at this slot's priority takes the calls that come next.
-   * False when there is no running child to demote, or this slot is the low-priority one already.
+   * False when there is no running child to demote, this slot is the low-priority one already, or a
+   * process it left earlier is still alive (see SlotRestarts).
    */
   demoteRunning(): boolean {
     const child = this.child;
-    if (!child || !this.ready || this.nice > 0) return false;
+    if (!child || !this.ready || this.nice > 0 || !this.restarts.mayDemote) return false;
     this.child = undefined;
     this.ready = false;
     this.demoted.add(child, this.hasCallsOn(child));
+    this.restarts.left(child, true);
     this.replacingDemoted = true;
     if (!this.pool.closing) this.start();
     return true;
@@ -151,9 +158,9 @@ export class SandboxProcess {
       onMessage: (link: ChildLink, raw: unknown) => this.onMessage(link, raw),
       onBroken: (link: ChildLink, reason: string) => this.violation(link, reason),
     };
-    // A blank spare has said it is ready and run nothing: it becomes this slot's, for good.
+    // A blank spare has run nothing: it becomes this slot's, for good (one still starting says ready to the slot).
     const spare = this.pool.takeSpare(this.nice);
-    const child = spare ?? new ChildLink(spawnSpec(this.pool, this.nice), handlers, (message) => this.pool.onStderr(message), this.pool.guard);
+    const child = spare?.link ?? new ChildLink(spawnSpec(this.pool, this.nice), handlers, (message) => this.pool.onStderr(message), this.pool.guard);
     // Before its first request: whatever it holds of large strings counts against its cordon's budget,
     // shared by every process of the cordon (normal, low-priority, demoted and retiring ones alike).
     child.parts.chargeTo(this.pool.heldParts.cordon, this.pool.heldParts.host);
@@ -161,8 +168,8 @@ export class SandboxProcess {
     this.pool.live.add(child);
     child.process.on("exit", (code, signal) => this.onExit(child, code, signal));
     if (spare) {
-      spare.rebind(handlers);
-      this.becameReady();
+      spare.link.rebind(handlers);
+      if (spare.ready) this.becameReady();
     }
   }
 
@@ -283,7 +290,10 @@ export class SandboxProcess {
     this.pending.delete(id);
     pending.child?.parts.drop(id);
     clearTimeout(pending.timer);
-    if (pending.child && this.demoted.has(pending.child) && !this.hasCallsOn(pending.child)) this.demoted.drained(pending.child);
+    if (pending.child && pending.child !== this.child && !this.hasCallsOn(pending.child)) {
+      this.demoted.drained(pending.child);
+      this.restarts.drained(pending.child);
+    }
     if (pending.request.op === "call") this.pool.ended(pending.request.context.anima, id);
     const ledger = pending.ledger;
     if (ledger) {
@@ -295,39 +305,39 @@ export class SandboxProcess {
 
   /** A protocol violation: reported, and the process is killed at once (it may be compromised). */
   private violation(child: ChildLink, what: string): void {
-    try {
-      this.pool.onViolation(`sandbox process ${child.pid ?? "?"} ${what}; it was stopped and replaced (cordon ${this.pool.cordon})`, this.pool.cordon);
-    } catch {
-      // reporting must not stop the kill
-    }
-    this.retire(child);
+    this.report(`sandbox process ${child.pid ?? "?"} ${what}; it was stopped and replaced`);
+    this.retire(child, "stopped for a violation");
     child.kill();
   }
 
-  /** Stops sending to `child` and starts its replacement; `child` ends itself once it has answered. */
-  private retire(child: ChildLink): void {
+  /** Tells the pool's security trail `what` of this slot's cordon. */
+  private report(what: string): void {
+    try {
+      this.pool.onViolation(`${what} (cordon ${this.pool.cordon})`, this.pool.cordon);
+    } catch {
+      // reporting must not stop what follows
+    }
+  }
+
+  /**
+   * Stops sending to `child`, which leaves the slot (killed once it has no request in flight), and starts
+   * its replacement as SlotRestarts allows; `how` it went, for the report of a slot that keeps losing its processes.
+   */
+  private retire(child: ChildLink, how = "retired"): void {
     if (child !== this.child) return;
     this.child = undefined;
     this.ready = false;
-    const killTimer = setTimeout(() => child.kill(), RETIRE_KILL_AFTER_MS);
-    child.process.once("exit", () => clearTimeout(killTimer));
-    if (!this.pool.closing) this.start();
+    this.restarts.retired(child, this.hasCallsOn(child));
+    this.restarts.lost(how);
   }
 
   private onExit(child: ChildLink, code: number | null, signal: NodeJS.Signals | null): void {
     this.failAll(crashedError(child.stoppedFromOutside, signal ? `signal ${signal}` : `exit code ${code}`), child);
-    if (child !== this.child) return; // a retired child: its replacement is already running
+    if (child !== this.child) return; // a child that left the slot: its replacement is due already
     this.child = undefined;
     this.ready = false;
     // Requests queued for the restart are kept: they were never sent to the dead process.
-    if (this.pool.closing) return;
-    const now = Date.now();
-    this.crashes = [...this.crashes.filter((t) => now - t < CRASH_WINDOW_MS), now];
-    const delay = this.crashes.length > MAX_CRASHES_IN_WINDOW ? RESTART_BACKOFF_MS : 0;
-    this.restartTimer = setTimeout(() => {
-      this.restartTimer = undefined;
-      if (!this.pool.closing) this.start();
-    }, delay);
+    this.restarts.lost(`ended (${signal ? `signal ${signal}` : `exit code ${code}`})`);
   }
 
   /** Fails the pending requests sent to `child` (all, when no child is named). */
@@ -380,7 +390,7 @@ export class SandboxProcess {
   }
 
   async stop(): Promise<void> {
-    if (this.restartTimer) clearTimeout(this.restartTimer);
+    this.restarts.stop();
     const demoted = this.demoted.stop();
     const child = this.child;
     if (!child) return demoted;

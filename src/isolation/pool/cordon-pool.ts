@@ -50,9 +50,10 @@ import { HeldChars } from "../wire/parts.js";
  *    deadline (its `timeoutMs`), or after its signal aborted if that comes first. A process that misses
  *    it is killed; its calls fail with `SandboxCrashed` (the late call itself with `Timeout`, or as
  *    stopped by its caller), and a fresh process takes its place.
- *  - A process that lost an isolate's thread says it is `retiring`: it gets no new requests, a
- *    replacement starts at once, and the old one ends itself after answering what it has (its calls are
- *    tracked per child, so its exit fails only its own stragglers).
+ *  - A process that lost an isolate's thread says it is `retiring`: it gets no new requests, and is
+ *    killed once it has answered what it has (its calls are tracked per child, so its exit fails only
+ *    its own stragglers). Its replacement starts as slot-restarts.ts allows: a retirement counts toward
+ *    the restart backoff like a crash, since any process may say it.
  *  - The operator's log sink is called inside try/catch: a throwing sink never becomes an uncaught error.
  *  - A sandbox process holds no authority. Its messages are decoded against the protocol's union and
  *    name only the id of a request the host sent to that very process and that is still in flight; the
@@ -155,8 +156,17 @@ export class CordonPool implements ProcessOwner {
   }
 
   /** A blank process ready to serve this cordon (`SandboxProcess` adopts it), if the pool has one. */
-  takeSpare(nice: number): ChildLink | undefined {
+  takeSpare(nice: number): { link: ChildLink; ready: boolean } | undefined {
     return this.shared.takeSpare(nice);
+  }
+
+  atProcessCap(): boolean {
+    return this.shared.atProcessCap();
+  }
+
+  /** Slots of this cordon with no process of their own now (one is due to start: see SlotRestarts). */
+  get slotsWaiting(): number {
+    return this.all().filter((p) => p.child === undefined).length;
   }
 
   /** Requests in flight on this cordon's processes. */

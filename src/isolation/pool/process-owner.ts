@@ -56,8 +56,13 @@ export interface ProcessOwner {
   ended(anima: string, id: number): void;
   /** Call `id` of `anima`, which waited for this process to start, has been sent to it now. */
   sentAfterStart(anima: string, id: number): void;
-  /** A blank process, started and ready, that this one may adopt instead of starting its own (nice 0 only). */
-  takeSpare(nice: number): ChildLink | undefined;
+  /** A blank process (`ready`, or still starting) that this one may adopt instead of starting its own (nice 0 only). */
+  takeSpare(nice: number): { link: ChildLink; ready: boolean } | undefined;
+  /**
+   * True when the pool has as many processes alive (whoever holds them: retiring and demoted ones too) or
+   * due to start as its cap allows (sandbox-pool.ts): a slot's replacement then waits for what it left.
+   */
+  atProcessCap(): boolean;
 }
 
 export interface Pending {

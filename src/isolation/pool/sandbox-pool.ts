@@ -27,9 +27,12 @@ export type { WarmPoolReport };
  *  - A personal tool is described in its Anima's cordon, which runs it anyway; a tool without an owner
  *    (core, shared, a job's pinned version) in a process that serves nothing else and is ended after
  *    that one description, so that no description can be forged by another tool's code.
- *  - At most `maxProcesses` processes live (spares included): a cordon needing its first process when
- *    the pool is full evicts the cordon least recently used that has no request in flight. Only when
- *    every cordon has requests in flight does the pool go over (the per-Anima queues bound that).
+ *  - At most `maxProcesses` processes live, counted as the host started them and has not seen them end
+ *    (live-children.ts: spares, retiring, demoted and killed ones included), plus the slots due to
+ *    start one: a cordon needing its first process when the pool is full evicts the cordon least
+ *    recently used that has no request in flight, and a slot replacing a process that is still alive
+ *    waits for it to end (slot-restarts.ts). Only when every cordon has requests in flight does the
+ *    pool go over (the per-Anima queues bound that), by no more than a process each of its slots left.
  *  - Request ids and process numbers are unique across cordons: a process that names another cordon's
  *    request is a violation (child-handle.ts), never served.
  */
@@ -38,7 +41,7 @@ export interface SandboxPoolOptions {
   cordons?: CordonSetting;
   /** Normal sandbox processes per cordon. Default: 2 when all Animas share one cordon, else 1. */
   processes?: number;
-  /** Sandbox processes alive at most, spares included (each idle one holds ≈ 50 MB). Default: 64. */
+  /** Sandbox processes alive at most, spares, retiring and demoted ones included (each idle one holds ≈ 50 MB). Default: 64. */
   maxProcesses?: number;
   /** Blank processes kept started and ready for the first call of a new cordon. Default: 1 (0 when all Animas share one cordon). */
   spareProcesses?: number;
@@ -162,6 +165,7 @@ export class SandboxPool implements Executor {
       nextRequestId: (index) => this.remember(index),
       wasSentTo: (id, index) => this.wasSentTo(id, index),
       takeSpare: (nice) => (nice === 0 ? this.spares.take() : undefined),
+      atProcessCap: () => this.liveProcesses() >= this.maxProcesses,
     };
     const spec = { ...spawnSpec({ ...this.shared, warmPoolBytes: this.warmPoolBytes }, 0), warmUp: true };
     // With one cordon for all, its processes are started at once: a spare would serve no one.
@@ -273,17 +277,25 @@ export class SandboxPool implements Executor {
 
   /** Ends idle cordons' processes, least recently used first, until `needed` more fit under the cap. */
   private evictFor(needed: number): void {
+    // An evicted cordon's processes are alive until they have ended: counted as gone from the eviction on.
+    let over = this.liveProcesses() + needed - this.maxProcesses;
     for (const [cordon, pool] of this.pools) {
-      if (this.liveProcesses() + needed <= this.maxProcesses) return;
+      if (over <= 0) return;
       if (pool.load > 0) continue;
       this.pools.delete(cordon);
+      over -= pool.pids().length;
       void pool.close();
     }
   }
 
+  /**
+   * Processes alive, whoever holds them (a spare, a slot, one retiring, demoted or killed and not yet
+   * reaped: live-children.ts), and the slots due to start one: what the cap is kept on, never on what a
+   * process says of itself (a process that says it is retiring is alive until the host sees it end).
+   */
   private liveProcesses(): number {
-    let count = this.spares.size + this.describers.size;
-    for (const pool of this.pools.values()) count += pool.pids().length;
+    let count = this.live.size;
+    for (const pool of this.pools.values()) count += pool.slotsWaiting;
     return count;
   }
 

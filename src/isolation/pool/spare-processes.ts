@@ -57,15 +57,25 @@ export class SpareProcesses {
     while (!this.closed && this.size < this.count && this.mayStart()) this.startOne();
   }
 
-  /** A ready spare, now the caller's (its messages go to the handlers it rebinds), or undefined. */
-  take(): ChildLink | undefined {
+  /**
+   * A spare, now the caller's (its messages go to the handlers it rebinds): a ready one, else one still
+   * starting (its `ready` then goes to the caller; it has run nothing either way), or undefined. Taking
+   * one that is starting rather than starting another beside it keeps the pool within its cap.
+   */
+  take(): { link: ChildLink; ready: boolean } | undefined {
     let link = this.ready.shift();
     while (link && !link.connected) link = this.ready.shift();
+    let ready = link !== undefined;
+    if (!link) {
+      link = [...this.starting].find((starting) => starting.connected);
+      if (link) this.starting.delete(link);
+      ready = false;
+    }
     // The next spare starts a moment later: its start (a process, a warm-up isolate) would otherwise
     // take a core from the very call that took this one, on a machine with few.
     clearTimeout(this.refill);
     this.refill = setTimeout(() => this.fill(), SPARE_REFILL_DELAY_MS).unref();
-    return link;
+    return link && { link, ready };
   }
 
   private refill: NodeJS.Timeout | undefined;
