@@ -176,4 +176,20 @@ describe("a compromised sandbox process, costing the host more than its share", 
     await othersUntouched(s);
     expect(peak).toBeLessThanOrEqual(2);
   }, 120_000);
+
+  it("self_sigstop_blames_host: a process that stops itself fails its call as the tool's timeout, in the security trail, never as the host's fault", async () => {
+    const s = await start({ deadlineGraceMs: 500 });
+    const eveCall = s.p.call({ ...waitingRequest("eve", "waiting_forever", { attack: "self_sigstop" }), timeoutMs: 1_000 });
+    const evePid = await sent(s.p, "eve", 1);
+    expect(await eveCall).toMatchObject({
+      ok: false,
+      error: { type: "Timeout", fault: "tool", message: expect.stringMatching(/did not finish within 1000 ms .*\(it had stopped: SIGSTOP\)/) },
+    });
+    expect(JSON.stringify(await eveCall)).not.toMatch(/outside the host|did nothing wrong/);
+    await waitFor(() => !s.p.pids().includes(evePid), 10_000);
+    expect(s.violations).toEqual([expect.stringMatching(new RegExp(`sandbox process ${evePid} was found stopped \\(SIGSTOP\\) at a call's hard stop`))]);
+    // eve's next call runs in her fresh process.
+    expect(await s.p.call(waitingRequest("eve", "waiting_quick"))).toMatchObject({ ok: true, value: { text: "done" } });
+    await othersUntouched(s);
+  });
 });

@@ -51,21 +51,35 @@ export function processTree(pid: number): number[] {
 }
 
 /**
- * True when a process of `pid`'s tree is stopped by a signal (SIGSTOP, SIGTSTP: state `T`) or by a
- * tracer (`t`), as /proc says: a process that does not answer because something outside stopped it
- * is not the tool's fault.
+ * Whether a sandbox process tree that does not answer is stopped (SIGSTOP, SIGTSTP: state `T`; a
+ * tracer: `t`, as /proc says), and whether the host can tell the stop came from outside the sandbox:
+ *  - "outside": a process of the launch that the sandbox's code cannot signal is stopped: bwrap, outside
+ *    the sandbox's pid namespace, or bwrap's init, pid 1 of that namespace, which the kernel spares any
+ *    SIGSTOP sent from inside it. (They are the tree's members with children; seccomp refuses the
+ *    sandbox's Node new processes, so it has none.)
+ *  - "itself": only the process that runs the sandbox's code (or a thread of it) is stopped. That code
+ *    can stop itself (`process.kill(process.pid, "SIGSTOP")` inside its namespace), and a stop sent from
+ *    outside to that process alone looks the same: the host cannot tell them apart, so it charges the
+ *    tool. Without bubblewrap the tree is that one process, and every stop is this one.
+ * `undefined` when nothing of the tree is stopped.
  */
-export function stoppedInTree(pid: number): boolean {
-  for (const member of processTree(pid)) {
-    try {
-      const stat = readFileSync(`/proc/${member}/stat`, "utf8");
-      const state = stat.slice(stat.lastIndexOf(")") + 2, stat.lastIndexOf(")") + 3);
-      if (state === "T" || state === "t") return true;
-    } catch {
-      // gone
-    }
+export function stoppedHow(pid: number): "outside" | "itself" | undefined {
+  const tree = processTree(pid);
+  let itself = false;
+  for (const member of tree) {
+    const wrapper = childrenOf(member).length > 0;
+    // The launch's wrappers are single-threaded; the sandbox's process may be stopped in any of its threads.
+    const states = wrapper ? [stateOf(`/proc/${member}/stat`)] : tasksOf(member).map((tid) => stateOf(`/proc/${member}/task/${tid}/stat`));
+    if (!states.some((state) => state === "T" || state === "t")) continue;
+    if (wrapper) return "outside";
+    itself = true;
   }
-  return false;
+  return itself ? "itself" : undefined;
+}
+
+/** The state letter of a /proc stat file (`R`, `S`, `T`…), or undefined when it is gone. */
+function stateOf(path: string): string | undefined {
+  return statFields(path)?.[0];
 }
 
 /** Thread ids of process `pid` ([] when it is gone). */

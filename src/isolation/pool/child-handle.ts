@@ -1,9 +1,8 @@
 import type { ErrorInfo } from "../../errors.js";
 import { MAX_CAPABILITY_ARGS_CHARS } from "../call-ledger.js";
-import { stoppedInTree } from "../os/process-cpu.js";
 import { ChildLink } from "./child-link.js";
 import { ChildOutbox } from "./child-outbox.js";
-import { type Pending, type ProcessOwner, crashedError, failureFor, spawnSpec, unansweredError } from "./process-owner.js";
+import { type Pending, type ProcessOwner, crashedError, failureFor, spawnSpec, unansweredFailure } from "./process-owner.js";
 import { relayCapability } from "./capability-relay.js";
 import { DemotedChildren } from "./demoted-children.js";
 import { decodeCallOutcome, decodeDescribeOutcome, decodeFromSandbox } from "../wire/decode.js";
@@ -380,10 +379,13 @@ export class SandboxProcess {
   killUnanswered(id: number, after: "deadline" | "stopped"): void {
     const late = this.pending.get(id);
     if (!late) return;
-    // A process stopped from outside (SIGSTOP) answers nothing whatever its tool does: the host's fault.
-    const stopped = late.child?.pid !== undefined && stoppedInTree(late.child.pid);
-    if (stopped && late.child) late.child.stoppedFromOutside = true;
-    this.settle(id, late, failureFor(late, unansweredError(late.request.timeoutMs, stopped ? "stopped from outside" : after)));
+    const { error, stopped } = unansweredFailure(late, after);
+    if (stopped === "outside" && late.child) late.child.stoppedFromOutside = true;
+    if (stopped === "itself")
+      this.report(
+        `sandbox process ${late.child?.pid ?? "?"} was found stopped (SIGSTOP) at a call's hard stop, as it can stop itself; the call failed as the tool's, and the process was stopped and replaced`,
+      );
+    this.settle(id, late, failureFor(late, error));
     // Kill the process that has the request; if it was still queued for a restart, just unqueue it.
     if (late.child) late.child.kill();
     else this.backlog = this.backlog.filter((m) => !(m.type === "request" && m.id === id));

@@ -9,6 +9,7 @@ import type { SandboxChildSpec } from "./child-spawn.js";
 import type { PythonInterpreterSettings } from "../isolate/isolate-runner-options.js";
 import type { LiveChildren } from "./live-children.js";
 import type { HeldChars } from "../wire/parts.js";
+import { stoppedHow } from "../os/process-cpu.js";
 
 /**
  * What one supervised sandbox process (child-handle.ts) needs of the pool that owns it, and the record
@@ -114,6 +115,18 @@ export function shuttingDown(op: "call" | "describe"): CallOutcome | DescribeOut
 export function failureFor(pending: Pending, error: ErrorInfo): CallOutcome | DescribeOutcome {
   if (pending.request.op === "describe") return { ok: false, error: { ...error, type: "LoadError" } };
   return { ok: false, error, durationMs: monotonicMs() - pending.startedAt };
+}
+
+/**
+ * Why `pending`, unanswered at its hard stop (`after` its deadline, or its caller's stop), failed, as the
+ * host reads its process's tree (process-cpu.ts `stoppedHow`): a process stopped by the launch's
+ * wrappers' stop was stopped from outside (the host's fault); one stopped only in itself may have done it
+ * to itself, and fails as its call would have anyway (the tool's).
+ */
+export function unansweredFailure(pending: Pending, after: "deadline" | "stopped"): { error: ErrorInfo; stopped: "outside" | "itself" | undefined } {
+  const stopped = pending.child?.pid === undefined ? undefined : stoppedHow(pending.child.pid);
+  const error = unansweredError(pending.request.timeoutMs, stopped === "outside" ? "stopped from outside" : after);
+  return { error: stopped === "itself" ? { ...error, message: `${error.message} (it had stopped: SIGSTOP)` } : error, stopped };
 }
 
 /** Why a request's process was killed unanswered: its deadline passed, its caller stopped it, or it was stopped from outside. */
