@@ -47,7 +47,7 @@ export class SandboxProcess {
           return pool.closing;
         },
         atProcessCap: () => pool.atProcessCap(),
-        onBackoff: (message) => this.report(`sandbox processes of slot ${index} ${message}`),
+        onBackoff: (message) => this.report(`sandbox process slot ${index} ${message}`),
       },
       () => this.start(),
     );
