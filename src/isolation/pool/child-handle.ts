@@ -5,14 +5,14 @@ import { ChildOutbox } from "./child-outbox.js";
 import { type Pending, type ProcessOwner, crashedError, failureFor, spawnSpec, unansweredFailure } from "./process-owner.js";
 import { relayCapability } from "./capability-relay.js";
 import { DemotedChildren } from "./demoted-children.js";
-import { decodeCallOutcome, decodeDescribeOutcome, decodeFromSandbox } from "../wire/decode.js";
+import { decodeFromSandbox } from "../wire/decode.js";
 import { type CallOutcome, type DescribeOutcome, type FromSandbox, type ToSandbox, labelled } from "../wire/messages.js";
 import { monotonicMs } from "../../clock.js";
 import type { WarmPoolStats } from "../wire/messages.js";
 import { WarmPoolStatsRequests } from "./warm-pool-stats.js";
 import { isPythonBundle } from "../wire/tool-bundle.js";
 import { heldPartsShortage } from "../wire/parts.js";
-import { boundedResult } from "../wire/result-bounds.js";
+import { checkedResponse } from "./response-check.js";
 import { SlotRestarts } from "./slot-restarts.js";
 
 /**
@@ -214,22 +214,9 @@ export class SandboxProcess {
     } else if (message.type === "response") {
       const pending = this.inFlightOf(child, message.id);
       if (!pending) return;
-      const durationMs = monotonicMs() - pending.startedAt;
-      let outcome = pending.request.op === "describe" ? decodeDescribeOutcome(message.outcome) : decodeCallOutcome(message.outcome, durationMs);
-      if (!outcome) return this.violation(child, "answered a request with an outcome that is not part of the protocol");
-      if (message.parted) {
-        const text = child.parts.take(message.id);
-        if (text === undefined || !outcome.ok || !("value" in outcome) || outcome.value.kind === "none")
-          return this.violation(child, "sent a parted answer without its parts");
-        outcome = { ...outcome, value: { ...outcome.value, text } };
-      }
-      if (pending.request.op === "call" && outcome.ok && "value" in outcome) {
-        // Measured here, never taken from the process: the text's size and whether it was cut.
-        const bounded = boundedResult(outcome.value, pending.request.maxResultBytes);
-        if (bounded.broken !== undefined) return this.violation(child, `answered request ${message.id} with ${bounded.broken}`);
-        outcome = { ...outcome, value: bounded.value };
-      }
-      this.settle(message.id, pending, outcome);
+      const checked = checkedResponse(child, pending, message);
+      if ("violation" in checked) return this.violation(child, checked.violation);
+      this.settle(message.id, pending, checked.outcome);
     } else if (message.type === "capability") {
       const pending = this.inFlightOf(child, message.id);
       if (pending && (!pending.ledger || pending.request.op !== "call")) return this.violation(child, "asked for a capability outside a call");
