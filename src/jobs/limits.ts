@@ -89,6 +89,28 @@ export const DEFAULT_LISTED_JOBS = 100;
  */
 export const LISTED_TEXT_CHARS = 4_096;
 
+/**
+ * A listing's columns in the stores' row names, each long text through `cut` (a store's SQL for "this
+ * column's first `LISTED_TEXT_CHARS` characters"; `bytesColumn`: where the store keeps its whole size).
+ * One list for both stores, so that a column added to jobs is listed by both or by neither.
+ */
+export function listedColumns(cut: (column: string, bytesColumn?: string) => string): string {
+  return [
+    "seq, id, anima, tool, action, schema_name",
+    cut("args_json", "args_bytes"),
+    "bundle_hash, priority, idempotency_key, status, attempts, max_attempts, retry_backoff_ms, timeout_ms",
+    "submitted_at, started_at, finished_at, not_before",
+    cut("result", "result_bytes"),
+    "result_structured, error_type",
+    cut("error_message"),
+    "error_fault",
+    cut("error_hint"),
+    "progress_fraction",
+    cut("progress_message"),
+    "lease_owner, lease_expires_at, cancel_requested, notified_at, args_bytes, result_bytes",
+  ].join(", ");
+}
+
 /** UTF-8 bytes of a job's arguments; `InvalidArguments` (the caller's) over `MAX_JOB_ARGS_BYTES`. */
 export function checkJobArgsBytes(argsJson: string): number {
   const bytes = Buffer.byteLength(argsJson);

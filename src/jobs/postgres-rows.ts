@@ -1,4 +1,4 @@
-import { LISTED_TEXT_CHARS } from "./limits.js";
+import { LISTED_TEXT_CHARS, listedColumns } from "./limits.js";
 import { type JobRow, rowToJob, rowToListedJob } from "./sqlite-schema.js";
 import type { Job } from "./store.js";
 
@@ -13,23 +13,7 @@ import type { Job } from "./store.js";
  * that what a listing reads is bounded by its length, not by what the jobs hold (limits.ts); the whole
  * sizes beside (`rowToListedJob`).
  */
-export const PG_LISTED_COLUMNS = (() => {
-  const cut = (column: string) => `left(${column}, ${LISTED_TEXT_CHARS}) AS ${column}`;
-  return [
-    "seq, id, anima, tool, action, schema_name",
-    cut("args_json"),
-    "bundle_hash, priority, idempotency_key, status, attempts, max_attempts, retry_backoff_ms, timeout_ms",
-    "submitted_at, started_at, finished_at, not_before",
-    cut("result"),
-    "result_structured, error_type",
-    cut("error_message"),
-    "error_fault",
-    cut("error_hint"),
-    "progress_fraction",
-    cut("progress_message"),
-    "lease_owner, lease_expires_at, cancel_requested, notified_at, args_bytes, result_bytes",
-  ].join(", ");
-})();
+export const PG_LISTED_COLUMNS = listedColumns((column) => `left(${column}, ${LISTED_TEXT_CHARS}) AS ${column}`);
 
 /**
  * PostgreSQL text cannot hold U+0000 ("invalid byte sequence for encoding UTF8: 0x00"), and a tool's result,

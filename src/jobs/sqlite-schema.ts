@@ -1,6 +1,6 @@
 import type Database from "better-sqlite3";
 import { ToolHostError } from "../errors.js";
-import { LISTED_TEXT_CHARS } from "./limits.js";
+import { LISTED_TEXT_CHARS, listedColumns } from "./limits.js";
 import { JOB_STATUSES, type Job, type JobStatus, toJobError } from "./store.js";
 
 /**
@@ -196,25 +196,10 @@ export function rowToListedJob(row: JobRow): Job {
  * its length, not by what the jobs hold (limits.ts). The test is on bytes, which are at least as many as
  * characters. (SQLite's substr stops at a U+0000 in the text: a cut text that holds one is cut there.)
  */
-export const LISTED_COLUMNS = (() => {
-  const n = LISTED_TEXT_CHARS;
-  const cut = (column: string, bytes = `length(CAST(${column} AS BLOB))`) =>
-    `CASE WHEN ${bytes} <= ${n} THEN ${column} ELSE substr(${column}, 1, ${n}) END AS ${column}`;
-  return [
-    "seq, id, anima, tool, action, schema_name",
-    cut("args_json", "args_bytes"),
-    "bundle_hash, priority, idempotency_key, status, attempts, max_attempts, retry_backoff_ms, timeout_ms",
-    "submitted_at, started_at, finished_at, not_before",
-    cut("result", "result_bytes"),
-    "result_structured, error_type",
-    cut("error_message"),
-    "error_fault",
-    cut("error_hint"),
-    "progress_fraction",
-    cut("progress_message"),
-    "lease_owner, lease_expires_at, cancel_requested, notified_at, args_bytes, result_bytes",
-  ].join(", ");
-})();
+export const LISTED_COLUMNS = listedColumns(
+  (column, bytes = `length(CAST(${column} AS BLOB))`) =>
+    `CASE WHEN ${bytes} <= ${LISTED_TEXT_CHARS} THEN ${column} ELSE substr(${column}, 1, ${LISTED_TEXT_CHARS}) END AS ${column}`,
+);
 
 function toStatus(value: string): JobStatus {
   // The CHECK constraint keeps anything else out; this guards a hand-edited database.
