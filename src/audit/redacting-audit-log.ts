@@ -1,4 +1,4 @@
-import { redactSecrets } from "../credentials/index.js";
+import { secretRedactor } from "../credentials/index.js";
 import type { AuditCoverage, AuditEvent, AuditLog, AuditQuery, AuditRecord } from "./audit-log.js";
 
 /**
@@ -19,7 +19,7 @@ export class RedactingAuditLog implements AuditLog {
   append(event: AuditEvent): void {
     const anima = (event as { anima?: unknown }).anima;
     const secrets = typeof anima === "string" ? this.secretsOf(anima) : [];
-    this.trail.append(secrets.length === 0 ? event : (redacted(event, secrets) as AuditEvent));
+    this.trail.append(secrets.length === 0 ? event : (redacted(event, secretRedactor(secrets)) as AuditEvent));
   }
 
   read(query?: AuditQuery): Promise<AuditRecord[]> {
@@ -40,9 +40,9 @@ export class RedactingAuditLog implements AuditLog {
 }
 
 /** `value` with every string in it (object values, list items, at any depth) redacted. */
-function redacted(value: unknown, secrets: readonly string[]): unknown {
-  if (typeof value === "string") return redactSecrets(value, secrets);
-  if (Array.isArray(value)) return value.map((item) => redacted(item, secrets));
-  if (typeof value === "object" && value !== null) return Object.fromEntries(Object.entries(value).map(([key, item]) => [key, redacted(item, secrets)]));
+function redacted(value: unknown, redact: (text: string) => string): unknown {
+  if (typeof value === "string") return redact(value);
+  if (Array.isArray(value)) return value.map((item) => redacted(item, redact));
+  if (typeof value === "object" && value !== null) return Object.fromEntries(Object.entries(value).map(([key, item]) => [key, redacted(item, redact)]));
   return value;
 }

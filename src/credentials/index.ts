@@ -1,4 +1,4 @@
-export { MASK, MIN_REDACTED_SECRET_CHARS, maskSecret, redactSecrets } from "./mask.js";
+export { MASK, MIN_REDACTED_SECRET_CHARS, maskSecret, redactSecrets, secretRedactor } from "./mask.js";
 export {
   type CallerContext,
   type CredentialContext,
