@@ -219,6 +219,34 @@ export interface AuditLog {
   close(): Promise<void>;
 }
 
+/**
+ * An AuditLog that stands in front of another (redaction, a copy to a collector): every method goes to
+ * `inner` unless the subclass overrides it, so a wrapper states only what it changes.
+ */
+export abstract class ForwardingAuditLog implements AuditLog {
+  constructor(protected readonly inner: AuditLog) {}
+
+  append(event: AuditEvent): void {
+    this.inner.append(event);
+  }
+
+  read(query?: AuditQuery): Promise<AuditRecord[]> {
+    return this.inner.read(query);
+  }
+
+  coverage(anima?: string): Promise<AuditCoverage> {
+    return this.inner.coverage(anima);
+  }
+
+  flush(): Promise<void> {
+    return this.inner.flush();
+  }
+
+  close(): Promise<void> {
+    return this.inner.close();
+  }
+}
+
 export interface AuditCoverage {
   /** The oldest record kept (absent: none). */
   oldestTs?: string;

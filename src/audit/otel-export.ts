@@ -2,7 +2,7 @@ import type { Logger } from "@opentelemetry/api";
 import type { LogRecordExporter, LoggerProvider } from "@opentelemetry/sdk-logs";
 import type { HostConfig } from "../config.js";
 import { maskUrlPassword } from "../operator-config.js";
-import { type AuditCoverage, type AuditEvent, type AuditLog, type AuditQuery, type AuditRecord } from "./audit-log.js";
+import { type AuditEvent, type AuditLog, type AuditRecord, ForwardingAuditLog } from "./audit-log.js";
 import { auditSeverity, recordSummary } from "./export.js";
 import { RECORD_SCHEMA_VERSION } from "./trail.js";
 
@@ -50,34 +50,20 @@ const EXPORT_SUCCESS = 0;
  * An AuditLog whose trail copies each record it writes to an OpenTelemetry collector: `make` builds the
  * trail with the copy's `onWritten` hook (composition.ts), and closing this closes both.
  */
-export class ExportingAuditLog implements AuditLog {
+export class ExportingAuditLog extends ForwardingAuditLog {
   private readonly copy: OtelAuditCopy;
-  private readonly trail: AuditLog;
 
   constructor(make: (onWritten: (records: AuditRecord[]) => void) => AuditLog, options: AuditExportOptions) {
-    this.copy = new OtelAuditCopy(options);
-    this.trail = make((records) => this.copy.emitWritten(records));
+    const copy = new OtelAuditCopy(options);
+    super(make((records) => copy.emitWritten(records)));
+    this.copy = copy;
   }
 
-  append(event: AuditEvent): void {
-    this.trail.append(event);
-  }
+  // flush is the trail's only (inherited): a reader must not wait on the collector (the copy is sent by
+  // its own schedule, and on close).
 
-  read(query?: AuditQuery): Promise<AuditRecord[]> {
-    return this.trail.read(query);
-  }
-
-  coverage(anima?: string): Promise<AuditCoverage> {
-    return this.trail.coverage(anima);
-  }
-
-  /** The trail only: a reader must not wait on the collector (the copy is sent by its own schedule, and on close). */
-  flush(): Promise<void> {
-    return this.trail.flush();
-  }
-
-  async close(): Promise<void> {
-    await Promise.all([this.trail.close(), this.copy.close()]);
+  override async close(): Promise<void> {
+    await Promise.all([this.inner.close(), this.copy.close()]);
   }
 }
 

@@ -1,5 +1,5 @@
 import { secretRedactor } from "../credentials/index.js";
-import type { AuditCoverage, AuditEvent, AuditLog, AuditQuery, AuditRecord } from "./audit-log.js";
+import { type AuditEvent, type AuditLog, ForwardingAuditLog } from "./audit-log.js";
 
 /**
  * The audit log as the host appends to it: every string of a record that names an Anima has the secret
@@ -9,33 +9,19 @@ import type { AuditCoverage, AuditEvent, AuditLog, AuditQuery, AuditRecord } fro
  * by `audit` and copied to the operator's collector. Redacted before the trail cuts long fields, so that
  * a cut never leaves a secret's first part in place.
  */
-export class RedactingAuditLog implements AuditLog {
+export class RedactingAuditLog extends ForwardingAuditLog {
   constructor(
-    private readonly trail: AuditLog,
+    trail: AuditLog,
     /** The secret values handed to an Anima's tools so far (capabilities/service.ts `secretsOf`). */
     private readonly secretsOf: (anima: string) => readonly string[],
-  ) {}
+  ) {
+    super(trail);
+  }
 
-  append(event: AuditEvent): void {
+  override append(event: AuditEvent): void {
     const anima = (event as { anima?: unknown }).anima;
     const secrets = typeof anima === "string" ? this.secretsOf(anima) : [];
-    this.trail.append(secrets.length === 0 ? event : (redacted(event, secretRedactor(secrets)) as AuditEvent));
-  }
-
-  read(query?: AuditQuery): Promise<AuditRecord[]> {
-    return this.trail.read(query);
-  }
-
-  coverage(anima?: string): Promise<AuditCoverage> {
-    return this.trail.coverage(anima);
-  }
-
-  flush(): Promise<void> {
-    return this.trail.flush();
-  }
-
-  close(): Promise<void> {
-    return this.trail.close();
+    this.inner.append(secrets.length === 0 ? event : (redacted(event, secretRedactor(secrets)) as AuditEvent));
   }
 }
 
