@@ -1,7 +1,7 @@
 import { mkdtempSync, readFileSync, readdirSync, rmSync, statSync, writeFileSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
-import { describe, expect, it } from "vitest";
+import { describe, expect, it, vi } from "vitest";
 import { type AuditEvent, type AuditRecord, MemoryAuditLog, isoTimestamp, truncateForAudit } from "../../src/audit/audit-log.js";
 import { RedactingAuditLog } from "../../src/audit/redacting-audit-log.js";
 import { verifyAuditDir } from "../../src/audit/verify.js";
@@ -129,6 +129,8 @@ describe("truncateForAudit", () => {
   it("cuts long arguments and escapes control characters so a record stays one line", () => {
     expect(truncateForAudit("a".repeat(300))).toMatch(/^a{256}…\[44 more\]$/);
     expect(truncateForAudit("x\ny\0")).toBe("x\\u000ay\\u0000");
+    expect(truncateForAudit("\u007f\u001f plain")).toBe("\\u007f\\u001f plain");
+    expect(truncateForAudit("no control characters")).toBe("no control characters");
   });
 });
 
@@ -136,6 +138,18 @@ describe("isoTimestamp", () => {
   it("stamps records exactly as Date#toISOString would", () => {
     for (const ms of [0, 1, 999, 86_399_999, 951_782_400_000, 1_764_716_400_123, Date.now()]) {
       expect(isoTimestamp(new Date(ms))).toBe(new Date(ms).toISOString());
+    }
+  });
+
+  it("stamps the current time, kept for its millisecond only", () => {
+    vi.useFakeTimers({ toFake: ["Date"] });
+    try {
+      for (const ms of [1_764_716_400_123, 1_764_716_400_123, 1_764_716_400_124, 951_782_400_000, 1_764_716_400_124]) {
+        vi.setSystemTime(ms);
+        expect(isoTimestamp()).toBe(new Date(ms).toISOString());
+      }
+    } finally {
+      vi.useRealTimers();
     }
   });
 });

@@ -172,6 +172,9 @@ export class IsolateRunner implements Executor {
     const active: ActiveCall = { context: request.context, deadline, guard, timers: new Map(), ledger, replies: [], settling: false };
     let pooled: PooledIsolate | undefined;
     let reusable = false;
+    // When the isolate was handed to this call: the pool's heap figure needs re-measuring only after
+    // the tool's code ran long, and time spent waiting for an isolate grows no heap.
+    let ranFromMs = startedAt;
     onGuard(guard);
     try {
       const lineage = `${request.context.anima}\0${request.context.tool}\0${request.memoryLimitMb}`;
@@ -183,6 +186,7 @@ export class IsolateRunner implements Executor {
       const acquired = this.pool.acquire(key, () => this.createIsolate(key, request.bundle, limits, deadline, guard), lineage, sharing);
       pooled = await unlessAbandoned(this.entries.track(acquired), guard, (late) => this.pool.release(late, false));
       if (guard.stopReason) throw new Error("stopped");
+      ranFromMs = monotonicMs();
       pooled.guard = guard;
       guard.target = pooled;
       pooled.active = active;
@@ -211,7 +215,7 @@ export class IsolateRunner implements Executor {
         pooled.guard = undefined;
         // No host-side clean-up call: the prelude ends its own call state before it answers (settle),
         // and a synchronous entry here would wait for the isolate's thread on every call.
-        this.pool.release(pooled, reusable && pooled.healthy && !this.closed, monotonicMs() - startedAt);
+        this.pool.release(pooled, reusable && pooled.healthy && !this.closed, monotonicMs() - ranFromMs);
       }
     }
   }
