@@ -3,6 +3,7 @@ import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { describe, expect, it, vi } from "vitest";
 import { type AuditEvent, type AuditRecord, MemoryAuditLog, isoTimestamp, truncateForAudit } from "../../src/audit/audit-log.js";
+import { ExportingAuditLog } from "../../src/audit/otel-export.js";
 import { RedactingAuditLog } from "../../src/audit/redacting-audit-log.js";
 import { verifyAuditDir } from "../../src/audit/verify.js";
 import { JsonlAuditLog } from "../../src/audit/jsonl-audit-log.js";
@@ -10,6 +11,10 @@ import { runAuditLogContract } from "./contract.js";
 
 runAuditLogContract("memory", () => ({ log: new MemoryAuditLog() }));
 runAuditLogContract("redacting, around memory", () => ({ log: new RedactingAuditLog(new MemoryAuditLog(), () => ["a-secret-value"]) }));
+// The memory log never reports records as written, so the copy sends nothing: this holds the forwarding only.
+runAuditLogContract("exporting, around memory", () => ({
+  log: new ExportingAuditLog(() => new MemoryAuditLog(), { endpoint: "http://127.0.0.1:9/v1/logs", onLog: () => {}, closeTimeoutMs: 100 }),
+}));
 runAuditLogContract("jsonl trails", () => {
   const dir = mkdtempSync(join(tmpdir(), "awt-audit-"));
   return { log: new JsonlAuditLog(join(dir, "audit")), cleanup: () => rmSync(dir, { recursive: true, force: true }) };
