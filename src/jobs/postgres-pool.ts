@@ -31,7 +31,13 @@ export class JobDatabase {
       connectionString: options.url,
       max: options.maxConnections ?? 4,
       connectionTimeoutMillis: options.connectTimeoutMs ?? 5_000,
-      options: `-c search_path=${options.schema}`,
+      // READ COMMITTED whatever the server, database or role default (default_transaction_isolation): the
+      // store's exclusivity rests on it. submit_job and claim_jobs take an advisory lock and then count and
+      // pick from a statement snapshot taken after it, which must see every write committed before the lock
+      // was granted; under REPEATABLE READ the snapshot is the transaction's first, taken before the lock, so
+      // racing submits passed the per-Anima bounds, and claims (and serializable ones) failed with 40001.
+      // A startup option covers every statement, in a transaction or not; a backslash escapes the space.
+      options: `-c search_path=${options.schema} -c default_transaction_isolation=read\\ committed`,
       // bigint columns hold epoch ms and counts well inside 2^53: read them as numbers.
       types: {
         getTypeParser: (oid: number, format?: "text" | "binary") => (oid === 20 ? Number : (pg.types.getTypeParser(oid, format) as (value: string) => unknown)),

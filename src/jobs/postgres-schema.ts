@@ -19,8 +19,9 @@ export const SUBMIT_LOCK = 0x61770003;
  * A submit in one round trip (see PostgresJobStore.submit), refused ('no-bundle', 'full') with nothing written
  * unless the bundle is stored and the Anima's unfinished jobs stay within the bounds passed (limits.ts).
  * The Anima's submits take turns from the lock to their commit, and each statement of a VOLATILE function
- * reads a fresh snapshot (under READ COMMITTED, the default): the count sees every submit of hers committed
- * before, so concurrent submits cannot pass a bound together. Returns the unfinished jobs and their
+ * reads a fresh snapshot (under READ COMMITTED, which every connection of the store runs whatever the
+ * server's default: postgres-pool.ts): the count sees every submit of hers committed before, so
+ * concurrent submits cannot pass a bound together. Returns the unfinished jobs and their
  * argument bytes before this one, and notifies `p_channel` (unless null) when it queued the job.
  */
 const SUBMIT_JOB_FUNCTION = `

@@ -13,12 +13,17 @@ export interface TestDatabase {
   drop(): Promise<void>;
 }
 
-export async function createTestDatabase(): Promise<TestDatabase> {
+/**
+ * `settings`: the database's own defaults for its sessions (ALTER DATABASE … SET), as an operator may set
+ * them, e.g. `{ default_transaction_isolation: "repeatable read" }`. Names and values are the test's own.
+ */
+export async function createTestDatabase(settings: Record<string, string> = {}): Promise<TestDatabase> {
   const name = `awt_test_${randomBytes(6).toString("hex")}`;
   const admin = new pg.Client({ connectionString: ADMIN_URL });
   await admin.connect();
   try {
     await admin.query(`CREATE DATABASE ${name}`);
+    for (const [setting, value] of Object.entries(settings)) await admin.query(`ALTER DATABASE ${name} SET ${setting} = '${value}'`);
   } finally {
     await admin.end();
   }
