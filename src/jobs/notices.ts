@@ -1,7 +1,7 @@
 import { oneLine } from "../terminal-text.js";
 import { randomBytes } from "node:crypto";
 import { closeSync, constants, mkdirSync, openSync, readlinkSync, realpathSync, renameSync, unlinkSync, writeFileSync } from "node:fs";
-import { join, relative } from "node:path";
+import { dirname, join, relative } from "node:path";
 import { ToolHostError } from "../errors.js";
 import type { Job, JobStore } from "./store.js";
 import { type NoticeFailures, failureKind } from "./notice-failures.js";
@@ -94,13 +94,7 @@ export async function writeNotice(animaDir: string, job: Job): Promise<string> {
 
 /** The notice folder opened (a descriptor), made if missing, and verified to be inside the Anima's real folder. */
 function openNoticeFolder(animaDir: string): number {
-  let root: string;
-  try {
-    root = realpathSync(animaDir);
-  } catch {
-    // A late notice must not bring back a removed Anima as a ghost.
-    throw new ToolHostError("NotFound", `Anima folder ${animaDir} no longer exists`);
-  }
+  const root = animaRoot(animaDir);
   let dir = root;
   for (const name of ["state", "background_notifications"]) {
     dir = join(dir, name);
@@ -125,6 +119,34 @@ function openNoticeFolder(animaDir: string): number {
     throw notInside(animaDir);
   }
   return folder;
+}
+
+/**
+ * The Anima's real folder; `NotFound` (the notice is dropped for good: a late notice must not bring back a
+ * removed Anima as a ghost) only when that folder is missing (ENOENT, ENOTDIR) from a folder of Animas
+ * that is there. Any other failure may pass and is thrown as it is, so the notice is postponed and tried
+ * again (`deliverNotices`): a folder on the way it cannot search (EACCES), an NFS server's EIO or ESTALE,
+ * or the folder of Animas itself missing for a while (a mount that is down), where no Anima was removed.
+ */
+function animaRoot(animaDir: string): string {
+  try {
+    return realpathSync(animaDir);
+  } catch (error) {
+    const code = (error as NodeJS.ErrnoException).code;
+    if ((code === "ENOENT" || code === "ENOTDIR") && resolves(dirname(animaDir))) {
+      throw new ToolHostError("NotFound", `Anima folder ${animaDir} no longer exists`);
+    }
+    throw error;
+  }
+}
+
+function resolves(path: string): boolean {
+  try {
+    realpathSync(path);
+    return true;
+  } catch {
+    return false;
+  }
 }
 
 function notInside(animaDir: string): ToolHostError {

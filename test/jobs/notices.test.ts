@@ -1,11 +1,11 @@
-import { existsSync, mkdirSync, readFileSync, readdirSync, rmSync, symlinkSync } from "node:fs";
+import { existsSync, mkdirSync, readFileSync, readdirSync, renameSync, rmSync, symlinkSync } from "node:fs";
 import { join } from "node:path";
 import { afterEach, describe, expect, it } from "vitest";
 import { ToolHostError } from "../../src/errors.js";
 import { NoticeFailures } from "../../src/jobs/notice-failures.js";
-import { type NoticeSink, noticeDir, noticePath, sweepNotices, writeNotice } from "../../src/jobs/notices.js";
+import { type NoticeSink, deliverNotices, noticeDir, noticePath, sweepNotices, writeNotice } from "../../src/jobs/notices.js";
 import { SqliteJobStore } from "../../src/jobs/sqlite-store.js";
-import { type Job, NOTICE_RETRY } from "../../src/jobs/store.js";
+import { type Job, type JobStore, NOTICE_RETRY } from "../../src/jobs/store.js";
 import { fakeClock, jobInput, tempDir, withBundle } from "./helpers.js";
 
 /**
@@ -68,6 +68,59 @@ describe("writeNotice", () => {
     const gone = join(alice, "..", "carol");
     await expect(writeNotice(gone, JOB)).rejects.toMatchObject({ type: "NotFound" });
     expect(existsSync(gone)).toBe(false);
+  });
+});
+
+describe("deliverNotices", () => {
+  /** Delivers JOB to `animaDir` through a store that records what it is told. */
+  async function deliver(animaDir: string): Promise<{ written: number; calls: string[] }> {
+    const calls: string[] = [];
+    const store = {
+      markNotified: (ids: readonly string[]) => Promise.resolve(void calls.push(`markNotified ${ids.join()}`)),
+      postponeNotices: (ids: readonly string[]) => Promise.resolve(void calls.push(`postponeNotices ${ids.join()}`)),
+    } as unknown as JobStore;
+    const sink: NoticeSink = { store, animaDirOf: () => animaDir, enabled: true, warn: () => {}, failures: new NoticeFailures() };
+    return { written: await deliverNotices(sink, [JOB]), calls };
+  }
+
+  it("notice_anima_gone: drops the notice of an Anima whose folder is missing from the folder of Animas", async () => {
+    const { alice } = animas();
+    rmSync(alice, { recursive: true });
+    expect(await deliver(alice)).toEqual({ written: 1, calls: [`markNotified ${JOB.id}`] });
+    expect(existsSync(alice)).toBe(false);
+  });
+
+  /**
+   * notice_anima_unresolvable: only a missing Anima folder is a removed Anima. Before, any failure to resolve
+   * it (EACCES on the way, EIO or ESTALE on NFS, the animas folder of a mount that is down) dropped the
+   * notice for good; now it is postponed, and written once the folder resolves again. (EACCES cannot be
+   * made for root, who runs these tests in CI: a link loop, ELOOP, stands for the failures that are not absence.)
+   */
+  it.each([
+    [
+      "the folder of Animas is missing for a while",
+      (root: string) => renameSync(join(root, "animas"), join(root, "away")),
+      (root: string) => renameSync(join(root, "away"), join(root, "animas")),
+    ],
+    [
+      "the Anima's folder cannot be resolved (ELOOP)",
+      (root: string) => {
+        renameSync(join(root, "animas", "alice"), join(root, "alice-real"));
+        symlinkSync(join(root, "animas", "alice"), join(root, "animas", "alice"));
+      },
+      (root: string) => {
+        rmSync(join(root, "animas", "alice"));
+        renameSync(join(root, "alice-real"), join(root, "animas", "alice"));
+      },
+    ],
+  ])("notice_anima_unresolvable: %s: the notice is postponed, not dropped, and written once it resolves", async (_name, breakIt, repair) => {
+    const { alice } = animas();
+    const root = dir!.dir;
+    breakIt(root);
+    expect(await deliver(alice)).toEqual({ written: 0, calls: [`postponeNotices ${JOB.id}`] });
+    repair(root);
+    expect(await deliver(alice)).toEqual({ written: 1, calls: [`markNotified ${JOB.id}`] });
+    expect(existsSync(noticePath(alice, JOB.id))).toBe(true);
   });
 });
 
