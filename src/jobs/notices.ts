@@ -232,12 +232,13 @@ export async function deliverNotices(sink: NoticeSink, jobs: readonly Job[]): Pr
  * that keep failing (an Anima's notice folder that is a link) are postponed by `deliverNotices`, so the
  * next page holds others: one Anima's undeliverable notices never hold back another's (before, 200 of
  * them filled every page and the sweep stopped there). Each job is tried at most once per sweep, so a
- * sweep ends whatever the clock or a failing store does.
+ * sweep ends whatever the clock or a failing store does. `includePostponed`: postponed notices too, before
+ * their retry is due (a worker's last sweep as it leaves: worker.ts).
  */
-export async function sweepNotices(sink: NoticeSink, minAgeMs: number): Promise<void> {
+export async function sweepNotices(sink: NoticeSink, minAgeMs: number, options: { includePostponed?: boolean } = {}): Promise<void> {
   const tried = new Set<string>();
   for (;;) {
-    const pending = (await sink.store.pendingNotices({ minAgeMs, limit: 200 })).filter((job) => !tried.has(job.id));
+    const pending = (await sink.store.pendingNotices({ minAgeMs, limit: 200, ...options })).filter((job) => !tried.has(job.id));
     if (pending.length === 0) return;
     for (const job of pending) tried.add(job.id);
     await deliverNotices(sink, pending);

@@ -17,6 +17,7 @@ import {
   type JobStore,
   type LeaseState,
   type ListJobsOptions,
+  type PendingNoticesOptions,
   type PurgeResult,
   type QueueStatus,
   type RecoveryResult,
@@ -289,12 +290,12 @@ export class PostgresJobStore implements JobStore {
     });
   }
 
-  async pendingNotices(options: { minAgeMs: number; limit: number }): Promise<Job[]> {
+  async pendingNotices(options: PendingNoticesOptions): Promise<Job[]> {
     const now = this.clock();
     const rows = await this.db.queryRows(
       `SELECT ${PG_LISTED_COLUMNS} FROM jobs WHERE finished_at IS NOT NULL AND notified_at IS NULL AND notice_retry_at <= $1 AND finished_at <= $2
         ORDER BY notice_retry_at, finished_at, seq LIMIT $3`,
-      [now, now - options.minAgeMs, options.limit],
+      [options.includePostponed ? Number.MAX_SAFE_INTEGER : now, now - options.minAgeMs, options.limit],
     );
     return rows.map(pgRowToListedJob);
   }

@@ -16,6 +16,7 @@ import {
   type JobStore,
   type LeaseState,
   type ListJobsOptions,
+  type PendingNoticesOptions,
   type PurgeResult,
   type QueueStatus,
   type RecoveryResult,
@@ -193,10 +194,12 @@ export class SqliteJobStore implements JobStore {
     });
   }
 
-  async pendingNotices(options: { minAgeMs: number; limit: number }): Promise<Job[]> {
+  async pendingNotices(options: PendingNoticesOptions): Promise<Job[]> {
     return this.read(() => {
       const now = this.clock();
-      return (this.sql.unnotified.all({ now, finishedBy: now - options.minAgeMs, limit: options.limit }) as JobRow[]).map(rowToListedJob);
+      // @now bounds only notice_retry_at: past every postponement when postponed notices are wanted too.
+      const retryBy = options.includePostponed ? Number.MAX_SAFE_INTEGER : now;
+      return (this.sql.unnotified.all({ now: retryBy, finishedBy: now - options.minAgeMs, limit: options.limit }) as JobRow[]).map(rowToListedJob);
     });
   }
 

@@ -231,9 +231,10 @@ export interface JobStore {
   /**
    * Terminal jobs whose notice is not yet written, finished at least `minAgeMs` ago and not postponed past
    * now (`postponeNotices`): those never postponed first, oldest first; then those whose postponement ran
-   * out, in that order. Long texts cut (`Job.listed`).
+   * out, in that order. Long texts cut (`Job.listed`). `includePostponed`: postponed ones too, whenever
+   * they are due (a worker about to leave tries them once more: worker.ts).
    */
-  pendingNotices(options: { minAgeMs: number; limit: number }): Promise<Job[]>;
+  pendingNotices(options: PendingNoticesOptions): Promise<Job[]>;
   markNotified(ids: readonly string[]): Promise<void>;
   /**
    * These jobs' notices could not be written: each is left out of `pendingNotices` for `NOTICE_RETRY`'s
@@ -277,6 +278,14 @@ export function leaseOf(job: Job): JobLease {
     throw new ToolHostError("InvalidArguments", `job ${job.id} is ${job.status}, not running under a lease`);
   }
   return { id: job.id, owner: job.leaseOwner, attempt: job.attempts };
+}
+
+/** What `JobStore.pendingNotices` reads. */
+export interface PendingNoticesOptions {
+  minAgeMs: number;
+  limit: number;
+  /** Also notices postponed past now (`postponeNotices`). Default: false. */
+  includePostponed?: boolean;
 }
 
 /**

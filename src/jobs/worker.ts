@@ -119,8 +119,12 @@ export class JobWorker {
     } finally {
       await this.stopWithin(options);
     }
-    // Notices a canceller or a dead worker failed to write are delivered before a drained worker leaves.
-    if (options.untilDrained && !options.signal?.aborted) await sweepNotices(this.sink, 0);
+    // Notices a canceller or a dead worker failed to write are delivered before a drained worker leaves;
+    // so are postponed ones (a notice that failed as its job ended is due again only 1 s later, up to
+    // 10 min): once the queue is empty no worker is left to retry them, until the next submit starts one.
+    // Tried once now rather than waited for: the worker `submit` starts would otherwise stay for up to the
+    // backoff's 10 min; one still failing is postponed again, for the next worker.
+    if (options.untilDrained && !options.signal?.aborted) await sweepNotices(this.sink, 0, { includePostponed: true });
     return { ...this.stats };
   }
 

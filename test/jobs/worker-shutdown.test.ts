@@ -1,6 +1,7 @@
-import { existsSync } from "node:fs";
+import { existsSync, mkdirSync, rmSync, symlinkSync } from "node:fs";
+import { join } from "node:path";
 import { describe, expect, it } from "vitest";
-import { noticePath } from "../../src/jobs/notices.js";
+import { noticeDir, noticePath } from "../../src/jobs/notices.js";
 import { type Job } from "../../src/jobs/store.js";
 import { aborted, jobInput, waitFor } from "./helpers.js";
 import { OK, workerHarness } from "./worker-harness.js";
@@ -69,5 +70,34 @@ describe("JobWorker: shutdown and drain", () => {
     expect(asked).toBe(2);
     expect(stats).toMatchObject({ started: 1, succeeded: 1 });
     expect((await jobOf(late!)).status).toBe("succeeded");
+  });
+
+  /**
+   * notice_left_behind: a notice that failed as its job ended is postponed (1 s, then longer); the drained
+   * worker's last sweep read only due notices, so it left, and no worker was left to write it. Its last
+   * sweep now tries postponed notices too.
+   */
+  it("notice_left_behind: a drained worker writes a notice postponed as its job ended before it leaves", async () => {
+    const { store, worker, runs, jobOf, animaDir } = await setup();
+    const folder = noticeDir(animaDir("alice"));
+    const elsewhere = `${animaDir("alice")}-elsewhere`;
+    mkdirSync(join(animaDir("alice"), "state"), { recursive: true });
+    mkdirSync(elsewhere);
+    symlinkSync(elsewhere, folder); // the notice folder fails for a moment: no notice is written through a link
+    runs.auto = OK;
+    const { job } = await store.submit(jobInput("alice"));
+    const stats = await worker.run({
+      untilDrained: true,
+      mayLeave: async (drained) => {
+        // The job ended, its notice failed and was postponed; the folder is put right before the worker leaves.
+        expect((await jobOf(job)).notifiedAt).toBeUndefined();
+        expect(await store.pendingNotices({ minAgeMs: 0, limit: 10 })).toEqual([]);
+        rmSync(folder);
+        return drained();
+      },
+    });
+    expect(stats).toMatchObject({ started: 1, succeeded: 1 });
+    expect(existsSync(noticePath(animaDir("alice"), job.id))).toBe(true);
+    expect((await jobOf(job)).notifiedAt).toBeDefined();
   });
 });

@@ -38,6 +38,8 @@ export function upkeepContract(setup: ContractSetup): void {
     expect(await pending()).toEqual([a1, a2, b]);
     await store.postponeNotices([a1!, a2!]);
     expect(await pending()).toEqual([b]); // no longer first in line
+    // notice_left_behind: a worker about to leave reads the postponed ones too, after those due.
+    expect((await store.pendingNotices({ minAgeMs: 0, limit: 10, includePostponed: true })).map((j) => j.id)).toEqual([b, a1, a2]);
     clock.advance(NOTICE_RETRY.firstMs - 1);
     expect(await pending()).toEqual([b]);
     clock.advance(1);
