@@ -61,6 +61,23 @@ const SUBMIT_JOB_FUNCTION = `
   `;
 
 /**
+ * submit_job as migration 8 makes it: after the Anima's lock, a job under the same idempotency key (one
+ * committed by a racing submit while this one waited for the lock) raises unique_violation, before the
+ * bounds are counted. The store's submit runs again on it (postgres-store.ts) and its lookup then finds
+ * that job: the answer SQLite gives, where submits take turns whole. Before, the store looked the key up
+ * before the lock, so a racing resubmit of an Anima at her bound was refused as Busy instead. A raise,
+ * not a new outcome: a process of an older build still running reads it as it read the unique index's.
+ */
+const SUBMIT_JOB_LOCK = `PERFORM pg_advisory_xact_lock(${SUBMIT_LOCK}, hashtext(current_schema() || '/' || p_anima));`;
+const SUBMIT_JOB_FUNCTION_V8 = SUBMIT_JOB_FUNCTION.replace(
+  SUBMIT_JOB_LOCK,
+  `${SUBMIT_JOB_LOCK}
+    IF p_idempotency_key IS NOT NULL AND EXISTS (SELECT 1 FROM jobs j WHERE j.anima = p_anima AND j.idempotency_key = p_idempotency_key) THEN
+      RAISE unique_violation USING MESSAGE = 'a job of this Anima already has this idempotency key';
+    END IF;`,
+);
+
+/**
  * Claims in one round trip (see PostgresJobStore.claim): the lock is taken on the server and held only
  * while this runs, never across the network. Round-robin as the SQLite store does it step by step: the
  * k-th job of every Anima comes before the (k+1)-th of any; within a round, the Anima served longest ago
@@ -211,6 +228,8 @@ const MIGRATIONS: readonly string[] = [
   DROP INDEX IF EXISTS jobs_unnotified;
   CREATE INDEX IF NOT EXISTS jobs_notices_due ON jobs (notice_retry_at, finished_at, seq) WHERE finished_at IS NOT NULL AND notified_at IS NULL;
   ` + claimJobsFunction("CREATE OR REPLACE FUNCTION", JOB_COLUMNS_V7),
+  // An idempotent resubmit racing the first submit finds its job, also at the Anima's bound.
+  SUBMIT_JOB_FUNCTION_V8,
 ];
 
 export const PG_SCHEMA_VERSION = MIGRATIONS.length;

@@ -97,7 +97,8 @@ export class PostgresJobStore implements JobStore {
           return existing ? { job: sameWork(pgRowToJob(existing), job), created: false } : this.insert(client, job, true);
         });
       } catch (error) {
-        // A 48-bit id collided, or another submit with the same idempotency key won the race: again (the
+        // A 48-bit id collided, or another submit with the same idempotency key won the race (the unique
+        // index, or submit_job's look after the Anima's lock, which a Busy must not pre-empt): again (the
         // second time finds its job).
         if (tries < 5 && isUniqueViolation(error)) continue;
         throw error;

@@ -138,6 +138,18 @@ export function submitContract(setup: ContractSetup): void {
     expect(await store.list("alice")).toHaveLength(1);
   });
 
+  it("idempotent_resubmit_at_bound: racing submits under one key, of an Anima with room for one job, are all answered with that job", async () => {
+    const { store, open } = await setup({ maxUnfinishedJobsPerAnima: 1 });
+    const other = await open();
+    // Several rounds, each a fresh Anima: one round may happen not to interleave.
+    for (let round = 0; round < 10; round++) {
+      const input = jobInput(`alice${round}`, { idempotencyKey: "same" });
+      const [a, b] = await Promise.all([store.submit(input), other.submit(input)]);
+      expect(a.job.id).toBe(b.job.id);
+      expect([a.created, b.created].sort()).toEqual([false, true]);
+    }
+  });
+
   it("scopes every read and cancel to the owning Anima", async () => {
     const { store } = await setup();
     const { job } = await store.submit(jobInput("alice"));
