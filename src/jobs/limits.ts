@@ -90,24 +90,42 @@ export const DEFAULT_LISTED_JOBS = 100;
 export const LISTED_TEXT_CHARS = 4_096;
 
 /**
- * A listing's columns in the stores' row names, each long text through `cut` (a store's SQL for "this
- * column's first `LISTED_TEXT_CHARS` characters"; `bytesColumn`: where the store keeps its whole size).
- * One list for both stores, so that a column added to jobs is listed by both or by neither.
+ * SQL for a job's whole argument and result sizes, from the columns that keep them, given the store's SQL
+ * for a text column's UTF-8 bytes (`textBytes`). A job written by a process of an older build (one still
+ * running after the migration that added the columns) has args_bytes 0, the column's default, and
+ * result_bytes NULL beside its result: unknown sizes, since arguments' JSON is never empty (0 is never a
+ * real size) and a result always has one. Those are measured from the stored text itself, so that listings
+ * cut such a job's texts and say so, and the per-Anima bound counts its arguments; only those rows pay for it.
  */
-export function listedColumns(cut: (column: string, bytesColumn?: string) => string): string {
+export function storedSizes(textBytes: (column: string) => string): { argsBytes: string; resultBytes: string } {
+  return {
+    argsBytes: `CASE WHEN args_bytes > 0 THEN args_bytes ELSE ${textBytes("args_json")} END`,
+    resultBytes: `COALESCE(result_bytes, ${textBytes("result")})`,
+  };
+}
+
+/**
+ * A listing's columns in the stores' row names, each long text through `cut` (a store's SQL for "this
+ * column's first `LISTED_TEXT_CHARS` characters"; `bytes`: SQL for its whole size, where the store keeps
+ * one), and the whole sizes as `storedSizes` gives them (`textBytes`: the store's SQL for a text's UTF-8
+ * bytes). One list for both stores, so that a column added to jobs is listed by both or by neither.
+ */
+export function listedColumns(cut: (column: string, bytes?: string) => string, textBytes: (column: string) => string): string {
+  const sizes = storedSizes(textBytes);
   return [
     "seq, id, anima, tool, action, schema_name",
-    cut("args_json", "args_bytes"),
+    cut("args_json", sizes.argsBytes),
     "bundle_hash, priority, idempotency_key, status, attempts, max_attempts, retry_backoff_ms, timeout_ms",
     "submitted_at, started_at, finished_at, not_before",
-    cut("result", "result_bytes"),
+    cut("result", sizes.resultBytes),
     "result_structured, error_type",
     cut("error_message"),
     "error_fault",
     cut("error_hint"),
     "progress_fraction",
     cut("progress_message"),
-    "lease_owner, lease_expires_at, cancel_requested, notified_at, args_bytes, result_bytes",
+    "lease_owner, lease_expires_at, cancel_requested, notified_at",
+    `${sizes.argsBytes} AS args_bytes, ${sizes.resultBytes} AS result_bytes`,
   ].join(", ");
 }
 

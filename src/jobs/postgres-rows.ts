@@ -13,7 +13,10 @@ import type { Job } from "./store.js";
  * that what a listing reads is bounded by its length, not by what the jobs hold (limits.ts); the whole
  * sizes beside (`rowToListedJob`).
  */
-export const PG_LISTED_COLUMNS = listedColumns((column) => `left(${column}, ${LISTED_TEXT_CHARS}) AS ${column}`);
+export const PG_LISTED_COLUMNS = listedColumns(
+  (column) => `left(${column}, ${LISTED_TEXT_CHARS}) AS ${column}`,
+  (column) => `octet_length(${column})`,
+);
 
 /**
  * PostgreSQL text cannot hold U+0000 ("invalid byte sequence for encoding UTF8: 0x00"), and a tool's result,

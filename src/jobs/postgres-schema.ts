@@ -1,5 +1,6 @@
 import type { PoolClient } from "pg";
 import { ToolHostError } from "../errors.js";
+import { storedSizes } from "./limits.js";
 
 /**
  * Schema of the PostgreSQL job store, in its own PostgreSQL schema (default `animaworks_tool`), versioned
@@ -60,22 +61,57 @@ const SUBMIT_JOB_FUNCTION = `
   $submit$;
   `;
 
+/** A job's argument bytes as submit_job's count reads them (its columns unqualified: no variable shares their names). */
+const PG_ARGS_BYTES = storedSizes((column) => `octet_length(${column})`).argsBytes;
+
 /**
- * submit_job as migration 8 makes it: after the Anima's lock, a job under the same idempotency key (one
+ * submit_job as migration 8 makes it (otherwise as above): after the Anima's lock, a job under the same idempotency key (one
  * committed by a racing submit while this one waited for the lock) raises unique_violation, before the
  * bounds are counted. The store's submit runs again on it (postgres-store.ts) and its lookup then finds
  * that job: the answer SQLite gives, where submits take turns whole. Before, the store looked the key up
  * before the lock, so a racing resubmit of an Anima at her bound was refused as Busy instead. A raise,
  * not a new outcome: a process of an older build still running reads it as it read the unique index's.
+ * The count measures arguments whose size an older build left unknown (limits.ts `storedSizes`).
  */
-const SUBMIT_JOB_LOCK = `PERFORM pg_advisory_xact_lock(${SUBMIT_LOCK}, hashtext(current_schema() || '/' || p_anima));`;
-const SUBMIT_JOB_FUNCTION_V8 = SUBMIT_JOB_FUNCTION.replace(
-  SUBMIT_JOB_LOCK,
-  `${SUBMIT_JOB_LOCK}
+const SUBMIT_JOB_FUNCTION_V8 = `
+  CREATE OR REPLACE FUNCTION submit_job(p_id text, p_anima text, p_tool text, p_action text, p_schema_name text, p_args_json text,
+    p_bundle_hash text, p_priority integer, p_idempotency_key text, p_max_attempts integer, p_retry_backoff_ms bigint,
+    p_timeout_ms bigint, p_now bigint, p_args_bytes bigint, p_max_jobs bigint, p_max_args_bytes bigint, p_channel text)
+  RETURNS TABLE (outcome text, unfinished_jobs bigint, unfinished_args_bytes bigint)
+  LANGUAGE plpgsql VOLATILE SET search_path FROM CURRENT AS $submit$
+  DECLARE
+    n bigint;
+    total bigint;
+  BEGIN
+    IF NOT EXISTS (SELECT 1 FROM bundles WHERE hash = p_bundle_hash) THEN
+      RETURN QUERY SELECT 'no-bundle'::text, 0::bigint, 0::bigint;
+      RETURN;
+    END IF;
+    PERFORM pg_advisory_xact_lock(${SUBMIT_LOCK}, hashtext(current_schema() || '/' || p_anima));
     IF p_idempotency_key IS NOT NULL AND EXISTS (SELECT 1 FROM jobs j WHERE j.anima = p_anima AND j.idempotency_key = p_idempotency_key) THEN
       RAISE unique_violation USING MESSAGE = 'a job of this Anima already has this idempotency key';
-    END IF;`,
-);
+    END IF;
+    -- Each status through its own partial index, not the Anima's whole history; args_bytes 0 (a job an
+    -- older build wrote) is measured (limits.ts storedSizes).
+    SELECT COUNT(*), COALESCE(SUM(u.args_bytes), 0) INTO n, total FROM (
+      SELECT ${PG_ARGS_BYTES} AS args_bytes FROM jobs j WHERE j.anima = p_anima AND j.status = 'queued'
+      UNION ALL
+      SELECT ${PG_ARGS_BYTES} AS args_bytes FROM jobs j WHERE j.anima = p_anima AND j.status = 'running') u;
+    IF n >= p_max_jobs OR total + p_args_bytes > p_max_args_bytes THEN
+      RETURN QUERY SELECT 'full'::text, n, total;
+      RETURN;
+    END IF;
+    INSERT INTO jobs (id, anima, tool, action, schema_name, args_json, bundle_hash, priority, idempotency_key, status, max_attempts,
+      retry_backoff_ms, timeout_ms, submitted_at, args_bytes)
+    VALUES (p_id, p_anima, p_tool, p_action, p_schema_name, p_args_json, p_bundle_hash, p_priority, p_idempotency_key, 'queued',
+      p_max_attempts, p_retry_backoff_ms, p_timeout_ms, p_now, p_args_bytes);
+    IF p_channel IS NOT NULL THEN
+      PERFORM pg_notify(p_channel, 'runnable');
+    END IF;
+    RETURN QUERY SELECT 'queued'::text, n, total;
+  END
+  $submit$;
+  `;
 
 /**
  * Claims in one round trip (see PostgresJobStore.claim): the lock is taken on the server and held only

@@ -197,9 +197,15 @@ export function rowToListedJob(row: JobRow): Job {
  * characters. (SQLite's substr stops at a U+0000 in the text: a cut text that holds one is cut there.)
  */
 export const LISTED_COLUMNS = listedColumns(
-  (column, bytes = `length(CAST(${column} AS BLOB))`) =>
+  (column, bytes = textBytes(column)) =>
     `CASE WHEN ${bytes} <= ${LISTED_TEXT_CHARS} THEN ${column} ELSE substr(${column}, 1, ${LISTED_TEXT_CHARS}) END AS ${column}`,
+  textBytes,
 );
+
+/** SQL for the UTF-8 bytes of a text column. */
+export function textBytes(column: string): string {
+  return `length(CAST(${column} AS BLOB))`;
+}
 
 function toStatus(value: string): JobStatus {
   // The CHECK constraint keeps anything else out; this guards a hand-edited database.

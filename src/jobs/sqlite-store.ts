@@ -4,9 +4,9 @@ import Database from "better-sqlite3";
 import { ToolHostError } from "../errors.js";
 import { GroupCommit } from "./group-commit.js";
 import { type ClaimStatements, claimJobs, prepareClaim } from "./sqlite-claim.js";
-import { type JobRow, LISTED_COLUMNS, migrate, rowToJob, rowToListedJob } from "./sqlite-schema.js";
+import { type JobRow, LISTED_COLUMNS, migrate, rowToJob, rowToListedJob, textBytes } from "./sqlite-schema.js";
 import { checkIntegrity, jobStoreError } from "./sqlite-errors.js";
-import { type UnfinishedJobLimits, checkUnfinishedLimits, listLimit, resolveUnfinishedLimits } from "./limits.js";
+import { type UnfinishedJobLimits, checkUnfinishedLimits, listLimit, resolveUnfinishedLimits, storedSizes } from "./limits.js";
 import {
   type ClaimRequest,
   type Job,
@@ -281,6 +281,8 @@ function isUniqueViolation(error: unknown, column: string): boolean {
   return error instanceof Error && (error as { code?: string }).code === "SQLITE_CONSTRAINT_UNIQUE" && error.message.includes(column);
 }
 
+const ARGS_BYTES = storedSizes(textBytes).argsBytes;
+
 const LEASE_MATCH = "id = @id AND status = 'running' AND lease_owner = @owner AND attempts = @attempt";
 
 function prepare(db: Database.Database) {
@@ -291,9 +293,10 @@ function prepare(db: Database.Database) {
     bundleExists: s("SELECT 1 FROM bundles WHERE hash = ?"),
     // Each status through its own partial index, not the Anima's whole history (which SQLite picks without
     // statistics, jobs_by_anima).
+    // A size an older build left unknown is measured (storedSizes).
     unfinished: s(`SELECT COUNT(*) AS jobs, COALESCE(SUM(args_bytes), 0) AS argsBytes FROM (
-        SELECT args_bytes FROM jobs INDEXED BY jobs_queued WHERE anima = ? AND status = 'queued'
-        UNION ALL SELECT args_bytes FROM jobs INDEXED BY jobs_running WHERE anima = ? AND status = 'running')`),
+        SELECT ${ARGS_BYTES} AS args_bytes FROM jobs INDEXED BY jobs_queued WHERE anima = ? AND status = 'queued'
+        UNION ALL SELECT ${ARGS_BYTES} AS args_bytes FROM jobs INDEXED BY jobs_running WHERE anima = ? AND status = 'running')`),
     insert: s(`INSERT INTO jobs (id, anima, tool, action, schema_name, args_json, args_bytes, bundle_hash, priority, idempotency_key,
         status, max_attempts, retry_backoff_ms, timeout_ms, submitted_at)
       VALUES (@id, @anima, @tool, @action, @schemaName, @argsJson, @argsBytes, @bundleHash, @priority, @idempotencyKey,

@@ -6,6 +6,7 @@ import { type TestDatabase, createTestDatabase } from "../helpers/postgres.js";
 import { leaseOf } from "../../src/jobs/store.js";
 import { jobOutputValue } from "../../src/jobs/view.js";
 import { runJobStoreContract } from "./contract.js";
+import { OLDER_BUILD_ARGS_BOUND, olderBuildRows } from "./older-build-rows.js";
 import { jobInput, withBundle } from "./helpers.js";
 
 let database: TestDatabase;
@@ -124,6 +125,19 @@ describe("PostgresJobStore specifics", () => {
     expect((await store.get("alice", job.id))?.result).toBe("ü".repeat(6_000));
     const { job: next } = await store.submit(jobInput("alice"));
     expect((await store.claim({ owner: "w2", leaseMs: 60_000, limit: 1 }))[0]?.id).toBe(next.id);
+    await store.close();
+  });
+
+  it("older_build_rows: a job written without its sizes is listed as cut with its real sizes, and its arguments count against the bound", async () => {
+    const schema = "older_build_rows";
+    const store = new PostgresJobStore({ url: database.url, schema, maxUnfinishedArgsBytesPerAnima: OLDER_BUILD_ARGS_BOUND });
+    await withBundle(store);
+    await olderBuildRows(store, async () => {
+      const admin = new pg.Client({ connectionString: database.url });
+      await admin.connect();
+      await admin.query(`UPDATE ${schema}.jobs SET args_bytes = 0, result_bytes = NULL`);
+      await admin.end();
+    });
     await store.close();
   });
 

@@ -5,6 +5,7 @@ import { afterEach, describe, expect, it } from "vitest";
 import { SCHEMA_VERSION } from "../../src/jobs/sqlite-schema.js";
 import { SqliteJobStore } from "../../src/jobs/sqlite-store.js";
 import { runJobStoreContract } from "./contract.js";
+import { OLDER_BUILD_ARGS_BOUND, olderBuildRows } from "./older-build-rows.js";
 import { jobInput, tempDir, withBundle } from "./helpers.js";
 import { leaseOf } from "../../src/jobs/store.js";
 import { jobOutputValue } from "../../src/jobs/view.js";
@@ -124,6 +125,17 @@ describe("SqliteJobStore specifics", () => {
     const [listed] = await store.list("alice");
     expect(listed?.listed).toEqual({ argsBytes: job.argsJson.length + 5_000, resultBytes: 12_000 });
     expect((await store.get("alice", job.id))?.result).toBe("ü".repeat(6_000));
+    await store.close();
+  });
+
+  it("older_build_rows: a job written without its sizes is listed cut with its real sizes, and its arguments count against the bound", async () => {
+    const path = dbPath();
+    const store = await withBundle(new SqliteJobStore({ path, maxUnfinishedArgsBytesPerAnima: OLDER_BUILD_ARGS_BOUND }));
+    await olderBuildRows(store, async () => {
+      const raw = new Database(path);
+      raw.exec("UPDATE jobs SET args_bytes = 0, result_bytes = NULL");
+      raw.close();
+    });
     await store.close();
   });
 
