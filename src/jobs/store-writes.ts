@@ -39,18 +39,25 @@ export function normaliseSubmit(input: SubmitJobInput): Required<Omit<SubmitJobI
     schemaName: input.schemaName,
     argsJson: input.argsJson,
     bundleHash: input.bundleHash,
-    priority: integer(input.priority, JOB_DEFAULTS.priority, "priority", -1_000_000),
+    priority: integer(input.priority, JOB_DEFAULTS.priority, "priority", -1_000_000, INT32_MAX),
     idempotencyKey: key,
-    maxAttempts: integer(input.maxAttempts, JOB_DEFAULTS.maxAttempts, "maxAttempts", 1),
+    maxAttempts: integer(input.maxAttempts, JOB_DEFAULTS.maxAttempts, "maxAttempts", 1, INT32_MAX),
     retryBackoffMs: integer(input.retryBackoffMs, JOB_DEFAULTS.retryBackoffMs, "retryBackoffMs", 0),
     timeoutMs: integer(input.timeoutMs, JOB_DEFAULTS.timeoutMs, "timeoutMs", 1),
   };
 }
 
-function integer(value: number | undefined, fallback: number, name: string, min: number): number {
+/**
+ * The largest priority and attempt count: PostgreSQL keeps them as 32-bit integers (SQLite would take any),
+ * so both stores refuse what one could not store, with the same error.
+ */
+const INT32_MAX = 2_147_483_647;
+
+function integer(value: number | undefined, fallback: number, name: string, min: number, max = Number.MAX_SAFE_INTEGER): number {
   if (value === undefined) return fallback;
-  if (!Number.isSafeInteger(value) || value < min) {
-    throw new ToolHostError("InvalidArguments", `${name} must be an integer ≥ ${min}, got ${String(value)}`);
+  if (!Number.isSafeInteger(value) || value < min || value > max) {
+    const range = max === Number.MAX_SAFE_INTEGER ? `≥ ${min}` : `from ${min} to ${max.toLocaleString("en-US")}`;
+    throw new ToolHostError("InvalidArguments", `${name} must be an integer ${range}, got ${String(value)}`, `give ${name} a whole number ${range}`);
   }
   return value;
 }

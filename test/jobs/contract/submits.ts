@@ -37,6 +37,9 @@ export function submitContract(setup: ContractSetup): void {
       jobInput("alice", { priority: 1.5 }),
       jobInput("alice", { maxAttempts: 0 }),
       jobInput("alice", { timeoutMs: -1 }),
+      // Past a 32-bit integer, which PostgreSQL keeps them as: refused by both stores alike.
+      jobInput("alice", { priority: 2_147_483_648 }),
+      jobInput("alice", { maxAttempts: 3_000_000_000 }),
     ];
     for (const input of bad) {
       await expect(store.submit(input)).rejects.toMatchObject({ type: "InvalidArguments" });
