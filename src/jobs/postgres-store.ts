@@ -32,7 +32,7 @@ import {
   newJobId,
   retryDelayMs,
 } from "./store.js";
-import { normaliseProgress, normaliseSubmit, outcomeColumns, sameWork } from "./store-writes.js";
+import { namesNoJob, normaliseProgress, normaliseSubmit, outcomeColumns, sameWork } from "./store-writes.js";
 
 export interface PostgresJobStoreOptions extends UnfinishedJobLimits {
   /** `postgres://user:password@host:port/database`. */
@@ -148,12 +148,14 @@ export class PostgresJobStore implements JobStore {
   }
 
   async get(anima: string, id: string): Promise<Job | undefined> {
+    if (namesNoJob(anima, id)) return undefined;
     const row = await this.db.queryOne("SELECT * FROM jobs WHERE id = $1", [id]);
     return row && row.anima === anima ? pgRowToJob(row) : undefined;
   }
 
   async list(anima: string, options: ListJobsOptions = {}): Promise<Job[]> {
     const limit = listLimit(options.limit);
+    if (namesNoJob(anima)) return [];
     const statuses = options.status === undefined ? [...JOB_STATUSES] : [options.status].flat();
     const rows = await this.db.queryRows(`SELECT ${PG_LISTED_COLUMNS} FROM jobs WHERE anima = $1 AND status = ANY($2) ORDER BY seq DESC LIMIT $3`, [
       anima,
@@ -232,7 +234,8 @@ export class PostgresJobStore implements JobStore {
     return row ? pgRowToJob(row) : undefined;
   }
 
-  requestCancel(anima: string, id: string): Promise<Job | undefined> {
+  async requestCancel(anima: string, id: string): Promise<Job | undefined> {
+    if (namesNoJob(anima, id)) return undefined;
     return this.db.transaction(async (client) => {
       const row = await one(client, "SELECT * FROM jobs WHERE id = $1 FOR UPDATE", [id]);
       if (!row || row.anima !== anima) return undefined;

@@ -63,6 +63,15 @@ function integer(value: number | undefined, fallback: number, name: string, min:
 }
 
 /**
+ * Whether an Anima name or job id given to a read or a cancel holds U+0000: such a one names no job (a
+ * submit refuses it, `normaliseSubmit`). The PostgreSQL store answers so before asking the server, whose
+ * text cannot hold it (a raw "invalid byte sequence" error otherwise), as the SQLite store answers by looking.
+ */
+export function namesNoJob(...names: string[]): boolean {
+  return names.some((name) => name.includes("\u0000"));
+}
+
+/**
  * The job an idempotency key already names, when a new submit asks for the same work under it; reusing a
  * key for other work (another action or other arguments) is `InvalidArguments`.
  */

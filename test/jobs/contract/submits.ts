@@ -161,6 +161,11 @@ export function submitContract(setup: ContractSetup): void {
     expect(await store.requestCancel("bob", job.id)).toBeUndefined();
     expect((await store.get("alice", job.id))?.status).toBe("queued");
     expect((await store.list("bob")).map((j) => j.anima)).toEqual(["bob"]);
+    // A name or id holding U+0000 (an MCP job_status argument may) names no job, in both stores alike.
+    expect(await store.get("alice", `${job.id}\u0000`)).toBeUndefined();
+    expect(await store.get("al\u0000ice", job.id)).toBeUndefined();
+    expect(await store.list("al\u0000ice")).toEqual([]);
+    expect(await store.requestCancel("alice", `\u0000${job.id}`)).toBeUndefined();
   });
 
   it("lists newest first, filtered by status and limited", async () => {
