@@ -14,6 +14,7 @@ import { isPythonBundle } from "../wire/tool-bundle.js";
 import { heldPartsShortage } from "../wire/parts.js";
 import { checkedResponse } from "./response-check.js";
 import { SlotRestarts } from "./slot-restarts.js";
+import { InterpretersSent } from "./interpreters-sent.js";
 
 /**
  * One supervised sandbox process slot of a cordon, as its pool (cordon-pool.ts) drives it: start (or
@@ -113,15 +114,8 @@ export class SandboxProcess {
 
   /** Bundle hashes this incarnation of the child has been sent (it caches their code). */
   private sentBundles = new Set<string>();
-  /** Bundle hashes this incarnation has been asked to call (`firstCallOf`). */
-  private calledBundles = new Set<string>();
-
-  /** True the first time this incarnation of the child is asked to call bundle `hash` (a describe does not count). */
-  firstCallOf(hash: string): boolean {
-    if (this.calledBundles.has(hash)) return false;
-    this.calledBundles.add(hash);
-    return true;
-  }
+  /** What this incarnation was sent of Python tools: whether a request finds an interpreter there (set by `start`). */
+  interpreters!: InterpretersSent;
 
   send(message: ToSandbox): void {
     if (this.ready && this.child?.connected) {
@@ -152,7 +146,7 @@ export class SandboxProcess {
     this.ready = false;
     this.readyAt = undefined;
     this.sentBundles = new Set();
-    this.calledBundles = new Set();
+    this.interpreters = new InterpretersSent(this.pool.pythonInterpreters.spare);
     const handlers = {
       onMessage: (link: ChildLink, raw: unknown) => this.onMessage(link, raw),
       onBroken: (link: ChildLink, reason: string) => this.violation(link, reason),

@@ -11,7 +11,6 @@ import {
   labelled,
 } from "../wire/messages.js";
 import { SandboxProcess } from "./child-handle.js";
-import { PYTHON_BOOT_GRACE_MS, isPythonBundle } from "../wire/tool-bundle.js";
 import { type Pending, type ProcessOwner, shuttingDown } from "./process-owner.js";
 import type { OsSandboxStatus } from "../os/os-sandbox.js";
 import type { ChildLink, ProcessGuard } from "./child-link.js";
@@ -20,6 +19,7 @@ import type { PythonInterpreterSettings } from "../isolate/isolate-runner-option
 import type { Rescheduler } from "../os/rescheduler.js";
 import { monotonicMs } from "../../clock.js";
 import { Placement } from "../scheduling/placement.js";
+import { BootAllowances } from "../scheduling/boot-allowance.js";
 import { type HeldJudgments, NOTHING_HELD, type ProcessReading, THRESHOLDS, judgeReadings } from "../scheduling/judge.js";
 import { processTreeCpu } from "../os/process-cpu.js";
 import { LOW_PRIORITY_NICE } from "../os/low-priority.js";
@@ -116,6 +116,7 @@ export class CordonPool implements ProcessOwner {
   private readonly processes: SandboxProcess[];
   private lowPriority: SandboxProcess | undefined;
   private readonly placement: Placement<SandboxProcess>;
+  private readonly bootAllowances = new BootAllowances();
   private cpuTimer: NodeJS.Timeout | undefined;
   private lastCallAt = Number.NEGATIVE_INFINITY;
   private readonly cpuSamples = new Map<SandboxProcess, { at: number; offMainMs: number; totalMs: number }>();
@@ -183,9 +184,9 @@ export class CordonPool implements ProcessOwner {
     const now = monotonicMs();
     const route = this.placement.route(anima, now);
     route.left?.forgetAnima(anima);
-    // A Python tool's first call in a process starts its interpreter: seconds of CPU that are not the
-    // Anima's tool running long. Known from what the host sent, never from the process.
-    const graceMs = isPythonBundle(request.bundle.code) && route.target.firstCallOf(request.bundle.hash) ? PYTHON_BOOT_GRACE_MS : 0;
+    // A request that must boot a Python interpreter first gets its Anima's boot allowance, if any is left
+    // (boot-allowance.ts). Known from what the host sent, never from the process.
+    const graceMs = route.target.interpreters.needsBoot(request, now) ? this.bootAllowances.grant(route.target.index, anima, now) : 0;
     const outcome = this.dispatch(route.target, request, signal, (id) => this.placement.started(anima, id, route.target, now, graceMs)) as Promise<CallOutcome>;
     this.lastCallAt = now;
     this.cpuTimer ??= setInterval(() => this.readAndJudge(), THRESHOLDS.readEveryMs).unref();

@@ -57,6 +57,16 @@ export const THRESHOLDS = {
    * Anima cannot make a process of other Animas restart every few seconds.
    */
   maxDemotionDoublings: 6,
+  /**
+   * A Python interpreter's boot at the start of a request that needs one (a call or a personal tool's
+   * load, where the host's record says its process holds no interpreter for it) is not judged as its
+   * Anima's use for this long, ms: about a boot from the process's snapshot (≈ 0.5 s measured on a loaded
+   * 2-core VM; several times that on a busier machine). Once per process slot and Anima
+   * (boot-allowance.ts): requests that need one meanwhile share it.
+   */
+  pythonBootAllowanceMs: 2_000,
+  /** An Anima gets its next boot allowance on a process slot this long after its previous one began, ms (restarts renew nothing). */
+  pythonBootAllowanceRenewedAfterMs: 60_000,
   /** An idle Anima moves when its process serves more than this many Animas more than another that is up. */
   moveAfterExtraAnimas: 8,
 } as const;

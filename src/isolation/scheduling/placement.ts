@@ -97,8 +97,8 @@ export class Placement<P extends Slot> {
 
   /**
    * Call `id` of `anima` went to `process` now. `graceMs`: time at its start that is not the Anima's use
-   * (the host sent a Python tool's code there for the first time, whose interpreter starts first): its
-   * time runs from then.
+   * (its boot allowance, for a Python interpreter that must start first: boot-allowance.ts): its time
+   * runs from then.
    */
   started(anima: string, id: number, process: P, now: number, graceMs = 0): void {
     this.tenants.get(anima)?.inFlight.set(id, { process, startedAt: now + graceMs, graceMs });

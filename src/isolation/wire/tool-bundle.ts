@@ -12,10 +12,9 @@ export function isPythonBundle(code: string): boolean {
 }
 
 /**
- * Time a Python tool's interpreter may take to start, ms, granted where the host knows one starts: a load
- * (a describe always starts one: ≈ 0.5–1 s from its process's snapshot, ≈ 3–5 s without, several times
- * that on a busy machine) gets it beside the load timeout, and the first call of a Python tool's code in
- * a process is not judged over its share for it (scheduling/placement.ts). A tool's own code could spend
- * the grace too: once per version and process, in its own cordon's process.
+ * Time a Python tool's interpreter may take to start, ms: a deadline, never a CPU allowance. A load gets
+ * it beside the load timeout (a describe may start one: ≈ 0.5–1 s from its process's snapshot, ≈ 3–5 s
+ * without, several times that on a busy machine), and a spare interpreter's boot runs under it. What the
+ * judge leaves unjudged of a boot is far shorter and the Anima's (scheduling/boot-allowance.ts).
  */
 export const PYTHON_BOOT_GRACE_MS = 30_000;

@@ -1,0 +1,67 @@
+import { existsSync } from "node:fs";
+import { afterAll, beforeAll, describe, expect, it } from "vitest";
+import type { CallResult } from "../../src/index.js";
+import { sandboxOf } from "../../src/host.js";
+import { waitFor } from "../helpers/data-dir.js";
+import { HANG_MS, HOST_ACTS_TEST_MS, untilHostActs } from "./demotion-readings.js";
+import { type Harness, expectHealthy, startHost } from "./harness.js";
+
+/**
+ * Python tools and CPU demotion (docs/scheduling.md): what a Python tool costs its process beyond its
+ * calls' own running is the Anima's to answer for. The interpreter's boot gets a small allowance, once
+ * per process slot and Anima, and none where the process holds an interpreter for it already. Each
+ * attack runs beside alice's short calls until the host has acted (its process demoted in place, its
+ * Anima's calls sent to the low-priority process), then is stopped. The tests assert what the host did.
+ */
+const SCHEMA = (tool: string) =>
+  `def get_tool_schemas():\n    return [{"name": "${tool}_run", "description": "d", "input_schema": {"type": "object", "properties": {}}}]\n`;
+const WARM = `${SCHEMA("warm")}def dispatch(name, args):\n    return "warm"\n`;
+const SPIN_ON_CALL = `${SCHEMA("spin_call")}def dispatch(name, args):\n    while True:\n        pass\n`;
+
+describe("python cpu: a spinning Python tool's first call", () => {
+  let h: Harness;
+  beforeAll(() => {
+    h = startHost({ mode: "process", cordons: "all", timeoutMs: 4_000, loadTimeoutMs: 20_000, sandboxProcesses: 1, animas: ["mallory", "alice"] });
+    h.data.write("animas/mallory/tools/warm.py", WARM);
+    h.data.write("animas/mallory/tools/spin_call.py", SPIN_ON_CALL);
+  });
+  afterAll(() => h.close());
+
+  /** Alice calls every 5 ms until `done`. */
+  async function aliceMeanwhile(done: () => boolean): Promise<CallResult[]> {
+    const results: CallResult[] = [];
+    while (!done()) {
+      results.push(await h.call("alice", "counter_count"));
+      await new Promise((resolve) => setTimeout(resolve, 5));
+    }
+    return results;
+  }
+
+  it(
+    "python_first_call_grace: a spinning tool's first call, where the process already holds an interpreter for it, is demoted like any call",
+    async ({ skip }) => {
+      const sandbox = sandboxOf(h.host!)!;
+      expect(await expectHealthy(h, "alice")).toBe(1);
+      // Mallory's process has run a Python call: it keeps an interpreter ready for the next one.
+      expect((await h.call("mallory", "warm_run")).status).toBe("ok");
+      const shared = sandbox.pidFor("mallory") as number;
+      expect(sandbox.pidFor("alice")).toBe(shared);
+      const stop = new AbortController();
+      // Its own deadline is far beyond the wait below: only the host's judgment ends its priority.
+      const attack = h.call("mallory", "spin_call_run", {}, { signal: stop.signal, timeoutMs: 2 * HANG_MS });
+      let acted = false;
+      const aliceCalls = aliceMeanwhile(() => acted);
+      try {
+        await untilHostActs(() => !sandbox.pids().includes(shared), shared, skip);
+      } finally {
+        acted = true;
+        stop.abort();
+      }
+      expect((await aliceCalls).every((r) => r.status === "ok")).toBe(true);
+      expect(sandbox.pidFor("mallory")).toBe(sandbox.pids()[1]); // the low-priority process
+      expect((await attack).status).toBe("error");
+      await waitFor(() => !existsSync(`/proc/${shared}`), HANG_MS);
+    },
+    HOST_ACTS_TEST_MS,
+  );
+});
