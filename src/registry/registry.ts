@@ -52,10 +52,18 @@ const MAX_PINNED_DESCRIPTIONS = 256;
  * A failure to run a tool's module (as opposed to its declaration failing the checks) may be transient:
  * a sandbox process that crashed because of another call, a host too busy to finish within the load
  * timeout. The executor reports all of these as LoadError, so such a failure is kept only this long
- * before the next use tries again; a tool that is really broken fails again and costs one load attempt
- * per period.
+ * before the next use tries again, and twice as long after each further failure of that same version
+ * (`LOAD_FAILURE_MAX_DOUBLINGS`): a tool whose load spins until its timeout costs a few load attempts,
+ * not one every 10 s for as long as its Anima keeps asking.
  */
 export const LOAD_FAILURE_RETRY_MS = 10_000;
+/** The retry period of a version's load failures doubles at most this many times: 10 s, 20 s, … 640 s. */
+export const LOAD_FAILURE_MAX_DOUBLINGS = 6;
+
+/** How long after its `failures`-th transient load failure in a row (from 1) a tool version is tried again, ms. */
+export function loadRetryAfterMs(failures: number): number {
+  return LOAD_FAILURE_RETRY_MS * 2 ** Math.min(Math.max(0, failures - 1), LOAD_FAILURE_MAX_DOUBLINGS);
+}
 
 export interface RegistryOptions {
   dataDir: string;
@@ -71,8 +79,11 @@ export interface RegistryOptions {
  * (cached by bundle hash) + schema checks. One tool's failure never affects another's availability.
  */
 export class ToolRegistry {
-  /** Loaded entries by file path, valid while the bundle hash is unchanged. */
-  private readonly loaded = new Map<string, { hash: string; entry: ToolEntry; expiresAt: number }>();
+  /**
+   * Loaded entries by file path, valid while the bundle hash is unchanged (a transient failure until
+   * `expiresAt`), with the transient load failures in a row of that version.
+   */
+  private readonly loaded = new Map<string, { hash: string; entry: ToolEntry; expiresAt: number; failures: number }>();
   /** Schemas of pinned tool versions (`schemaFor`), oldest first. */
   private readonly pinnedSchemas = new Map<string, ToolSchema[]>();
 
@@ -119,10 +130,12 @@ export class ToolRegistry {
     if (previous && previous.hash === bundle.hash && monotonicMs() < previous.expiresAt) {
       entry = previous.entry;
     } else {
+      const failures = previous?.hash === bundle.hash ? previous.failures : 0;
       const described = await this.describe(source, bundle);
       entry = described.entry;
-      const expiresAt = described.transient ? monotonicMs() + LOAD_FAILURE_RETRY_MS : Number.POSITIVE_INFINITY;
-      this.loaded.set(source.path, { hash: bundle.hash, entry, expiresAt });
+      if (described.transient)
+        this.loaded.set(source.path, { hash: bundle.hash, entry, expiresAt: monotonicMs() + loadRetryAfterMs(failures + 1), failures: failures + 1 });
+      else this.loaded.set(source.path, { hash: bundle.hash, entry, expiresAt: Number.POSITIVE_INFINITY, failures: 0 });
     }
     if (entry.state === "ok") {
       const collision = findSchemaCollision(entry.tool, visibleNames);
@@ -148,10 +161,15 @@ export class ToolRegistry {
     return schemas.find((schema) => schema.name === schemaName);
   }
 
-  /** Forgets loaded tools so the next load re-reads everything. */
+  /**
+   * Forgets loaded tools so the next load re-reads everything, except a version whose load failed and
+   * waits for its retry (`loadRetryAfterMs`): a refresh does not cut its backoff short (a changed file
+   * is another version, loaded at once).
+   */
   forget(path?: string): void {
-    if (path === undefined) this.loaded.clear();
-    else this.loaded.delete(path);
+    for (const [key, kept] of this.loaded) {
+      if ((path === undefined || key === path) && kept.failures === 0) this.loaded.delete(key);
+    }
   }
 
   /** `transient`: the module could not be run, which may succeed on a later try (see LOAD_FAILURE_RETRY_MS). */

@@ -165,6 +165,30 @@ describe("ToolRegistry: failures to run a module are retried, failed checks are 
     expect(describe).toHaveBeenCalledTimes(2);
   });
 
+  it("load_retry_storm: a version whose load keeps failing is retried ever less often (bounded), and a refresh does not cut that short", async () => {
+    const spun: DescribeOutcome = { ok: false, error: { type: "Timeout", fault: "tool", message: "the load ran past its timeout" } };
+    const good: DescribeOutcome = { ok: true, module: { exports: { dispatch: "function" }, schemas: [{ name: "spinload_run" }], profile: null } };
+    const { registry, describe } = registryWith([...Array.from({ length: 9 }, () => spun), good]);
+    data.write("common_tools/spinload.ts", simpleTool("spinload"));
+    vi.useFakeTimers({ toFake: ["hrtime"] });
+    const source = (await registry.sources(undefined)).tools.get("spinload")!;
+    const load = async () => (await registry.load(source, ["spinload"])).state;
+    expect(await load()).toBe("error");
+    // Each further failure doubles the wait before the next attempt, up to LOAD_FAILURE_MAX_DOUBLINGS.
+    for (const [attempt, waitMs] of [10_000, 20_000, 40_000, 80_000, 160_000, 320_000, 640_000, 640_000].entries()) {
+      vi.advanceTimersByTime(waitMs - 1);
+      registry.forget(); // a refresh re-reads the tools, but this version's failure stands until its retry
+      expect(await load()).toBe("error");
+      expect(describe).toHaveBeenCalledTimes(attempt + 1);
+      vi.advanceTimersByTime(1);
+      expect(await load()).toBe("error");
+      expect(describe).toHaveBeenCalledTimes(attempt + 2);
+    }
+    vi.advanceTimersByTime(640_000);
+    expect(await load()).toBe("ok");
+    expect(describe).toHaveBeenCalledTimes(10);
+  });
+
   it("describes a personal tool for its owner, in its owner's cordon, and never reuses that description for another Anima", async () => {
     const good: DescribeOutcome = { ok: true, module: { exports: { dispatch: "function" }, schemas: [{ name: "twin_run" }], profile: null } };
     const { registry, describe } = registryWith([good, good, good]);

@@ -17,6 +17,17 @@ const SCHEMA = (tool: string) =>
   `def get_tool_schemas():\n    return [{"name": "${tool}_run", "description": "d", "input_schema": {"type": "object", "properties": {}}}]\n`;
 const WARM = `${SCHEMA("warm")}def dispatch(name, args):\n    return "warm"\n`;
 const SPIN_ON_CALL = `${SCHEMA("spin_call")}def dispatch(name, args):\n    while True:\n        pass\n`;
+const SPIN_ON_LOAD = `${SCHEMA("spin_load")}while True:\n    pass\n`;
+
+/** Alice calls every 5 ms until `done`. */
+async function aliceMeanwhile(h: Harness, done: () => boolean): Promise<CallResult[]> {
+  const results: CallResult[] = [];
+  while (!done()) {
+    results.push(await h.call("alice", "counter_count"));
+    await new Promise((resolve) => setTimeout(resolve, 5));
+  }
+  return results;
+}
 
 describe("python cpu: a spinning Python tool's first call", () => {
   let h: Harness;
@@ -26,16 +37,6 @@ describe("python cpu: a spinning Python tool's first call", () => {
     h.data.write("animas/mallory/tools/spin_call.py", SPIN_ON_CALL);
   });
   afterAll(() => h.close());
-
-  /** Alice calls every 5 ms until `done`. */
-  async function aliceMeanwhile(done: () => boolean): Promise<CallResult[]> {
-    const results: CallResult[] = [];
-    while (!done()) {
-      results.push(await h.call("alice", "counter_count"));
-      await new Promise((resolve) => setTimeout(resolve, 5));
-    }
-    return results;
-  }
 
   it(
     "python_first_call_grace: a spinning tool's first call, where the process already holds an interpreter for it, is demoted like any call",
@@ -50,7 +51,7 @@ describe("python cpu: a spinning Python tool's first call", () => {
       // Its own deadline is far beyond the wait below: only the host's judgment ends its priority.
       const attack = h.call("mallory", "spin_call_run", {}, { signal: stop.signal, timeoutMs: 2 * HANG_MS });
       let acted = false;
-      const aliceCalls = aliceMeanwhile(() => acted);
+      const aliceCalls = aliceMeanwhile(h, () => acted);
       try {
         await untilHostActs(() => !sandbox.pids().includes(shared), shared, skip);
       } finally {
@@ -61,6 +62,40 @@ describe("python cpu: a spinning Python tool's first call", () => {
       expect(sandbox.pidFor("mallory")).toBe(sandbox.pids()[1]); // the low-priority process
       expect((await attack).status).toBe("error");
       await waitFor(() => !existsSync(`/proc/${shared}`), HANG_MS);
+    },
+    HOST_ACTS_TEST_MS,
+  );
+});
+
+describe("python cpu: a personal tool's load", () => {
+  let h: Harness;
+  beforeAll(() => {
+    h = startHost({ mode: "process", cordons: "all", timeoutMs: 4_000, loadTimeoutMs: 20_000, sandboxProcesses: 1, animas: ["mallory", "alice"] });
+    h.data.write("animas/mallory/tools/spin_load.py", SPIN_ON_LOAD);
+  });
+  afterAll(() => h.close());
+
+  it(
+    "describe_spin: a tool whose top level spins is judged under its owner as a call is: its process demoted in place, its owner's calls demoted",
+    async ({ skip }) => {
+      const sandbox = sandboxOf(h.host!)!;
+      expect(await expectHealthy(h, "alice")).toBe(1);
+      expect(await expectHealthy(h, "mallory")).toBe(1);
+      const shared = sandbox.pidFor("mallory") as number;
+      expect(sandbox.pidFor("alice")).toBe(shared);
+      // The call loads the tool first: its describe spins until the load's timeout, far beyond the wait below.
+      const attack = h.call("mallory", "spin_load_run");
+      let acted = false;
+      const aliceCalls = aliceMeanwhile(h, () => acted);
+      try {
+        await untilHostActs(() => !sandbox.pids().includes(shared), shared, skip);
+      } finally {
+        acted = true;
+      }
+      expect((await aliceCalls).every((r) => r.status === "ok")).toBe(true);
+      expect(sandbox.pidFor("mallory")).toBe(sandbox.pids()[1]); // the low-priority process
+      expect(sandbox.pidFor("alice")).toBe(sandbox.pids()[0]);
+      void attack; // still spinning in the demoted process, at low priority: ended by the host's close
     },
     HOST_ACTS_TEST_MS,
   );

@@ -2,7 +2,7 @@ import type { ErrorInfo } from "../../errors.js";
 import { MAX_CAPABILITY_ARGS_CHARS } from "../call-ledger.js";
 import { ChildLink } from "./child-link.js";
 import { ChildOutbox } from "./child-outbox.js";
-import { type Pending, type ProcessOwner, crashedError, failureFor, spawnSpec, unansweredFailure } from "./process-owner.js";
+import { type Pending, type ProcessOwner, crashedError, placedAnima, failureFor, spawnSpec, unansweredFailure } from "./process-owner.js";
 import { relayCapability } from "./capability-relay.js";
 import { DemotedChildren } from "./demoted-children.js";
 import { decodeFromSandbox } from "../wire/decode.js";
@@ -250,7 +250,8 @@ export class SandboxProcess {
         pending.timer = setTimeout(() => this.killUnanswered(queued.id, "deadline"), pending.hardStopMs);
       }
       this.send(queued);
-      if (queued.type === "request" && queued.request.op === "call") this.pool.sentAfterStart(queued.request.context.anima, queued.id);
+      const anima = queued.type === "request" ? placedAnima(queued.request) : undefined;
+      if (queued.type === "request" && anima !== undefined) this.pool.sentAfterStart(anima, queued.id);
     }
   }
 
@@ -274,7 +275,8 @@ export class SandboxProcess {
       this.demoted.drained(pending.child);
       this.restarts.drained(pending.child);
     }
-    if (pending.request.op === "call") this.pool.ended(pending.request.context.anima, id);
+    const anima = placedAnima(pending.request);
+    if (anima !== undefined) this.pool.ended(anima, id);
     const ledger = pending.ledger;
     if (ledger) {
       ledger.end(outcome.ok ? "returned" : outcome.error.type);

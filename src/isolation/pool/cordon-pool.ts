@@ -175,19 +175,29 @@ export class CordonPool implements ProcessOwner {
     return this.all().reduce((sum, process) => sum + process.load, 0);
   }
 
+  /**
+   * A personal tool's load runs its code (its top level, `get_tool_schemas`) for its owner: it is placed,
+   * measured and judged as one of the owner's calls, so a load that spins is demoted like a call that does.
+   * A tool without an owner is described in a one-shot pool of its own (sandbox-pool.ts), no Anima's.
+   */
   describe(request: DescribeRequest): Promise<DescribeOutcome> {
-    return this.dispatch(this.leastBusy(), request) as Promise<DescribeOutcome>;
+    if (request.owner === undefined) return this.dispatch(this.leastBusy(), request) as Promise<DescribeOutcome>;
+    return this.placed(request.owner, request) as Promise<DescribeOutcome>;
   }
 
   call(request: CallRequest, signal?: AbortSignal): Promise<CallOutcome> {
-    const anima = request.context.anima;
+    return this.placed(request.context.anima, request, signal) as Promise<CallOutcome>;
+  }
+
+  /** Sends `anima`'s request where placement says, tracked there as its call (the judge reads it). */
+  private placed(anima: string, request: SandboxRequest, signal?: AbortSignal): Promise<CallOutcome | DescribeOutcome> {
     const now = monotonicMs();
     const route = this.placement.route(anima, now);
     route.left?.forgetAnima(anima);
     // A request that must boot a Python interpreter first gets its Anima's boot allowance, if any is left
     // (boot-allowance.ts). Known from what the host sent, never from the process.
     const graceMs = route.target.interpreters.needsBoot(request, now) ? this.bootAllowances.grant(route.target.index, anima, now) : 0;
-    const outcome = this.dispatch(route.target, request, signal, (id) => this.placement.started(anima, id, route.target, now, graceMs)) as Promise<CallOutcome>;
+    const outcome = this.dispatch(route.target, request, signal, (id) => this.placement.started(anima, id, route.target, now, graceMs));
     this.lastCallAt = now;
     this.cpuTimer ??= setInterval(() => this.readAndJudge(), THRESHOLDS.readEveryMs).unref();
     return outcome;
@@ -305,7 +315,7 @@ export class CordonPool implements ProcessOwner {
     return this.shared.wasSentTo(id, index);
   }
 
-  /** The process that is up with the fewest requests in flight (describe requests have no Anima to place). */
+  /** The process that is up with the fewest requests in flight (a describe without an owner has no Anima to place). */
   private leastBusy(): SandboxProcess {
     const up = this.processes.filter((p) => p.available);
     const candidates = up.length > 0 ? up : this.processes;

@@ -1,7 +1,7 @@
 import type { CallLedger } from "../call-ledger.js";
 import type { OsSandboxStatus } from "../os/os-sandbox.js";
 import type { Rescheduler } from "../os/rescheduler.js";
-import type { CallOutcome, CapabilityInvoker, DescribeOutcome, SandboxRequest, ToolLogLine } from "../wire/messages.js";
+import type { CallOutcome, CapabilityInvoker, DescribeOutcome, SandboxRequest, ToolLogLine, WireRequest } from "../wire/messages.js";
 import type { ErrorInfo } from "../../errors.js";
 import { monotonicMs } from "../../clock.js";
 import type { ChildLink, ProcessGuard } from "./child-link.js";
@@ -159,4 +159,9 @@ export function crashedError(stoppedFromOutside: boolean, reason: string): Error
         message: `the sandbox process stopped (${reason}) while the call was running`,
         hint: "retry the call; if it keeps failing, the tool is crashing its sandbox",
       };
+}
+
+/** The Anima a request is placed and judged under (cordon-pool.ts): a call's, or a personal tool's load's owner; none for another load. */
+export function placedAnima(request: SandboxRequest | WireRequest): string | undefined {
+  return request.op === "call" ? request.context.anima : request.owner;
 }
