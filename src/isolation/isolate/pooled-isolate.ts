@@ -1,4 +1,5 @@
 import type ivm from "isolated-vm";
+import { monotonicMs } from "../../clock.js";
 import type { CallLedger } from "../call-ledger.js";
 import type { CallGuard, Disposable } from "./call-guard.js";
 import type { CallLabel, CapabilityReply } from "../wire/messages.js";
@@ -56,6 +57,8 @@ export class PooledIsolate implements Disposable {
   /** The file name the tool's bundle was compiled under here: its frames in a stack are the tool's (tool-frames.ts). */
   scriptFilename = "";
   disposedByHost = false;
+  /** When the host disposed it (`monotonicMs`; python-spares.ts tells a spare thrown away soon after it was taken). */
+  disposedAtMs: number | undefined;
   /** What V8 held for this isolate when the pool last measured it, bytes (0: not measured yet). */
   heapBytes = 0;
   releasesSinceMeasure = 0;
@@ -134,6 +137,7 @@ export class PooledIsolate implements Disposable {
   disposeByHost(): void {
     this.disposedByHost = true;
     if (!this.isolate.isDisposed) {
+      this.disposedAtMs = monotonicMs();
       try {
         this.isolate.dispose();
       } catch {

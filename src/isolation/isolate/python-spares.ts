@@ -1,10 +1,24 @@
 import type { PooledIsolate } from "./pooled-isolate.js";
+import { monotonicMs } from "../../clock.js";
 
 /**
  * A spare interpreter starts this long after a Python tool's isolate was made in this process, ms, so
  * that the call which needed that isolate keeps the CPU meanwhile. Default: 500 ms.
  */
 export const SPARE_INTERPRETER_DELAY_MS = 500;
+
+/**
+ * A spare taken by a call whose interpreter was thrown away within this long (its call stopped, its memory
+ * grew past what the warm pool keeps, the tool asked to be recycled) was churned, ms: each churn doubles
+ * the delay before the next spare starts (`SPARE_INTERPRETER_MAX_DELAY_MS` at most).
+ */
+export const SPARE_CHURN_WINDOW_MS = 10_000;
+
+/** The most a spare's start is put off after churned spares, ms: one boot (≈ 0.8 s of CPU) in this long at most. */
+export const SPARE_INTERPRETER_MAX_DELAY_MS = 32_000;
+
+/** Churned spares are forgotten (the delay is back to `SPARE_INTERPRETER_DELAY_MS`) after this long without one, ms. */
+export const SPARE_CHURN_FORGOTTEN_MS = 60_000;
 
 /**
  * A Python tool's isolate that was just described waits this long for the tool's first call, ms, then is
@@ -25,6 +39,12 @@ export const DESCRIBED_KEPT_MS = 10_000;
  *  - A described isolate ran its tool's load and `get_tool_schemas`, for no Anima, in this process, which
  *    serves one cordon: only a call of that very bundle at that memory limit takes it, within
  *    `DESCRIBED_KEPT_MS`. One is kept at a time.
+ *  - A spare boots outside every call, so no Anima's share pays for it (the host judges calls:
+ *    docs/scheduling.md). A call whose interpreter is thrown away soon after it took the spare makes the
+ *    next spare start later, twice as late each time (`SPARE_CHURN_WINDOW_MS`,
+ *    `SPARE_INTERPRETER_MAX_DELAY_MS`): a tool that gets its interpreter retired on every call cannot
+ *    make the process boot one for it after every call. Its calls that find no spare boot their own,
+ *    inside the call, where the host judges them.
  *  - Each holds an interpreter (≈ 130 MB resident): at most one spare per memory limit and one described
  *    isolate live beside the warm pool's idle interpreters (`warmPythonInterpreters`), which the memory limit of a
  *    process that runs Python tools makes room for (os/resource-watchdog.ts `pythonInterpretersMb`);
@@ -35,6 +55,11 @@ export class PythonSpares {
   private readonly starting = new Map<number, NodeJS.Timeout | "booting">();
   private described: { bundleHash: string; memoryLimitMb: number; pooled: PooledIsolate; timer: NodeJS.Timeout } | undefined;
   private closed = false;
+  /** The spare taken last (any memory limit), and when. */
+  private lastTaken: { pooled: PooledIsolate; atMs: number } | undefined;
+  /** Spares churned in a row (see `SPARE_CHURN_WINDOW_MS`), and when the last one was found. */
+  private churned = 0;
+  private lastChurnAtMs = Number.NEGATIVE_INFINITY;
 
   /**
    * `boot` makes a booted interpreter's isolate with no tool, for a memory limit (MB). Without
@@ -51,7 +76,36 @@ export class PythonSpares {
     const spare = this.ready.get(memoryLimitMb);
     this.ready.delete(memoryLimitMb);
     if (spare && !spare.healthy) return undefined;
+    if (spare) this.noteTaken(spare);
     return spare;
+  }
+
+  /** A spare was taken now (after the one taken before it is looked at: `noteChurn`). */
+  private noteTaken(spare: PooledIsolate): void {
+    this.noteChurn();
+    this.lastTaken = { pooled: spare, atMs: monotonicMs() };
+  }
+
+  /**
+   * Looks once at the spare taken last, if it is gone: thrown away within `SPARE_CHURN_WINDOW_MS` of being
+   * taken, it was churned. Runs before a spare is taken and before one is refilled (after each Python
+   * isolate made for a call, its own boot included), so a churned spare is seen at the caller's next call.
+   */
+  private noteChurn(): void {
+    const taken = this.lastTaken;
+    if (!taken || taken.pooled.healthy) return;
+    this.lastTaken = undefined;
+    const now = monotonicMs();
+    if ((taken.pooled.disposedAtMs ?? now) - taken.atMs >= SPARE_CHURN_WINDOW_MS) return;
+    if (now - this.lastChurnAtMs >= SPARE_CHURN_FORGOTTEN_MS) this.churned = 0;
+    this.churned = Math.min(this.churned + 1, 30); // far past the delay's cap: the count stays a small integer
+    this.lastChurnAtMs = now;
+  }
+
+  /** How long after a Python isolate was made the next spare starts, ms: later after churned spares. */
+  private get refillDelayMs(): number {
+    if (monotonicMs() - this.lastChurnAtMs >= SPARE_CHURN_FORGOTTEN_MS) return SPARE_INTERPRETER_DELAY_MS;
+    return Math.min(SPARE_INTERPRETER_DELAY_MS * 2 ** this.churned, SPARE_INTERPRETER_MAX_DELAY_MS);
   }
 
   /** Keeps the isolate a describe of a Python tool just used, for that tool's first call. */
@@ -75,6 +129,7 @@ export class PythonSpares {
 
   /** After a Python tool's isolate was made for a call at this memory limit: have a spare ready for the next one. */
   refill(memoryLimitMb: number): void {
+    this.noteChurn();
     if (!this.keepSpare || this.closed || this.ready.has(memoryLimitMb) || this.starting.has(memoryLimitMb)) return;
     const timer = setTimeout(() => {
       this.starting.set(memoryLimitMb, "booting");
@@ -86,7 +141,7 @@ export class PythonSpares {
         },
         () => this.starting.delete(memoryLimitMb), // the next Python isolate made here tries again
       );
-    }, SPARE_INTERPRETER_DELAY_MS);
+    }, this.refillDelayMs);
     timer.unref();
     this.starting.set(memoryLimitMb, timer);
   }

@@ -1,5 +1,11 @@
 import { afterEach, beforeEach, describe, expect, it, vi } from "vitest";
-import { DESCRIBED_KEPT_MS, PythonSpares, SPARE_INTERPRETER_DELAY_MS } from "../../../src/isolation/isolate/python-spares.js";
+import {
+  DESCRIBED_KEPT_MS,
+  PythonSpares,
+  SPARE_CHURN_FORGOTTEN_MS,
+  SPARE_INTERPRETER_DELAY_MS,
+  SPARE_INTERPRETER_MAX_DELAY_MS,
+} from "../../../src/isolation/isolate/python-spares.js";
 import type { PooledIsolate } from "../../../src/isolation/isolate/pooled-isolate.js";
 
 /**
@@ -88,6 +94,44 @@ describe("spare interpreters", () => {
     await bootFinishes(0, spare);
     spare.healthy = false;
     expect(spares.take(128)).toBeUndefined();
+  });
+});
+
+describe("spares thrown away soon after they were taken", () => {
+  /**
+   * One call as the runner makes it: its Python isolate made (the spare taken, else booted in the call),
+   * a spare refilled; `retired`: the call's interpreter is thrown away at its end. The wait from the
+   * refill to the next spare's boot, ms.
+   */
+  async function callThenSpareBoots(retired: boolean): Promise<number> {
+    const taken = spares.take(128);
+    if (retired) taken?.disposeByHost();
+    spares.refill(128);
+    const before = boots.length;
+    let waitedMs = 0;
+    while (boots.length === before) {
+      await vi.advanceTimersByTimeAsync(SPARE_INTERPRETER_DELAY_MS / 2);
+      waitedMs += SPARE_INTERPRETER_DELAY_MS / 2;
+    }
+    await bootFinishes(boots.length - 1, interpreter(`spare-${boots.length}`));
+    return waitedMs;
+  }
+
+  it("spare_churn: each spare a call takes and gets retired at once puts the next spare's boot off twice as long, up to a bound", async () => {
+    vi.useFakeTimers({ toFake: ["setTimeout", "clearTimeout", "hrtime"] });
+    const waits: number[] = [];
+    for (let call = 0; call < 9; call++) waits.push(await callThenSpareBoots(true));
+    // The first call found no spare (it booted its own): nothing churned yet.
+    const d = SPARE_INTERPRETER_DELAY_MS;
+    expect(waits).toEqual([d, 2 * d, 4 * d, 8 * d, 16 * d, 32 * d, 64 * d, SPARE_INTERPRETER_MAX_DELAY_MS, SPARE_INTERPRETER_MAX_DELAY_MS]);
+    // Only a long while without a churned spare brings the delay back.
+    await vi.advanceTimersByTimeAsync(SPARE_CHURN_FORGOTTEN_MS);
+    expect(await callThenSpareBoots(false)).toBe(d);
+  });
+
+  it("spares whose calls keep their interpreters (warm) are refilled at the usual delay", async () => {
+    vi.useFakeTimers({ toFake: ["setTimeout", "clearTimeout", "hrtime"] });
+    for (let call = 0; call < 5; call++) expect(await callThenSpareBoots(false)).toBe(SPARE_INTERPRETER_DELAY_MS);
   });
 });
 
