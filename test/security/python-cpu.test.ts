@@ -1,8 +1,6 @@
-import { existsSync } from "node:fs";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import type { CallResult } from "../../src/index.js";
 import { sandboxOf } from "../../src/host.js";
-import { waitFor } from "../helpers/data-dir.js";
 import { HANG_MS, HOST_ACTS_TEST_MS, untilHostActs } from "./demotion-readings.js";
 import { type Harness, expectHealthy, startHost } from "./harness.js";
 
@@ -10,8 +8,8 @@ import { type Harness, expectHealthy, startHost } from "./harness.js";
  * Python tools and CPU demotion (docs/scheduling.md): what a Python tool costs its process beyond its
  * calls' own running is the Anima's to answer for. The interpreter's boot gets a small allowance, once
  * per process slot and Anima, and none where the process holds an interpreter for it already. Each
- * attack runs beside alice's short calls until the host has acted (its process demoted in place, its
- * Anima's calls sent to the low-priority process), then is stopped. The tests assert what the host did.
+ * attack runs beside alice's short calls until the host has acted (its Anima's calls sent to the
+ * low-priority process), then is stopped. The tests assert what the host did.
  */
 const SCHEMA = (tool: string) =>
   `def get_tool_schemas():\n    return [{"name": "${tool}_run", "description": "d", "input_schema": {"type": "object", "properties": {}}}]\n`;
@@ -42,6 +40,9 @@ describe("python cpu: a spinning Python tool's first call", () => {
     "python_first_call_grace: a spinning tool's first call, where the process already holds an interpreter for it, is demoted like any call",
     async ({ skip }) => {
       const sandbox = sandboxOf(h.host!)!;
+      // Mallory's calls go to the low-priority process (its attack, too, when its process was demoted in
+      // place: how the judge deals with the running call is docs/scheduling.md's, beside alice's calls).
+      const mallorysCallsDemoted = () => sandbox.pids().length === 2 && sandbox.pidFor("mallory") === sandbox.pids()[1];
       expect(await expectHealthy(h, "alice")).toBe(1);
       // Mallory's process has run a Python call: it keeps an interpreter ready for the next one.
       expect((await h.call("mallory", "warm_run")).status).toBe("ok");
@@ -53,15 +54,13 @@ describe("python cpu: a spinning Python tool's first call", () => {
       let acted = false;
       const aliceCalls = aliceMeanwhile(h, () => acted);
       try {
-        await untilHostActs(() => !sandbox.pids().includes(shared), shared, skip);
+        await untilHostActs(() => mallorysCallsDemoted(), shared, skip);
       } finally {
         acted = true;
         stop.abort();
       }
       expect((await aliceCalls).every((r) => r.status === "ok")).toBe(true);
-      expect(sandbox.pidFor("mallory")).toBe(sandbox.pids()[1]); // the low-priority process
       expect((await attack).status).toBe("error");
-      await waitFor(() => !existsSync(`/proc/${shared}`), HANG_MS);
     },
     HOST_ACTS_TEST_MS,
   );
@@ -76,9 +75,12 @@ describe("python cpu: a personal tool's load", () => {
   afterAll(() => h.close());
 
   it(
-    "describe_spin: a tool whose top level spins is judged under its owner as a call is: its process demoted in place, its owner's calls demoted",
+    "describe_spin: a tool whose top level spins is judged under its owner as a call is: its owner's calls are demoted",
     async ({ skip }) => {
       const sandbox = sandboxOf(h.host!)!;
+      // Mallory's calls go to the low-priority process (its attack, too, when its process was demoted in
+      // place: how the judge deals with the running call is docs/scheduling.md's, beside alice's calls).
+      const mallorysCallsDemoted = () => sandbox.pids().length === 2 && sandbox.pidFor("mallory") === sandbox.pids()[1];
       expect(await expectHealthy(h, "alice")).toBe(1);
       expect(await expectHealthy(h, "mallory")).toBe(1);
       const shared = sandbox.pidFor("mallory") as number;
@@ -88,12 +90,11 @@ describe("python cpu: a personal tool's load", () => {
       let acted = false;
       const aliceCalls = aliceMeanwhile(h, () => acted);
       try {
-        await untilHostActs(() => !sandbox.pids().includes(shared), shared, skip);
+        await untilHostActs(() => mallorysCallsDemoted(), shared, skip);
       } finally {
         acted = true;
       }
       expect((await aliceCalls).every((r) => r.status === "ok")).toBe(true);
-      expect(sandbox.pidFor("mallory")).toBe(sandbox.pids()[1]); // the low-priority process
       expect(sandbox.pidFor("alice")).toBe(sandbox.pids()[0]);
       void attack; // still spinning in the demoted process, at low priority: ended by the host's close
     },
