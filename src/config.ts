@@ -8,6 +8,7 @@ import { LOG_LEVELS } from "./contract/isolate.js";
 import { type Environment, defaultDataDirIn } from "./environment.js";
 import { CONFIG_SECTION, type FileSettings, type SettingSource, SETTINGS, configFileError, readOperatorFile } from "./operator-config.js";
 import { checkedSeconds, environmentSettings } from "./operator-environment.js";
+import { logLineName, logLineText } from "./terminal-text.js";
 
 /**
  * The only module that reads `process.env`. Everything else receives a resolved `HostConfig`, made here
@@ -327,8 +328,16 @@ function writeLogToStderr(record: LogRecord): void {
   process.stderr.write(`${formatLogRecord(record)}\n`);
 }
 
-/** One log line as the default sink writes it: `[level] logger (anima/tool): message`. */
+/**
+ * One log line as the default sink and the CLI write it: `[level] logger (anima/tool): message`. Every
+ * sink that writes records as text to a terminal or a stream goes through here, so this is where a
+ * tool's text is escaped (terminal-text.ts): it stays one line, and no control character of it reaches
+ * the terminal. A library's own `onLog` gets the record as data, unescaped.
+ */
 export function formatLogRecord(record: LogRecord): string {
-  const who = [record.anima, record.tool].filter(Boolean).join("/");
-  return `[${record.level}] ${record.logger}${who ? ` (${who})` : ""}: ${record.message}`;
+  const who = [record.anima, record.tool]
+    .filter(Boolean)
+    .map((name) => logLineName(name as string))
+    .join("/");
+  return `[${logLineName(record.level)}] ${logLineName(record.logger)}${who ? ` (${who})` : ""}: ${logLineText(record.message)}`;
 }

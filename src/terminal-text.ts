@@ -42,3 +42,17 @@ export function joinReportLines(lines: readonly string[]): string {
 export function oneLine(text: string): string {
   return text.replace(LINE_BREAKS, escape);
 }
+
+/**
+ * A log line's text for a terminal or a stream: its control characters escaped (`terminalSafe`) and its
+ * line breaks too (`oneLine`), so that a tool's message can neither drive the terminal nor start a line
+ * of its own, such as a forged `[error] animaworks.host (alice/…): …` about another Anima.
+ */
+export function logLineText(text: string): string {
+  return oneLine(terminalSafe(text));
+}
+
+/** A name inside a log line (a logger, an Anima, a tool): every control character and line break escaped. */
+export function logLineName(name: string): string {
+  return oneLine(printableName(name));
+}

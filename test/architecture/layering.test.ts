@@ -213,6 +213,8 @@ const MAY_IMPORT: Record<string, string[]> = {
     "project-root.ts",
     "environment.ts",
     "errors.ts",
+    // config.ts → terminal-text.ts: the default log sink's lines escape what tools wrote (formatLogRecord).
+    "terminal-text.ts",
   ],
   "operator-environment.ts": ["operator-config.ts", "errors.ts"],
   "operator-config.ts": ["host-defaults.ts", "host-options.ts", "fs-limits.ts", "validation", "regular-file.ts", "errors.ts"],
