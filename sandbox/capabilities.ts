@@ -10,7 +10,11 @@
  *    src/contract/isolate.ts). A long text answer comes as plain string pieces first (`receiveText`).
  *  - The host decides who the call acts for (the Anima of the call), never anything said here.
  *  - Errors the host reports become `CapabilityError`s whose `type` the host chose. Only errors created
- *    here carry that type out of the call (a tool cannot forge a `SandboxViolation`).
+ *    here carry that type out of the call (a tool cannot forge a `SandboxViolation`), and the type they
+ *    carry is the one recorded when they were created (`hostTypes`), never their `type` or `name`
+ *    property, which the tool can rewrite: a real denial re-labelled `MemoryLimit` is the tool's own error.
+ *    Only types a capability can answer with are recorded as such; outcomes the host decides from what it
+ *    measured (a memory limit, a deadline, a crash) never come from here.
  *  - Calls are bounded in number in flight; answers arriving after the call ended are dropped.
  */
 
@@ -36,12 +40,28 @@ function installCapabilities(
   const freeze = Object.freeze;
   const reflectApply = Reflect.apply;
   const mapCtor = Map;
-  const weakSetCtor = WeakSet;
+  const weakMapCtor = WeakMap;
   const uint8ArrayCtor = Uint8Array;
   const promiseCtor = Promise;
-  const weakSetHas = WeakSet.prototype.has;
-  const weakSetAdd = WeakSet.prototype.add;
+  const weakMapGet = WeakMap.prototype.get;
+  const weakMapSet = WeakMap.prototype.set;
   const isArray = Array.isArray;
+  /**
+   * The types a capability answers with (src/capabilities: refusals, failures, a fetch's own timeout). A
+   * null-prototype table, read before any tool code runs could patch anything it consults.
+   */
+  const CAPABILITY_ERROR_TYPES: Readonly<Record<string, true>> = freeze(
+    Object.assign(Object.create(null) as Record<string, true>, {
+      InvalidArguments: true,
+      NotFound: true,
+      PermissionDenied: true,
+      SandboxViolation: true,
+      ToolConfigError: true,
+      ExecutionError: true,
+      Timeout: true,
+      Busy: true,
+    }),
+  );
   // Also enforced by the host, on its own count (call-ledger.ts); this early refusal only saves a round trip.
   const MAX_IN_FLIGHT = MAX_CAPABILITIES_IN_FLIGHT;
 
@@ -50,7 +70,8 @@ function installCapabilities(
   /** Pieces of texts received ahead of their answers, joined as they come (V8 makes that a rope, not a copy). */
   const texts = new mapCtor<number, string>();
   let nextId = 1;
-  const created = new weakSetCtor<object>();
+  /** The host's type of each error this module created, recorded at creation (see the invariants). */
+  const hostTypes = new weakMapCtor<object, string>();
 
   class CapabilityError extends toolErrorCtor {
     readonly type: string;
@@ -115,16 +136,17 @@ function installCapabilities(
       }
       return;
     }
-    const type = typeof reply.error?.type === "string" ? reply.error.type : "ExecutionError";
+    const claimed = typeof reply.error?.type === "string" ? reply.error.type : "ExecutionError";
+    const type = CAPABILITY_ERROR_TYPES[claimed] === true ? claimed : "ExecutionError";
     const message = typeof reply.error?.message === "string" ? reply.error.message : "the capability failed";
     const error = type === "ToolConfigError" ? new toolConfigErrorCtor(message) : new CapabilityError(type, message);
-    reflectApply(weakSetAdd, created, [error]);
+    reflectApply(weakMapSet, hostTypes, [error, type]);
     waiting.reject(error);
   }
 
   function errorTypeOf(error: unknown): string | undefined {
-    if (typeof error !== "object" || error === null || !reflectApply(weakSetHas, created, [error])) return undefined;
-    return error instanceof CapabilityError ? error.type : undefined;
+    if (typeof error !== "object" || error === null) return undefined;
+    return reflectApply(weakMapGet, hostTypes, [error]) as string | undefined;
   }
 
   // ---- base64, for bytes (no atob/btoa in a bare isolate) -------------------------------------------

@@ -112,7 +112,9 @@ export type EntryMethod = keyof GuestEntry;
 /**
  * A failure as the prelude frames it. `errorType` is the prelude's own ("ExecutionError", "LoadError",
  * "MemoryLimit", "ToolConfigError", `INVALID_INPUT_ERROR_TYPE`) or the type the host gave a denial the tool
- * did not catch; the host decides which of them pass, and as what (envelope.ts).
+ * did not catch; the host decides which of them pass, and as what (envelope.ts). "MemoryLimit" is never
+ * an outcome by itself: the host decides a memory limit from its own findings (the prelude's stop request,
+ * an isolate disposed at its limit).
  */
 export interface FailureEnvelope {
   ok: false;

@@ -168,10 +168,11 @@ describe("envelopes: the decoder of the contract's types", () => {
       error: { type: "ExecutionError", fault: "tool", message: "fake" },
       recycle: false,
     });
-    expect(parseCallEnvelope('{"ok":false,"errorType":"MemoryLimit","message":"x"}', limits)).toMatchObject({
+    // A memory limit is the host's finding, never an envelope's claim (forged_memory_limit).
+    expect(parseCallEnvelope('{"ok":false,"errorType":"MemoryLimit","message":"x"}', limits)).toEqual({
       ok: false,
-      error: { type: "MemoryLimit" },
-      recycle: true,
+      error: { type: "ExecutionError", fault: "tool", message: "x" },
+      recycle: false,
     });
     expect(parseCallEnvelope('{"ok":false,"errorType":"ExecutionError","message":""}', limits)).toMatchObject({
       error: { message: "the tool failed without a message" },

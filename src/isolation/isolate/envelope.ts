@@ -1,5 +1,5 @@
 import { DEFAULT_FAULT, type ErrorInfo } from "../../errors.js";
-import { ivmErrorInfo, stripStackFrames } from "./ivm-errors.js";
+import { stripStackFrames } from "./ivm-errors.js";
 import { boundToolMessage } from "../wire/tool-text.js";
 import { boundedResult } from "../wire/result-bounds.js";
 import type { BundlePosition, DescribeOutcome, ResultValue } from "../wire/messages.js";
@@ -117,16 +117,15 @@ export function decodeDescribeEnvelope(text: unknown): DescribeEnvelope | undefi
  * leave. `scriptFilename`: the name the tool's bundle was compiled under, whose frames in a failure's
  * stack become the outcome's `toolFrames` (positions only; see tool-frames.ts).
  */
-export function parseCallEnvelope(
-  text: unknown,
-  limits: { maxResultBytes: number; timeoutMs: number; memoryLimitMb: number },
-  scriptFilename = "",
-): ParsedCall {
+export function parseCallEnvelope(text: unknown, limits: { maxResultBytes: number }, scriptFilename = ""): ParsedCall {
   const e = decodeCallEnvelope(text, limits.maxResultBytes);
   if (!e) return { ok: false, error: { type: "ExecutionError", fault: "tool", message: "the tool's result could not be read" }, recycle: true };
   const recycle = e.recycle === true;
   if (!e.ok) {
-    if (e.errorType === "MemoryLimit") return { ok: false, error: ivmErrorInfo(undefined, limits, "MemoryLimit"), recycle: true };
+    // No envelope says MemoryLimit or Timeout for the host: those are the host's findings (the isolate
+    // disposed at its limit, the prelude's stop request, the deadline: the runner's CallGuard), decided
+    // before an envelope is read. A tool that re-labels an error `MemoryLimit` gets its own error, and
+    // its isolate is not recycled for it.
     // Types a tool's failure may carry out: its own config error, and host denials it did not catch.
     // A tool's `InvalidInput` can claim the caller's InvalidArguments, and nothing more (src/contract/isolate.ts).
     const type =
