@@ -150,31 +150,55 @@ function installCapabilities(
   }
 
   // ---- base64, for bytes (no atob/btoa in a bare isolate) -------------------------------------------
+  // Both directions work a piece at a time into flat strings and buffers: built a character at a time, a
+  // few MB of bytes became millions of string pieces (tens of bytes each) and a 4 MB write met a 128 MB
+  // memory limit. What a conversion holds is now about its input and its output.
   const ALPHABET = "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789+/";
+  const fromCharCode = String.fromCharCode;
+  const charCodeAt = String.prototype.charCodeAt;
+  /** Bytes encoded per piece (a multiple of 3, so that only the last piece is padded). */
+  const ENCODE_PIECE_BYTES = 3 * 2048;
+  const ALPHABET_CODES = new uint8ArrayCtor(64);
+  /** Each character code's digit, 255 for a character outside the alphabet. */
+  const DIGITS = new uint8ArrayCtor(128).fill(255);
+  for (let i = 0; i < 64; i++) {
+    ALPHABET_CODES[i] = reflectApply(charCodeAt, ALPHABET, [i]);
+    DIGITS[ALPHABET_CODES[i] as number] = i;
+  }
+  const PAD = 61; // "="
   function toBase64(bytes: Uint8Array): string {
+    const length = bytes.length;
+    const codes = new uint8ArrayCtor((ENCODE_PIECE_BYTES / 3) * 4);
     let out = "";
-    for (let i = 0; i < bytes.length; i += 3) {
-      const a = bytes[i] as number;
-      const b = i + 1 < bytes.length ? (bytes[i + 1] as number) : 0;
-      const c = i + 2 < bytes.length ? (bytes[i + 2] as number) : 0;
-      out += ALPHABET[a >> 2];
-      out += ALPHABET[((a & 3) << 4) | (b >> 4)];
-      out += i + 1 < bytes.length ? ALPHABET[((b & 15) << 2) | (c >> 6)] : "=";
-      out += i + 2 < bytes.length ? ALPHABET[c & 63] : "=";
+    for (let start = 0; start < length; start += ENCODE_PIECE_BYTES) {
+      const end = start + ENCODE_PIECE_BYTES < length ? start + ENCODE_PIECE_BYTES : length;
+      let n = 0;
+      for (let i = start; i < end; i += 3) {
+        const a = bytes[i] as number;
+        const b = i + 1 < end ? (bytes[i + 1] as number) : 0;
+        const c = i + 2 < end ? (bytes[i + 2] as number) : 0;
+        codes[n++] = ALPHABET_CODES[a >> 2] as number;
+        codes[n++] = ALPHABET_CODES[((a & 3) << 4) | (b >> 4)] as number;
+        codes[n++] = i + 1 < end ? (ALPHABET_CODES[((b & 15) << 2) | (c >> 6)] as number) : PAD;
+        codes[n++] = i + 2 < end ? (ALPHABET_CODES[c & 63] as number) : PAD;
+      }
+      out += reflectApply(fromCharCode, undefined, n === codes.length ? codes : new uint8ArrayCtor(codes.buffer, 0, n)) as string;
     }
     return out;
   }
   function fromBase64(text: unknown): Uint8Array {
     if (typeof text !== "string") throw new CapabilityError("ExecutionError", "expected base64 text from the host");
-    const clean = text.replace(/=+$/, "");
-    const bytes = new uint8ArrayCtor(Math.floor((clean.length * 3) / 4));
+    let end = text.length;
+    while (end > 0 && reflectApply(charCodeAt, text, [end - 1]) === PAD) end--;
+    const bytes = new uint8ArrayCtor(Math.floor((end * 3) / 4));
     let bits = 0;
     let value = 0;
     let index = 0;
-    for (let i = 0; i < clean.length; i++) {
-      const digit = ALPHABET.indexOf(clean[i] as string);
-      if (digit < 0) throw new CapabilityError("ExecutionError", "invalid base64 from the host");
-      value = (value << 6) | digit;
+    for (let i = 0; i < end; i++) {
+      const code = reflectApply(charCodeAt, text, [i]);
+      const digit = code < 128 ? (DIGITS[code] as number) : 255;
+      if (digit === 255) throw new CapabilityError("ExecutionError", "invalid base64 from the host");
+      value = ((value << 6) | digit) & 0xffffff;
       bits += 6;
       if (bits >= 8) {
         bits -= 8;
