@@ -79,11 +79,17 @@ def wait(promise: object) -> object:
 #: The tool module of this isolate (one tool per isolate), once loaded.
 _tool: types.ModuleType | None = None
 
+#: What a tool module's name starts with. Registered under its bare file name, a tool named like a
+#: standard-library module (calendar.py, json.py) replaced that module: its own `import calendar`, and
+#: any later import of it by the standard library or this runtime, got the tool. The name is also the
+#: module's `__name__`, so that what looks a class up by its module (dataclasses, pickle) finds it.
+TOOL_MODULE_PREFIX = "_animaworks_tool_"
+
 
 def load_tool(source: str, file_name: str) -> str:
-    """Runs the tool's top level as module `file_name` without `.py`; its exports, or why it failed, as JSON."""
+    """Runs the tool's top level as a module of its own (`TOOL_MODULE_PREFIX` + its name); its exports, or why it failed, as JSON."""
     global _tool
-    name = file_name[:-3] if file_name.endswith(".py") else file_name
+    name = TOOL_MODULE_PREFIX + (file_name[:-3] if file_name.endswith(".py") else file_name)
     module = types.ModuleType(name)
     module.__file__ = file_name
     sys.modules[name] = module

@@ -30,6 +30,9 @@ const TOOLS: Record<string, string> = {
   // one in `url`, as another host type) through its JavaScript error object, and lets it through; a mark
   // shows whether the interpreter serves the next call.
   forged_memory_limit: `${SCHEMA("forged_memory_limit")}\ndef dispatch(name, args):\n    import builtins\n    if args.get("url") == "probe":\n        return {"mark": getattr(builtins, "AW_FORGE_MARK", None)}\n    builtins.AW_FORGE_MARK = "kept"\n    try:\n        open(args["anima_dir"] + "/no-such-file.txt").read()\n    except FileNotFoundError as error:\n        error._js_error.type = args.get("url") or "MemoryLimit"\n        error._js_error.name = args.get("url") or "MemoryLimit"\n        raise\n`,
+  // Named like standard-library modules (stdlib_shadow): each imports the module it is named after.
+  calendar: `import calendar as cal\n${SCHEMA("calendar")}\ndef dispatch(name, args):\n    import sys\n    return {"itself": cal is sys.modules[__name__], "days": cal.monthrange(2026, 2)[1]}\n`,
+  json: `${SCHEMA("json")}\nfrom dataclasses import dataclass\n@dataclass\nclass Point:\n    x: int\ndef dispatch(name, args):\n    import json, sys\n    return {"itself": json is sys.modules[__name__], "dumped": json.dumps([Point(1).x])}\n`,
   spin_forever: `${SCHEMA("spin_forever")}\ndef dispatch(name, args):\n    while True:\n        pass\n`,
   memory_bomb: `${SCHEMA("memory_bomb")}\ndef dispatch(name, args):\n    hoard = []\n    while True:\n        hoard.append(bytearray(16 * 1024 * 1024))\n`,
   failing_helper: `${SCHEMA("failing_helper")}\n\ndef _parse(text):\n    return int(text)\n\n\ndef dispatch(name, args):\n    return _parse("not a number")\n`,
@@ -138,6 +141,17 @@ describe("hostile Python tools", () => {
     // Framed by the type the host gave it, not by the one written on it (the host is never asked whether it issued a denial).
     expect(result).toMatchObject({ status: "error", error_type: "ExecutionError", fault: "tool", message: 'fs.readFile: "no-such-file.txt" does not exist' });
   }, 120_000);
+
+  it.each([
+    ["calendar", { itself: false, days: 28 }],
+    ["json", { itself: false, dumped: "[1]" }],
+  ])(
+    "stdlib_shadow: a tool named %s.py imports the standard library's module, not itself",
+    async (tool, expected) => {
+      expect(JSON.parse(okOutput(await host.call("alice", `${tool}_run`, {})))).toEqual(expected);
+    },
+    120_000,
+  );
 
   it("spin_forever: stopped at its deadline, and its interpreter is not used again", async () => {
     const first = await host.call("alice", "spin_forever_run", {}, { timeoutMs: 3_000 });
