@@ -12,6 +12,11 @@
  *  - A tool that catches "Array buffer allocation failed" and retries makes every retry run full GCs,
  *    during which isolated-vm's timeout cannot interrupt it (the isolate's thread is then lost). The
  *    first failure stops the call as MemoryLimit instead, and later buffer allocations fail at once.
+ *    Only a failure no tool code could have thrown counts (`engineOnly`): a tool's own RangeError with
+ *    that message, thrown from a length's `valueOf`, an iterator or a Proxy `new.target` inside the
+ *    constructor, would otherwise stop its call as MemoryLimit and recycle its isolate at will. Lengths
+ *    are therefore coerced before the constructor runs, and a constructor whose arguments or `new.target`
+ *    can run tool code does not count its failures (the deadline remains the backstop there).
  *    A buffer the engine allocates without calling a constructor (e.g. `slice` on a typed array whose
  *    `constructor` was deleted) is not seen here: the host's deadline and, in process mode, the
  *    process boundary are the backstop for that.
@@ -63,6 +68,7 @@ function installMemoryGuards(global: Record<string, unknown>, isInstance: (value
     }
     return args;
   }
+  /** Called only for a failure no tool code could have thrown (see `guardConstructor`). */
   function noteAllocationFailure(error: unknown): void {
     if (memoryExceeded || !isInstance(error, rangeErrorCtor)) return;
     if (getOwnPropertyDescriptor(error, "message")?.value !== ALLOCATION_FAILED) return;
@@ -74,18 +80,28 @@ function installMemoryGuards(global: Record<string, unknown>, isInstance: (value
   /**
    * Replaces `owner[name]` by a constructor that runs `guard` on the arguments first, and makes it the
    * `constructor` of the prototype, so that `instance.constructor` does not lead back to the original.
-   * `instanceof`, subclassing, statics and species keep working.
+   * `instanceof`, subclassing, statics and species keep working. `engineOnly` says whether the native
+   * constructor, given `checked` arguments, runs no tool code: only then is its allocation failure the
+   * engine's, and noted. A `new.target` other than the wrapper (a subclass, a Proxy) is read by the
+   * constructor and may run tool code: its failures are never noted.
    */
-  function guardConstructor(owner: Record<string, unknown>, name: string, guard: (args: unknown[]) => unknown[]): void {
+  function guardConstructor(
+    owner: Record<string, unknown>,
+    name: string,
+    guard: (args: unknown[]) => unknown[],
+    engineOnly: (checked: unknown[]) => boolean = () => false,
+  ): void {
     const native = owner[name] as (new (...args: unknown[]) => unknown) | undefined;
     if (typeof native !== "function") return;
     const wrapper = function (this: unknown, ...args: unknown[]): unknown {
       const checked = guard(args);
+      const target = new.target;
+      const counts = (target === undefined || target === wrapper) && engineOnly(checked);
       try {
         // Intl constructors may be called without `new`; buffers and typed arrays then throw as usual.
-        return new.target === undefined ? reflectApply(native, this, checked) : reflectConstruct(native, checked, new.target);
+        return target === undefined ? reflectApply(native, this, checked) : reflectConstruct(native, checked, target);
       } catch (error) {
-        noteAllocationFailure(error);
+        if (counts) noteAllocationFailure(error);
         throw error;
       }
     };
@@ -98,15 +114,39 @@ function installMemoryGuards(global: Record<string, unknown>, isInstance: (value
     defineProperty(owner, name, { value: wrapper, writable: true, enumerable: false, configurable: true });
   }
 
-  guardConstructor(global, "ArrayBuffer", (args) => {
-    const options = args[1];
-    if (typeof options === "object" && options !== null && (options as { maxByteLength?: unknown }).maxByteLength !== undefined) {
-      throw new rangeErrorCtor("resizable ArrayBuffers are not available in the sandbox");
+  guardConstructor(
+    global,
+    "ArrayBuffer",
+    (args) => {
+      const options = args[1];
+      if (typeof options === "object" && options !== null && (options as { maxByteLength?: unknown }).maxByteLength !== undefined) {
+        throw new rangeErrorCtor("resizable ArrayBuffers are not available in the sandbox");
+      }
+      // The length as a number here, outside the constructor: its `valueOf` is tool code. Unary plus is
+      // the constructor's own ToNumber (a BigInt throws the same TypeError).
+      const length = args[0];
+      return bufferGuard([length === undefined ? undefined : +(length as number)]);
+    },
+    () => true,
+  );
+  // A typed array's constructor runs no tool code for a primitive length or a typed array to copy (its
+  // brand is checked through the native getter, which runs nothing of a Proxy); for anything else (an
+  // iterable, an array-like, a buffer with offsets) it may.
+  const typedArrayLength = getOwnPropertyDescriptor(getPrototypeOf(Uint8Array.prototype) as object, "length")!.get!;
+  const isTypedArray = (value: unknown): boolean => {
+    try {
+      reflectApply(typedArrayLength, value, []);
+      return true;
+    } catch {
+      return false;
     }
-    return bufferGuard([args[0]]);
-  });
+  };
+  const typedArrayEngineOnly = (checked: unknown[]): boolean => {
+    const source = checked[0];
+    return (typeof source !== "object" && typeof source !== "function") || source === null || isTypedArray(source);
+  };
   // `ArrayBuffer.prototype.resize` is removed by the prelude (removeUnreviewedGlobals), for every context.
-  for (const name of TYPED_ARRAY_GLOBALS) guardConstructor(global, name, bufferGuard);
+  for (const name of TYPED_ARRAY_GLOBALS) guardConstructor(global, name, bufferGuard, typedArrayEngineOnly);
 
   const intl = global["Intl"] as Record<string, unknown> | undefined;
   if (intl) {

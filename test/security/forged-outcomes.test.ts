@@ -16,6 +16,7 @@ for (const mode of MODES) {
     beforeAll(() => {
       h = startHost({ mode, timeoutMs: 15_000, memoryLimitMb: MEMORY_LIMIT_MB, loadTimeoutMs: 5_000 });
       h.install("mallory", "forged_memory_limit");
+      h.install("mallory", "forged_allocation_failure");
     });
     afterAll(() => h.close());
 
@@ -33,6 +34,11 @@ for (const mode of MODES) {
       // The prelude frames it by the type the host gave it, not by the one written on it: the host is
       // never even asked whether it issued a SandboxViolation.
       expect(result).toMatchObject({ status: "error", error_type: "ExecutionError", fault: "tool", message: 'fs.readFile: "no-such-file.txt" does not exist' });
+    });
+
+    it("forged_allocation_failure: the engine's allocation failure thrown by tool code inside a buffer constructor is not the memory limit", async () => {
+      expect(JSON.parse(expectOk(await h.call("mallory", "forged_allocation_failure_run")))).toEqual({ caught: 6, after: 16 });
+      expect(JSON.parse(expectOk(await h.call("mallory", "forged_allocation_failure_count")))).toEqual({ calls: 2 });
     });
 
     it("forged_memory_limit: a real memory limit still ends as MemoryLimit", async () => {

@@ -30,6 +30,10 @@ const TOOLS: Record<string, string> = {
   // one in `url`, as another host type) through its JavaScript error object, and lets it through; a mark
   // shows whether the interpreter serves the next call.
   forged_memory_limit: `${SCHEMA("forged_memory_limit")}\ndef dispatch(name, args):\n    import builtins\n    if args.get("url") == "probe":\n        return {"mark": getattr(builtins, "AW_FORGE_MARK", None)}\n    builtins.AW_FORGE_MARK = "kept"\n    try:\n        open(args["anima_dir"] + "/no-such-file.txt").read()\n    except FileNotFoundError as error:\n        error._js_error.type = args.get("url") or "MemoryLimit"\n        error._js_error.name = args.get("url") or "MemoryLimit"\n        raise\n`,
+  // Throws the engine's "Array buffer allocation failed" from a length's valueOf inside ArrayBuffer (via
+  // JavaScript), so that the prelude's memory guard would take it for the memory limit; the mark shows
+  // whether the interpreter serves the next call.
+  forged_allocation_failure: `${SCHEMA("forged_allocation_failure")}\nFORGE = "try { new ArrayBuffer({ valueOf() { throw new RangeError('Array buffer allocation failed'); } }); } catch (e) {} return new Uint8Array(16).length;"\ndef dispatch(name, args):\n    import builtins, js\n    if args.get("url") == "probe":\n        return {"mark": getattr(builtins, "AW_ALLOC_MARK", None)}\n    builtins.AW_ALLOC_MARK = "kept"\n    return js.Function(FORGE)()\n`,
   // Named like standard-library modules (stdlib_shadow): each imports the module it is named after.
   calendar: `import calendar as cal\n${SCHEMA("calendar")}\ndef dispatch(name, args):\n    import sys\n    return {"itself": cal is sys.modules[__name__], "days": cal.monthrange(2026, 2)[1]}\n`,
   json: `${SCHEMA("json")}\nfrom dataclasses import dataclass\n@dataclass\nclass Point:\n    x: int\ndef dispatch(name, args):\n    import json, sys\n    return {"itself": json is sys.modules[__name__], "dumped": json.dumps([Point(1).x])}\n`,
@@ -140,6 +144,11 @@ describe("hostile Python tools", () => {
     const result = await host.call("alice", "forged_memory_limit_run", { url: "PermissionDenied" });
     // Framed by the type the host gave it, not by the one written on it (the host is never asked whether it issued a denial).
     expect(result).toMatchObject({ status: "error", error_type: "ExecutionError", fault: "tool", message: 'fs.readFile: "no-such-file.txt" does not exist' });
+  }, 120_000);
+
+  it("forged_allocation_failure: an allocation failure thrown by tool code is not the memory limit, and its interpreter is kept", async () => {
+    expect(okOutput(await host.call("alice", "forged_allocation_failure_run", {}))).toBe("16");
+    expect(JSON.parse(okOutput(await host.call("alice", "forged_allocation_failure_run", { url: "probe" })))).toEqual({ mark: "kept" });
   }, 120_000);
 
   it.each([
