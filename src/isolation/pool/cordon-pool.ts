@@ -11,6 +11,7 @@ import {
   labelled,
 } from "../wire/messages.js";
 import { SandboxProcess } from "./child-handle.js";
+import { isPythonBundle } from "../wire/tool-bundle.js";
 import { type Pending, type ProcessOwner, shuttingDown } from "./process-owner.js";
 import type { OsSandboxStatus } from "../os/os-sandbox.js";
 import type { ChildLink, ProcessGuard } from "./child-link.js";
@@ -176,12 +177,16 @@ export class CordonPool implements ProcessOwner {
   }
 
   /**
-   * A personal tool's load runs its code (its top level, `get_tool_schemas`) for its owner: it is placed,
-   * measured and judged as one of the owner's calls, so a load that spins is demoted like a call that does.
-   * A tool without an owner is described in a one-shot pool of its own (sandbox-pool.ts), no Anima's.
+   * A personal Python tool's load runs its code (its top level, `get_tool_schemas`) for its owner, for up
+   * to its load timeout plus an interpreter's boot (30 s): it is placed, measured and judged as one of the
+   * owner's calls, so a load that spins is demoted like a call that does. A JavaScript tool's load keeps
+   * its load timeout (5 s by default) and a failed version's retry backoff (registry.ts) as its bounds, and
+   * goes to the least busy process: judging it too demoted honest Animas whose first load ran long on a
+   * fresh process of a saturated machine, and then timed out. A tool without an owner is described in a
+   * one-shot pool of its own (sandbox-pool.ts), no Anima's.
    */
   describe(request: DescribeRequest): Promise<DescribeOutcome> {
-    if (request.owner === undefined) return this.dispatch(this.leastBusy(), request) as Promise<DescribeOutcome>;
+    if (request.owner === undefined || !isPythonBundle(request.bundle.code)) return this.dispatch(this.leastBusy(), request) as Promise<DescribeOutcome>;
     return this.placed(request.owner, request) as Promise<DescribeOutcome>;
   }
 
