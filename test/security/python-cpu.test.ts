@@ -27,12 +27,17 @@ async function aliceMeanwhile(h: Harness, done: () => boolean): Promise<CallResu
   return results;
 }
 
+/** A host of one sandbox process (alice's and mallory's calls share it) with mallory's Python `tools` written. */
+function startCpuHost(tools: Record<string, string>): Harness {
+  const h = startHost({ mode: "process", cordons: "all", timeoutMs: 4_000, loadTimeoutMs: 20_000, sandboxProcesses: 1, animas: ["mallory", "alice"] });
+  for (const [file, source] of Object.entries(tools)) h.data.write(`animas/mallory/tools/${file}`, source);
+  return h;
+}
+
 describe("python cpu: a spinning Python tool's first call", () => {
   let h: Harness;
   beforeAll(() => {
-    h = startHost({ mode: "process", cordons: "all", timeoutMs: 4_000, loadTimeoutMs: 20_000, sandboxProcesses: 1, animas: ["mallory", "alice"] });
-    h.data.write("animas/mallory/tools/warm.py", WARM);
-    h.data.write("animas/mallory/tools/spin_call.py", SPIN_ON_CALL);
+    h = startCpuHost({ "warm.py": WARM, "spin_call.py": SPIN_ON_CALL });
   });
   afterAll(() => h.close());
 
@@ -69,8 +74,7 @@ describe("python cpu: a spinning Python tool's first call", () => {
 describe("python cpu: a personal tool's load", () => {
   let h: Harness;
   beforeAll(() => {
-    h = startHost({ mode: "process", cordons: "all", timeoutMs: 4_000, loadTimeoutMs: 20_000, sandboxProcesses: 1, animas: ["mallory", "alice"] });
-    h.data.write("animas/mallory/tools/spin_load.py", SPIN_ON_LOAD);
+    h = startCpuHost({ "spin_load.py": SPIN_ON_LOAD });
   });
   afterAll(() => h.close());
 
