@@ -11,8 +11,7 @@ import {
   labelled,
 } from "../wire/messages.js";
 import { SandboxProcess } from "./child-handle.js";
-import { isPythonBundle } from "../wire/tool-bundle.js";
-import { type Pending, type ProcessOwner, shuttingDown } from "./process-owner.js";
+import { type Pending, type ProcessOwner, placedAnima, shuttingDown } from "./process-owner.js";
 import type { OsSandboxStatus } from "../os/os-sandbox.js";
 import type { ChildLink, ProcessGuard } from "./child-link.js";
 import type { LiveChildren } from "./live-children.js";
@@ -183,11 +182,13 @@ export class CordonPool implements ProcessOwner {
    * its load timeout (5 s by default) and a failed version's retry backoff (registry.ts) as its bounds, and
    * goes to the least busy process: judging it too demoted honest Animas whose first load ran long on a
    * fresh process of a saturated machine, and then timed out. A tool without an owner is described in a
-   * one-shot pool of its own (sandbox-pool.ts), no Anima's.
+   * one-shot pool of its own (sandbox-pool.ts), no Anima's. Which is which: `placedAnima`, which the
+   * processes use too when they tell when a request was sent and ended.
    */
   describe(request: DescribeRequest): Promise<DescribeOutcome> {
-    if (request.owner === undefined || !isPythonBundle(request.bundle.code)) return this.dispatch(this.leastBusy(), request) as Promise<DescribeOutcome>;
-    return this.placed(request.owner, request) as Promise<DescribeOutcome>;
+    const owner = placedAnima(request);
+    if (owner === undefined) return this.dispatch(this.leastBusy(), request) as Promise<DescribeOutcome>;
+    return this.placed(owner, request) as Promise<DescribeOutcome>;
   }
 
   call(request: CallRequest, signal?: AbortSignal): Promise<CallOutcome> {

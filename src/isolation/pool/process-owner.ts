@@ -4,6 +4,7 @@ import type { Rescheduler } from "../os/rescheduler.js";
 import type { CallOutcome, CapabilityInvoker, DescribeOutcome, SandboxRequest, ToolLogLine, WireRequest } from "../wire/messages.js";
 import type { ErrorInfo } from "../../errors.js";
 import { monotonicMs } from "../../clock.js";
+import { isPythonBundle } from "../wire/tool-bundle.js";
 import type { ChildLink, ProcessGuard } from "./child-link.js";
 import type { SandboxChildSpec } from "./child-spawn.js";
 import type { PythonInterpreterSettings } from "../isolate/isolate-runner-options.js";
@@ -161,7 +162,12 @@ export function crashedError(stoppedFromOutside: boolean, reason: string): Error
       };
 }
 
-/** The Anima a request is placed and judged under (cordon-pool.ts): a call's, or a personal tool's load's owner; none for another load. */
+/**
+ * The Anima a request is placed and judged under (cordon-pool.ts), or none: a call's Anima, or the owner
+ * of a personal Python tool's load (which may run its load timeout plus an interpreter's boot); any other
+ * load goes to the least busy process unjudged (cordon-pool.ts `describe` says why).
+ */
 export function placedAnima(request: SandboxRequest | WireRequest): string | undefined {
-  return request.op === "call" ? request.context.anima : request.owner;
+  if (request.op === "call") return request.context.anima;
+  return isPythonBundle(request.bundle.code) ? request.owner : undefined;
 }
