@@ -382,6 +382,13 @@ export function formatIntegrity(integrity: TrailIntegrity): string[] {
   if (integrity.ok) return [`Audit trails: verified, every chain whole (${integrity.trails} trails)`];
   return [
     `Audit trails: BROKEN (${integrity.broken} findings): records below may have been inserted, edited or removed and shown as the host's own; \`audit verify\` lists where`,
+    ...brokenFindingLines(integrity),
+  ];
+}
+
+/** The findings of a broken integrity, one indented line each (the first few, then how many more). */
+export function brokenFindingLines(integrity: TrailIntegrity): string[] {
+  return [
     ...integrity.findings.map((finding) => `  BROKEN: ${finding}`),
     ...(integrity.broken > integrity.findings.length ? [`  … ${integrity.broken - integrity.findings.length} more`] : []),
   ];

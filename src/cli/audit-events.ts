@@ -1,7 +1,9 @@
 import type { AuditKind, AuditQuery, AuditRecord } from "../audit/audit-log.js";
 import { AUDIT_KINDS, AUDIT_OUTCOMES, type ExportFormat, recordChunks } from "../audit/export.js";
+import { type TrailIntegrity, brokenFindingLines, trailIntegrity, verifyAuditDirYielding } from "../audit/verify.js";
 import { ToolHostError } from "../errors.js";
 import type { ToolHost } from "../host-api.js";
+import { joinReportLines } from "../terminal-text.js";
 import { scanArgs } from "./options.js";
 import type { Output } from "./output.js";
 
@@ -12,6 +14,8 @@ export const AUDIT_EVENTS_USAGE = `Usage: animaworks-tool audit events [--format
   --outcome: ${AUDIT_OUTCOMES.join(", ")}
   --since / --until: an ISO date, or a duration back from now (30m, 12h, 7d); --until is exclusive
   --call: every record of one call (the call_id of a -j envelope, _meta["animaworks/call_id"] over MCP)
+  The trails' hash chains are checked too (audit verify): when they do not verify, stderr says so
+  after the records, which may then include inserted or edited ones (the exit code stays 0)
   Record schema and CSV columns: docs/audit-records.md`;
 
 const OPTIONS = {
@@ -38,12 +42,24 @@ export interface EventsRequest {
 export async function runAuditEvents(host: ToolHost, argv: string[], anima: string | undefined, out: Output): Promise<number> {
   const request = parseEventsArgs(argv, anima);
   const records = await host.audit.read(request.query);
+  // Walked after the records were read, so that every record streamed was in the trails verified. A JSON
+  // line or CSV row has no room for a verdict, and the report's own check (`audit`) is not in an export:
+  // an auditor relying on one must hear when it holds records the chain does not vouch for.
+  const integrity = trailIntegrity(await verifyAuditDirYielding(host.config.auditDir));
   // A chunk at a time, waiting while a running host's client has not taken what came before (reply-writer.ts).
   for (const chunk of recordChunks(request.callId === undefined ? records : onlyCall(records, request.callId), request.format)) {
     out.stdout(chunk);
     await out.drained?.();
   }
+  if (!integrity.ok) out.stderr(joinReportLines(brokenTrailLines(integrity)));
   return 0;
+}
+
+function brokenTrailLines(integrity: TrailIntegrity): string[] {
+  return [
+    `Warning: the audit trails do not verify (${integrity.broken} findings): records above may have been inserted, edited or removed; \`animaworks-tool audit verify\` lists where`,
+    ...brokenFindingLines(integrity),
+  ];
 }
 
 function* onlyCall(records: AuditRecord[], callId: string): Generator<AuditRecord> {

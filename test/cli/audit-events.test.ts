@@ -46,6 +46,7 @@ describe("animaworks-tool audit events / policy-history", () => {
   };
   const jsonl = (run: CliRun): AuditRecord[] => {
     expect(run.code, run.stderr).toBe(0);
+    expect(run.stderr).toBe(""); // the trails verify: no warning
     return run.stdout === "" ? [] : run.stdout.split("\n").map((line) => JSON.parse(line) as AuditRecord);
   };
   const field = (record: AuditRecord, name: string): unknown => (record as unknown as Record<string, unknown>)[name];

@@ -200,7 +200,7 @@ describe("audit coverage", () => {
     }
   });
 
-  it("opens with BROKEN when a record was inserted with a made-up seq and prev, in text, JSON and HTML (report_seqforge)", async () => {
+  it("opens with BROKEN when a record was inserted with a made-up seq and prev, in text, JSON and HTML, and audit events warns (report_seqforge)", async () => {
     // The report reads records without walking the chain: an inserted record that carries a seq and a
     // prev is shown as the host's own. The report now says first that its trails do not verify.
     const forged = makeDataDir();
@@ -226,6 +226,18 @@ describe("audit coverage", () => {
       const page = readFileSync(join(forged.dir, "report.html"), "utf8");
       expect(page).toContain('<h2 class="warning">Audit trails BROKEN</h2>');
       expect(page.indexOf("Audit trails BROKEN")).toBeLessThan(page.indexOf('<section id="summary">'));
+      // An export streams the forged record like any other (a JSON line has no room for a verdict) and
+      // then says on stderr that the trails it came from do not verify.
+      const events = await audit(forged, "events");
+      expect(events.code).toBe(0);
+      expect(
+        events.stdout
+          .split("\n")
+          .filter((line) => line !== "")
+          .map((line) => (JSON.parse(line) as { callId: string }).callId),
+      ).toContain("forged");
+      expect(events.stderr).toMatch(/^Warning: the audit trails do not verify \(\d+ findings\): records above may have been inserted, edited or removed/);
+      expect(events.stderr.split("\n")[1]).toMatch(/^ {2}BROKEN: animas\/alice\.jsonl/);
     } finally {
       forged.cleanup();
     }
