@@ -25,6 +25,12 @@ const KNOWN_FORMATS: Array<{ label: string; pattern: RegExp }> = [
   { label: "a JSON Web Token", pattern: /\beyJ[A-Za-z0-9_-]{10,}\.eyJ[A-Za-z0-9_-]{10,}\.[A-Za-z0-9_-]{10,}/g },
 ];
 
+/** Matches of one known format that are reported each (the rest are counted in one more finding). */
+const MAX_HITS_PER_FORMAT = 100;
+
+/** The formats without the global flag, whose `test` keeps no position between literals. */
+const KNOWN_FORMAT_TESTS = KNOWN_FORMATS.map(({ pattern }) => new RegExp(pattern.source));
+
 /** Names that hold a credential, compared lower-case without `_`/`-`, as a whole name or its ending. */
 const SECRET_NAME_ENDINGS = [
   "apikey",
@@ -50,24 +56,42 @@ const PLACEHOLDER =
 export function findSecrets(source: string, tokens: Token[]): SecretHit[] {
   const hits: SecretHit[] = [];
   const seenLines = new Set<string>();
-  const add = (line: number, message: string): void => {
+  /** False when the same finding is already there (one per line and message). */
+  const add = (line: number, message: string): boolean => {
     const key = `${line}\0${message}`;
-    if (seenLines.has(key)) return;
+    if (seenLines.has(key)) return false;
     seenLines.add(key);
     hits.push({ line, message });
+    return true;
   };
 
+  const lineAt = lineFinder(source);
   for (const { label, pattern } of KNOWN_FORMATS) {
+    let listed = 0;
+    let more = 0;
+    let lastLine = 1;
     for (const match of source.matchAll(pattern)) {
-      add(lineAt(source, match.index ?? 0), `${label} is written in the file ("${mask(match[0])}"); read it with getCredential() instead`);
+      const line = lineAt(match.index);
+      const message = `${label} is written in the file ("${mask(match[0])}"); read it with getCredential() instead`;
+      if (listed === MAX_HITS_PER_FORMAT) {
+        // Counted, not listed (one finding says how many more): the report stays bounded by the format count.
+        if (!seenLines.has(`${line}\0${message}`)) more++;
+        seenLines.add(`${line}\0${message}`);
+        continue;
+      }
+      if (add(line, message)) {
+        listed++;
+        lastLine = line;
+      }
     }
+    if (more > 0) add(lastLine, `… and ${more} more of ${label} in the file (only the first ${MAX_HITS_PER_FORMAT} are listed)`);
   }
 
   for (let i = 0; i < tokens.length; i++) {
     const token = tokens[i] as Token;
     const literal = token.kind === "string" || (token.kind === "template" && !token.dynamic) ? token.value : undefined;
     // A literal in a well-known format was reported above, once.
-    if (literal === undefined || KNOWN_FORMATS.some(({ pattern }) => new RegExp(pattern.source).test(literal))) continue;
+    if (literal === undefined || KNOWN_FORMAT_TESTS.some((pattern) => pattern.test(literal))) continue;
     const name = assignedName(tokens, i);
     if (name !== undefined && isSecretName(name) && looksLikeValue(literal)) {
       add(token.line, `"${name}" is set to a literal ("${mask(literal)}"); read credentials with getCredential() instead of hard-coding them`);
@@ -134,8 +158,25 @@ export function mask(value: string): string {
   return value.length <= 4 ? "****" : `${value.slice(0, 4)}****`;
 }
 
-function lineAt(source: string, index: number): number {
-  let line = 1;
-  for (let i = source.indexOf("\n"); i !== -1 && i < index; i = source.indexOf("\n", i + 1)) line++;
-  return line;
+/**
+ * The 1-based line of an offset in `source`, by binary search over line starts found once. (Counting
+ * newlines from the start for each match made a hostile file of many lines and many key-shaped
+ * strings cost matches × lines: one refresh held a shared daemon's event loop for minutes.)
+ */
+function lineFinder(source: string): (index: number) => number {
+  let starts: number[] | undefined;
+  return (index) => {
+    if (starts === undefined) {
+      starts = [0];
+      for (let i = source.indexOf("\n"); i !== -1; i = source.indexOf("\n", i + 1)) starts.push(i + 1);
+    }
+    let low = 0;
+    let high = starts.length - 1;
+    while (low < high) {
+      const middle = (low + high + 1) >> 1;
+      if ((starts[middle] as number) <= index) low = middle;
+      else high = middle - 1;
+    }
+    return low + 1;
+  };
 }

@@ -1,0 +1,51 @@
+import { describe, expect, it } from "vitest";
+import { validateSource } from "../../src/lifecycle/validate.js";
+
+// A tool file is scanned on the host's main thread (validate, share, and refresh for every tool that
+// fails to load, also inside the shared daemon and behind MCP's refresh_tools): the scan's work must grow
+// with the file, not with its lines times its matches. Before: the secrets check counted newlines from
+// the start of the file for every key-shaped string, and a 980 KB file of 500,000 lines and 30,000 of
+// them held the daemon's event loop ≈ 3 minutes (every Anima's calls waited). These files finish within
+// the test's time limit only when the scan is linear.
+
+const LINES = 200_000;
+const KEYS = 30_000;
+
+/** LINES comment lines, then KEYS Slack-token-shaped strings, on one line (`oneLine`) or one a line. */
+function secretScanLineBomb(comment: string, oneLine: boolean): string {
+  const keys = Array.from({ length: KEYS }, (_, i) => `xoxb-${String(i).padStart(10, "0")}`);
+  return `${comment}\n`.repeat(LINES) + (oneLine ? `${comment} ${keys.join(" ")}\n` : keys.map((key) => `${comment} ${key}\n`).join(""));
+}
+
+describe("a tool file made to make the source scan quadratic (secret_scan_line_bomb)", () => {
+  for (const [fileName, comment] of [
+    ["slow.ts", "//"],
+    ["slow.py", "#"],
+  ] as const) {
+    it(`${fileName}, keys on one line: one finding for that line, in linear time`, { timeout: 20_000 }, () => {
+      const findings = validateSource(fileName, secretScanLineBomb(comment, true), { staticSchemas: true }).filter((f) => f.check === "secrets");
+      expect(findings.map((f) => f.line)).toEqual([LINES + 1]);
+      expect(findings[0]?.message).toContain('"xoxb****"'); // masked: never the key itself
+    });
+
+    it(`${fileName}, a key a line: the first 100 at their lines and one finding counting the rest, in linear time`, { timeout: 20_000 }, () => {
+      const findings = validateSource(fileName, secretScanLineBomb(comment, false), { staticSchemas: true }).filter((f) => f.check === "secrets");
+      const listed = findings.filter((f) => f.message.startsWith("a Slack token"));
+      expect(listed.map((f) => f.line)).toEqual(Array.from({ length: 100 }, (_, i) => LINES + 1 + i));
+      expect(findings.filter((f) => f.message.startsWith("… and"))).toEqual([
+        expect.objectContaining({
+          line: LINES + 100,
+          message: `… and ${KEYS - 100} more of a Slack token (xox…-) in the file (only the first 100 are listed)`,
+        }),
+      ]);
+    });
+  }
+
+  it("keeps each finding at the line its key is on", () => {
+    const source = ["const a = 1;", "// ghp_" + "A".repeat(36), "", "/* sk-ant-" + "b".repeat(30) + " */"].join("\n");
+    const lines = validateSource("lines.ts", source, { staticSchemas: false })
+      .filter((f) => f.check === "secrets")
+      .map((f) => f.line);
+    expect(lines).toEqual([2, 4]);
+  });
+});
