@@ -47,6 +47,12 @@ interface CachedDescription {
 const DESCRIPTION_FORMAT = "d6";
 /** Pinned tool versions whose schemas `schemaFor` keeps in memory. */
 const MAX_PINNED_DESCRIPTIONS = 256;
+/**
+ * Tool files whose loads the registry keeps in memory (`RegistryOptions.maxLoaded`). Paths are chosen by
+ * Animas and only a full refresh forgets loads, so without a bound every file an Anima ever had loaded
+ * would be held for the life of the host.
+ */
+export const MAX_LOADED_TOOLS = 4096;
 
 /**
  * A failure to run a tool's module (as opposed to its declaration failing the checks) may be transient:
@@ -65,6 +71,13 @@ export function loadRetryAfterMs(failures: number): number {
   return LOAD_FAILURE_RETRY_MS * 2 ** Math.min(Math.max(0, failures - 1), LOAD_FAILURE_MAX_DOUBLINGS);
 }
 
+/**
+ * How long a failed version's retry must have been due, unused, before a refresh forgets it (and with it
+ * its count of failures): the longest retry period. Forgetting it as soon as it is due would let every
+ * refresh (which Animas can cause by editing files) restart its doubling at 10 s.
+ */
+export const LOAD_FAILURE_FORGET_AFTER_MS = loadRetryAfterMs(LOAD_FAILURE_MAX_DOUBLINGS + 1);
+
 export interface RegistryOptions {
   dataDir: string;
   coreToolsDir: string;
@@ -72,6 +85,15 @@ export interface RegistryOptions {
   memoryLimitMb: number;
   bundler: ToolBundler;
   executor: Executor;
+  /** At most this many tool files' loads are kept (MAX_LOADED_TOOLS). */
+  maxLoaded?: number;
+}
+
+interface KeptLoad {
+  hash: string;
+  entry: ToolEntry;
+  expiresAt: number;
+  failures: number;
 }
 
 /**
@@ -83,7 +105,7 @@ export class ToolRegistry {
    * Loaded entries by file path, valid while the bundle hash is unchanged (a transient failure until
    * `expiresAt`), with the transient load failures in a row of that version.
    */
-  private readonly loaded = new Map<string, { hash: string; entry: ToolEntry; expiresAt: number; failures: number }>();
+  private readonly loaded = new Map<string, KeptLoad>();
   /** Schemas of pinned tool versions (`schemaFor`), oldest first. */
   private readonly pinnedSchemas = new Map<string, ToolSchema[]>();
 
@@ -129,13 +151,14 @@ export class ToolRegistry {
     let entry: ToolEntry;
     if (previous && previous.hash === bundle.hash && monotonicMs() < previous.expiresAt) {
       entry = previous.entry;
+      this.keep(source.path, previous); // now the newest: the bound drops loads not used for longest
     } else {
       const failures = previous?.hash === bundle.hash ? previous.failures : 0;
       const described = await this.describe(source, bundle);
       entry = described.entry;
       if (described.transient)
-        this.loaded.set(source.path, { hash: bundle.hash, entry, expiresAt: monotonicMs() + loadRetryAfterMs(failures + 1), failures: failures + 1 });
-      else this.loaded.set(source.path, { hash: bundle.hash, entry, expiresAt: Number.POSITIVE_INFINITY, failures: 0 });
+        this.keep(source.path, { hash: bundle.hash, entry, expiresAt: monotonicMs() + loadRetryAfterMs(failures + 1), failures: failures + 1 });
+      else this.keep(source.path, { hash: bundle.hash, entry, expiresAt: Number.POSITIVE_INFINITY, failures: 0 });
     }
     if (entry.state === "ok") {
       const collision = findSchemaCollision(entry.tool, visibleNames);
@@ -163,13 +186,38 @@ export class ToolRegistry {
 
   /**
    * Forgets loaded tools so the next load re-reads everything, except a version whose load failed and
-   * waits for its retry (`loadRetryAfterMs`): a refresh does not cut its backoff short (a changed file
-   * is another version, loaded at once).
+   * waits for its retry (`loadRetryAfterMs`), or has been due for less than LOAD_FAILURE_FORGET_AFTER_MS:
+   * a refresh does not cut its backoff short (a changed file is another version, loaded at once). A
+   * failed version is kept whether or not its file still exists (that is not known here without a
+   * look at the disk per entry, and deleting and writing the file again must not cut the backoff short
+   * either); it is forgotten by the first refresh once it has been due that long.
    */
   forget(path?: string): void {
+    const now = monotonicMs();
     for (const [key, kept] of this.loaded) {
-      if ((path === undefined || key === path) && kept.failures === 0) this.loaded.delete(key);
+      if ((path === undefined || key === path) && forgettable(kept, now)) this.loaded.delete(key);
     }
+  }
+
+  /**
+   * Keeps a load, as the newest (the map is oldest first). When full, it makes room by dropping the oldest
+   * load a refresh would forget, or else the oldest of all (its backoff is cut short, but only by loads
+   * of `maxLoaded` other files since, each costing as much as that retry).
+   */
+  private keep(path: string, kept: KeptLoad): void {
+    this.loaded.delete(path);
+    if (this.loaded.size >= (this.options.maxLoaded ?? MAX_LOADED_TOOLS)) {
+      const now = monotonicMs();
+      let victim: string | undefined;
+      for (const [key, other] of this.loaded) {
+        if (forgettable(other, now)) {
+          victim = key;
+          break;
+        }
+      }
+      this.loaded.delete(victim ?? (this.loaded.keys().next().value as string));
+    }
+    this.loaded.set(path, kept);
   }
 
   /** `transient`: the module could not be run, which may succeed on a later try (see LOAD_FAILURE_RETRY_MS). */
@@ -221,6 +269,11 @@ export class ToolRegistry {
     }
     return { entry: { ...base, state: "ok", tool: { ...base, bundle, ...description } }, transient: false };
   }
+}
+
+/** A refresh forgets a load, unless it is a failed version whose retry is not yet due, or only recently. */
+function forgettable(kept: KeptLoad, now: number): boolean {
+  return kept.failures === 0 || now >= kept.expiresAt + LOAD_FAILURE_FORGET_AFTER_MS;
 }
 
 /**
