@@ -1,7 +1,20 @@
 import { oneLine } from "../terminal-text.js";
 import { randomBytes } from "node:crypto";
-import { closeSync, constants, mkdirSync, openSync, readlinkSync, realpathSync, renameSync, unlinkSync, writeFileSync } from "node:fs";
-import { dirname, join, relative } from "node:path";
+import {
+  type Dir,
+  closeSync,
+  constants,
+  lstatSync,
+  mkdirSync,
+  opendirSync,
+  openSync,
+  readlinkSync,
+  realpathSync,
+  renameSync,
+  unlinkSync,
+  writeFileSync,
+} from "node:fs";
+import { basename, dirname, join, relative } from "node:path";
 import { ToolHostError } from "../errors.js";
 import type { Job, JobStore } from "./store.js";
 import { type NoticeFailures, failureKind } from "./notice-failures.js";
@@ -123,29 +136,49 @@ function openNoticeFolder(animaDir: string): number {
 
 /**
  * The Anima's real folder; `NotFound` (the notice is dropped for good: a late notice must not bring back a
- * removed Anima as a ghost) only when that folder is missing (ENOENT, ENOTDIR) from a folder of Animas
- * that is there. Any other failure may pass and is thrown as it is, so the notice is postponed and tried
- * again (`deliverNotices`): a folder on the way it cannot search (EACCES), an NFS server's EIO or ESTALE,
- * or the folder of Animas itself missing for a while (a mount that is down), where no Anima was removed.
+ * removed Anima as a ghost) only when the Anima's folder entry itself is gone (lstat: ENOENT, ENOTDIR)
+ * from a folder of Animas that holds other entries. Anything else may pass and is thrown, so the notice
+ * is postponed and tried again (`deliverNotices`): a folder on the way it cannot search (EACCES), an NFS
+ * server's EIO or ESTALE, the folder of Animas missing, or there but empty (the mount point of a file
+ * system that is down), or an Anima folder that is a link to nowhere (into a mount that is down): in none
+ * of these is an Anima known to be removed.
  */
 function animaRoot(animaDir: string): string {
   try {
     return realpathSync(animaDir);
   } catch (error) {
     const code = (error as NodeJS.ErrnoException).code;
-    if ((code === "ENOENT" || code === "ENOTDIR") && resolves(dirname(animaDir))) {
+    if ((code === "ENOENT" || code === "ENOTDIR") && entryGone(animaDir) && holdsOthers(dirname(animaDir), basename(animaDir))) {
       throw new ToolHostError("NotFound", `Anima folder ${animaDir} no longer exists`);
     }
     throw error;
   }
 }
 
-function resolves(path: string): boolean {
+/** True when `path` itself is missing (not a link to something missing). */
+function entryGone(path: string): boolean {
   try {
-    realpathSync(path);
-    return true;
+    lstatSync(path);
+    return false;
+  } catch (error) {
+    const code = (error as NodeJS.ErrnoException).code;
+    return code === "ENOENT" || code === "ENOTDIR";
+  }
+}
+
+/** True when the folder `dir` can be read and holds an entry other than `name` (reading one or two entries). */
+function holdsOthers(dir: string, name: string): boolean {
+  let folder: Dir | undefined;
+  try {
+    folder = opendirSync(dir);
+    for (let entry = folder.readSync(); entry !== null; entry = folder.readSync()) {
+      if (entry.name !== name) return true;
+    }
+    return false;
   } catch {
     return false;
+  } finally {
+    folder?.closeSync();
   }
 }
 

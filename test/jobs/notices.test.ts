@@ -93,7 +93,10 @@ describe("deliverNotices", () => {
   /**
    * notice_anima_unresolvable: only a missing Anima folder is a removed Anima. Before, any failure to resolve
    * it (EACCES on the way, EIO or ESTALE on NFS, the animas folder of a mount that is down) dropped the
-   * notice for good; now it is postponed, and written once the folder resolves again. (EACCES cannot be
+   * notice for good; now it is postponed, and written once the folder resolves again. So is it when the
+   * folder of Animas is there but empty (a mount point whose file system is down), or the Anima's folder
+   * is a link to nowhere (into such a mount): both gave ENOENT from a folder of Animas that resolved, and
+   * dropped the notice. (EACCES cannot be
    * made for root, who runs these tests in CI: a link loop, ELOOP, stands for the failures that are not absence.)
    */
   it.each([
@@ -101,6 +104,31 @@ describe("deliverNotices", () => {
       "the folder of Animas is missing for a while",
       (root: string) => renameSync(join(root, "animas"), join(root, "away")),
       (root: string) => renameSync(join(root, "away"), join(root, "animas")),
+    ],
+    [
+      "the folder of Animas is an empty mount point (its file system is down)",
+      (root: string) => {
+        renameSync(join(root, "animas"), join(root, "away"));
+        mkdirSync(join(root, "animas"));
+      },
+      (root: string) => {
+        rmSync(join(root, "animas"), { recursive: true });
+        renameSync(join(root, "away"), join(root, "animas"));
+      },
+    ],
+    [
+      "the Anima's folder is a link into a mount that is down (a link to nowhere)",
+      (root: string) => {
+        mkdirSync(join(root, "nfs"));
+        renameSync(join(root, "animas", "alice"), join(root, "nfs", "alice"));
+        symlinkSync(join(root, "nfs", "alice"), join(root, "animas", "alice"));
+        renameSync(join(root, "nfs"), join(root, "nfs-away"));
+        mkdirSync(join(root, "nfs")); // the mount point, its file system not mounted
+      },
+      (root: string) => {
+        rmSync(join(root, "nfs"), { recursive: true });
+        renameSync(join(root, "nfs-away"), join(root, "nfs"));
+      },
     ],
     [
       "the Anima's folder cannot be resolved (ELOOP)",

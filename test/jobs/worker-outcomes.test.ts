@@ -1,4 +1,4 @@
-import { existsSync, readdirSync, readFileSync } from "node:fs";
+import { existsSync, mkdirSync, readdirSync, readFileSync } from "node:fs";
 import { join } from "node:path";
 import { describe, expect, it } from "vitest";
 import { ToolHostError } from "../../src/errors.js";
@@ -65,6 +65,7 @@ describe("JobWorker: outcomes, notices and progress", () => {
     const parent = tempDir();
     cleanups.push(parent.cleanup);
     const gone = join(parent.dir, "removed-anima");
+    mkdirSync(join(parent.dir, "bob")); // the folder of Animas holds others: it is not a mount that is down
     const worker = new JobWorker({ store, animaDirOf: () => gone, runJob: async () => OK, onLog: (r) => logs.push(r.message) });
     const { job } = await store.submit(jobInput("alice"));
     await worker.run({ untilDrained: true });
