@@ -1,3 +1,4 @@
+import { formatLogRecord } from "../config.js";
 import type { LogRecord } from "../host-options.js";
 import type { NoticeFailures } from "./notice-failures.js";
 import { JOB_DEFAULTS, duration } from "./defaults.js";
@@ -130,7 +131,8 @@ export function resolveWorkerSettings(settings: JobWorkerSettings): ResolvedSett
     purgeIntervalMs: duration(settings.purgeIntervalMs, d.purgeIntervalMs, "purgeIntervalMs"),
     notices: settings.notices ?? d.notices,
     idleCheckIntervalMs: duration(settings.idleCheckIntervalMs, d.idleCheckIntervalMs, "idleCheckIntervalMs"),
-    onLog: settings.onLog ?? ((r) => process.stderr.write(`[${r.level}] ${r.logger}: ${r.message}\n`)),
+    // A record's message may be a tool's text: escaped as every text sink escapes it (config.ts formatLogRecord).
+    onLog: settings.onLog ?? ((r) => process.stderr.write(`${formatLogRecord(r)}\n`)),
   };
   if (resolved.heartbeatIntervalMs >= leaseMs) throw new TypeError("heartbeatIntervalMs must be shorter than leaseMs");
   return resolved;

@@ -1,4 +1,4 @@
-import { describe, expect, it } from "vitest";
+import { describe, expect, it, vi } from "vitest";
 import { JOB_DEFAULTS } from "../../src/jobs/defaults.js";
 import { JobWorker, resolveWorkerSettings } from "../../src/jobs/worker.js";
 import { OK, workerHarness } from "./worker-harness.js";
@@ -37,5 +37,25 @@ describe("JobWorker: settings", () => {
     expect(() => new JobWorker({ ...base, leaseMs: 100, heartbeatIntervalMs: 100 })).toThrow(/heartbeatIntervalMs/);
     expect(() => new JobWorker({ ...base, cancelGraceMs: -1 })).toThrow(/cancelGraceMs/);
     expect(() => new JobWorker({ ...base, pollIntervalMs: 2 ** 31 })).toThrow(/pollIntervalMs/);
+  });
+
+  it("worker_log_escape: the default log sink escapes a record's text as every text sink does (a tool's text drove the terminal)", () => {
+    const written: string[] = [];
+    const write = vi.spyOn(process.stderr, "write").mockImplementation((chunk: string | Uint8Array) => {
+      written.push(String(chunk));
+      return true;
+    });
+    try {
+      const hostile = "done\u001b[2J\u001b]0;pwned\u0007\r\n[error] animaworks.host (alice/bank): credentials leaked";
+      resolveWorkerSettings({}).onLog({ level: "info", logger: "animaworks.tools", message: hostile, anima: "bob", tool: "t\u001b[31m" });
+    } finally {
+      write.mockRestore();
+    }
+    expect(written).toHaveLength(1);
+    const line = written[0]!;
+    expect(line).toBe(
+      "[info] animaworks.tools (bob/t\\u001b[31m): done\\u001b[2J\\u001b]0;pwned\\u0007\\u000d\\u000a[error] animaworks.host (alice/bank): credentials leaked\n",
+    );
+    expect(line.slice(0, -1)).not.toMatch(/[\u0000-\u001f\u007f-\u009f]/);
   });
 });
