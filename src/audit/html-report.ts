@@ -2,6 +2,7 @@ import type { AnimaReport, HostHistory, PolicyChange, TimelineEvent } from "./re
 import type { AuditSummary, SummaryRow } from "./summary.js";
 import type { OperatorGrant } from "./least-privilege.js";
 import type { TrailIntegrity } from "./verify.js";
+import { terminalSafe } from "../terminal-text.js";
 
 /**
  * `audit --html FILE`: the report as one self-contained page. Everything is inline (styles, the timeline's
@@ -39,8 +40,14 @@ const COLOURS: Record<TimelineEvent["kind"], string> = {
   failure: "#757575",
 };
 
+/**
+ * Text for an element or attribute: markup characters as character references, and control characters
+ * and bidirectional overrides shown as `\uXXXX`, as the text report shows them (terminalSafe): a record's
+ * text is a tool's, and an override (U+202E) reversed the rest of its cell, the host's own denial
+ * reason included.
+ */
 export function escapeHtml(text: string): string {
-  return text.replace(/[&<>"'`]/g, (c) => `&#${c.charCodeAt(0)};`);
+  return terminalSafe(text).replace(/[&<>"'`]/g, (c) => `&#${c.charCodeAt(0)};`);
 }
 
 const e = escapeHtml;

@@ -44,10 +44,11 @@ suite("the HTML audit report in a browser", () => {
   let data: TempDataDir;
   afterEach(() => data.cleanup());
 
-  it("shows hostile tool names, targets and Anima names as text: no script runs, nothing is loaded, no error", async () => {
+  it("shows hostile tool names, targets and Anima names as text, bidirectional overrides escaped: no script runs, nothing is loaded, no error", async () => {
     const eve = `"><svg onload="document.title='pwned'">`;
     const tool = "<script>document.title='pwned'</script>";
-    const target = `https://x.example/"><img src=x onerror="document.title='pwned'">`;
+    // U+202E reverses the rest of its cell as shown (the host's denial reason included) unless shown escaped.
+    const target = `https://x.example/"><img src=x onerror="document.title='pwned'">\u202e\u2066gnp.exe`;
     data = makeDataDir();
     data.anima("alice");
     data.anima(eve);
@@ -74,7 +75,10 @@ suite("the HTML audit report in a browser", () => {
     const page = JSON.parse(visit.evaluated as string);
     expect(page).toMatchObject({ title: "animaworks-tool audit report", scripts: 0, images: 0, handlers: 0 });
     expect(page.rows).toEqual([eve, "alice"]);
-    for (const text of [eve, tool, target, "SandboxViolation: <b>no</b>", "</style><script>document.title='pwned'</script>"]) expect(page.text).toContain(text);
+    const shownTarget = target.replace("\u202e\u2066", "\\u202e\\u2066");
+    for (const text of [eve, tool, shownTarget, "SandboxViolation: <b>no</b>", "</style><script>document.title='pwned'</script>"])
+      expect(page.text).toContain(text);
+    expect(page.text).not.toMatch(/[\u202a-\u202e\u2066-\u2069]/); // no override reaches the page as one
     expect(visit.errors).toEqual([]);
     expect(visit.requests).toEqual([pathToFileURL(file).href]);
   });
