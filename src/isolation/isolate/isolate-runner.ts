@@ -267,9 +267,9 @@ export class IsolateRunner implements Executor {
   // ---- isolate set-up -----------------------------------------------------------------------------
 
   /**
-   * The isolate of a call's or describe's (`key: "describe"`) bundle, its tool loaded. A Python tool's
-   * first call takes the isolate its describe left (python-spares.ts), else a spare interpreter, else
-   * boots one; each Python isolate made for a call has a spare started for the next.
+   * The isolate of a call's or describe's (`key: "describe"`) bundle, its tool loaded. A Python call takes
+   * its describe's isolate (python-spares.ts), else a spare, else boots one; each Python isolate made for a
+   * call, and each describe that took the spare, starts a spare for the next (pool/interpreters-sent.ts).
    */
   private async createIsolate(
     key: string,
@@ -303,7 +303,7 @@ export class IsolateRunner implements Executor {
       pooled.disposeByHost();
       throw error;
     } finally {
-      if (python && key !== "describe") this.spares.refill(limits.memoryLimitMb);
+      if (python && (key !== "describe" || spare)) this.spares.refill(limits.memoryLimitMb);
     }
   }
 

@@ -127,7 +127,7 @@ export class PythonSpares {
     return kept.pooled.healthy ? kept.pooled : undefined;
   }
 
-  /** After a Python tool's isolate was made for a call at this memory limit: have a spare ready for the next one. */
+  /** After a Python tool's isolate was made for a call at this memory limit, or a describe took its spare: have one ready for the next. */
   refill(memoryLimitMb: number): void {
     this.noteChurn();
     if (!this.keepSpare || this.closed || this.ready.has(memoryLimitMb) || this.starting.has(memoryLimitMb)) return;

@@ -148,6 +148,16 @@ describe("a Python tool in the isolate runner", () => {
     expect(JSON.parse(outcome.value.text)).toEqual({ schemas: 1 });
     await waitFor(() => runner.warmPoolStats().spareInterpreters === 1, 60_000, 50);
   }, 120_000);
+  it("boot_prediction: starts a spare again after a describe took it, as after a call (the host counts on one being there)", async () => {
+    await runner.call(request(await bundle(), "call", "pyrun_fast", { n: 1 })); // a spare is kept at 64 MB from now on
+    await waitFor(() => runner.warmPoolStats().spareInterpreters === 1, 60_000, 50);
+    const path = data.write("tools/described.py", ADOPT);
+    const built = await buildPythonBundle({ path, folder: `${data.dir}/tools`, displayName: "personal/described.py" }, 1 << 20);
+    if (!built.ok) throw new Error(built.error.message);
+    expect((await runner.describe({ op: "describe", bundle: built.bundle, timeoutMs: 60_000, memoryLimitMb: 64 })).ok).toBe(true);
+    // Held: the describe's isolate (it took the spare), and a new spare beside it.
+    await waitFor(() => runner.warmPoolStats().spareInterpreters === 2, 8_000, 50);
+  }, 120_000);
   it("keeps an interpreter warm across calls, but not one whose memory grew well past its boot (that memory is never given back)", async () => {
     const path = data.write("tools/hoard.py", HOARD);
     const built = await buildPythonBundle({ path, folder: `${data.dir}/tools`, displayName: "personal/hoard.py" }, 1 << 20);
