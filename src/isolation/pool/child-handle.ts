@@ -57,6 +57,7 @@ export class SandboxProcess {
 
   /** Drops `anima`'s warm isolates in this process (its calls now go elsewhere). */
   forgetAnima(anima: string): void {
+    this.interpreters.forgetAnima(anima);
     if (this.ready && this.child?.connected) this.outbox.enqueue(this.child, { type: "forget", anima });
   }
 

@@ -202,8 +202,14 @@ export class CordonPool implements ProcessOwner {
     route.left?.forgetAnima(anima);
     // A request that must boot a Python interpreter first gets its Anima's boot allowance, if any is left
     // (boot-allowance.ts). Known from what the host sent, never from the process.
-    const graceMs = route.target.interpreters.needsBoot(request, now) ? this.bootAllowances.grant(route.target.index, anima, now) : 0;
+    const sent = route.target.interpreters.sent(request, now);
+    const graceMs = sent.needsBoot ? this.bootAllowances.grant(route.target.index, anima, now) : 0;
     const outcome = this.dispatch(route.target, request, signal, (id) => this.placement.started(anima, id, route.target, now, graceMs));
+    // Before the caller's own continuation: its next request is predicted knowing how this one ended.
+    void outcome.then(
+      (ended) => sent.ended(ended, monotonicMs()),
+      () => sent.ended(undefined, monotonicMs()),
+    );
     this.lastCallAt = now;
     this.cpuTimer ??= setInterval(() => this.readAndJudge(), THRESHOLDS.readEveryMs).unref();
     return outcome;
