@@ -54,7 +54,9 @@ export function bridgeHandlers(pooled: PooledIsolate, host: BridgeHost): BridgeH
       if (handle) clearTimeout(handle);
       active.timers.delete(id);
     },
-    // The prelude's memory guards ask for the call to end (sandbox/memory-guards.ts).
+    // The prelude's memory guards ask for the call to end (sandbox/memory-guards.ts). Asynchronous (an
+    // `ignored` ivm.Callback), yet it runs before the call's envelope is read: isolated-vm queues it on
+    // this thread's task queue (FIFO) before the entry's result, so `guard.stopReason` says MemoryLimit.
     stop(reason) {
       pooled.guard?.halt(reason === "MemoryLimit" ? "MemoryLimit" : "Timeout");
     },
