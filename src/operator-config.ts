@@ -6,6 +6,7 @@ import { LOG_LEVELS } from "./contract/isolate.js";
 import { ToolHostError, systemFileError } from "./errors.js";
 import { UnreadableFile, readRegularFileSync } from "./regular-file.js";
 import { type ValidateFunction, getAjv } from "./validation/ajv.js";
+import { jsonSyntaxProblem } from "./json-syntax.js";
 
 /**
  * The operator's configuration of the host: the `animaworks_tool` section of the data dir's `config.json`
@@ -279,7 +280,7 @@ export function parseOperatorFile(path: string, text: string): OperatorFile {
   try {
     config = JSON.parse(text);
   } catch (error) {
-    throw configFileError(`${path} is not valid JSON: ${(error as Error).message}`, `fix the JSON of ${path} (AnimaWorks refuses it too)`);
+    throw configFileError(`${path} is not valid JSON: ${jsonSyntaxProblem(error)}`, `fix the JSON of ${path} (AnimaWorks refuses it too)`);
   }
   const section = typeof config === "object" && config !== null ? (config as Record<string, unknown>)[CONFIG_SECTION] : undefined;
   if (section === undefined) return { path, settings: {}, fingerprint: "" };

@@ -14,6 +14,7 @@ import {
 } from "./store.js";
 import { SHARED_SECTION, Vault } from "./vault.js";
 import { readTextFileIfPresent, unreadableReason } from "../regular-file.js";
+import { jsonSyntaxProblem } from "../json-syntax.js";
 
 /** Largest credential file read (config.json, shared/credentials.json), bytes: a FIFO or a device there must not hold the host. */
 const MAX_CREDENTIAL_FILE_BYTES = 4 * 1024 * 1024;
@@ -60,7 +61,7 @@ export class ConfigCredentialStore implements CredentialStore {
     try {
       parsed = JSON.parse(text);
     } catch (error) {
-      throw invalidConfig(`is not valid JSON (${(error as Error).message})`);
+      throw invalidConfig(`is not valid JSON (${jsonSyntaxProblem(error)})`);
     }
     if (!isJsonObject(parsed)) throw invalidConfig("is not a JSON object");
     return parsed;
@@ -153,7 +154,7 @@ export class LegacyCredentialStore implements CredentialStore {
     try {
       parsed = JSON.parse(text);
     } catch (error) {
-      this.warn(`is not valid JSON (${(error as Error).message})`);
+      this.warn(`is not valid JSON (${jsonSyntaxProblem(error)})`);
       return undefined;
     }
     if (!isJsonObject(parsed)) {

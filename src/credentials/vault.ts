@@ -18,6 +18,7 @@ function loadSodium(): Promise<typeof sodiumType> {
 import { ToolHostError } from "../errors.js";
 import { type CredentialLog, SILENT_LOG, hostLog, isJsonObject, ownValue } from "./store.js";
 import { readTextFileIfPresent, unreadableReason } from "../regular-file.js";
+import { jsonSyntaxProblem } from "../json-syntax.js";
 
 /** Largest vault.json read, bytes: a FIFO or a device there must not hold the host. */
 const MAX_VAULT_BYTES = 16 * 1024 * 1024;
@@ -204,7 +205,7 @@ export class Vault {
     try {
       parsed = JSON.parse(text);
     } catch (error) {
-      return this.corrupt(`is not valid JSON (${(error as Error).message})`);
+      return this.corrupt(`is not valid JSON (${jsonSyntaxProblem(error)})`);
     }
     if (!isJsonObject(parsed)) return this.corrupt("is not a JSON object");
     return { state: "ok", data: parsed };

@@ -197,7 +197,8 @@ const MAY_IMPORT: Record<string, string[]> = {
     // audit → terminal-text.ts: report lines escape the line breaks of what tools wrote.
     "terminal-text.ts",
   ],
-  credentials: ["config.ts", "host-options.ts", "regular-file.ts", "errors.ts"],
+  // credentials → json-syntax.ts: a credential file's parse error says where, never quotes the file.
+  credentials: ["config.ts", "host-options.ts", "regular-file.ts", "errors.ts", "json-syntax.ts"],
   execution: ["registry", "isolation", "validation", "errors.ts"],
   registry: ["bundling", "isolation", "validation", "errors.ts", "clock.ts", "terminal-text.ts"],
   // bundling → regular-file.ts: a Python tool's source is read as data-dir files are (no FIFO, bounded).
@@ -217,7 +218,7 @@ const MAY_IMPORT: Record<string, string[]> = {
     "terminal-text.ts",
   ],
   "operator-environment.ts": ["operator-config.ts", "errors.ts"],
-  "operator-config.ts": ["host-defaults.ts", "host-options.ts", "fs-limits.ts", "validation", "regular-file.ts", "errors.ts"],
+  "operator-config.ts": ["host-defaults.ts", "host-options.ts", "fs-limits.ts", "validation", "regular-file.ts", "errors.ts", "json-syntax.ts"],
   "host-defaults.ts": ["host-options.ts", "fs-limits.ts"],
   // validation → canonical-json.ts: uniqueItems compares items by their canonical JSON (linear time).
   validation: ["canonical-json.ts"],
@@ -234,6 +235,7 @@ const MAY_IMPORT: Record<string, string[]> = {
   "process-alive.ts": [],
   "canonical-json.ts": [],
   "terminal-text.ts": [],
+  "json-syntax.ts": [],
   contract: [],
 };
 
