@@ -1,6 +1,6 @@
 import { isBuiltin } from "node:module";
 import { constants } from "node:fs";
-import { access, open, realpath, stat } from "node:fs/promises";
+import { access, realpath, stat } from "node:fs/promises";
 import { dirname, extname, isAbsolute, join, relative, resolve, sep } from "node:path";
 import type { Plugin } from "esbuild";
 import { TOOL_API_EXPORTS, TOOL_API_MODULE } from "../contract/tool-api.js";
@@ -9,7 +9,7 @@ import type { ToolBundle } from "../isolation/wire/messages.js";
 import { BundleCache, type BundleCacheOptions, type BundleInput, sha256, signatureOf } from "./bundle-cache.js";
 import { SourceMaps } from "./source-maps.js";
 import { buildPythonBundle } from "./python-bundle.js";
-import { isInside } from "./inside-folder.js";
+import { MAX_SOURCE_FILE_BYTES, type SourceFile, SourceFileRefused, isInside, readSourceFile } from "../source-file.js";
 import { isPythonBundle } from "../isolation/wire/tool-bundle.js";
 
 /**
@@ -23,7 +23,8 @@ import { isPythonBundle } from "../isolation/wire/tool-bundle.js";
  * never touches the file system itself: it looks for no tsconfig.json, jsconfig.json or package.json (a
  * tool can write such files into its folder, and one that `extends` another Anima's secret, a FIFO or
  * /dev/zero once leaked, hung or bloated builds). The host gives the compiler options (`tsconfigRaw`).
- * Files are read here: regular files only (opened without following links and without blocking), at
+ * Files are read here (source-file.ts): regular files with one link, judged by the descriptor opened
+ * (inside the folder, whatever was swapped in after resolution), without blocking, at
  * most `MAX_SOURCE_FILE_BYTES` each and `MAX_BUILD_INPUT_BYTES` in all, and a build has a deadline
  * (`BUILD_TIMEOUT_MS`). Error messages name files relative to the folder and never quote a file the
  * tool could not have read.
@@ -55,8 +56,7 @@ const EXTENSIONS = ["", ".ts", ".mts", ".js", ".mjs", "/index.ts", "/index.js"];
 const IMPORTABLE = new Set([".ts", ".mts", ".cts", ".js", ".mjs", ".cjs", ".json"]);
 /** Namespace of a tool's own files: esbuild reads nothing of it from disk. */
 const TOOL_NAMESPACE = "animaworks-tool-file";
-/** Largest source file a tool may have, in bytes. */
-export const MAX_SOURCE_FILE_BYTES = 4 * 1024 * 1024;
+export { MAX_SOURCE_FILE_BYTES };
 /** Largest sum of a bundle's source files, in bytes. */
 export const MAX_BUILD_INPUT_BYTES = 16 * 1024 * 1024;
 /** Time one build may take, in ms. */
@@ -223,8 +223,8 @@ function importPolicy(folderReal: string, displayName: string): Plugin {
  * Reads every file of the bundle itself (esbuild reads none: they are in `TOOL_NAMESPACE`), recording
  * each one's status and SHA-256 from the same open descriptor as its content: the cache record then
  * describes exactly what was bundled, even if a file changes during the build (it would no longer
- * match, and be rebuilt). Opened without following a link and without blocking (a FIFO), then checked
- * to be a regular file inside the folder and within the size limits before a byte is read.
+ * match, and be rebuilt). Read by `readSourceFile` (source-file.ts): the file actually opened must be a
+ * regular file with one link inside the folder, whatever was swapped in since the import was resolved.
  */
 function readSources(inputs: Map<string, BundleInput>, budget: { bytes: number }, folderReal: string): Plugin {
   return {
@@ -234,26 +234,17 @@ function readSources(inputs: Map<string, BundleInput>, budget: { bytes: number }
         const name = args.path;
         const path = resolve(folderReal, args.path);
         if (!isInside(path, folderReal)) return { errors: [{ text: `${name} is outside the tool's folder` }] };
-        let handle: import("node:fs/promises").FileHandle;
+        let file: SourceFile;
         try {
-          handle = await open(path, constants.O_RDONLY | constants.O_NOFOLLOW | constants.O_NONBLOCK);
-        } catch {
-          return { errors: [{ text: `${name} could not be read` }] };
+          file = await readSourceFile(path, folderReal, MAX_SOURCE_FILE_BYTES, name);
+        } catch (error) {
+          if (error instanceof SourceFileRefused) return { errors: [{ text: error.hint ? `${error.message} (${error.hint})` : error.message }] };
+          throw error;
         }
-        try {
-          const info = await handle.stat({ bigint: true });
-          if (!info.isFile()) return { errors: [{ text: `${name} is not a regular file` }] };
-          const size = Number(info.size);
-          if (size > MAX_SOURCE_FILE_BYTES) return { errors: [{ text: `${name} is larger than ${MAX_SOURCE_FILE_BYTES} bytes` }] };
-          budget.bytes += size;
-          if (budget.bytes > MAX_BUILD_INPUT_BYTES) return { errors: [{ text: `the tool's sources are larger than ${MAX_BUILD_INPUT_BYTES} bytes in all` }] };
-          const contents = await handle.readFile();
-          if (contents.length > MAX_SOURCE_FILE_BYTES) return { errors: [{ text: `${name} is larger than ${MAX_SOURCE_FILE_BYTES} bytes` }] };
-          inputs.set(path, { path, sha256: sha256(contents), signature: signatureOf(info) });
-          return { contents, loader: LOADERS[extname(path)] ?? "js", resolveDir: dirname(path) };
-        } finally {
-          await handle.close();
-        }
+        budget.bytes += file.bytes.length;
+        if (budget.bytes > MAX_BUILD_INPUT_BYTES) return { errors: [{ text: `the tool's sources are larger than ${MAX_BUILD_INPUT_BYTES} bytes in all` }] };
+        inputs.set(path, { path, sha256: sha256(file.bytes), signature: signatureOf(file.stats) });
+        return { contents: file.bytes, loader: LOADERS[extname(path)] ?? "js", resolveDir: dirname(path) };
       });
     },
   };

@@ -1,11 +1,10 @@
 import { realpath } from "node:fs/promises";
 import { basename } from "node:path";
 import type { ErrorInfo } from "../errors.js";
-import { UnreadableFile, describeReason, readRegularFile } from "../regular-file.js";
 import { PYTHON_BUNDLE_MARKER } from "../isolation/wire/tool-bundle.js";
 import type { ToolBundle } from "../isolation/wire/messages.js";
 import { sha256 } from "./sha256.js";
-import { isInside } from "./inside-folder.js";
+import { SourceFileRefused, isInside, readSourceFile } from "../source-file.js";
 
 /**
  * A Python tool's bundle: its source text, as a script that hands it to the Python runtime of its isolate
@@ -13,9 +12,10 @@ import { isInside } from "./inside-folder.js";
  * which the runner knows to boot Python. A Python tool is one file: its folder's other `.py` files are
  * not importable (its isolate has no file system of the host's).
  *
- * The file is read as the TypeScript bundler reads sources: a link must stay inside the tools folder, only
- * a regular file of at most `maxBytes` is read (a FIFO or /dev/zero named like a tool cannot hang or swamp
- * the host), and it must be UTF-8 text.
+ * The file is read as the TypeScript bundler reads sources (source-file.ts): a link must stay inside the
+ * tools folder, and what is read is judged by the descriptor opened (a link or folder swapped in after the
+ * check is refused, not followed), a regular file with one link of at most `maxBytes` (a FIFO or /dev/zero
+ * named like a tool cannot hang or swamp the host); it must be UTF-8 text.
  */
 export async function buildPythonBundle(
   source: { path: string; folder: string; displayName: string },
@@ -38,9 +38,9 @@ export async function buildPythonBundle(
   }
   let bytes: Buffer;
   try {
-    bytes = await readRegularFile(entryReal, maxBytes);
+    ({ bytes } = await readSourceFile(entryReal, folderReal, maxBytes, source.displayName));
   } catch (error) {
-    return fail(error instanceof UnreadableFile ? `${source.displayName} ${describeReason(error.reason)}` : `${source.displayName} could not be read`);
+    return error instanceof SourceFileRefused ? fail(error.message, error.hint) : fail(`${source.displayName} could not be read`);
   }
   let text: string;
   try {

@@ -202,7 +202,8 @@ const MAY_IMPORT: Record<string, string[]> = {
   execution: ["registry", "isolation", "validation", "errors.ts"],
   registry: ["bundling", "isolation", "validation", "errors.ts", "clock.ts", "terminal-text.ts"],
   // bundling → regular-file.ts: a Python tool's source is read as data-dir files are (no FIFO, bounded).
-  bundling: ["isolation", "regular-file.ts", "errors.ts", "byte-lru.ts"],
+  // bundling → source-file.ts: every tool source is read by the one reader that judges the descriptor it opened.
+  bundling: ["isolation", "regular-file.ts", "source-file.ts", "errors.ts", "byte-lru.ts"],
   isolation: ["config.ts", "node-runtime.ts", "project-root.ts", "errors.ts", "clock.ts", "byte-lru.ts"],
   policy: ["regular-file.ts", "errors.ts"],
   "config.ts": [
@@ -227,6 +228,7 @@ const MAY_IMPORT: Record<string, string[]> = {
   "node-runtime.ts": ["project-root.ts"],
   "project-root.ts": [],
   "regular-file.ts": ["errors.ts"],
+  "source-file.ts": ["errors.ts"],
   "file-lock.ts": ["process-alive.ts"],
   "environment.ts": [],
   "errors.ts": [],
