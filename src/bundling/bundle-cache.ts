@@ -3,6 +3,8 @@ import { mkdir, readFile, rename, stat, writeFile } from "node:fs/promises";
 import { join } from "node:path";
 import type { ToolBundle } from "../isolation/wire/messages.js";
 import { sha256 } from "./sha256.js";
+import { readRegularFile } from "../regular-file.js";
+import { MAX_SOURCE_FILE_BYTES } from "../source-file.js";
 
 export { sha256 };
 
@@ -95,7 +97,9 @@ export class BundleCache {
         current.push(input);
         continue;
       }
-      const content = await readFile(input.path).catch(() => undefined);
+      // Without blocking (a FIFO swapped in) and bounded; a match proves only that the content is the one
+      // bundled, so nothing new is read into a bundle here.
+      const content = await readRegularFile(input.path, MAX_SOURCE_FILE_BYTES).catch(() => undefined);
       if (!content || sha256(content) !== input.sha256) return undefined;
       // Status taken before the read: if the file changed in between, the next check reads it again.
       current.push({ path: input.path, sha256: input.sha256, signature });

@@ -1,3 +1,4 @@
+import { execFileSync } from "node:child_process";
 import { linkSync, mkdirSync, mkdtempSync, realpathSync, renameSync, rmSync, symlinkSync, writeFileSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
@@ -15,6 +16,8 @@ import { type Harness, assertNoLeak, expectError, expectHealthy, expectOk, start
  */
 const SECRET = "OPERATOR-CREDENTIAL-8675309";
 const ENV_SECRET = "ALICE_TOKEN=alice-dotenv-271828";
+const TOOL_OF = (schema: string) =>
+  `export function get_tool_schemas() { return [{ name: "${schema}", description: "r", input_schema: { type: "object", properties: {} } }]; }\nexport function dispatch() { return "built"; }\n`;
 
 describe("tool sources swapped under the host", () => {
   let h: Harness | undefined;
@@ -102,6 +105,20 @@ describe("tool sources swapped under the host", () => {
     assertNoLeak(result, host.data);
     await expectHealthy(host, "eve");
   });
+
+  it("cached_input_fifo: a FIFO put in place of a cached bundle's input blocks neither the cache check nor the build", async () => {
+    const host = setUp();
+    host.data.write("animas/eve/tools/piped.ts", `import n from "./_helper.ts";\n${TOOL_OF("piped_run")}`.replace('"built"', "String(n)"));
+    host.data.write("animas/eve/tools/_helper.ts", "export default 41;\n");
+    expect(expectOk(await host.call("eve", "piped_run"))).toBe("41");
+    const helper = join(host.data.dir, "animas", "eve", "tools", "_helper.ts");
+    rmSync(helper);
+    execFileSync("mkfifo", [helper]);
+    host.host?.refresh();
+    // The cache compares the changed input by content: a read that opened the FIFO would wait for a writer.
+    expectError(await host.call("eve", "piped_run"), "LoadError", /"\.\/_helper\.ts" was not found/);
+    await expectHealthy(host, "eve");
+  }, 15_000);
 });
 
 describe("readSourceFile judges the descriptor it opened", () => {
