@@ -1,9 +1,10 @@
-import { copyFile, mkdir, mkdtemp, readFile, realpath, rm, stat } from "node:fs/promises";
+import { mkdir, mkdtemp, realpath, rm, stat, writeFile } from "node:fs/promises";
 import { tmpdir } from "node:os";
 import { basename, dirname, join, relative, resolve, sep } from "node:path";
 import { resolveConfig } from "../config.js";
 import type { HostOptions } from "../host-options.js";
 import { ToolHostError } from "../errors.js";
+import { MAX_SOURCE_FILE_BYTES, SourceFileRefused, readSourceFile } from "../source-file.js";
 import type { HostFactory, ToolHost } from "../host-api.js";
 import { TOOL_EXTENSIONS } from "../registry/discovery.js";
 import { isRelativeSpecifier, scanSource } from "./source-scan.js";
@@ -75,7 +76,8 @@ export function scratchLoader(options: ScratchLoaderOptions): ToolLoader {
     const dataDir = await mkdtemp(join(options.tempDir ?? tmpdir(), "awt-validate-"));
     try {
       const animaDir = join(dataDir, "animas", SCRATCH_ANIMA);
-      await copyImportClosure(entry, join(animaDir, "tools"), `${tool}${extension}`);
+      const refused = await copyImportClosure(entry, join(animaDir, "tools"), `${tool}${extension}`);
+      if (refused.length > 0) return { ok: false, problems: refused };
       const coreToolsDir = options.coreToolsDir === null ? join(dataDir, "no-core-tools") : options.coreToolsDir;
       const host = options.hostFactory(
         resolveConfig({
@@ -108,12 +110,19 @@ const MAX_CLOSURE_FILES = 200;
  * Copies `entry` (as `entryName`) and every file it imports by a literal relative path (transitively)
  * into `destination`, keeping their places relative to the entry's folder. Imports that leave the folder
  * or do not exist are not copied: the real load then reports them.
+ *
+ * Each file is read once by `readSourceFile` (source-file.ts), and its copy written from those bytes and
+ * its imports scanned in them: the file actually opened must be a regular file with one link inside the
+ * folder. A copy by path would follow a link (`c.json -> ../../../config.json`, or a folder swapped for
+ * a link after the check) into the scratch folder, where the bundler sees an ordinary file. What is
+ * refused is returned, one problem each, and nothing is loaded.
  */
-async function copyImportClosure(entry: string, destination: string, entryName: string): Promise<void> {
+async function copyImportClosure(entry: string, destination: string, entryName: string): Promise<string[]> {
   const folder = dirname(entry);
   const entryTarget = join(destination, entryName);
   const pending = [entry];
   const copied = new Set<string>();
+  const refused: string[] = [];
   while (pending.length > 0 && copied.size < MAX_CLOSURE_FILES) {
     const file = pending.pop() as string;
     if (copied.has(file)) continue;
@@ -121,16 +130,25 @@ async function copyImportClosure(entry: string, destination: string, entryName: 
     const target = file === entry ? entryTarget : join(destination, relative(folder, file));
     // A helper whose name is the one the draft is checked as: the draft takes that place.
     if (file !== entry && target === entryTarget) continue;
+    let bytes: Buffer;
+    try {
+      ({ bytes } = await readSourceFile(file, folder, MAX_SOURCE_FILE_BYTES, relative(folder, file)));
+    } catch (error) {
+      if (!(error instanceof SourceFileRefused)) throw error;
+      refused.push(error.hint ? `${error.message} (${error.hint})` : error.message);
+      continue;
+    }
     await mkdir(dirname(target), { recursive: true });
-    await copyFile(file, target);
-    if (!/\.(?:[cm]?[jt]s)$/.test(file) || (await stat(file)).size > MAX_TOOL_SOURCE_BYTES) continue;
-    for (const use of scanSource(await readFile(file, "utf8")).imports) {
+    await writeFile(target, bytes);
+    if (!/\.(?:[cm]?[jt]s)$/.test(file) || bytes.length > MAX_TOOL_SOURCE_BYTES) continue;
+    for (const use of scanSource(bytes.toString("utf8")).imports) {
       if (use.specifier === undefined || !isRelativeSpecifier(use.specifier)) continue;
       const base = resolve(dirname(file), use.specifier);
       for (const candidate of IMPORT_CANDIDATES) {
         const found = base + candidate;
         const rel = relative(folder, found);
         if (rel === ".." || rel.startsWith(`..${sep}`)) break;
+        // A first look only (it follows links): readSourceFile judges what is opened.
         if ((await stat(found).catch(() => undefined))?.isFile()) {
           pending.push(found);
           break;
@@ -138,6 +156,7 @@ async function copyImportClosure(entry: string, destination: string, entryName: 
       }
     }
   }
+  return refused;
 }
 
 function toolExtension(file: string): string | undefined {

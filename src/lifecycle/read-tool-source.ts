@@ -1,18 +1,20 @@
-import { constants } from "node:fs";
-import { open, realpath } from "node:fs/promises";
-import { dirname, isAbsolute, relative, sep } from "node:path";
+import { realpath } from "node:fs/promises";
+import { basename, dirname } from "node:path";
 import { ToolHostError } from "../errors.js";
+import { SourceFileRefused, isInside, readSourceFile } from "../source-file.js";
 
 /**
  * The source validate (and so refresh's findings: refresh-findings.ts) reads of a tool file, read as the
- * loader reads it (bundling/bundler.ts), so that validate never reports on a file the host would not load:
+ * loader reads it (bundling/bundler.ts, through source-file.ts), so that validate never reports on a file
+ * the host would not load:
  *
  *  - a symbolic link is followed only to a file inside the link's own folder (as the loader allows); a link
  *    out of it (`tools/cfg.ts -> ../../../config.json`) is refused before a byte of its target is read —
  *    the secrets check once quoted the start of the operator's API keys from such a target, and each
  *    finding its line. A link that leads back to itself (ELOOP) is refused too;
- *  - the resolved file is opened with O_NOFOLLOW (it cannot be swapped for a link after the check) and
- *    O_NONBLOCK (a FIFO named like a tool must not hang the validator), and must be a regular file;
+ *  - the resolved file is read by `readSourceFile`: judged by the descriptor opened (still inside the
+ *    folder, whatever was swapped in after the check), not blocking on a FIFO, a regular file without
+ *    other hard links (a hard link to config.json is refused, not quoted);
  *  - at most `maxBytes` are kept (`tooLarge` says the size otherwise).
  */
 export type ToolSource = { text: string; tooLarge: false } | { tooLarge: true; bytes: number; text?: undefined };
@@ -28,30 +30,24 @@ export async function readToolSource(path: string, maxBytes: number): Promise<To
   } catch (error) {
     throw openFailure(error);
   }
-  const inFolder = relative(folderReal, real);
-  // As bundling/inside-folder.ts (not importable here: lifecycle does not reach into bundling).
-  if (inFolder === "" || inFolder === ".." || inFolder.startsWith(`..${sep}`) || isAbsolute(inFolder)) {
+  if (!isInside(real, folderReal)) {
     throw new ToolHostError(
       "InvalidArguments",
       "the file is a link to a file outside its folder; the host refuses to load it, and validate does not read it",
       LINK_HINT,
     );
   }
-  let handle;
   try {
-    handle = await open(real, constants.O_RDONLY | constants.O_NONBLOCK | constants.O_NOFOLLOW);
-  } catch (error) {
-    throw openFailure(error);
-  }
-  try {
-    const info = await handle.stat();
-    if (!info.isFile()) throw new ToolHostError("InvalidArguments", "not a regular file");
-    if (info.size > maxBytes) return { tooLarge: true, bytes: info.size };
-    const bytes = await handle.readFile();
-    if (bytes.length > maxBytes) return { tooLarge: true, bytes: bytes.length };
+    const { bytes } = await readSourceFile(real, folderReal, maxBytes, basename(path));
     return { text: bytes.toString("utf8"), tooLarge: false };
-  } finally {
-    await handle.close();
+  } catch (error) {
+    if (!(error instanceof SourceFileRefused)) throw error;
+    if (error.reason === "too-large") return { tooLarge: true, bytes: error.bytes ?? maxBytes + 1 };
+    if (error.reason === "missing") throw openFailure({ code: "ENOENT" });
+    if (error.reason === "link") throw openFailure({ code: "ELOOP" });
+    if (error.reason === "not-regular") throw new ToolHostError("InvalidArguments", "not a regular file");
+    // Outside the folder (a folder swapped for a link), other hard links, unreadable: the loader's words.
+    throw new ToolHostError("InvalidArguments", `${error.message}; the host refuses to load it, and validate does not read it`, error.hint);
   }
 }
 

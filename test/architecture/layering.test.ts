@@ -165,7 +165,8 @@ const MAY_IMPORT: Record<string, string[]> = {
   // What each Anima sees: its tools discovered once, each loaded on first use (host.ts's views).
   "anima-views.ts": ["host-support.ts", "audit", "registry", "config.ts", "errors.ts"],
   "host-support.ts": ["host-api.ts", "registry", "errors.ts"],
-  lifecycle: ["host-api.ts", "audit", "capabilities", "policy", "registry", "config.ts", "host-options.ts", "errors.ts", "terminal-text.ts"],
+  // lifecycle → source-file.ts: validate reads a tool file, and copies a draft's imports, as the bundler reads sources.
+  lifecycle: ["host-api.ts", "audit", "capabilities", "policy", "registry", "config.ts", "host-options.ts", "source-file.ts", "errors.ts", "terminal-text.ts"],
   "prepared-calls.ts": ["host-api.ts", "capabilities", "isolation", "registry", "host-options.ts"],
   "host-api.ts": ["capabilities", "audit", "isolation", "policy", "registry", "config.ts", "host-options.ts", "errors.ts"],
   capabilities: [
