@@ -1,4 +1,4 @@
-import { closeSync, constants, fstatSync, openSync, readSync } from "node:fs";
+import { type Stats, close, closeSync, constants, fstat, fstatSync, open, openSync, read, readSync } from "node:fs";
 import { ToolHostError } from "./errors.js";
 
 /**
@@ -95,18 +95,21 @@ const READ_CHUNK_BYTES = 1024 * 1024;
 
 /**
  * As `readRegularFileSync`, without blocking the event loop: a long-running host serves other calls
- * while it reads, and stops reading when `signal` aborts (the caller went away).
+ * while it reads, and stops reading when `signal` aborts (the caller went away). Through node:fs's
+ * callbacks, not node:fs/promises: a one-shot CLI call checks its cached bundle's recently edited inputs
+ * with this, and loading node:fs/promises costs it milliseconds (test/cli/launcher.test.ts).
  */
 export async function readRegularFile(path: string, maxBytes: number, signal?: AbortSignal): Promise<Buffer> {
-  const { open } = process.getBuiltinModule("node:fs/promises");
-  let handle: Awaited<ReturnType<typeof open>>;
+  let fd: number;
   try {
-    handle = await open(path, constants.O_RDONLY | constants.O_NONBLOCK);
+    fd = await new Promise<number>((resolve, reject) =>
+      open(path, constants.O_RDONLY | constants.O_NONBLOCK, (error, opened) => (error ? reject(error) : resolve(opened))),
+    );
   } catch (error) {
     throw openFailure(path, error);
   }
   try {
-    const stats = await handle.stat();
+    const stats = await new Promise<Stats>((resolve, reject) => fstat(fd, (error, status) => (error ? reject(error) : resolve(status))));
     if (!stats.isFile()) throw new UnreadableFile(path, { kind: "not-regular", what: kindOf(stats) });
     if (stats.size > maxBytes) throw new UnreadableFile(path, { kind: "too-large", bytes: stats.size, maxBytes });
     const parts: Buffer[] = [];
@@ -114,7 +117,9 @@ export async function readRegularFile(path: string, maxBytes: number, signal?: A
     for (;;) {
       signal?.throwIfAborted();
       const chunk = Buffer.allocUnsafe(Math.min(READ_CHUNK_BYTES, maxBytes + 1 - length));
-      const { bytesRead } = await handle.read(chunk, 0, chunk.length, null);
+      const bytesRead = await new Promise<number>((resolve, reject) =>
+        read(fd, chunk, 0, chunk.length, null, (error, count) => (error ? reject(error) : resolve(count))),
+      );
       if (bytesRead === 0) break;
       parts.push(chunk.subarray(0, bytesRead));
       length += bytesRead;
@@ -125,7 +130,7 @@ export async function readRegularFile(path: string, maxBytes: number, signal?: A
     if (error instanceof UnreadableFile || signal?.aborted) throw error;
     throw new UnreadableFile(path, { kind: "unreadable", code: (error as NodeJS.ErrnoException).code ?? "error" });
   } finally {
-    await handle.close().catch(() => {});
+    close(fd, () => {});
   }
 }
 

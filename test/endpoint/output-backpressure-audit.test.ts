@@ -2,6 +2,7 @@ import { describe, expect, it } from "vitest";
 import type { AuditRecord } from "../../src/audit/audit-log.js";
 import { runAuditEvents } from "../../src/cli/audit-events.js";
 import type { ToolHost } from "../../src/host-api.js";
+import { makeDataDir, waitFor } from "../helpers/data-dir.js";
 
 /**
  * The producer side of the reply bound (src/endpoint/reply-writer.ts): `audit events`, the CLI's largest
@@ -11,7 +12,8 @@ import type { ToolHost } from "../../src/host-api.js";
 describe("audit events respects its caller's backpressure", () => {
   it("no-read-audit: each chunk waits until the caller has room; a caller that went away stops the export", async () => {
     const records = Array.from({ length: 5_000 }, (_, i) => ({ kind: "call", seq: i, note: "n".repeat(100) })) as unknown as AuditRecord[];
-    const host = { audit: { read: async () => records } } as unknown as ToolHost;
+    const data = makeDataDir(); // an empty audit folder: the trails' check (after the read) finds nothing wrong
+    const host = { audit: { read: async () => records }, config: { auditDir: data.dir } } as unknown as ToolHost;
     const events: string[] = [];
     let release: (() => void) | undefined;
     const out = {
@@ -21,7 +23,7 @@ describe("audit events respects its caller's backpressure", () => {
     };
     // Left waiting for room that never comes: what a client that never reads leaves behind (until it is cut).
     void runAuditEvents(host, [], undefined, out);
-    await Promise.resolve();
+    await waitFor(() => events.length > 0);
     await new Promise<void>((resolve) => setImmediate(resolve));
     // One chunk, then it waits for room: nothing more is produced until the caller drains.
     expect(events).toEqual(["chunk", "drained?"]);
@@ -33,5 +35,6 @@ describe("audit events respects its caller's backpressure", () => {
     events.length = 0;
     await expect(runAuditEvents(host, [], undefined, gone)).rejects.toThrow("the client went away");
     expect(events).toEqual(["chunk", "gone"]);
+    data.cleanup();
   });
 });
