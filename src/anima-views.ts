@@ -6,14 +6,18 @@ import { ToolHostError } from "./errors.js";
 import { unknownTool } from "./host-support.js";
 import { resolveAnima } from "./registry/animas.js";
 import type { DiscoveryProblem } from "./registry/discovery.js";
-import { type AnimaRef, type LoadedTool, type ToolEntry, type ToolRegistry, type ToolSources, ownerOf } from "./registry/registry.js";
+import { higherPrefixes, yieldOf } from "./registry/precedence.js";
+import { type AnimaRef, type LoadedTool, type ToolEntry, type ToolRegistry, type ToolSources, ownersOf, withCollisions } from "./registry/registry.js";
 
 /** What one Anima sees, discovered once and loaded tool by tool on first use. */
 export interface AnimaView {
   ref: AnimaRef | undefined;
   sources: ToolSources;
   names: string[];
+  /** Each tool as seen in this view (what its Anima is shown and can call). */
   entries: Map<string, Promise<ToolEntry>>;
+  /** Each tool as it declares itself, before it is set against the others (registry `loadDeclared`). */
+  declared: Map<string, Promise<ToolEntry>>;
 }
 
 /** What the views need of the host (host.ts), all made by the composition root. */
@@ -56,7 +60,7 @@ export class AnimaViews {
   entry(view: AnimaView, toolName: string): Promise<ToolEntry> {
     let entry = view.entries.get(toolName);
     if (!entry) {
-      entry = this.parts.registry.load(view.sources.tools.get(toolName)!, view.names);
+      entry = this.seen(view, toolName);
       view.entries.set(toolName, entry);
       void entry.then((loaded) => {
         // Once per broken version, however many processes load it (audit/load-errors.ts).
@@ -75,9 +79,19 @@ export class AnimaViews {
     return entry;
   }
 
+  /**
+   * The tool a schema name routes to: the longest visible tool name that prefixes it, passing over a tool
+   * that gives way to one of higher precedence (registry/precedence.ts), as `list` shows it unavailable.
+   */
   async toolForSchema(view: AnimaView, schemaName: string): Promise<LoadedTool> {
     if (typeof schemaName !== "string" || schemaName === "") throw new ToolHostError("InvalidArguments", "no tool schema name was given");
-    const owner = ownerOf(schemaName, view.names);
+    let owner: string | undefined;
+    for (const candidate of ownersOf(schemaName, view.names)) {
+      const entry = await this.entry(view, candidate);
+      if (entry.state === "error" && entry.yieldsTo !== undefined) continue;
+      owner = candidate;
+      break;
+    }
     if (!owner) {
       if (view.sources.tools.has(schemaName)) {
         const entry = await this.entry(view, schemaName);
@@ -96,13 +110,36 @@ export class AnimaViews {
     return entry.tool;
   }
 
+  private declared(view: AnimaView, toolName: string): Promise<ToolEntry> {
+    let declared = view.declared.get(toolName);
+    if (!declared) {
+      declared = this.parts.registry.loadDeclared(view.sources.tools.get(toolName)!);
+      view.declared.set(toolName, declared);
+    }
+    return declared;
+  }
+
+  /** A tool as this view sees it: as declared, unless it gives way to a tool of higher precedence or collides. */
+  private async seen(view: AnimaView, toolName: string): Promise<ToolEntry> {
+    const declared = await this.declared(view, toolName);
+    if (declared.state !== "ok") return declared;
+    const higher = higherPrefixes(declared, view.sources.tools);
+    const yielded = yieldOf(declared, await Promise.all(higher.map((name) => this.declared(view, name))));
+    if (yielded) {
+      const { name, origin, path } = declared;
+      const error = { type: "LoadError" as const, fault: "tool" as const, message: yielded.message };
+      return { name, origin, path, state: "error", error, bundleHash: declared.tool.bundle.hash, yieldsTo: yielded.yieldsTo };
+    }
+    return withCollisions(declared, view.sources.tools);
+  }
+
   private async discover(anima: string | undefined): Promise<AnimaView> {
     const ref = anima === undefined ? undefined : await resolveAnima(this.parts.config.dataDir, anima);
     // The Anima's policy as this host first serves it (a change since any host last looked is recorded).
     if (ref) await this.parts.policies.recheck(ref.name);
     const sources = await this.parts.registry.sources(ref);
     this.warnProblems(sources.problems);
-    return { ref, sources, names: [...sources.tools.keys()], entries: new Map() };
+    return { ref, sources, names: [...sources.tools.keys()], entries: new Map(), declared: new Map() };
   }
 
   private warnProblems(problems: DiscoveryProblem[]): void {

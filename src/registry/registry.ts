@@ -9,6 +9,7 @@ import { compileSchema, validatorSource } from "../validation/ajv.js";
 import type { ProfileEntry } from "./profile.js";
 import { type ToolSchema, checkToolSchemas } from "./schemas.js";
 import { monotonicMs } from "../clock.js";
+import { type VisibleTools, findSchemaCollision } from "./precedence.js";
 
 export interface AnimaRef {
   name: string;
@@ -28,7 +29,11 @@ export interface LoadedTool {
 export type ToolEntry =
   | { name: string; origin: ToolOrigin; path: string; state: "ok"; tool: LoadedTool }
   /** `bundleHash`: the failed version, when it built (it tells one broken version from the next). */
-  | { name: string; origin: ToolOrigin; path: string; state: "error"; error: ErrorInfo; bundleHash?: string };
+  /**
+   * `yieldsTo`: the tool of higher precedence this one gives way to in this view (precedence.ts): its name
+   * then owns no schema name.
+   */
+  | { name: string; origin: ToolOrigin; path: string; state: "error"; error: ErrorInfo; bundleHash?: string; yieldsTo?: string };
 
 /** The tools one Anima sees, before loading: core, then shared, then personal (personal wins). */
 export interface ToolSources {
@@ -137,8 +142,16 @@ export class ToolRegistry {
     return { tools, problems };
   }
 
-  /** Loads one tool as seen by an Anima whose visible tool names are `visibleNames`. */
-  async load(source: DiscoveredTool, visibleNames: Iterable<string>): Promise<ToolEntry> {
+  /**
+   * Loads one tool as seen by an Anima who sees `visible` (names, or names with their origins: see
+   * precedence.ts, which also decides which of two colliding tools of different origins gives way).
+   */
+  async load(source: DiscoveredTool, visible: VisibleTools): Promise<ToolEntry> {
+    return withCollisions(await this.loadDeclared(source), visible);
+  }
+
+  /** Loads one tool as it declares itself, before it is set against the other tools one Anima sees. */
+  async loadDeclared(source: DiscoveredTool): Promise<ToolEntry> {
     const base = { name: source.name, origin: source.origin, path: source.path };
     const built = await this.options.bundler.build({
       path: source.path,
@@ -160,11 +173,7 @@ export class ToolRegistry {
         this.keep(source.path, { hash: bundle.hash, entry, expiresAt: monotonicMs() + loadRetryAfterMs(failures + 1), failures: failures + 1 });
       else this.keep(source.path, { hash: bundle.hash, entry, expiresAt: Number.POSITIVE_INFINITY, failures: 0 });
     }
-    if (entry.state === "ok") {
-      const collision = findSchemaCollision(entry.tool, visibleNames);
-      if (collision) return { ...base, state: "error", error: { type: "LoadError", fault: "tool", message: collision }, bundleHash: bundle.hash };
-      return entry;
-    }
+    if (entry.state === "ok") return entry;
     return { ...entry, bundleHash: bundle.hash };
   }
 
@@ -276,27 +285,25 @@ function forgettable(kept: KeptLoad, now: number): boolean {
   return kept.failures === 0 || now >= kept.expiresAt + LOAD_FAILURE_FORGET_AFTER_MS;
 }
 
-/**
- * A schema name belongs to the longest visible tool name that prefixes it (`image_gen_3d` → `image_gen`
- * when both `image` and `image_gen` exist). A tool that declares a name belonging to another tool is
- * unavailable, so that schema names stay unique across everything one Anima sees.
- */
-function findSchemaCollision(tool: LoadedTool, visibleNames: Iterable<string>): string | undefined {
-  const longer = [...visibleNames].filter((name) => name.length > tool.name.length && name.startsWith(`${tool.name}_`));
-  for (const schema of tool.schemas) {
-    const owner = longer.find((name) => schema.name.startsWith(`${name}_`));
-    if (owner) {
-      return `${tool.name}: schema "${schema.name}" collides with tool "${owner}" (it would be ${owner}'s action "${schema.name.slice(owner.length + 1)}"); rename the schema`;
-    }
-  }
-  return undefined;
+/** `entry` as seen with `visible`: unavailable when one of its schema names belongs to another tool (precedence.ts). */
+export function withCollisions(entry: ToolEntry, visible: VisibleTools): ToolEntry {
+  if (entry.state !== "ok") return entry;
+  const collision = findSchemaCollision(entry.tool, visible);
+  if (!collision) return entry;
+  const { name, origin, path } = entry;
+  return { name, origin, path, state: "error", error: { type: "LoadError", fault: "tool", message: collision }, bundleHash: entry.tool.bundle.hash };
 }
 
-/** Splits a schema name into (tool, action) using the longest visible tool name (docs/animaworks-reference.md §3.3). */
+/**
+ * Splits a schema name into (tool, action) using the longest visible tool name (docs/animaworks-reference.md
+ * §3.3). The host routes by `ownersOf` instead: a tool that gives way to one of higher precedence
+ * (precedence.ts) owns no schema name, and the next longest name does.
+ */
 export function ownerOf(schemaName: string, visibleNames: Iterable<string>): string | undefined {
-  let best: string | undefined;
-  for (const name of visibleNames) {
-    if (schemaName.startsWith(`${name}_`) && schemaName.length > name.length + 1 && (!best || name.length > best.length)) best = name;
-  }
-  return best;
+  return ownersOf(schemaName, visibleNames)[0];
+}
+
+/** The visible tool names that could own `schemaName` (each followed by `_` and an action starts it), longest first. */
+export function ownersOf(schemaName: string, visibleNames: Iterable<string>): string[] {
+  return [...visibleNames].filter((name) => schemaName.startsWith(`${name}_`) && schemaName.length > name.length + 1).sort((a, b) => b.length - a.length);
 }

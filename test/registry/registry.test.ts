@@ -94,10 +94,10 @@ describe("schema names across the tools one Anima sees", () => {
     expect(okOutput(await t.host.call("alice", "image_crop"))).toContain('"tool": "image"');
   });
 
-  it("makes a tool unavailable when it declares a schema that belongs to another visible tool", async () => {
+  it("makes a tool unavailable when it declares a schema that belongs to another visible tool (of one origin)", async () => {
     t = useTestHost();
     t.personal("image.ts", simpleTool("image", ["crop", "gen_3d"])); // image_gen_3d belongs to image_gen
-    t.shared("image_gen.ts", simpleTool("image_gen", ["3d"]));
+    t.personal("image_gen.ts", simpleTool("image_gen", ["3d"]));
     const listing = await t.host.list("alice");
     const image = listing.tools.find((tool) => tool.name === "image");
     expect(image?.status).toBe("error");
@@ -108,6 +108,27 @@ describe("schema names across the tools one Anima sees", () => {
     expect(okOutput(await t.host.call("alice", "image_gen_3d"))).toContain('"tool": "image_gen"');
     const crop = await t.host.call("alice", "image_crop");
     expect(crop.status === "error" && crop.error_type).toBe("LoadError");
+  });
+
+  it("of two colliding tools of different origins, makes the one of lower precedence unavailable, whichever name is longer", async () => {
+    t = useTestHost();
+    t.personal("image.ts", simpleTool("image", ["crop", "gen_3d"]));
+    t.shared("image_gen.ts", simpleTool("image_gen", ["3d"])); // longer, but below personal: it gives way
+    t.core("video.ts", simpleTool("video", ["cut"]));
+    t.personal("video_cut.ts", simpleTool("video_cut", ["fast"])); // no schema of video starts with "video_cut_": no clash
+    t.core("audio_gen.ts", simpleTool("audio_gen", ["3d"]));
+    t.personal("audio.ts", simpleTool("audio", ["gen_3d"])); // shorter, below core: unavailable, as always
+    const listing = await t.host.list("alice");
+    const status = (name: string) => listing.tools.find((tool) => tool.name === name);
+    expect(status("image")?.status).toBe("ok");
+    expect(status("image_gen")?.status).toBe("error");
+    expect(status("image_gen")?.error?.message).toMatch(/shared tool "image_gen" collides with the personal tool "image": its schema "image_gen_3d"/);
+    expect(okOutput(await t.host.call("alice", "image_gen_3d"))).toContain('"tool": "image"');
+    expect(status("video")?.status).toBe("ok"); // video_cut declares video_cut_fast, not one of video's
+    expect(status("video_cut")?.status).toBe("ok");
+    expect(status("audio_gen")?.status).toBe("ok");
+    expect(status("audio")?.error?.message).toMatch(/schema "audio_gen_3d" collides with tool "audio_gen"/);
+    expect(okOutput(await t.host.call("alice", "audio_gen_3d"))).toContain('"tool": "audio_gen"');
   });
 
   it("does not mistake two tools with identical source for each other (descriptions are per tool name)", async () => {
