@@ -8,9 +8,10 @@ import type { InstalledToolsCheck } from "./validate.js";
  * (all of core and shared without one). The precedence is the registry's (registry.ts `sources()`): a
  * core tool wins over everything, and a shared or personal tool named like one is skipped; a personal
  * tool overrides a shared one of its name for its Anima. Schema names must stay unique across what one
- * Anima sees: a schema belongs to the longest tool name that prefixes it, and a tool declaring a schema
- * that belongs to another tool does not load (registry.ts `findSchemaCollision`), so a new name can
- * break the draft or a tool already installed.
+ * Anima sees: a schema belongs to the longest tool name that prefixes it; of two tools that would share
+ * one, the one of lower precedence is unavailable (registry/precedence.ts), so a new name can break the
+ * draft or a tool already installed. Every such clash is an error: share refuses a tool that has one
+ * with a core or shared tool.
  *
  * The installed tools come from the host's public API (`list`, `describe`), so a long-running host
  * answers as freshly as for a call.
@@ -72,15 +73,19 @@ async function sharedToolExists(host: Pick<ToolHost, "describe">, tool: string):
 
 function schemaCollisions(tool: string, schemas: string[] | undefined, others: ToolInfo[]): Finding[] {
   const findings: Finding[] = [];
-  // The draft's schemas that a longer installed tool name would own.
+  // The draft's schemas that a longer installed tool name would own. The draft is taken as a personal
+  // tool: it wins over a shared tool (registry/precedence.ts), which share would refuse it for.
   const longer = others.filter((info) => info.name.startsWith(`${tool}_`)).sort((a, b) => b.name.length - a.name.length);
   for (const schema of schemas ?? []) {
     const owner = longer.find((info) => schema.startsWith(`${info.name}_`));
     if (!owner) continue;
+    const action = `it is its action "${schema.slice(owner.name.length + 1)}"`;
     findings.push(
       error(
         "collisions",
-        `schema "${schema}" belongs to the ${owner.origin} tool "${owner.name}" (it is its action "${schema.slice(owner.name.length + 1)}"): installed, this tool would not load; rename the schema, or the tool`,
+        owner.origin === "shared"
+          ? `schema "${schema}" belongs to the shared tool "${owner.name}" (${action}): as a personal tool this one takes precedence and "${owner.name}" would be unavailable to its Anima, and share would refuse it; rename the schema, or the tool`
+          : `schema "${schema}" belongs to the ${owner.origin} tool "${owner.name}" (${action}): installed, this tool would not load; rename the schema, or the tool`,
       ),
     );
   }
@@ -89,10 +94,13 @@ function schemaCollisions(tool: string, schemas: string[] | undefined, others: T
     if (other.status !== "ok" || !tool.startsWith(`${other.name}_`)) continue;
     const taken = other.schemas.map((schema) => schema.name).filter((name) => name.startsWith(`${tool}_`));
     if (taken.length === 0) continue;
+    const declares = `the ${other.origin} tool "${other.name}" declares ${taken.map((name) => `"${name}"`).join(", ")}, which would belong to this tool`;
     findings.push(
       error(
         "collisions",
-        `the ${other.origin} tool "${other.name}" declares ${taken.map((name) => `"${name}"`).join(", ")}, which would belong to this tool: installing it would make "${other.name}" fail to load; choose another name`,
+        other.origin === "core"
+          ? `${declares}: the core tool takes precedence, so installed, this tool would be unavailable (and share would refuse it); choose another name`
+          : `${declares}: installing it would make "${other.name}" fail to load; choose another name`,
       ),
     );
   }

@@ -9,6 +9,7 @@ import { TOOL_EXTENSIONS } from "../registry/discovery.js";
 import { printableName } from "../terminal-text.js";
 import { hostLoader } from "./load-check.js";
 import { shareTool } from "./share.js";
+import { shareCollisions } from "./share-collisions.js";
 import type { Finding } from "./findings.js";
 import { failureFindings, failureLines } from "./refresh-findings.js";
 import { errorsForShare } from "./validate.js";
@@ -121,6 +122,13 @@ export class ManagementService {
         anima,
         toolName,
         validate: errorsForShare({ load: hostLoader(this.host) }),
+        collisions: async (tool) => {
+          this.host.refresh(); // as the validation's load does: the folders as they are now
+          const draft = await this.host.describe(anima, tool);
+          const schemas = draft.origin === "personal" && draft.status === "ok" ? draft.schemas.map((schema) => schema.name) : [];
+          // Core and shared tools only: what every Anima sees.
+          return shareCollisions(tool, schemas, (await this.host.list()).tools);
+        },
         onShared: (tool) => this.options.audit?.append(shareReloadEvent(anima, tool)),
       });
     } catch (error) {

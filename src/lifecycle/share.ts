@@ -21,8 +21,12 @@ import { MAX_TOOL_SOURCE_BYTES } from "./validate.js";
  *   4. it is a single file: a tool that imports relative helpers is refused (InvalidArguments), because
  *      common_tools/ holds other tools' helpers too and copying several files cannot be atomic (a Python
  *      tool always is one: its folder's other files are not importable, bundling/python-bundle.ts);
- *   5. it validates: the injected `validate(sourcePath)` returns no problems (else LoadError listing them);
- *   6. no shared tool of that name exists with ANY extension, and no share of it is recorded or in
+ *   5. its name and schema names collide with no core or shared tool's (the injected `collisions`,
+ *      share-collisions.ts: InvalidArguments, naming what to rename): a shared tool must never take a
+ *      schema name of a tool every Anima sees, nor lose one of its own to such a tool (checked before
+ *      validation, whose load would otherwise report a clash with a core tool as a LoadError);
+ *   6. it validates: the injected `validate(sourcePath)` returns no problems (else LoadError listing them);
+ *   7. no shared tool of that name exists with ANY extension, and no share of it is recorded or in
  *      progress (InvalidArguments, the reference's FileExists: "choose a different name");
  * then publishes. Publishing never overwrites: the record `.<name>.share.json` is created first with
  * link(2), which fails if the name exists (O_EXCL semantics, also across processes), and serves as the
@@ -45,6 +49,11 @@ export interface ShareOptions {
   toolName: unknown;
   /** Returns the problems that make the tool unfit to share (empty: fine). See errorsForShare() in validate.ts. */
   validate: (sourcePath: string) => Promise<string[]>;
+  /**
+   * Why the tool, as its Anima's view loads it, collides with the installed core and shared tools (empty:
+   * it does not; share-collisions.ts). Runs before `validate`.
+   */
+  collisions?: (toolName: string) => Promise<string[]>;
   /** Clock for `shared_at`. Default: the system clock. */
   now?: () => Date;
   /** Runs after every check passed, right before publishing. For tests of the publishing race only. */
@@ -85,6 +94,14 @@ async function share(options: ShareOptions): Promise<string> {
       "InvalidArguments",
       `Tool '${name}' imports helper files (${list}); only single-file tools can be shared`,
       `inline the helpers into tools/${source.file}, then share again`,
+    );
+  }
+  const collisions = (await options.collisions?.(name)) ?? [];
+  if (collisions.length > 0) {
+    throw new ToolHostError(
+      "InvalidArguments",
+      `Tool '${name}' cannot be shared: its names collide with installed tools: ${collisions.join("; ")}`,
+      "rename as said (the tool's file and its schema names), then share again",
     );
   }
   let problems: string[];

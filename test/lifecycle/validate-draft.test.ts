@@ -173,4 +173,20 @@ describe("validate: a draft set against the installed tools", () => {
       /error \[collisions\] the shared tool "audio" declares "audio_gen_run", which would belong to this tool: installing it would make "audio" fail to load; choose another name$/,
     );
   });
+
+  it("schema names that would collide, by precedence: a core tool's stay its own, a shared tool's give way to the draft (share refuses)", async () => {
+    t.core("text_stats.ts", simpleTool("text_stats", ["top_words"]));
+    t.shared("image_gen.ts", simpleTool("image_gen"));
+    t.host.refresh();
+    const top = await validate([outsideDraft("text_stats_top.ts", draft("text_stats_top_x"))], "alice");
+    expect(top.code).toBe(6);
+    expect(top.lines[0]).toMatch(
+      /error \[collisions\] the core tool "text_stats" declares "text_stats_top_words", which would belong to this tool: the core tool takes precedence, so installed, this tool would be unavailable \(and share would refuse it\); choose another name$/,
+    );
+    const image = await validate([outsideDraft("image.ts", draft("image_gen_run"))], "alice");
+    expect(image.code).toBe(6);
+    expect(image.lines[0]).toMatch(
+      /error \[collisions\] schema "image_gen_run" belongs to the shared tool "image_gen" \(it is its action "run"\): as a personal tool this one takes precedence and "image_gen" would be unavailable to its Anima, and share would refuse it; rename the schema, or the tool$/,
+    );
+  });
 });
