@@ -87,7 +87,7 @@ describe("background jobs in PostgreSQL through the CLI", () => {
     expect((await cli(data.dir, ["--anima", "alice", "jobs", "show", id])).code).toBe(2);
   }, 45_000);
 
-  it("a cancel from another process stops a job running under serve within a second", async () => {
+  it("a cancel from another process stops a job running under serve by notification, before a lease renewal would", async () => {
     const serve = spawn(process.execPath, ["--no-node-snapshot", BIN, "--data-dir", data.dir, "serve"], {
       stdio: ["ignore", "pipe", "pipe"],
       env: { ...process.env, ANIMAWORKS_JOBS_URL: database.url },
@@ -97,13 +97,15 @@ describe("background jobs in PostgreSQL through the CLI", () => {
     const id = (await cli(data.dir, withUrl(["submit", "watcher", "run"]))).stdout;
     // Running in its sandbox process (which a fresh host may still be starting when the job is claimed).
     await waitFor("the job to run", async () => (await progressOf(id)) === "watching", 15_000);
-    const cancelledAt = Date.now();
     expect((await cli(data.dir, withUrl(["jobs", "cancel", id]))).code).toBe(0);
-    // The worker renews its leases (and so would see the cancel) every 2 s; the notification reaches it
-    // at once, and the tool ends within 20 ms of seeing it: ≈ 45 ms here. (Without the notification this
-    // bound held in about a third of the runs, when a lease renewal happened to come right after.)
+    // Timed from the cancel's commit (the CLI has ended), not from the CLI's start, whose Node start a busy
+    // machine stretches: the worker renews its leases (and so would see the cancel) every 2 s; the
+    // notification reaches it at once, and the tool ends within 20 ms of seeing it (≈ 45 ms here). Under
+    // 1 s leaves a busy machine room and holds without the notification in half the runs at most (a
+    // renewal comes 1 s later on average).
+    const cancelledAt = Date.now();
     await waitFor("the job to end as cancelled", async () => (await statusOf(id)) === "cancelled", 10_000, 10);
-    expect(Date.now() - cancelledAt).toBeLessThan(600);
+    expect(Date.now() - cancelledAt).toBeLessThan(1_000);
     serve.kill("SIGTERM");
     await waitFor("serve to exit", () => serve.exitCode !== null, 15_000);
   }, 45_000);
