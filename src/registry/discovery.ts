@@ -3,6 +3,7 @@ import { readdir, stat } from "node:fs/promises";
 import { basename, extname, join } from "node:path";
 import { systemFileError } from "../errors.js";
 import { printableName } from "../terminal-text.js";
+import { personalFolderProblem } from "./personal-folder.js";
 
 export type ToolOrigin = "core" | "shared" | "personal";
 
@@ -51,8 +52,14 @@ export const TOOL_NAME_PATTERN = /^[A-Za-z][A-Za-z0-9_]{0,63}$/;
  * and `.d.mts` files are types; files starting with `.` are hidden (editor and OS litter, never meant as
  * tools, so not worth a warning). Only regular files count (a FIFO or device named like a tool is
  * ignored, so a scan never blocks). Problems are reported, not thrown: one bad file never hides the others.
+ * A personal folder (`<animas>/<name>/tools`) that is a link, or leads into another Anima's, loads nothing
+ * (personal-folder.ts): it would pass another Anima's tools off as this one's.
  */
 export async function discoverFolder(folder: string, origin: ToolOrigin): Promise<{ tools: DiscoveredTool[]; problems: DiscoveryProblem[] }> {
+  if (origin === "personal") {
+    const refused = await personalFolderProblem(folder);
+    if (refused !== undefined) return { tools: [], problems: [{ name: basename(folder), origin, file: folder, message: refused }] };
+  }
   let entries: Dirent[];
   try {
     entries = await readdir(folder, { withFileTypes: true });

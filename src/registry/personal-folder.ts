@@ -1,0 +1,42 @@
+import { lstat, readdir, realpath } from "node:fs/promises";
+import { basename, dirname, join, sep } from "node:path";
+import { printableName } from "../terminal-text.js";
+
+/**
+ * Why an Anima's personal tools folder (`<animas>/<name>/tools`) is not its own, or undefined when it is
+ * (or is missing: no tools). An Anima writes its own folder, so `tools` may be a link it made: `tools ->
+ * ../alice/tools` listed alice's tools as eve's, and eve's call of them ran alice's code. So:
+ *  - `tools` must be a folder, not a link, and its real path exactly the Anima folder's real path + `/tools`;
+ *  - the Anima's folder must not lead into another one under `animas/` (`animas/eve -> alice`): its real
+ *    path is `<real animas>/<name>`, or lies outside `animas/` (an operator's folder on another disk) where
+ *    no other Anima's folder leads too. A link of the whole `animas/` folder is resolved on both sides, so
+ *    it keeps working.
+ * `share` and the memory tools refuse the same link with their exact-directory check (lifecycle/safe-dir.ts).
+ * What stays: a swap of `tools` between this check and the bundler's read of a file is not seen here.
+ */
+export async function personalFolderProblem(folder: string): Promise<string | undefined> {
+  const animaDir = dirname(folder);
+  const animas = dirname(animaDir);
+  const name = basename(animaDir);
+  const shown = `"${printableName(join(basename(animas), name, basename(folder)))}"`;
+  const own = await lstat(folder).catch(() => undefined);
+  if (own === undefined) return undefined;
+  if (own.isSymbolicLink()) {
+    return `the tools folder ${shown} is a symbolic link, so nothing in it is loaded as this Anima's tools: replace the link with a folder holding the Anima's own tools`;
+  }
+  const [realFolder, realAnima, realAnimas] = await Promise.all([folder, animaDir, animas].map((path) => realpath(path).catch(() => undefined)));
+  if (realFolder === undefined || realAnima === undefined || realAnimas === undefined) return undefined; // gone meanwhile: no tools
+  if (realFolder !== join(realAnima, basename(folder))) {
+    return `the tools folder ${shown} leads out of the Anima's folder through a link, so nothing in it is loaded: replace the link with a folder holding the Anima's own tools`;
+  }
+  if (realAnima === join(realAnimas, name)) return undefined;
+  const other = `the Anima's folder "${printableName(join(basename(animas), name))}" is a link to another Anima's folder, so none of its tools are loaded: the operator should replace the link with the Anima's own folder`;
+  if (realAnima === realAnimas || realAnima.startsWith(`${realAnimas}${sep}`)) return other;
+  // Outside animas/: refused only when another Anima's folder leads there too (neither could be told apart).
+  for (const entry of await readdir(animas, { withFileTypes: true }).catch(() => [])) {
+    if (entry.name === name || !entry.isSymbolicLink()) continue;
+    const target = await realpath(join(animas, entry.name)).catch(() => undefined);
+    if (target === realAnima) return other;
+  }
+  return undefined;
+}
