@@ -1,5 +1,6 @@
 import { join, relative, sep } from "node:path";
 import { printableName } from "../terminal-text.js";
+import { isAnimaName } from "./animas.js";
 import type { ToolFolderWatcher } from "./watcher.js";
 
 /**
@@ -8,8 +9,10 @@ import type { ToolFolderWatcher } from "./watcher.js";
  * changed (undefined: the shared tools in common_tools/, which every Anima sees) and the paths.
  *
  * Watchers by scope:
- *  - every Anima (`HostOptions.watch`, or a subscriber without an Anima): `common_tools/` and `animas/`
- *    three levels down, tool files only;
+ *  - every Anima (`HostOptions.watch`, or a subscriber without an Anima): `common_tools/`, `animas/` (to see
+ *    Animas come and go) and each Anima's `tools/`, top level only, as discovery reads them. Nothing else
+ *    in an Anima's folder is looked at (`watchesPath`): chokidar holds every path it tracks in memory, so
+ *    an Anima's 100,000 notes grew the shared host by 150 MB;
  *  - one Anima (a subscriber for it, e.g. an MCP server, on a host not watching every Anima): only
  *    `common_tools/` and that Anima's `tools/`, so that edits elsewhere cost it nothing.
  * A watcher started for subscribers stops with the last of them; the host's own (`watchAll`) runs until
@@ -86,6 +89,12 @@ export class ToolWatch {
     await Promise.all([...this.scopes.values()].map((scope) => scope.watcher));
   }
 
+  /** Every path the running watchers hold (for tests: what the watch costs). */
+  async tracked(): Promise<string[]> {
+    const watchers = await Promise.all([...this.scopes.values()].map((scope) => scope.watcher.catch(() => undefined)));
+    return watchers.flatMap((watcher) => watcher?.tracked() ?? []);
+  }
+
   /** Stops every watcher, waiting for a reload in progress. */
   async close(): Promise<void> {
     const scopes = [...this.scopes.values()];
@@ -126,6 +135,7 @@ export class ToolWatch {
     if (scope !== null) return watchToolFolders([join(dataDir, "common_tools"), join(dataDir, "animas", scope, "tools")], onChange, { onProblem });
     return watchToolFolders([join(dataDir, "common_tools"), join(dataDir, "animas")], onChange, {
       depth: 2,
+      skip: (path) => !watchesPath(dataDir, path),
       accept: (path) => ownerOfPath(dataDir, path) !== undefined,
       onProblem,
     });
@@ -200,6 +210,21 @@ function toolFileOf(dataDir: string, path: string): { owner: string | null; file
   // Hidden files are the temporary files of atomic writers; the rename that follows names the tool.
   if (owner === undefined || file.startsWith(".")) return undefined;
   return { owner, file };
+}
+
+/**
+ * Whether the every-Anima watcher looks at `path` (else chokidar never reads nor holds it): `animas/`, an
+ * Anima's folder (to see its `tools/` come and go), its `tools/` and the entries directly in it, and
+ * `common_tools/` with its entries: the folders discovery reads, one level each (discovery.ts).
+ */
+export function watchesPath(dataDir: string, path: string): boolean {
+  const relativePath = relative(dataDir, path);
+  if (relativePath === "") return true;
+  const parts = relativePath.split(sep);
+  if (parts[0] === "common_tools") return parts.length <= 2;
+  if (parts[0] !== "animas" || parts.length > 4) return false;
+  if (parts.length === 1) return true;
+  return isAnimaName(parts[1] as string) && (parts.length === 2 || parts[2] === "tools");
 }
 
 /** Whose tools folder `path` is directly in: an Anima's, `null` for common_tools/; undefined for any other path. */

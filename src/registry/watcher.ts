@@ -1,3 +1,4 @@
+import { join } from "node:path";
 import { watch } from "chokidar";
 
 /**
@@ -17,6 +18,11 @@ export interface WatchOptions {
   /** Only events for paths this accepts count. Default: all. */
   accept?: (path: string) => boolean;
   /**
+   * Paths never looked at (nor below them): chokidar keeps in memory every path it tracks, and `accept`
+   * only filters events of tracked ones. Default: none (but the hidden temp files of atomic writers).
+   */
+  skip?: (path: string) => boolean;
+  /**
    * Told, once per path, why chokidar could not watch it (a symbolic link loop: ELOOP; a file the host
    * may not read: EACCES; a file gone before it was looked at: ENOENT; anything else). Default: ignored.
    */
@@ -25,6 +31,8 @@ export interface WatchOptions {
 
 export interface ToolFolderWatcher {
   close(): Promise<void>;
+  /** Every path the watcher holds (folders and their entries), as chokidar reports them. */
+  tracked(): string[];
 }
 
 export async function watchToolFolders(
@@ -33,12 +41,13 @@ export async function watchToolFolders(
   options: WatchOptions = {},
 ): Promise<ToolFolderWatcher> {
   const debounceMs = options.debounceMs ?? 25;
+  const skip = options.skip ?? (() => false);
   const watcher = watch(folders, {
     ignoreInitial: true,
     depth: options.depth ?? 0,
     awaitWriteFinish: { stabilityThreshold: 10, pollInterval: 5 },
     // Hidden temp files of atomic writers are noise; the rename that follows is the event that counts.
-    ignored: (path: string) => /(^|\/)\.[^/]+\.tmp$/.test(path),
+    ignored: (path: string) => /(^|\/)\.[^/]+\.tmp$/.test(path) || skip(path),
   });
   let timer: NodeJS.Timeout | undefined;
   let running: Promise<void> = Promise.resolve();
@@ -83,5 +92,6 @@ export async function watchToolFolders(
       await watcher.close();
       await running;
     },
+    tracked: () => Object.entries(watcher.getWatched()).flatMap(([dir, names]) => [dir, ...names.map((name) => join(dir, name))]),
   };
 }
