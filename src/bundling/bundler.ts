@@ -40,6 +40,11 @@ export interface ToolSourceFile {
   path: string;
   /** Folder the tool may import from (its tools folder). */
   folder: string;
+  /**
+   * That folder's real path as discovery checked it, when it did (personal tools): reads are confined to
+   * it, not to where `folder` leads now (a folder swapped for a link into another Anima's since).
+   */
+  folderReal?: string;
   /** Shown in messages and stack traces, e.g. `personal/my_tool.ts`. */
   displayName: string;
 }
@@ -112,7 +117,7 @@ async function bundleWithEsbuild(
   const esbuild = await import("esbuild");
   let folderReal: string;
   try {
-    folderReal = await realpath(source.folder);
+    folderReal = source.folderReal ?? (await realpath(source.folder));
   } catch {
     return { ok: false, error: { type: "LoadError", fault: "tool", message: `the tools folder of ${source.displayName} is missing` } };
   }

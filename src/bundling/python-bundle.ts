@@ -18,7 +18,7 @@ import { SourceFileRefused, isInside, readSourceFile } from "../source-file.js";
  * named like a tool cannot hang or swamp the host); it must be UTF-8 text.
  */
 export async function buildPythonBundle(
-  source: { path: string; folder: string; displayName: string },
+  source: { path: string; folder: string; folderReal?: string; displayName: string },
   maxBytes: number,
 ): Promise<{ ok: true; bundle: ToolBundle } | { ok: false; error: ErrorInfo }> {
   const fail = (message: string, hint?: string) => ({
@@ -28,7 +28,8 @@ export async function buildPythonBundle(
   let folderReal: string;
   let entryReal: string;
   try {
-    folderReal = await realpath(source.folder);
+    // As discovery checked it, when it did (bundler.ts ToolSourceFile.folderReal).
+    folderReal = source.folderReal ?? (await realpath(source.folder));
     entryReal = await realpath(source.path);
   } catch {
     return fail(`${source.displayName} could not be read`);

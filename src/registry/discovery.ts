@@ -3,7 +3,7 @@ import { readdir, stat } from "node:fs/promises";
 import { basename, extname, join } from "node:path";
 import { systemFileError } from "../errors.js";
 import { printableName } from "../terminal-text.js";
-import { personalFolderProblem } from "./personal-folder.js";
+import { personalFolderCheck } from "./personal-folder.js";
 
 export type ToolOrigin = "core" | "shared" | "personal";
 
@@ -16,6 +16,11 @@ export interface DiscoveredTool {
   folder: string;
   /** The Anima whose personal tool this is (personal tools only). */
   anima?: string;
+  /**
+   * The folder's real path as discovery checked it (personal tools): the bundler reads only inside it, so
+   * a folder swapped for a link since (into another Anima's) is refused, not followed.
+   */
+  folderReal?: string;
 }
 
 export interface DiscoveryProblem {
@@ -56,9 +61,11 @@ export const TOOL_NAME_PATTERN = /^[A-Za-z][A-Za-z0-9_]{0,63}$/;
  * (personal-folder.ts): it would pass another Anima's tools off as this one's.
  */
 export async function discoverFolder(folder: string, origin: ToolOrigin): Promise<{ tools: DiscoveredTool[]; problems: DiscoveryProblem[] }> {
+  let folderReal: string | undefined;
   if (origin === "personal") {
-    const refused = await personalFolderProblem(folder);
-    if (refused !== undefined) return { tools: [], problems: [{ name: basename(folder), origin, file: folder, message: refused }] };
+    const checked = await personalFolderCheck(folder);
+    if (checked.problem !== undefined) return { tools: [], problems: [{ name: basename(folder), origin, file: folder, message: checked.problem }] };
+    folderReal = checked.real;
   }
   let entries: Dirent[];
   try {
@@ -101,7 +108,7 @@ export async function discoverFolder(folder: string, origin: ToolOrigin): Promis
     } else if (RESERVED_NAMES.has(name)) {
       problems.push({ name, origin, file, message: `"${name}" is an animaworks-tool command and cannot be a tool name; rename the file` });
     } else {
-      tools.push({ name, origin, path: join(folder, file), folder });
+      tools.push({ name, origin, path: join(folder, file), folder, ...(folderReal !== undefined ? { folderReal } : {}) });
     }
   }
   return { tools, problems };

@@ -3,8 +3,9 @@ import { basename, dirname, join, sep } from "node:path";
 import { printableName } from "../terminal-text.js";
 
 /**
- * Why an Anima's personal tools folder (`<animas>/<name>/tools`) is not its own, or undefined when it is
- * (or is missing: no tools). An Anima writes its own folder, so `tools` may be a link it made: `tools ->
+ * Whether an Anima's personal tools folder (`<animas>/<name>/tools`) is its own: `problem` says why not;
+ * else `real` is its real path as checked here (undefined when it is missing: no tools), to which the
+ * bundler confines every read (so a swap of `tools` for a link after this check is refused, not followed). An Anima writes its own folder, so `tools` may be a link it made: `tools ->
  * ../alice/tools` listed alice's tools as eve's, and eve's call of them ran alice's code. So:
  *  - `tools` must be a folder, not a link, and its real path exactly the Anima folder's real path + `/tools`;
  *  - the Anima's folder must not lead into another one under `animas/` (`animas/eve -> alice`): its real
@@ -12,9 +13,15 @@ import { printableName } from "../terminal-text.js";
  *    no other Anima's folder leads too. A link of the whole `animas/` folder is resolved on both sides, so
  *    it keeps working.
  * `share` and the memory tools refuse the same link with their exact-directory check (lifecycle/safe-dir.ts).
- * What stays: a swap of `tools` between this check and the bundler's read of a file is not seen here.
+ * A swap of `tools` after this check: `personalFolderCheck`'s real path confines the bundler's reads.
  */
-export async function personalFolderProblem(folder: string): Promise<string | undefined> {
+export async function personalFolderCheck(folder: string): Promise<{ problem: string } | { problem?: undefined; real: string | undefined }> {
+  const problem = await personalFolderProblem(folder);
+  if (problem !== undefined) return { problem };
+  return { real: await realpath(folder).catch(() => undefined) };
+}
+
+async function personalFolderProblem(folder: string): Promise<string | undefined> {
   const animaDir = dirname(folder);
   const animas = dirname(animaDir);
   const name = basename(animaDir);

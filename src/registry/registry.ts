@@ -156,6 +156,7 @@ export class ToolRegistry {
     const built = await this.options.bundler.build({
       path: source.path,
       folder: source.folder,
+      ...(source.folderReal !== undefined ? { folderReal: source.folderReal } : {}),
       displayName: `${source.origin}/${source.path.slice(source.folder.length + 1)}`,
     });
     if (!built.ok) return { ...base, state: "error", error: built.error };

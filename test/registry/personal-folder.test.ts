@@ -83,4 +83,19 @@ describe("tools_folder_symlink_to_other_anima: an Anima's tools are its own fold
     expect(await host.call("alice", "alicetool_run")).toMatchObject({ status: "ok" });
     expect(warnings).toEqual([]);
   });
+
+  it("tools_folder_swapped_after_discovery: eve's tools/ swapped for a link to alice's after discovery loads nothing of alice's", async () => {
+    // Both have a tool "shared_name": discovery sees eve's own folder, then (before the load) eve swaps
+    // tools/ for a link to alice's. The bundler reads only inside the real path discovery checked.
+    const { data, host } = setup();
+    data.write("animas/alice/tools/samename.ts", simpleTool("samename").replace('tool: "samename"', 'tool: "alice\'s code"'));
+    data.write("animas/eve/tools/samename.ts", simpleTool("samename"));
+    expect(await host.discoveryProblems("eve")).toEqual([]); // discovered, nothing loaded yet
+    renameSync(join(data.dir, "animas/eve/tools"), join(data.dir, "animas/eve/tools-own"));
+    symlinkSync("../alice/tools", join(data.dir, "animas/eve/tools"));
+    const result = await host.call("eve", "samename_run");
+    expect(result).toMatchObject({ status: "error", error_type: "LoadError" });
+    expect(JSON.stringify(result)).not.toContain("alice's code");
+    expect(await host.call("alice", "samename_run")).toMatchObject({ status: "ok", output: expect.stringContaining("alice's code") });
+  });
 });
