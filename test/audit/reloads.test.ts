@@ -11,7 +11,7 @@ import { type ToolHost, createHost } from "../../src/host.js";
 import { managementOf } from "../../src/lifecycle/management.js";
 import { startMcpServer } from "../../src/mcp/server.js";
 import { cliRunner } from "../helpers/cli-modes.js";
-import { type TempDataDir, makeDataDir, waitFor } from "../helpers/data-dir.js";
+import { type TempDataDir, makeDataDir, writeUntil } from "../helpers/data-dir.js";
 import { simpleTool, useTestHost } from "../helpers/tools.js";
 
 const BROKEN = `export function get_tool_schemas() { return [{ name: "wrong", description: "x" }]; }\n`;
@@ -38,22 +38,6 @@ function watchingHost(data: TempDataDir): ToolHost {
   const host = createHost({ dataDir: data.dir, coreToolsDir: join(data.dir, "core-tools"), isolation: "in-process", watch: true, onLog: () => {} });
   cleanups.push(() => host.close());
   return host;
-}
-
-/**
- * Writes a file until `check` holds (bounded): chokidar may miss a write made right after it said it is
- * ready. Writing the same content again is no new version, so it never adds a record by itself.
- */
-async function writeUntil(data: TempDataDir, file: string, content: string, check: () => Promise<boolean>): Promise<void> {
-  let writtenAt = 0;
-  await waitFor(async () => {
-    if (await check()) return true;
-    if (Date.now() - writtenAt > 500) {
-      data.write(file, content);
-      writtenAt = Date.now();
-    }
-    return false;
-  }, 10_000);
 }
 
 function tempData(files: Record<string, string> = {}): TempDataDir {

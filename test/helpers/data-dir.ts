@@ -42,6 +42,22 @@ export async function waitFor(check: () => boolean | Promise<boolean>, timeoutMs
   }
 }
 
+/**
+ * Writes `file` of `data` again (every 500 ms) until `check` holds, failing after 10 s: a folder watcher
+ * (chokidar) may miss a write made right after it said it is ready.
+ */
+export async function writeUntil(data: TempDataDir, file: string, content: string, check: () => boolean | Promise<boolean>): Promise<void> {
+  let writtenAt = 0;
+  await waitFor(async () => {
+    if (await check()) return true;
+    if (Date.now() - writtenAt > 500) {
+      data.write(file, content);
+      writtenAt = Date.now();
+    }
+    return false;
+  }, 10_000);
+}
+
 /** Settles as `work` does within `ms`, or fails naming `what`: a door or a read that hangs must fail the test, not wedge the suite. */
 export function within<T>(ms: number, what: string, work: Promise<T>): Promise<T> {
   let timer: NodeJS.Timeout | undefined;

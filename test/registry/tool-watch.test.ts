@@ -9,7 +9,7 @@ import type { LogRecord } from "../../src/host-options.js";
 import { createHost } from "../../src/host.js";
 import { startMcpServer } from "../../src/mcp/server.js";
 import { toolsChanges, watchProblem } from "../../src/registry/tool-watch.js";
-import { type TempDataDir, makeDataDir, waitFor } from "../helpers/data-dir.js";
+import { type TempDataDir, makeDataDir, waitFor, writeUntil } from "../helpers/data-dir.js";
 import { simpleTool } from "../helpers/tools.js";
 
 // Counts the host's reload recordings (one per burst of edits, however many listen).
@@ -41,19 +41,6 @@ function tempData(files: Record<string, string>): TempDataDir {
   const data = makeDataDir(files);
   cleanups.push(() => data.cleanup());
   return data;
-}
-
-/** Writes a file again until `check` holds: chokidar may miss a write made right after it said it is ready. */
-async function writeUntil(data: TempDataDir, file: string, content: string, check: () => boolean): Promise<void> {
-  let writtenAt = 0;
-  await waitFor(() => {
-    if (check()) return true;
-    if (Date.now() - writtenAt > 500) {
-      data.write(file, content);
-      writtenAt = Date.now();
-    }
-    return false;
-  }, 10_000);
 }
 
 describe("the host's tool change event", () => {

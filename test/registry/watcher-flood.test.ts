@@ -4,7 +4,7 @@ import { afterEach, describe, expect, it } from "vitest";
 import type { ToolChangeSource, ToolHost, ToolsChange } from "../../src/host-api.js";
 import { createHost } from "../../src/host.js";
 import type { ToolWatch } from "../../src/registry/tool-watch.js";
-import { type TempDataDir, makeDataDir, waitFor } from "../helpers/data-dir.js";
+import { makeDataDir, waitFor, writeUntil } from "../helpers/data-dir.js";
 import { simpleTool } from "../helpers/tools.js";
 
 const cleanups: Array<() => Promise<void> | void> = [];
@@ -18,19 +18,6 @@ const TOOL_PLACES = /^(|animas(\/[^/]+(\/tools(\/[^/]+)?)?)?|common_tools(\/[^/]
 function files(dir: string, count: number): void {
   mkdirSync(dir, { recursive: true });
   for (let i = 0; i < count; i++) writeFileSync(join(dir, `f${i}.md`), "x");
-}
-
-/** Writes a file again until `check` holds: chokidar may miss a write made right after it said it is ready. */
-async function writeUntil(data: TempDataDir, file: string, content: string, check: () => boolean): Promise<void> {
-  let writtenAt = 0;
-  await waitFor(() => {
-    if (check()) return true;
-    if (Date.now() - writtenAt > 500) {
-      data.write(file, content);
-      writtenAt = Date.now();
-    }
-    return false;
-  }, 10_000);
 }
 
 describe("watcher_file_flood: an Anima's files outside tool folders cost the shared host's watcher nothing", () => {
