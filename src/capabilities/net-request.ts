@@ -73,6 +73,10 @@ export function sendRequest(hop: HopRequest): Promise<HopResponse> {
       insecureHTTPParser: false,
       setHost: true,
     };
+    // Certificates are always verified, whatever the environment of whoever started this host says: Node
+    // reads NODE_TLS_REJECT_UNAUTHORIZED=0 as "verify nothing" for requests that do not say, and a shared
+    // daemon started by one caller's shell would then accept forged certificates on every Anima's fetches.
+    if (secure) options.rejectUnauthorized = true;
     // SNI carries names only; for an IP literal the certificate is checked against the IP.
     if (secure && isIP(target.host) === 0) options.servername = target.host;
     if (secure && hop.ca !== undefined) options.ca = hop.ca;

@@ -252,6 +252,15 @@ function lineOutput(io: ClientIo): { stdout(text: string): void; stderr(text: st
   return { stdout: (text) => io.write(1, line(text)), stderr: (text) => io.write(2, line(text)) };
 }
 
+/**
+ * What a daemon does not inherit of the environment of the call that starts it: it serves every Anima,
+ * not that caller. The caller's identity; and Node's own switches, which would change the daemon for
+ * everyone: NODE_OPTIONS (an `--inspect` from a developer's shell opens a debugger port on the shared
+ * host; `--require` runs code in it) and NODE_TLS_REJECT_UNAUTHORIZED (the fetch capability verifies
+ * certificates regardless: capabilities/net-request.ts).
+ */
+const NOT_FOR_DAEMONS = new Set(["ANIMAWORKS_ANIMA_DIR", "ANIMAWORKS_CLI_FALLBACK", "NODE_OPTIONS", "NODE_TLS_REJECT_UNAUTHORIZED"]);
+
 /** A daemon being started by one client counts for this long; concurrent first calls start no other. */
 const STARTING_GRACE_MS = 30_000;
 /** The daemon's log is started afresh when it has grown past this, bytes. */
@@ -276,8 +285,7 @@ export async function startDaemon(start: DaemonStart, setup: ClientSetup, launch
     const tooBig = (statSync(start.paths.log, { throwIfNoEntry: false })?.size ?? 0) > MAX_DAEMON_LOG_BYTES;
     const log = openSync(start.paths.log, tooBig ? "w" : "a", 0o600);
     const env: Record<string, string> = {};
-    for (const [name, value] of Object.entries(setup.env))
-      if (value !== undefined && name !== "ANIMAWORKS_ANIMA_DIR" && name !== "ANIMAWORKS_CLI_FALLBACK") env[name] = value;
+    for (const [name, value] of Object.entries(setup.env)) if (value !== undefined && !NOT_FOR_DAEMONS.has(name)) env[name] = value;
     const child = process
       .getBuiltinModule("node:child_process")
       .spawn(process.execPath, ["--no-node-snapshot", launcher, "daemon", "run", "--data-dir", start.dataDir, ...start.args], {

@@ -376,4 +376,17 @@ describe.skipIf(!tls)("fetch: https", () => {
     // Without the CA the self-signed certificate is not trusted.
     expect((await fails(capability().fetch(CTX, `https://pinned.test:${port}/`, {}, PUBLIC), "ExecutionError")).message).toContain("TLS");
   });
+
+  it("verifies certificates even when the host's environment says not to (tls_reject_unauthorized_env)", async () => {
+    // A daemon inherits the environment of the caller that started it: NODE_TLS_REJECT_UNAUTHORIZED=0
+    // there must not make every Anima's fetches accept a forged certificate.
+    const before = process.env["NODE_TLS_REJECT_UNAUTHORIZED"];
+    process.env["NODE_TLS_REJECT_UNAUTHORIZED"] = "0";
+    try {
+      expect((await fails(capability().fetch(CTX, `https://pinned.test:${port}/`, {}, PUBLIC), "ExecutionError")).message).toContain("TLS");
+    } finally {
+      if (before === undefined) delete process.env["NODE_TLS_REJECT_UNAUTHORIZED"];
+      else process.env["NODE_TLS_REJECT_UNAUTHORIZED"] = before;
+    }
+  });
 });

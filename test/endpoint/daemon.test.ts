@@ -241,6 +241,19 @@ describe("the self-starting daemon", () => {
     await waitFor(() => !status(data).running && daemonPids(data).length === 0, 20_000, 100);
   });
 
+  it("daemon_env_from_caller: does not inherit the caller's Node switches (NODE_OPTIONS, NODE_TLS_REJECT_UNAUTHORIZED), which would change it for every Anima", async () => {
+    const data = dataDir();
+    const env = { ...ENV, NODE_OPTIONS: "--title=awt-caller-options", NODE_TLS_REJECT_UNAUTHORIZED: "0", AWT_CALLER_MARKER: "kept" };
+    expect(cli(data, ["daemon", "start"], env).stdout).toMatch(/^started: daemon pid \d+/);
+    const [pid] = daemonPids(data);
+    expect(pid).toBeDefined();
+    const environ = readFileSync(`/proc/${pid}/environ`, "utf8").split("\0");
+    expect(environ).toContain("AWT_CALLER_MARKER=kept"); // the rest of the caller's environment, as before
+    expect(environ.filter((entry) => /^NODE_(OPTIONS|TLS_REJECT_UNAUTHORIZED)=/.test(entry))).toEqual([]);
+    expect(readFileSync(`/proc/${pid}/cmdline`, "utf8")).not.toContain("awt-caller-options");
+    cli(data, ["daemon", "stop"]);
+  });
+
   it("is neither used nor started with --no-daemon or ANIMAWORKS_NO_DAEMON=1", () => {
     const data = dataDir();
     const endpointDir = endpointPaths(data.dir, hostname()).dir;
