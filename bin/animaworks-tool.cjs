@@ -20,14 +20,17 @@
 "use strict";
 const { join } = require("node:path");
 const ROOT = join(__dirname, "..");
-ensurePinnedRuntime();
+// True when this launch was handed to the pinned Node (this process then only waits for it: runChild).
+const handedOver = ensurePinnedRuntime();
 // Set only for the re-executed process of a call no host served: it runs in-process at once.
 const fallback = process.env.ANIMAWORKS_CLI_FALLBACK === "1";
 delete process.env.ANIMAWORKS_CLI_FALLBACK;
 const hasFlag = process.execArgv.includes("--no-node-snapshot") || (process.env.NODE_OPTIONS ?? "").includes("--no-node-snapshot");
 const argv = process.argv.slice(2);
 
-if (fallback && hasFlag) runInProcess();
+if (handedOver) {
+  // The pinned Node's process runs the call.
+} else if (fallback && hasFlag) runInProcess();
 else {
   // A plain require: the client is small (≈ 16 KB), and loadBundle's code cache costs more than it saves.
   const client = require(join(ROOT, "dist", "cli", "client.cjs"));
@@ -62,14 +65,14 @@ function runInProcess() {
 }
 
 /**
- * Re-executes this launch on the pinned Node when the running one is older (or exits with what to do
- * when there is none and the running one cannot load isolated-vm 7). On the pinned Node it costs one
- * string comparison.
+ * Re-executes this launch on the pinned Node when the running one is older (true: it runs there), or
+ * exits with what to do when there is none and the running one cannot load isolated-vm 7. On the pinned
+ * Node it costs one string comparison.
  */
 function ensurePinnedRuntime() {
   const pinnedPackage = join(ROOT, "node_modules", `node-${process.platform}-${process.arch}`);
   const pinnedNode = join(pinnedPackage, "bin", "node");
-  if (process.execPath === pinnedNode) return;
+  if (process.execPath === pinnedNode) return false;
   const fs = require("node:fs");
   let pinned;
   try {
@@ -79,9 +82,8 @@ function ensurePinnedRuntime() {
   }
   const running = process.versions.node;
   if (pinned !== undefined && olderThan(running, pinned) && fs.existsSync(pinnedNode)) {
-    const { spawnSync } = require("node:child_process");
-    const child = spawnSync(pinnedNode, [...process.execArgv, __filename, ...process.argv.slice(2)], { stdio: "inherit" });
-    process.exit(child.status ?? 1);
+    runChild(pinnedNode, [...process.execArgv, __filename, ...process.argv.slice(2)], process.env);
+    return true;
   }
   if (Number(running.split(".")[0]) < 24) {
     process.stderr.write(
@@ -89,6 +91,7 @@ function ensurePinnedRuntime() {
     );
     process.exit(1);
   }
+  return false;
 }
 
 /** src/node-runtime.ts `compareVersions` < 0, which this launcher cannot load without the ES module loader. */
@@ -100,13 +103,38 @@ function olderThan(version, than) {
 }
 
 function reExecute() {
-  const { spawnSync } = require("node:child_process");
   // --no-concurrent-osr: isolated-vm's memory limit holds only with it (ISOLATE_V8_FLAGS, src/isolation/isolate/v8-flags.ts).
-  const child = spawnSync(process.execPath, ["--no-node-snapshot", "--no-concurrent-osr", ...process.execArgv, __filename, ...argv], {
-    stdio: "inherit",
-    env: { ...process.env, ANIMAWORKS_CLI_FALLBACK: "1" },
+  runChild(process.execPath, ["--no-node-snapshot", "--no-concurrent-osr", ...process.execArgv, __filename, ...argv], {
+    ...process.env,
+    ANIMAWORKS_CLI_FALLBACK: "1",
   });
-  process.exit(child.status ?? 1);
+}
+
+/**
+ * Runs the call in a child process with this one's stdio and ends as it ends: its exit code, or the
+ * signal that ended it, raised again here. This process only waits. A SIGTERM sent to it (a supervisor,
+ * `kill PID`) is passed on: a `serve` or `mcp` started through a re-execution had outlived its launcher.
+ * SIGINT and SIGHUP are not passed on: a terminal sends them to both processes already, and a second
+ * SIGINT would count twice (`serve` aborts its running jobs at the second); this process keeps waiting.
+ */
+function runChild(command, args, env) {
+  const child = require("node:child_process").spawn(command, args, { stdio: "inherit", env });
+  const forward = () => child.kill("SIGTERM");
+  const wait = () => {};
+  process.on("SIGTERM", forward);
+  process.on("SIGINT", wait);
+  process.on("SIGHUP", wait);
+  child.on("error", (error) => {
+    process.stderr.write(`Error: could not start ${command}: ${error.message}\n`);
+    process.exit(1);
+  });
+  child.on("exit", (code, signal) => {
+    if (signal === null) return process.exit(code ?? 1);
+    process.off("SIGTERM", forward);
+    process.off("SIGINT", wait);
+    process.off("SIGHUP", wait);
+    process.kill(process.pid, signal);
+  });
 }
 
 /**

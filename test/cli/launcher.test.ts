@@ -1,10 +1,10 @@
-import { spawnSync } from "node:child_process";
-import { readFileSync, rmSync, writeFileSync } from "node:fs";
+import { spawn, spawnSync } from "node:child_process";
+import { existsSync, readFileSync, readdirSync, rmSync, writeFileSync } from "node:fs";
 import { join } from "node:path";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { PROJECT_ROOT } from "../../src/project-root.js";
 import { compareVersions, pinnedRuntime } from "../../src/node-runtime.js";
-import { type TempDataDir, makeDataDir } from "../helpers/data-dir.js";
+import { type TempDataDir, makeDataDir, waitFor } from "../helpers/data-dir.js";
 import { NOTES_TOOL } from "./notes-tool.js";
 
 // The launcher's in-process path (vitest.config.ts sets ANIMAWORKS_NO_DAEMON=1 for the processes tests
@@ -71,6 +71,32 @@ describe("the bin launcher", () => {
     expect(run.stderr).toBe("");
     expect(run.status).toBe(0);
     expect(JSON.parse(run.stdout).saved).toEqual({ title: "s", body: "t" });
+  });
+
+  it("launcher_sigterm_orphan: a SIGTERM to a launcher that re-executed ends the command it started, with the same signal", async () => {
+    // Started without --no-node-snapshot, the launcher runs `serve` (a job worker, until a signal) in a
+    // re-executed child and waits: a supervisor's SIGTERM to the launcher's pid had left it serving alone.
+    const launcher = spawn(process.execPath, [bin, "--data-dir", data.dir, "serve"], { stdio: ["ignore", "pipe", "pipe"] });
+    const exited = new Promise<{ code: number | null; signal: NodeJS.Signals | null }>((resolve) =>
+      launcher.on("exit", (code, signal) => resolve({ code, signal })),
+    );
+    const childOf = (parent: number): number | undefined => {
+      for (const entry of readdirSync("/proc").filter((name) => /^\d+$/.test(name))) {
+        let stat: string;
+        try {
+          stat = readFileSync(`/proc/${entry}/stat`, "utf8");
+        } catch {
+          continue; // ended meanwhile
+        }
+        if (Number(stat.slice(stat.lastIndexOf(")") + 2).split(" ")[1]) === parent) return Number(entry);
+      }
+      return undefined;
+    };
+    let child: number | undefined;
+    await waitFor(() => (child = childOf(launcher.pid as number)) !== undefined, 15_000);
+    launcher.kill("SIGTERM");
+    expect(await exited).toEqual({ code: null, signal: "SIGTERM" });
+    await waitFor(() => !existsSync(`/proc/${child}`), 10_000);
   });
 
   it("runs the README's unit_convert example (a number given positionally)", () => {
