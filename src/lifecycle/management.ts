@@ -69,7 +69,10 @@ export class ManagementService {
    * the reloads it has not recorded yet; a failure to record never fails the refresh.
    */
   async refresh(anima: string | undefined): Promise<RefreshReport> {
-    this.host.refresh();
+    // An Anima's refresh rebuilds its own view only (a tool whose files changed is rebuilt when the view
+    // loads it; core and shared tools included): every Anima may run it, and a full refresh made every
+    // other Anima's next calls rediscover and reload all they see. Without an Anima, everything.
+    this.host.refresh(anima);
     const listing = await this.host.list(anima);
     const file = this.snapshotPath(anima);
     const before = (await readFile(file, "utf8")

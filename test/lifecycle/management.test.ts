@@ -131,6 +131,21 @@ describe("refresh", () => {
     ).toBe('halfdone does not load: fix it (see "failed" above) and refresh again.');
   });
 
+  it("refresh_other_animas: an Anima's refresh rebuilds its own view only, not every Anima's", async () => {
+    t.personal("alpha.ts", simpleTool("alpha"));
+    t.data.anima("eve");
+    const views = (t.host as unknown as { views: { views: Map<string, unknown> } }).views;
+    expect(await managementOf(t.host).refresh("alice")).toMatchObject({ loaded: ["alpha"] });
+    const aliceView = views.views.get("alice");
+    expect(aliceView).toBeDefined();
+    // eve refreshes (any Anima may, as often as she likes): alice's view, and her loaded tools, stay.
+    expect(await managementOf(t.host).refresh("eve")).toMatchObject({ anima: "eve" });
+    expect(views.views.get("alice")).toBe(aliceView);
+    // alice's own refresh still sees a change of her tools.
+    t.personal("alpha.ts", simpleTool("alpha", ["run", "stop"]));
+    expect(await managementOf(t.host).refresh("alice")).toMatchObject({ changed: ["alpha"] });
+  });
+
   it("lists, for a tool that does not load, the findings validate gives for its file, each once, path:line:col first", async () => {
     const source = [
       'import { existsSync, readFileSync, symlinkSync } from "node:fs";',
