@@ -10,12 +10,13 @@ import {
   ALWAYS_SECURITY_KINDS,
   isSecurityEvent,
   isoTimestamp,
-  matches,
 } from "./audit-log.js";
 import { isAnimaName } from "../registry/animas.js";
 import { type PendingRecord, type TrailMemo, type TrailOptions, type TrailStart, type TrailTruncation, appendChained, generationsOf } from "./trail.js";
 import { readHead } from "./trail-head.js";
-import { firstRecordTs, readTrailFile, trailFilesIn } from "./trail-files.js";
+import { firstRecordTs, trailFilesIn } from "./trail-files.js";
+import { RecordRuns } from "./record-order.js";
+import { type LineFilter, Pacer, readTrailRecords } from "./trail-read.js";
 
 /**
  * The audit log on disk: a folder of chained trails (trail.ts), one pair per Anima and one for the host.
@@ -217,39 +218,25 @@ export class JsonlAuditLog implements AuditLog {
     return !blocked;
   }
 
+  /**
+   * The records matching `query`, oldest first (record-order.ts), read trail by trail in paced slices
+   * (trail-read.ts): a long-running host's event loop gets a turn every few thousand lines, whatever the
+   * trails hold. A record not matching is never kept, and a line that cannot match is not even parsed.
+   */
   async read(query: AuditQuery = {}): Promise<AuditRecord[]> {
     await this.flush();
-    const records: AuditRecord[] = [];
     // Only the trails that can hold what is asked for: a security-only kind lives in the security trails.
     const securityOnly = query.kind !== undefined && SECURITY_KINDS.has(query.kind);
-    // A line that cannot be of the kind asked for is not parsed: the writer writes `"kind":"…"` exactly
-    // (JSON.stringify); a line written otherwise is skipped here as it would be after parsing.
-    const kindText = query.kind !== undefined ? `"kind":${JSON.stringify(query.kind)}` : undefined;
+    const filter: LineFilter = { query, mustHold: query.kind !== undefined ? [`"kind":${JSON.stringify(query.kind)}`] : [] };
     // Records naming no Anima are only ever in the host's trails.
     const files = query.hostWide === true ? this.trailFiles(undefined).filter((file) => dirname(file) === this.dir) : this.trailFiles(query.anima);
+    const runs = new RecordRuns();
+    const pacer = new Pacer();
     for (const file of files) {
       if (securityOnly && !file.endsWith(".security.jsonl")) continue;
-      for (const generation of generationsOf(file, this.trail.keepFiles)) {
-        const text = await readTrailFile(generation);
-        for (const line of text.split("\n")) {
-          if (line.trim() === "" || (kindText !== undefined && !line.includes(kindText))) continue;
-          let record: AuditRecord;
-          try {
-            record = JSON.parse(line) as AuditRecord;
-          } catch {
-            continue; // a torn line after a crash: skip it (verify reports it)
-          }
-          // Not a JSON object (`null`, a number…): not a record (verify reports it).
-          if (typeof record !== "object" || record === null || Array.isArray(record)) continue;
-          if (typeof record.seq !== "number") record.unverified = true;
-          if (matches(record, query)) records.push(record);
-        }
-      }
+      await readTrailRecords(generationsOf(file, this.trail.keepFiles), filter, runs, pacer);
     }
-    // Oldest first (ISO timestamps sort as text). Within one millisecond, records of one call that sit in
-    // different trails (its denials are in the security trail) go start, uses, end; otherwise the sort is
-    // stable, so each trail's own order holds.
-    return records.sort((a, b) => (a.ts < b.ts ? -1 : a.ts > b.ts ? 1 : sameCall(a, b) ? rankInInstant(a) - rankInInstant(b) : 0));
+    return runs.merged(pacer.turn);
   }
 
   async coverage(anima?: string): Promise<AuditCoverage> {
@@ -322,12 +309,4 @@ function truncationRecord(dir: string, truncation: TrailTruncation): AuditEvent 
 function gapRecord(lost: number): PendingRecord {
   const event: AuditEvent = { kind: "audit_gap", lost, reason: "the trail could not be written and the records waiting for it passed the buffer's bound" };
   return { ts: isoTimestamp(), event: event };
-}
-
-function sameCall(a: AuditRecord, b: AuditRecord): boolean {
-  return "callId" in a && "callId" in b && a.callId !== undefined && a.callId === b.callId;
-}
-
-function rankInInstant(record: AuditRecord): number {
-  return record.kind === "call_start" ? 0 : record.kind === "call" ? 2 : 1;
 }

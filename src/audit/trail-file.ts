@@ -67,6 +67,9 @@ export function openTrailForReadOrNone(path: string): number | undefined {
   }
 }
 
+/** Longest line taken for a record, bytes (verify, `read`): the writer bounds every record (boundEvent) far below it. */
+export const MAX_LINE_BYTES = 4 * 1024 * 1024;
+
 /** Bytes read per chunk by `forEachLine`. */
 const CHUNK_BYTES = 1024 * 1024;
 

@@ -1,41 +1,8 @@
-import { closeSync, fstatSync, readSync, readdirSync } from "node:fs";
+import { closeSync, readSync, readdirSync } from "node:fs";
 import { join } from "node:path";
-import { readRegularFile } from "../regular-file.js";
 import { openTrailForReadOrNone } from "./trail-file.js";
 
-/** Finding and reading the trails of an audit folder for `audit events`, the report and verify (jsonl-audit-log.ts). */
-
-/**
- * Largest trail file read in one blocking read, bytes (a rotated file is at most `maxBytes` plus one batch):
- * ≈ 10 ms of a long-running host's loop, which gets a turn between files; larger ones are read asynchronously.
- */
-const SYNC_READ_MAX_BYTES = 16 * 1024 * 1024;
-
-/**
- * A trail file's text ("" when there is none). Reports read hundreds of per-Anima files: one blocking read
- * each costs a fraction of an asynchronous read's thread-pool round trips (measured: a million records'
- * report spent more time waiting on them than parsing). The loop gets a turn before each file.
- */
-export async function readTrailFile(file: string): Promise<string> {
-  await new Promise((resolve) => setImmediate(resolve));
-  // Non-blocking, regular files only (trail-file.ts): a FIFO or directory in a trail's place reads as no
-  // records here, never a hang (verify reports it broken).
-  const fd = openTrailForReadOrNone(file);
-  if (fd === undefined) return "";
-  try {
-    const { size } = fstatSync(fd);
-    if (size > SYNC_READ_MAX_BYTES)
-      return await readRegularFile(file, size).then(
-        (bytes) => bytes.toString("utf8"),
-        () => "",
-      );
-    const buffer = Buffer.allocUnsafe(size);
-    const read = readSync(fd, buffer, 0, size, 0);
-    return buffer.toString("utf8", 0, read);
-  } finally {
-    closeSync(fd);
-  }
-}
+/** Finding the trails of an audit folder for `audit events`, the report and verify (jsonl-audit-log.ts); trail-read.ts reads them. */
 
 const FIRST_LINE_MAX_BYTES = 64 * 1024;
 

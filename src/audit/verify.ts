@@ -3,10 +3,7 @@ import { join, relative } from "node:path";
 import { trailFilesIn } from "./trail-files.js";
 import { RECORD_SCHEMA_VERSION, generationsOf, recordHash } from "./trail.js";
 import { GENESIS, readHead } from "./trail-head.js";
-import { linesOf, openTrailForRead } from "./trail-file.js";
-
-/** Longest line taken for a record, bytes: the writer bounds every record (boundEvent) far below it. */
-const MAX_LINE_BYTES = 4 * 1024 * 1024;
+import { MAX_LINE_BYTES, linesOf, openTrailForRead } from "./trail-file.js";
 
 /**
  * `audit verify`: walks every trail of an audit folder (jsonl-audit-log.ts) along its chain (trail.ts) and
