@@ -122,8 +122,9 @@ export class InvocationHost implements ToolHost, PreparedCallRunner {
     return this.host.auditReport(anima, options);
   }
 
-  refresh(): void {
-    this.host.refresh();
+  /** `anima`'s view only, or everything (ToolHost.refresh): an Anima's refresh through the daemon rebuilds no other's. */
+  refresh(anima?: string): void {
+    this.host.refresh(anima);
   }
 
   ready(): Promise<void> {

@@ -38,7 +38,9 @@ export function hostLoader(host: ToolHost): ToolLoader {
     if (tool !== undefined && tool !== located.tool) {
       return { ok: false, problems: [`the host loads this file as tool "${located.tool}", not "${tool}"; check it as a draft outside the tools folder`] };
     }
-    host.refresh();
+    // The view the file is checked in only (its Anima's, or the view of no Anima for core and shared
+    // tools): any Anima may validate, and a full refresh made every other Anima reload all it sees.
+    host.refresh(located.anima ?? "");
     return describeFile(host, located.anima, located.tool, resolve(path));
   };
 }

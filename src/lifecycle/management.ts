@@ -126,7 +126,9 @@ export class ManagementService {
         toolName,
         validate: errorsForShare({ load: hostLoader(this.host) }),
         collisions: async (tool) => {
-          this.host.refresh(); // as the validation's load does: the folders as they are now
+          // As the validation's load does: the folders as they are now, in the two views read here only.
+          this.host.refresh(anima);
+          this.host.refresh("");
           const draft = await this.host.describe(anima, tool);
           const schemas = draft.origin === "personal" && draft.status === "ok" ? draft.schemas.map((schema) => schema.name) : [];
           // Core and shared tools only: what every Anima sees.

@@ -62,14 +62,15 @@ export const TOOL_NAME_PATTERN = /^[A-Za-z][A-Za-z0-9_]{0,63}$/;
  */
 export async function discoverFolder(folder: string, origin: ToolOrigin): Promise<{ tools: DiscoveredTool[]; problems: DiscoveryProblem[] }> {
   let folderReal: string | undefined;
-  if (origin === "personal") {
-    const checked = await personalFolderCheck(folder);
-    if (checked.problem !== undefined) return { tools: [], problems: [{ name: basename(folder), origin, file: folder, message: checked.problem }] };
-    folderReal = checked.real;
-  }
   let entries: Dirent[];
   try {
-    entries = await readdir(folder, { withFileTypes: true });
+    if (origin === "personal") {
+      const checked = await personalFolderCheck(folder);
+      if (checked.problem !== undefined) return { tools: [], problems: [{ name: basename(folder), origin, file: folder, message: checked.problem }] };
+      if (checked.real === undefined) return { tools: [], problems: [] }; // no tools folder
+      folderReal = checked.real;
+      entries = checked.entries;
+    } else entries = await readdir(folder, { withFileTypes: true });
   } catch (error) {
     // A missing folder has no tools; one this user cannot read is said so, not passed off as empty.
     const denied = systemFileError(error, folder);

@@ -1,4 +1,5 @@
-import { lstat, readdir, realpath } from "node:fs/promises";
+import { type Dirent, constants } from "node:fs";
+import { lstat, open, readdir, readlink, realpath } from "node:fs/promises";
 import { basename, dirname, join, sep } from "node:path";
 import { printableName } from "../terminal-text.js";
 
@@ -15,13 +16,38 @@ import { printableName } from "../terminal-text.js";
  * `share` and the memory tools refuse the same link with their exact-directory check (lifecycle/safe-dir.ts).
  * A swap of `tools` after this check: `personalFolderCheck`'s real path confines the bundler's reads.
  */
-export async function personalFolderCheck(folder: string): Promise<{ problem: string } | { problem?: undefined; real: string | undefined }> {
-  const problem = await personalFolderProblem(folder);
-  if (problem !== undefined) return { problem };
-  return { real: await realpath(folder).catch(() => undefined) };
+export async function personalFolderCheck(
+  folder: string,
+): Promise<{ problem: string } | { problem?: undefined; real: string; entries: Dirent[] } | { problem?: undefined; real: undefined }> {
+  const checked = await personalFolderProblem(folder);
+  if (typeof checked === "string") return { problem: checked };
+  if (checked === undefined) return { real: undefined };
+  // The folder listed is the one opened (never through a link), and it must be the folder checked: a
+  // `tools` swapped for a link since would otherwise list another Anima's tool names as this one's.
+  let handle;
+  try {
+    handle = await open(folder, constants.O_RDONLY | constants.O_DIRECTORY | constants.O_NOFOLLOW);
+  } catch (error) {
+    const code = (error as NodeJS.ErrnoException).code;
+    if (code === "ENOENT") return { real: undefined }; // gone meanwhile: no tools
+    if (code === "ELOOP" || code === "ENOTDIR") return { problem: swapped(folder) };
+    throw error; // EACCES…: discovery says what it is
+  }
+  try {
+    if ((await readlink(`/proc/self/fd/${handle.fd}`)) !== checked.real) return { problem: swapped(folder) };
+    return { real: checked.real, entries: await readdir(`/proc/self/fd/${handle.fd}`, { withFileTypes: true }) };
+  } finally {
+    await handle.close().catch(() => undefined);
+  }
 }
 
-async function personalFolderProblem(folder: string): Promise<string | undefined> {
+function swapped(folder: string): string {
+  const shown = `"${printableName(join(basename(dirname(dirname(folder))), basename(dirname(folder)), basename(folder)))}"`;
+  return `the tools folder ${shown} changed while it was read (replaced by a link or another folder), so nothing in it is loaded: refresh once it stays a folder of the Anima's own`;
+}
+
+/** Why the folder is not the Anima's own; undefined when there is none; else its real path as checked. */
+async function personalFolderProblem(folder: string): Promise<string | { real: string } | undefined> {
   const animaDir = dirname(folder);
   const animas = dirname(animaDir);
   const name = basename(animaDir);
@@ -36,7 +62,8 @@ async function personalFolderProblem(folder: string): Promise<string | undefined
   if (realFolder !== join(realAnima, basename(folder))) {
     return `the tools folder ${shown} leads out of the Anima's folder through a link, so nothing in it is loaded: replace the link with a folder holding the Anima's own tools`;
   }
-  if (realAnima === join(realAnimas, name)) return undefined;
+  const checked = { real: join(realAnima, basename(folder)) };
+  if (realAnima === join(realAnimas, name)) return checked;
   const other = `the Anima's folder "${printableName(join(basename(animas), name))}" is a link to another Anima's folder, so none of its tools are loaded: the operator should replace the link with the Anima's own folder`;
   if (realAnima === realAnimas || realAnima.startsWith(`${realAnimas}${sep}`)) return other;
   // Outside animas/: refused only when another Anima's folder leads there too (neither could be told apart).
@@ -45,5 +72,5 @@ async function personalFolderProblem(folder: string): Promise<string | undefined
     const target = await realpath(join(animas, entry.name)).catch(() => undefined);
     if (target === realAnima) return other;
   }
-  return undefined;
+  return checked;
 }

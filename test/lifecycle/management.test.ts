@@ -138,8 +138,13 @@ describe("refresh", () => {
     expect(await managementOf(t.host).refresh("alice")).toMatchObject({ loaded: ["alpha"] });
     const aliceView = views.views.get("alice");
     expect(aliceView).toBeDefined();
-    // eve refreshes (any Anima may, as often as she likes): alice's view, and her loaded tools, stay.
+    // eve refreshes (any Anima may, as often as she likes), in the host and through a daemon's view of it,
+    // and validates an installed tool of hers: alice's view, and her loaded tools, stay.
     expect(await managementOf(t.host).refresh("eve")).toMatchObject({ anima: "eve" });
+    const invocation = new InvocationHost(t.host, t.host.config, new FolderFreshness(t.host));
+    expect(await managementOf(invocation).refresh("eve")).toMatchObject({ anima: "eve" });
+    t.data.write("animas/eve/tools/mine.ts", simpleTool("mine"));
+    expect((await hostLoader(invocation)(join(t.data.dir, "animas/eve/tools/mine.ts"), undefined)).ok).toBe(true);
     expect(views.views.get("alice")).toBe(aliceView);
     // alice's own refresh still sees a change of her tools.
     t.personal("alpha.ts", simpleTool("alpha", ["run", "stop"]));

@@ -1,9 +1,10 @@
-import { mkdirSync, renameSync, rmSync, symlinkSync } from "node:fs";
+import { mkdirSync, realpathSync, renameSync, rmSync, symlinkSync } from "node:fs";
 import { join } from "node:path";
 import { afterEach, describe, expect, it } from "vitest";
 import type { ToolHost } from "../../src/host-api.js";
 import type { LogRecord } from "../../src/host-options.js";
 import { createHost } from "../../src/host.js";
+import { personalFolderCheck } from "../../src/registry/personal-folder.js";
 import { type TempDataDir, makeDataDir } from "../helpers/data-dir.js";
 import { simpleTool } from "../helpers/tools.js";
 
@@ -97,5 +98,38 @@ describe("tools_folder_symlink_to_other_anima: an Anima's tools are its own fold
     expect(result).toMatchObject({ status: "error", error_type: "LoadError" });
     expect(JSON.stringify(result)).not.toContain("alice's code");
     expect(await host.call("alice", "samename_run")).toMatchObject({ status: "ok", output: expect.stringContaining("alice's code") });
+  });
+
+  it("tools_folder_flipped_during_discovery: tools/ flipped between a folder and a link to alice's never records or lists hers as eve's", async () => {
+    const data = makeDataDir({ "animas/alice/tools/alicetool.ts": simpleTool("alicetool"), "animas/eve/tools/evetool.ts": simpleTool("evetool") });
+    cleanups.push(() => data.cleanup());
+    const animas = realpathSync(join(data.dir, "animas"));
+    const eveTools = join(animas, "eve", "tools");
+    mkdirSync(join(animas, "eve", "own-tools"));
+    symlinkSync(join(animas, "alice", "tools"), join(animas, "eve", "link-tools"));
+    let stop = false;
+    // eve flips her tools/ between her own folder and a link to alice's, between the check's steps.
+    const flipper = (async () => {
+      for (let asLink = false; !stop; asLink = !asLink) {
+        renameSync(eveTools, join(animas, "eve", asLink ? "link-tools" : "own-tools"));
+        renameSync(join(animas, "eve", asLink ? "own-tools" : "link-tools"), eveTools);
+        await new Promise((resolve) => setImmediate(resolve));
+      }
+    })();
+    const outcomes = { refused: 0, own: 0, wrong: 0 };
+    try {
+      for (let i = 0; i < 1_000; i++) {
+        const checked = await personalFolderCheck(eveTools);
+        if (checked.problem !== undefined) outcomes.refused++;
+        else if (checked.real === undefined) continue;
+        else if (checked.real !== eveTools || checked.entries.some((entry) => entry.name === "alicetool.ts")) outcomes.wrong++;
+        else outcomes.own++;
+      }
+    } finally {
+      stop = true;
+      await flipper;
+    }
+    expect(outcomes.wrong).toBe(0);
+    expect(outcomes.refused).toBeGreaterThan(0); // the flips were seen
   });
 });
