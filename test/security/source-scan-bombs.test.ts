@@ -41,6 +41,15 @@ describe("a tool file made to make the source scan quadratic (secret_scan_line_b
     });
   }
 
+  it("a token-shaped run made to backtrack (jwt_backtracking_bomb): linear, and a real token is still found", { timeout: 20_000 }, () => {
+    // `\beyJ[\w-]{10,}\.` tried from every `eyJ` of one run of key characters scans the rest of the run
+    // each time: 7 s for 128 KB, minutes for this 1 MiB file. A real token after it is still reported.
+    const token = "eyJhbGciOiJIUzI1NiJ9.eyJzdWIiOiIxMjM0NTY3ODkwIn0.dozjgNryP4J3jVmNHl0w5N_XgL0n3I9PYcBkBDaabBc";
+    const source = `// ${"-eyJ".repeat(262_000)}\nconst fixture = 1; // ${token}\n`;
+    const findings = validateSource("bomb.ts", source, { staticSchemas: false }).filter((f) => f.check === "secrets");
+    expect(findings).toEqual([expect.objectContaining({ line: 2, message: expect.stringContaining('a JSON Web Token is written in the file ("eyJh****")') })]);
+  });
+
   it("keeps each finding at the line its key is on", () => {
     const source = ["const a = 1;", "// ghp_" + "A".repeat(36), "", "/* sk-ant-" + "b".repeat(30) + " */"].join("\n");
     const lines = validateSource("lines.ts", source, { staticSchemas: false })
