@@ -89,6 +89,14 @@ export function isInside(path: string, folder: string): boolean {
  */
 export const sourceFileSeam: { beforeOpen?: (path: string) => void | Promise<void> } = {};
 
+export interface SourceFileOptions {
+  /**
+   * Read a file with other hard links too. For the install's own core tools only: package managers that
+   * install from a shared store (pnpm, bun) hard-link every file, and no Anima writes there. Default: false.
+   */
+  hardLinksAllowed?: boolean;
+}
+
 export interface SourceFile {
   bytes: Buffer;
   /** The opened file's status (bigint: the bundle cache's signature). */
@@ -99,7 +107,13 @@ export interface SourceFile {
  * The bytes of the tool source at `path`, which must be, when opened, a regular file with one link
  * inside `folderReal` (a real path), of at most `maxBytes`. Throws `SourceFileRefused` otherwise.
  */
-export async function readSourceFile(path: string, folderReal: string, maxBytes: number, shownName: string): Promise<SourceFile> {
+export async function readSourceFile(
+  path: string,
+  folderReal: string,
+  maxBytes: number,
+  shownName: string,
+  options: SourceFileOptions = {},
+): Promise<SourceFile> {
   await sourceFileSeam.beforeOpen?.(path);
   let handle: FileHandle;
   try {
@@ -119,7 +133,7 @@ export async function readSourceFile(path: string, folderReal: string, maxBytes:
     if (!isInside(opened, folderReal)) throw new SourceFileRefused("outside-folder", shownName);
     const stats = await handle.stat({ bigint: true });
     if (!stats.isFile()) throw new SourceFileRefused("not-regular", shownName, { what: kindOf(stats) });
-    if (stats.nlink !== 1n) throw new SourceFileRefused("hard-link", shownName);
+    if (stats.nlink !== 1n && options.hardLinksAllowed !== true) throw new SourceFileRefused("hard-link", shownName);
     if (stats.size > BigInt(maxBytes)) throw new SourceFileRefused("too-large", shownName, { maxBytes, bytes: Number(stats.size) });
     return { bytes: await readBounded(handle, maxBytes, shownName), stats };
   } finally {

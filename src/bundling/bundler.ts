@@ -45,6 +45,8 @@ export interface ToolSourceFile {
    * it, not to where `folder` leads now (a folder swapped for a link into another Anima's since).
    */
   folderReal?: string;
+  /** The install's core tools (source-file.ts `hardLinksAllowed`); Animas' and shared tools are not. */
+  core?: boolean;
   /** Shown in messages and stack traces, e.g. `personal/my_tool.ts`. */
   displayName: string;
 }
@@ -159,7 +161,7 @@ async function bundleWithEsbuild(
       sourcemap: "external",
       sourcesContent: false,
       outfile: join(folderReal, OUTPUT_NAME),
-      plugins: [importPolicy(folderReal, source.displayName), readSources(inputs, budget, folderReal)],
+      plugins: [importPolicy(folderReal, source.displayName), readSources(inputs, budget, folderReal, source.core === true)],
     });
     const building = context.rebuild();
     const deadline = new Promise<"timeout">((resolve) => {
@@ -231,7 +233,7 @@ function importPolicy(folderReal: string, displayName: string): Plugin {
  * match, and be rebuilt). Read by `readSourceFile` (source-file.ts): the file actually opened must be a
  * regular file with one link inside the folder, whatever was swapped in since the import was resolved.
  */
-function readSources(inputs: Map<string, BundleInput>, budget: { bytes: number }, folderReal: string): Plugin {
+function readSources(inputs: Map<string, BundleInput>, budget: { bytes: number }, folderReal: string, hardLinksAllowed: boolean): Plugin {
   return {
     name: "animaworks-read-sources",
     setup(build) {
@@ -241,7 +243,7 @@ function readSources(inputs: Map<string, BundleInput>, budget: { bytes: number }
         if (!isInside(path, folderReal)) return { errors: [{ text: `${name} is outside the tool's folder` }] };
         let file: SourceFile;
         try {
-          file = await readSourceFile(path, folderReal, MAX_SOURCE_FILE_BYTES, name);
+          file = await readSourceFile(path, folderReal, MAX_SOURCE_FILE_BYTES, name, { hardLinksAllowed });
         } catch (error) {
           if (error instanceof SourceFileRefused) return { errors: [{ text: error.hint ? `${error.message} (${error.hint})` : error.message }] };
           throw error;

@@ -18,7 +18,7 @@ import { SourceFileRefused, isInside, readSourceFile } from "../source-file.js";
  * named like a tool cannot hang or swamp the host); it must be UTF-8 text.
  */
 export async function buildPythonBundle(
-  source: { path: string; folder: string; folderReal?: string; displayName: string },
+  source: { path: string; folder: string; folderReal?: string; core?: boolean; displayName: string },
   maxBytes: number,
 ): Promise<{ ok: true; bundle: ToolBundle } | { ok: false; error: ErrorInfo }> {
   const fail = (message: string, hint?: string) => ({
@@ -39,7 +39,7 @@ export async function buildPythonBundle(
   }
   let bytes: Buffer;
   try {
-    ({ bytes } = await readSourceFile(entryReal, folderReal, maxBytes, source.displayName));
+    ({ bytes } = await readSourceFile(entryReal, folderReal, maxBytes, source.displayName, { hardLinksAllowed: source.core === true }));
   } catch (error) {
     return error instanceof SourceFileRefused ? fail(error.message, error.hint) : fail(`${source.displayName} could not be read`);
   }

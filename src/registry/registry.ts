@@ -157,6 +157,7 @@ export class ToolRegistry {
       path: source.path,
       folder: source.folder,
       ...(source.folderReal !== undefined ? { folderReal: source.folderReal } : {}),
+      ...(source.origin === "core" ? { core: true } : {}),
       displayName: `${source.origin}/${source.path.slice(source.folder.length + 1)}`,
     });
     if (!built.ok) return { ...base, state: "error", error: built.error };

@@ -1,4 +1,4 @@
-import { mkdirSync, realpathSync, renameSync, rmSync, symlinkSync } from "node:fs";
+import { linkSync, mkdirSync, realpathSync, renameSync, rmSync, symlinkSync } from "node:fs";
 import { join } from "node:path";
 import { afterEach, describe, expect, it } from "vitest";
 import type { ToolHost } from "../../src/host-api.js";
@@ -131,5 +131,19 @@ describe("tools_folder_symlink_to_other_anima: an Anima's tools are its own fold
     }
     expect(outcomes.wrong).toBe(0);
     expect(outcomes.refused).toBeGreaterThan(0); // the flips were seen
+  });
+
+  it("core_tools_hard_linked: the install's core tools load when a package manager hard-linked them; an Anima's hard link is refused", async () => {
+    const { data, host } = setup();
+    // pnpm and bun install every file as a hard link into their store: the core tool has two links.
+    data.write("core-tools/coretool.ts", simpleTool("coretool"));
+    mkdirSync(join(data.dir, "store"));
+    linkSync(join(data.dir, "core-tools/coretool.ts"), join(data.dir, "store/coretool.ts"));
+    expect(await host.call("alice", "coretool_run")).toMatchObject({ status: "ok" });
+    linkSync(join(data.dir, "animas/alice/tools/alicetool.ts"), join(data.dir, "store/alicetool.ts"));
+    host.refresh();
+    const refused = await host.call("alice", "alicetool_run");
+    expect(refused).toMatchObject({ status: "error", error_type: "LoadError" });
+    expect(JSON.stringify(refused)).toContain("has other hard links");
   });
 });
