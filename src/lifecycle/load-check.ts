@@ -134,7 +134,10 @@ async function copyImportClosure(entry: string, destination: string, entryName: 
     if (file !== entry && target === entryTarget) continue;
     let bytes: Buffer;
     try {
-      ({ bytes } = await readSourceFile(file, folder, MAX_SOURCE_FILE_BYTES, relative(folder, file)));
+      // Through its real path, as the bundler resolves an import (a helper that is a link to another file
+      // of the folder loads there too); what is opened is judged (inside the folder, regular, one link).
+      const real = await realpath(file).catch(() => file);
+      ({ bytes } = await readSourceFile(real, folder, MAX_SOURCE_FILE_BYTES, relative(folder, file)));
     } catch (error) {
       if (!(error instanceof SourceFileRefused)) throw error;
       refused.push(error.hint ? `${error.message} (${error.hint})` : error.message);

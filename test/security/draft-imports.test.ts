@@ -60,10 +60,21 @@ describe("validate of a draft: its imports are read as the bundler reads sources
     const result = await load(join(scratch, "draft.ts"));
     expect(result).toEqual({
       ok: false,
-      problems: ["c.json is a symbolic link (or was replaced by one while it was read); links are not followed (replace the link with the file itself)"],
+      problems: [
+        "c.json leaves the tool's folder: the file opened is outside it (a link, or a folder on its way replaced by a link); tools may import only files in their own folder (keep the tool's files themselves in its folder, not links to them)",
+      ],
     });
     expectNoSecret(result);
     await expectNextDraftLoads();
+  });
+
+  it("draft_import_link_inside: a helper that is a link to another file of the folder loads, as the bundler loads it", async () => {
+    draft({
+      "lib/real.ts": "export const answer = 42;\n",
+      "good.ts": `import { answer } from "./helper";\n${GOOD_DRAFT.replace('return "ok"', "return String(answer)")}`,
+    });
+    symlinkSync("lib/real.ts", join(scratch, "helper.ts"));
+    expect(await load(join(scratch, "good.ts"))).toEqual({ ok: true, problems: [], schemas: ["good_run"] });
   });
 
   it("draft_swapped_folder: a folder swapped for a link after the import was found is refused as leaving the folder", async () => {
