@@ -4,6 +4,7 @@ import { dirname, join } from "node:path";
 import { afterEach, beforeEach, describe, expect, it, vi } from "vitest";
 import { type AuditQuery, type AuditRecord, matches } from "../../src/audit/audit-log.js";
 import { JsonlAuditLog } from "../../src/audit/jsonl-audit-log.js";
+import { RecordRuns } from "../../src/audit/record-order.js";
 import { generationsOf } from "../../src/audit/trail.js";
 
 /**
@@ -49,6 +50,41 @@ async function turnsDuring<T>(work: () => Promise<T>): Promise<{ result: T; turn
 }
 
 describe("reading the audit log in a long-running host (audit_read_stall)", () => {
+  it("merges many runs that share one millisecond in linear time, oldest first, each run's order kept (audit_merge_instant)", { timeout: 20_000 }, async () => {
+    // Timestamps that step back at every other record (two writers' batches, a clock stepping back) make
+    // a run of each pair: 40,000 runs sharing two milliseconds. Each taken record once looked at every run
+    // already spent: 81 s for 80,000 records on the daemon's thread.
+    const runs = new RecordRuns();
+    const pairs = 40_000;
+    for (let i = 0; i < pairs; i++) {
+      runs.push({
+        v: 1,
+        seq: 2 * i,
+        ts: "2026-01-01T00:00:00.002Z",
+        kind: "reload",
+        anima: "eve",
+        tool: `t${i}`,
+        origin: "personal",
+        change: "loaded",
+      });
+      runs.push({
+        v: 1,
+        seq: 2 * i + 1,
+        ts: "2026-01-01T00:00:00.001Z",
+        kind: "reload",
+        anima: "eve",
+        tool: `t${i}`,
+        origin: "personal",
+        change: "loaded",
+      });
+    }
+    const merged = await runs.merged(() => new Promise<void>((resolve) => setImmediate(resolve)));
+    const seqs = merged.map((record) => record.seq);
+    const odd = Array.from({ length: pairs }, (_, i) => 2 * i + 1);
+    const even = Array.from({ length: pairs }, (_, i) => 2 * i);
+    expect(seqs).toEqual([...odd, ...even]);
+  });
+
   it("gives the event loop a turn every few thousand lines while it reads an Anima's trail at its rotation bound", async () => {
     // eve's trail at its bound: every generation full (small files, so that the fixture is quick to write).
     const options = { maxBytes: 4 * 1024 * 1024, keepFiles: 3 };
