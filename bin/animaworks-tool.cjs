@@ -118,16 +118,23 @@ function reExecute() {
  * SIGINT would count twice (`serve` aborts its running jobs at the second); this process keeps waiting.
  */
 function runChild(command, args, env) {
-  const child = require("node:child_process").spawn(command, args, { stdio: "inherit", env });
+  // Some failures are thrown (E2BIG: the command line is too long), others emitted: both end here, exit 1.
+  const failed = (error) => {
+    process.stderr.write(`Error: could not start Node.js to run the call (${error.code ?? error.message})\n`);
+    process.exit(1);
+  };
+  let child;
+  try {
+    child = require("node:child_process").spawn(command, args, { stdio: "inherit", env });
+  } catch (error) {
+    return failed(error);
+  }
   const forward = () => child.kill("SIGTERM");
   const wait = () => {};
   process.on("SIGTERM", forward);
   process.on("SIGINT", wait);
   process.on("SIGHUP", wait);
-  child.on("error", (error) => {
-    process.stderr.write(`Error: could not start ${command}: ${error.message}\n`);
-    process.exit(1);
-  });
+  child.on("error", failed);
   child.on("exit", (code, signal) => {
     if (signal === null) return process.exit(code ?? 1);
     process.off("SIGTERM", forward);
