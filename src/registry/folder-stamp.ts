@@ -1,7 +1,7 @@
 import { type Dirent, opendirSync, statSync } from "node:fs";
 import { join } from "node:path";
 
-/** Entries a stamp looks at, at most; beyond, only the first ones count (the folder watcher still reloads). */
+/** Entries a stamp looks at in each of its folders, at most; beyond, only the first ones count (the folder watcher still reloads). */
 export const MAX_STAMP_ENTRIES = 5_000;
 /** Sub-folder levels below a tool folder that a stamp walks (tools import helpers from their own folder). */
 const MAX_DEPTH = 3;
@@ -13,13 +13,14 @@ const MAX_DEPTH = 3;
  * folder watcher's event. Links are stamped by their target and not walked into.
  *
  * It runs on the daemon's event loop before each call, so it reads at most MAX_STAMP_ENTRIES names in
- * all, in directory order: reading a whole folder (readdirSync) of an Anima's 300,000 files took ~0.4 s
+ * each folder given (its own budget each: a full shared folder must not leave an Anima's own unstamped),
+ * in directory order: reading a whole folder (readdirSync) of an Anima's 300,000 files took ~0.4 s
  * per call, stalling every Anima's calls. A change past the bound is not in the stamp; the folder watcher
  * (a daemon watches) or the next `refresh` notices it.
  */
 export function folderStamp(dirs: readonly string[]): string {
   const parts: string[] = [];
-  let budget = MAX_STAMP_ENTRIES;
+  let budget = 0;
   const walk = (dir: string, depth: number): void => {
     let entries: Dirent[];
     try {
@@ -37,7 +38,10 @@ export function folderStamp(dirs: readonly string[]): string {
       if (entry.isDirectory() && depth < MAX_DEPTH) walk(path, depth + 1);
     }
   };
-  for (const dir of dirs) walk(dir, 0);
+  for (const dir of dirs) {
+    budget = MAX_STAMP_ENTRIES;
+    walk(dir, 0);
+  }
   return parts.join("\n");
 }
 

@@ -71,4 +71,16 @@ describe("stamp_huge_folder: a tools folder of very many names", () => {
     freshness.check("alice");
     expect(await host.call("alice", "alpha_run")).toMatchObject({ status: "ok" });
   });
+
+  it("stamp_shared_flood: a shared folder at the bound does not leave an Anima's own folder unstamped", () => {
+    const data = makeDataDir({ "animas/alice/tools/alpha.ts": simpleTool("alpha") });
+    cleanups.push(() => data.cleanup());
+    const shared = join(data.dir, "common_tools");
+    fs.mkdirSync(shared);
+    for (let i = 0; i < MAX_STAMP_ENTRIES + 10; i++) fs.writeFileSync(join(shared, `s${i}.txt`), "");
+    const folders = [shared, join(data.dir, "animas/alice/tools")];
+    const before = folderStamp(folders);
+    fs.writeFileSync(join(data.dir, "animas/alice/tools/beta.ts"), simpleTool("beta"));
+    expect(folderStamp(folders)).not.toBe(before);
+  });
 });
