@@ -1,5 +1,5 @@
-import { type Dirent, constants } from "node:fs";
-import { lstat, open, readdir, readlink, realpath } from "node:fs/promises";
+import { type Dirent, close, constants, open } from "node:fs";
+import { lstat, readdir, readlink, realpath } from "node:fs/promises";
 import { basename, dirname, join, sep } from "node:path";
 import { printableName } from "../terminal-text.js";
 
@@ -24,20 +24,24 @@ export async function personalFolderCheck(
   if (checked === undefined) return { real: undefined };
   // The folder listed is the one opened (never through a link), and it must be the folder checked: a
   // `tools` swapped for a link since would otherwise list another Anima's tool names as this one's.
-  let handle;
+  // node:fs's callbacks, not a FileHandle: a one-shot CLI call must not load node:fs/promises (launcher.test.ts).
+  let fd: number;
   try {
-    handle = await open(folder, constants.O_RDONLY | constants.O_DIRECTORY | constants.O_NOFOLLOW);
+    fd = await new Promise<number>((resolve, reject) =>
+      open(folder, constants.O_RDONLY | constants.O_DIRECTORY | constants.O_NOFOLLOW, (error, opened) => (error ? reject(error) : resolve(opened))),
+    );
   } catch (error) {
     const code = (error as NodeJS.ErrnoException).code;
     if (code === "ENOENT") return { real: undefined }; // gone meanwhile: no tools
     if (code === "ELOOP" || code === "ENOTDIR") return { problem: swapped(folder) };
-    throw error; // EACCES…: discovery says what it is
+    // EACCES…: discovery says what it is, as for a folder it could not list (it was opened to be listed).
+    throw Object.assign(error as NodeJS.ErrnoException, { syscall: "scandir" });
   }
   try {
-    if ((await readlink(`/proc/self/fd/${handle.fd}`)) !== checked.real) return { problem: swapped(folder) };
-    return { real: checked.real, entries: await readdir(`/proc/self/fd/${handle.fd}`, { withFileTypes: true }) };
+    if ((await readlink(`/proc/self/fd/${fd}`)) !== checked.real) return { problem: swapped(folder) };
+    return { real: checked.real, entries: await readdir(`/proc/self/fd/${fd}`, { withFileTypes: true }) };
   } finally {
-    await handle.close().catch(() => undefined);
+    close(fd, () => {});
   }
 }
 
