@@ -21,8 +21,8 @@ export type DeclaredTool =
  */
 export const ORIGIN_RANK: Readonly<Record<ToolOrigin, number>> = { core: 3, personal: 2, shared: 1 };
 
-/** Visible tool names, with their origins where known (plain names count as the same precedence). */
-export type VisibleTools = Iterable<string> | ReadonlyMap<string, { origin: ToolOrigin }>;
+/** The tools one Anima sees, by name, with their origins. */
+export type VisibleTools = ReadonlyMap<string, { origin: ToolOrigin }>;
 
 /** The unavailable entry of a tool that gives way to `yieldsTo`, or undefined when it does not. */
 export interface Yield {
@@ -58,7 +58,7 @@ export function yieldOf(tool: { name: string; origin: ToolOrigin }, higher: read
 }
 
 /** The names of `visible` of higher precedence than `tool` whose name followed by `_` starts `tool`'s name. */
-export function higherPrefixes(tool: { name: string; origin: ToolOrigin }, visible: ReadonlyMap<string, { origin: ToolOrigin }>): string[] {
+export function higherPrefixes(tool: { name: string; origin: ToolOrigin }, visible: VisibleTools): string[] {
   const rank = ORIGIN_RANK[tool.origin];
   return [...visible].filter(([name, other]) => tool.name.startsWith(`${name}_`) && ORIGIN_RANK[other.origin] > rank).map(([name]) => name);
 }
@@ -74,12 +74,8 @@ export function findSchemaCollision(
   visible: VisibleTools,
 ): string | undefined {
   const rank = ORIGIN_RANK[tool.origin];
-  const entries: [string, ToolOrigin | undefined][] =
-    visible instanceof Map
-      ? [...(visible as ReadonlyMap<string, { origin: ToolOrigin }>)].map(([name, other]) => [name, other.origin])
-      : [...(visible as Iterable<string>)].map((name) => [name, undefined]);
-  const longer = entries
-    .filter(([name, origin]) => name.length > tool.name.length && name.startsWith(`${tool.name}_`) && (origin === undefined || ORIGIN_RANK[origin] >= rank))
+  const longer = [...visible]
+    .filter(([name, other]) => name.length > tool.name.length && name.startsWith(`${tool.name}_`) && ORIGIN_RANK[other.origin] >= rank)
     .map(([name]) => name)
     .sort((a, b) => b.length - a.length);
   for (const schema of tool.schemas) {

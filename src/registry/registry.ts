@@ -143,14 +143,9 @@ export class ToolRegistry {
   }
 
   /**
-   * Loads one tool as seen by an Anima who sees `visible` (names, or names with their origins: see
-   * precedence.ts, which also decides which of two colliding tools of different origins gives way).
+   * Loads one tool as it declares itself, before it is set against the other tools one Anima sees
+   * (anima-views.ts: `withCollisions`, and precedence.ts for tools of different origins).
    */
-  async load(source: DiscoveredTool, visible: VisibleTools): Promise<ToolEntry> {
-    return withCollisions(await this.loadDeclared(source), visible);
-  }
-
-  /** Loads one tool as it declares itself, before it is set against the other tools one Anima sees. */
   async loadDeclared(source: DiscoveredTool): Promise<ToolEntry> {
     const base = { name: source.name, origin: source.origin, path: source.path };
     const built = await this.options.bundler.build({
@@ -297,15 +292,10 @@ export function withCollisions(entry: ToolEntry, visible: VisibleTools): ToolEnt
 }
 
 /**
- * Splits a schema name into (tool, action) using the longest visible tool name (docs/animaworks-reference.md
- * §3.3). The host routes by `ownersOf` instead: a tool that gives way to one of higher precedence
- * (precedence.ts) owns no schema name, and the next longest name does.
+ * The visible tool names that could own `schemaName` (each followed by `_` and an action starts it),
+ * longest first: a schema name belongs to the longest (docs/animaworks-reference.md §3.3), unless that
+ * tool gives way to one of higher precedence (precedence.ts), when the next longest does.
  */
-export function ownerOf(schemaName: string, visibleNames: Iterable<string>): string | undefined {
-  return ownersOf(schemaName, visibleNames)[0];
-}
-
-/** The visible tool names that could own `schemaName` (each followed by `_` and an action starts it), longest first. */
 export function ownersOf(schemaName: string, visibleNames: Iterable<string>): string[] {
   return [...visibleNames].filter((name) => schemaName.startsWith(`${name}_`) && schemaName.length > name.length + 1).sort((a, b) => b.length - a.length);
 }

@@ -49,7 +49,7 @@ describe("ToolRegistry: what it keeps loaded is bounded", () => {
     vi.useFakeTimers({ toFake: ["hrtime"] });
     for (let i = 0; i < 20; i++) data.write(`common_tools/t${i}.ts`, simpleTool(`t${i}`));
     const sources = await registry.sources(undefined);
-    for (let i = 0; i < 20; i++) expect((await registry.load(sources.tools.get(`t${i}`)!, [`t${i}`])).state).toBe("error");
+    for (let i = 0; i < 20; i++) expect((await registry.loadDeclared(sources.tools.get(`t${i}`)!)).state).toBe("error");
     rmSync(join(data.dir, "common_tools"), { recursive: true, force: true });
     registry.forget(); // their retries are not due: kept (a refresh does not cut a backoff short)
     expect(kept(registry).size).toBe(20);
@@ -63,7 +63,7 @@ describe("ToolRegistry: what it keeps loaded is bounded", () => {
     vi.useFakeTimers({ toFake: ["hrtime"] });
     data.write("common_tools/spinload.ts", simpleTool("spinload"));
     const source = (await registry.sources(undefined)).tools.get("spinload")!;
-    const load = async () => (await registry.load(source, ["spinload"])).state;
+    const load = async () => (await registry.loadDeclared(source)).state;
     await load(); // 1st failure: retry in 10 s
     vi.advanceTimersByTime(10_000);
     await load(); // 2nd: retry in 20 s
@@ -83,10 +83,10 @@ describe("ToolRegistry: what it keeps loaded is bounded", () => {
     const names = ["flaky", "a", "b", "c", "d"];
     for (const name of names) data.write(`common_tools/${name}.ts`, simpleTool(name));
     const sources = await registry.sources(undefined);
-    for (const name of names) await registry.load(sources.tools.get(name)!, [name]);
+    for (const name of names) await registry.loadDeclared(sources.tools.get(name)!);
     expect(kept(registry).size).toBe(3);
     expect([...kept(registry).keys()].map((path) => path.replace(/^.*\//, ""))).toEqual(["flaky.ts", "c.ts", "d.ts"]);
-    await registry.load(sources.tools.get("flaky")!, ["flaky"]); // its backoff still holds
+    await registry.loadDeclared(sources.tools.get("flaky")!); // its backoff still holds
     expect(describe).toHaveBeenCalledTimes(5);
   });
 });

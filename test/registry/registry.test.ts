@@ -2,7 +2,7 @@ import { join } from "node:path";
 import { afterEach, describe, expect, it, vi } from "vitest";
 import { ToolBundler } from "../../src/bundling/bundler.js";
 import type { DescribeOutcome, Executor } from "../../src/isolation/wire/messages.js";
-import { LOAD_FAILURE_RETRY_MS, ToolRegistry, ownerOf } from "../../src/registry/registry.js";
+import { LOAD_FAILURE_RETRY_MS, ToolRegistry, ownersOf } from "../../src/registry/registry.js";
 import { type TempDataDir, makeDataDir } from "../helpers/data-dir.js";
 import { type TestHost, okOutput, simpleTool, useTestHost } from "../helpers/tools.js";
 
@@ -82,10 +82,10 @@ describe("schema names across the tools one Anima sees", () => {
   afterEach(async () => t?.close());
 
   it("routes a schema name to the longest tool name that prefixes it (ref 17)", async () => {
-    expect(ownerOf("image_gen_3d", ["image", "image_gen"])).toBe("image_gen");
-    expect(ownerOf("image_crop", ["image", "image_gen"])).toBe("image");
-    expect(ownerOf("image_gen", ["image_gen"])).toBeUndefined(); // a tool name alone has no action
-    expect(ownerOf("imagegen_x", ["image"])).toBeUndefined();
+    expect(ownersOf("image_gen_3d", ["image", "image_gen"])).toEqual(["image_gen", "image"]); // the longest first
+    expect(ownersOf("image_crop", ["image", "image_gen"])).toEqual(["image"]);
+    expect(ownersOf("image_gen", ["image_gen"])).toEqual([]); // a tool name alone has no action
+    expect(ownersOf("imagegen_x", ["image"])).toEqual([]);
 
     t = useTestHost();
     t.personal("image.ts", simpleTool("image", ["crop"]));
@@ -178,11 +178,11 @@ describe("ToolRegistry: failures to run a module are retried, failed checks are 
     data.write("common_tools/flaky.ts", simpleTool("flaky"));
     vi.useFakeTimers({ toFake: ["hrtime"] });
     const source = (await registry.sources(undefined)).tools.get("flaky")!;
-    expect((await registry.load(source, ["flaky"])).state).toBe("error");
-    expect((await registry.load(source, ["flaky"])).state).toBe("error"); // remembered for a while
+    expect((await registry.loadDeclared(source)).state).toBe("error");
+    expect((await registry.loadDeclared(source)).state).toBe("error"); // remembered for a while
     expect(describe).toHaveBeenCalledTimes(1);
     vi.advanceTimersByTime(LOAD_FAILURE_RETRY_MS + 1);
-    expect((await registry.load(source, ["flaky"])).state).toBe("ok");
+    expect((await registry.loadDeclared(source)).state).toBe("ok");
     expect(describe).toHaveBeenCalledTimes(2);
   });
 
@@ -193,7 +193,7 @@ describe("ToolRegistry: failures to run a module are retried, failed checks are 
     data.write("common_tools/spinload.ts", simpleTool("spinload"));
     vi.useFakeTimers({ toFake: ["hrtime"] });
     const source = (await registry.sources(undefined)).tools.get("spinload")!;
-    const load = async () => (await registry.load(source, ["spinload"])).state;
+    const load = async () => (await registry.loadDeclared(source)).state;
     expect(await load()).toBe("error");
     // Each further failure doubles the wait before the next attempt, up to LOAD_FAILURE_MAX_DOUBLINGS.
     for (const [attempt, waitMs] of [10_000, 20_000, 40_000, 80_000, 160_000, 320_000, 640_000, 640_000].entries()) {
@@ -221,10 +221,10 @@ describe("ToolRegistry: failures to run a module are retried, failed checks are 
     data.write("common_tools/shared_twin.ts", simpleTool("shared_twin"));
     for (const anima of ["eve", "alice"]) {
       const source = (await registry.sources({ name: anima, dir: join(data.dir, "animas", anima) })).tools.get("twin")!;
-      expect((await registry.load(source, ["twin"])).state).toBe("ok");
+      expect((await registry.loadDeclared(source)).state).toBe("ok");
     }
     const shared = (await registry.sources(undefined)).tools.get("shared_twin")!;
-    await registry.load(shared, ["shared_twin"]);
+    await registry.loadDeclared(shared);
     expect(describe.mock.calls.map((args) => (args as unknown[] as [{ owner?: string }])[0].owner)).toEqual(["eve", "alice", undefined]);
   });
 
@@ -235,10 +235,10 @@ describe("ToolRegistry: failures to run a module are retried, failed checks are 
     data.write("common_tools/fixed.ts", simpleTool("fixed"));
     vi.useFakeTimers({ toFake: ["hrtime"] });
     const source = (await registry.sources(undefined)).tools.get("fixed")!;
-    const first = await registry.load(source, ["fixed"]);
+    const first = await registry.loadDeclared(source);
     expect(first.state === "error" && first.error.message).toMatch(/must be named fixed_<action>/);
     vi.advanceTimersByTime(LOAD_FAILURE_RETRY_MS * 10);
-    expect((await registry.load(source, ["fixed"])).state).toBe("error");
+    expect((await registry.loadDeclared(source)).state).toBe("error");
     expect(describe).toHaveBeenCalledTimes(1);
   });
 });
