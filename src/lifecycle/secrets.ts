@@ -12,17 +12,21 @@ export interface SecretHit {
   message: string;
 }
 
-/** Well-known credential formats. Lengths keep prose such as "sk-..." or "ghp_xxx" from matching. */
-const KNOWN_FORMATS: Array<{ label: string; pattern: RegExp }> = [
-  { label: "an OpenAI/Anthropic-style API key (sk-…)", pattern: /\bsk-(?:ant-|proj-)?[A-Za-z0-9_-]{20,}/g },
-  { label: "a GitHub token (ghp_/gho_/ghu_/ghs_/ghr_…)", pattern: /\bgh[pousr]_[A-Za-z0-9]{30,}/g },
-  { label: "a GitHub fine-grained token (github_pat_…)", pattern: /\bgithub_pat_[A-Za-z0-9_]{30,}/g },
-  { label: "a Slack token (xox…-)", pattern: /\bxox[abposr]-[A-Za-z0-9-]{10,}/g },
-  { label: "an AWS access key id (AKIA…/ASIA…)", pattern: /\b(?:AKIA|ASIA)[0-9A-Z]{16}\b/g },
-  { label: "a Google API key (AIza…)", pattern: /\bAIza[0-9A-Za-z_-]{35}/g },
-  { label: "a Stripe secret key (sk_live_/rk_live_…)", pattern: /\b[rs]k_live_[0-9A-Za-z]{16,}/g },
-  { label: "a private key block", pattern: /-----BEGIN (?:[A-Z]+ )?PRIVATE KEY-----/g },
-];
+/** A well-known credential format: where its keys are in a text (offset and the key's text). */
+interface KnownFormat {
+  label: string;
+  find: (text: string) => Generator<{ index: number; text: string }>;
+}
+
+/** A format whose keys a global regular expression finds, in linear time (nothing follows its last run). */
+function byPattern(label: string, pattern: RegExp): KnownFormat {
+  return {
+    label,
+    find: function* (text) {
+      for (const match of text.matchAll(pattern)) yield { index: match.index, text: match[0] };
+    },
+  };
+}
 
 /**
  * A JSON Web Token: `eyJ…` (10 or more), a dot, `eyJ…` (10 or more), a dot, 10 or more. Not a regular
@@ -30,7 +34,6 @@ const KNOWN_FORMATS: Array<{ label: string; pattern: RegExp }> = [
  * (`-eyJ-eyJ-eyJ…`: 7 s for 128 KB, minutes for a 1 MiB tool, on the shared daemon's thread). Here each
  * run of key characters and dots is split once, so the work is linear in the text.
  */
-const JWT_LABEL = "a JSON Web Token";
 const KEY_AND_DOT_RUNS = /[A-Za-z0-9_.-]+/g;
 const TOKEN_START = /(?<![A-Za-z0-9_])eyJ/;
 
@@ -52,14 +55,21 @@ function* jsonWebTokens(text: string): Generator<{ index: number; text: string }
   }
 }
 
+/** Well-known credential formats. Lengths keep prose such as "sk-..." or "ghp_xxx" from matching. */
+const KNOWN_FORMATS: KnownFormat[] = [
+  byPattern("an OpenAI/Anthropic-style API key (sk-…)", /\bsk-(?:ant-|proj-)?[A-Za-z0-9_-]{20,}/g),
+  byPattern("a GitHub token (ghp_/gho_/ghu_/ghs_/ghr_…)", /\bgh[pousr]_[A-Za-z0-9]{30,}/g),
+  byPattern("a GitHub fine-grained token (github_pat_…)", /\bgithub_pat_[A-Za-z0-9_]{30,}/g),
+  byPattern("a Slack token (xox…-)", /\bxox[abposr]-[A-Za-z0-9-]{10,}/g),
+  byPattern("an AWS access key id (AKIA…/ASIA…)", /\b(?:AKIA|ASIA)[0-9A-Z]{16}\b/g),
+  byPattern("a Google API key (AIza…)", /\bAIza[0-9A-Za-z_-]{35}/g),
+  byPattern("a Stripe secret key (sk_live_/rk_live_…)", /\b[rs]k_live_[0-9A-Za-z]{16,}/g),
+  byPattern("a private key block", /-----BEGIN (?:[A-Z]+ )?PRIVATE KEY-----/g),
+  { label: "a JSON Web Token", find: jsonWebTokens },
+];
+
 /** Matches of one known format that are reported each (the rest are counted in one more finding). */
 const MAX_HITS_PER_FORMAT = 100;
-
-/** The formats without the global flag, whose `test` keeps no position between literals; and the token. */
-const KNOWN_FORMAT_TESTS: Array<{ test(text: string): boolean }> = [
-  ...KNOWN_FORMATS.map(({ pattern }) => new RegExp(pattern.source)),
-  { test: (text) => !jsonWebTokens(text).next().done },
-];
 
 /** Names that hold a credential, compared lower-case without `_`/`-`, as a whole name or its ending. */
 const SECRET_NAME_ENDINGS = [
@@ -85,48 +95,43 @@ const PLACEHOLDER =
 
 export function findSecrets(source: string, tokens: Token[]): SecretHit[] {
   const hits: SecretHit[] = [];
-  const seenLines = new Set<string>();
-  /** False when the same finding is already there (one per line and message). */
-  const add = (line: number, message: string): boolean => {
+  const seen = new Set<string>();
+  /** True the first time a finding (its line and message) comes: each is one finding. */
+  const fresh = (line: number, message: string): boolean => {
     const key = `${line}\0${message}`;
-    if (seenLines.has(key)) return false;
-    seenLines.add(key);
-    hits.push({ line, message });
+    if (seen.has(key)) return false;
+    seen.add(key);
     return true;
+  };
+  const add = (line: number, message: string): void => {
+    if (fresh(line, message)) hits.push({ line, message });
   };
 
   const lineAt = lineFinder(source);
-  for (const { label, pattern } of KNOWN_FORMATS) {
+  for (const { label, find } of KNOWN_FORMATS) {
     let listed = 0;
     let more = 0;
     let lastLine = 1;
-    for (const match of source.matchAll(pattern)) {
-      const line = lineAt(match.index);
-      const message = `${label} is written in the file ("${mask(match[0])}"); read it with getCredential() instead`;
-      if (listed === MAX_HITS_PER_FORMAT) {
-        // Counted, not listed (one finding says how many more): the report stays bounded by the format count.
-        if (!seenLines.has(`${line}\0${message}`)) more++;
-        seenLines.add(`${line}\0${message}`);
-        continue;
-      }
-      if (add(line, message)) {
+    for (const key of find(source)) {
+      const line = lineAt(key.index);
+      const message = `${label} is written in the file ("${mask(key.text)}"); read it with getCredential() instead`;
+      if (!fresh(line, message)) continue;
+      // Past the first ones, counted, not listed (one finding says how many more): the report stays bounded.
+      if (listed === MAX_HITS_PER_FORMAT) more++;
+      else {
+        hits.push({ line, message });
         listed++;
         lastLine = line;
       }
     }
     if (more > 0) add(lastLine, `… and ${more} more of ${label} in the file (only the first ${MAX_HITS_PER_FORMAT} are listed)`);
   }
-  let webTokens = 0;
-  for (const token of jsonWebTokens(source)) {
-    if (webTokens++ === MAX_HITS_PER_FORMAT) break; // the first ones say enough
-    add(lineAt(token.index), `${JWT_LABEL} is written in the file ("${mask(token.text)}"); read it with getCredential() instead`);
-  }
 
   for (let i = 0; i < tokens.length; i++) {
     const token = tokens[i] as Token;
     const literal = token.kind === "string" || (token.kind === "template" && !token.dynamic) ? token.value : undefined;
     // A literal in a well-known format was reported above, once.
-    if (literal === undefined || KNOWN_FORMAT_TESTS.some((pattern) => pattern.test(literal))) continue;
+    if (literal === undefined || KNOWN_FORMATS.some(({ find }) => !find(literal).next().done)) continue;
     const name = assignedName(tokens, i);
     if (name !== undefined && isSecretName(name) && looksLikeValue(literal)) {
       add(token.line, `"${name}" is set to a literal ("${mask(literal)}"); read credentials with getCredential() instead of hard-coding them`);

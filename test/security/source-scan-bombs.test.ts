@@ -50,6 +50,14 @@ describe("a tool file made to make the source scan quadratic (secret_scan_line_b
     expect(findings).toEqual([expect.objectContaining({ line: 2, message: expect.stringContaining('a JSON Web Token is written in the file ("eyJh****")') })]);
   });
 
+  it("lists at most 100 tokens and counts the rest, as for every known format", () => {
+    const token = "eyJhbGciOiJIUzI1NiJ9.eyJzdWIiOiIxMjM0NTY3ODkwIn0.dozjgNryP4J3jVmNHl0w5N_XgL0n3I9PYcBkBDaabBc";
+    const source = Array.from({ length: 150 }, (_, i) => `// ${i} ${token}`).join("\n");
+    const findings = validateSource("tokens.ts", source, { staticSchemas: false }).filter((f) => f.check === "secrets");
+    expect(findings.filter((f) => f.message.startsWith("a JSON Web Token"))).toHaveLength(100);
+    expect(findings.at(-1)).toMatchObject({ line: 100, message: "… and 50 more of a JSON Web Token in the file (only the first 100 are listed)" });
+  });
+
   it("keeps each finding at the line its key is on", () => {
     const source = ["const a = 1;", "// ghp_" + "A".repeat(36), "", "/* sk-ant-" + "b".repeat(30) + " */"].join("\n");
     const lines = validateSource("lines.ts", source, { staticSchemas: false })
