@@ -43,7 +43,14 @@ export function describeReason(reason: UnreadableReason): string {
 }
 
 /** What kind of file a stat describes, for messages ("a FIFO", "a character device", …). */
-function kindOf(stats: { isDirectory(): boolean; isFIFO(): boolean; isSocket(): boolean; isCharacterDevice(): boolean; isBlockDevice(): boolean }): string {
+/** What a file that is not a regular one is, for a message ("a FIFO", "a character device"…). */
+export function kindOf(stats: {
+  isDirectory(): boolean;
+  isFIFO(): boolean;
+  isSocket(): boolean;
+  isCharacterDevice(): boolean;
+  isBlockDevice(): boolean;
+}): string {
   if (stats.isDirectory()) return "a directory";
   if (stats.isFIFO()) return "a FIFO";
   if (stats.isSocket()) return "a socket";
@@ -112,26 +119,35 @@ export async function readRegularFile(path: string, maxBytes: number, signal?: A
     const stats = await new Promise<Stats>((resolve, reject) => fstat(fd, (error, status) => (error ? reject(error) : resolve(status))));
     if (!stats.isFile()) throw new UnreadableFile(path, { kind: "not-regular", what: kindOf(stats) });
     if (stats.size > maxBytes) throw new UnreadableFile(path, { kind: "too-large", bytes: stats.size, maxBytes });
-    const parts: Buffer[] = [];
-    let length = 0;
-    for (;;) {
-      signal?.throwIfAborted();
-      const chunk = Buffer.allocUnsafe(Math.min(READ_CHUNK_BYTES, maxBytes + 1 - length));
-      const bytesRead = await new Promise<number>((resolve, reject) =>
-        read(fd, chunk, 0, chunk.length, null, (error, count) => (error ? reject(error) : resolve(count))),
-      );
-      if (bytesRead === 0) break;
-      parts.push(chunk.subarray(0, bytesRead));
-      length += bytesRead;
-      if (length > maxBytes) throw new UnreadableFile(path, { kind: "too-large", bytes: length, maxBytes });
-    }
-    return Buffer.concat(parts, length);
+    return await readToEnd(fd, maxBytes, (bytes) => new UnreadableFile(path, { kind: "too-large", bytes, maxBytes }), signal);
   } catch (error) {
     if (error instanceof UnreadableFile || signal?.aborted) throw error;
     throw new UnreadableFile(path, { kind: "unreadable", code: (error as NodeJS.ErrnoException).code ?? "error" });
   } finally {
     close(fd, () => {});
   }
+}
+
+/**
+ * The rest of the open descriptor `fd`, a chunk of at most `READ_CHUNK_BYTES` at a time (the event loop
+ * turns between chunks, and `signal` is checked), throwing `tooLarge(bytes read)` once more than
+ * `maxBytes` came: one byte more tells a file that grew past the bound from one that ends at it.
+ */
+export async function readToEnd(fd: number, maxBytes: number, tooLarge: (bytes: number) => Error, signal?: AbortSignal): Promise<Buffer> {
+  const parts: Buffer[] = [];
+  let length = 0;
+  for (;;) {
+    signal?.throwIfAborted();
+    const chunk = Buffer.allocUnsafe(Math.min(READ_CHUNK_BYTES, maxBytes + 1 - length));
+    const bytesRead = await new Promise<number>((resolve, reject) =>
+      read(fd, chunk, 0, chunk.length, null, (error, count) => (error ? reject(error) : resolve(count))),
+    );
+    if (bytesRead === 0) break;
+    parts.push(chunk.subarray(0, bytesRead));
+    length += bytesRead;
+    if (length > maxBytes) throw tooLarge(length);
+  }
+  return Buffer.concat(parts, length);
 }
 
 /**

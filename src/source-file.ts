@@ -3,6 +3,7 @@ import { constants } from "node:fs";
 import { type FileHandle, open, readlink } from "node:fs/promises";
 import { isAbsolute, relative, sep } from "node:path";
 import { ToolHostError } from "./errors.js";
+import { kindOf, readToEnd } from "./regular-file.js";
 
 /**
  * The one reader of a tool's source files (what a tool's author wrote: hostile), for every reader that
@@ -52,6 +53,11 @@ export class SourceFileRefused extends ToolHostError {
     super("LoadError", `${shownName} ${phrase}`, hint, "tool");
     this.name = "SourceFileRefused";
     this.bytes = detail.bytes;
+  }
+
+  /** The refusal as one line, what to do in parentheses: a build error's text, a validate problem. */
+  get line(): string {
+    return this.hint ? `${this.message} (${this.hint})` : this.message;
   }
 }
 
@@ -135,25 +141,11 @@ export async function readSourceFile(
     if (!stats.isFile()) throw new SourceFileRefused("not-regular", shownName, { what: kindOf(stats) });
     if (stats.nlink !== 1n && options.hardLinksAllowed !== true) throw new SourceFileRefused("hard-link", shownName);
     if (stats.size > BigInt(maxBytes)) throw new SourceFileRefused("too-large", shownName, { maxBytes, bytes: Number(stats.size) });
-    return { bytes: await readBounded(handle, maxBytes, shownName), stats };
+    const tooLarge = (bytes: number) => new SourceFileRefused("too-large", shownName, { maxBytes, bytes });
+    return { bytes: await readToEnd(handle.fd, maxBytes, tooLarge), stats };
   } finally {
     await handle.close().catch(() => undefined);
   }
-}
-
-/** Reads the descriptor to its end, refusing more than `maxBytes` (one byte more tells a file that grew). */
-async function readBounded(handle: FileHandle, maxBytes: number, shownName: string): Promise<Buffer> {
-  const parts: Buffer[] = [];
-  let length = 0;
-  for (;;) {
-    const chunk = Buffer.allocUnsafe(Math.min(1024 * 1024, maxBytes + 1 - length));
-    const { bytesRead } = await handle.read(chunk, 0, chunk.length, null);
-    if (bytesRead === 0) break;
-    parts.push(chunk.subarray(0, bytesRead));
-    length += bytesRead;
-    if (length > maxBytes) throw new SourceFileRefused("too-large", shownName, { maxBytes, bytes: length });
-  }
-  return Buffer.concat(parts, length);
 }
 
 function openRefusal(error: unknown, shownName: string): SourceFileRefused {
@@ -163,12 +155,4 @@ function openRefusal(error: unknown, shownName: string): SourceFileRefused {
   // A socket cannot be opened (ENXIO); a device may refuse (ENODEV).
   if (code === "ENXIO" || code === "ENODEV") return new SourceFileRefused("not-regular", shownName, { what: "a socket or device" });
   return new SourceFileRefused("unreadable", shownName, { code });
-}
-
-function kindOf(stats: BigIntStats): string {
-  if (stats.isDirectory()) return "a directory";
-  if (stats.isFIFO()) return "a FIFO";
-  if (stats.isSocket()) return "a socket";
-  if (stats.isCharacterDevice() || stats.isBlockDevice()) return "a device";
-  return "not a plain file";
 }

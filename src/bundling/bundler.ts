@@ -245,7 +245,7 @@ function readSources(inputs: Map<string, BundleInput>, budget: { bytes: number }
         try {
           file = await readSourceFile(path, folderReal, MAX_SOURCE_FILE_BYTES, name, { hardLinksAllowed });
         } catch (error) {
-          if (error instanceof SourceFileRefused) return { errors: [{ text: error.hint ? `${error.message} (${error.hint})` : error.message }] };
+          if (error instanceof SourceFileRefused) return { errors: [{ text: error.line }] };
           throw error;
         }
         budget.bytes += file.bytes.length;

@@ -140,7 +140,7 @@ async function copyImportClosure(entry: string, destination: string, entryName: 
       ({ bytes } = await readSourceFile(real, folder, MAX_SOURCE_FILE_BYTES, relative(folder, file)));
     } catch (error) {
       if (!(error instanceof SourceFileRefused)) throw error;
-      refused.push(error.hint ? `${error.message} (${error.hint})` : error.message);
+      refused.push(error.line);
       continue;
     }
     await mkdir(dirname(target), { recursive: true });
