@@ -7,7 +7,8 @@ import { ToolHostError } from "../errors.js";
 import { MAX_SOURCE_FILE_BYTES, SourceFileRefused, readSourceFile } from "../source-file.js";
 import type { HostFactory, ToolHost } from "../host-api.js";
 import { TOOL_EXTENSIONS } from "../registry/discovery.js";
-import { isRelativeSpecifier, scanSource } from "./source-scan.js";
+import { sharedSourceChecker } from "./source-checker.js";
+import { isRelativeSpecifier } from "./source-scan.js";
 import { type LoadCheck, MAX_TOOL_SOURCE_BYTES, type ToolLoader } from "./validate.js";
 
 /**
@@ -146,7 +147,7 @@ async function copyImportClosure(entry: string, destination: string, entryName: 
     await mkdir(dirname(target), { recursive: true });
     await writeFile(target, bytes);
     if (!/\.(?:[cm]?[jt]s)$/.test(file) || bytes.length > MAX_TOOL_SOURCE_BYTES) continue;
-    for (const use of scanSource(bytes.toString("utf8")).imports) {
+    for (const use of await sharedSourceChecker().importsOf(bytes.toString("utf8"))) {
       if (use.specifier === undefined || !isRelativeSpecifier(use.specifier)) continue;
       const base = resolve(dirname(file), use.specifier);
       for (const candidate of IMPORT_CANDIDATES) {

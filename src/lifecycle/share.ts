@@ -6,7 +6,8 @@ import { grantHint, loadPermissions } from "../policy/permissions.js";
 import { RESERVED_NAMES, TOOL_EXTENSIONS, TOOL_NAME_PATTERN } from "../registry/discovery.js";
 import { readRegularFile, syncDir, withExactDir, writeTempFile } from "./safe-dir.js";
 import { SHARED_DIR, type ShareRecord, encodeRecord, recordFileName, sha256Hex } from "./share-records.js";
-import { isRelativeSpecifier, scanSource } from "./source-scan.js";
+import { sharedSourceChecker } from "./source-checker.js";
+import { isRelativeSpecifier } from "./source-scan.js";
 import { MAX_TOOL_SOURCE_BYTES } from "./validate.js";
 
 /**
@@ -85,7 +86,7 @@ async function share(options: ShareOptions): Promise<string> {
     throw new ToolHostError("PermissionDenied", "Shared tool creation is not permitted.", grantHint(permissions, "shared"), "host");
   }
   // The JavaScript scanner would misread Python source, and a Python tool has no helpers to find.
-  const helpers = (source.file.endsWith(".py") ? [] : scanSource(source.bytes.toString("utf8")).imports).filter(
+  const helpers = (source.file.endsWith(".py") ? [] : await sharedSourceChecker().importsOf(source.bytes.toString("utf8"))).filter(
     (use) => use.specifier !== undefined && isRelativeSpecifier(use.specifier),
   );
   if (helpers.length > 0) {

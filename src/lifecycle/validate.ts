@@ -1,16 +1,9 @@
 import { basename } from "node:path";
 import { ToolHostError } from "../errors.js";
-import { RESERVED_NAMES, TOOL_EXTENSIONS, TOOL_NAME_PATTERN } from "../registry/discovery.js";
-import { findUnawaitedCredentials } from "./credential-await.js";
-import { findPromiseUsesOfIsCancelled } from "./cancel-check.js";
-import { type DeclarationCheck, checkDeclaration, unusedHandlers } from "./declaration-check.js";
 import { type CheckName, type Finding, findingLocation } from "./findings.js";
-import { loadFindings } from "./load-findings.js";
-import { validatePythonSource } from "./python-checks.js";
-import { findSecrets } from "./secrets.js";
 import { readToolSource } from "./read-tool-source.js";
-import { importProblem } from "./import-check.js";
-import { type SourceScan, scanSource } from "./source-scan.js";
+import { type SourceChecker, sharedSourceChecker } from "./source-checker.js";
+import { type LoadCheck, type LoadOutcome, type SourceCheckRequest, checkFileName, toolNameOf } from "./source-checks.js";
 
 /**
  * `animaworks-tool validate <file>`: the Validation Checklist of tool-creator.md as automated checks.
@@ -28,14 +21,8 @@ import { type SourceScan, scanSource } from "./source-scan.js";
  * `warning` = it works, but something the checklist asks for is missing.
  */
 export type { CheckName, Finding, FindingLevel } from "./findings.js";
+export { type LoadCheck, checkFileName, toolNameProblem, validateSource } from "./source-checks.js";
 
-/** What a real load says: `ok`, or the problems that made it fail (each one line). */
-export interface LoadCheck {
-  ok: boolean;
-  problems: string[];
-  /** The schema names the tool declared, when it loaded. */
-  schemas?: string[];
-}
 /** Loads the file at `path` as tool `tool` (default: the file's name without its extension). */
 export type ToolLoader = (path: string, tool?: string) => Promise<LoadCheck>;
 /**
@@ -56,6 +43,8 @@ export interface ValidateOptions {
   name?: string;
   /** Also check the name against the installed tools; runs only when the name itself is valid. */
   installed?: InstalledToolsCheck;
+  /** Where the checks on the text run. Default: the process's source-checks thread (source-checker.ts). */
+  checker?: SourceChecker;
 }
 
 export interface ValidationReport {
@@ -69,10 +58,6 @@ export interface ValidationReport {
   /** Result of the real load; undefined when none was run (no loader, or the file was not read). */
   loaded: boolean | undefined;
 }
-
-/** What validate checks: the tool sources this host runs (Python's with python-checks.ts). */
-const VALIDATED_EXTENSIONS: readonly string[] = TOOL_EXTENSIONS;
-const isPython = (fileName: string): boolean => fileName.endsWith(".py");
 
 /** Tool sources larger than this are refused by validate and share: no hand-written tool is near it. */
 export const MAX_TOOL_SOURCE_BYTES = 1024 * 1024;
@@ -95,48 +80,26 @@ export async function validateToolFile(path: string, options: ValidateOptions = 
       ...nameFindings,
       { level: "error" as const, check: "file" as const, message: `the file is ${source.bytes} bytes; tool sources may be at most ${maxBytes} bytes` },
     ];
-  } else if (isPython(fileName)) {
-    // The TypeScript declaration checks weigh their findings against the load's message; Python's stand
-    // as they are, and the load's problems are added to them.
-    findings = validateSource(fileName, source.text, { staticSchemas: true, name: options.name });
+  } else {
+    // The load first: the checks weigh their findings against what it said (source-checks.ts).
+    let load: LoadOutcome | undefined;
     if (options.load) {
       try {
-        const result = await options.load(path, tool);
-        loaded = result.ok;
-        schemas = result.schemas;
-        for (const problem of result.ok ? [] : result.problems) findings.push(...loadFindings(problem, [fileName, `${tool}.py`]));
+        load = await options.load(path, tool);
+        loaded = load.ok;
+        schemas = load.schemas;
       } catch (error) {
         loaded = false;
-        findings.push({ level: "error", check: "load", message: `the tool could not be loaded: ${error instanceof Error ? error.message : String(error)}` });
+        load = { threw: error instanceof Error ? error.message : String(error) };
       }
     }
-  } else if (!options.load) {
-    findings = validateSource(fileName, source.text, { staticSchemas: true, ...(options.name !== undefined ? { name: options.name } : {}) });
-  } else {
-    const checked = staticChecks(fileName, source.text, { staticSchemas: false, name: options.name });
-    findings = checked.findings;
-    const { declaration, scan } = checked;
-    try {
-      const result = await options.load(path, tool);
-      loaded = result.ok;
-      schemas = result.schemas;
-      if (result.ok) {
-        // The load accepted the declaration: a reading of the source has nothing to add to that.
-        findings.push(...unusedHandlers(tool, scan, result.schemas ?? declaration.schemaNames));
-      } else {
-        // Whatever stopped the load, the declaration's problems are real; the load's message is kept
-        // only for what they do not already say (at their lines).
-        findings.push(...declaration.declared, ...unusedHandlers(tool, scan, declaration.schemaNames));
-        for (const problem of result.problems) {
-          const rest = declaration.explain(problem);
-          if (rest !== "") findings.push(...loadFindings(rest ?? problem, [fileName, `${tool}${extensionOf(fileName)}`]));
-        }
-      }
-    } catch (error) {
-      loaded = false;
-      findings.push(...declaration.declared, ...unusedHandlers(tool, scan, declaration.schemaNames));
-      findings.push({ level: "error", check: "load", message: `the tool could not be loaded: ${error instanceof Error ? error.message : String(error)}` });
-    }
+    const request: SourceCheckRequest = {
+      fileName,
+      text: source.text,
+      ...(options.name !== undefined ? { name: options.name } : {}),
+      ...(load ? { load } : {}),
+    };
+    findings = await (options.checker ?? sharedSourceChecker()).check(request);
   }
   // An invalid name could never be installed, so what it would shadow is moot.
   if (options.installed && !nameFindings.some((f) => f.level === "error")) {
@@ -152,99 +115,6 @@ export async function validateToolFile(path: string, options: ValidateOptions = 
     }
   }
   return summarise(path, tool, findings, loaded);
-}
-
-/**
- * The static checks on source text. `staticSchemas: false` leaves schema validity and handlers to the
- * real load (the caller runs one).
- */
-export function validateSource(fileName: string, source: string, options: { staticSchemas: boolean; name?: string } = { staticSchemas: true }): Finding[] {
-  if (isPython(fileName)) return [...checkFileName(fileName, options.name), ...validatePythonSource(fileName, source, options)];
-  const { findings, declaration, scan, tool } = staticChecks(fileName, source, options);
-  if (options.staticSchemas) findings.push(...declaration.declared, ...unusedHandlers(tool, scan, declaration.schemaNames));
-  return findings;
-}
-
-/** The checks on the text, with what the declaration checks found kept apart for the caller to weigh against a load. */
-function staticChecks(
-  fileName: string,
-  source: string,
-  options: { staticSchemas: boolean; name?: string | undefined },
-): { findings: Finding[]; declaration: DeclarationCheck; scan: SourceScan; tool: string } {
-  const findings = checkFileName(fileName, options.name);
-  const tool = options.name ?? toolNameOf(fileName);
-  const scan = scanSource(source);
-  if (scan.unterminated) {
-    findings.push({ level: "error", check: "source", line: scan.unterminated.line, message: `the file ends inside an unterminated ${scan.unterminated.what}` });
-  }
-  const declaration = checkDeclaration(tool, scan, options.staticSchemas);
-  findings.push(...declaration.checklist);
-  for (const use of scan.imports) {
-    const problem = importProblem(use);
-    if (problem) findings.push({ level: "error", check: "imports", line: use.line, message: problem });
-  }
-  for (const hit of findSecrets(source, scan.tokens)) findings.push({ level: "error", check: "secrets", line: hit.line, message: hit.message });
-  for (const call of findUnawaitedCredentials(scan.tokens)) {
-    findings.push({
-      level: "warning",
-      check: "credentials",
-      line: call.line,
-      column: call.column,
-      message: `${call.name}() returns a Promise: used without await, the value here is the Promise, not the credential (sent on, it reads "[object Promise]"); write await ${call.name}(…)`,
-    });
-  }
-  for (const use of findPromiseUsesOfIsCancelled(scan.tokens)) {
-    findings.push({
-      level: "warning",
-      check: "cancellation",
-      line: use.line,
-      column: use.column,
-      message: `isCancelled() returns a boolean, not a Promise: .${use.method}() on it fails when the job runs; write if (isCancelled()) { … }`,
-    });
-  }
-  for (const call of scan.fetchCalls) {
-    if (call.hasTimeout !== false) continue;
-    findings.push({
-      level: "warning",
-      check: "network-timeout",
-      line: call.line,
-      message: "fetch() without a timeoutMs option: the host's default (30 s) applies; set timeoutMs to what the service needs",
-    });
-  }
-  return { findings, declaration, scan, tool };
-}
-
-/**
- * The file's extension, and the tool name: the file's name without its extension, or `name` (the name
- * it is to be installed under; the file is then written as `name` plus its extension).
- */
-export function checkFileName(fileName: string, name?: string): Finding[] {
-  const error = (message: string): Finding[] => [{ level: "error", check: "file-name", message }];
-  const extension = VALIDATED_EXTENSIONS.find((ext) => fileName.endsWith(ext));
-  if (fileName.endsWith(".d.ts") || fileName.endsWith(".d.mts")) return error(`"${fileName}" is a type declaration file, not a tool`);
-  if (!extension) return error(`"${fileName}" must end in ${VALIDATED_EXTENSIONS.join(", ")}`);
-  const stem = name ?? fileName.slice(0, -extension.length);
-  const problem = toolNameProblem(stem, extension);
-  if (problem !== undefined) {
-    return error(
-      stem.startsWith("_") && name === undefined ? `"${fileName}" starts with "_": such files are helpers that tools import, never loaded as tools` : problem,
-    );
-  }
-  if (!/^[a-z][a-z0-9_]*$/.test(stem))
-    return [
-      { level: "warning", check: "file-name", message: `"${stem}" is not snake_case; tool names are conventionally snake_case (e.g. ${snakeCase(stem)})` },
-    ];
-  return [];
-}
-
-/** Why `name` cannot be a tool name (discovery's rules, see registry/discovery.ts), or undefined. */
-export function toolNameProblem(name: string, extension = ""): string | undefined {
-  if (name.startsWith("_")) return `"${name}" starts with "_": such files are helpers that tools import, never loaded as tools`;
-  if (!TOOL_NAME_PATTERN.test(name)) {
-    return `"${name}" is not a valid tool name: use up to 64 letters, digits and "_", starting with a letter (snake_case, e.g. my_tool${extension})`;
-  }
-  if (RESERVED_NAMES.has(name)) return `"${name}" is an animaworks-tool command and cannot be a tool name`;
-  return undefined;
 }
 
 function summarise(path: string, tool: string, findings: Finding[], loaded: boolean | undefined): ValidationReport {
@@ -356,17 +226,4 @@ export function errorsForShare(options: ValidateOptions = {}): (sourcePath: stri
       .filter((f) => f.level === "error")
       .map((f) => `[${f.check}]${f.line !== undefined ? ` ${f.file !== undefined ? `${f.file} ` : ""}line ${f.line}:` : ""} ${f.message}`);
   };
-}
-
-function extensionOf(fileName: string): string {
-  return VALIDATED_EXTENSIONS.find((ext) => fileName.endsWith(ext)) ?? "";
-}
-
-function toolNameOf(fileName: string): string {
-  const extension = VALIDATED_EXTENSIONS.find((ext) => fileName.endsWith(ext));
-  return extension ? fileName.slice(0, -extension.length) : fileName.replace(/\.[^.]*$/, "");
-}
-
-function snakeCase(name: string): string {
-  return name.replace(/([a-z0-9])([A-Z])/g, "$1_$2").toLowerCase();
 }

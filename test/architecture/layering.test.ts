@@ -1,7 +1,5 @@
-import { readFileSync, readdirSync } from "node:fs";
-import { dirname, join, relative, resolve } from "node:path";
 import { describe, expect, it } from "vitest";
-import { PROJECT_ROOT } from "../../src/project-root.js";
+import { code, importsOf, show, sourceFiles, within } from "./source-imports.js";
 
 /**
  * Which code may import which: imports read with simple regular expressions over the sources (as the MCP
@@ -9,53 +7,9 @@ import { PROJECT_ROOT } from "../../src/project-root.js";
  * make in this file, not a side effect.
  */
 
-interface Import {
-  /** The importing file, relative to the project root. */
-  from: string;
-  /** The specifier as written. */
-  specifier: string;
-  /** The imported file, relative to the project root (relative specifiers only). */
-  target?: string;
-  /** `import type` / `export type`: gone at run time. */
-  typeOnly: boolean;
-  /** `import("…")`: loaded on first use. */
-  dynamic: boolean;
-}
-
-function sourceFiles(folder: string): string[] {
-  return readdirSync(join(PROJECT_ROOT, folder), { recursive: true, encoding: "utf8" })
-    .filter((file) => file.endsWith(".ts"))
-    .map((file) => join(folder, file));
-}
-
-/** The text without comment lines and trailing `// …` comments (doc comments may quote imports). */
-function code(file: string): string {
-  return readFileSync(join(PROJECT_ROOT, file), "utf8")
-    .replace(/\/\*[\s\S]*?\*\//g, (comment) => comment.replace(/[^\n]/g, " "))
-    .replace(/(^|\s)\/\/.*$/gm, "$1");
-}
-
-const STATIC = /^(import|export)\s+(type\s+)?(?:[^;"']*?\s+from\s+)?["']([^"']+)["']/gm;
-const DYNAMIC = /\bimport\(\s*["']([^"']+)["']\s*\)/g;
-
-function importsOf(file: string): Import[] {
-  const text = code(file);
-  const found: Import[] = [];
-  const add = (specifier: string, typeOnly: boolean, dynamic: boolean): void => {
-    const target = specifier.startsWith(".") ? relative(PROJECT_ROOT, resolve(PROJECT_ROOT, dirname(file), specifier)).replace(/\.js$/, ".ts") : undefined;
-    found.push({ from: file, specifier, typeOnly, dynamic, ...(target !== undefined ? { target } : {}) });
-  };
-  for (const match of text.matchAll(STATIC)) add(match[3] as string, match[2] !== undefined, false);
-  for (const match of text.matchAll(DYNAMIC)) add(match[1] as string, false, true);
-  return found;
-}
-
 const SRC = sourceFiles("src");
 const SANDBOX = sourceFiles("sandbox");
 const IMPORTS = [...SRC, ...SANDBOX].flatMap(importsOf);
-
-const within = (file: string | undefined, folder: string): boolean => file !== undefined && file.startsWith(`${folder}/`);
-const show = (imports: Import[]): string[] => imports.map((i) => `${i.from} imports ${i.specifier}`);
 
 /**
  * The host ↔ isolate contract, type-checked under both tsconfigs: the one thing sandbox/ takes from src/
@@ -166,7 +120,19 @@ const MAY_IMPORT: Record<string, string[]> = {
   "anima-views.ts": ["host-support.ts", "audit", "registry", "config.ts", "errors.ts"],
   "host-support.ts": ["host-api.ts", "registry", "errors.ts"],
   // lifecycle → source-file.ts: validate reads a tool file, and copies a draft's imports, as the bundler reads sources.
-  lifecycle: ["host-api.ts", "audit", "capabilities", "policy", "registry", "config.ts", "host-options.ts", "source-file.ts", "errors.ts", "terminal-text.ts"],
+  lifecycle: [
+    "host-api.ts",
+    "audit",
+    "capabilities",
+    "policy",
+    "registry",
+    "config.ts",
+    "host-options.ts",
+    "source-file.ts",
+    "project-root.ts",
+    "errors.ts",
+    "terminal-text.ts",
+  ],
   "prepared-calls.ts": ["host-api.ts", "capabilities", "isolation", "registry", "host-options.ts"],
   "host-api.ts": ["capabilities", "audit", "isolation", "policy", "registry", "config.ts", "host-options.ts", "errors.ts"],
   capabilities: [
@@ -332,6 +298,13 @@ describe("layering", () => {
     const otel = IMPORTS.filter((i) => i.specifier.startsWith("@opentelemetry/"));
     expect(otel.length).toBeGreaterThan(0);
     expect(show(otel.filter((i) => i.from !== "src/audit/otel-export.ts" || !(i.dynamic || i.typeOnly)))).toEqual([]);
+  });
+
+  it("only the source checker starts threads, and only its thread's entry runs as one", () => {
+    const workers = IMPORTS.filter(
+      (i) => i.specifier === "node:worker_threads" && i.from !== "src/lifecycle/source-checker.ts" && i.from !== "src/lifecycle/checks-thread/entry.ts",
+    );
+    expect(show(workers)).toEqual([]);
   });
 
   it("only src/config.ts reads process.env", () => {

@@ -1,0 +1,186 @@
+import { RESERVED_NAMES, TOOL_EXTENSIONS, TOOL_NAME_PATTERN } from "../registry/discovery.js";
+import { findUnawaitedCredentials } from "./credential-await.js";
+import { findPromiseUsesOfIsCancelled } from "./cancel-check.js";
+import { type DeclarationCheck, checkDeclaration, unusedHandlers } from "./declaration-check.js";
+import type { Finding } from "./findings.js";
+import { loadFindings } from "./load-findings.js";
+import { validatePythonSource } from "./python-checks.js";
+import { findSecrets } from "./secrets.js";
+import { importProblem } from "./import-check.js";
+import { type SourceScan, scanSource } from "./source-scan.js";
+
+/**
+ * The checks `validate` runs on a tool's text (validate.ts reads the file, runs the real load, and sets the
+ * name against what is installed). A pure function of plain data in and out: a long-running host runs it
+ * on a thread of its own (source-checker.ts), because a crafted 1 MiB draft costs it up to half a second
+ * of CPU, which on the host's main thread would stall every Anima's calls.
+ */
+
+/** What a real load says: `ok`, or the problems that made it fail (each one line). */
+export interface LoadCheck {
+  ok: boolean;
+  problems: string[];
+  /** The schema names the tool declared, when it loaded. */
+  schemas?: string[];
+}
+
+/** A real load's outcome as the checks weigh it: what it said, or the message of what it threw. */
+export type LoadOutcome = LoadCheck | { threw: string };
+
+export interface SourceCheckRequest {
+  /** The file's name (its extension picks the checks; its stem is the tool name unless `name` is given). */
+  fileName: string;
+  /** The source text, already bounded by the caller. */
+  text: string;
+  /** The tool name the file is checked as, when not its own. */
+  name?: string;
+  /** The real load's outcome, when one ran: the checks weigh their findings against it. */
+  load?: LoadOutcome;
+}
+
+/** What tool sources this host runs (Python's are checked with python-checks.ts). */
+const VALIDATED_EXTENSIONS: readonly string[] = TOOL_EXTENSIONS;
+const isPython = (fileName: string): boolean => fileName.endsWith(".py");
+
+/**
+ * Every finding about the text, weighed against the real load where one ran. The real load is the
+ * authority on schemas and handlers but stops at the first problems and names no lines; the same checks
+ * read from a literal schema list find them all, at their lines. So when the load fails with exactly what
+ * those checks found, their findings stand in for its message; when it succeeds, they are dropped (see
+ * declaration-check.ts). Python's findings stand as they are, the load's problems added to them.
+ */
+export function checkSource(request: SourceCheckRequest): Finding[] {
+  const { fileName, text, name, load } = request;
+  const tool = name ?? toolNameOf(fileName);
+  const threw = (message: string): Finding => ({ level: "error", check: "load", message: `the tool could not be loaded: ${message}` });
+  if (isPython(fileName)) {
+    const findings = validateSource(fileName, text, { staticSchemas: true, name });
+    if (load === undefined) return findings;
+    if ("threw" in load) return [...findings, threw(load.threw)];
+    for (const problem of load.ok ? [] : load.problems) findings.push(...loadFindings(problem, [fileName, `${tool}.py`]));
+    return findings;
+  }
+  if (load === undefined) return validateSource(fileName, text, { staticSchemas: true, ...(name !== undefined ? { name } : {}) });
+  const { findings, declaration, scan } = staticChecks(fileName, text, { staticSchemas: false, name });
+  if ("threw" in load) {
+    findings.push(...declaration.declared, ...unusedHandlers(tool, scan, declaration.schemaNames), threw(load.threw));
+  } else if (load.ok) {
+    // The load accepted the declaration: a reading of the source has nothing to add to that.
+    findings.push(...unusedHandlers(tool, scan, load.schemas ?? declaration.schemaNames));
+  } else {
+    // Whatever stopped the load, the declaration's problems are real; the load's message is kept only for
+    // what they do not already say (at their lines).
+    findings.push(...declaration.declared, ...unusedHandlers(tool, scan, declaration.schemaNames));
+    for (const problem of load.problems) {
+      const rest = declaration.explain(problem);
+      if (rest !== "") findings.push(...loadFindings(rest ?? problem, [fileName, `${tool}${extensionOf(fileName)}`]));
+    }
+  }
+  return findings;
+}
+
+/**
+ * The static checks on source text. `staticSchemas: false` leaves schema validity and handlers to the
+ * real load (the caller runs one).
+ */
+export function validateSource(fileName: string, source: string, options: { staticSchemas: boolean; name?: string } = { staticSchemas: true }): Finding[] {
+  if (isPython(fileName)) return [...checkFileName(fileName, options.name), ...validatePythonSource(fileName, source, options)];
+  const { findings, declaration, scan, tool } = staticChecks(fileName, source, options);
+  if (options.staticSchemas) findings.push(...declaration.declared, ...unusedHandlers(tool, scan, declaration.schemaNames));
+  return findings;
+}
+
+/** The checks on the text, with what the declaration checks found kept apart for the caller to weigh against a load. */
+function staticChecks(
+  fileName: string,
+  source: string,
+  options: { staticSchemas: boolean; name?: string | undefined },
+): { findings: Finding[]; declaration: DeclarationCheck; scan: SourceScan; tool: string } {
+  const findings = checkFileName(fileName, options.name);
+  const tool = options.name ?? toolNameOf(fileName);
+  const scan = scanSource(source);
+  if (scan.unterminated) {
+    findings.push({ level: "error", check: "source", line: scan.unterminated.line, message: `the file ends inside an unterminated ${scan.unterminated.what}` });
+  }
+  const declaration = checkDeclaration(tool, scan, options.staticSchemas);
+  findings.push(...declaration.checklist);
+  for (const use of scan.imports) {
+    const problem = importProblem(use);
+    if (problem) findings.push({ level: "error", check: "imports", line: use.line, message: problem });
+  }
+  for (const hit of findSecrets(source, scan.tokens)) findings.push({ level: "error", check: "secrets", line: hit.line, message: hit.message });
+  for (const call of findUnawaitedCredentials(scan.tokens)) {
+    findings.push({
+      level: "warning",
+      check: "credentials",
+      line: call.line,
+      column: call.column,
+      message: `${call.name}() returns a Promise: used without await, the value here is the Promise, not the credential (sent on, it reads "[object Promise]"); write await ${call.name}(…)`,
+    });
+  }
+  for (const use of findPromiseUsesOfIsCancelled(scan.tokens)) {
+    findings.push({
+      level: "warning",
+      check: "cancellation",
+      line: use.line,
+      column: use.column,
+      message: `isCancelled() returns a boolean, not a Promise: .${use.method}() on it fails when the job runs; write if (isCancelled()) { … }`,
+    });
+  }
+  for (const call of scan.fetchCalls) {
+    if (call.hasTimeout !== false) continue;
+    findings.push({
+      level: "warning",
+      check: "network-timeout",
+      line: call.line,
+      message: "fetch() without a timeoutMs option: the host's default (30 s) applies; set timeoutMs to what the service needs",
+    });
+  }
+  return { findings, declaration, scan, tool };
+}
+
+/**
+ * The file's extension, and the tool name: the file's name without its extension, or `name` (the name
+ * it is to be installed under; the file is then written as `name` plus its extension).
+ */
+export function checkFileName(fileName: string, name?: string): Finding[] {
+  const error = (message: string): Finding[] => [{ level: "error", check: "file-name", message }];
+  const extension = VALIDATED_EXTENSIONS.find((ext) => fileName.endsWith(ext));
+  if (fileName.endsWith(".d.ts") || fileName.endsWith(".d.mts")) return error(`"${fileName}" is a type declaration file, not a tool`);
+  if (!extension) return error(`"${fileName}" must end in ${VALIDATED_EXTENSIONS.join(", ")}`);
+  const stem = name ?? fileName.slice(0, -extension.length);
+  const problem = toolNameProblem(stem, extension);
+  if (problem !== undefined) {
+    return error(
+      stem.startsWith("_") && name === undefined ? `"${fileName}" starts with "_": such files are helpers that tools import, never loaded as tools` : problem,
+    );
+  }
+  if (!/^[a-z][a-z0-9_]*$/.test(stem))
+    return [
+      { level: "warning", check: "file-name", message: `"${stem}" is not snake_case; tool names are conventionally snake_case (e.g. ${snakeCase(stem)})` },
+    ];
+  return [];
+}
+
+/** Why `name` cannot be a tool name (discovery's rules, see registry/discovery.ts), or undefined. */
+export function toolNameProblem(name: string, extension = ""): string | undefined {
+  if (name.startsWith("_")) return `"${name}" starts with "_": such files are helpers that tools import, never loaded as tools`;
+  if (!TOOL_NAME_PATTERN.test(name)) {
+    return `"${name}" is not a valid tool name: use up to 64 letters, digits and "_", starting with a letter (snake_case, e.g. my_tool${extension})`;
+  }
+  if (RESERVED_NAMES.has(name)) return `"${name}" is an animaworks-tool command and cannot be a tool name`;
+  return undefined;
+}
+
+export function extensionOf(fileName: string): string {
+  return VALIDATED_EXTENSIONS.find((ext) => fileName.endsWith(ext)) ?? "";
+}
+
+export function toolNameOf(fileName: string): string {
+  const extension = VALIDATED_EXTENSIONS.find((ext) => fileName.endsWith(ext));
+  return extension ? fileName.slice(0, -extension.length) : fileName.replace(/\.[^.]*$/, "");
+}
+
+function snakeCase(name: string): string {
+  return name.replace(/([a-z0-9])([A-Z])/g, "$1_$2").toLowerCase();
+}

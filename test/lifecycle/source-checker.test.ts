@@ -1,0 +1,201 @@
+import { spawn } from "node:child_process";
+import { mkdtempSync, rmSync, writeFileSync } from "node:fs";
+import { tmpdir } from "node:os";
+import { join } from "node:path";
+import { afterEach, describe, expect, it } from "vitest";
+import { ToolHostError } from "../../src/errors.js";
+import { InlineSourceChecker, type SourceChecker, ThreadSourceChecker } from "../../src/lifecycle/source-checker.js";
+import type { SourceCheckRequest } from "../../src/lifecycle/source-checks.js";
+import { type ValidationReport, validateToolFile } from "../../src/lifecycle/validate.js";
+import { PROJECT_ROOT } from "../../src/project-root.js";
+
+/**
+ * A draft crafted to cost the checks the most per byte (measured: ≈ 0.5 s for 1 MiB on this machine):
+ * 15,000 literal schema objects, each judged. On a shared host's event loop, every Anima's calls waited
+ * for it; an Anima could ask again and again.
+ */
+const COSTLY_DRAFT = `export function get_tool_schemas() { return [${"{ name: 'a', description: 'b', input_schema: { type: 'object' } },".repeat(15_000)}]; }\n`;
+
+const GOOD = `/** Say hello. */
+export function get_tool_schemas() {
+  return [{ name: "greet_hello", description: "Greets someone by name, politely.", input_schema: { type: "object", properties: { who: { type: "string" } } } }];
+}
+export async function dispatch(name, args) { return \`Hello, \${args.who}!\`; }
+`;
+const LEAKY = `const key = "sk-ant-api03-${"a".repeat(90)}";\n${GOOD}`;
+
+const CASES: Array<{ what: string; request: SourceCheckRequest; expectFindings: (findings: Array<{ check: string; line?: number; level: string }>) => void }> =
+  [
+    {
+      what: "a secret in a draft with no load: an error at its line",
+      request: { fileName: "greet.mjs", text: LEAKY },
+      expectFindings: (findings) => expect(findings).toContainEqual(expect.objectContaining({ check: "secrets", level: "error", line: 1 })),
+    },
+    {
+      what: "a load that threw: a load error beside the text's findings",
+      request: { fileName: "greet.mjs", text: LEAKY, load: { threw: "no sandbox" } },
+      expectFindings: (findings) => {
+        expect(findings).toContainEqual(expect.objectContaining({ check: "load", level: "error" }));
+        expect(findings).toContainEqual(expect.objectContaining({ check: "secrets", line: 1 }));
+      },
+    },
+    {
+      what: "a load that failed: its problem as a load finding",
+      request: { fileName: "greet.mjs", text: GOOD, load: { ok: false, problems: ["dispatch threw at start"] } },
+      expectFindings: (findings) => expect(findings).toContainEqual(expect.objectContaining({ check: "load", level: "error" })),
+    },
+    {
+      what: "a Python source with a secret: an error at its line",
+      request: { fileName: "greet.py", text: `KEY = "sk-ant-api03-${"b".repeat(90)}"\n` },
+      expectFindings: (findings) => expect(findings).toContainEqual(expect.objectContaining({ check: "secrets", level: "error", line: 1 })),
+    },
+  ];
+
+const checkers: Array<[string, () => SourceChecker]> = [
+  ["InlineSourceChecker", () => new InlineSourceChecker()],
+  ["ThreadSourceChecker", () => new ThreadSourceChecker()],
+];
+
+let open: SourceChecker[] = [];
+afterEach(async () => {
+  await Promise.all(open.map((checker) => checker.close()));
+  open = [];
+});
+const made = <T extends SourceChecker>(checker: T): T => {
+  open.push(checker);
+  return checker;
+};
+
+/** Event-loop turns (setImmediate) this thread got while `work` ran. */
+async function turnsDuring(work: Promise<unknown>): Promise<number> {
+  let turns = 0;
+  let done = false;
+  const spin = () => {
+    if (done) return;
+    turns++;
+    setImmediate(spin);
+  };
+  setImmediate(spin);
+  await work;
+  done = true;
+  return turns;
+}
+
+describe.each(checkers)("SourceChecker contract: %s", (_name, make) => {
+  it.each(CASES)("$what", async ({ request, expectFindings }) => {
+    expectFindings(await made(make()).check(request));
+  });
+
+  it("reads a text's imports, with their lines", async () => {
+    const imports = await made(make()).importsOf(`// helpers\nimport { a } from "./helper.mjs";\nconst b = require("node:path");\n`);
+    expect(imports).toEqual([
+      { specifier: "./helper.mjs", kind: "import", line: 2 },
+      { specifier: "node:path", kind: "require", line: 3 },
+    ]);
+  });
+
+  it("answers checks asked at once each with its own findings, in any number", async () => {
+    const checker = made(make());
+    const answers = await Promise.all(
+      [0, 1, 2, 3].map((i) => checker.check(i % 2 === 0 ? { fileName: "greet.mjs", text: LEAKY } : { fileName: "greet.mjs", text: GOOD })),
+    );
+    expect(answers.map((findings) => findings.some((f) => f.check === "secrets"))).toEqual([true, false, true, false]);
+  });
+});
+
+describe("ThreadSourceChecker", () => {
+  it("costly_draft_stalls_event_loop: the checks of a crafted 1 MiB draft leave the host's event loop turning (inline they hold it)", async () => {
+    const request = { fileName: "costly.mjs", text: COSTLY_DRAFT };
+    const threaded = made(new ThreadSourceChecker());
+    const inline = new InlineSourceChecker();
+    const [threadTurns, inlineTurns] = [await turnsDuring(threaded.check(request)), await turnsDuring(inline.check(request))];
+    expect(inlineTurns).toBe(0); // the measure works: a check on this thread gives it no turn
+    expect(threadTurns).toBeGreaterThan(10);
+    expect(await threaded.check(request)).toEqual(await inline.check(request));
+  });
+
+  it("is what validate, share and refresh use by default: validating a costly draft leaves the event loop turning", async () => {
+    const dir = mkdtempSync(join(tmpdir(), "awt-costly-"));
+    try {
+      writeFileSync(join(dir, "costly.mjs"), COSTLY_DRAFT);
+      let report: ValidationReport | undefined;
+      const turns = await turnsDuring(validateToolFile(join(dir, "costly.mjs")).then((r) => (report = r)));
+      expect(report?.errors).toBeGreaterThan(0);
+      expect(turns).toBeGreaterThan(10);
+    } finally {
+      rmSync(dir, { recursive: true, force: true });
+    }
+  });
+
+  it("reports a check past its time as an unfinished check, and checks the next with a new thread", async () => {
+    const checker = made(new ThreadSourceChecker({ timeoutMs: 20 }));
+    const findings = await checker.check({ fileName: "costly.mjs", text: COSTLY_DRAFT });
+    expect(findings).toEqual([
+      expect.objectContaining({
+        level: "error",
+        check: "source",
+        message: expect.stringMatching(/did not finish within 0\.02 s, so the file was not checked/),
+      }),
+    ]);
+    const relaxed = made(new ThreadSourceChecker());
+    expect(await relaxed.check({ fileName: "greet.mjs", text: LEAKY })).toContainEqual(expect.objectContaining({ check: "secrets" }));
+  });
+
+  it("throws Timeout, the caller's fault, when reading a text's imports passes its time", async () => {
+    const checker = made(new ThreadSourceChecker({ timeoutMs: 1 }));
+    const refused = await checker.importsOf(COSTLY_DRAFT.repeat(2)).catch((error: unknown) => error);
+    expect(refused).toBeInstanceOf(ToolHostError);
+    expect(refused).toMatchObject({
+      type: "Timeout",
+      fault: "caller",
+      message: expect.stringMatching(/^the imports of the source could not be read: the source checks did not finish/),
+    });
+  });
+
+  it("reports a check past its heap limit as an unfinished check, and keeps checking", async () => {
+    const checker = made(new ThreadSourceChecker({ maxHeapMb: 8 }));
+    const findings = await checker.check({ fileName: "costly.mjs", text: COSTLY_DRAFT });
+    expect(findings).toEqual([
+      expect.objectContaining({ level: "error", check: "source", message: expect.stringMatching(/ran out of memory \(their limit is 8 MB\)/) }),
+    ]);
+    expect(await checker.check({ fileName: "greet.mjs", text: LEAKY })).toContainEqual(expect.objectContaining({ check: "secrets" }));
+  });
+
+  it("refuses a check with Busy past the checks waiting, and answers the others", async () => {
+    const checker = made(new ThreadSourceChecker({ maxWaiting: 1 }));
+    const running = checker.check({ fileName: "costly.mjs", text: COSTLY_DRAFT });
+    const waiting = checker.check({ fileName: "greet.mjs", text: LEAKY });
+    let refused: unknown;
+    try {
+      await checker.check({ fileName: "greet.mjs", text: GOOD });
+    } catch (error) {
+      refused = error;
+    }
+    expect(refused).toBeInstanceOf(ToolHostError);
+    expect((refused as ToolHostError).type).toBe("Busy");
+    expect((refused as ToolHostError).hint).toMatch(/try again/);
+    expect((await running).length).toBeGreaterThan(0);
+    expect(await waiting).toContainEqual(expect.objectContaining({ check: "secrets" }));
+  });
+
+  it("answers every check waiting when closed, never leaving one unsettled", async () => {
+    const checker = new ThreadSourceChecker();
+    const checks = [checker.check({ fileName: "costly.mjs", text: COSTLY_DRAFT }), checker.check({ fileName: "greet.mjs", text: GOOD })];
+    await checker.close();
+    for (const findings of await Promise.all(checks))
+      expect(findings).toEqual([expect.objectContaining({ check: "source", message: expect.stringMatching(/were stopped/) })]);
+  });
+
+  it("keeps a process alive only while a check runs: a one-shot caller exits once answered, its idle thread kept for a minute", async () => {
+    const module = join(PROJECT_ROOT, "dist", "src", "lifecycle", "source-checker.js");
+    const script = `const { ThreadSourceChecker } = await import(${JSON.stringify(module)});
+      const findings = await new ThreadSourceChecker({ idleMs: 60_000 }).check({ fileName: "greet.mjs", text: ${JSON.stringify(LEAKY)} });
+      console.log(findings.some((f) => f.check === "secrets") ? "checked" : "unchecked");`;
+    const child = spawn(process.execPath, ["--input-type=module", "-e", script], { stdio: ["ignore", "pipe", "inherit"] });
+    let stdout = "";
+    child.stdout.on("data", (chunk: Buffer) => (stdout += chunk.toString()));
+    const code = await new Promise<number | null>((resolve) => child.on("exit", resolve));
+    expect(stdout.trim()).toBe("checked");
+    expect(code).toBe(0);
+  }, 30_000);
+});
