@@ -204,13 +204,29 @@ export interface AuditQuery {
   kind?: AuditKind;
   /** `ok`, `error`, `denied`, `missing`… (records without an outcome never match). */
   outcome?: string;
+  /** Only the records of one call (its id: a `-j` envelope's `call_id`, MCP's `_meta["animaworks/call_id"]`). */
+  callId?: string;
+}
+
+/**
+ * A read matched more records than it may hold: the host keeps every record of a read in memory (their
+ * order is defined over all of them, record-order.ts), and an unbounded one could end a shared host.
+ */
+export class AuditReadTooLarge extends Error {
+  override readonly name = "AuditReadTooLarge";
+  constructor(readonly maxRecords: number) {
+    super(`more than ${maxRecords.toLocaleString("en-US")} audit records match, more than one read holds`);
+  }
 }
 
 /** The seam: one contract test suite (test/audit/contract.ts) holds every implementation to it. */
 export interface AuditLog {
   /** Records an event. Never throws and never blocks the caller on I/O. */
   append(event: AuditEvent): void;
-  /** Records in the order they were appended, oldest first. */
+  /**
+   * Records in the order they were appended, oldest first. Rejects with `AuditReadTooLarge` when more
+   * records match than one read may hold (JsonlAuditLog's `maxReadRecords`): narrow the query.
+   */
   read(query?: AuditQuery): Promise<AuditRecord[]>;
   /** Which period the kept records of an Anima (or of all, without one) cover: what retention left. */
   coverage(anima?: string): Promise<AuditCoverage>;
@@ -337,6 +353,7 @@ export function matches(record: AuditRecord, query: AuditQuery): boolean {
   if (query.kind !== undefined && record.kind !== query.kind) return false;
   if (query.tool !== undefined && ("tool" in record ? record.tool : undefined) !== query.tool) return false;
   if (query.outcome !== undefined && ("outcome" in record ? record.outcome : undefined) !== query.outcome) return false;
+  if (query.callId !== undefined && ("callId" in record ? record.callId : undefined) !== query.callId) return false;
   if (query.sinceMs !== undefined && Date.parse(record.ts) < query.sinceMs) return false;
   if (query.untilMs !== undefined && Date.parse(record.ts) >= query.untilMs) return false;
   return true;

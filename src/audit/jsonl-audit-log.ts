@@ -45,6 +45,12 @@ export interface JsonlAuditLogOptions {
   /** Records kept in memory per trail while it cannot be written; older ones are dropped and counted. Default: 50,000. */
   maxBufferedRecords?: number;
   /**
+   * Records one `read` may hold (≈ 420 bytes of memory each): a read matching more rejects with
+   * `AuditReadTooLarge`, asking for a narrower query, instead of growing a shared host without bound (a
+   * full trail pair of one Anima holds ≈ 280,000). Default: 1,000,000.
+   */
+  maxReadRecords?: number;
+  /**
    * Whether a name is an Anima of this data dir (its records get a trail of their own). Names it refuses go
    * to the host trail, so a caller cannot make files for made-up Animas. Default: any plain name.
    */
@@ -80,6 +86,7 @@ export class JsonlAuditLog implements AuditLog {
   private readonly trail: TrailOptions;
   private readonly flushIntervalMs: number;
   private readonly maxBuffered: number;
+  private readonly maxReadRecords: number;
   private readonly isAnima: (name: string) => boolean;
   private readonly onWriteError: ((error: unknown, file: string) => void) | undefined;
   private readonly onWritten: ((records: AuditRecord[]) => void) | undefined;
@@ -99,6 +106,7 @@ export class JsonlAuditLog implements AuditLog {
     this.trail = { maxBytes: options.maxBytes ?? 10 * 1024 * 1024, keepFiles: Math.max(1, options.keepFiles ?? 3) };
     this.flushIntervalMs = options.flushIntervalMs ?? 20;
     this.maxBuffered = options.maxBufferedRecords ?? 50_000;
+    this.maxReadRecords = options.maxReadRecords ?? 1_000_000;
     this.isAnima = options.isAnima ?? ((name) => isAnimaName(name));
     this.onWriteError = options.onWriteError;
     this.onWritten = options.onWritten;
@@ -227,7 +235,11 @@ export class JsonlAuditLog implements AuditLog {
     await this.flush();
     // Only the trails that can hold what is asked for: a security-only kind lives in the security trails.
     const securityOnly = query.kind !== undefined && SECURITY_KINDS.has(query.kind);
-    const filter: LineFilter = { query, mustHold: query.kind !== undefined ? [`"kind":${JSON.stringify(query.kind)}`] : [] };
+    const mustHold = [
+      query.kind !== undefined ? `"kind":${JSON.stringify(query.kind)}` : [],
+      query.callId !== undefined ? `"callId":${JSON.stringify(query.callId)}` : [],
+    ].flat();
+    const filter: LineFilter = { query, mustHold, maxRecords: this.maxReadRecords };
     // Records naming no Anima are only ever in the host's trails.
     const files = query.hostWide === true ? this.trailFiles(undefined).filter((file) => dirname(file) === this.dir) : this.trailFiles(query.anima);
     const runs = new RecordRuns();

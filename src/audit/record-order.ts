@@ -38,6 +38,11 @@ export class RecordRuns {
   private readonly starts: number[] = [];
   private trailStarted = true;
 
+  /** Records pushed so far. */
+  get size(): number {
+    return this.records.length;
+  }
+
   /** The records pushed next are another trail's: a run of their own, whatever their times. */
   startTrail(): void {
     this.trailStarted = true;

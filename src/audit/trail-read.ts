@@ -1,5 +1,5 @@
 import { closeSync, readSync } from "node:fs";
-import { type AuditRecord, type AuditQuery, matches } from "./audit-log.js";
+import { type AuditRecord, type AuditQuery, AuditReadTooLarge, matches } from "./audit-log.js";
 import type { RecordRuns } from "./record-order.js";
 import { MAX_LINE_BYTES, openTrailForReadOrNone } from "./trail-file.js";
 
@@ -51,6 +51,8 @@ export interface LineFilter {
   query: AuditQuery;
   /** Texts that every line kept holds as written (`"kind":"…"`): a line without one is not parsed. */
   mustHold: readonly string[];
+  /** Records the read may hold in all: one more rejects it (`AuditReadTooLarge`). */
+  maxRecords: number;
 }
 
 /**
@@ -72,7 +74,9 @@ export async function readTrailRecords(generations: readonly string[], filter: L
     for (const fd of fds) {
       await linesOf(fd, pacer, (line) => {
         const record = recordOf(line, filter);
-        if (record !== undefined) runs.push(record);
+        if (record === undefined) return;
+        if (runs.size >= filter.maxRecords) throw new AuditReadTooLarge(filter.maxRecords);
+        runs.push(record);
       });
     }
   } finally {

@@ -1,4 +1,4 @@
-import type { AuditKind, AuditQuery, AuditRecord } from "../audit/audit-log.js";
+import { type AuditKind, type AuditQuery, AuditReadTooLarge } from "../audit/audit-log.js";
 import { AUDIT_KINDS, AUDIT_OUTCOMES, type ExportFormat, recordChunks } from "../audit/export.js";
 import { type TrailIntegrity, brokenFindingLines, trailIntegrity, verifyAuditDirYielding } from "../audit/verify.js";
 import { ToolHostError } from "../errors.js";
@@ -31,7 +31,6 @@ const OPTIONS = {
 export interface EventsRequest {
   format: ExportFormat;
   query: AuditQuery;
-  callId?: string;
 }
 
 /**
@@ -41,13 +40,20 @@ export interface EventsRequest {
  */
 export async function runAuditEvents(host: ToolHost, argv: string[], anima: string | undefined, out: Output): Promise<number> {
   const request = parseEventsArgs(argv, anima);
-  const records = await host.audit.read(request.query);
+  const records = await host.audit.read(request.query).catch((error: unknown) => {
+    if (!(error instanceof AuditReadTooLarge)) throw error;
+    throw new ToolHostError(
+      "InvalidArguments",
+      `audit events: ${error.message}`,
+      "narrow it: a time window (--since, --until), an Anima (--anima), a tool, a kind or an outcome; windows one after the other give everything",
+    );
+  });
   // Walked after the records were read, so that every record streamed was in the trails verified. A JSON
   // line or CSV row has no room for a verdict, and the report's own check (`audit`) is not in an export:
   // an auditor relying on one must hear when it holds records the chain does not vouch for.
   const integrity = trailIntegrity(await verifyAuditDirYielding(host.config.auditDir));
   // A chunk at a time, waiting while a running host's client has not taken what came before (reply-writer.ts).
-  for (const chunk of recordChunks(request.callId === undefined ? records : onlyCall(records, request.callId), request.format)) {
+  for (const chunk of recordChunks(records, request.format)) {
     out.stdout(chunk);
     await out.drained?.();
   }
@@ -62,15 +68,10 @@ function brokenTrailLines(integrity: TrailIntegrity): string[] {
   ];
 }
 
-function* onlyCall(records: AuditRecord[], callId: string): Generator<AuditRecord> {
-  for (const record of records) if ("callId" in record && record.callId === callId) yield record;
-}
-
 /** The request `argv` (after `events`) makes; InvalidArguments with the usage for anything else. */
 export function parseEventsArgs(argv: string[], anima: string | undefined, now = Date.now()): EventsRequest {
   const query: AuditQuery = anima !== undefined ? { anima } : {};
   let format: ExportFormat = "jsonl";
-  let callId: string | undefined;
   for (const token of scanArgs(argv, OPTIONS)) {
     if (token.kind !== "option") throw invalid(`audit events: unexpected argument "${argv[token.index]}"`);
     const value = token.value;
@@ -100,12 +101,12 @@ export function parseEventsArgs(argv: string[], anima: string | undefined, now =
         query.untilMs = parseTime("--until", value, now);
         break;
       case "--call":
-        callId = value;
+        query.callId = value;
         break;
     }
   }
   if (query.sinceMs !== undefined && query.untilMs !== undefined && query.sinceMs > query.untilMs) throw invalid("audit events: --since is after --until");
-  return { format, query, ...(callId !== undefined ? { callId } : {}) };
+  return { format, query };
 }
 
 /**

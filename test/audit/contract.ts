@@ -26,6 +26,27 @@ export function runAuditLogContract(name: string, make: () => { log: AuditLog; c
       cleanup?.();
     });
 
+    it("filters by call id: the records of that call only", async () => {
+      const { log, cleanup } = make();
+      log.append({ kind: "call_start", callId: "c1", anima: "a", tool: "t", schema: "t_x", version: "", pid: 1 });
+      log.append({ kind: "call_start", callId: "c2", anima: "a", tool: "t", schema: "t_x", version: "", pid: 1 });
+      log.append({
+        kind: "capability",
+        callId: "c1",
+        anima: "a",
+        tool: "t",
+        operation: "fs.readFile",
+        target: "x",
+        outcome: "denied",
+        reason: "SandboxViolation",
+      });
+      log.append({ kind: "call", callId: "c1", anima: "a", tool: "t", schema: "t_x", durationMs: 1, outcome: "ok" });
+      expect((await log.read({ callId: "c1" })).map((r) => r.kind)).toEqual(["call_start", "capability", "call"]);
+      expect(await log.read({ callId: "c3" })).toEqual([]);
+      await log.close();
+      cleanup?.();
+    });
+
     it("never throws from append, even after close", async () => {
       const { log, cleanup } = make();
       await log.close();

@@ -1,0 +1,60 @@
+import { mkdtempSync, rmSync } from "node:fs";
+import { tmpdir } from "node:os";
+import { join } from "node:path";
+import { afterEach, beforeEach, expect, it } from "vitest";
+import { AuditReadTooLarge } from "../../src/audit/audit-log.js";
+import { JsonlAuditLog } from "../../src/audit/jsonl-audit-log.js";
+import { runAuditEvents } from "../../src/cli/audit-events.js";
+import { ToolHostError } from "../../src/errors.js";
+import type { ToolHost } from "../../src/host-api.js";
+
+/**
+ * A read holds every record it returns (their order is defined over all of them): an unfiltered `audit
+ * events` of a data dir of many Animas at full retention (≈ 280,000 records a trail pair, ≈ 420 bytes of
+ * memory each) grew the shared daemon past its heap (audit_events_unbounded_read). A read past
+ * `maxReadRecords` now rejects, asking for a narrower query, and holds nothing more.
+ */
+
+let dir: string;
+beforeEach(() => {
+  dir = mkdtempSync(join(tmpdir(), "awt-read-bound-"));
+});
+afterEach(() => rmSync(dir, { recursive: true, force: true }));
+
+const capability = (anima: string, i: number) => ({
+  kind: "capability" as const,
+  anima,
+  tool: "t",
+  operation: "fs.readFile",
+  target: `n/${i}`,
+  outcome: "ok" as const,
+});
+
+it("audit_events_unbounded_read: a read matching more than maxReadRecords rejects; narrower ones answer, and the log keeps working", async () => {
+  const log = new JsonlAuditLog(join(dir, "audit"), { maxReadRecords: 10 });
+  for (let i = 0; i < 8; i++) log.append(capability("alice", i));
+  for (let i = 0; i < 8; i++) log.append(capability("bob", i));
+  const refused = await log.read().catch((error: unknown) => error);
+  expect(refused).toBeInstanceOf(AuditReadTooLarge);
+  expect((refused as AuditReadTooLarge).message).toBe("more than 10 audit records match, more than one read holds");
+  expect(await log.read({ anima: "alice" })).toHaveLength(8);
+  log.append(capability("alice", 8));
+  expect(await log.read({ anima: "alice" })).toHaveLength(9);
+  await log.close();
+});
+
+it("audit events answers a read past the bound with InvalidArguments saying how to narrow it", async () => {
+  const log = new JsonlAuditLog(join(dir, "audit"), { maxReadRecords: 2 });
+  for (let i = 0; i < 3; i++) log.append(capability("alice", i));
+  const host = { audit: log, config: { auditDir: join(dir, "audit") } } as unknown as ToolHost;
+  const out = { stdout: () => undefined, stderr: () => undefined };
+  const refused = await runAuditEvents(host, [], undefined, out).catch((error: unknown) => error);
+  expect(refused).toBeInstanceOf(ToolHostError);
+  expect(refused).toMatchObject({
+    type: "InvalidArguments",
+    fault: "caller",
+    message: "audit events: more than 2 audit records match, more than one read holds",
+  });
+  expect((refused as ToolHostError).hint).toMatch(/--since, --until/);
+  await log.close();
+});
