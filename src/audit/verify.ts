@@ -1,5 +1,6 @@
 import { closeSync, lstatSync } from "node:fs";
 import { join, relative } from "node:path";
+import { isAnimaName } from "../registry/animas.js";
 import { trailFilesIn } from "./trail-files.js";
 import { RECORD_SCHEMA_VERSION, generationsOf, recordHash } from "./trail.js";
 import { GENESIS, readHead } from "./trail-head.js";
@@ -63,8 +64,8 @@ const LINES_PER_TURN = 2_000;
  * the walk gives the event loop a turn every `LINES_PER_TURN` lines, so that the other Animas' calls go on
  * while hundreds of megabytes of trails are checked (walked in one piece, 114 MB held the daemon ≈ 3 s).
  */
-export async function verifyAuditDirYielding(dir: string, keepFiles = 3): Promise<VerifyReport> {
-  const walk = verifySteps(dir, keepFiles);
+export async function verifyAuditDirYielding(dir: string, keepFiles = 3, anima?: string): Promise<VerifyReport> {
+  const walk = verifySteps(dir, keepFiles, anima);
   for (;;) {
     const step = walk.next();
     if (step.done === true) return step.value;
@@ -72,9 +73,24 @@ export async function verifyAuditDirYielding(dir: string, keepFiles = 3): Promis
   }
 }
 
+/**
+ * The trails a check of `anima`'s records covers: the host's pair (where its records naming no known
+ * Anima went, and every trail's announcement) and its own; every trail without one. The trails a read
+ * for that Anima takes its records from (jsonl-audit-log.ts `trailFiles`), so that `audit events --anima`
+ * and `audit --anima` check what they show, not every Anima's trails at each run.
+ */
+function trailsInScope(dir: string, anima: string | undefined): string[] {
+  const all = trailFilesIn(dir);
+  if (anima === undefined) return all;
+  const host = all.slice(0, 2);
+  // A name that is not an Anima's has no trail of its own (its records are the host's): never a path.
+  return isAnimaName(anima) ? [...host, join(dir, "animas", `${anima}.jsonl`), join(dir, "animas", `${anima}.security.jsonl`)] : host;
+}
+
 /** The walk of `verifyAuditDir`; it yields where a caller may give the event loop a turn. */
-function* verifySteps(dir: string, keepFiles: number): Generator<void, VerifyReport, undefined> {
-  const trails = trailFilesIn(dir);
+function* verifySteps(dir: string, keepFiles: number, anima?: string): Generator<void, VerifyReport, undefined> {
+  const trails = trailsInScope(dir, anima);
+  const inScope = (name: string) => anima === undefined || trails.includes(join(dir, name));
   const report: VerifyReport = { trails: [], findings: [], ok: true };
   const announced: Announced = { files: new Set(), twice: new Set(), pairs: new Set() };
   // A trail is present when it holds something to check: a chained record or a head. Any file at all
@@ -85,19 +101,19 @@ function* verifySteps(dir: string, keepFiles: number): Generator<void, VerifyRep
   const present = (file: string) => holding.has(file);
   const lost = (file: string, message: string) => report.findings.push({ severity: "broken", trail: relative(dir, file), message });
   for (const name of announced.files) {
-    if (!present(join(dir, name)))
+    if (inScope(name) && !present(join(dir, name)))
       lost(join(dir, name), `the trail ${name} was announced but its files are gone (no record and no head left: deleted, or left empty)`);
   }
   // A writer announces a trail when it finds, under the trail's lock, no head and no record: once per
   // trail, unless its files and head were deleted (the trail then starts again from seq 1 and proves
   // nothing about what was there).
-  for (const name of announced.twice) {
+  for (const name of [...announced.twice].filter(inScope)) {
     lost(join(dir, name), `the trail ${name} was started twice: its files and head were deleted in between, and what they held with them`);
   }
   // Announcements of earlier builds name an Anima, not a file: either file of its pair answers for it.
-  for (const anima of announced.pairs) {
-    const base = join(dir, "animas", anima);
-    if (![`${base}.jsonl`, `${base}.security.jsonl`].some(present)) lost(`${base}.jsonl`, `the trail of Anima ${anima} was announced but its files are gone`);
+  for (const pair of [...announced.pairs].filter((name) => anima === undefined || name === anima)) {
+    const base = join(dir, "animas", pair);
+    if (![`${base}.jsonl`, `${base}.security.jsonl`].some(present)) lost(`${base}.jsonl`, `the trail of Anima ${pair} was announced but its files are gone`);
   }
   // The host's security trail holds every announcement and cannot announce itself. It is written before
   // any other trail (every trail's first record is announced there; every host records the operator's

@@ -51,7 +51,7 @@ export async function runAuditEvents(host: ToolHost, argv: string[], anima: stri
   // Walked after the records were read, so that every record streamed was in the trails verified. A JSON
   // line or CSV row has no room for a verdict, and the report's own check (`audit`) is not in an export:
   // an auditor relying on one must hear when it holds records the chain does not vouch for.
-  const integrity = trailIntegrity(await verifyAuditDirYielding(host.config.auditDir));
+  const integrity = trailIntegrity(await verifyAuditDirYielding(host.config.auditDir, undefined, request.query.anima));
   // A chunk at a time, waiting while a running host's client has not taken what came before (reply-writer.ts).
   for (const chunk of recordChunks(records, request.format)) {
     out.stdout(chunk);

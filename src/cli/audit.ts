@@ -56,7 +56,7 @@ async function runAuditReport(host: ToolHost, argv: string[], anima: string | un
   const operator = anima === undefined ? operatorLeastPrivilege(reports, host.config.allowInternalHosts) : undefined;
   const history = await hostHistory(host.audit, period);
   // Read after the records, so that every record the report shows was in the trails verified.
-  const integrity = trailIntegrity(await verifyAuditDirYielding(host.config.auditDir));
+  const integrity = trailIntegrity(await verifyAuditDirYielding(host.config.auditDir, undefined, anima));
   const since = sinceMs === undefined ? undefined : new Date(sinceMs).toISOString();
   if (htmlFile !== undefined) {
     const { renderHtmlReport } = await import("../audit/html-report.js");
