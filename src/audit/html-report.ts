@@ -1,7 +1,7 @@
 import type { AnimaReport, HostHistory, PolicyChange, TimelineEvent } from "./report.js";
 import type { AuditSummary, SummaryRow } from "./summary.js";
 import type { OperatorGrant } from "./least-privilege.js";
-import type { TrailIntegrity } from "./verify.js";
+import type { TrailIntegrity } from "./verify-text.js";
 import { terminalSafe } from "../terminal-text.js";
 
 /**

@@ -30,10 +30,18 @@ export interface UnfinishedCalls {
  * flight rather than interrupted until that process ends too. `isAlive` is asked once per pid.
  */
 export function unfinishedCalls(records: Iterable<AuditRecord>, isAlive: (pid: number) => boolean = isProcessAlive): UnfinishedCalls {
-  const open = new Map<string, UnfinishedCall>();
-  for (const record of records) {
+  const open = new OpenCalls();
+  for (const record of records) open.see(record);
+  return open.settle(isAlive);
+}
+
+/** `unfinishedCalls` one record at a time, for a reader that gives the event loop turns between them (report.ts). */
+export class OpenCalls {
+  private readonly open = new Map<string, UnfinishedCall>();
+
+  see(record: AuditRecord): void {
     if (record.kind === "call_start") {
-      open.set(record.callId, {
+      this.open.set(record.callId, {
         callId: record.callId,
         tool: record.tool,
         schema: record.schema,
@@ -43,17 +51,21 @@ export function unfinishedCalls(records: Iterable<AuditRecord>, isAlive: (pid: n
         ...(record.jobId !== undefined ? { jobId: record.jobId } : {}),
       });
     } else if (record.kind === "call") {
-      open.delete(record.callId);
+      this.open.delete(record.callId);
     }
   }
-  const alive = new Map<number, boolean>();
-  const result: UnfinishedCalls = { interrupted: [], inFlight: [] };
-  for (const call of open.values()) {
-    let living = alive.get(call.pid);
-    if (living === undefined) alive.set(call.pid, (living = isAlive(call.pid)));
-    (living ? result.inFlight : result.interrupted).push(call);
+
+  /** The calls still open, told apart by whether the process that ran each is alive. */
+  settle(isAlive: (pid: number) => boolean = isProcessAlive): UnfinishedCalls {
+    const alive = new Map<number, boolean>();
+    const result: UnfinishedCalls = { interrupted: [], inFlight: [] };
+    for (const call of this.open.values()) {
+      let living = alive.get(call.pid);
+      if (living === undefined) alive.set(call.pid, (living = isAlive(call.pid)));
+      (living ? result.inFlight : result.interrupted).push(call);
+    }
+    return result;
   }
-  return result;
 }
 
 /** The text report's lines for an Anima's unfinished calls (the last 10 of each). */

@@ -58,39 +58,57 @@ export interface LeastPrivilegeInput {
 }
 
 export function animaLeastPrivilege(records: readonly AuditRecord[], input: LeastPrivilegeInput): AnimaLeastPrivilege {
-  const network = input.network;
-  const grants: GrantUse[] = network?.mode === "allowlist" ? network.hosts.map((entry) => ({ entry, uses: 0 })) : [];
-  const internalHosts: GrantUse[] = input.allowInternalHosts.map((entry) => ({ entry, uses: 0 }));
-  const hosts = new Map<string, HostUse>();
-  const lookups = new Map<string, Use & { name: string; source: string }>();
-  let calls = 0;
-  for (const record of records) {
-    if (record.kind === "call") calls++;
+  const use = new PrivilegeUse(input);
+  for (const record of records) use.see(record);
+  return use.result();
+}
+
+/** `animaLeastPrivilege` one record at a time, for a reader that gives the event loop turns between them (report.ts). */
+export class PrivilegeUse {
+  private readonly grants: GrantUse[];
+  private readonly internalHosts: GrantUse[];
+  private readonly hosts = new Map<string, HostUse>();
+  private readonly lookups = new Map<string, Use & { name: string; source: string }>();
+  private calls = 0;
+
+  constructor(private readonly input: LeastPrivilegeInput) {
+    const network = input.network;
+    this.grants = network?.mode === "allowlist" ? network.hosts.map((entry) => ({ entry, uses: 0 })) : [];
+    this.internalHosts = input.allowInternalHosts.map((entry) => ({ entry, uses: 0 }));
+  }
+
+  see(record: AuditRecord): void {
+    if (record.kind === "call") this.calls++;
     if (record.kind === "capability" && NETWORK_OPERATIONS.has(record.operation) && record.outcome !== "denied") {
       const target = hostOf(record.target);
-      if (target === undefined) continue;
-      touch(hosts.get(target.host) ?? setNew(hosts, target.host, { host: target.host, uses: 0 }), record.ts);
-      for (const grant of grants) if (allowEntryMatches(target.host, target.port, grant.entry)) touch(grant, record.ts);
-      for (const grant of internalHosts) if (internalEntryMatches(target.host, grant.entry)) touch(grant, record.ts);
+      if (target === undefined) return;
+      touch(this.hosts.get(target.host) ?? setNew(this.hosts, target.host, { host: target.host, uses: 0 }), record.ts);
+      for (const grant of this.grants) if (allowEntryMatches(target.host, target.port, grant.entry)) touch(grant, record.ts);
+      for (const grant of this.internalHosts) if (internalEntryMatches(target.host, grant.entry)) touch(grant, record.ts);
     } else if (record.kind === "credential" && record.outcome === "ok") {
       const key = `${record.source ?? ""}\0${record.name}`;
-      touch(lookups.get(key) ?? setNew(lookups, key, { name: record.name, source: record.source ?? "(unknown)", uses: 0 }), record.ts);
+      touch(this.lookups.get(key) ?? setNew(this.lookups, key, { name: record.name, source: record.source ?? "(unknown)", uses: 0 }), record.ts);
     }
   }
-  const credentials = input.readable.map((entry) => credentialUse(entry, input.readable, [...lookups.values()]));
-  const unusedGrants = [
-    ...grants.filter((g) => g.uses === 0).map((g) => `network allowlist entry ${g.entry}`),
-    ...(network?.mode === "public" && hosts.size === 0 && calls > 0 ? ["network public (no fetch made: `none` would do)"] : []),
-    ...credentials.filter((c) => c.scope === "own" && c.status === "unused").map((c) => `credential ${c.name} (${c.location})`),
-  ];
-  const reached = [...hosts.values()].sort((a, b) => b.uses - a.uses || a.host.localeCompare(b.host));
-  return {
-    network: { mode: network?.mode ?? "unknown", grants, hosts: reached.slice(0, MAX_HOSTS), hostsReached: reached.length },
-    internalHosts,
-    credentials,
-    lookups: [...lookups.values()].sort((a, b) => a.name.localeCompare(b.name) || a.source.localeCompare(b.source)),
-    unusedGrants,
-  };
+
+  result(): AnimaLeastPrivilege {
+    const { input, grants, internalHosts, hosts, lookups, calls } = this;
+    const network = input.network;
+    const credentials = input.readable.map((entry) => credentialUse(entry, input.readable, [...lookups.values()]));
+    const unusedGrants = [
+      ...grants.filter((g) => g.uses === 0).map((g) => `network allowlist entry ${g.entry}`),
+      ...(network?.mode === "public" && hosts.size === 0 && calls > 0 ? ["network public (no fetch made: `none` would do)"] : []),
+      ...credentials.filter((c) => c.scope === "own" && c.status === "unused").map((c) => `credential ${c.name} (${c.location})`),
+    ];
+    const reached = [...hosts.values()].sort((a, b) => b.uses - a.uses || a.host.localeCompare(b.host));
+    return {
+      network: { mode: network?.mode ?? "unknown", grants, hosts: reached.slice(0, MAX_HOSTS), hostsReached: reached.length },
+      internalHosts,
+      credentials,
+      lookups: [...lookups.values()].sort((a, b) => a.name.localeCompare(b.name) || a.source.localeCompare(b.source)),
+      unusedGrants,
+    };
+  }
 }
 
 function credentialUse(entry: CredentialEntry, readable: readonly CredentialEntry[], lookups: Array<Use & { name: string; source: string }>): CredentialGrant {

@@ -4,9 +4,8 @@ import { type Permissions, loadPermissions } from "../policy/permissions.js";
 import { cordonMates, cordonOf } from "../isolation/scheduling/cordons.js";
 import { type CredentialInventory, credentialInventory, readableBy } from "../credentials/inventory.js";
 import type { AuditCoverage, AuditLog, AuditRecord } from "./audit-log.js";
-import { joinReportLines } from "../terminal-text.js";
-import { type UnfinishedCall, formatUnfinished, unfinishedCalls } from "./interrupted.js";
-import { type AnimaLeastPrivilege, animaLeastPrivilege, formatLeastPrivilege } from "./least-privilege.js";
+import { OpenCalls, type UnfinishedCall } from "./interrupted.js";
+import { type AnimaLeastPrivilege, PrivilegeUse } from "./least-privilege.js";
 
 /** What a tool did, per tool, in an Anima's audit report. */
 export interface ToolActivity {
@@ -96,6 +95,8 @@ export interface TimelineEvent {
 
 /** Timeline events kept per Anima (a flood of denials must not make the report unbounded). */
 export const MAX_TIMELINE = 500;
+/** Records an Anima's report walks between two turns of the event loop: a few milliseconds. */
+const RECORDS_PER_TURN = 10_000;
 
 /**
  * The sandbox policy auditing report: per Anima, the policy in force and what its tools actually did.
@@ -172,7 +173,19 @@ export async function buildAnimaReport(
   const timeline: TimelineEvent[] = [];
   let lostRecords = 0;
   let unverified = 0;
+  const open = new OpenCalls();
+  const privileges = new PrivilegeUse({
+    network: policy.network,
+    allowInternalHosts: config.allowInternalHosts,
+    readable: context.inventory ? readableBy(context.inventory, anima) : [],
+  });
+  let walked = 0;
   for (const record of records) {
+    // One Anima's trails hold up to ≈ 280,000 records: walked in one piece, ≈ 0.5 s of the shared
+    // daemon's event loop per Anima per `audit` run (which an Anima can ask for, over records it made).
+    if (++walked % RECORDS_PER_TURN === 0) await new Promise((resolve) => setImmediate(resolve));
+    open.see(record);
+    privileges.see(record);
     if (record.unverified) unverified++;
     switch (record.kind) {
       case "call": {
@@ -238,7 +251,7 @@ export async function buildAnimaReport(
         break;
     }
   }
-  const unfinished = unfinishedCalls(records, context.isAlive);
+  const unfinished = open.settle(context.isAlive);
   for (const call of unfinished.interrupted)
     timeline.push({ ts: call.startedAt, kind: "interrupted", tool: call.tool, what: `${call.schema} (pid ${call.pid})` });
   timeline.sort((a, b) => (a.ts < b.ts ? -1 : a.ts > b.ts ? 1 : 0));
@@ -255,11 +268,7 @@ export async function buildAnimaReport(
     ...unfinished,
     violations,
     refusals,
-    leastPrivilege: animaLeastPrivilege(records, {
-      network: policy.network,
-      allowInternalHosts: config.allowInternalHosts,
-      readable: context.inventory ? readableBy(context.inventory, anima) : [],
-    }),
+    leastPrivilege: privileges.result(),
     policyHistory,
     versions: [...versions.values()].sort((a, b) => a.tool.localeCompare(b.tool) || a.firstTs.localeCompare(b.firstTs)),
     timeline: kept,
@@ -339,54 +348,4 @@ export function reportCoverage(context: Pick<ReportContext, "coverage" | "sinceM
     ...(warnings.length > 0 ? { warning: warnings.join("; ") } : {}),
     ...(note !== undefined ? { note } : {}),
   };
-}
-
-export function formatAnimaReport(report: AnimaReport): string {
-  const p = report.policy;
-  const network = !p.network ? "unknown" : p.network.mode === "allowlist" ? `allowlist: ${p.network.hosts.join(", ")}` : p.network.mode;
-  const c = report.coverage;
-  const lines = [
-    `Anima ${report.anima}`,
-    `  records: ${report.records}${c.since ? ` since ${c.since}` : ""}; kept from ${c.oldestTs ?? "(none kept)"}${c.rotatedAway ? ", older ones rotated away" : ""}`,
-    ...(c.warning ? [`  WARNING: ${c.warning}`] : []),
-    ...(c.note ? [`  note: ${c.note}`] : []),
-    `  policy (${p.source})${p.problem ? `: BROKEN — ${p.problem}` : ""}`,
-    ...(p.toolCreation ? [`    tool creation: personal ${p.toolCreation.personal ? "yes" : "no"}, shared ${p.toolCreation.shared ? "yes" : "no"}`] : []),
-    `    network: ${network}${p.allowInternalHosts.length ? ` (operator allows internal: ${p.allowInternalHosts.join(", ")})` : ""}`,
-    `    files: quota ${p.fsLimits.quotaBytes} bytes / ${p.fsLimits.maxFiles} entries, read ≤ ${p.fsLimits.maxReadBytes} bytes, write ≤ ${p.fsLimits.maxWriteBytes} bytes`,
-    `    environment visible to getCredential: ${p.allowedEnvironment.length ? p.allowedEnvironment.join(", ") : "none"}`,
-    `    limits: timeout ${p.timeoutMs} ms, memory ${p.memoryLimitMb} MB`,
-    `    cordon: ${p.cordonMates === "all" ? "all Animas (an isolate escape here reaches every Anima of the host)" : p.cordonMates.length === 0 ? "its own (no sandbox process runs another Anima's code)" : `${p.cordon.replace(/^group:/, "")}, with ${p.cordonMates.join(", ")} (an isolate escape here reaches them, no one else)`}`,
-    "  tools",
-    ...report.tools.map((t) => `    ${t.name} (${t.origin}) ${t.status}${t.error ? `: ${t.error}` : ""}`),
-    "  activity",
-  ];
-  if (report.activity.length === 0) lines.push("    (none recorded)");
-  for (const a of report.activity) {
-    const errors = Object.entries(a.errors)
-      .map(([type, n]) => `${type} ×${n}`)
-      .join(", ");
-    const used = Object.entries(a.used)
-      .map(([op, n]) => `${op} ×${n}`)
-      .join(", ");
-    lines.push(`    ${a.tool}: ${a.calls} calls, ${a.ok} ok${errors ? `; ${errors}` : ""}${used ? `; used ${used}` : ""}`);
-    for (const d of a.denials.slice(-10)) lines.push(`      denied ${d.operation} ${d.target} — ${d.reason} (${d.ts})`);
-    if (a.denials.length > 10) lines.push(`      … ${a.denials.length - 10} earlier denials`);
-  }
-  lines.push(...formatUnfinished(report));
-  for (const v of report.violations.slice(-10)) lines.push(`  violation${v.tool ? ` ${v.tool}` : ""}: ${v.message} (${v.ts})`);
-  if (report.violations.length > 10) lines.push(`  … ${report.violations.length - 10} earlier violations`);
-  for (const r of report.refusals.slice(-10)) lines.push(`  refused ${r.command} ${r.target}: ${r.errorType}: ${r.reason} (${r.ts})`);
-  if (report.refusals.length > 10) lines.push(`  … ${report.refusals.length - 10} earlier refusals`);
-  lines.push(...formatLeastPrivilege(report.leastPrivilege));
-  for (const change of report.policyHistory.slice(-5))
-    lines.push(`  policy changed ${change.from ?? "(first seen)"} → ${change.to} (${change.changedAt ?? change.ts})`);
-  for (const e of report.loadErrors.slice(-10)) lines.push(`  load error ${e.tool}: ${e.message} (${e.ts})`);
-  if (report.reloads.length > 10) lines.push(`  … ${report.reloads.length - 10} earlier reloads`);
-  for (const r of report.reloads.slice(-10)) {
-    lines.push(
-      `  reload ${r.tool} (${r.origin}) ${r.change}${r.message !== undefined ? `: ${r.message}` : ""}${r.trigger ? ` by ${r.trigger}` : ""} (${r.ts})`,
-    );
-  }
-  return joinReportLines(lines);
 }

@@ -1,6 +1,7 @@
 import { type AuditKind, type AuditQuery, AuditReadTooLarge } from "../audit/audit-log.js";
 import { AUDIT_KINDS, AUDIT_OUTCOMES, type ExportFormat, recordChunks } from "../audit/export.js";
-import { type TrailIntegrity, brokenFindingLines, trailIntegrity, verifyAuditDirYielding } from "../audit/verify.js";
+import { verifyAuditDirYielding } from "../audit/verify.js";
+import { type TrailIntegrity, brokenFindingLines, trailIntegrity } from "../audit/verify-text.js";
 import { ToolHostError } from "../errors.js";
 import type { ToolHost } from "../host-api.js";
 import { joinReportLines } from "../terminal-text.js";

@@ -1,4 +1,5 @@
-import { formatVerifyReport, verifyAuditDirYielding } from "../audit/verify.js";
+import { verifyAuditDirYielding } from "../audit/verify.js";
+import { formatVerifyReport } from "../audit/verify-text.js";
 import { ToolHostError } from "../errors.js";
 import type { ToolHost } from "../host-api.js";
 import type { Output } from "./output.js";

@@ -1,7 +1,9 @@
 import { effectiveSettings, formatSettings } from "../audit/effective-config.js";
-import { type HostHistory, formatAnimaReport, hostHistory } from "../audit/report.js";
+import { type HostHistory, hostHistory } from "../audit/report.js";
+import { formatAnimaReport } from "../audit/report-text.js";
 import { buildSummary, formatSummary } from "../audit/summary.js";
-import { formatIntegrity, trailIntegrity, verifyAuditDirYielding } from "../audit/verify.js";
+import { verifyAuditDirYielding } from "../audit/verify.js";
+import { formatIntegrity, trailIntegrity } from "../audit/verify-text.js";
 import { operatorLeastPrivilege } from "../audit/least-privilege.js";
 import { type HostStatus, readHostStatuses } from "../audit/host-status.js";
 import { joinReportLines } from "../terminal-text.js";

@@ -5,7 +5,7 @@ import { InMemoryTransport } from "@modelcontextprotocol/sdk/inMemory.js";
 import { afterEach, describe, expect, it } from "vitest";
 import type { AuditRecord } from "../../src/audit/audit-log.js";
 import { JsonlAuditLog } from "../../src/audit/jsonl-audit-log.js";
-import { formatAnimaReport } from "../../src/audit/report.js";
+import { formatAnimaReport } from "../../src/audit/report-text.js";
 import type { AuditReader } from "../../src/host-api.js";
 import { type ToolHost, createHost } from "../../src/host.js";
 import { managementOf } from "../../src/lifecycle/management.js";

@@ -1,5 +1,5 @@
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
-import { formatAnimaReport } from "../../src/audit/report.js";
+import { formatAnimaReport } from "../../src/audit/report-text.js";
 import { formatSummary, buildSummary } from "../../src/audit/summary.js";
 import { createHost } from "../../src/host.js";
 import type { ToolHost } from "../../src/host-api.js";
