@@ -119,8 +119,15 @@ function numberAt(text: string, next: number, sign: number): Parsed {
   return Number.isFinite(value) ? { ok: true, value: sign * value, next } : { ok: false };
 }
 
+/**
+ * Parts deeper than this are not located (a problem there is shown at the deepest part located, as
+ * `locate` does): each level copies and keys its whole path, so tracking every level of a literal nested
+ * thousands deep cost seconds (quadratic: a crafted 10 KB draft took 1.6 s). Schemas may nest 24 levels.
+ */
+const MAX_LOCATED_DEPTH = 64;
+
 const child = (track: Tracking | undefined, key: string | number): Tracking | undefined =>
-  track ? { locations: track.locations, path: [...track.path, key] } : undefined;
+  track && track.path.length < MAX_LOCATED_DEPTH ? { locations: track.locations, path: [...track.path, key] } : undefined;
 
 function parseArray(tokens: Token[], start: number, depth: number, track: Tracking | undefined): Parsed {
   const items: unknown[] = [];

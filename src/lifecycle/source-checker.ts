@@ -4,8 +4,8 @@ import { type ErrorType, ToolHostError } from "../errors.js";
 import { PROJECT_ROOT } from "../project-root.js";
 import type { CheckReplyMessage, CheckRequestMessage } from "./checks-thread/protocol.js";
 import type { Finding } from "./findings.js";
-import { type SourceCheckRequest, checkSource } from "./source-checks.js";
-import { type ImportUse, scanSource } from "./source-scan.js";
+import { type SourceCheckRequest, checkSource, loadOnlyFindings } from "./source-checks.js";
+import { type ImportUse, scanImports } from "./source-scan.js";
 
 /**
  * Where `validate`, `share` and `refresh` run the checks on a tool's text (source-checks.ts) and read the
@@ -37,7 +37,7 @@ export class InlineSourceChecker implements SourceChecker {
   }
 
   async importsOf(text: string): Promise<ImportUse[]> {
-    return scanSource(text).imports;
+    return scanImports(text);
   }
 
   async close(): Promise<void> {}
@@ -108,7 +108,8 @@ export class ThreadSourceChecker implements SourceChecker {
     const outcome = await this.submit({ check: request });
     if ("findings" in outcome) return outcome.findings;
     const unfinished = "failed" in outcome ? failedWork(outcome.failed) : "why" in outcome ? outcome : failedWork("an answer of another kind");
-    return [{ level: "error", check: "source", message: unfinishedText(unfinished) }];
+    // What the load said stands without the checks that would have weighed it.
+    return [{ level: "error", check: "source", message: unfinishedText(unfinished) }, ...loadOnlyFindings(request)];
   }
 
   async importsOf(text: string): Promise<ImportUse[]> {
@@ -158,7 +159,12 @@ export class ThreadSourceChecker implements SourceChecker {
       this.finish({ why: `did not finish within ${this.timeoutMs / 1000} s`, next: "make the file smaller or simpler", type: "Timeout" });
     }, this.timeoutMs);
     this.running = { job, timer };
-    worker.postMessage({ id: job.id, ...job.work } satisfies CheckRequestMessage);
+    try {
+      worker.postMessage({ id: job.id, ...job.work } satisfies CheckRequestMessage);
+    } catch (error) {
+      // Data the thread cannot be sent (not plain): this job fails, the thread and the jobs after it go on.
+      this.finish(failedWork(`the request could not be sent to their thread: ${error instanceof Error ? error.message : String(error)}`));
+    }
   }
 
   /** Settles the running work with `outcome` and starts the next (or lets the thread idle). */
@@ -214,8 +220,18 @@ export class ThreadSourceChecker implements SourceChecker {
   }
 }
 
-/** A defect of the checks or their thread: the host's, reported with what it said. */
+/**
+ * A defect of the checks or their thread: the host's, reported with what it said. But for a stack
+ * overflow: the checks follow brackets recursively, and a source nesting them tens of thousands deep
+ * exhausts the thread's stack, which is the file's doing.
+ */
 function failedWork(what: string): Unfinished {
+  if (what === "Maximum call stack size exceeded")
+    return {
+      why: "could not follow how deeply the source nests brackets",
+      next: "nest them less deeply (a schema may nest 24 levels)",
+      type: "InvalidArguments",
+    };
   return { why: `failed (${what})`, next: "run validate again, and report it if it repeats", type: "ExecutionError" };
 }
 

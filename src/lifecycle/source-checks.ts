@@ -50,20 +50,71 @@ const isPython = (fileName: string): boolean => fileName.endsWith(".py");
  * declaration-check.ts). Python's findings stand as they are, the load's problems added to them.
  */
 export function checkSource(request: SourceCheckRequest): Finding[] {
+  return boundedPerCheck(uncappedFindings(request));
+}
+
+/**
+ * Findings listed per check, at most: a crafted 1 MiB draft made 100,000 (`fetch(u);` per line), which
+ * the host then received, sorted and formatted on its event loop (≈ 0.3 s a validate). The first ones by
+ * line are kept, and one more finding at the first line left out counts the rest.
+ */
+export const MAX_FINDINGS_PER_CHECK = 100;
+
+function boundedPerCheck(findings: Finding[]): Finding[] {
+  const byCheck = new Map<string, Finding[]>();
+  for (const finding of findings) {
+    const list = byCheck.get(finding.check);
+    if (list) list.push(finding);
+    else byCheck.set(finding.check, [finding]);
+  }
+  const bounded: Finding[] = [];
+  for (const list of byCheck.values()) {
+    if (list.length <= MAX_FINDINGS_PER_CHECK) {
+      bounded.push(...list);
+      continue;
+    }
+    const ordered = list.map((finding, index) => ({ finding, index })).sort((a, b) => (a.finding.line ?? 0) - (b.finding.line ?? 0) || a.index - b.index);
+    const kept = ordered.slice(0, MAX_FINDINGS_PER_CHECK).map(({ finding }) => finding);
+    const rest = ordered.slice(MAX_FINDINGS_PER_CHECK).map(({ finding }) => finding);
+    const first = rest[0] as Finding;
+    bounded.push(...kept, {
+      level: rest.some((finding) => finding.level === "error") ? "error" : "warning",
+      check: first.check,
+      ...(first.line !== undefined ? { line: first.line } : {}),
+      message: `… and ${rest.length} more [${first.check}] findings from here on, like those above (the first ${MAX_FINDINGS_PER_CHECK} are listed)`,
+    });
+  }
+  return bounded;
+}
+
+/**
+ * What the load alone says, for when the checks on the text could not run (source-checker.ts): its
+ * problems as load findings, unweighed, or the message of what it threw.
+ */
+export function loadOnlyFindings(request: SourceCheckRequest): Finding[] {
+  const { fileName, name, load } = request;
+  if (load === undefined || ("ok" in load && load.ok)) return [];
+  if ("threw" in load) return [threwFinding(load.threw)];
+  const shown = [fileName, `${name ?? toolNameOf(fileName)}${extensionOf(fileName)}`];
+  return load.problems.flatMap((problem) => loadFindings(problem, shown));
+}
+
+const threwFinding = (message: string): Finding => ({ level: "error", check: "load", message: `the tool could not be loaded: ${message}` });
+
+function uncappedFindings(request: SourceCheckRequest): Finding[] {
   const { fileName, text, name, load } = request;
   const tool = name ?? toolNameOf(fileName);
-  const threw = (message: string): Finding => ({ level: "error", check: "load", message: `the tool could not be loaded: ${message}` });
   if (isPython(fileName)) {
     const findings = validateSource(fileName, text, { staticSchemas: true, name });
     if (load === undefined) return findings;
-    if ("threw" in load) return [...findings, threw(load.threw)];
+    if ("threw" in load) return [...findings, threwFinding(load.threw)];
     for (const problem of load.ok ? [] : load.problems) findings.push(...loadFindings(problem, [fileName, `${tool}.py`]));
     return findings;
   }
   if (load === undefined) return validateSource(fileName, text, { staticSchemas: true, ...(name !== undefined ? { name } : {}) });
   const { findings, declaration, scan } = staticChecks(fileName, text, { staticSchemas: false, name });
   if ("threw" in load) {
-    findings.push(...declaration.declared, ...unusedHandlers(tool, scan, declaration.schemaNames), threw(load.threw));
+    findings.push(...declaration.declared, ...unusedHandlers(tool, scan, declaration.schemaNames), threwFinding(load.threw));
   } else if (load.ok) {
     // The load accepted the declaration: a reading of the source has nothing to add to that.
     findings.push(...unusedHandlers(tool, scan, load.schemas ?? declaration.schemaNames));

@@ -54,6 +54,11 @@ export function scanSource(source: string): SourceScan {
   };
 }
 
+/** The imports of a source alone: `scanSource`'s `imports` without its other readings (share and a draft's copy need only these). */
+export function scanImports(source: string): ImportUse[] {
+  return findImports(lex(source).tokens);
+}
+
 /** True for `./x`, `../x`, `.` and `..`: a file beside the tool (the only imports besides the tool API). */
 export function isRelativeSpecifier(specifier: string): boolean {
   return specifier === "." || specifier === ".." || specifier.startsWith("./") || specifier.startsWith("../");

@@ -85,10 +85,14 @@ export async function validateToolFile(path: string, options: ValidateOptions = 
     let load: LoadOutcome | undefined;
     if (options.load) {
       try {
-        load = await options.load(path, tool);
+        // Plain data only: it is sent to the checks' thread.
+        const said = await options.load(path, tool);
+        load = { ok: said.ok, problems: [...said.problems].map(String), ...(said.schemas !== undefined ? { schemas: [...said.schemas].map(String) } : {}) };
         loaded = load.ok;
         schemas = load.schemas;
       } catch (error) {
+        // The host too busy to load it says nothing about the file: the caller tries again.
+        if (error instanceof ToolHostError && error.type === "Busy") throw error;
         loaded = false;
         load = { threw: error instanceof Error ? error.message : String(error) };
       }

@@ -152,6 +152,60 @@ describe("ThreadSourceChecker", () => {
     });
   });
 
+  it("deep_literal_quadratic: a schema literal nested 10,000 deep is checked in bounded memory, its depth the finding", async () => {
+    // Every level once copied and keyed its whole path: O(depth²) memory, past 64 MB here (256 MB at 120 KB).
+    const deep = `export function get_tool_schemas() { return [{ name: "deep_x", description: "Nested deeply, for a test.", input_schema: ${"{ a: ".repeat(10_000)}1${" }".repeat(10_000)} }]; }\nexport function dispatch() {}\n`;
+    const findings = await made(new ThreadSourceChecker({ maxHeapMb: 64 })).check({ fileName: "deep.mjs", text: deep });
+    expect(findings).toContainEqual(expect.objectContaining({ check: "schemas", message: expect.stringMatching(/nested deeper than 24 levels/) }));
+    expect(findings.filter((f) => f.check === "source")).toEqual([]);
+  });
+
+  it("deep_brackets_stack: brackets nested past the thread's stack are the file's to fix, and the thread goes on", async () => {
+    const checker = made(new ThreadSourceChecker());
+    const deep = `export function get_tool_schemas() { return [${"[".repeat(100_000)}${"]".repeat(100_000)}]; }\n`;
+    expect(await checker.check({ fileName: "deep.mjs", text: deep })).toEqual([
+      expect.objectContaining({
+        level: "error",
+        check: "source",
+        message: expect.stringMatching(/could not follow how deeply the source nests brackets, .* nest them less deeply/),
+      }),
+    ]);
+    expect(await checker.check({ fileName: "greet.mjs", text: LEAKY })).toContainEqual(expect.objectContaining({ check: "secrets" }));
+  });
+
+  it("lists at most 100 findings of one check, then one that counts the rest from where they start", async () => {
+    const findings = await made(new ThreadSourceChecker()).check({ fileName: "many.mjs", text: "fetch(u);\n".repeat(5_000) });
+    const timeouts = findings.filter((f) => f.check === "network-timeout");
+    expect(timeouts).toHaveLength(101);
+    expect(timeouts.slice(0, 100).map((f) => f.line)).toEqual(Array.from({ length: 100 }, (_, i) => i + 1));
+    expect(timeouts[100]).toMatchObject({
+      level: "warning",
+      line: 101,
+      message: expect.stringMatching(/^… and 4900 more \[network-timeout\] findings from here on/),
+    });
+  });
+
+  it("keeps what the load said when the checks cannot finish", async () => {
+    const checker = made(new ThreadSourceChecker({ timeoutMs: 1 }));
+    const findings = await checker.check({ fileName: "costly.mjs", text: COSTLY_DRAFT, load: { ok: false, problems: ['import "lodash" is not allowed'] } });
+    expect(findings).toEqual([
+      expect.objectContaining({ check: "source", message: expect.stringMatching(/did not finish/) }),
+      expect.objectContaining({ check: "load", level: "error", message: expect.stringMatching(/lodash/) }),
+    ]);
+    expect(await checker.check({ fileName: "costly.mjs", text: COSTLY_DRAFT, load: { threw: "the sandbox could not start" } })).toContainEqual(
+      expect.objectContaining({ check: "load", message: "the tool could not be loaded: the sandbox could not start" }),
+    );
+  });
+
+  it("fails a request its thread cannot be sent (not plain data) alone: the checks after it go on", async () => {
+    const checker = made(new ThreadSourceChecker());
+    const unsendable = { fileName: "greet.mjs", text: GOOD, load: { ok: true, problems: [], schemas: [], extra: () => 1 } } as unknown as SourceCheckRequest;
+    expect(await checker.check(unsendable)).toEqual([
+      expect.objectContaining({ check: "source", message: expect.stringMatching(/could not be sent to their thread/) }),
+    ]);
+    expect(await checker.check({ fileName: "greet.mjs", text: LEAKY })).toContainEqual(expect.objectContaining({ check: "secrets" }));
+  });
+
   it("reports a check past its heap limit as an unfinished check, and keeps checking", async () => {
     const checker = made(new ThreadSourceChecker({ maxHeapMb: 8 }));
     const findings = await checker.check({ fileName: "costly.mjs", text: COSTLY_DRAFT });

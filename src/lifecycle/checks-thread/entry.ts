@@ -1,6 +1,6 @@
 import { parentPort } from "node:worker_threads";
 import { checkSource } from "../source-checks.js";
-import { scanSource } from "../source-scan.js";
+import { scanImports } from "../source-scan.js";
 import type { CheckReplyMessage, CheckRequestMessage } from "./protocol.js";
 
 /**
@@ -12,7 +12,7 @@ if (!port) throw new Error("the source-checks entry runs only as a worker thread
 port.on("message", (message: CheckRequestMessage) => {
   let reply: CheckReplyMessage;
   try {
-    reply = "check" in message ? { id: message.id, findings: checkSource(message.check) } : { id: message.id, imports: scanSource(message.importsOf).imports };
+    reply = "check" in message ? { id: message.id, findings: checkSource(message.check) } : { id: message.id, imports: scanImports(message.importsOf) };
   } catch (error) {
     reply = { id: message.id, failed: error instanceof Error ? error.message : String(error) };
   }
