@@ -34,7 +34,7 @@ export function formatAnimaReport(report: AnimaReport): string {
       .join(", ");
     lines.push(`    ${a.tool}: ${a.calls} calls, ${a.ok} ok${errors ? `; ${errors}` : ""}${used ? `; used ${used}` : ""}`);
     for (const d of a.denials.slice(-10)) lines.push(`      denied ${d.operation} ${d.target} — ${d.reason} (${d.ts})`);
-    if (a.denials.length > 10) lines.push(`      … ${a.denials.length - 10} earlier denials`);
+    if (a.denied > 10) lines.push(`      … ${a.denied - 10} earlier denials`);
   }
   lines.push(...formatUnfinished(report));
   for (const v of report.violations.slice(-10)) lines.push(`  violation${v.tool ? ` ${v.tool}` : ""}: ${v.message} (${v.ts})`);

@@ -16,8 +16,14 @@ export interface ToolActivity {
   errors: Record<string, number>;
   /** Capability operation → count of uses (`fs.readFile`, `fetch`, `credential`). */
   used: Record<string, number>;
+  /** Requests of the tool the policy refused, all counted. */
+  denied: number;
+  /** The last `MAX_DENIALS_KEPT` of them, oldest first (a flood of denials must not make the report unbounded). */
   denials: Array<{ ts: string; operation: string; target: string; reason: string }>;
 }
+
+/** Denials listed per tool in a report; `denied` counts them all. */
+export const MAX_DENIALS_KEPT = 100;
 
 /** One Anima's sandbox policy audit (`auditReport`; built by audit/report.ts): the policy in force and what its tools did. */
 export interface AnimaReport {
@@ -161,7 +167,7 @@ export async function buildAnimaReport(
   const byTool = new Map<string, ToolActivity>();
   const activity = (tool: string): ToolActivity => {
     let entry = byTool.get(tool);
-    if (!entry) byTool.set(tool, (entry = { tool, calls: 0, ok: 0, errors: {}, used: {}, denials: [] }));
+    if (!entry) byTool.set(tool, (entry = { tool, calls: 0, ok: 0, errors: {}, used: {}, denied: 0, denials: [] }));
     return entry;
   };
   const loadErrors: AnimaReport["loadErrors"] = [];
@@ -171,6 +177,11 @@ export async function buildAnimaReport(
   const policyHistory: PolicyChange[] = [];
   const versions = new Map<string, AnimaReport["versions"][number]>();
   const timeline: TimelineEvent[] = [];
+  const deny = (entry: ToolActivity, denial: ToolActivity["denials"][number]): void => {
+    entry.denied++;
+    entry.denials.push(denial);
+    if (entry.denials.length >= 2 * MAX_DENIALS_KEPT) entry.denials.splice(0, entry.denials.length - MAX_DENIALS_KEPT);
+  };
   let lostRecords = 0;
   let unverified = 0;
   const open = new OpenCalls();
@@ -211,7 +222,7 @@ export async function buildAnimaReport(
         entry.used[record.operation] = (entry.used[record.operation] ?? 0) + 1;
         if (record.outcome === "denied") {
           const reason = marked(record, record.reason ?? "");
-          entry.denials.push({ ts: record.ts, operation: record.operation, target: record.target, reason });
+          deny(entry, { ts: record.ts, operation: record.operation, target: record.target, reason });
           timeline.push({ ts: record.ts, kind: "denial", tool: record.tool, what: `${record.operation} ${record.target}`, ...(reason ? { reason } : {}) });
         }
         break;
@@ -222,7 +233,7 @@ export async function buildAnimaReport(
         if (record.outcome === "denied") {
           // The record names what was refused: another Anima's name, or a variable outside allowed_environment.
           const reason = marked(record, record.reason ?? "another Anima's credential");
-          entry.denials.push({ ts: record.ts, operation: "credential", target: record.name, reason: `PermissionDenied: ${reason}` });
+          deny(entry, { ts: record.ts, operation: "credential", target: record.name, reason: `PermissionDenied: ${reason}` });
           timeline.push({ ts: record.ts, kind: "denial", tool: record.tool, what: `credential ${record.name}`, reason });
         }
         break;
@@ -260,7 +271,7 @@ export async function buildAnimaReport(
     anima,
     policy,
     tools: listing.tools.map((tool) => ({ name: tool.name, origin: tool.origin, status: tool.status, ...(tool.error ? { error: tool.error.message } : {}) })),
-    activity: [...byTool.values()].sort((a, b) => a.tool.localeCompare(b.tool)),
+    activity: [...byTool.values()].sort((a, b) => a.tool.localeCompare(b.tool)).map((a) => ({ ...a, denials: a.denials.slice(-MAX_DENIALS_KEPT) })),
     loadErrors,
     reloads,
     records: records.length,

@@ -45,7 +45,7 @@ export function summaryRow(report: AnimaReport): SummaryRow {
   const row = {
     anima: report.anima,
     calls: report.activity.reduce((n, a) => n + a.calls, 0),
-    denials: report.activity.reduce((n, a) => n + a.denials.length, 0),
+    denials: report.activity.reduce((n, a) => n + a.denied, 0),
     violations: report.violations.length,
     interrupted: report.interrupted.length,
     refusals: report.refusals.length,

@@ -2,7 +2,8 @@ import { expect, it } from "vitest";
 import type { AuditRecord } from "../../src/audit/audit-log.js";
 import { unfinishedCalls } from "../../src/audit/interrupted.js";
 import { animaLeastPrivilege } from "../../src/audit/least-privilege.js";
-import { buildAnimaReport } from "../../src/audit/report.js";
+import { MAX_DENIALS_KEPT, buildAnimaReport } from "../../src/audit/report.js";
+import { formatAnimaReport } from "../../src/audit/report-text.js";
 import { resolveConfig } from "../../src/config.js";
 import { makeDataDir } from "../helpers/data-dir.js";
 
@@ -51,6 +52,32 @@ it("audit_report_stall: building an Anima's report over many records gives the e
     expect(report.interrupted.length).toBeGreaterThan(0);
     expect(report.leastPrivilege).toEqual(animaLeastPrivilege(records, { network: report.policy.network, allowInternalHosts: [], readable: [] }));
     expect(report.leastPrivilege.network.hostsReached).toBe(5);
+  } finally {
+    data.cleanup();
+  }
+});
+
+it("denial_flood_report: counts every denial of a tool and lists the last 100, so a flood cannot make the report unbounded", async () => {
+  const data = makeDataDir({ "animas/alice/notes.md": "x" });
+  try {
+    const records: AuditRecord[] = Array.from({ length: 5_000 }, (_, i) => ({
+      v: 1,
+      seq: i + 1,
+      ts: new Date(1_765_000_000_000 + i).toISOString(),
+      kind: "capability",
+      anima: "alice",
+      tool: "probe",
+      operation: "fs.readFile",
+      target: `../bob/${i}`,
+      outcome: "denied",
+      reason: "SandboxViolation",
+    }));
+    const config = resolveConfig({ dataDir: data.dir });
+    const report = await buildAnimaReport(config, "alice", data.anima("alice"), { anima: "alice", tools: [], problems: [] }, records);
+    const probe = report.activity.find((a) => a.tool === "probe");
+    expect(probe?.denied).toBe(5_000);
+    expect(probe?.denials.map((d) => d.target)).toEqual(Array.from({ length: MAX_DENIALS_KEPT }, (_, i) => `../bob/${4_900 + i}`));
+    expect(formatAnimaReport(report)).toContain("… 4990 earlier denials");
   } finally {
     data.cleanup();
   }

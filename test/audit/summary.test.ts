@@ -28,7 +28,7 @@ function report(
   return {
     anima,
     policy: { source: counts.broken ? "invalid" : "defaults" },
-    activity: calls + denials.length > 0 ? [{ tool: "t", calls, ok: calls, errors: {}, used: {}, denials }] : [],
+    activity: calls + denials.length > 0 ? [{ tool: "t", calls, ok: calls, errors: {}, used: {}, denied: denials.length, denials }] : [],
     violations: Array.from({ length: counts.violations ?? 0 }, () => ({ ts: "2026-01-01T00:00:00.000Z", message: "crash" })),
     interrupted: Array.from({ length: counts.interrupted ?? 0 }, () => call),
     inFlight: [],
