@@ -6,6 +6,7 @@ import { type AuditQuery, type AuditRecord, matches } from "../../src/audit/audi
 import { JsonlAuditLog } from "../../src/audit/jsonl-audit-log.js";
 import { RecordRuns } from "../../src/audit/record-order.js";
 import { generationsOf } from "../../src/audit/trail.js";
+import { turnsDuring } from "../helpers/event-loop.js";
 
 /**
  * `read()` in a long-running host (red team: audit_read_stall). An Anima's own trail fills to its rotation
@@ -31,23 +32,6 @@ const capability = (anima: string, i: number) => ({
   target: `notes/${i}.md`,
   outcome: "ok" as const,
 });
-
-/** Counts the turns the event loop gets while `work` runs: a self-renewing setImmediate runs once a turn. */
-async function turnsDuring<T>(work: () => Promise<T>): Promise<{ result: T; turns: number }> {
-  let turns = 0;
-  let ticker: NodeJS.Immediate | undefined;
-  const tick = () => {
-    turns++;
-    ticker = setImmediate(tick);
-  };
-  ticker = setImmediate(tick);
-  try {
-    const result = await work();
-    return { result, turns };
-  } finally {
-    clearImmediate(ticker);
-  }
-}
 
 describe("reading the audit log in a long-running host (audit_read_stall)", () => {
   it("merges many runs that share one millisecond in linear time, oldest first, each run's order kept (audit_merge_instant)", { timeout: 20_000 }, async () => {

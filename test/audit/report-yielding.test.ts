@@ -6,6 +6,7 @@ import { MAX_DENIALS_KEPT, buildAnimaReport } from "../../src/audit/report.js";
 import { formatAnimaReport } from "../../src/audit/report-text.js";
 import { resolveConfig } from "../../src/config.js";
 import { makeDataDir } from "../helpers/data-dir.js";
+import { turnsDuring } from "../helpers/event-loop.js";
 
 /**
  * An Anima's report walks every record of its period; one Anima's trails hold up to ≈ 280,000 (its own
@@ -36,16 +37,9 @@ it("audit_report_stall: building an Anima's report over many records gives the e
       else records.push({ v: 1, seq: i, ts, kind: "call", callId, anima: "alice", tool: "web", schema: "web_get", durationMs: 1, outcome: "ok" });
     }
     const config = resolveConfig({ dataDir: data.dir });
-    let turns = 0;
-    let done = false;
-    const spin = () => {
-      if (done) return;
-      turns++;
-      setImmediate(spin);
-    };
-    setImmediate(spin);
-    const report = await buildAnimaReport(config, "alice", data.anima("alice"), { anima: "alice", tools: [], problems: [] }, records, { isAlive: () => false });
-    done = true;
+    const { result: report, turns } = await turnsDuring(() =>
+      buildAnimaReport(config, "alice", data.anima("alice"), { anima: "alice", tools: [], problems: [] }, records, { isAlive: () => false }),
+    );
     expect(turns).toBeGreaterThanOrEqual(5);
     const unfinished = unfinishedCalls(records, () => false);
     expect({ interrupted: report.interrupted, inFlight: report.inFlight }).toEqual(unfinished);

@@ -6,8 +6,9 @@ import { afterEach, describe, expect, it } from "vitest";
 import { ToolHostError } from "../../src/errors.js";
 import { InlineSourceChecker, type SourceChecker, ThreadSourceChecker } from "../../src/lifecycle/source-checker.js";
 import type { SourceCheckRequest } from "../../src/lifecycle/source-checks.js";
-import { type ValidationReport, validateToolFile } from "../../src/lifecycle/validate.js";
+import { validateToolFile } from "../../src/lifecycle/validate.js";
 import { PROJECT_ROOT } from "../../src/project-root.js";
+import { turnsDuring } from "../helpers/event-loop.js";
 
 /**
  * A draft crafted to cost the checks the most per byte (measured: ≈ 0.5 s for 1 MiB on this machine):
@@ -66,21 +67,6 @@ const made = <T extends SourceChecker>(checker: T): T => {
   return checker;
 };
 
-/** Event-loop turns (setImmediate) this thread got while `work` ran. */
-async function turnsDuring(work: Promise<unknown>): Promise<number> {
-  let turns = 0;
-  let done = false;
-  const spin = () => {
-    if (done) return;
-    turns++;
-    setImmediate(spin);
-  };
-  setImmediate(spin);
-  await work;
-  done = true;
-  return turns;
-}
-
 describe.each(checkers)("SourceChecker contract: %s", (_name, make) => {
   it.each(CASES)("$what", async ({ request, expectFindings }) => {
     expectFindings(await made(make()).check(request));
@@ -108,7 +94,7 @@ describe("ThreadSourceChecker", () => {
     const request = { fileName: "costly.mjs", text: COSTLY_DRAFT };
     const threaded = made(new ThreadSourceChecker());
     const inline = new InlineSourceChecker();
-    const [threadTurns, inlineTurns] = [await turnsDuring(threaded.check(request)), await turnsDuring(inline.check(request))];
+    const [threadTurns, inlineTurns] = [(await turnsDuring(() => threaded.check(request))).turns, (await turnsDuring(() => inline.check(request))).turns];
     expect(inlineTurns).toBe(0); // the measure works: a check on this thread gives it no turn
     expect(threadTurns).toBeGreaterThan(10);
     expect(await threaded.check(request)).toEqual(await inline.check(request));
@@ -118,9 +104,8 @@ describe("ThreadSourceChecker", () => {
     const dir = mkdtempSync(join(tmpdir(), "awt-costly-"));
     try {
       writeFileSync(join(dir, "costly.mjs"), COSTLY_DRAFT);
-      let report: ValidationReport | undefined;
-      const turns = await turnsDuring(validateToolFile(join(dir, "costly.mjs")).then((r) => (report = r)));
-      expect(report?.errors).toBeGreaterThan(0);
+      const { result: report, turns } = await turnsDuring(() => validateToolFile(join(dir, "costly.mjs")));
+      expect(report.errors).toBeGreaterThan(0);
       expect(turns).toBeGreaterThan(10);
     } finally {
       rmSync(dir, { recursive: true, force: true });
