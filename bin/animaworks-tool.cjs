@@ -124,16 +124,19 @@ function runChild(command, args, env) {
     process.exit(1);
   };
   let child;
+  // Listened to before the spawn: the child exists (and can be seen) while spawn waits for its exec, and a
+  // SIGTERM then, with no listener, ended this process at once and left the child running alone. A
+  // listener's signal is handled on a later turn of the event loop, once `child` is set.
+  const forward = () => child?.kill("SIGTERM");
+  const wait = () => {};
+  process.on("SIGTERM", forward);
+  process.on("SIGINT", wait);
+  process.on("SIGHUP", wait);
   try {
     child = require("node:child_process").spawn(command, args, { stdio: "inherit", env });
   } catch (error) {
     return failed(error);
   }
-  const forward = () => child.kill("SIGTERM");
-  const wait = () => {};
-  process.on("SIGTERM", forward);
-  process.on("SIGINT", wait);
-  process.on("SIGHUP", wait);
   child.on("error", failed);
   child.on("exit", (code, signal) => {
     if (signal === null) return process.exit(code ?? 1);
