@@ -119,14 +119,28 @@ function* verifySteps(dir: string, keepFiles: number, anima?: string): Generator
   // any other trail (every trail's first record is announced there; every host records the operator's
   // policy there as it starts): gone while another trail is left, it was deleted, and what it announced
   // with it.
+  // Scoped to one Anima, the other trails are not walked, but they still tell that the folder was written
+  // to: any of them with a head or a file with bytes in it counts as left.
   const hostSecurity = join(dir, "host.security.jsonl");
-  if (!present(hostSecurity) && trails.some((file) => file !== hostSecurity && present(file)))
+  const othersLeft = (file: string) => (trails.includes(file) ? present(file) : holdsAnything(file, keepFiles));
+  if (!present(hostSecurity) && trailFilesIn(dir).some((file) => file !== hostSecurity && othersLeft(file)))
     lost(
       hostSecurity,
       "the host's security trail (which announces every other trail) is gone (no record and no head left), while other trails are left: it was deleted",
     );
   report.ok = report.findings.every((finding) => finding.severity !== "broken");
   return report;
+}
+
+/** Whether a trail not walked has anything left: its head, or a generation with bytes in it. */
+function holdsAnything(file: string, keepFiles: number): boolean {
+  return [`${file}.head`, ...generationsOf(file, keepFiles)].some((path) => {
+    try {
+      return lstatSync(path).size > 0;
+    } catch {
+      return false;
+    }
+  });
 }
 
 /** The trails the host's security trail announced: files (this build), and Animas' pairs (earlier builds). */

@@ -63,3 +63,9 @@ it("walks the host's pair alone for a name that is no Anima's, never a path out 
   expect(await trailsOf("../../etc/passwd")).toEqual(["host.security.jsonl"]);
   expect(await trailsOf("carol")).toEqual(["host.security.jsonl"]);
 });
+
+it("scoped_verify_deleted_host_trail: reports the host's security trail deleted with the Anima's own trails, when another Anima's are left", async () => {
+  for (const name of ["bob.jsonl", "bob.jsonl.head", "bob.security.jsonl", "bob.security.jsonl.head"]) rmSync(join(auditDir, "animas", name));
+  for (const name of ["host.security.jsonl", "host.security.jsonl.head"]) rmSync(join(auditDir, name));
+  expect(await brokenOf("bob")).toEqual([expect.stringMatching(/host's security trail .* is gone/)]);
+});
