@@ -34,14 +34,32 @@ export function locate(locations: LiteralLocations, path: LiteralPath): Token | 
 
 /** Index of the first token after `=` in `const NAME = …` / `const NAME: Type = …`. Only `const`: it cannot be reassigned. */
 export function constInitializer(tokens: Token[], name: string): number | undefined {
+  return initializersOf(tokens).get(name);
+}
+
+/**
+ * Every `const`'s initialiser in `tokens`, found in one pass and kept with the tokens: a literal naming
+ * the same const thousands of times once rescanned the whole file for each (a 100 KB draft: 41 s).
+ */
+const initializers = new WeakMap<Token[], Map<string, number>>();
+
+function initializersOf(tokens: Token[]): Map<string, number> {
+  let found = initializers.get(tokens);
+  if (found) return found;
+  found = new Map();
   for (let i = 0; i < tokens.length; i++) {
-    if (!is(tokens[i], "const") || !is(tokens[i + 1], name)) continue;
+    const name = tokens[i + 1];
+    if (!is(tokens[i], "const") || name?.kind !== "name" || found.has(name.value)) continue;
     for (let j = i + 2; j < tokens.length && j < i + 200; j++) {
-      if (is(tokens[j], "=")) return j + 1;
+      if (is(tokens[j], "=")) {
+        found.set(name.value, j + 1);
+        break;
+      }
       if (is(tokens[j], ";")) break;
     }
   }
-  return undefined;
+  initializers.set(tokens, found);
+  return found;
 }
 
 /**
@@ -81,21 +99,38 @@ interface Tracking {
 }
 
 /**
+ * Values one `parseLiteral` reads, at most, counting each time a `const` it names is read again: past
+ * it the literal is not read (as if computed). `const L1 = [L0, L0, …]; const L2 = [L1, L1, …]; …` is
+ * F⁸ values in a few hundred bytes, which ended the process that read it (a heap abort no worker limit
+ * catches). A schema list of 64 schemas is a few thousand.
+ */
+export const MAX_LITERAL_VALUES = 100_000;
+
+/** What is left of a literal's values, and how deep its brackets are where it is being read. */
+interface Budget {
+  left: number;
+  nesting: number;
+}
+
+/** Brackets a literal may nest and still be read (each level is a few stack frames; schemas may nest 24). */
+export const MAX_LITERAL_NESTING = 1_000;
+
+/**
  * Parses a JSON-like literal (also unquoted keys, single quotes, trailing commas, `as const`, and names
  * of other `const` literals in the file). With `locations`, records where each part was written.
  */
 export function parseLiteral(tokens: Token[], start: number, locations?: LiteralLocations): Parsed {
-  return parseValue(tokens, start, 0, locations ? { locations, path: [] } : undefined);
+  return parseValue(tokens, start, 0, locations ? { locations, path: [] } : undefined, { left: MAX_LITERAL_VALUES, nesting: 0 });
 }
 
-function parseValue(tokens: Token[], start: number, depth: number, track: Tracking | undefined): Parsed {
+function parseValue(tokens: Token[], start: number, depth: number, track: Tracking | undefined, budget: Budget): Parsed {
   const t = tokens[start];
-  if (t === undefined) return { ok: false };
+  if (t === undefined || --budget.left < 0) return { ok: false };
   // The first record wins: a property is at its key, not at the value after it.
   if (track && !track.locations.has(pathKey(track.path))) track.locations.set(pathKey(track.path), t);
   if (t.kind === "name" && !["true", "false", "null"].includes(t.value)) {
     const at = depth < MAX_REFERENCE_DEPTH && endsExpression(tokens, start + 1) ? constInitializer(tokens, t.value) : undefined;
-    const referenced = at === undefined ? undefined : parseValue(tokens, at, depth + 1, track);
+    const referenced = at === undefined ? undefined : parseValue(tokens, at, depth + 1, track, budget);
     return referenced?.ok && endsExpression(tokens, referenced.next) ? { ok: true, value: referenced.value, next: start + 1 } : { ok: false };
   }
   let result: Parsed;
@@ -104,10 +139,13 @@ function parseValue(tokens: Token[], start: number, depth: number, track: Tracki
   else if (is(t, "-") && tokens[start + 1]?.kind === "number") result = numberAt((tokens[start + 1] as Token).value, start + 2, -1);
   else if (is(t, "true") || is(t, "false")) result = { ok: true, value: t.value === "true", next: start + 1 };
   else if (is(t, "null")) result = { ok: true, value: null, next: start + 1 };
-  else if (is(t, "[")) result = parseArray(tokens, start + 1, depth, track);
-  else if (is(t, "{")) result = parseObject(tokens, start + 1, depth, track);
+  else if (is(t, "[") || is(t, "{")) {
+    if (++budget.nesting > MAX_LITERAL_NESTING) return { ok: false };
+    result = is(t, "[") ? parseArray(tokens, start + 1, depth, track, budget) : parseObject(tokens, start + 1, depth, track, budget);
+    budget.nesting--;
+  }
   else if (is(t, "(")) {
-    const inner = parseValue(tokens, start + 1, depth, track);
+    const inner = parseValue(tokens, start + 1, depth, track, budget);
     result = inner.ok && is(tokens[inner.next], ")") ? { ...inner, next: inner.next + 1 } : { ok: false };
   } else return { ok: false };
   if (result.ok && is(tokens[result.next], "as") && is(tokens[result.next + 1], "const")) result.next += 2;
@@ -126,14 +164,19 @@ function numberAt(text: string, next: number, sign: number): Parsed {
  */
 const MAX_LOCATED_DEPTH = 64;
 
-const child = (track: Tracking | undefined, key: string | number): Tracking | undefined =>
-  track && track.path.length < MAX_LOCATED_DEPTH ? { locations: track.locations, path: [...track.path, key] } : undefined;
+/** Longest key below which parts are located: each part's location key holds its whole path (`pathKey`). */
+const MAX_LOCATED_KEY_CHARS = 256;
 
-function parseArray(tokens: Token[], start: number, depth: number, track: Tracking | undefined): Parsed {
+const child = (track: Tracking | undefined, key: string | number): Tracking | undefined =>
+  track && track.path.length < MAX_LOCATED_DEPTH && String(key).length <= MAX_LOCATED_KEY_CHARS
+    ? { locations: track.locations, path: [...track.path, key] }
+    : undefined;
+
+function parseArray(tokens: Token[], start: number, depth: number, track: Tracking | undefined, budget: Budget): Parsed {
   const items: unknown[] = [];
   let j = start;
   while (!is(tokens[j], "]")) {
-    const item = parseValue(tokens, j, depth, child(track, items.length));
+    const item = parseValue(tokens, j, depth, child(track, items.length), budget);
     if (!item.ok) return item;
     items.push(item.value);
     j = item.next;
@@ -143,7 +186,7 @@ function parseArray(tokens: Token[], start: number, depth: number, track: Tracki
   return { ok: true, value: items, next: j + 1 };
 }
 
-function parseObject(tokens: Token[], start: number, depth: number, track: Tracking | undefined): Parsed {
+function parseObject(tokens: Token[], start: number, depth: number, track: Tracking | undefined, budget: Budget): Parsed {
   const object: Record<string, unknown> = {};
   let j = start;
   while (!is(tokens[j], "}")) {
@@ -151,7 +194,7 @@ function parseObject(tokens: Token[], start: number, depth: number, track: Track
     if (key === undefined || !(key.kind === "name" || isStringish(key) || key.kind === "number") || !is(tokens[j + 1], ":")) return { ok: false };
     const keyTrack = child(track, key.value);
     if (keyTrack && !keyTrack.locations.has(pathKey(keyTrack.path))) keyTrack.locations.set(pathKey(keyTrack.path), key);
-    const value = parseValue(tokens, j + 2, depth, keyTrack);
+    const value = parseValue(tokens, j + 2, depth, keyTrack, budget);
     if (!value.ok) return value;
     Object.defineProperty(object, key.value, { value: value.value, enumerable: true, writable: true, configurable: true });
     j = value.next;

@@ -186,9 +186,13 @@ function objectKeys(tokens: Token[], open: number): Token[] {
   return keys;
 }
 
+/** Definitions of `get_tool_schemas` whose returned value is looked for, at most. */
+const MAX_DEFINITIONS_READ = 8;
+
 /** Finds `get_tool_schemas`' definition and, when what it returns is a literal, that value. */
 function findSchemaLiteral(tokens: Token[]): SourceScan["schemas"] {
   let definitionLine: number | undefined;
+  let tried = 0;
   for (let i = 0; i < tokens.length; i++) {
     const token = tokens[i] as Token;
     if (token.kind !== "name" || !SCHEMA_FUNCTIONS.has(token.value)) continue;
@@ -199,6 +203,9 @@ function findSchemaLiteral(tokens: Token[]): SourceScan["schemas"] {
       (is(tokens[i + 1], "(") && (is(tokens[i - 1], "{") || is(tokens[i - 1], ",") || is(tokens[i - 1], "async")));
     if (!definition) continue;
     definitionLine ??= token.line;
+    // Each look for what a definition returns may read to the end of the file: a file of thousands of
+    // unclosed `{get_tool_schemas(` took minutes. A tool defines it once; the first few are looked at.
+    if (++tried > MAX_DEFINITIONS_READ) break;
     const returned = returnedExpression(tokens, i + 1);
     if (returned === undefined) continue;
     const locations: LiteralLocations = new Map();

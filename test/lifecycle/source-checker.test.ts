@@ -137,25 +137,25 @@ describe("ThreadSourceChecker", () => {
     });
   });
 
-  it("deep_literal_quadratic: a schema literal nested 10,000 deep is checked in bounded memory, its depth the finding", async () => {
+  it("deep_literal_quadratic: a schema literal nested 10,000 deep is checked in bounded memory", async () => {
     // Every level once copied and keyed its whole path: O(depth²) memory, past 64 MB here (256 MB at 120 KB).
     const deep = `export function get_tool_schemas() { return [{ name: "deep_x", description: "Nested deeply, for a test.", input_schema: ${"{ a: ".repeat(10_000)}1${" }".repeat(10_000)} }]; }\nexport function dispatch() {}\n`;
     const findings = await made(new ThreadSourceChecker({ maxHeapMb: 64 })).check({ fileName: "deep.mjs", text: deep });
-    expect(findings).toContainEqual(expect.objectContaining({ check: "schemas", message: expect.stringMatching(/nested deeper than 24 levels/) }));
     expect(findings.filter((f) => f.check === "source")).toEqual([]);
+    // Past 1,000 levels a literal is not read (as if computed); at 30 levels its depth is the finding.
+    expect(findings).toContainEqual(expect.objectContaining({ check: "schemas", message: expect.stringMatching(/builds its list at run time/) }));
+    const nested = `export function get_tool_schemas() { return [{ name: "deep_x", description: "Nested deeply, for a test.", input_schema: ${"{ a: ".repeat(30)}1${" }".repeat(30)} }]; }\nexport function dispatch() {}\n`;
+    expect(await made(new ThreadSourceChecker()).check({ fileName: "deep.mjs", text: nested })).toContainEqual(
+      expect.objectContaining({ check: "schemas", message: expect.stringMatching(/nested deeper than 24 levels/) }),
+    );
   });
 
-  it("deep_brackets_stack: brackets nested past the thread's stack are the file's to fix, and the thread goes on", async () => {
+  it("deep_brackets_stack: brackets nested 100,000 deep are read as a computed list, never past the thread's stack", async () => {
     const checker = made(new ThreadSourceChecker());
     const deep = `export function get_tool_schemas() { return [${"[".repeat(100_000)}${"]".repeat(100_000)}]; }\n`;
-    expect(await checker.check({ fileName: "deep.mjs", text: deep })).toEqual([
-      expect.objectContaining({
-        level: "error",
-        check: "source",
-        message: expect.stringMatching(/could not follow how deeply the source nests brackets, .* nest them less deeply/),
-      }),
-    ]);
-    expect(await checker.check({ fileName: "greet.mjs", text: LEAKY })).toContainEqual(expect.objectContaining({ check: "secrets" }));
+    const findings = await checker.check({ fileName: "deep.mjs", text: deep });
+    expect(findings.filter((f) => f.check === "source")).toEqual([]);
+    expect(findings).toContainEqual(expect.objectContaining({ check: "schemas", message: expect.stringMatching(/builds its list at run time/) }));
   });
 
   it("lists at most 100 findings of one check, then one that counts the rest from where they start", async () => {
