@@ -143,8 +143,7 @@ function parseValue(tokens: Token[], start: number, depth: number, track: Tracki
     if (++budget.nesting > MAX_LITERAL_NESTING) return { ok: false };
     result = is(t, "[") ? parseArray(tokens, start + 1, depth, track, budget) : parseObject(tokens, start + 1, depth, track, budget);
     budget.nesting--;
-  }
-  else if (is(t, "(")) {
+  } else if (is(t, "(")) {
     const inner = parseValue(tokens, start + 1, depth, track, budget);
     result = inner.ok && is(tokens[inner.next], ")") ? { ...inner, next: inner.next + 1 } : { ok: false };
   } else return { ok: false };
