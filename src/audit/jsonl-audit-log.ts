@@ -96,6 +96,8 @@ export class JsonlAuditLog implements AuditLog {
   /** What this writer left of each trail it wrote (trail.ts): an append that finds it so skips re-reading it. */
   private readonly memos = new Map<string, TrailMemo>();
   private timer: NodeJS.Timeout | undefined;
+  /** The last read asked for: the next starts when it ends (see `read`). */
+  private reading: Promise<unknown> = Promise.resolve();
   private closed = false;
   private failing = false;
 
@@ -231,7 +233,16 @@ export class JsonlAuditLog implements AuditLog {
    * (trail-read.ts): a long-running host's event loop gets a turn every few thousand lines, whatever the
    * trails hold. A record not matching is never kept, and a line that cannot match is not even parsed.
    */
-  async read(query: AuditQuery = {}): Promise<AuditRecord[]> {
+  read(query: AuditQuery = {}): Promise<AuditRecord[]> {
+    // One read at a time: each holds up to maxReadRecords records while it runs, and a daemon answering
+    // many at once (64 concurrent `audit events` of one Anima's 300,000 records) grew past its heap and
+    // ended (audit_events_concurrent_reads). The others wait their turn.
+    const turn = this.reading.then(() => this.readNow(query));
+    this.reading = turn.catch(() => undefined);
+    return turn;
+  }
+
+  private async readNow(query: AuditQuery): Promise<AuditRecord[]> {
     await this.flush();
     // Only the trails that can hold what is asked for: a security-only kind lives in the security trails.
     const securityOnly = query.kind !== undefined && SECURITY_KINDS.has(query.kind);

@@ -1,9 +1,10 @@
 import { mkdtempSync, rmSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
-import { afterEach, beforeEach, expect, it } from "vitest";
+import { afterEach, beforeEach, expect, it, vi } from "vitest";
 import { AuditReadTooLarge } from "../../src/audit/audit-log.js";
 import { JsonlAuditLog } from "../../src/audit/jsonl-audit-log.js";
+import { RecordRuns } from "../../src/audit/record-order.js";
 import { runAuditEvents } from "../../src/cli/audit-events.js";
 import { ToolHostError } from "../../src/errors.js";
 import type { ToolHost } from "../../src/host-api.js";
@@ -57,4 +58,33 @@ it("audit events answers a read past the bound with InvalidArguments saying how 
   });
   expect((refused as ToolHostError).hint).toMatch(/--since, --until/);
   await log.close();
+});
+
+it("audit_events_concurrent_reads: reads run one at a time, so concurrent ones hold one read's records at once, each answered in full", async () => {
+  const log = new JsonlAuditLog(join(dir, "audit"));
+  // Past 2,000 lines a read gives the event loop turns: concurrent reads would interleave there.
+  for (let i = 0; i < 5_000; i++) log.append(capability("alice", i));
+  await log.flush();
+  const active = new Set<RecordRuns>();
+  let most = 0;
+  const startTrail = RecordRuns.prototype.startTrail;
+  const merged = RecordRuns.prototype.merged;
+  const starting = vi.spyOn(RecordRuns.prototype, "startTrail").mockImplementation(function (this: RecordRuns) {
+    active.add(this);
+    most = Math.max(most, active.size);
+    return startTrail.call(this);
+  });
+  const merging = vi.spyOn(RecordRuns.prototype, "merged").mockImplementation(function (this: RecordRuns, turn) {
+    active.delete(this);
+    return merged.call(this, turn);
+  });
+  try {
+    const answers = await Promise.all(Array.from({ length: 8 }, () => log.read({ anima: "alice" })));
+    for (const records of answers) expect(records).toHaveLength(5_000);
+    expect(most).toBe(1);
+  } finally {
+    starting.mockRestore();
+    merging.mockRestore();
+    await log.close();
+  }
 });
