@@ -35,6 +35,23 @@ export interface Finding {
    * failed), relative to the validated file's folder; `line` and `column` are then in that file.
    */
   file?: string;
+  /**
+   * Set on the finding that stands for findings of its check and level left out of the list (at most
+   * 100 of one check are listed): how many it stands for. It counts as that many in the totals.
+   */
+  omitted?: number;
+}
+
+/** Errors and warnings, each finding counted as what it stands for (`omitted`, else one). */
+export function countFindings(findings: readonly Finding[]): { errors: number; warnings: number } {
+  let errors = 0;
+  let warnings = 0;
+  for (const finding of findings) {
+    const count = finding.omitted ?? 1;
+    if (finding.level === "error") errors += count;
+    else warnings += count;
+  }
+  return { errors, warnings };
 }
 
 /**

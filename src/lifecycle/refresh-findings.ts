@@ -2,7 +2,7 @@ import { stat } from "node:fs/promises";
 import { join } from "node:path";
 import type { ToolInfo } from "../host-api.js";
 import { TOOL_EXTENSIONS } from "../registry/discovery.js";
-import { type Finding, findingLocation } from "./findings.js";
+import { type Finding, countFindings, findingLocation } from "./findings.js";
 import { validateToolFile } from "./validate.js";
 
 /**
@@ -44,12 +44,12 @@ export async function failureFindings(dataDir: string, anima: string | undefined
 
 /** A failed tool's lines in refresh's text: a count, then each finding as validate prints it, bounded. */
 export function failureLines(name: string, failure: FailureFindings): string[] {
-  const errors = failure.findings.filter((f) => f.level === "error").length;
-  const warnings = failure.findings.length - errors;
+  const { errors, warnings } = countFindings(failure.findings);
   const count = (n: number, word: string): string => `${n} ${word}${n === 1 ? "" : "s"}`;
   const lines = [`failed   ${name}: ${count(errors, "error")}, ${count(warnings, "warning")} (${failure.path})`];
   for (const f of failure.findings.slice(0, MAX_REFRESH_FINDINGS)) lines.push(`  ${findingLocation(failure.path, f)}: ${f.level} [${f.check}] ${f.message}`);
-  const more = failure.findings.length - MAX_REFRESH_FINDINGS;
+  // A finding standing for others left out (`omitted`) tells of them itself.
+  const more = errors + warnings - failure.findings.slice(0, MAX_REFRESH_FINDINGS).reduce((n, f) => n + (f.omitted ?? 1), 0);
   if (more > 0) lines.push(`  ${more} more: run animaworks-tool validate ${failure.path}`);
   return lines;
 }

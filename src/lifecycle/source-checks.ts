@@ -73,16 +73,26 @@ function boundedPerCheck(findings: Finding[]): Finding[] {
       bounded.push(...list);
       continue;
     }
-    const ordered = list.map((finding, index) => ({ finding, index })).sort((a, b) => (a.finding.line ?? 0) - (b.finding.line ?? 0) || a.index - b.index);
-    const kept = ordered.slice(0, MAX_FINDINGS_PER_CHECK).map(({ finding }) => finding);
-    const rest = ordered.slice(MAX_FINDINGS_PER_CHECK).map(({ finding }) => finding);
-    const first = rest[0] as Finding;
-    bounded.push(...kept, {
-      level: rest.some((finding) => finding.level === "error") ? "error" : "warning",
-      check: first.check,
-      ...(first.line !== undefined ? { line: first.line } : {}),
-      message: `… and ${rest.length} more [${first.check}] findings from here on, like those above (the first ${MAX_FINDINGS_PER_CHECK} are listed)`,
-    });
+    const ordered = list
+      .map((finding, index) => ({ finding, index }))
+      .sort((a, b) => (a.finding.line ?? 0) - (b.finding.line ?? 0) || (a.finding.column ?? 0) - (b.finding.column ?? 0) || a.index - b.index)
+      .map(({ finding }) => finding);
+    const rest = ordered.slice(MAX_FINDINGS_PER_CHECK);
+    bounded.push(...ordered.slice(0, MAX_FINDINGS_PER_CHECK));
+    // One finding per level left out, where the first of them is (so after every finding listed).
+    for (const level of ["error", "warning"] as const) {
+      const left = rest.filter((finding) => finding.level === level);
+      const first = left[0];
+      if (first === undefined) continue;
+      bounded.push({
+        level,
+        check: first.check,
+        ...(first.line !== undefined ? { line: first.line } : {}),
+        ...(first.column !== undefined ? { column: first.column } : {}),
+        message: `… and ${left.length} more ${level}s of [${first.check}] from here on, like those above (the first ${MAX_FINDINGS_PER_CHECK} findings of a check are listed)`,
+        omitted: left.length,
+      });
+    }
   }
   return bounded;
 }

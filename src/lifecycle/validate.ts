@@ -1,6 +1,6 @@
 import { basename } from "node:path";
 import { ToolHostError } from "../errors.js";
-import { type CheckName, type Finding, findingLocation } from "./findings.js";
+import { type CheckName, type Finding, countFindings, findingLocation } from "./findings.js";
 import { readToolSource } from "./read-tool-source.js";
 import { type SourceChecker, sharedSourceChecker } from "./source-checker.js";
 import { type LoadCheck, type LoadOutcome, type SourceCheckRequest, checkFileName, toolNameOf } from "./source-checks.js";
@@ -152,8 +152,7 @@ function summarise(path: string, tool: string, findings: Finding[], loaded: bool
         a.index - b.index,
     )
     .map(({ finding }) => finding);
-  const errors = sorted.filter((f) => f.level === "error").length;
-  return { path, tool, findings: sorted, errors, warnings: sorted.length - errors, loaded };
+  return { path, tool, findings: sorted, ...countFindings(sorted), loaded };
 }
 
 /**
@@ -213,6 +212,7 @@ export function validationJson(outcome: ValidateOutcome): Record<string, unknown
       ...(f.line !== undefined ? { line: f.line } : {}),
       ...(f.column !== undefined ? { column: f.column } : {}),
       ...(f.file !== undefined ? { file: f.file } : {}),
+      ...(f.omitted !== undefined ? { omitted: f.omitted } : {}),
       message: f.message,
     })),
     report: outcome.text,

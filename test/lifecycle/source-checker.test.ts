@@ -6,7 +6,7 @@ import { afterEach, describe, expect, it } from "vitest";
 import { ToolHostError } from "../../src/errors.js";
 import { InlineSourceChecker, type SourceChecker, ThreadSourceChecker } from "../../src/lifecycle/source-checker.js";
 import type { SourceCheckRequest } from "../../src/lifecycle/source-checks.js";
-import { validateToolFile } from "../../src/lifecycle/validate.js";
+import { runValidate, validateToolFile, validationJson } from "../../src/lifecycle/validate.js";
 import { PROJECT_ROOT } from "../../src/project-root.js";
 import { turnsDuring } from "../helpers/event-loop.js";
 
@@ -166,8 +166,30 @@ describe("ThreadSourceChecker", () => {
     expect(timeouts[100]).toMatchObject({
       level: "warning",
       line: 101,
-      message: expect.stringMatching(/^… and 4900 more \[network-timeout\] findings from here on/),
+      omitted: 4900,
+      message: expect.stringMatching(/^… and 4900 more warnings of \[network-timeout\] from here on/),
     });
+  });
+
+  it("counts every problem in validate's totals, the ones left out too, and lists the count after the ones listed (one line or many)", async () => {
+    const dir = mkdtempSync(join(tmpdir(), "awt-many-"));
+    try {
+      for (const [file, text] of [
+        ["many.mjs", "fetch(u);\n".repeat(300)],
+        ["minified.mjs", "fetch(u);".repeat(300)],
+      ] as const) {
+        writeFileSync(join(dir, file), text);
+        const outcome = await runValidate(join(dir, file));
+        expect(outcome.report).toMatchObject({ warnings: 300 });
+        expect(outcome.text.split("\n").at(-1)).toMatch(/: \d+ errors?, 300 warnings$/);
+        const timeouts = outcome.report.findings.filter((f) => f.check === "network-timeout");
+        expect(timeouts.at(-1)).toMatchObject({ omitted: 200 });
+        expect(timeouts.slice(0, -1).every((f) => f.omitted === undefined)).toBe(true);
+        expect(validationJson(outcome)).toMatchObject({ warnings: 300 });
+      }
+    } finally {
+      rmSync(dir, { recursive: true, force: true });
+    }
   });
 
   it("keeps what the load said when the checks cannot finish", async () => {
