@@ -109,6 +109,8 @@ async function share(options: ShareOptions): Promise<string> {
   try {
     problems = await options.validate(join(options.animaDir, "tools", source.file));
   } catch (error) {
+    // The host too busy to check it (validate's queue full) says nothing about the tool: try again.
+    if (error instanceof ToolHostError && error.type === "Busy") throw error;
     problems = [error instanceof Error ? error.message : String(error)];
   }
   if (problems.length > 0) {

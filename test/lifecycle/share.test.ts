@@ -198,6 +198,9 @@ describe("share_tool: checks, in order", () => {
       /^Tool 'my_tool' did not pass validation: \[secrets\] line 3: .*; \[load\] no handler for my_tool_x$/,
     );
     await refused(share("my_tool", { validate: () => Promise.reject(new Error("sandbox unavailable")) }), "LoadError", /sandbox unavailable/);
+    // A host too busy to check the tool (its checks' queue full) is no verdict on the tool: Busy, try again.
+    const busy = new ToolHostError("Busy", "64 tool sources are waiting to be checked already", "try again in a few seconds");
+    expect((await refused(share("my_tool", { validate: () => Promise.reject(busy) }), "Busy")).fault).toBe("host");
     expect((await refused(share("my_tool", { validate }), "LoadError")).fault).toBe("tool"); // its author fixes the tool
     expect(existsSync(common())).toBe(false);
   });
