@@ -79,8 +79,7 @@ export async function verifyAuditDirYielding(dir: string, keepFiles = 3, anima?:
  * for that Anima takes its records from (jsonl-audit-log.ts `trailFiles`), so that `audit events --anima`
  * and `audit --anima` check what they show, not every Anima's trails at each run.
  */
-function trailsInScope(dir: string, anima: string | undefined): string[] {
-  const all = trailFilesIn(dir);
+function trailsInScope(dir: string, all: readonly string[], anima: string | undefined): readonly string[] {
   if (anima === undefined) return all;
   const host = all.slice(0, 2);
   // A name that is not an Anima's has no trail of its own (its records are the host's): never a path.
@@ -89,7 +88,8 @@ function trailsInScope(dir: string, anima: string | undefined): string[] {
 
 /** The walk of `verifyAuditDir`; it yields where a caller may give the event loop a turn. */
 function* verifySteps(dir: string, keepFiles: number, anima?: string): Generator<void, VerifyReport, undefined> {
-  const trails = trailsInScope(dir, anima);
+  const all = trailFilesIn(dir);
+  const trails = trailsInScope(dir, all, anima);
   const inScope = (name: string) => anima === undefined || trails.includes(join(dir, name));
   const report: VerifyReport = { trails: [], findings: [], ok: true };
   const announced: Announced = { files: new Set(), twice: new Set(), pairs: new Set() };
@@ -123,7 +123,7 @@ function* verifySteps(dir: string, keepFiles: number, anima?: string): Generator
   // to: any of them with a head or a file with bytes in it counts as left.
   const hostSecurity = join(dir, "host.security.jsonl");
   const othersLeft = (file: string) => (trails.includes(file) ? present(file) : holdsAnything(file, keepFiles));
-  if (!present(hostSecurity) && trailFilesIn(dir).some((file) => file !== hostSecurity && othersLeft(file)))
+  if (!present(hostSecurity) && all.some((file) => file !== hostSecurity && othersLeft(file)))
     lost(
       hostSecurity,
       "the host's security trail (which announces every other trail) is gone (no record and no head left), while other trails are left: it was deleted",

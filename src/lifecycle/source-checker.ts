@@ -107,7 +107,7 @@ export class ThreadSourceChecker implements SourceChecker {
   async check(request: SourceCheckRequest): Promise<Finding[]> {
     const outcome = await this.submit({ check: request });
     if ("findings" in outcome) return outcome.findings;
-    const unfinished = "failed" in outcome ? failedWork(outcome.failed) : "why" in outcome ? outcome : failedWork("an answer of another kind");
+    const unfinished = unfinishedOf(outcome);
     // What the load said stands without the checks that would have weighed it.
     return [{ level: "error", check: "source", message: unfinishedText(unfinished) }, ...loadOnlyFindings(request)];
   }
@@ -115,7 +115,7 @@ export class ThreadSourceChecker implements SourceChecker {
   async importsOf(text: string): Promise<ImportUse[]> {
     const outcome = await this.submit({ importsOf: text });
     if ("imports" in outcome) return outcome.imports;
-    const unfinished = "failed" in outcome ? failedWork(outcome.failed) : "why" in outcome ? outcome : failedWork("an answer of another kind");
+    const unfinished = unfinishedOf(outcome);
     throw new ToolHostError(
       unfinished.type,
       `the imports of the source could not be read: ${unfinishedText(unfinished)}`,
@@ -200,13 +200,11 @@ export class ThreadSourceChecker implements SourceChecker {
           ? { why: `ran out of memory (their limit is ${this.maxHeapMb} MB)`, next: "make the file smaller or simpler", type: "MemoryLimit" }
           : failedWork(`their thread could not run: ${error.message}`),
       );
-      this.pump();
     });
     worker.on("exit", (code) => {
       if (!current()) return;
       this.worker = undefined;
       this.finish(failedWork(`their thread exited with code ${code}`));
-      this.pump();
     });
     return worker;
   }
@@ -220,19 +218,14 @@ export class ThreadSourceChecker implements SourceChecker {
   }
 }
 
-/**
- * A defect of the checks or their thread: the host's, reported with what it said. But for a stack
- * overflow: the checks follow brackets recursively, and a source nesting them tens of thousands deep
- * exhausts the thread's stack, which is the file's doing.
- */
+/** A defect of the checks or their thread: the host's, reported with what it said. */
 function failedWork(what: string): Unfinished {
-  if (what === "Maximum call stack size exceeded")
-    return {
-      why: "could not follow how deeply the source nests brackets",
-      next: "nest them less deeply (a schema may nest 24 levels)",
-      type: "InvalidArguments",
-    };
   return { why: `failed (${what})`, next: "run validate again, and report it if it repeats", type: "ExecutionError" };
+}
+
+/** Why work gave no answer of the kind asked for: its thread failed or was stopped (time, heap, closing), or it answered otherwise. */
+function unfinishedOf(outcome: Outcome): Unfinished {
+  return "failed" in outcome ? failedWork(outcome.failed) : "why" in outcome ? outcome : failedWork("an answer of another kind");
 }
 
 let shared: ThreadSourceChecker | undefined;

@@ -105,22 +105,19 @@ export function loadOnlyFindings(request: SourceCheckRequest): Finding[] {
   const { fileName, name, load } = request;
   if (load === undefined || ("ok" in load && load.ok)) return [];
   if ("threw" in load) return [threwFinding(load.threw)];
-  const shown = [fileName, `${name ?? toolNameOf(fileName)}${extensionOf(fileName)}`];
-  return load.problems.flatMap((problem) => loadFindings(problem, shown));
+  return load.problems.flatMap((problem) => loadFindings(problem, shownNames(fileName, name ?? toolNameOf(fileName))));
 }
+
+/** The names a load problem may give the file by (loadFindings): its own, and the tool's as the load builds it. */
+const shownNames = (fileName: string, tool: string): string[] => [fileName, `${tool}${extensionOf(fileName)}`];
 
 const threwFinding = (message: string): Finding => ({ level: "error", check: "load", message: `the tool could not be loaded: ${message}` });
 
 function uncappedFindings(request: SourceCheckRequest): Finding[] {
   const { fileName, text, name, load } = request;
   const tool = name ?? toolNameOf(fileName);
-  if (isPython(fileName)) {
-    const findings = validateSource(fileName, text, { staticSchemas: true, name });
-    if (load === undefined) return findings;
-    if ("threw" in load) return [...findings, threwFinding(load.threw)];
-    for (const problem of load.ok ? [] : load.problems) findings.push(...loadFindings(problem, [fileName, `${tool}.py`]));
-    return findings;
-  }
+  // Python's findings stand as they are, the load's added to them.
+  if (isPython(fileName)) return [...validateSource(fileName, text, { staticSchemas: true, name }), ...loadOnlyFindings(request)];
   if (load === undefined) return validateSource(fileName, text, { staticSchemas: true, ...(name !== undefined ? { name } : {}) });
   const { findings, declaration, scan } = staticChecks(fileName, text, { staticSchemas: false, name });
   if ("threw" in load) {
@@ -134,7 +131,7 @@ function uncappedFindings(request: SourceCheckRequest): Finding[] {
     findings.push(...declaration.declared, ...unusedHandlers(tool, scan, declaration.schemaNames));
     for (const problem of load.problems) {
       const rest = declaration.explain(problem);
-      if (rest !== "") findings.push(...loadFindings(rest ?? problem, [fileName, `${tool}${extensionOf(fileName)}`]));
+      if (rest !== "") findings.push(...loadFindings(rest ?? problem, shownNames(fileName, tool)));
     }
   }
   return findings;
