@@ -1,8 +1,8 @@
+import { type ChildProcess, spawn } from "node:child_process";
 import { join } from "node:path";
-import { Worker } from "node:worker_threads";
 import { type ErrorType, ToolHostError } from "../errors.js";
 import { PROJECT_ROOT } from "../project-root.js";
-import type { CheckReplyMessage, CheckRequestMessage } from "./checks-thread/protocol.js";
+import type { CheckReplyMessage, CheckRequestMessage } from "./checks-process/protocol.js";
 import type { Finding } from "./findings.js";
 import { type SourceCheckRequest, checkSource, loadOnlyFindings } from "./source-checks.js";
 import { type ImportUse, scanImports } from "./source-scan.js";
@@ -12,8 +12,10 @@ import { type ImportUse, scanImports } from "./source-scan.js";
  * helpers it imports. A crafted 1 MiB draft costs those checks up to half a second of CPU (measured: 0.5 s
  * for 15,000 schema objects; 0.1–0.2 s to read its imports), and an Anima may ask again and again, or keep
  * a hundred failing tools for every refresh to re-check: run on a shared host's event loop, that stalled
- * every other Anima's calls. So a host runs them on a thread of its own, one at a time, each bounded in
- * time and memory.
+ * every other Anima's calls. So a host runs them in a process of its own, one at a time, each bounded in
+ * time and memory: a process rather than a thread, so that a defect of the checks that aborts V8 itself
+ * (a heap or size limit V8 treats as fatal: one did, before literal reading was bounded) ends that process
+ * only, never the daemon serving every Anima.
  */
 export interface SourceChecker {
   /**
@@ -26,7 +28,7 @@ export interface SourceChecker {
    * Timeout / MemoryLimit (the caller's text) or ExecutionError (the host's) when the reading cannot finish.
    */
   importsOf(text: string): Promise<ImportUse[]>;
-  /** Stops the thread, if any; checks waiting get an error finding. */
+  /** Stops the process, if any; checks waiting get an error finding. */
   close(): Promise<void>;
 }
 
@@ -43,20 +45,23 @@ export class InlineSourceChecker implements SourceChecker {
   async close(): Promise<void> {}
 }
 
-export interface ThreadSourceCheckerOptions {
-  /** Longest one check may take before its thread is stopped and the check reported unfinished, ms. Default: 30,000. */
+export interface ProcessSourceCheckerOptions {
+  /** Longest one check may take before its process is stopped and the check reported unfinished, ms. Default: 30,000. */
   timeoutMs?: number;
   /** Checks waiting behind the running one; past it, `check` throws `Busy`. Default: 64. */
   maxWaiting?: number;
-  /** How long an idle thread is kept for the next check before it is stopped, ms. Default: 10,000. */
+  /** How long an idle process is kept for the next check before it is stopped, ms. Default: 10,000. */
   idleMs?: number;
-  /** The thread's heap limit, MB: a check past it is reported unfinished. Default: 256. */
+  /** The process's heap limit, MB: a check past it is reported unfinished. Default: 256. */
   maxHeapMb?: number;
-  /** The thread's entry file. Default: the built checks-thread/entry.js. */
+  /** The process's entry file. Default: the built checks-process/entry.js. */
   entry?: string;
 }
 
-const DEFAULT_ENTRY = join(PROJECT_ROOT, "dist", "src", "lifecycle", "checks-thread", "entry.js");
+const DEFAULT_ENTRY = join(PROJECT_ROOT, "dist", "src", "lifecycle", "checks-process", "entry.js");
+
+/** What is kept of the process's stderr (the last bytes): V8's reason when it aborts. */
+const STDERR_TAIL_BYTES = 4096;
 
 /** Why a piece of work did not finish: what happened, what to do, and the error type of a caller that throws. */
 interface Unfinished {
@@ -77,13 +82,14 @@ const CLOSING: Unfinished = { why: "were stopped (the host is closing)", next: "
 const unfinishedText = (u: Unfinished): string => `the source checks ${u.why}, so the file was not checked; ${u.next}`;
 
 /**
- * The checks on one worker thread, started on the first check and stopped once idle. Invariants: at most
+ * The checks in one child process, started on the first check and stopped once idle. Invariants: at most
  * one check runs at a time and at most `maxWaiting` wait (each holds its text, ≤ 1 MiB by validate's
- * bound); a thread that passed its time, its heap limit or died is stopped and never answers again (its
- * events are ignored), and the next check starts a new one; the thread keeps the process alive only
- * while a check runs (a one-shot CLI exits when done).
+ * bound); a process that passed its time, its heap limit or died is killed and never answers again (its
+ * events are ignored), and the next check starts a new one; the process keeps the host's process alive
+ * only while a check runs (a one-shot CLI exits when done). It starts with no environment and Node's
+ * permission model: it reads the host's own files and nothing else, and starts nothing.
  */
-export class ThreadSourceChecker implements SourceChecker {
+export class ProcessSourceChecker implements SourceChecker {
   private readonly timeoutMs: number;
   private readonly maxWaiting: number;
   private readonly idleMs: number;
@@ -91,12 +97,12 @@ export class ThreadSourceChecker implements SourceChecker {
   private readonly entry: string;
   private readonly waiting: Job[] = [];
   private running: { job: Job; timer: NodeJS.Timeout } | undefined;
-  private worker: Worker | undefined;
+  private child: ChildProcess | undefined;
   private idleTimer: NodeJS.Timeout | undefined;
   private nextId = 1;
   private closed = false;
 
-  constructor(options: ThreadSourceCheckerOptions = {}) {
+  constructor(options: ProcessSourceCheckerOptions = {}) {
     this.timeoutMs = options.timeoutMs ?? 30_000;
     this.maxWaiting = options.maxWaiting ?? 64;
     this.idleMs = options.idleMs ?? 10_000;
@@ -128,7 +134,7 @@ export class ThreadSourceChecker implements SourceChecker {
     this.closed = true;
     for (const job of this.waiting.splice(0)) job.resolve(CLOSING);
     this.finish(CLOSING);
-    await this.stopWorker();
+    await this.stopChild();
   }
 
   private submit(work: Job["work"]): Promise<Outcome> {
@@ -152,22 +158,28 @@ export class ThreadSourceChecker implements SourceChecker {
     if (!job) return;
     if (this.idleTimer) clearTimeout(this.idleTimer);
     this.idleTimer = undefined;
-    const worker = this.worker ?? this.startWorker();
-    worker.ref();
     const timer = setTimeout(() => {
-      void this.stopWorker();
+      void this.stopChild();
       this.finish({ why: `did not finish within ${this.timeoutMs / 1000} s`, next: "make the file smaller or simpler", type: "Timeout" });
     }, this.timeoutMs);
     this.running = { job, timer };
+    let child: ChildProcess;
     try {
-      worker.postMessage({ id: job.id, ...job.work } satisfies CheckRequestMessage);
+      child = this.child ?? this.startChild();
     } catch (error) {
-      // Data the thread cannot be sent (not plain): this job fails, the thread and the jobs after it go on.
-      this.finish(failedWork(`the request could not be sent to their thread: ${error instanceof Error ? error.message : String(error)}`));
+      return this.finish(failedWork(`their process could not start: ${error instanceof Error ? error.message : String(error)}`));
+    }
+    hold(child, true);
+    try {
+      // JSON over the channel: a request it cannot hold (a BigInt, a cycle) throws here, nothing sent.
+      child.send({ id: job.id, ...job.work } satisfies CheckRequestMessage);
+    } catch (error) {
+      // This job fails; the process and the jobs after it go on.
+      this.finish(failedWork(`the request could not be sent to their process: ${error instanceof Error ? error.message : String(error)}`));
     }
   }
 
-  /** Settles the running work with `outcome` and starts the next (or lets the thread idle). */
+  /** Settles the running work with `outcome` and starts the next (or lets the process idle). */
   private finish(outcome: Outcome): void {
     const running = this.running;
     if (!running) return;
@@ -175,63 +187,97 @@ export class ThreadSourceChecker implements SourceChecker {
     this.running = undefined;
     running.job.resolve(outcome);
     if (this.waiting.length > 0) return this.pump();
-    this.worker?.unref();
-    if (this.worker && !this.closed) {
-      this.idleTimer = setTimeout(() => void this.stopWorker(), this.idleMs);
+    if (this.child) hold(this.child, false);
+    if (this.child && !this.closed) {
+      this.idleTimer = setTimeout(() => void this.stopChild(), this.idleMs);
       this.idleTimer.unref();
     }
   }
 
-  private startWorker(): Worker {
-    const worker = new Worker(this.entry, { execArgv: [], env: {}, resourceLimits: { maxOldGenerationSizeMb: this.maxHeapMb } });
-    this.worker = worker;
-    // Events of a thread already given up on (stopped past its time, or replaced) are ignored.
-    const current = () => this.worker === worker;
-    worker.on("message", (reply: CheckReplyMessage) => {
+  private startChild(): ChildProcess {
+    const child = spawn(process.execPath, [`--max-old-space-size=${this.maxHeapMb}`, "--permission", `--allow-fs-read=${PROJECT_ROOT}`, this.entry], {
+      stdio: ["ignore", "ignore", "pipe", "ipc"],
+      serialization: "json",
+      env: {},
+    });
+    this.child = child;
+    let stderr = "";
+    child.stderr?.setEncoding("utf8");
+    child.stderr?.on("data", (chunk: string) => (stderr = (stderr + chunk).slice(-STDERR_TAIL_BYTES)));
+    // Events of a process already given up on (killed past its time, or replaced) are ignored.
+    const current = () => this.child === child;
+    child.on("message", (reply: CheckReplyMessage) => {
       if (!current() || reply.id !== this.running?.job.id) return;
       this.finish(reply);
     });
-    worker.on("error", (error: Error & { code?: string }) => {
+    child.on("error", (error) => {
       if (!current()) return;
-      this.worker = undefined;
-      void worker.terminate();
-      this.finish(
-        error.code === "ERR_WORKER_OUT_OF_MEMORY"
-          ? { why: `ran out of memory (their limit is ${this.maxHeapMb} MB)`, next: "make the file smaller or simpler", type: "MemoryLimit" }
-          : failedWork(`their thread could not run: ${error.message}`),
-      );
+      this.child = undefined;
+      child.kill("SIGKILL");
+      this.finish(failedWork(`their process could not run: ${error.message}`));
     });
-    worker.on("exit", (code) => {
+    child.on("exit", (code, signal) => {
       if (!current()) return;
-      this.worker = undefined;
-      this.finish(failedWork(`their thread exited with code ${code}`));
+      this.child = undefined;
+      // The exit may come before the last of stderr: V8's reason is read once the pipe has closed, and
+      // given to the work that was running at the exit only.
+      const job = this.running?.job;
+      const settle = () => {
+        if (job === undefined || this.running?.job !== job) return;
+        this.finish(
+          /heap out of memory|Reached heap limit/i.test(stderr)
+            ? { why: `ran out of memory (their limit is ${this.maxHeapMb} MB)`, next: "make the file smaller or simpler", type: "MemoryLimit" }
+            : failedWork(`their process exited with ${signal ?? `code ${code}`}${lastLine(stderr)}`),
+        );
+      };
+      if (child.stderr && !child.stderr.readableEnded) child.stderr.once("close", settle);
+      else settle();
     });
-    return worker;
+    return child;
   }
 
-  private async stopWorker(): Promise<void> {
-    const worker = this.worker;
-    this.worker = undefined;
+  private async stopChild(): Promise<void> {
+    const child = this.child;
+    this.child = undefined;
     if (this.idleTimer) clearTimeout(this.idleTimer);
     this.idleTimer = undefined;
-    await worker?.terminate();
+    if (!child || child.exitCode !== null || child.signalCode !== null) return;
+    const exited = new Promise<void>((resolve) => child.once("exit", () => resolve()));
+    hold(child, true); // until it has exited: a caller awaiting close is kept alive for it
+    child.kill("SIGKILL");
+    await exited;
   }
 }
 
-/** A defect of the checks or their thread: the host's, reported with what it said. */
+/** Whether the child (its process, channel and stderr pipe) keeps the host's event loop alive. */
+function hold(child: ChildProcess, busy: boolean): void {
+  const handles = [child, child.channel, child.stderr] as Array<{ ref?: () => void; unref?: () => void } | null | undefined>;
+  for (const handle of handles) (busy ? handle?.ref : handle?.unref)?.call(handle);
+}
+
+/** The last non-empty line of a process's stderr, as ": line", bounded; "" when none. */
+function lastLine(stderr: string): string {
+  const line = stderr
+    .split("\n")
+    .map((l) => l.trim())
+    .findLast((l) => l !== "");
+  return line ? `: ${line.slice(0, 200)}` : "";
+}
+
+/** A defect of the checks or their process: the host's, reported with what it said. */
 function failedWork(what: string): Unfinished {
   return { why: `failed (${what})`, next: "run validate again, and report it if it repeats", type: "ExecutionError" };
 }
 
-/** Why work gave no answer of the kind asked for: its thread failed or was stopped (time, heap, closing), or it answered otherwise. */
+/** Why work gave no answer of the kind asked for: its process failed or was stopped (time, heap, closing), or it answered otherwise. */
 function unfinishedOf(outcome: Outcome): Unfinished {
   return "failed" in outcome ? failedWork(outcome.failed) : "why" in outcome ? outcome : failedWork("an answer of another kind");
 }
 
-let shared: ThreadSourceChecker | undefined;
+let shared: ProcessSourceChecker | undefined;
 
-/** The process's source-checks thread, made on first use (its thread starts with the first check). */
+/** The host process's source checker, made on first use (its process starts with the first check). */
 export function sharedSourceChecker(): SourceChecker {
-  shared ??= new ThreadSourceChecker();
+  shared ??= new ProcessSourceChecker();
   return shared;
 }

@@ -4,7 +4,7 @@ import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { afterEach, describe, expect, it } from "vitest";
 import { ToolHostError } from "../../src/errors.js";
-import { InlineSourceChecker, type SourceChecker, ThreadSourceChecker } from "../../src/lifecycle/source-checker.js";
+import { InlineSourceChecker, type SourceChecker, ProcessSourceChecker } from "../../src/lifecycle/source-checker.js";
 import type { SourceCheckRequest } from "../../src/lifecycle/source-checks.js";
 import { runValidate, validateToolFile, validationJson } from "../../src/lifecycle/validate.js";
 import { PROJECT_ROOT } from "../../src/project-root.js";
@@ -54,7 +54,7 @@ const CASES: Array<{ what: string; request: SourceCheckRequest; expectFindings: 
 
 const checkers: Array<[string, () => SourceChecker]> = [
   ["InlineSourceChecker", () => new InlineSourceChecker()],
-  ["ThreadSourceChecker", () => new ThreadSourceChecker()],
+  ["ProcessSourceChecker", () => new ProcessSourceChecker()],
 ];
 
 let open: SourceChecker[] = [];
@@ -89,15 +89,27 @@ describe.each(checkers)("SourceChecker contract: %s", (_name, make) => {
   });
 });
 
-describe("ThreadSourceChecker", () => {
+describe("ProcessSourceChecker", () => {
+  it("checks_process_abort: a defect that aborts V8 in the checks ends their process only; that check fails, the next gets a new process", async () => {
+    // V8's fatal errors (a heap or size limit it cannot recover from) abort the process they happen in,
+    // whatever catches: on a worker thread, that was the daemon serving every Anima.
+    const checker = made(new ProcessSourceChecker({ entry: join(PROJECT_ROOT, "test", "fixtures", "checks-process", "aborting-entry.mjs") }));
+    const [aborted, after] = await Promise.all([checker.check({ fileName: "crash.mjs", text: "ABORT" }), checker.check({ fileName: "greet.mjs", text: GOOD })]);
+    expect(aborted).toEqual([
+      expect.objectContaining({ level: "error", check: "source", message: expect.stringMatching(/failed \(their process exited with SIGABRT/) }),
+    ]);
+    expect(after).toEqual([]);
+    expect(await checker.importsOf("import x from './y.mjs';")).toEqual([]);
+  });
+
   it("costly_draft_stalls_event_loop: the checks of a crafted 1 MiB draft leave the host's event loop turning (inline they hold it)", async () => {
     const request = { fileName: "costly.mjs", text: COSTLY_DRAFT };
-    const threaded = made(new ThreadSourceChecker());
+    const inProcess = made(new ProcessSourceChecker());
     const inline = new InlineSourceChecker();
-    const [threadTurns, inlineTurns] = [(await turnsDuring(() => threaded.check(request))).turns, (await turnsDuring(() => inline.check(request))).turns];
+    const [processTurns, inlineTurns] = [(await turnsDuring(() => inProcess.check(request))).turns, (await turnsDuring(() => inline.check(request))).turns];
     expect(inlineTurns).toBe(0); // the measure works: a check on this thread gives it no turn
-    expect(threadTurns).toBeGreaterThan(10);
-    expect(await threaded.check(request)).toEqual(await inline.check(request));
+    expect(processTurns).toBeGreaterThan(10);
+    expect(await inProcess.check(request)).toEqual(await inline.check(request));
   });
 
   it("is what validate, share and refresh use by default: validating a costly draft leaves the event loop turning", async () => {
@@ -112,8 +124,8 @@ describe("ThreadSourceChecker", () => {
     }
   });
 
-  it("reports a check past its time as an unfinished check, and checks the next with a new thread", async () => {
-    const checker = made(new ThreadSourceChecker({ timeoutMs: 20 }));
+  it("reports a check past its time as an unfinished check, and checks the next with a new process", async () => {
+    const checker = made(new ProcessSourceChecker({ timeoutMs: 20 }));
     const findings = await checker.check({ fileName: "costly.mjs", text: COSTLY_DRAFT });
     expect(findings).toEqual([
       expect.objectContaining({
@@ -122,12 +134,12 @@ describe("ThreadSourceChecker", () => {
         message: expect.stringMatching(/did not finish within 0\.02 s, so the file was not checked/),
       }),
     ]);
-    const relaxed = made(new ThreadSourceChecker());
+    const relaxed = made(new ProcessSourceChecker());
     expect(await relaxed.check({ fileName: "greet.mjs", text: LEAKY })).toContainEqual(expect.objectContaining({ check: "secrets" }));
   });
 
   it("throws Timeout, the caller's fault, when reading a text's imports passes its time", async () => {
-    const checker = made(new ThreadSourceChecker({ timeoutMs: 1 }));
+    const checker = made(new ProcessSourceChecker({ timeoutMs: 1 }));
     const refused = await checker.importsOf(COSTLY_DRAFT.repeat(2)).catch((error: unknown) => error);
     expect(refused).toBeInstanceOf(ToolHostError);
     expect(refused).toMatchObject({
@@ -140,18 +152,18 @@ describe("ThreadSourceChecker", () => {
   it("deep_literal_quadratic: a schema literal nested 10,000 deep is checked in bounded memory", async () => {
     // Every level once copied and keyed its whole path: O(depth²) memory, past 64 MB here (256 MB at 120 KB).
     const deep = `export function get_tool_schemas() { return [{ name: "deep_x", description: "Nested deeply, for a test.", input_schema: ${"{ a: ".repeat(10_000)}1${" }".repeat(10_000)} }]; }\nexport function dispatch() {}\n`;
-    const findings = await made(new ThreadSourceChecker({ maxHeapMb: 64 })).check({ fileName: "deep.mjs", text: deep });
+    const findings = await made(new ProcessSourceChecker({ maxHeapMb: 64 })).check({ fileName: "deep.mjs", text: deep });
     expect(findings.filter((f) => f.check === "source")).toEqual([]);
     // Past 1,000 levels a literal is not read (as if computed); at 30 levels its depth is the finding.
     expect(findings).toContainEqual(expect.objectContaining({ check: "schemas", message: expect.stringMatching(/builds its list at run time/) }));
     const nested = `export function get_tool_schemas() { return [{ name: "deep_x", description: "Nested deeply, for a test.", input_schema: ${"{ a: ".repeat(30)}1${" }".repeat(30)} }]; }\nexport function dispatch() {}\n`;
-    expect(await made(new ThreadSourceChecker()).check({ fileName: "deep.mjs", text: nested })).toContainEqual(
+    expect(await made(new ProcessSourceChecker()).check({ fileName: "deep.mjs", text: nested })).toContainEqual(
       expect.objectContaining({ check: "schemas", message: expect.stringMatching(/nested deeper than 24 levels/) }),
     );
   });
 
-  it("deep_brackets_stack: brackets nested 100,000 deep are read as a computed list, never past the thread's stack", async () => {
-    const checker = made(new ThreadSourceChecker());
+  it("deep_brackets_stack: brackets nested 100,000 deep are read as a computed list, never past the checks' stack", async () => {
+    const checker = made(new ProcessSourceChecker());
     const deep = `export function get_tool_schemas() { return [${"[".repeat(100_000)}${"]".repeat(100_000)}]; }\n`;
     const findings = await checker.check({ fileName: "deep.mjs", text: deep });
     expect(findings.filter((f) => f.check === "source")).toEqual([]);
@@ -159,7 +171,7 @@ describe("ThreadSourceChecker", () => {
   });
 
   it("lists at most 100 findings of one check, then one that counts the rest from where they start", async () => {
-    const findings = await made(new ThreadSourceChecker()).check({ fileName: "many.mjs", text: "fetch(u);\n".repeat(5_000) });
+    const findings = await made(new ProcessSourceChecker()).check({ fileName: "many.mjs", text: "fetch(u);\n".repeat(5_000) });
     const timeouts = findings.filter((f) => f.check === "network-timeout");
     expect(timeouts).toHaveLength(101);
     expect(timeouts.slice(0, 100).map((f) => f.line)).toEqual(Array.from({ length: 100 }, (_, i) => i + 1));
@@ -193,7 +205,7 @@ describe("ThreadSourceChecker", () => {
   });
 
   it("keeps what the load said when the checks cannot finish", async () => {
-    const checker = made(new ThreadSourceChecker({ timeoutMs: 1 }));
+    const checker = made(new ProcessSourceChecker({ timeoutMs: 1 }));
     const findings = await checker.check({ fileName: "costly.mjs", text: COSTLY_DRAFT, load: { ok: false, problems: ['import "lodash" is not allowed'] } });
     expect(findings).toEqual([
       expect.objectContaining({ check: "source", message: expect.stringMatching(/did not finish/) }),
@@ -204,17 +216,17 @@ describe("ThreadSourceChecker", () => {
     );
   });
 
-  it("fails a request its thread cannot be sent (not plain data) alone: the checks after it go on", async () => {
-    const checker = made(new ThreadSourceChecker());
-    const unsendable = { fileName: "greet.mjs", text: GOOD, load: { ok: true, problems: [], schemas: [], extra: () => 1 } } as unknown as SourceCheckRequest;
+  it("fails a request its process cannot be sent (not plain data) alone: the checks after it go on", async () => {
+    const checker = made(new ProcessSourceChecker());
+    const unsendable = { fileName: "greet.mjs", text: GOOD, load: { ok: true, problems: [], schemas: [], extra: 1n } } as unknown as SourceCheckRequest;
     expect(await checker.check(unsendable)).toEqual([
-      expect.objectContaining({ check: "source", message: expect.stringMatching(/could not be sent to their thread/) }),
+      expect.objectContaining({ check: "source", message: expect.stringMatching(/could not be sent to their process/) }),
     ]);
     expect(await checker.check({ fileName: "greet.mjs", text: LEAKY })).toContainEqual(expect.objectContaining({ check: "secrets" }));
   });
 
   it("reports a check past its heap limit as an unfinished check, and keeps checking", async () => {
-    const checker = made(new ThreadSourceChecker({ maxHeapMb: 8 }));
+    const checker = made(new ProcessSourceChecker({ maxHeapMb: 8 }));
     const findings = await checker.check({ fileName: "costly.mjs", text: COSTLY_DRAFT });
     expect(findings).toEqual([
       expect.objectContaining({ level: "error", check: "source", message: expect.stringMatching(/ran out of memory \(their limit is 8 MB\)/) }),
@@ -223,7 +235,7 @@ describe("ThreadSourceChecker", () => {
   });
 
   it("refuses a check with Busy past the checks waiting, and answers the others", async () => {
-    const checker = made(new ThreadSourceChecker({ maxWaiting: 1 }));
+    const checker = made(new ProcessSourceChecker({ maxWaiting: 1 }));
     const running = checker.check({ fileName: "costly.mjs", text: COSTLY_DRAFT });
     const waiting = checker.check({ fileName: "greet.mjs", text: LEAKY });
     let refused: unknown;
@@ -240,23 +252,28 @@ describe("ThreadSourceChecker", () => {
   });
 
   it("answers every check waiting when closed, never leaving one unsettled", async () => {
-    const checker = new ThreadSourceChecker();
+    const checker = new ProcessSourceChecker();
     const checks = [checker.check({ fileName: "costly.mjs", text: COSTLY_DRAFT }), checker.check({ fileName: "greet.mjs", text: GOOD })];
     await checker.close();
     for (const findings of await Promise.all(checks))
       expect(findings).toEqual([expect.objectContaining({ check: "source", message: expect.stringMatching(/were stopped/) })]);
   });
 
-  it("keeps a process alive only while a check runs: a one-shot caller exits once answered, its idle thread kept for a minute", async () => {
+  it("keeps a process alive only while a check runs: a one-shot caller exits once answered, its idle checks process kept for a minute", async () => {
     const module = join(PROJECT_ROOT, "dist", "src", "lifecycle", "source-checker.js");
-    const script = `const { ThreadSourceChecker } = await import(${JSON.stringify(module)});
-      const findings = await new ThreadSourceChecker({ idleMs: 60_000 }).check({ fileName: "greet.mjs", text: ${JSON.stringify(LEAKY)} });
-      console.log(findings.some((f) => f.check === "secrets") ? "checked" : "unchecked");`;
+    const script = `const { ProcessSourceChecker } = await import(${JSON.stringify(module)});
+      const findings = await new ProcessSourceChecker({ idleMs: 60_000 }).check({ fileName: "greet.mjs", text: ${JSON.stringify(LEAKY)} });
+      console.log(findings.some((f) => f.check === "secrets") ? "checked" : "unchecked");
+      // A caller that closes its checker once idle waits for the process to be gone, and is kept alive for it.
+      const closing = new ProcessSourceChecker();
+      await closing.check({ fileName: "greet.mjs", text: "" });
+      await closing.close();
+      console.log("closed");`;
     const child = spawn(process.execPath, ["--input-type=module", "-e", script], { stdio: ["ignore", "pipe", "inherit"] });
     let stdout = "";
     child.stdout.on("data", (chunk: Buffer) => (stdout += chunk.toString()));
     const code = await new Promise<number | null>((resolve) => child.on("exit", resolve));
-    expect(stdout.trim()).toBe("checked");
+    expect(stdout.trim().split("\n")).toEqual(["checked", "closed"]);
     expect(code).toBe(0);
   }, 30_000);
 });

@@ -3,9 +3,11 @@ import type { SourceCheckRequest } from "../source-checks.js";
 import type { ImportUse } from "../source-scan.js";
 
 /**
- * The messages between the host and its source-checks thread (entry.ts): plain data, one reply per
- * request, matched by `id`. The thread runs the host's own code on a tool's text, so its replies are the
- * host's; the thread exists to keep that work off the host's event loop, not as a trust boundary.
+ * The messages between the host and its source-checks process (entry.ts), as JSON over the process's IPC
+ * channel: plain data, one reply per request, matched by `id`. The process runs the host's own code on a
+ * tool's text (never the tool), so its replies are the host's; it exists to keep that work off the
+ * host's event loop and out of the host's process (a defect that aborts V8 there ends only it), not as a
+ * trust boundary.
  */
 export type CheckRequestMessage = { id: number; check: SourceCheckRequest } | { id: number; importsOf: string };
 
