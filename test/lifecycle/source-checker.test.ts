@@ -102,6 +102,12 @@ describe("ProcessSourceChecker", () => {
     expect(await checker.importsOf("import x from './y.mjs';")).toEqual([]);
   });
 
+  it("starts the checks' process with no environment, reading the host's files only and starting nothing", async () => {
+    const checker = made(new ProcessSourceChecker({ entry: join(PROJECT_ROOT, "test", "fixtures", "checks-process", "probing-entry.mjs") }));
+    const said = (await checker.check({ fileName: "greet.mjs", text: GOOD })).map((finding) => finding.message);
+    expect(said).toEqual(["read /etc/passwd: ERR_ACCESS_DENIED", "spawn: ERR_ACCESS_DENIED", "environment: "]);
+  });
+
   it("costly_draft_stalls_event_loop: the checks of a crafted 1 MiB draft leave the host's event loop turning (inline they hold it)", async () => {
     const request = { fileName: "costly.mjs", text: COSTLY_DRAFT };
     const inProcess = made(new ProcessSourceChecker());
