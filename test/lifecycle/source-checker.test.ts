@@ -232,10 +232,12 @@ describe("ProcessSourceChecker", () => {
   });
 
   it("reports a check past its heap limit as an unfinished check, and keeps checking", async () => {
-    const checker = made(new ProcessSourceChecker({ maxHeapMb: 8 }));
-    const findings = await checker.check({ fileName: "costly.mjs", text: COSTLY_DRAFT });
+    // 32 MB: room for the process's own start and a small check (8 MB was not, on a loaded machine), and
+    // far below the costly draft's four copies (past 48 MB here).
+    const checker = made(new ProcessSourceChecker({ maxHeapMb: 32 }));
+    const findings = await checker.check({ fileName: "costly.mjs", text: COSTLY_DRAFT.repeat(4) });
     expect(findings).toEqual([
-      expect.objectContaining({ level: "error", check: "source", message: expect.stringMatching(/ran out of memory \(their limit is 8 MB\)/) }),
+      expect.objectContaining({ level: "error", check: "source", message: expect.stringMatching(/ran out of memory \(their limit is 32 MB\)/) }),
     ]);
     expect(await checker.check({ fileName: "greet.mjs", text: LEAKY })).toContainEqual(expect.objectContaining({ check: "secrets" }));
   });
