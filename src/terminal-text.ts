@@ -5,6 +5,11 @@
  * discovery and lifecycle messages use the same escapes.
  */
 
+/** "1 record", "2 records": a count and its noun (`plural` for a noun that does not take an "s"). */
+export function counted(count: number, noun: string, plural = `${noun}s`): string {
+  return `${count} ${count === 1 ? noun : plural}`;
+}
+
 /** Control characters (C0 but newline and tab, DEL, C1) and bidirectional overrides. */
 const UNSAFE_IN_TEXT = /[\u0000-\u0008\u000b-\u001f\u007f-\u009f\u202a-\u202e\u2066-\u2069]/g;
 /** The same, and newline and tab too: a name is one token of a line. */

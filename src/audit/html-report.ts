@@ -2,7 +2,7 @@ import type { AnimaReport, HostHistory, PolicyChange, TimelineEvent } from "./re
 import type { AuditSummary, SummaryRow } from "./summary.js";
 import type { OperatorGrant } from "./least-privilege.js";
 import type { TrailIntegrity } from "./verify-text.js";
-import { terminalSafe } from "../terminal-text.js";
+import { counted, terminalSafe } from "../terminal-text.js";
 
 /**
  * `audit --html FILE`: the report as one self-contained page. Everything is inline (styles, the timeline's
@@ -64,7 +64,7 @@ export function renderHtmlReport(input: HtmlReportInput): string {
     `<style>${STYLE}</style>`,
     "</head><body>",
     `<h1>animaworks-tool audit report</h1>`,
-    `<p class="meta">Generated ${e(input.generatedAt)}; records ${input.since ? `since ${e(input.since)}` : "kept"}; ${input.reports.length} Animas.</p>`,
+    `<p class="meta">Generated ${e(input.generatedAt)}; records ${input.since ? `since ${e(input.since)}` : "kept"}; ${counted(input.reports.length, "Anima")}.</p>`,
     integritySection(input.integrity),
     summarySection(input, byName),
     timelineSection(input, byName),
@@ -76,7 +76,7 @@ export function renderHtmlReport(input: HtmlReportInput): string {
 }
 
 function integritySection(integrity: TrailIntegrity): string {
-  if (integrity.ok) return `<p class="meta" id="integrity">Audit trails: verified, every chain whole (${integrity.trails} trails).</p>`;
+  if (integrity.ok) return `<p class="meta" id="integrity">Audit trails: verified, every chain whole (${counted(integrity.trails, "trail")}).</p>`;
   const more = integrity.broken - integrity.findings.length;
   return [
     '<section id="integrity"><h2 class="warning">Audit trails BROKEN</h2>',
@@ -129,7 +129,7 @@ function summarySection(input: HtmlReportInput, byName: Index): string {
   if (idle.length > 0) parts.push(`<p class="idle">${idle.length} idle Animas (no activity, no findings): ${idle.map(e).join(", ")}</p>`);
   if (incomplete.length > 0) {
     parts.push(
-      `<p class="warning">Incomplete for ${incomplete.length} Animas (records rotated away or lost): ${incomplete.map((name) => anchor(byName.get(name)?.index, name)).join(", ")}</p>`,
+      `<p class="warning">Incomplete for ${counted(incomplete.length, "Anima")} (records rotated away or lost): ${incomplete.map((name) => anchor(byName.get(name)?.index, name)).join(", ")}</p>`,
     );
   }
   if (input.operator === undefined) parts.push("<p>Operator settings are judged over every Anima: write the report without <code>--anima</code>.</p>");
@@ -257,7 +257,7 @@ function versionSection(input: HtmlReportInput): string {
         .join("");
       const tools = new Set(report.versions.map((v) => v.tool));
       const changed = [...tools].filter((tool) => report.versions.filter((v) => v.tool === tool).length > 1).length;
-      return `<details><summary>${e(report.anima)}: ${tools.size} tools called, ${changed} in more than one version, ${report.reloads.length} reloads</summary>${
+      return `<details><summary>${e(report.anima)}: ${counted(tools.size, "tool")} called, ${changed} in more than one version, ${counted(report.reloads.length, "reload")}</summary>${
         versions
           ? `<table><thead><tr><th>Tool</th><th>Version</th><th>First call</th><th>Last call</th><th>Calls</th></tr></thead><tbody>${versions}</tbody></table>`
           : ""
@@ -300,7 +300,7 @@ function detailSection(input: HtmlReportInput): string {
         `<li class="warning">Interrupted: ${e(call.schema)} (tool ${e(call.tool)}, version ${e(call.version.slice(0, 12) || "(none)")}) started ${e(call.startedAt)}, pid ${call.pid}</li>`,
       );
     }
-    if (report.inFlight.length) items.push(`<li>${report.inFlight.length} calls in flight</li>`);
+    if (report.inFlight.length) items.push(`<li>${counted(report.inFlight.length, "call")} in flight</li>`);
     const events = report.timeline
       .slice(-20)
       .map(

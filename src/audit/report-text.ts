@@ -2,6 +2,7 @@ import { joinReportLines } from "../terminal-text.js";
 import { formatUnfinished } from "./interrupted.js";
 import { formatLeastPrivilege } from "./least-privilege.js";
 import type { AnimaReport } from "./report.js";
+import { counted } from "../terminal-text.js";
 
 /** An Anima's report (report.ts) as the text `animaworks-tool audit` prints: the last few of each list, and counts. */
 export function formatAnimaReport(report: AnimaReport): string {
@@ -32,7 +33,7 @@ export function formatAnimaReport(report: AnimaReport): string {
     const used = Object.entries(a.used)
       .map(([op, n]) => `${op} ×${n}`)
       .join(", ");
-    lines.push(`    ${a.tool}: ${a.calls} calls, ${a.ok} ok${errors ? `; ${errors}` : ""}${used ? `; used ${used}` : ""}`);
+    lines.push(`    ${a.tool}: ${counted(a.calls, "call")}, ${a.ok} ok${errors ? `; ${errors}` : ""}${used ? `; used ${used}` : ""}`);
     for (const d of a.denials.slice(-10)) lines.push(`      denied ${d.operation} ${d.target} — ${d.reason} (${d.ts})`);
     if (a.denied > 10) lines.push(`      … ${a.denied - 10} earlier denials`);
   }

@@ -6,6 +6,7 @@ import { type CredentialInventory, credentialInventory, readableBy } from "../cr
 import type { AuditCoverage, AuditLog, AuditRecord } from "./audit-log.js";
 import { OpenCalls, type UnfinishedCall } from "./interrupted.js";
 import { type AnimaLeastPrivilege, PrivilegeUse } from "./least-privilege.js";
+import { counted } from "../terminal-text.js";
 
 /** What a tool did, per tool, in an Anima's audit report. */
 export interface ToolActivity {
@@ -346,10 +347,13 @@ export function reportCoverage(context: Pick<ReportContext, "coverage" | "sinceM
   } else if (reachesBefore && since !== undefined) {
     note = `--since ${since} reaches before the oldest kept record (${oldestTs}); nothing was rotated away: the trail began then`;
   }
-  if (lostRecords > 0) warnings.push(`${lostRecords} records were lost before they could be written (audit_gap): this report is incomplete`);
+  if (lostRecords > 0)
+    warnings.push(
+      `${counted(lostRecords, "record")} ${lostRecords === 1 ? "was" : "were"} lost before they could be written (audit_gap): this report is incomplete`,
+    );
   if (unverifiedRecords > 0)
     warnings.push(
-      `${unverifiedRecords} records are not chained (no seq), which the host never writes: most likely inserted, this report counts them; \`audit verify\` says where`,
+      `${counted(unverifiedRecords, "record")} ${unverifiedRecords === 1 ? "is" : "are"} not chained (no seq), which the host never writes: most likely inserted, this report counts them; \`audit verify\` says where`,
     );
   return {
     ...(oldestTs !== undefined ? { oldestTs } : {}),

@@ -1,6 +1,7 @@
 import type { AnimaReport } from "./report.js";
 import { type OperatorGrant, formatOperatorFindings, shortList } from "./least-privilege.js";
 import { joinReportLines } from "../terminal-text.js";
+import { counted } from "../terminal-text.js";
 
 /**
  * The audit report at a glance: one line per Anima, riskiest first, idle Animas folded into one line, and
@@ -112,7 +113,7 @@ export function formatSummary(summary: AuditSummary, options: SummaryOptions = {
   const maxLines = Math.max(10, options.maxLines ?? 50);
   const total = summary.rows.length + summary.idle.length;
   const lines = [
-    `Summary: ${total} Animas, records ${options.since ? `since ${options.since}` : "kept"} (riskiest first: violations, denials, interrupted calls, refusals, unused grants)`,
+    `Summary: ${counted(total, "Anima")}, records ${options.since ? `since ${options.since}` : "kept"} (riskiest first: violations, denials, interrupted calls, refusals, unused grants)`,
   ];
   const findings = formatOperatorFindings(options.operator ?? []);
   const tail: string[] = [];
@@ -125,7 +126,7 @@ export function formatSummary(summary: AuditSummary, options: SummaryOptions = {
     tail.push("  Operator settings: judged over every Anima (run without --anima)");
   }
   if (summary.incomplete.length > 0) {
-    tail.push(`  WARNING: incomplete for ${summary.incomplete.length} Animas (records rotated away or lost): ${shortList(summary.incomplete, 5)}`);
+    tail.push(`  WARNING: incomplete for ${counted(summary.incomplete.length, "Anima")} (records rotated away or lost): ${shortList(summary.incomplete, 5)}`);
   }
   if (summary.rows.length > 0) {
     const width = Math.min(NAME_WIDTH, Math.max(5, ...summary.rows.map((row) => row.anima.length)));

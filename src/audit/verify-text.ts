@@ -1,4 +1,5 @@
 import type { VerifyReport } from "./verify.js";
+import { counted } from "../terminal-text.js";
 
 /** What `audit verify`, the report and `audit events` say of a walk of the trails (verify.ts). */
 
@@ -7,7 +8,7 @@ export function formatVerifyReport(report: VerifyReport): string {
     report.ok ? "audit trail verified: every chain is whole" : "audit trail BROKEN: records were changed, removed, reordered or truncated",
     ...report.trails.map(
       (t) =>
-        `  ${t.trail}: ${t.records} records${t.firstSeq !== undefined ? `, seq ${t.firstSeq}–${t.lastSeq}` : ""}${t.oldestTs ? ` (${t.oldestTs} … ${t.newestTs})` : ""}`,
+        `  ${t.trail}: ${counted(t.records, "record")}${t.firstSeq !== undefined ? `, seq ${t.firstSeq}–${t.lastSeq}` : ""}${t.oldestTs ? ` (${t.oldestTs} … ${t.newestTs})` : ""}`,
     ),
     ...report.findings.map((f) => `  ${f.severity === "broken" ? "BROKEN" : "note"}: ${f.trail}${f.at ? ` (${f.at})` : ""}: ${f.message}`),
   ];
@@ -44,7 +45,7 @@ export function trailIntegrity(report: VerifyReport): TrailIntegrity {
 
 /** The integrity line(s) at the top of the text report (the caller makes the text terminal-safe). */
 export function formatIntegrity(integrity: TrailIntegrity): string[] {
-  if (integrity.ok) return [`Audit trails: verified, every chain whole (${integrity.trails} trails)`];
+  if (integrity.ok) return [`Audit trails: verified, every chain whole (${counted(integrity.trails, "trail")})`];
   return [
     `Audit trails: BROKEN (${integrity.broken} findings): records below may have been inserted, edited or removed and shown as the host's own; \`audit verify\` lists where`,
     ...brokenFindingLines(integrity),

@@ -6,7 +6,7 @@ import { verifyAuditDirYielding } from "../audit/verify.js";
 import { formatIntegrity, trailIntegrity } from "../audit/verify-text.js";
 import { operatorLeastPrivilege } from "../audit/least-privilege.js";
 import { type HostStatus, readHostStatuses } from "../audit/host-status.js";
-import { joinReportLines } from "../terminal-text.js";
+import { counted, joinReportLines } from "../terminal-text.js";
 import { writeFileSync } from "node:fs";
 import { resolve } from "node:path";
 import { ToolHostError } from "../errors.js";
@@ -65,7 +65,9 @@ async function runAuditReport(host: ToolHost, argv: string[], anima: string | un
     const page = renderHtmlReport({ generatedAt: new Date().toISOString(), ...(since ? { since } : {}), integrity, summary, reports, operator, history });
     writeFileSync(htmlFile, page, { mode: 0o600 });
     out.stdout(
-      json ? JSON.stringify({ status: "ok", html: htmlFile, animas: reports.length }) : `Wrote the audit report of ${reports.length} Animas to ${htmlFile}`,
+      json
+        ? JSON.stringify({ status: "ok", html: htmlFile, animas: reports.length })
+        : `Wrote the audit report of ${counted(reports.length, "Anima")} to ${htmlFile}`,
     );
     return 0;
   }
@@ -110,7 +112,7 @@ async function runAuditReport(host: ToolHost, argv: string[], anima: string | un
 function formatHostHistory(history: HostHistory): string[] {
   const lines: string[] = [];
   if (history.policyHistory.length > 0) {
-    lines.push(`Operator settings changed ${history.policyHistory.length} time${history.policyHistory.length === 1 ? "" : "s"} in the period:`);
+    lines.push(`Operator settings changed ${counted(history.policyHistory.length, "time")} in the period:`);
     for (const c of history.policyHistory.slice(-5)) lines.push(`  ${c.from ?? "(first seen)"} → ${c.to} (${c.changedAt ?? c.ts})`);
   }
   if (history.reloads.length > 0) {
@@ -207,10 +209,10 @@ function formatHosts(hosts: HostStatus[]): string {
       const what =
         pool.idleIsolates === undefined
           ? "did not answer"
-          : `${pool.idleIsolates} idle isolates, ${mb(pool.idleBytes)} of ${mb(pool.maxIdleBytes)} MB, ${pool.evictions ?? 0} evicted`;
+          : `${counted(pool.idleIsolates, "idle isolate")}, ${mb(pool.idleBytes)} of ${mb(pool.maxIdleBytes)} MB, ${pool.evictions ?? 0} evicted`;
       const cordon = pool.cordon === undefined ? "" : `; cordon ${pool.cordon}`;
       lines.push(
-        `    sandbox process ${pool.pid ?? "(restarting)"}${pool.lowPriority ? " (low priority)" : ""}: ${pool.animas} Animas placed, ${what}${cordon}`,
+        `    sandbox process ${pool.pid ?? "(restarting)"}${pool.lowPriority ? " (low priority)" : ""}: ${counted(pool.animas, "Anima")} placed, ${what}${cordon}`,
       );
     }
   }

@@ -13,6 +13,7 @@ import { ToolHostError } from "../errors.js";
 import type { HostFactory, ToolHost } from "../host-api.js";
 import { scanArgs } from "./options.js";
 import type { Output } from "./output.js";
+import { counted } from "../terminal-text.js";
 
 export const DAEMON_USAGE = `Usage: animaworks-tool daemon start|stop|status|run [--idle-timeout S] [--json]
 A daemon is a host that runs in the background for one data dir, so that each animaworks-tool call is
@@ -122,7 +123,7 @@ function report(ctx: DaemonCliContext, what: string, status: EndpointStatus): nu
 
 function statusText(status: EndpointStatus): string {
   const idle = status.idleTimeoutMs !== undefined ? `; exits after ${status.idleTimeoutMs / 1000} s without a call` : "";
-  return `${status.kind} pid ${status.pid} serves CLI calls for ${status.dataDir} since ${status.startedAt} (build ${status.build}): ${status.calls} calls, ${status.active} running${idle}`;
+  return `${status.kind} pid ${status.pid} serves CLI calls for ${status.dataDir} since ${status.startedAt} (build ${status.build}): ${counted(status.calls, "call")}, ${status.active} running${idle}`;
 }
 
 /** `daemon run`: the daemon itself, in this process, until it is idle, stopped, outdated or signalled. */

@@ -3,6 +3,7 @@ import { join } from "node:path";
 import type { ToolInfo } from "../host-api.js";
 import { TOOL_EXTENSIONS } from "../registry/discovery.js";
 import { type Finding, countFindings, findingLocation } from "./findings.js";
+import { counted } from "../terminal-text.js";
 import { validateToolFile } from "./validate.js";
 
 /**
@@ -45,8 +46,7 @@ export async function failureFindings(dataDir: string, anima: string | undefined
 /** A failed tool's lines in refresh's text: a count, then each finding as validate prints it, bounded. */
 export function failureLines(name: string, failure: FailureFindings): string[] {
   const { errors, warnings } = countFindings(failure.findings);
-  const count = (n: number, word: string): string => `${n} ${word}${n === 1 ? "" : "s"}`;
-  const lines = [`failed   ${name}: ${count(errors, "error")}, ${count(warnings, "warning")} (${failure.path})`];
+  const lines = [`failed   ${name}: ${counted(errors, "error")}, ${counted(warnings, "warning")} (${failure.path})`];
   for (const f of failure.findings.slice(0, MAX_REFRESH_FINDINGS)) lines.push(`  ${findingLocation(failure.path, f)}: ${f.level} [${f.check}] ${f.message}`);
   // A finding standing for others left out (`omitted`) tells of them itself.
   const more = errors + warnings - failure.findings.slice(0, MAX_REFRESH_FINDINGS).reduce((n, f) => n + (f.omitted ?? 1), 0);

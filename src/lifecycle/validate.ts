@@ -1,6 +1,7 @@
 import { basename } from "node:path";
 import { ToolHostError } from "../errors.js";
 import { type CheckName, type Finding, countFindings, findingLocation } from "./findings.js";
+import { counted } from "../terminal-text.js";
 import { readToolSource } from "./read-tool-source.js";
 import { type SourceChecker, sharedSourceChecker } from "./source-checker.js";
 import { type LoadCheck, type LoadOutcome, type SourceCheckRequest, checkFileName, toolNameOf } from "./source-checks.js";
@@ -161,12 +162,11 @@ function summarise(path: string, tool: string, findings: Finding[], loaded: bool
  */
 export function formatValidation(report: ValidationReport): { text: string; exitCode: number } {
   const lines = report.findings.map((f) => `${findingLocation(report.path, f)}: ${f.level} [${f.check}] ${f.message}`);
-  const count = (n: number, word: string): string => `${n} ${word}${n === 1 ? "" : "s"}`;
   const loadNote = report.loaded === true ? " (loaded in the sandbox)" : "";
   lines.push(
     report.errors === 0 && report.warnings === 0
       ? `${report.path}: OK, no problems found${loadNote}`
-      : `${report.path}: ${count(report.errors, "error")}, ${count(report.warnings, "warning")}${loadNote}`,
+      : `${report.path}: ${counted(report.errors, "error")}, ${counted(report.warnings, "warning")}${loadNote}`,
   );
   return { text: lines.join("\n"), exitCode: report.errors > 0 ? VALIDATE_EXIT_CODES.errors : VALIDATE_EXIT_CODES.ok };
 }

@@ -40,7 +40,7 @@ describe("host status in audit", () => {
     expect(code).toBe(0);
     expect(stdout.join("\n")).toMatch(
       new RegExp(
-        `Running hosts:\\n  pid ${process.pid}, since .*\\n    sandbox process \\d+: 1 Animas placed, 1 idle isolates, \\d+\\.\\d of \\d+\\.\\d MB, 0 evicted`,
+        `Running hosts:\\n  pid ${process.pid}, since .*\\n    sandbox process \\d+: 1 Anima placed, 1 idle isolate, \\d+\\.\\d of \\d+\\.\\d MB, 0 evicted`,
       ),
     );
     const json = JSON.parse((await captureJson()).join("\n")) as { hosts: Array<{ pid: number }> };

@@ -112,7 +112,7 @@ describe("the audit summary", () => {
 
   it("says which Animas' reports are incomplete, and that operator settings need every Anima", () => {
     const text = formatSummary(buildSummary([report("old", { calls: 1, incomplete: true }), report("new", { calls: 2 })]));
-    expect(text).toContain("  WARNING: incomplete for 1 Animas (records rotated away or lost): old");
+    expect(text).toContain("  WARNING: incomplete for 1 Anima (records rotated away or lost): old");
     expect(text).toContain("  Operator settings: judged over every Anima (run without --anima)");
     expect(text).toMatch(/\n {2}old +1 .* incomplete\n/);
   });

@@ -169,7 +169,7 @@ describe("audit verify", () => {
     await log.close();
     expect(denials.filter((record) => record.unverified)).toEqual([expect.objectContaining({ target: "http://x" })]);
     expect(denials.filter((record) => !record.unverified)).toHaveLength(4);
-    expect(reportCoverage({}, 0, 1).warning).toMatch(/1 records are not chained/);
+    expect(reportCoverage({}, 0, 1).warning).toMatch(/1 record is not chained/);
   });
 
   it("reports a line of text inserted among records (inserted_text_line)", async () => {

@@ -107,7 +107,7 @@ describe("audit report", () => {
   it("--anima selects one Anima (no operator judgement), and --json carries all of it", async () => {
     const one = await audit(data, "--anima", "alice");
     // The integrity line covers every trail of the folder, not only alice's: whoever edits one trail can edit another.
-    expect(one.stdout).toMatch(/^Audit trails: verified, every chain whole \(\d+ trails\)\n\nSummary: 1 Animas, /);
+    expect(one.stdout).toMatch(/^Audit trails: verified, every chain whole \(\d+ trails\)\n\nSummary: 1 Anima, /);
     expect(one.stdout).toContain("  Operator settings: judged over every Anima (run without --anima)");
     expect(one.stdout).not.toContain("Anima bob");
 
@@ -174,7 +174,7 @@ describe("audit coverage", () => {
     );
     const { stdout } = await audit(data);
     expect(stdout).toMatch(/\n {2}WARNING: records before \S+ were rotated away: this report is incomplete for that period\n/);
-    expect(stdout).toContain("  WARNING: incomplete for 1 Animas (records rotated away or lost): alice");
+    expect(stdout).toContain("  WARNING: incomplete for 1 Anima (records rotated away or lost): alice");
     expect(stdout).toMatch(/\n {2}alice +\d+ +0 +0 +0 +0 +\d+ {2}incomplete\n/);
     const recent = await audit(data, "--since", new Date(Date.now() + 60_000).toISOString());
     expect(recent.stdout).not.toContain("rotated away: this report is incomplete");

@@ -270,7 +270,7 @@ describe.each(CLI_MODES)("animaworks-tool CLI (%s)", (mode) => {
     data.write("common_tools/notes.ts", `${NOTES_TOOL}\n// edited in place`);
     const audit = await cli("audit", "--anima", "alice");
     expect(audit.stdout).toMatch(
-      /^Audit trails: verified, every chain whole \(\d+ trails\)\n\nSummary: 1 Animas, [^\n]*\n( {2}.*\n)+\nConfiguration \(flag > environment > "animaworks_tool" in .*config\.json > default\):\n( {2}.*\n)+\nIsolation layers \(long-running hosts: serve, mcp\):\n {2}runtime: Node\.js .*, isolated-vm \d+\.\d+\.\d+.*\n( {2}WARNING: .*\n)* {2}isolate: isolated-vm, \d+ MB heap, \d+ ms per call\n {2}sandbox processes: \d+/,
+      /^Audit trails: verified, every chain whole \(\d+ trails\)\n\nSummary: 1 Anima, [^\n]*\n( {2}.*\n)+\nConfiguration \(flag > environment > "animaworks_tool" in .*config\.json > default\):\n( {2}.*\n)+\nIsolation layers \(long-running hosts: serve, mcp\):\n {2}runtime: Node\.js .*, isolated-vm \d+\.\d+\.\d+.*\n( {2}WARNING: .*\n)* {2}isolate: isolated-vm, \d+ MB heap, \d+ ms per call\n {2}sandbox processes: \d+/,
     );
     expect(audit.stdout).toMatch(/\n {2}OS sandbox: (bubblewrap \(namespaces user, pid, net|OFF \()/);
     expect(audit.stdout).toMatch(/\n {2}warm pool: .*least recently used disposed first; an idle isolate may hold up to 4 JavaScript tools of one Anima/);

@@ -22,7 +22,7 @@ describe("per-Anima call limits of direct calls", () => {
     const first = h.call("mallory", "counter_slow");
     const second = h.call("mallory", "counter_slow"); // waits for the first
     const third = await h.call("mallory", "counter_count"); // the queue (1) is full
-    expectError(third, "Busy", /"mallory" already has 1 calls running and 1 waiting/);
+    expectError(third, "Busy", /"mallory" already has 1 call running and 1 waiting/);
     expect(third.status === "error" ? third.hint : "").toMatch(/maxQueuedCallsPerAnima 1/);
     const results = await Promise.all([first, second]);
     expect(results.map((r) => r.status)).toEqual(["ok", "ok"]);

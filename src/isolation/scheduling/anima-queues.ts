@@ -152,7 +152,7 @@ function busy(anima: string, share: AnimaShare, limits: AnimaQueueLimits): Error
   return {
     type: "Busy",
     fault: "host",
-    message: `Anima "${anima}" already has ${share.running} calls running and ${share.queue.length} waiting, the most the host queues for one Anima`,
+    message: `Anima "${anima}" already has ${share.running} call${share.running === 1 ? "" : "s"} running and ${share.queue.length} waiting, the most the host queues for one Anima`,
     hint: `retry when some have finished (limits: maxConcurrentCallsPerAnima ${limits.maxConcurrentPerAnima}, maxQueuedCallsPerAnima ${limits.maxQueuedPerAnima})`,
   };
 }
