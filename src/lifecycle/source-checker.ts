@@ -1,8 +1,9 @@
 import { type ChildProcess, spawn } from "node:child_process";
 import { join } from "node:path";
 import { type ErrorType, ToolHostError } from "../errors.js";
+import { FrameDecoder, FrameError, encodeFrame } from "../isolation/wire/frames.js";
 import { PROJECT_ROOT } from "../project-root.js";
-import type { CheckReplyMessage, CheckRequestMessage } from "./checks-process/protocol.js";
+import { type CheckReplyMessage, type CheckRequestMessage, MAX_REPLY_FRAME_BYTES } from "./checks-process/protocol.js";
 import type { Finding } from "./findings.js";
 import { type SourceCheckRequest, checkSource, loadOnlyFindings } from "./source-checks.js";
 import { type ImportUse, scanImports } from "./source-scan.js";
@@ -171,8 +172,8 @@ export class ProcessSourceChecker implements SourceChecker {
     }
     hold(child, true);
     try {
-      // JSON over the channel: a request it cannot hold (a BigInt, a cycle) throws here, nothing sent.
-      child.send({ id: job.id, ...job.work } satisfies CheckRequestMessage);
+      // A request JSON cannot hold (a BigInt, a cycle) throws here, nothing sent.
+      child.stdin?.write(encodeFrame({ id: job.id, ...job.work } satisfies CheckRequestMessage));
     } catch (error) {
       // This job fails; the process and the jobs after it go on.
       this.finish(failedWork(`the request could not be sent to their process: ${error instanceof Error ? error.message : String(error)}`));
@@ -196,19 +197,30 @@ export class ProcessSourceChecker implements SourceChecker {
 
   private startChild(): ChildProcess {
     const child = spawn(process.execPath, [`--max-old-space-size=${this.maxHeapMb}`, "--permission", `--allow-fs-read=${PROJECT_ROOT}`, this.entry], {
-      stdio: ["ignore", "ignore", "pipe", "ipc"],
-      serialization: "json",
+      stdio: ["pipe", "pipe", "pipe"],
       env: {},
     });
     this.child = child;
     let stderr = "";
     child.stderr?.setEncoding("utf8");
     child.stderr?.on("data", (chunk: string) => (stderr = (stderr + chunk).slice(-STDERR_TAIL_BYTES)));
+    child.stdin?.on("error", () => {
+      // a process gone away: its exit says why
+    });
     // Events of a process already given up on (killed past its time, or replaced) are ignored.
     const current = () => this.child === child;
-    child.on("message", (reply: CheckReplyMessage) => {
-      if (!current() || reply.id !== this.running?.job.id) return;
-      this.finish(reply);
+    // The host decodes the replies itself, each bounded: one over MAX_REPLY_FRAME_BYTES ends the process.
+    const decoder = new FrameDecoder(MAX_REPLY_FRAME_BYTES);
+    child.stdout?.on("data", (chunk: Buffer) => {
+      if (!current()) return;
+      let replies: unknown[];
+      try {
+        replies = decoder.push(chunk);
+      } catch (error) {
+        void this.stopChild();
+        return this.finish(failedWork(`their process sent ${error instanceof FrameError ? error.message : "an answer that could not be read"}`));
+      }
+      for (const reply of replies as CheckReplyMessage[]) if (current() && reply.id === this.running?.job.id) this.finish(reply);
     });
     child.on("error", (error) => {
       if (!current()) return;
@@ -249,9 +261,9 @@ export class ProcessSourceChecker implements SourceChecker {
   }
 }
 
-/** Whether the child (its process, channel and stderr pipe) keeps the host's event loop alive. */
+/** Whether the child (its process and pipes) keeps the host's event loop alive. */
 function hold(child: ChildProcess, busy: boolean): void {
-  const handles = [child, child.channel, child.stderr] as Array<{ ref?: () => void; unref?: () => void } | null | undefined>;
+  const handles = [child, child.stdin, child.stdout, child.stderr] as Array<{ ref?: () => void; unref?: () => void } | null | undefined>;
   for (const handle of handles) (busy ? handle?.ref : handle?.unref)?.call(handle);
 }
 

@@ -50,7 +50,20 @@ const isPython = (fileName: string): boolean => fileName.endsWith(".py");
  * declaration-check.ts). Python's findings stand as they are, the load's problems added to them.
  */
 export function checkSource(request: SourceCheckRequest): Finding[] {
-  return boundedPerCheck(uncappedFindings(request));
+  return boundedPerCheck(uncappedFindings(request)).map(boundedMessage);
+}
+
+/**
+ * Characters of one finding's message, at most. A message quotes what it is about (a schema's name, a
+ * load error), and a draft's text chooses those: 101 schemas named by one 1 MB string made each validate
+ * hand the host 160 million characters of findings to receive and format (red team: finding_message_flood).
+ */
+export const MAX_FINDING_MESSAGE_CHARS = 1_000;
+
+function boundedMessage(finding: Finding): Finding {
+  const { message } = finding;
+  if (message.length <= MAX_FINDING_MESSAGE_CHARS) return finding;
+  return { ...finding, message: `${message.slice(0, MAX_FINDING_MESSAGE_CHARS)}…[${message.length - MAX_FINDING_MESSAGE_CHARS} more characters]` };
 }
 
 /**
@@ -102,6 +115,10 @@ function boundedPerCheck(findings: Finding[]): Finding[] {
  * problems as load findings, unweighed, or the message of what it threw.
  */
 export function loadOnlyFindings(request: SourceCheckRequest): Finding[] {
+  return loadProblems(request).map(boundedMessage);
+}
+
+function loadProblems(request: SourceCheckRequest): Finding[] {
   const { fileName, name, load } = request;
   if (load === undefined || ("ok" in load && load.ok)) return [];
   if ("threw" in load) return [threwFinding(load.threw)];
@@ -117,7 +134,7 @@ function uncappedFindings(request: SourceCheckRequest): Finding[] {
   const { fileName, text, name, load } = request;
   const tool = name ?? toolNameOf(fileName);
   // Python's findings stand as they are, the load's added to them.
-  if (isPython(fileName)) return [...validateSource(fileName, text, { staticSchemas: true, name }), ...loadOnlyFindings(request)];
+  if (isPython(fileName)) return [...validateSource(fileName, text, { staticSchemas: true, name }), ...loadProblems(request)];
   if (load === undefined) return validateSource(fileName, text, { staticSchemas: true, ...(name !== undefined ? { name } : {}) });
   const { findings, declaration, scan } = staticChecks(fileName, text, { staticSchemas: false, name });
   if ("threw" in load) {

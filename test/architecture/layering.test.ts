@@ -120,9 +120,11 @@ const MAY_IMPORT: Record<string, string[]> = {
   "anima-views.ts": ["host-support.ts", "audit", "registry", "config.ts", "errors.ts"],
   "host-support.ts": ["host-api.ts", "registry", "errors.ts"],
   // lifecycle → source-file.ts: validate reads a tool file, and copies a draft's imports, as the bundler reads sources.
+  // lifecycle → isolation: the source-checks process speaks the framed channel (isolation/wire/frames.ts).
   lifecycle: [
     "host-api.ts",
     "audit",
+    "isolation",
     "capabilities",
     "policy",
     "registry",

@@ -5,7 +5,7 @@ import { join } from "node:path";
 import { afterEach, describe, expect, it } from "vitest";
 import { ToolHostError } from "../../src/errors.js";
 import { InlineSourceChecker, type SourceChecker, ProcessSourceChecker } from "../../src/lifecycle/source-checker.js";
-import type { SourceCheckRequest } from "../../src/lifecycle/source-checks.js";
+import { MAX_FINDING_MESSAGE_CHARS, type SourceCheckRequest } from "../../src/lifecycle/source-checks.js";
 import { runValidate, validateToolFile, validationJson } from "../../src/lifecycle/validate.js";
 import { PROJECT_ROOT } from "../../src/project-root.js";
 import { turnsDuring } from "../helpers/event-loop.js";
@@ -100,6 +100,26 @@ describe("ProcessSourceChecker", () => {
     ]);
     expect(after).toEqual([]);
     expect(await checker.importsOf("import x from './y.mjs';")).toEqual([]);
+  });
+
+  it("checks_reply_flood: a reply larger than the host reads fails that check alone, its process replaced; the next is answered", async () => {
+    // Node's IPC channel reads a message whole, whatever its size: the host decodes the process's frames
+    // itself, each at most MAX_REPLY_FRAME_BYTES.
+    const checker = made(new ProcessSourceChecker({ entry: join(PROJECT_ROOT, "test", "fixtures", "checks-process", "flooding-entry.mjs") }));
+    expect(await checker.check({ fileName: "flood.mjs", text: "FLOOD" })).toEqual([
+      expect.objectContaining({ check: "source", message: expect.stringMatching(/their process sent a frame of \d+ bytes, over the 16777216-byte limit/) }),
+    ]);
+    expect(await checker.check({ fileName: "greet.mjs", text: GOOD })).toEqual([]);
+  });
+
+  it("finding_message_flood: findings that quote a 400 KB name 101 times are bounded where they are made", async () => {
+    const name = "a".repeat(400_000);
+    const text = `const N = "${name}";\nexport function get_tool_schemas() { return [${Array.from({ length: 101 }, () => "{name:N}").join(",")}]; }\n`;
+    const findings = await made(new ProcessSourceChecker()).check({ fileName: "evil.mjs", text });
+    expect(findings.filter((f) => f.check === "source")).toEqual([]);
+    expect(findings.some((f) => f.message.includes("a".repeat(500)))).toBe(true); // the name is quoted, cut
+    for (const finding of findings) expect(finding.message.length).toBeLessThanOrEqual(MAX_FINDING_MESSAGE_CHARS + 40);
+    expect(findings.reduce((sum, f) => sum + f.message.length, 0)).toBeLessThan(2_000_000);
   });
 
   it("starts the checks' process with no environment, reading the host's files only and starting nothing", async () => {

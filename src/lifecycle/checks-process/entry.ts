@@ -1,21 +1,37 @@
+import { writeSync } from "node:fs";
+import { FrameDecoder, encodeFrame } from "../../isolation/wire/frames.js";
 import { checkSource } from "../source-checks.js";
 import { scanImports } from "../source-scan.js";
-import type { CheckReplyMessage, CheckRequestMessage } from "./protocol.js";
+import { MAX_REQUEST_FRAME_BYTES, type CheckReplyMessage, type CheckRequestMessage } from "./protocol.js";
 
 /**
- * The source-checks process (source-checker.ts starts it, with an IPC channel): answers each request, one
- * at a time, in order, with `checkSource`'s findings or the text's imports. It exits when the host
- * disconnects (the host closing, or stopping it idle).
+ * The source-checks process (source-checker.ts starts it): reads requests as frames on stdin, answers each,
+ * one at a time, in order, with `checkSource`'s findings or the text's imports, as a frame on stdout. It
+ * exits when stdin ends (the host closing, or stopping it idle).
  */
-const send = process.send?.bind(process);
-if (!send) throw new Error("the source-checks entry runs only as a child process with an IPC channel");
-process.on("message", (message: CheckRequestMessage) => {
-  let reply: CheckReplyMessage;
+const decoder = new FrameDecoder(MAX_REQUEST_FRAME_BYTES);
+
+function answer(message: CheckRequestMessage): CheckReplyMessage {
   try {
-    reply = "check" in message ? { id: message.id, findings: checkSource(message.check) } : { id: message.id, imports: scanImports(message.importsOf) };
+    return "check" in message ? { id: message.id, findings: checkSource(message.check) } : { id: message.id, imports: scanImports(message.importsOf) };
   } catch (error) {
-    reply = { id: message.id, failed: error instanceof Error ? error.message : String(error) };
+    return { id: message.id, failed: error instanceof Error ? error.message : String(error) };
   }
-  send(reply);
+}
+
+/** Writes all of `bytes` to stdout, a pipe left blocking (Node's stream for it is never made). */
+function writeAll(bytes: Buffer): void {
+  for (let offset = 0; offset < bytes.length;) {
+    try {
+      offset += writeSync(1, bytes, offset);
+    } catch (error) {
+      if ((error as NodeJS.ErrnoException).code !== "EAGAIN") throw error;
+    }
+  }
+}
+
+process.stdin.on("data", (chunk: Buffer) => {
+  // The host's own frames: a broken one is a defect of the host, and ends this process (the host reports it).
+  for (const message of decoder.push(chunk)) writeAll(encodeFrame(answer(message as CheckRequestMessage)));
 });
-process.on("disconnect", () => process.exit(0));
+process.stdin.on("end", () => process.exit(0));

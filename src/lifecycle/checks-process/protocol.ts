@@ -3,11 +3,13 @@ import type { SourceCheckRequest } from "../source-checks.js";
 import type { ImportUse } from "../source-scan.js";
 
 /**
- * The messages between the host and its source-checks process (entry.ts), as JSON over the process's IPC
- * channel: plain data, one reply per request, matched by `id`. The process runs the host's own code on a
- * tool's text (never the tool), so its replies are the host's; it exists to keep that work off the
- * host's event loop and out of the host's process (a defect that aborts V8 there ends only it), not as a
- * trust boundary.
+ * The messages between the host and its source-checks process (entry.ts), each one frame of JSON
+ * (isolation/wire/frames.ts) on the process's stdin and stdout: plain data, one reply per request,
+ * matched by `id`. The process runs the host's own code on a tool's text (never the tool), and exists to
+ * keep that work off the host's event loop and out of the host's process (a defect that aborts V8 there
+ * ends only it). Its replies are bounded where they are made (findings and their messages, source-checks.ts)
+ * and again where the host decodes them (`MAX_REPLY_FRAME_BYTES`): a reply Node's IPC channel would have
+ * read whole, whatever its size, had grown the daemon past its heap.
  */
 export type CheckRequestMessage = { id: number; check: SourceCheckRequest } | { id: number; importsOf: string };
 
@@ -16,3 +18,9 @@ export type CheckRequestMessage = { id: number; check: SourceCheckRequest } | { 
  * checks, reported as a failed check).
  */
 export type CheckReplyMessage = { id: number; findings: Finding[] } | { id: number; imports: ImportUse[] } | { id: number; failed: string };
+
+/** Largest request frame the process reads: a source of validate's 1 MiB bound, and what its load said. */
+export const MAX_REQUEST_FRAME_BYTES = 64 * 1024 * 1024;
+
+/** Largest reply frame the host reads; a larger one is the checks' defect, reported as a failed check. */
+export const MAX_REPLY_FRAME_BYTES = 16 * 1024 * 1024;
