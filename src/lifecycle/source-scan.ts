@@ -277,33 +277,38 @@ function returnedExpression(tokens: Token[], start: number): number | undefined 
 
 function findFetchCalls(tokens: Token[]): SourceScan["fetchCalls"] {
   const calls: SourceScan["fetchCalls"] = [];
-  const timeoutNamedAnywhere = tokens.some((t) => t.value === "timeoutMs" && (t.kind === "name" || t.kind === "string"));
+  // Each call is judged in time linear in its own top level, never its whole inside (nested calls were
+  // quadratic): timeout names counted before each token, nested groups jumped.
+  const timeoutsBefore = new Int32Array(tokens.length + 1);
+  tokens.forEach(
+    (t, k) => (timeoutsBefore[k + 1] = (timeoutsBefore[k] as number) + (t.value === "timeoutMs" && (t.kind === "name" || t.kind === "string") ? 1 : 0)),
+  );
+  const timeoutNamedAnywhere = (timeoutsBefore[tokens.length] as number) > 0;
   for (let i = 0; i < tokens.length; i++) {
     const token = tokens[i] as Token;
     if (token.kind !== "name" || token.value !== "fetch" || !is(tokens[i + 1], "(") || is(tokens[i - 1], "function")) continue;
     const end = skipBalanced(tokens, i + 1);
     if (is(tokens[end], "{")) continue; // a method definition `fetch(url) { … }`, not a call
-    const inside = tokens.slice(i + 2, end - 1);
-    if (inside.some((t) => t.value === "timeoutMs" && (t.kind === "name" || t.kind === "string"))) {
+    // Inside the call: tokens i + 2 … end - 2.
+    if ((timeoutsBefore[end - 1] as number) - (timeoutsBefore[i + 2] as number) > 0) {
       calls.push({ line: token.line, hasTimeout: true });
       continue;
     }
     // Options passed as a variable or spread: they may carry a timeout set elsewhere in the file.
-    const topLevelComma = topLevelIndex(inside, ",");
-    const second = topLevelComma === -1 ? undefined : inside[topLevelComma + 1];
+    const second = afterTopLevelComma(tokens, i + 2, end - 1);
     const optionsElsewhere = second !== undefined && !is(second, "{");
     calls.push({ line: token.line, hasTimeout: optionsElsewhere && timeoutNamedAnywhere ? undefined : false });
   }
   return calls;
 }
 
-function topLevelIndex(tokens: Token[], value: string): number {
-  let depth = 0;
-  for (let j = 0; j < tokens.length; j++) {
+/** The token after the first `,` at the top level of `tokens[from … to - 1]` (nested groups jumped), if any. */
+function afterTopLevelComma(tokens: Token[], from: number, to: number): Token | undefined {
+  for (let j = from; j < to;) {
     const t = tokens[j] as Token;
-    if (is(t, "(") || is(t, "[") || is(t, "{")) depth++;
-    else if (is(t, ")") || is(t, "]") || is(t, "}")) depth--;
-    else if (depth === 0 && is(t, value)) return j;
+    if (is(t, "(") || is(t, "[") || is(t, "{")) j = skipBalanced(tokens, j);
+    else if (is(t, ",")) return j + 1 < to ? tokens[j + 1] : undefined;
+    else j++;
   }
-  return -1;
+  return undefined;
 }

@@ -122,6 +122,19 @@ describe("ProcessSourceChecker", () => {
     expect(findings.reduce((sum, f) => sum + f.message.length, 0)).toBeLessThan(2_000_000);
   });
 
+  it.each([
+    ["fetch(", "network-timeout"],
+    ["fetch(a, ", "network-timeout"],
+    ["x = getCredential(", "credentials"],
+  ])("nested_call_scan: 1 MiB of nested %s is checked within the checks' time, each call judged once", async (unit, check) => {
+    // Each call's end was found by walking the rest of the file (and its inside sliced and walked again):
+    // quadratic, 300 KB of `fetch(` held the checks for their whole 30 s, and every check behind it waited.
+    const text = unit.repeat(Math.floor((1024 * 1024) / unit.length));
+    const findings = await made(new ProcessSourceChecker()).check({ fileName: "nested.mjs", text });
+    expect(findings.filter((f) => f.check === "source")).toEqual([]);
+    expect(findings.filter((f) => f.check === check).length).toBeGreaterThan(0);
+  });
+
   it("starts the checks' process with no environment, reading the host's files only and starting nothing", async () => {
     const checker = made(new ProcessSourceChecker({ entry: join(PROJECT_ROOT, "test", "fixtures", "checks-process", "probing-entry.mjs") }));
     const said = (await checker.check({ fileName: "greet.mjs", text: GOOD })).map((finding) => finding.message);
