@@ -35,12 +35,38 @@ export async function failureFindings(dataDir: string, anima: string | undefined
     const problem = tool.error ? (tool.error.hint ? `${tool.error.message} (${tool.error.hint})` : tool.error.message) : "the tool failed to load";
     try {
       const report = await validateToolFile(absolute, { load: async () => ({ ok: false, problems: [problem] }) });
-      return { path: `${where.shown}/${file}`, findings: report.findings };
+      const path = `${where.shown}/${file}`;
+      return { path, findings: keptForRefresh(report.findings, path) };
     } catch {
       return undefined; // gone or unreadable since the listing: its load error stands alone
     }
   }
   return undefined;
+}
+
+/**
+ * The findings a refresh keeps of a failed tool: those it lists, then one per level counting the rest
+ * (`omitted`), so that its totals stay whole. A refresh reports every failed tool of an Anima at once, and
+ * a report of all their findings (up to 100 per check each) was held, and sent to `--json` readers, whole.
+ */
+function keptForRefresh(findings: readonly Finding[], path: string): Finding[] {
+  const kept = findings.slice(0, MAX_REFRESH_FINDINGS);
+  const rest = findings.slice(MAX_REFRESH_FINDINGS);
+  for (const level of ["error", "warning"] as const) {
+    const left = rest.filter((finding) => finding.level === level);
+    const first = left[0];
+    if (first === undefined) continue;
+    const omitted = left.reduce((n, finding) => n + (finding.omitted ?? 1), 0);
+    kept.push({
+      level,
+      check: first.check,
+      ...(first.line !== undefined ? { line: first.line } : {}),
+      ...(first.column !== undefined ? { column: first.column } : {}),
+      message: `… and ${counted(omitted, `more ${level}`)}: run animaworks-tool validate ${path}`,
+      omitted,
+    });
+  }
+  return kept;
 }
 
 /** A failed tool's lines in refresh's text: a count, then each finding as validate prints it, bounded. */

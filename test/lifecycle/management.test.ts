@@ -3,7 +3,7 @@ import { join } from "node:path";
 import { afterEach, beforeEach, describe, expect, it } from "vitest";
 import type { AuditRecord } from "../../src/audit/audit-log.js";
 import { ManagementService, formatRefresh, managementOf } from "../../src/lifecycle/management.js";
-import { findingLocation } from "../../src/lifecycle/findings.js";
+import { countFindings, findingLocation } from "../../src/lifecycle/findings.js";
 import { hostLoader } from "../../src/lifecycle/load-check.js";
 import { MAX_REFRESH_FINDINGS } from "../../src/lifecycle/refresh-findings.js";
 import { validateToolFile } from "../../src/lifecycle/validate.js";
@@ -181,16 +181,21 @@ describe("refresh", () => {
 
   it("bounds a long list of findings, pointing at validate for the rest; says a bare load error once", async () => {
     const schemas = Array.from({ length: 14 }, (_, i) => `    { name: "bad_a${i}", description: "", input_schema: { type: "object" } },`);
-    t.personal(
+    const wide = t.personal(
       "wide.ts",
       ["export function get_tool_schemas() {", "  return [", ...schemas, "  ];", "}", "export function dispatch() { return 1; }"].join("\n"),
     );
     const report = await managementOf(t.host).refresh("alice");
     const failure = report.failed.find((f) => f.name === "wide")!;
-    expect(failure.findings!.length).toBeGreaterThan(MAX_REFRESH_FINDINGS);
+    // The report keeps the findings it lists and one per level counting the rest: its totals stay whole.
+    const validated = await validateToolFile(wide, { load: hostLoader(t.host) });
+    const total = validated.errors + validated.warnings;
+    expect(total).toBeGreaterThan(MAX_REFRESH_FINDINGS);
+    expect(failure.findings!.length).toBeLessThanOrEqual(MAX_REFRESH_FINDINGS + 2);
+    expect(countFindings(failure.findings!)).toEqual({ errors: validated.errors, warnings: validated.warnings });
     const text = formatRefresh(report).split("\n");
     const head = text.findIndex((line) => line.startsWith("failed   wide: "));
-    expect(text[head + MAX_REFRESH_FINDINGS + 1]).toBe(`  ${failure.findings!.length - MAX_REFRESH_FINDINGS} more: run animaworks-tool validate tools/wide.ts`);
+    expect(text[head + MAX_REFRESH_FINDINGS + 1]).toBe(`  ${total - MAX_REFRESH_FINDINGS} more: run animaworks-tool validate tools/wide.ts`);
     // Without the file's findings (a core tool, a file gone since), the load error is said once, not after the name twice.
     const bare = formatRefresh({ ...report, failed: [{ name: "gone", error: 'gone: schema "x" must be named gone_<action>' }] });
     expect(bare).toContain('failed   gone: schema "x" must be named gone_<action>');
