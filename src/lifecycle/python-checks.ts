@@ -162,10 +162,17 @@ function declaration(module: Module): Finding[] {
     findings.push(finding("error", "schemas", schemasDef.name, "get_tool_schemas() has no return statement, so it returns None; return the list of schemas"));
   }
   const schemas: PyValue[] = [];
+  // A module-level list returned again adds nothing: read once (R `return S` re-read S R times, R × |S|
+  // work from a few KB: red team round 18).
+  const namesRead = new Set<unknown>();
   for (const statement of returns) {
     // `return SCHEMAS`: the value of the module-level SCHEMAS = […].
     const single = statement.end - statement.start === 2 ? tokens[statement.start + 1] : undefined;
     const named = single?.kind === "name" ? module.values.get(single.value) : undefined;
+    if (named !== undefined) {
+      if (namesRead.has(named)) continue;
+      namesRead.add(named);
+    }
     const returned = named ? pyLiteral(tokens, named.start, named.end) : pyLiteral(tokens, statement.start + 1, statement.end);
     if (returned?.kind === "list") {
       if (returned.complete && returned.items.length === 0) {

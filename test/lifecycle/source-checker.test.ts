@@ -135,6 +135,15 @@ describe("ProcessSourceChecker", () => {
     expect(findings.filter((f) => f.check === check).length).toBeGreaterThan(0);
   });
 
+  it("python_repeated_return: a module-level schema list returned 8,000 times is read once", async () => {
+    // Each `return S` re-read S: R × |S| work from R × 9 + |S| bytes (27 KB held the checks 5 s; 219 KB past their 30 s).
+    const list = `S = [${Array.from({ length: 8_000 }, () => "{'name':'t_a'}").join(",")}]\n`;
+    const text = `${list}def get_tool_schemas():\n${"    return S\n".repeat(8_000)}def t_a(x):\n    return x\n`;
+    const findings = await made(new ProcessSourceChecker()).check({ fileName: "t.py", text });
+    expect(findings.filter((f) => f.check === "source" && f.level === "error")).toEqual([]);
+    expect(findings.some((f) => f.check === "description")).toBe(true);
+  });
+
   it("starts the checks' process with no environment, reading the host's files only and starting nothing", async () => {
     const checker = made(new ProcessSourceChecker({ entry: join(PROJECT_ROOT, "test", "fixtures", "checks-process", "probing-entry.mjs") }));
     const said = (await checker.check({ fileName: "greet.mjs", text: GOOD })).map((finding) => finding.message);
