@@ -63,7 +63,7 @@ export async function runLifecycleCommand(
       if (installedPath !== undefined && (name === undefined || name === ownName)) {
         // Installed (or about to be): checked in its folder, beside the tools it will be loaded with.
         path = installedPath;
-        options = { load: hostLoader(host) };
+        options = { load: hostLoader(host), ...(anima !== undefined ? { anima } : {}) };
       } else {
         // A draft: loaded on its own (a core tool of its name must not hide it), then set against what
         // is installed. An unknown Anima is an argument error, not a finding about the file.
@@ -71,7 +71,8 @@ export async function runLifecycleCommand(
         options = {
           // A long-running host (the daemon) loads drafts in sandbox processes too: a hostile draft must
           // not be able to leave a stuck isolate thread in a process that serves other calls.
-          load: scratchLoader({ hostFactory, coreToolsDir: null, isolation: host.config.isolation }),
+          load: scratchLoader({ hostFactory, coreToolsDir: null, isolation: host.config.isolation, ...(anima !== undefined ? { anima } : {}) }),
+          ...(anima !== undefined ? { anima } : {}),
           installed: installedToolsCheck(host, anima),
           ...(name !== undefined ? { name } : {}),
         };

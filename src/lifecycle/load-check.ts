@@ -61,6 +61,8 @@ export interface ScratchLoaderOptions {
   loadTimeoutMs?: number;
   /** Parent of the throwaway data dirs. Default: the system temp dir. */
   tempDir?: string;
+  /** The Anima asking, if any: reading the draft's imports is shared between Animas in turn (source-checker.ts). */
+  anima?: string;
 }
 
 const SCRATCH_ANIMA = "validator";
@@ -79,7 +81,7 @@ export function scratchLoader(options: ScratchLoaderOptions): ToolLoader {
     const dataDir = await mkdtemp(join(options.tempDir ?? tmpdir(), "awt-validate-"));
     try {
       const animaDir = join(dataDir, "animas", SCRATCH_ANIMA);
-      const refused = await copyImportClosure(entry, join(animaDir, "tools"), `${tool}${extension}`);
+      const refused = await copyImportClosure(entry, join(animaDir, "tools"), `${tool}${extension}`, options.anima);
       if (refused.length > 0) return { ok: false, problems: refused };
       const coreToolsDir = options.coreToolsDir === null ? join(dataDir, "no-core-tools") : options.coreToolsDir;
       const host = options.hostFactory(
@@ -120,7 +122,7 @@ const MAX_CLOSURE_FILES = 200;
  * a link after the check) into the scratch folder, where the bundler sees an ordinary file. What is
  * refused is returned, one problem each, and nothing is loaded.
  */
-async function copyImportClosure(entry: string, destination: string, entryName: string): Promise<string[]> {
+async function copyImportClosure(entry: string, destination: string, entryName: string, anima: string | undefined): Promise<string[]> {
   const folder = dirname(entry);
   const entryTarget = join(destination, entryName);
   const pending = [entry];
@@ -147,7 +149,7 @@ async function copyImportClosure(entry: string, destination: string, entryName: 
     await mkdir(dirname(target), { recursive: true });
     await writeFile(target, bytes);
     if (!/\.(?:[cm]?[jt]s)$/.test(file) || bytes.length > MAX_TOOL_SOURCE_BYTES) continue;
-    for (const use of await sharedSourceChecker().importsOf(bytes.toString("utf8"))) {
+    for (const use of await sharedSourceChecker().importsOf(bytes.toString("utf8"), anima)) {
       if (use.specifier === undefined || !isRelativeSpecifier(use.specifier)) continue;
       const base = resolve(dirname(file), use.specifier);
       for (const candidate of IMPORT_CANDIDATES) {

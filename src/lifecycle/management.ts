@@ -124,7 +124,7 @@ export class ManagementService {
         animaDir: this.animaDir(anima),
         anima,
         toolName,
-        validate: errorsForShare({ load: hostLoader(this.host) }),
+        validate: errorsForShare({ load: hostLoader(this.host), anima }),
         collisions: async (tool) => {
           // As the validation's load does: the folders as they are now, in the two views read here only.
           this.host.refresh(anima);

@@ -34,7 +34,7 @@ export async function failureFindings(dataDir: string, anima: string | undefined
     // The load already ran: its error is what load-check.ts's describeFile would report for this file.
     const problem = tool.error ? (tool.error.hint ? `${tool.error.message} (${tool.error.hint})` : tool.error.message) : "the tool failed to load";
     try {
-      const report = await validateToolFile(absolute, { load: async () => ({ ok: false, problems: [problem] }) });
+      const report = await validateToolFile(absolute, { load: async () => ({ ok: false, problems: [problem] }), ...(anima !== undefined ? { anima } : {}) });
       const path = `${where.shown}/${file}`;
       return { path, findings: keptForRefresh(report.findings, path) };
     } catch {

@@ -86,7 +86,7 @@ async function share(options: ShareOptions): Promise<string> {
     throw new ToolHostError("PermissionDenied", "Shared tool creation is not permitted.", grantHint(permissions, "shared"), "host");
   }
   // The JavaScript scanner would misread Python source, and a Python tool has no helpers to find.
-  const helpers = (source.file.endsWith(".py") ? [] : await sharedSourceChecker().importsOf(source.bytes.toString("utf8"))).filter(
+  const helpers = (source.file.endsWith(".py") ? [] : await sharedSourceChecker().importsOf(source.bytes.toString("utf8"), options.anima)).filter(
     (use) => use.specifier !== undefined && isRelativeSpecifier(use.specifier),
   );
   if (helpers.length > 0) {

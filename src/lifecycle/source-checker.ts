@@ -4,6 +4,7 @@ import { type ErrorType, ToolHostError } from "../errors.js";
 import { FrameDecoder, FrameError, encodeFrame } from "../isolation/wire/frames.js";
 import { PROJECT_ROOT } from "../project-root.js";
 import { type CheckReplyMessage, type CheckRequestMessage, MAX_REPLY_FRAME_BYTES } from "./checks-process/protocol.js";
+import { FairQueue } from "./fair-queue.js";
 import type { Finding } from "./findings.js";
 import { type SourceCheckRequest, checkSource, loadOnlyFindings } from "./source-checks.js";
 import { type ImportUse, scanImports } from "./source-scan.js";
@@ -23,12 +24,12 @@ export interface SourceChecker {
    * The findings about `request`'s text. A check that cannot finish (past its time or memory) is an error
    * finding, never a hang; throws `Busy` when too many checks wait already.
    */
-  check(request: SourceCheckRequest): Promise<Finding[]>;
+  check(request: SourceCheckRequest, asker?: string): Promise<Finding[]>;
   /**
    * The imports of a JavaScript or TypeScript text (source-scan.ts). Throws `Busy` as `check` does, and
    * Timeout / MemoryLimit (the caller's text) or ExecutionError (the host's) when the reading cannot finish.
    */
-  importsOf(text: string): Promise<ImportUse[]>;
+  importsOf(text: string, asker?: string): Promise<ImportUse[]>;
   /** Stops the process, if any; checks waiting get an error finding. */
   close(): Promise<void>;
 }
@@ -49,8 +50,13 @@ export class InlineSourceChecker implements SourceChecker {
 export interface ProcessSourceCheckerOptions {
   /** Longest one check may take before its process is stopped and the check reported unfinished, ms. Default: 30,000. */
   timeoutMs?: number;
-  /** Checks waiting behind the running one; past it, `check` throws `Busy`. Default: 64. */
+  /** Checks waiting behind the running one, in all; past it, `check` throws `Busy`. Default: 64. */
   maxWaiting?: number;
+  /**
+   * Checks one asker (an Anima) may have waiting; past it, its next throws `Busy`. Askers are served in
+   * turn, so one Anima's many checks never hold another's one back. Default: 8.
+   */
+  maxWaitingPerAsker?: number;
   /** How long an idle process is kept for the next check before it is stopped, ms. Default: 10,000. */
   idleMs?: number;
   /** The process's heap limit, MB: a check past it is reported unfinished. Default: 256. */
@@ -96,7 +102,7 @@ export class ProcessSourceChecker implements SourceChecker {
   private readonly idleMs: number;
   private readonly maxHeapMb: number;
   private readonly entry: string;
-  private readonly waiting: Job[] = [];
+  private readonly waiting: FairQueue<Job>;
   private running: { job: Job; timer: NodeJS.Timeout } | undefined;
   private child: ChildProcess | undefined;
   private idleTimer: NodeJS.Timeout | undefined;
@@ -106,21 +112,22 @@ export class ProcessSourceChecker implements SourceChecker {
   constructor(options: ProcessSourceCheckerOptions = {}) {
     this.timeoutMs = options.timeoutMs ?? 30_000;
     this.maxWaiting = options.maxWaiting ?? 64;
+    this.waiting = new FairQueue(this.maxWaiting, options.maxWaitingPerAsker ?? 8);
     this.idleMs = options.idleMs ?? 10_000;
     this.maxHeapMb = options.maxHeapMb ?? 256;
     this.entry = options.entry ?? DEFAULT_ENTRY;
   }
 
-  async check(request: SourceCheckRequest): Promise<Finding[]> {
-    const outcome = await this.submit({ check: request });
+  async check(request: SourceCheckRequest, asker = ""): Promise<Finding[]> {
+    const outcome = await this.submit({ check: request }, asker);
     if ("findings" in outcome) return outcome.findings;
     const unfinished = unfinishedOf(outcome);
     // What the load said stands without the checks that would have weighed it.
     return [{ level: "error", check: "source", message: unfinishedText(unfinished) }, ...loadOnlyFindings(request)];
   }
 
-  async importsOf(text: string): Promise<ImportUse[]> {
-    const outcome = await this.submit({ importsOf: text });
+  async importsOf(text: string, asker = ""): Promise<ImportUse[]> {
+    const outcome = await this.submit({ importsOf: text }, asker);
     if ("imports" in outcome) return outcome.imports;
     const unfinished = unfinishedOf(outcome);
     throw new ToolHostError(
@@ -133,22 +140,29 @@ export class ProcessSourceChecker implements SourceChecker {
 
   async close(): Promise<void> {
     this.closed = true;
-    for (const job of this.waiting.splice(0)) job.resolve(CLOSING);
+    for (const job of this.waiting.drain()) job.resolve(CLOSING);
     this.finish(CLOSING);
     await this.stopChild();
   }
 
-  private submit(work: Job["work"]): Promise<Outcome> {
+  private submit(work: Job["work"], asker: string): Promise<Outcome> {
     if (this.closed) return Promise.resolve(CLOSING);
-    if (this.waiting.length >= this.maxWaiting) {
-      throw new ToolHostError(
-        "Busy",
-        `${this.waiting.length} tool sources are waiting to be checked already`,
-        "try again in a few seconds; validate, share and refresh check one tool source at a time",
-      );
-    }
     return new Promise((resolve) => {
-      this.waiting.push({ id: this.nextId++, work, resolve });
+      const refused = this.waiting.push(asker, { id: this.nextId++, work, resolve });
+      if (refused === "all") {
+        throw new ToolHostError(
+          "Busy",
+          `${this.waiting.length} tool sources are waiting to be checked already`,
+          "try again in a few seconds; validate, share and refresh check one tool source at a time",
+        );
+      }
+      if (refused === "asker") {
+        throw new ToolHostError(
+          "Busy",
+          `${this.waiting.waitingOf(asker)} tool sources${asker ? ` of ${asker}` : ""} are waiting to be checked already`,
+          "try again once they are checked: validate, share and refresh check one tool source at a time, each Anima's in turn",
+        );
+      }
       this.pump();
     });
   }

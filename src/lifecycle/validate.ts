@@ -44,8 +44,10 @@ export interface ValidateOptions {
   name?: string;
   /** Also check the name against the installed tools; runs only when the name itself is valid. */
   installed?: InstalledToolsCheck;
-  /** Where the checks on the text run. Default: the process's source-checks thread (source-checker.ts). */
+  /** Where the checks on the text run. Default: the host process's source checker (source-checker.ts). */
   checker?: SourceChecker;
+  /** The Anima asking, if any: the checks are shared between Animas in turn (source-checker.ts). */
+  anima?: string;
 }
 
 export interface ValidationReport {
@@ -104,7 +106,7 @@ export async function validateToolFile(path: string, options: ValidateOptions = 
       ...(options.name !== undefined ? { name: options.name } : {}),
       ...(load ? { load } : {}),
     };
-    findings = await (options.checker ?? sharedSourceChecker()).check(request);
+    findings = await (options.checker ?? sharedSourceChecker()).check(request, options.anima);
   }
   // An invalid name could never be installed, so what it would shadow is moot.
   if (options.installed && !nameFindings.some((f) => f.level === "error")) {

@@ -301,6 +301,25 @@ describe("ProcessSourceChecker", () => {
     expect(await waiting).toContainEqual(expect.objectContaining({ check: "secrets" }));
   });
 
+  it("checks_queue_one_anima: one Anima's many checks never hold another's back, and past its share its next is Busy", async () => {
+    const checker = made(new ProcessSourceChecker({ maxWaitingPerAsker: 4 }));
+    const done: string[] = [];
+    const track = (name: string, asker: string, text: string) =>
+      checker.check({ fileName: "t.mjs", text }, asker).then((findings) => {
+        done.push(name);
+        return findings;
+      });
+    // mallory's first runs and four wait; alice asks after them all.
+    const mallory = [1, 2, 3, 4, 5].map((i) => track(`m${i}`, "mallory", COSTLY_DRAFT));
+    const refused = await checker.check({ fileName: "t.mjs", text: GOOD }, "mallory").catch((error: unknown) => error);
+    expect(refused).toMatchObject({ type: "Busy", message: "4 tool sources of mallory are waiting to be checked already" });
+    const alice = track("alice", "alice", LEAKY);
+    expect(await alice).toContainEqual(expect.objectContaining({ check: "secrets" }));
+    await Promise.all(mallory);
+    // In turn: mallory's running check, her next, then alice's; first come, first served would put alice last.
+    expect(done.slice(0, 3)).toEqual(["m1", "m2", "alice"]);
+  });
+
   it("answers every check waiting when closed, never leaving one unsettled", async () => {
     const checker = new ProcessSourceChecker();
     const checks = [checker.check({ fileName: "costly.mjs", text: COSTLY_DRAFT }), checker.check({ fileName: "greet.mjs", text: GOOD })];
