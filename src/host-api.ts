@@ -52,7 +52,7 @@ export interface CallOptions {
 }
 
 /** The audit log as the public `ToolHost` offers it: its records, read (a record is written by the host only). */
-export type AuditReader = Pick<AuditLog, "read" | "coverage" | "flush">;
+export type AuditReader = Pick<AuditLog, "read" | "readWith" | "coverage" | "flush">;
 
 /**
  * Records a call that a door refused before the host could run it (the CLI's argument parsing, a tool that

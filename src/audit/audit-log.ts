@@ -228,6 +228,12 @@ export interface AuditLog {
    * records match than one read may hold (JsonlAuditLog's `maxReadRecords`): narrow the query.
    */
   read(query?: AuditQuery): Promise<AuditRecord[]>;
+  /**
+   * `read`, the records counted as held until `use` is done with them (streaming them to a client that
+   * may be slow): a log that bounds what its readers hold at once makes the next read wait for room.
+   * `use` must not read the log itself (it would wait on its own records). Returns what `use` returns.
+   */
+  readWith<T>(query: AuditQuery, use: (records: AuditRecord[]) => Promise<T>): Promise<T>;
   /** Which period the kept records of an Anima (or of all, without one) cover: what retention left. */
   coverage(anima?: string): Promise<AuditCoverage>;
   /** Writes out anything buffered. */
@@ -248,6 +254,10 @@ export abstract class ForwardingAuditLog implements AuditLog {
 
   read(query?: AuditQuery): Promise<AuditRecord[]> {
     return this.inner.read(query);
+  }
+
+  readWith<T>(query: AuditQuery, use: (records: AuditRecord[]) => Promise<T>): Promise<T> {
+    return this.inner.readWith(query, use);
   }
 
   coverage(anima?: string): Promise<AuditCoverage> {
@@ -357,31 +367,4 @@ export function matches(record: AuditRecord, query: AuditQuery): boolean {
   if (query.sinceMs !== undefined && Date.parse(record.ts) < query.sinceMs) return false;
   if (query.untilMs !== undefined && Date.parse(record.ts) >= query.untilMs) return false;
   return true;
-}
-
-/** Keeps records in memory: for tests and for embedding where no file is wanted. */
-export class MemoryAuditLog implements AuditLog {
-  private readonly records: AuditRecord[] = [];
-  private seq = 0;
-
-  constructor(private readonly maxRecords = 100_000) {}
-
-  append(event: AuditEvent): void {
-    this.records.push({ ...boundEvent(event), ts: isoTimestamp(), seq: ++this.seq });
-    if (this.records.length > this.maxRecords) this.records.splice(0, this.records.length - this.maxRecords);
-  }
-
-  async read(query: AuditQuery = {}): Promise<AuditRecord[]> {
-    return this.records.filter((record) => matches(record, query));
-  }
-
-  async coverage(anima?: string): Promise<AuditCoverage> {
-    const kept = anima === undefined ? this.records : this.records.filter((record) => "anima" in record && record.anima === anima);
-    const first = kept[0];
-    return { ...(first ? { oldestTs: first.ts } : {}), rotatedAway: first !== undefined && first.seq !== undefined && this.records[0]?.seq !== 1 };
-  }
-
-  async flush(): Promise<void> {}
-
-  async close(): Promise<void> {}
 }

@@ -41,23 +41,28 @@ export interface EventsRequest {
  */
 export async function runAuditEvents(host: ToolHost, argv: string[], anima: string | undefined, out: Output): Promise<number> {
   const request = parseEventsArgs(argv, anima);
-  const records = await host.audit.read(request.query).catch((error: unknown) => {
-    if (!(error instanceof AuditReadTooLarge)) throw error;
-    throw new ToolHostError(
-      "InvalidArguments",
-      `audit events: ${error.message}`,
-      "narrow it: a time window (--since, --until), an Anima (--anima), a tool, a kind or an outcome; windows one after the other give everything",
-    );
-  });
-  // Walked after the records were read, so that every record streamed was in the trails verified. A JSON
-  // line or CSV row has no room for a verdict, and the report's own check (`audit`) is not in an export:
-  // an auditor relying on one must hear when it holds records the chain does not vouch for.
-  const integrity = trailIntegrity(await verifyAuditDirYielding(host.config.auditDir, undefined, request.query.anima));
-  // A chunk at a time, waiting while a running host's client has not taken what came before (reply-writer.ts).
-  for (const chunk of recordChunks(records, request.format)) {
-    out.stdout(chunk);
-    await out.drained?.();
-  }
+  // The records stay counted as held until streamed (readWith): a client that stops reading keeps them.
+  const integrity = await host.audit
+    .readWith(request.query, async (records) => {
+      // Walked after the records were read, so that every record streamed was in the trails verified. A
+      // JSON line or CSV row has no room for a verdict, and the report's own check (`audit`) is not in an
+      // export: an auditor relying on one must hear when it holds records the chain does not vouch for.
+      const verified = trailIntegrity(await verifyAuditDirYielding(host.config.auditDir, undefined, request.query.anima));
+      // A chunk at a time, waiting while a running host's client has not taken what came before (reply-writer.ts).
+      for (const chunk of recordChunks(records, request.format)) {
+        out.stdout(chunk);
+        await out.drained?.();
+      }
+      return verified;
+    })
+    .catch((error: unknown) => {
+      if (!(error instanceof AuditReadTooLarge)) throw error;
+      throw new ToolHostError(
+        "InvalidArguments",
+        `audit events: ${error.message}`,
+        "narrow it: a time window (--since, --until), an Anima (--anima), a tool, a kind or an outcome; windows one after the other give everything",
+      );
+    });
   if (!integrity.ok) out.stderr(joinReportLines(brokenTrailLines(integrity)));
   return 0;
 }

@@ -2,7 +2,8 @@ import { mkdtempSync, readFileSync, readdirSync, rmSync, statSync, writeFileSync
 import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { describe, expect, it, vi } from "vitest";
-import { type AuditEvent, type AuditRecord, MemoryAuditLog, isoTimestamp, truncateForAudit } from "../../src/audit/audit-log.js";
+import { type AuditEvent, type AuditRecord, isoTimestamp, truncateForAudit } from "../../src/audit/audit-log.js";
+import { MemoryAuditLog } from "../../src/audit/memory-audit-log.js";
 import { ExportingAuditLog } from "../../src/audit/otel-export.js";
 import { RedactingAuditLog } from "../../src/audit/redacting-audit-log.js";
 import { verifyAuditDir } from "../../src/audit/verify.js";

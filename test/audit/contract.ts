@@ -47,6 +47,18 @@ export function runAuditLogContract(name: string, make: () => { log: AuditLog; c
       cleanup?.();
     });
 
+    it("reads with a use of the records: the records read gives, and what the use returns", async () => {
+      const { log, cleanup } = make();
+      log.append({ kind: "credential", anima: "a", tool: "t", name: "KEY", outcome: "ok", source: "vault.json" });
+      log.append({ kind: "credential", anima: "b", tool: "t", name: "KEY", outcome: "denied" });
+      const read = await log.read({ anima: "a" });
+      expect(await log.readWith({ anima: "a" }, async (records) => ({ records, said: "used" }))).toEqual({ records: read, said: "used" });
+      await expect(log.readWith({}, async () => Promise.reject(new Error("use failed")))).rejects.toThrow("use failed");
+      expect(await log.read({})).toHaveLength(2);
+      await log.close();
+      cleanup?.();
+    });
+
     it("never throws from append, even after close", async () => {
       const { log, cleanup } = make();
       await log.close();

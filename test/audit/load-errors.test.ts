@@ -1,7 +1,8 @@
 import { readdirSync } from "node:fs";
 import { join } from "node:path";
 import { afterEach, beforeEach, describe, expect, it } from "vitest";
-import { type AuditRecord, MemoryAuditLog } from "../../src/audit/audit-log.js";
+import type { AuditRecord } from "../../src/audit/audit-log.js";
+import { MemoryAuditLog } from "../../src/audit/memory-audit-log.js";
 import { JsonlAuditLog } from "../../src/audit/jsonl-audit-log.js";
 import { MAX_LOAD_ERROR_MARKERS, loadErrorMarkerDir, recordLoadError } from "../../src/audit/load-errors.js";
 import { createHost } from "../../src/host.js";

@@ -1,7 +1,7 @@
 import { mkdtempSync, rmSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
-import { afterEach, beforeEach, expect, it, vi } from "vitest";
+import { afterEach, beforeEach, describe, expect, it, vi } from "vitest";
 import { AuditReadTooLarge } from "../../src/audit/audit-log.js";
 import { JsonlAuditLog } from "../../src/audit/jsonl-audit-log.js";
 import { RecordRuns } from "../../src/audit/record-order.js";
@@ -87,4 +87,58 @@ it("audit_events_concurrent_reads: reads run one at a time, so concurrent ones h
     merging.mockRestore();
     await log.close();
   }
+});
+
+describe("records held while a reader uses them (audit_events_stalled_clients)", () => {
+  it("makes a read wait while readers still using theirs hold the bound, and go once they are done", async () => {
+    // `audit events` streams its records to a client that may stop reading: 48 stalled clients held
+    // 1.3 GB of the daemon after their reads' turns had ended. Held records now count until streamed.
+    const dir = mkdtempSync(join(tmpdir(), "awt-held-"));
+    const log = new JsonlAuditLog(join(dir, "audit"), { maxHeldRecords: 100 });
+    try {
+      for (let i = 0; i < 150; i++) log.append({ kind: "reload", tool: `t${i}`, origin: "personal", change: "loaded" });
+      let release!: () => void;
+      const using = new Promise<void>((resolve) => (release = resolve));
+      let started!: () => void;
+      const holding = new Promise<void>((resolve) => (started = resolve));
+      const stalled = log.readWith({}, async (records) => {
+        started();
+        await using;
+        return records.length;
+      });
+      await holding;
+      let answered = false;
+      const next = log.read({}).then((records) => {
+        answered = true;
+        return records;
+      });
+      // Many turns of the event loop: the read waits for room while the 150 records are held.
+      for (let i = 0; i < 50; i++) await new Promise<void>((resolve) => setImmediate(resolve));
+      expect(answered).toBe(false);
+      release();
+      expect(await stalled).toBe(150);
+      expect(await next).toHaveLength(150);
+    } finally {
+      await log.close();
+      rmSync(dir, { recursive: true, force: true });
+    }
+  });
+
+  it("lets reads go beside a reader still using fewer records than the bound", async () => {
+    const dir = mkdtempSync(join(tmpdir(), "awt-held-"));
+    const log = new JsonlAuditLog(join(dir, "audit"), { maxHeldRecords: 100 });
+    try {
+      for (let i = 0; i < 40; i++) log.append({ kind: "reload", tool: `t${i}`, origin: "personal", change: "loaded" });
+      let release!: () => void;
+      const using = new Promise<void>((resolve) => (release = resolve));
+      const stalled = log.readWith({}, async () => using);
+      expect(await log.read({})).toHaveLength(40);
+      expect(await log.readWith({}, async (records) => records.length)).toBe(40);
+      release();
+      await stalled;
+    } finally {
+      await log.close();
+      rmSync(dir, { recursive: true, force: true });
+    }
+  });
 });

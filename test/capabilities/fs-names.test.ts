@@ -1,7 +1,7 @@
 import { existsSync, mkdirSync, readdirSync, writeFileSync } from "node:fs";
 import { join } from "node:path";
 import { afterEach, beforeEach, describe, expect, it } from "vitest";
-import { MemoryAuditLog } from "../../src/audit/audit-log.js";
+import { MemoryAuditLog } from "../../src/audit/memory-audit-log.js";
 import { FsCapability } from "../../src/capabilities/fs.js";
 import { DEFAULT_FS_LIMITS } from "../../src/fs-limits.js";
 import { CapabilityService } from "../../src/capabilities/service.js";

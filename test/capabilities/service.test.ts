@@ -1,7 +1,7 @@
 import { writeFileSync } from "node:fs";
 import { join } from "node:path";
 import { afterEach, beforeEach, describe, expect, it } from "vitest";
-import { MemoryAuditLog } from "../../src/audit/audit-log.js";
+import { MemoryAuditLog } from "../../src/audit/memory-audit-log.js";
 import { JobCalls } from "../../src/capabilities/job-calls.js";
 import { CapabilityService } from "../../src/capabilities/service.js";
 import { CAPABILITY_NAMES } from "../../src/contract/isolate.js";
