@@ -13,7 +13,8 @@ describe("audit events respects its caller's backpressure", () => {
   it("no-read-audit: each chunk waits until the caller has room; a caller that went away stops the export", async () => {
     const records = Array.from({ length: 5_000 }, (_, i) => ({ kind: "call", seq: i, note: "n".repeat(100) })) as unknown as AuditRecord[];
     const data = makeDataDir(); // an empty audit folder: the trails' check (after the read) finds nothing wrong
-    const host = { audit: { read: async () => records }, config: { auditDir: data.dir } } as unknown as ToolHost;
+    const audit = { readWith: async <T>(_query: unknown, use: (held: AuditRecord[]) => Promise<T>) => use(records) };
+    const host = { audit, config: { auditDir: data.dir } } as unknown as ToolHost;
     const events: string[] = [];
     let release: (() => void) | undefined;
     const out = {
