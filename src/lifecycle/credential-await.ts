@@ -27,6 +27,7 @@ const CHAIN_METHODS = new Set(["then", "catch", "finally"]);
 
 export function findUnawaitedCredentials(tokens: Token[]): UnawaitedCredential[] {
   const found: UnawaitedCredential[] = [];
+  const holders = new HolderUses(tokens);
   for (let i = 0; i < tokens.length; i++) {
     const token = tokens[i] as Token;
     if (token.kind !== "name" || !CREDENTIAL_FUNCTIONS.has(token.value) || !is(tokens[i + 1], "(")) continue;
@@ -38,7 +39,7 @@ export function findUnawaitedCredentials(tokens: Token[]): UnawaitedCredential[]
     const before = skipGrouping(tokens, start - 1);
     if (isStatementStart(tokens, before, start) && isStatementEnd(tokens, end)) continue;
     const holder = assignedTo(tokens, before);
-    if (holder !== undefined && holderHandled(tokens, holder, end)) continue;
+    if (holder !== undefined && holders.lastHandledUse(holder) >= end) continue;
     found.push({ line: token.line, column: token.column, name: token.value });
   }
   return found;
@@ -82,21 +83,72 @@ function isCallParen(tokens: Token[], open: number): boolean {
 
 /** Inside `Promise.all([…])` (through array literals and further arguments), directly or nested. */
 function insideCombinator(tokens: Token[], index: number): boolean {
-  let depth = 0;
-  for (let j = index - 1; j >= 0; j--) {
-    const t = tokens[j] as Token;
-    if (is(t, ")") || is(t, "]") || is(t, "}")) depth++;
-    else if (is(t, "(") || is(t, "[") || is(t, "{")) {
-      if (depth > 0) {
-        depth--;
-        continue;
-      }
-      if (is(t, "{")) return false;
-      if (is(t, "(")) return is(tokens[j - 2], ".") && PROMISE_COMBINATORS.has(tokens[j - 1]?.value ?? "") && is(tokens[j - 3], "Promise");
-      // `[`: an array literal, which the combinator may be holding.
-    } else if (depth === 0 && (is(t, ";") || is(t, "=") || is(t, "=>"))) return false;
+  const levels = levelsOf(tokens);
+  const { parent, lastStop, fromArray } = levels;
+  // From the call outwards, group by group: a statement's end, an assignment or an arrow between the
+  // group's opening bracket and the call says it is not given to the combinator directly. What is found
+  // from an array literal outwards is kept for it (nested arrays of calls would walk out again each).
+  const arrays: number[] = [];
+  let held: boolean;
+  for (let j = index; ;) {
+    const open = parent[j] as number;
+    if ((lastStop[j] as number) > open || open < 0) {
+      held = false;
+      break;
+    }
+    const t = tokens[open] as Token;
+    if (is(t, "{")) {
+      held = false;
+      break;
+    }
+    if (is(t, "(")) {
+      held = is(tokens[open - 2], ".") && PROMISE_COMBINATORS.has(tokens[open - 1]?.value ?? "") && is(tokens[open - 3], "Promise");
+      break;
+    }
+    // `[`: an array literal, which the combinator may be holding.
+    const known = fromArray[open] as number;
+    if (known !== 0) {
+      held = known === 2;
+      break;
+    }
+    arrays.push(open);
+    j = open;
   }
-  return false;
+  for (const open of arrays) fromArray[open] = held ? 2 : 1;
+  return held;
+}
+
+/**
+ * For each token, the bracket that encloses it (-1: none) and the last `;`, `=` or `=>` before it inside
+ * that bracket (-1: none): found in one pass, once per token list. Walked back from each call, the
+ * enclosing combinator was found in time quadratic in a list of many calls (red team round 18).
+ */
+interface Levels {
+  parent: Int32Array;
+  lastStop: Int32Array;
+  /** Per array literal's `[`: 0 not known yet, 1 not held by a combinator, 2 held (insideCombinator). */
+  fromArray: Int8Array;
+}
+
+const levelsByTokens = new WeakMap<Token[], Levels>();
+
+function levelsOf(tokens: Token[]): Levels {
+  let levels = levelsByTokens.get(tokens);
+  if (levels) return levels;
+  levels = { parent: new Int32Array(tokens.length), lastStop: new Int32Array(tokens.length), fromArray: new Int8Array(tokens.length) };
+  const open: Array<{ at: number; lastStop: number }> = [];
+  const top = { at: -1, lastStop: -1 };
+  for (let j = 0; j < tokens.length; j++) {
+    const t = tokens[j] as Token;
+    const frame = open.at(-1) ?? top;
+    levels.parent[j] = frame.at;
+    levels.lastStop[j] = frame.lastStop;
+    if (is(t, "(") || is(t, "[") || is(t, "{")) open.push({ at: j, lastStop: -1 });
+    else if (is(t, ")") || is(t, "]") || is(t, "}")) open.pop();
+    else if (is(t, ";") || is(t, "=") || is(t, "=>")) frame.lastStop = j;
+  }
+  levelsByTokens.set(tokens, levels);
+  return levels;
 }
 
 /** True when the token at `before` ends a statement, so the call at `start` begins one. */
@@ -132,15 +184,40 @@ function assignedTo(tokens: Token[], before: number): string | undefined {
   return parts.join(".");
 }
 
-/** Whether a later use of the variable holding the call awaits, chains, returns or combines it. */
-function holderHandled(tokens: Token[], target: string, after: number): boolean {
-  const parts = target.split(".");
-  const usedAt = (i: number): boolean =>
-    parts.every((part, k) => tokens[i + 2 * k]?.kind === "name" && tokens[i + 2 * k]?.value === part && (k === 0 || is(tokens[i + 2 * k - 1], ".")));
-  for (let i = after; i < tokens.length; i++) {
-    // `other.key` is another variable's property, not `key`.
-    if (!usedAt(i) || is(tokens[i - 1], ".") || is(tokens[i - 1], "?.")) continue;
-    if (handled(tokens, i, i + parts.length * 2 - 1)) return true;
+/**
+ * Where each variable holding a call is last used in a way that awaits, chains, returns or combines it:
+ * a call's holder is handled when such a use comes after the call. Each holder's uses are judged once
+ * (scanned again for each call, `x = getCredential(a); x;` repeated was quadratic: 400 KB held the checks
+ * their whole 30 s; red team round 18).
+ */
+class HolderUses {
+  private readonly byName = new Map<string, number[]>();
+  private readonly lastHandled = new Map<string, number>();
+
+  constructor(private readonly tokens: Token[]) {
+    tokens.forEach((token, i) => {
+      if (token.kind !== "name") return;
+      const at = this.byName.get(token.value);
+      if (at) at.push(i);
+      else this.byName.set(token.value, [i]);
+    });
   }
-  return false;
+
+  /** The last handled use of `target` (`key`, `this.key`), -1 when none is. */
+  lastHandledUse(target: string): number {
+    const known = this.lastHandled.get(target);
+    if (known !== undefined) return known;
+    const tokens = this.tokens;
+    const parts = target.split(".");
+    const usedAt = (i: number): boolean =>
+      parts.every((part, k) => tokens[i + 2 * k]?.kind === "name" && tokens[i + 2 * k]?.value === part && (k === 0 || is(tokens[i + 2 * k - 1], ".")));
+    let last = -1;
+    for (const i of this.byName.get(parts[0] as string) ?? []) {
+      // `other.key` is another variable's property, not `key`.
+      if (!usedAt(i) || is(tokens[i - 1], ".") || is(tokens[i - 1], "?.")) continue;
+      if (handled(tokens, i, i + parts.length * 2 - 1)) last = i;
+    }
+    this.lastHandled.set(target, last);
+    return last;
+  }
 }

@@ -126,9 +126,13 @@ describe("ProcessSourceChecker", () => {
     ["fetch(", "network-timeout"],
     ["fetch(a, ", "network-timeout"],
     ["x = getCredential(", "credentials"],
+    ["x=getCredential(a);x;", "credentials"],
+    ["[getCredential(a),", "credentials"],
   ])("nested_call_scan: 1 MiB of nested %s is checked within the checks' time, each call judged once", async (unit, check) => {
-    // Each call's end was found by walking the rest of the file (and its inside sliced and walked again):
-    // quadratic, 300 KB of `fetch(` held the checks for their whole 30 s, and every check behind it waited.
+    // Each call's end was found by walking the rest of the file (and its inside sliced and walked again), a
+    // credential's holder was looked for to the end of the file from each call, and the combinator holding
+    // a call walked back to from each: quadratic, 300 KB of `fetch(` held the checks for their whole 30 s,
+    // and every check behind it waited.
     const text = unit.repeat(Math.floor((1024 * 1024) / unit.length));
     const findings = await made(new ProcessSourceChecker()).check({ fileName: "nested.mjs", text });
     expect(findings.filter((f) => f.check === "source")).toEqual([]);
