@@ -219,6 +219,14 @@ export class AuditReadTooLarge extends Error {
   }
 }
 
+/** Readers still using theirs (`readWith`) hold as many records as the log lets them: a further one waited past its time. */
+export class AuditReadersBusy extends Error {
+  override readonly name = "AuditReadersBusy";
+  constructor(readonly heldRecords: number) {
+    super(`other reads still hold ${heldRecords.toLocaleString("en-US")} audit records (streaming them to clients that have not taken them)`);
+  }
+}
+
 /** The seam: one contract test suite (test/audit/contract.ts) holds every implementation to it. */
 export interface AuditLog {
   /** Records an event. Never throws and never blocks the caller on I/O. */

@@ -17,6 +17,7 @@ import { readHead } from "./trail-head.js";
 import { firstRecordTs, trailFilesIn } from "./trail-files.js";
 import { RecordRuns } from "./record-order.js";
 import { type LineFilter, Pacer, readTrailRecords } from "./trail-read.js";
+import { ReadTurns } from "./read-turns.js";
 
 /**
  * The audit log on disk: a folder of chained trails (trail.ts), one pair per Anima and one for the host.
@@ -52,9 +53,12 @@ export interface JsonlAuditLogOptions {
   maxReadRecords?: number;
   /**
    * Records that readers still using theirs (`readWith`: `audit events` streaming to a client that may
-   * not read) may hold in all; a read waits until they hold fewer. Default: `maxReadRecords`.
+   * not read) may hold before a further `readWith` waits (what they hold stays below this plus one read).
+   * Default: `maxReadRecords`.
    */
   maxHeldRecords?: number;
+  /** How long a `readWith` waits for room before it rejects with `AuditReadersBusy`, ms. Default: 30,000. */
+  maxHeldWaitMs?: number;
   /**
    * Whether a name is an Anima of this data dir (its records get a trail of their own). Names it refuses go
    * to the host trail, so a caller cannot make files for made-up Animas. Default: any plain name.
@@ -92,10 +96,8 @@ export class JsonlAuditLog implements AuditLog {
   private readonly flushIntervalMs: number;
   private readonly maxBuffered: number;
   private readonly maxReadRecords: number;
-  private readonly maxHeldRecords: number;
-  /** Records `readWith` callers hold now, and the reads waiting for them to hold fewer. */
-  private heldRecords = 0;
-  private roomWaiters: Array<() => void> = [];
+  /** Reads one at a time, and the records readers still hold (read-turns.ts). */
+  private readonly turns: ReadTurns;
   private readonly isAnima: (name: string) => boolean;
   private readonly onWriteError: ((error: unknown, file: string) => void) | undefined;
   private readonly onWritten: ((records: AuditRecord[]) => void) | undefined;
@@ -105,8 +107,6 @@ export class JsonlAuditLog implements AuditLog {
   /** What this writer left of each trail it wrote (trail.ts): an append that finds it so skips re-reading it. */
   private readonly memos = new Map<string, TrailMemo>();
   private timer: NodeJS.Timeout | undefined;
-  /** The last read asked for: the next starts when it ends (see `read`). */
-  private reading: Promise<unknown> = Promise.resolve();
   private closed = false;
   private failing = false;
 
@@ -118,7 +118,10 @@ export class JsonlAuditLog implements AuditLog {
     this.flushIntervalMs = options.flushIntervalMs ?? 20;
     this.maxBuffered = options.maxBufferedRecords ?? 50_000;
     this.maxReadRecords = options.maxReadRecords ?? 1_000_000;
-    this.maxHeldRecords = options.maxHeldRecords ?? this.maxReadRecords;
+    this.turns = new ReadTurns((query) => this.readNow(query), {
+      maxHeldRecords: options.maxHeldRecords ?? this.maxReadRecords,
+      maxHeldWaitMs: options.maxHeldWaitMs ?? 30_000,
+    });
     this.isAnima = options.isAnima ?? ((name) => isAnimaName(name));
     this.onWriteError = options.onWriteError;
     this.onWritten = options.onWritten;
@@ -244,36 +247,11 @@ export class JsonlAuditLog implements AuditLog {
    * trails hold. A record not matching is never kept, and a line that cannot match is not even parsed.
    */
   read(query: AuditQuery = {}): Promise<AuditRecord[]> {
-    return this.readInTurn(query, false);
+    return this.turns.read(query);
   }
 
-  async readWith<T>(query: AuditQuery, use: (records: AuditRecord[]) => Promise<T>): Promise<T> {
-    const records = await this.readInTurn(query, true);
-    try {
-      return await use(records);
-    } finally {
-      this.heldRecords -= records.length;
-      for (const wake of this.roomWaiters.splice(0)) wake();
-    }
-  }
-
-  /**
-   * One read at a time: each holds up to maxReadRecords records while it runs, and a daemon answering many
-   * at once (64 concurrent `audit events` of one Anima's 300,000 records) grew past its heap and ended
-   * (audit_events_concurrent_reads). The others wait their turn, and for room among the records readers
-   * still hold: a read for `readWith` counts its records as held before the next read starts (a stalled
-   * client of `audit events` kept its read's records after the read's turn ended, and 48 of them held
-   * 1.3 GB of the daemon: audit_events_stalled_clients).
-   */
-  private readInTurn(query: AuditQuery, hold: boolean): Promise<AuditRecord[]> {
-    const turn = this.reading.then(async () => {
-      while (this.heldRecords >= this.maxHeldRecords) await new Promise<void>((resolve) => this.roomWaiters.push(resolve));
-      const records = await this.readNow(query);
-      if (hold) this.heldRecords += records.length;
-      return records;
-    });
-    this.reading = turn.catch(() => undefined);
-    return turn;
+  readWith<T>(query: AuditQuery, use: (records: AuditRecord[]) => Promise<T>): Promise<T> {
+    return this.turns.readWith(query, use);
   }
 
   private async readNow(query: AuditQuery): Promise<AuditRecord[]> {

@@ -1,4 +1,4 @@
-import { type AuditKind, type AuditQuery, AuditReadTooLarge } from "../audit/audit-log.js";
+import { type AuditKind, type AuditQuery, AuditReadTooLarge, AuditReadersBusy } from "../audit/audit-log.js";
 import { AUDIT_KINDS, AUDIT_OUTCOMES, type ExportFormat, recordChunks } from "../audit/export.js";
 import { verifyAuditDirYielding } from "../audit/verify.js";
 import { type TrailIntegrity, brokenFindingLines, trailIntegrity } from "../audit/verify-text.js";
@@ -56,6 +56,13 @@ export async function runAuditEvents(host: ToolHost, argv: string[], anima: stri
       return verified;
     })
     .catch((error: unknown) => {
+      if (error instanceof AuditReadersBusy) {
+        throw new ToolHostError(
+          "Busy",
+          `audit events: ${error.message}`,
+          "try again once those runs end (a client that stopped reading is cut after a while), or narrow the query",
+        );
+      }
       if (!(error instanceof AuditReadTooLarge)) throw error;
       throw new ToolHostError(
         "InvalidArguments",

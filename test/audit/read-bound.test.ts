@@ -2,7 +2,7 @@ import { mkdtempSync, rmSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { afterEach, beforeEach, describe, expect, it, vi } from "vitest";
-import { AuditReadTooLarge } from "../../src/audit/audit-log.js";
+import { AuditReadTooLarge, AuditReadersBusy } from "../../src/audit/audit-log.js";
 import { JsonlAuditLog } from "../../src/audit/jsonl-audit-log.js";
 import { RecordRuns } from "../../src/audit/record-order.js";
 import { runAuditEvents } from "../../src/cli/audit-events.js";
@@ -90,7 +90,7 @@ it("audit_events_concurrent_reads: reads run one at a time, so concurrent ones h
 });
 
 describe("records held while a reader uses them (audit_events_stalled_clients)", () => {
-  it("makes a read wait while readers still using theirs hold the bound, and go once they are done", async () => {
+  it("makes a further readWith wait while readers still using theirs hold the bound; plain reads go on", async () => {
     // `audit events` streams its records to a client that may stop reading: 48 stalled clients held
     // 1.3 GB of the daemon after their reads' turns had ended. Held records now count until streamed.
     const dir = mkdtempSync(join(tmpdir(), "awt-held-"));
@@ -107,24 +107,45 @@ describe("records held while a reader uses them (audit_events_stalled_clients)",
         return records.length;
       });
       await holding;
+      // A plain read (the report's) does not wait for held records.
+      expect(await log.read({})).toHaveLength(150);
       let answered = false;
-      const next = log.read({}).then((records) => {
+      const next = log.readWith({}, async (records) => {
         answered = true;
-        return records;
+        return records.length;
       });
-      // Many turns of the event loop: the read waits for room while the 150 records are held.
+      // Many turns of the event loop: the further readWith waits for room while 150 records are held.
       for (let i = 0; i < 50; i++) await new Promise<void>((resolve) => setImmediate(resolve));
       expect(answered).toBe(false);
       release();
       expect(await stalled).toBe(150);
-      expect(await next).toHaveLength(150);
+      expect(await next).toBe(150);
     } finally {
       await log.close();
       rmSync(dir, { recursive: true, force: true });
     }
   });
 
-  it("lets reads go beside a reader still using fewer records than the bound", async () => {
+  it("refuses a readWith with AuditReadersBusy once it has waited its time, and holds nothing for it", async () => {
+    const dir = mkdtempSync(join(tmpdir(), "awt-held-"));
+    const log = new JsonlAuditLog(join(dir, "audit"), { maxHeldRecords: 10, maxHeldWaitMs: 100 });
+    try {
+      for (let i = 0; i < 20; i++) log.append({ kind: "reload", tool: `t${i}`, origin: "personal", change: "loaded" });
+      let release!: () => void;
+      const using = new Promise<void>((resolve) => (release = resolve));
+      const stalled = log.readWith({}, async () => using);
+      await expect(log.readWith({}, async () => "read")).rejects.toBeInstanceOf(AuditReadersBusy);
+      release();
+      await stalled;
+      // Nothing is held once the stalled reader is done: the next is answered at once.
+      expect(await log.readWith({}, async (records) => records.length)).toBe(20);
+    } finally {
+      await log.close();
+      rmSync(dir, { recursive: true, force: true });
+    }
+  });
+
+  it("lets readWith go beside a reader still using fewer records than the bound", async () => {
     const dir = mkdtempSync(join(tmpdir(), "awt-held-"));
     const log = new JsonlAuditLog(join(dir, "audit"), { maxHeldRecords: 100 });
     try {
@@ -132,7 +153,6 @@ describe("records held while a reader uses them (audit_events_stalled_clients)",
       let release!: () => void;
       const using = new Promise<void>((resolve) => (release = resolve));
       const stalled = log.readWith({}, async () => using);
-      expect(await log.read({})).toHaveLength(40);
       expect(await log.readWith({}, async (records) => records.length)).toBe(40);
       release();
       await stalled;
