@@ -3,7 +3,7 @@ import { join } from "node:path";
 import { type ErrorType, ToolHostError } from "../errors.js";
 import { FrameDecoder, FrameError, encodeFrame } from "../isolation/wire/frames.js";
 import { PROJECT_ROOT } from "../project-root.js";
-import { type CheckReplyMessage, type CheckRequestMessage, MAX_REPLY_FRAME_BYTES } from "./checks-process/protocol.js";
+import { type CheckReplyMessage, type CheckRequestMessage, MAX_REPLY_FRAME_BYTES, type ReadyMessage } from "./checks-process/protocol.js";
 import { FairQueue } from "./fair-queue.js";
 import type { Finding } from "./findings.js";
 import { type SourceCheckRequest, checkSource, loadOnlyFindings } from "./source-checks.js";
@@ -63,6 +63,11 @@ export interface ProcessSourceCheckerOptions {
   maxHeapMb?: number;
   /** The process's entry file. Default: the built checks-process/entry.js. */
   entry?: string;
+  /**
+   * Longest a new process may take to start (to say it is ready), ms: its start is not counted in a
+   * check's time, and a start past it fails the check as the host's fault. Default: 30,000.
+   */
+  startTimeoutMs?: number;
 }
 
 const DEFAULT_ENTRY = join(PROJECT_ROOT, "dist", "src", "lifecycle", "checks-process", "entry.js");
@@ -81,8 +86,19 @@ type Outcome = CheckReplyMessage | Unfinished;
 
 interface Job {
   id: number;
+  /** Sent again once already: its process had died unseen (see the exit handler). */
+  retried?: boolean;
   work: { check: SourceCheckRequest } | { importsOf: string };
   resolve: (outcome: Outcome) => void;
+}
+
+/** The work being checked: `sent` once its process was ready and has it; `toUsedChild`: that process had answered before. */
+interface Running {
+  job: Job;
+  /** Its start's bound until sent, then its time's. */
+  timer: NodeJS.Timeout | undefined;
+  sent: boolean;
+  toUsedChild: boolean;
 }
 
 const CLOSING: Unfinished = { why: "were stopped (the host is closing)", next: "run validate again", type: "ExecutionError" };
@@ -103,14 +119,19 @@ export class ProcessSourceChecker implements SourceChecker {
   private readonly maxHeapMb: number;
   private readonly entry: string;
   private readonly waiting: FairQueue<Job>;
-  private running: { job: Job; timer: NodeJS.Timeout } | undefined;
+  private running: Running | undefined;
   private child: ChildProcess | undefined;
+  /** The current process said it is ready; how many checks it has answered. */
+  private childReady = false;
+  private childAnswered = 0;
+  private readonly startTimeoutMs: number;
   private idleTimer: NodeJS.Timeout | undefined;
   private nextId = 1;
   private closed = false;
 
   constructor(options: ProcessSourceCheckerOptions = {}) {
     this.timeoutMs = options.timeoutMs ?? 30_000;
+    this.startTimeoutMs = options.startTimeoutMs ?? 30_000;
     this.maxWaiting = options.maxWaiting ?? 64;
     this.waiting = new FairQueue(this.maxWaiting, options.maxWaitingPerAsker ?? 8);
     this.idleMs = options.idleMs ?? 10_000;
@@ -173,21 +194,41 @@ export class ProcessSourceChecker implements SourceChecker {
     if (!job) return;
     if (this.idleTimer) clearTimeout(this.idleTimer);
     this.idleTimer = undefined;
-    const timer = setTimeout(() => {
+    this.running = { job, timer: undefined, sent: false, toUsedChild: false };
+    this.dispatch();
+  }
+
+  /** Sends the running work to the process once it is ready, starting one if there is none. */
+  private dispatch(): void {
+    const running = this.running;
+    if (!running || running.sent) return;
+    let child = this.child;
+    if (!child) {
+      try {
+        child = this.startChild();
+      } catch (error) {
+        return this.finish(failedWork(`their process could not start: ${error instanceof Error ? error.message : String(error)}`));
+      }
+    }
+    hold(child, true);
+    if (!this.childReady) {
+      // A process's start is not the check's time (the text did not cause it): bounded on its own.
+      running.timer ??= setTimeout(() => {
+        void this.stopChild();
+        this.finish(failedWork(`their process did not start within ${this.startTimeoutMs / 1000} s`));
+      }, this.startTimeoutMs);
+      return;
+    }
+    clearTimeout(running.timer);
+    running.sent = true;
+    running.toUsedChild = this.childAnswered > 0;
+    running.timer = setTimeout(() => {
       void this.stopChild();
       this.finish({ why: `did not finish within ${this.timeoutMs / 1000} s`, next: "make the file smaller or simpler", type: "Timeout" });
     }, this.timeoutMs);
-    this.running = { job, timer };
-    let child: ChildProcess;
-    try {
-      child = this.child ?? this.startChild();
-    } catch (error) {
-      return this.finish(failedWork(`their process could not start: ${error instanceof Error ? error.message : String(error)}`));
-    }
-    hold(child, true);
     try {
       // A request JSON cannot hold (a BigInt, a cycle) throws here, nothing sent.
-      child.stdin?.write(encodeFrame({ id: job.id, ...job.work } satisfies CheckRequestMessage));
+      child.stdin?.write(encodeFrame({ id: running.job.id, ...running.job.work } satisfies CheckRequestMessage));
     } catch (error) {
       // This job fails; the process and the jobs after it go on.
       this.finish(failedWork(`the request could not be sent to their process: ${error instanceof Error ? error.message : String(error)}`));
@@ -215,6 +256,8 @@ export class ProcessSourceChecker implements SourceChecker {
       env: {},
     });
     this.child = child;
+    this.childReady = false;
+    this.childAnswered = 0;
     let stderr = "";
     child.stderr?.setEncoding("utf8");
     child.stderr?.on("data", (chunk: string) => (stderr = (stderr + chunk).slice(-STDERR_TAIL_BYTES)));
@@ -234,7 +277,16 @@ export class ProcessSourceChecker implements SourceChecker {
         void this.stopChild();
         return this.finish(failedWork(`their process sent ${error instanceof FrameError ? error.message : "an answer that could not be read"}`));
       }
-      for (const reply of replies as CheckReplyMessage[]) if (current() && reply.id === this.running?.job.id) this.finish(reply);
+      for (const reply of replies as Array<CheckReplyMessage | ReadyMessage>) {
+        if (!current()) return;
+        if ("ready" in reply) {
+          this.childReady = true;
+          this.dispatch();
+        } else if (reply.id === this.running?.job.id) {
+          this.childAnswered++;
+          this.finish(reply);
+        }
+      }
     });
     child.on("error", (error) => {
       if (!current()) return;
@@ -249,7 +301,18 @@ export class ProcessSourceChecker implements SourceChecker {
       // given to the work that was running at the exit only.
       const job = this.running?.job;
       const settle = () => {
-        if (job === undefined || this.running?.job !== job) return;
+        const running = this.running;
+        if (job === undefined || running?.job !== job) return;
+        if (running.sent && running.toUsedChild && !job.retried) {
+          // A process that had answered before, and died as this request reached it (killed while idle,
+          // its exit not yet seen): the request goes once more, to a new process. One that fails there
+          // too is answered below (a text that ends the process costs two starts, no more).
+          job.retried = true;
+          clearTimeout(running.timer);
+          running.timer = undefined;
+          running.sent = false;
+          return this.dispatch();
+        }
         this.finish(
           /heap out of memory|Reached heap limit/i.test(stderr)
             ? { why: `ran out of memory (their limit is ${this.maxHeapMb} MB)`, next: "make the file smaller or simpler", type: "MemoryLimit" }

@@ -148,6 +148,30 @@ describe("ProcessSourceChecker", () => {
     expect(findings.some((f) => f.check === "description")).toBe(true);
   });
 
+  it("counts a check's time from when its process is ready: a slow start is not the check's, and one past its bound is the host's", async () => {
+    const slow = join(PROJECT_ROOT, "test", "fixtures", "checks-process", "slow-start-entry.mjs");
+    expect(await made(new ProcessSourceChecker({ entry: slow, timeoutMs: 300 })).check({ fileName: "greet.mjs", text: GOOD })).toEqual([]);
+    expect(await made(new ProcessSourceChecker({ entry: slow, startTimeoutMs: 100 })).check({ fileName: "greet.mjs", text: GOOD })).toEqual([
+      expect.objectContaining({ check: "source", message: expect.stringMatching(/failed \(their process did not start within 0\.1 s\)/) }),
+    ]);
+    const silent = join(PROJECT_ROOT, "test", "fixtures", "checks-process", "silent-entry.mjs");
+    expect(await made(new ProcessSourceChecker({ entry: silent, timeoutMs: 200 })).check({ fileName: "greet.mjs", text: GOOD })).toEqual([
+      expect.objectContaining({ check: "source", message: expect.stringMatching(/did not finish within 0\.2 s/) }),
+    ]);
+  });
+
+  it("sends a check again, once, to a new process when the one that had answered before died unseen", async () => {
+    const checker = made(new ProcessSourceChecker({ entry: join(PROJECT_ROOT, "test", "fixtures", "checks-process", "dies-on-second-entry.mjs") }));
+    expect(await checker.check({ fileName: "greet.mjs", text: GOOD })).toEqual([]);
+    expect(await checker.check({ fileName: "greet.mjs", text: GOOD })).toEqual([]);
+    // A text that ends every process it reaches fails after that one more try.
+    const aborting = made(new ProcessSourceChecker({ entry: join(PROJECT_ROOT, "test", "fixtures", "checks-process", "aborting-entry.mjs") }));
+    expect(await aborting.check({ fileName: "greet.mjs", text: GOOD })).toEqual([]);
+    expect(await aborting.check({ fileName: "crash.mjs", text: "ABORT" })).toEqual([
+      expect.objectContaining({ check: "source", message: expect.stringMatching(/their process exited with SIGABRT/) }),
+    ]);
+  });
+
   it("starts the checks' process with no environment, reading the host's files only and starting nothing", async () => {
     const checker = made(new ProcessSourceChecker({ entry: join(PROJECT_ROOT, "test", "fixtures", "checks-process", "probing-entry.mjs") }));
     const said = (await checker.check({ fileName: "greet.mjs", text: GOOD })).map((finding) => finding.message);

@@ -2,10 +2,11 @@ import { writeSync } from "node:fs";
 import { FrameDecoder, encodeFrame } from "../../isolation/wire/frames.js";
 import { checkSource } from "../source-checks.js";
 import { scanImports } from "../source-scan.js";
-import { MAX_REQUEST_FRAME_BYTES, type CheckReplyMessage, type CheckRequestMessage } from "./protocol.js";
+import { MAX_REQUEST_FRAME_BYTES, type CheckReplyMessage, type CheckRequestMessage, type ReadyMessage } from "./protocol.js";
 
 /**
- * The source-checks process (source-checker.ts starts it): reads requests as frames on stdin, answers each,
+ * The source-checks process (source-checker.ts starts it): says it is ready once its code is loaded, then
+ * reads requests as frames on stdin and answers each,
  * one at a time, in order, with `checkSource`'s findings or the text's imports, as a frame on stdout. It
  * exits when stdin ends (the host closing, or stopping it idle).
  */
@@ -35,3 +36,4 @@ process.stdin.on("data", (chunk: Buffer) => {
   for (const message of decoder.push(chunk)) writeAll(encodeFrame(answer(message as CheckRequestMessage)));
 });
 process.stdin.on("end", () => process.exit(0));
+writeAll(encodeFrame({ ready: true } satisfies ReadyMessage));

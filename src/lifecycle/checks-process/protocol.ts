@@ -19,6 +19,9 @@ export type CheckRequestMessage = { id: number; check: SourceCheckRequest } | { 
  */
 export type CheckReplyMessage = { id: number; findings: Finding[] } | { id: number; imports: ImportUse[] } | { id: number; failed: string };
 
+/** The process's first frame: its code is loaded, and a check's time may start. */
+export type ReadyMessage = { ready: true };
+
 /** Largest request frame the process reads: a source of validate's 1 MiB bound, and what its load said. */
 export const MAX_REQUEST_FRAME_BYTES = 64 * 1024 * 1024;
 
