@@ -40,6 +40,8 @@ export class SandboxProcess {
     private readonly pool: ProcessOwner,
     /** Nice value the process runs at (0: normal; see SandboxPool's low-priority process). */
     readonly nice = 0,
+    /** When given, the first process starts once it settles (the processes of an evicted cordon have ended). */
+    startAfter?: Promise<unknown>,
   ) {
     this.demoted = new DemotedChildren(pool.rescheduler);
     this.restarts = new SlotRestarts(
@@ -52,7 +54,12 @@ export class SandboxProcess {
       },
       () => this.start(),
     );
-    this.start();
+    if (!startAfter) this.start();
+    else {
+      this.freshState(); // requests placed on the slot while it waits are known as of the process to come
+      const start = () => this.start(true);
+      void startAfter.then(start, start);
+    }
   }
 
   /** Drops `anima`'s warm isolates in this process (its calls now go elsewhere). */
@@ -72,11 +79,8 @@ export class SandboxProcess {
     return this.pending.size;
   }
 
-  /**
-   * Running or starting; false between a crash (or retirement) and the start of its replacement, and
-   * while the replacement of a child demoted in place starts (its Animas' calls go where one is up
-   * rather than wait for it).
-   */
+  /** Running or starting; false between a crash (or retirement) and its replacement's start, and while
+   * a child demoted in place is replaced (its Animas' calls go where one is up rather than wait). */
   get available(): boolean {
     return this.child !== undefined && !this.replacingDemoted;
   }
@@ -142,12 +146,18 @@ export class SandboxProcess {
     if (pending) pending.child = child;
   }
 
-  private start(): void {
-    if (this.pool.closing) return; // nothing starts once the pool closes: the close would not see it
+  /** A new process's state: nothing sent yet. */
+  private freshState(): void {
     this.ready = false;
     this.readyAt = undefined;
     this.sentBundles = new Set();
     this.interpreters = new InterpretersSent(this.pool.pythonInterpreters.spare);
+  }
+
+  /** `known`: what was sent while the start waited (startAfter) stands; a restart begins anew. */
+  private start(known = false): void {
+    if (this.pool.closing) return; // nothing starts once the pool closes: the close would not see it
+    if (!known) this.freshState();
     const handlers = {
       onMessage: (link: ChildLink, raw: unknown) => this.onMessage(link, raw),
       onBroken: (link: ChildLink, reason: string) => this.violation(link, reason),
@@ -256,10 +266,8 @@ export class SandboxProcess {
     }
   }
 
-  /**
-   * The request `id` in flight on `child`, or undefined for one that has ended (an answer racing its
-   * deadline). An id the host never sent to this very child is a violation (reported; the child goes).
-   */
+  /** The request `id` in flight on `child`, or undefined for one that has ended (an answer racing its
+   * deadline). An id the host never sent to this very child is a violation (reported; the child goes). */
   private inFlightOf(child: ChildLink, id: number): Pending | undefined {
     const pending = this.pending.get(id);
     if (pending && pending.child === child) return pending;
@@ -375,15 +383,15 @@ export class SandboxProcess {
     else this.backlog = this.backlog.filter((m) => !(m.type === "request" && m.id === id));
   }
 
-  async stop(): Promise<void> {
-    this.restarts.stop();
-    const demoted = this.demoted.stop();
+  /** Ends the process: asked to shut down, killed after `graceMs` (0: at once). */
+  async stop(graceMs = 2_000): Promise<void> {
+    const ended = [this.restarts.stop(graceMs), this.demoted.stop()];
     const child = this.child;
-    if (!child) return demoted;
+    if (!child) return void (await Promise.all(ended));
     const exited = new Promise<void>((resolve) => child.process.once("exit", () => resolve()));
     if (child.connected) child.send({ type: "shutdown" });
-    const timer = setTimeout(() => child.kill(), 2_000);
-    await Promise.all([exited, demoted]);
+    const timer = setTimeout(() => child.kill(), graceMs);
+    await Promise.all([exited, ...ended]);
     clearTimeout(timer);
   }
 }

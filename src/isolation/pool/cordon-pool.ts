@@ -136,6 +136,8 @@ export class CordonPool implements ProcessOwner {
     readonly cordon: string,
     count: number,
     readonly warmPoolBytes: number,
+    /** When given, the cordon's processes start once it settles (sandbox-pool.ts `poolOf`). */
+    startAfter?: Promise<unknown>,
   ) {
     this.guard = shared.guard;
     this.live = shared.live;
@@ -152,7 +154,7 @@ export class CordonPool implements ProcessOwner {
     this.osSandbox = shared.osSandbox;
     this.rescheduler = shared.rescheduler;
     this.heldParts = { cordon: new HeldChars(shared.heldPartLimits.perCordonChars), host: shared.heldPartLimits.host };
-    this.processes = Array.from({ length: Math.max(1, Math.floor(count)) }, () => new SandboxProcess(shared.nextProcessIndex(), this));
+    this.processes = Array.from({ length: Math.max(1, Math.floor(count)) }, () => new SandboxProcess(shared.nextProcessIndex(), this, 0, startAfter));
     this.placement = new Placement(this.processes, () => (this.lowPriority ??= new SandboxProcess(shared.nextProcessIndex(), this, LOW_PRIORITY_NICE)));
   }
 
@@ -302,11 +304,12 @@ export class CordonPool implements ProcessOwner {
     );
   }
 
-  async close(): Promise<void> {
+  /** Ends the cordon's processes; `graceMs`: how long each may take to shut down before it is killed. */
+  async close(graceMs?: number): Promise<void> {
     this.closing = true;
     clearInterval(this.cpuTimer);
     for (const process of this.all()) process.failAll({ type: "SandboxCrashed", fault: "host", message: "the host is shutting down" });
-    await Promise.all(this.all().map((p) => p.stop()));
+    await Promise.all(this.all().map((p) => p.stop(graceMs)));
   }
 
   /** Told by a process when a call it ran has ended (for placement's busy figures). */

@@ -30,7 +30,8 @@ export type { WarmPoolReport };
  *  - At most `maxProcesses` processes live, counted as the host started them and has not seen them end
  *    (live-children.ts: spares, retiring, demoted and killed ones included), plus the slots due to
  *    start one: a cordon needing its first process when the pool is full evicts the cordon least
- *    recently used that has no request in flight, and a slot replacing a process that is still alive
+ *    recently used that has no request in flight and starts once its processes (those its slots left,
+ *    retiring ones too) have ended, and a slot replacing a process that is still alive
  *    waits for it to end (slot-restarts.ts). Only when every cordon has requests in flight does the
  *    pool go over (the per-Anima queues bound that), by no more than a process each of its slots left.
  *  - Request ids and process numbers are unique across cordons: a process that names another cordon's
@@ -269,23 +270,31 @@ export class SandboxPool implements Executor {
       this.pools.set(cordon, pool);
       return pool;
     }
-    if (!this.closing) this.evictFor(this.processesPerCordon);
-    pool = new CordonPool(this.shared, cordon, this.processesPerCordon, this.warmPoolBytes);
+    const evicted = this.closing ? [] : this.evictFor(this.processesPerCordon);
+    // The new cordon's processes start once the evicted ones have ended (they are killed at once, being
+    // idle): started beside them, the pool held more than its cap until their exits were seen (a loaded
+    // machine reaps late: retiring_loop_past_process_cap).
+    const startAfter = evicted.length > 0 ? Promise.all(evicted) : undefined;
+    pool = new CordonPool(this.shared, cordon, this.processesPerCordon, this.warmPoolBytes, startAfter);
     this.pools.set(cordon, pool);
     return pool;
   }
 
-  /** Ends idle cordons' processes, least recently used first, until `needed` more fit under the cap. */
-  private evictFor(needed: number): void {
-    // An evicted cordon's processes are alive until they have ended: counted as gone from the eviction on.
+  /**
+   * Ends idle cordons' processes, least recently used first, until `needed` more fit under the cap;
+   * returns when each evicted cordon's processes have ended (killed at once: they have nothing in flight).
+   */
+  private evictFor(needed: number): Array<Promise<void>> {
+    const ending: Array<Promise<void>> = [];
     let over = this.liveProcesses() + needed - this.maxProcesses;
     for (const [cordon, pool] of this.pools) {
-      if (over <= 0) return;
+      if (over <= 0) break;
       if (pool.load > 0) continue;
       this.pools.delete(cordon);
       over -= pool.pids().length;
-      void pool.close();
+      ending.push(pool.close(0));
     }
+    return ending;
   }
 
   /**

@@ -105,11 +105,18 @@ export class SlotRestarts {
     }, waitMs);
   }
 
-  /** Nothing more starts (the pool closes). */
-  stop(): void {
+  /**
+   * Nothing more starts (the pool or its cordon closes); resolves once the processes this slot left have
+   * exited, each killed after `graceMs` (an evicted cordon's next owner waits for that: sandbox-pool.ts).
+   */
+  stop(graceMs: number): Promise<void> {
     clearTimeout(this.timer);
     this.timer = undefined;
     this.due = false;
+    const left = [...this.leaving].filter((child) => !child.exited);
+    if (left.length === 0) return Promise.resolve();
+    const killTimer = setTimeout(() => left.forEach((child) => child.kill()), graceMs);
+    return Promise.all(left.map((child) => new Promise((resolve) => child.process.once("exit", resolve)))).then(() => clearTimeout(killTimer));
   }
 
   private startIfRoom(): void {
