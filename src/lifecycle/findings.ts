@@ -42,6 +42,30 @@ export interface Finding {
   omitted?: number;
 }
 
+/**
+ * One finding per level standing for `left` (findings left out of a list, in their order): at the first
+ * of them, counting them all (`omitted`, summed where some stand for others already). `message` says so.
+ */
+export function standIns(left: readonly Finding[], message: (level: FindingLevel, count: number, first: Finding) => string): Finding[] {
+  const standing: Finding[] = [];
+  for (const level of ["error", "warning"] as const) {
+    const ofLevel = left.filter((finding) => finding.level === level);
+    const first = ofLevel[0];
+    if (first === undefined) continue;
+    const { errors, warnings } = countFindings(ofLevel);
+    const omitted = errors + warnings;
+    standing.push({
+      level,
+      check: first.check,
+      ...(first.line !== undefined ? { line: first.line } : {}),
+      ...(first.column !== undefined ? { column: first.column } : {}),
+      message: message(level, omitted, first),
+      omitted,
+    });
+  }
+  return standing;
+}
+
 /** Errors and warnings, each finding counted as what it stands for (`omitted`, else one). */
 export function countFindings(findings: readonly Finding[]): { errors: number; warnings: number } {
   let errors = 0;

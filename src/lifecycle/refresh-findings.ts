@@ -2,7 +2,7 @@ import { stat } from "node:fs/promises";
 import { join } from "node:path";
 import type { ToolInfo } from "../host-api.js";
 import { TOOL_EXTENSIONS } from "../registry/discovery.js";
-import { type Finding, countFindings, findingLocation } from "./findings.js";
+import { type Finding, countFindings, findingLocation, standIns } from "./findings.js";
 import { counted } from "../terminal-text.js";
 import { validateToolFile } from "./validate.js";
 
@@ -50,23 +50,11 @@ export async function failureFindings(dataDir: string, anima: string | undefined
  * a report of all their findings (up to 100 per check each) was held, and sent to `--json` readers, whole.
  */
 function keptForRefresh(findings: readonly Finding[], path: string): Finding[] {
-  const kept = findings.slice(0, MAX_REFRESH_FINDINGS);
-  const rest = findings.slice(MAX_REFRESH_FINDINGS);
-  for (const level of ["error", "warning"] as const) {
-    const left = rest.filter((finding) => finding.level === level);
-    const first = left[0];
-    if (first === undefined) continue;
-    const omitted = left.reduce((n, finding) => n + (finding.omitted ?? 1), 0);
-    kept.push({
-      level,
-      check: first.check,
-      ...(first.line !== undefined ? { line: first.line } : {}),
-      ...(first.column !== undefined ? { column: first.column } : {}),
-      message: `… and ${counted(omitted, `more ${level}`)}: run animaworks-tool validate ${path}`,
-      omitted,
-    });
-  }
-  return kept;
+  const left = standIns(
+    findings.slice(MAX_REFRESH_FINDINGS),
+    (level, count) => `… and ${counted(count, `more ${level}`)}: run animaworks-tool validate ${path}`,
+  );
+  return [...findings.slice(0, MAX_REFRESH_FINDINGS), ...left];
 }
 
 /** A failed tool's lines in refresh's text: a count, then each finding as validate prints it, bounded. */
@@ -75,7 +63,8 @@ export function failureLines(name: string, failure: FailureFindings): string[] {
   const lines = [`failed   ${name}: ${counted(errors, "error")}, ${counted(warnings, "warning")} (${failure.path})`];
   for (const f of failure.findings.slice(0, MAX_REFRESH_FINDINGS)) lines.push(`  ${findingLocation(failure.path, f)}: ${f.level} [${f.check}] ${f.message}`);
   // A finding standing for others left out (`omitted`) tells of them itself.
-  const more = errors + warnings - failure.findings.slice(0, MAX_REFRESH_FINDINGS).reduce((n, f) => n + (f.omitted ?? 1), 0);
+  const listed = countFindings(failure.findings.slice(0, MAX_REFRESH_FINDINGS));
+  const more = errors + warnings - listed.errors - listed.warnings;
   if (more > 0) lines.push(`  ${more} more: run animaworks-tool validate ${failure.path}`);
   return lines;
 }

@@ -2,7 +2,7 @@ import { RESERVED_NAMES, TOOL_EXTENSIONS, TOOL_NAME_PATTERN } from "../registry/
 import { findUnawaitedCredentials } from "./credential-await.js";
 import { findPromiseUsesOfIsCancelled } from "./cancel-check.js";
 import { type DeclarationCheck, checkDeclaration, unusedHandlers } from "./declaration-check.js";
-import type { Finding } from "./findings.js";
+import { type Finding, standIns } from "./findings.js";
 import { loadFindings } from "./load-findings.js";
 import { validatePythonSource } from "./python-checks.js";
 import { findSecrets } from "./secrets.js";
@@ -90,22 +90,15 @@ function boundedPerCheck(findings: Finding[]): Finding[] {
       .map((finding, index) => ({ finding, index }))
       .sort((a, b) => (a.finding.line ?? 0) - (b.finding.line ?? 0) || (a.finding.column ?? 0) - (b.finding.column ?? 0) || a.index - b.index)
       .map(({ finding }) => finding);
-    const rest = ordered.slice(MAX_FINDINGS_PER_CHECK);
     bounded.push(...ordered.slice(0, MAX_FINDINGS_PER_CHECK));
     // One finding per level left out, where the first of them is (so after every finding listed).
-    for (const level of ["error", "warning"] as const) {
-      const left = rest.filter((finding) => finding.level === level);
-      const first = left[0];
-      if (first === undefined) continue;
-      bounded.push({
-        level,
-        check: first.check,
-        ...(first.line !== undefined ? { line: first.line } : {}),
-        ...(first.column !== undefined ? { column: first.column } : {}),
-        message: `… and ${left.length} more ${level}s of [${first.check}] from here on, like those above (the first ${MAX_FINDINGS_PER_CHECK} findings of a check are listed)`,
-        omitted: left.length,
-      });
-    }
+    bounded.push(
+      ...standIns(
+        ordered.slice(MAX_FINDINGS_PER_CHECK),
+        (level, count, first) =>
+          `… and ${count} more ${level}s of [${first.check}] from here on, like those above (the first ${MAX_FINDINGS_PER_CHECK} findings of a check are listed)`,
+      ),
+    );
   }
   return bounded;
 }
