@@ -1,5 +1,5 @@
 import type { Token } from "./lexer.js";
-import { is, skipBalanced } from "./literal.js";
+import { bracketsOf, is, skipBalanced } from "./literal.js";
 
 /**
  * getCredential() is asynchronous in this host (the lookup runs on the host, outside the isolate), while
@@ -119,9 +119,9 @@ function insideCombinator(tokens: Token[], index: number): boolean {
 }
 
 /**
- * For each token, the bracket that encloses it (-1: none) and the last `;`, `=` or `=>` before it inside
- * that bracket (-1: none): found in one pass, once per token list. Walked back from each call, the
- * enclosing combinator was found in time quadratic in a list of many calls (red team round 18).
+ * For each token, the bracket that encloses it (-1: none; literal.ts `bracketsOf`) and the last `;`, `=` or
+ * `=>` before it inside that bracket (-1: none): found in one pass, once per token list. Walked back from
+ * each call, the enclosing combinator was found in time quadratic in a list of many calls (red team round 18).
  */
 interface Levels {
   parent: Int32Array;
@@ -135,17 +135,15 @@ const levelsByTokens = new WeakMap<Token[], Levels>();
 function levelsOf(tokens: Token[]): Levels {
   let levels = levelsByTokens.get(tokens);
   if (levels) return levels;
-  levels = { parent: new Int32Array(tokens.length), lastStop: new Int32Array(tokens.length), fromArray: new Int8Array(tokens.length) };
-  const open: Array<{ at: number; lastStop: number }> = [];
-  const top = { at: -1, lastStop: -1 };
+  const { parent } = bracketsOf(tokens);
+  levels = { parent, lastStop: new Int32Array(tokens.length), fromArray: new Int8Array(tokens.length) };
+  // The last stop seen inside each bracket, by its opener's index + 1 (0: the top level).
+  const lastInside = new Int32Array(tokens.length + 1).fill(-1);
   for (let j = 0; j < tokens.length; j++) {
+    const level = (parent[j] as number) + 1;
+    levels.lastStop[j] = lastInside[level] as number;
     const t = tokens[j] as Token;
-    const frame = open.at(-1) ?? top;
-    levels.parent[j] = frame.at;
-    levels.lastStop[j] = frame.lastStop;
-    if (is(t, "(") || is(t, "[") || is(t, "{")) open.push({ at: j, lastStop: -1 });
-    else if (is(t, ")") || is(t, "]") || is(t, "}")) open.pop();
-    else if (is(t, ";") || is(t, "=") || is(t, "=>")) frame.lastStop = j;
+    if (is(t, ";") || is(t, "=") || is(t, "=>")) lastInside[level] = j;
   }
   levelsByTokens.set(tokens, levels);
   return levels;

@@ -77,31 +77,39 @@ const isOpener = (t: Token | undefined): boolean => is(t, "(") || is(t, "[") || 
 const isCloser = (t: Token | undefined): boolean => is(t, ")") || is(t, "]") || is(t, "}");
 
 /**
- * For each opening bracket of a token list, the index just after the bracket that closes it (the list's
- * length when none does): found in one pass, once per list. Checks ask for the end of a call or a group at
- * every name that may start one, and a draft nests them (`fetch(fetch(fetch(…`): walked each time, that
- * was quadratic (300 KB held the checks for their whole 30 s; red team: nested_call_scan).
+ * A token list's brackets, found in one pass, once per list. Checks ask for the end of a call or a group
+ * at every name that may start one, and for what encloses a call, and a draft nests them
+ * (`fetch(fetch(fetch(…`): walked each time, that was quadratic (300 KB held the checks for their whole
+ * 30 s; red team: nested_call_scan). Any closer closes the latest opener, whatever its kind (as a walk
+ * counting depth would).
  */
-const closersOf = new WeakMap<Token[], Int32Array>();
+export interface Brackets {
+  /** Per opening bracket: the index just after the bracket that closes it (the list's length when none does). */
+  after: Int32Array;
+  /** Per token: the opening bracket enclosing it (-1: none); a closer's is the one it closes. */
+  parent: Int32Array;
+}
 
-function closers(tokens: Token[]): Int32Array {
-  let after = closersOf.get(tokens);
-  if (after) return after;
-  after = new Int32Array(tokens.length).fill(tokens.length);
+const bracketsByTokens = new WeakMap<Token[], Brackets>();
+
+export function bracketsOf(tokens: Token[]): Brackets {
+  let brackets = bracketsByTokens.get(tokens);
+  if (brackets) return brackets;
+  brackets = { after: new Int32Array(tokens.length).fill(tokens.length), parent: new Int32Array(tokens.length) };
   const open: number[] = [];
   for (let j = 0; j < tokens.length; j++) {
     const t = tokens[j];
+    brackets.parent[j] = open.at(-1) ?? -1;
     if (isOpener(t)) open.push(j);
-    // Any closer closes the latest opener, whatever its kind (as a walk counting depth would).
-    else if (isCloser(t) && open.length > 0) after[open.pop() as number] = j + 1;
+    else if (isCloser(t) && open.length > 0) brackets.after[open.pop() as number] = j + 1;
   }
-  closersOf.set(tokens, after);
-  return after;
+  bracketsByTokens.set(tokens, brackets);
+  return brackets;
 }
 
 /** Index just after the bracket that closes the one at `open` (from `open`, the end of the first group). */
 export function skipBalanced(tokens: Token[], open: number): number {
-  if (isOpener(tokens[open])) return closers(tokens)[open] as number;
+  if (isOpener(tokens[open])) return bracketsOf(tokens).after[open] as number;
   let depth = 0;
   for (let j = open; j < tokens.length; j++) {
     const t = tokens[j] as Token;
