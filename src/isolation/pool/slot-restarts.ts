@@ -108,12 +108,13 @@ export class SlotRestarts {
   /**
    * Nothing more starts (the pool or its cordon closes); resolves once the processes this slot left have
    * exited, each killed after `graceMs` (an evicted cordon's next owner waits for that: sandbox-pool.ts).
+   * Demoted ones are ended by their own shutdown (demoted-children.ts), which the slot's stop waits for.
    */
   stop(graceMs: number): Promise<void> {
     clearTimeout(this.timer);
     this.timer = undefined;
     this.due = false;
-    const left = [...this.leaving].filter((child) => !child.exited);
+    const left = [...this.leaving].filter((child) => !child.exited && !this.demoted.has(child));
     if (left.length === 0) return Promise.resolve();
     const killTimer = setTimeout(() => left.forEach((child) => child.kill()), graceMs);
     return Promise.all(left.map((child) => new Promise((resolve) => child.process.once("exit", resolve)))).then(() => clearTimeout(killTimer));
