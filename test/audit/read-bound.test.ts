@@ -3,7 +3,7 @@ import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { afterEach, beforeEach, describe, expect, it, vi } from "vitest";
 import { AuditReadTooLarge, AuditReadersBusy } from "../../src/audit/audit-log.js";
-import { JsonlAuditLog } from "../../src/audit/jsonl-audit-log.js";
+import { JsonlAuditLog, type JsonlAuditLogOptions } from "../../src/audit/jsonl-audit-log.js";
 import { RecordRuns } from "../../src/audit/record-order.js";
 import { runAuditEvents } from "../../src/cli/audit-events.js";
 import { ToolHostError } from "../../src/errors.js";
@@ -89,14 +89,24 @@ it("audit_events_concurrent_reads: reads run one at a time, so concurrent ones h
   }
 });
 
+/** A log of `count` reload records in a throwaway dir, handed to `use`, then closed and removed. */
+async function withRecords(count: number, options: JsonlAuditLogOptions, use: (log: JsonlAuditLog) => Promise<void>): Promise<void> {
+  const dir = mkdtempSync(join(tmpdir(), "awt-held-"));
+  const log = new JsonlAuditLog(join(dir, "audit"), options);
+  try {
+    for (let i = 0; i < count; i++) log.append({ kind: "reload", tool: `t${i}`, origin: "personal", change: "loaded" });
+    await use(log);
+  } finally {
+    await log.close();
+    rmSync(dir, { recursive: true, force: true });
+  }
+}
+
 describe("records held while a reader uses them (audit_events_stalled_clients)", () => {
   it("makes a further readWith wait while readers still using theirs hold the bound; plain reads go on", async () => {
     // `audit events` streams its records to a client that may stop reading: 48 stalled clients held
     // 1.3 GB of the daemon after their reads' turns had ended. Held records now count until streamed.
-    const dir = mkdtempSync(join(tmpdir(), "awt-held-"));
-    const log = new JsonlAuditLog(join(dir, "audit"), { maxHeldRecords: 100 });
-    try {
-      for (let i = 0; i < 150; i++) log.append({ kind: "reload", tool: `t${i}`, origin: "personal", change: "loaded" });
+    await withRecords(150, { maxHeldRecords: 100 }, async (log) => {
       let release!: () => void;
       const using = new Promise<void>((resolve) => (release = resolve));
       let started!: () => void;
@@ -120,17 +130,11 @@ describe("records held while a reader uses them (audit_events_stalled_clients)",
       release();
       expect(await stalled).toBe(150);
       expect(await next).toBe(150);
-    } finally {
-      await log.close();
-      rmSync(dir, { recursive: true, force: true });
-    }
+    });
   });
 
   it("refuses a readWith with AuditReadersBusy once it has waited its time, and holds nothing for it", async () => {
-    const dir = mkdtempSync(join(tmpdir(), "awt-held-"));
-    const log = new JsonlAuditLog(join(dir, "audit"), { maxHeldRecords: 10, maxHeldWaitMs: 100 });
-    try {
-      for (let i = 0; i < 20; i++) log.append({ kind: "reload", tool: `t${i}`, origin: "personal", change: "loaded" });
+    await withRecords(20, { maxHeldRecords: 10, maxHeldWaitMs: 100 }, async (log) => {
       let release!: () => void;
       const using = new Promise<void>((resolve) => (release = resolve));
       const stalled = log.readWith({}, async () => using);
@@ -139,26 +143,17 @@ describe("records held while a reader uses them (audit_events_stalled_clients)",
       await stalled;
       // Nothing is held once the stalled reader is done: the next is answered at once.
       expect(await log.readWith({}, async (records) => records.length)).toBe(20);
-    } finally {
-      await log.close();
-      rmSync(dir, { recursive: true, force: true });
-    }
+    });
   });
 
   it("lets readWith go beside a reader still using fewer records than the bound", async () => {
-    const dir = mkdtempSync(join(tmpdir(), "awt-held-"));
-    const log = new JsonlAuditLog(join(dir, "audit"), { maxHeldRecords: 100 });
-    try {
-      for (let i = 0; i < 40; i++) log.append({ kind: "reload", tool: `t${i}`, origin: "personal", change: "loaded" });
+    await withRecords(40, { maxHeldRecords: 100 }, async (log) => {
       let release!: () => void;
       const using = new Promise<void>((resolve) => (release = resolve));
       const stalled = log.readWith({}, async () => using);
       expect(await log.readWith({}, async (records) => records.length)).toBe(40);
       release();
       await stalled;
-    } finally {
-      await log.close();
-      rmSync(dir, { recursive: true, force: true });
-    }
+    });
   });
 });
