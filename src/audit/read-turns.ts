@@ -32,11 +32,6 @@ export class ReadTurns {
     private readonly options: ReadTurnsOptions,
   ) {}
 
-  /** Records held now by readers still using theirs. */
-  get held(): number {
-    return this.heldRecords;
-  }
-
   read(query: AuditQuery = {}): Promise<AuditRecord[]> {
     return this.readInTurn(query, false);
   }

@@ -6,9 +6,9 @@ import { MAX_REQUEST_FRAME_BYTES, type CheckReplyMessage, type CheckRequestMessa
 
 /**
  * The source-checks process (source-checker.ts starts it): says it is ready once its code is loaded, then
- * reads requests as frames on stdin and answers each,
- * one at a time, in order, with `checkSource`'s findings or the text's imports, as a frame on stdout. It
- * exits when stdin ends (the host closing, or stopping it idle).
+ * reads requests as frames on stdin and answers each, one at a time, in order, with `checkSource`'s
+ * findings or the text's imports, as a frame on stdout. It exits when stdin ends (the host closing, or
+ * stopping it idle).
  */
 const decoder = new FrameDecoder(MAX_REQUEST_FRAME_BYTES);
 
