@@ -114,7 +114,6 @@ const unfinishedText = (u: Unfinished): string => `the source checks ${u.why}, s
  */
 export class ProcessSourceChecker implements SourceChecker {
   private readonly timeoutMs: number;
-  private readonly maxWaiting: number;
   private readonly idleMs: number;
   private readonly maxHeapMb: number;
   private readonly entry: string;
@@ -132,8 +131,7 @@ export class ProcessSourceChecker implements SourceChecker {
   constructor(options: ProcessSourceCheckerOptions = {}) {
     this.timeoutMs = options.timeoutMs ?? 30_000;
     this.startTimeoutMs = options.startTimeoutMs ?? 30_000;
-    this.maxWaiting = options.maxWaiting ?? 64;
-    this.waiting = new FairQueue(this.maxWaiting, options.maxWaitingPerAsker ?? 8);
+    this.waiting = new FairQueue(options.maxWaiting ?? 64, options.maxWaitingPerAsker ?? 8);
     this.idleMs = options.idleMs ?? 10_000;
     this.maxHeapMb = options.maxHeapMb ?? 256;
     this.entry = options.entry ?? DEFAULT_ENTRY;
