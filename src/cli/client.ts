@@ -188,8 +188,10 @@ function converse(socket: Socket, io: ClientIo, json: boolean, daemon: () => { d
     const finish = (outcome: ClientOutcome): void => {
       if (settled) return;
       settled = true;
-      socket.destroy();
       resolve(outcome);
+      // The launcher exits on the answer, before this turn ends: tearing the socket's stream down first
+      // cost each served call ≈ 0.4 ms. A caller that lives on has it closed on the next turn.
+      setImmediate(() => socket.destroy());
     };
     // Past this point the call may have run: a failure is reported, never retried in-process.
     const failed = (message: string): void => {

