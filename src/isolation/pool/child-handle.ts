@@ -6,9 +6,8 @@ import { type Pending, type ProcessOwner, crashedError, placedAnima, failureFor,
 import { relayCapability } from "./capability-relay.js";
 import { DemotedChildren } from "./demoted-children.js";
 import { decodeFromSandbox } from "../wire/decode.js";
-import { type CallOutcome, type DescribeOutcome, type FromSandbox, type ToSandbox, labelled } from "../wire/messages.js";
+import { type CallOutcome, type DescribeOutcome, type FromSandbox, type ToSandbox, type WarmPoolStats, labelled } from "../wire/messages.js";
 import { monotonicMs } from "../../clock.js";
-import type { WarmPoolStats } from "../wire/messages.js";
 import { WarmPoolStatsRequests } from "./warm-pool-stats.js";
 import { isPythonBundle } from "../wire/tool-bundle.js";
 import { heldPartsShortage } from "../wire/parts.js";
@@ -54,12 +53,7 @@ export class SandboxProcess {
       },
       () => this.start(),
     );
-    if (!startAfter) this.start();
-    else {
-      this.freshState(); // requests placed on the slot while it waits are known as of the process to come
-      const start = () => this.start(true);
-      void startAfter.then(start, start);
-    }
+    this.startOnceSettled(startAfter);
   }
 
   /** Drops `anima`'s warm isolates in this process (its calls now go elsewhere). */
@@ -103,7 +97,8 @@ export class SandboxProcess {
     this.demoted.add(child, this.hasCallsOn(child));
     this.restarts.left(child, true);
     this.replacingDemoted = true;
-    if (!this.pool.closing) this.start();
+    // The demoted process lives on beside its replacement: idle cordons make room for that first.
+    if (!this.pool.closing) this.startOnceSettled(this.pool.roomForOne());
     return true;
   }
 
@@ -152,6 +147,14 @@ export class SandboxProcess {
     this.readyAt = undefined;
     this.sentBundles = new Set();
     this.interpreters = new InterpretersSent(this.pool.pythonInterpreters.spare);
+  }
+
+  /** Starts this slot's next process now, or once `settled` settles (what ends to make room for it has ended). */
+  private startOnceSettled(settled: Promise<unknown> | undefined): void {
+    if (!settled) return this.start();
+    this.freshState(); // requests placed on the slot while it waits are known as of the process to come
+    const start = () => this.start(true);
+    void settled.then(start, start);
   }
 
   /** `known`: what was sent while the start waited (startAfter) stands; a restart begins anew. */

@@ -83,7 +83,7 @@ export interface WarmPoolReport {
 }
 
 /** What the cordons' pools share: their settings, the host's capability budget, request ids, spares. */
-export interface PoolShared extends Omit<ProcessOwner, "cordon" | "closing" | "ended" | "sentAfterStart" | "warmPoolBytes" | "heldParts"> {
+export interface PoolShared extends Omit<ProcessOwner, "cordon" | "closing" | "ended" | "sentAfterStart" | "warmPoolBytes" | "heldParts" | "roomForOne"> {
   readonly budget: CapabilityBudget;
   /** Characters of parts each cordon's processes may hold together, and the host's budget of them all (wire/parts.ts). */
   readonly heldPartLimits: { readonly perCordonChars: number; readonly host: HeldChars };
@@ -93,6 +93,8 @@ export interface PoolShared extends Omit<ProcessOwner, "cordon" | "closing" | "e
   nextProcessIndex(): number;
   /** A request id no other request of the host has, remembered as sent to process `index`. */
   nextRequestId(index: number): number;
+  /** `ProcessOwner.roomForOne` for `asker`, which is never the cordon ended for it. */
+  roomForOne(asker: CordonPool): Promise<unknown> | undefined;
 }
 
 export class CordonPool implements ProcessOwner {
@@ -155,7 +157,12 @@ export class CordonPool implements ProcessOwner {
     this.rescheduler = shared.rescheduler;
     this.heldParts = { cordon: new HeldChars(shared.heldPartLimits.perCordonChars), host: shared.heldPartLimits.host };
     this.processes = Array.from({ length: Math.max(1, Math.floor(count)) }, () => new SandboxProcess(shared.nextProcessIndex(), this, 0, startAfter));
-    this.placement = new Placement(this.processes, () => (this.lowPriority ??= new SandboxProcess(shared.nextProcessIndex(), this, LOW_PRIORITY_NICE)));
+    // The low-priority process is one more of the pool's: it starts once idle cordons made room for it
+    // (demoted_anima_past_process_cap), and the demoted Anima's calls wait for it meanwhile.
+    this.placement = new Placement(
+      this.processes,
+      () => (this.lowPriority ??= new SandboxProcess(shared.nextProcessIndex(), this, LOW_PRIORITY_NICE, this.roomForOne())),
+    );
   }
 
   /** A blank process ready to serve this cordon (`SandboxProcess` adopts it), if the pool has one. */
@@ -165,6 +172,10 @@ export class CordonPool implements ProcessOwner {
 
   atProcessCap(): boolean {
     return this.shared.atProcessCap();
+  }
+
+  roomForOne(): Promise<unknown> | undefined {
+    return this.shared.roomForOne(this);
   }
 
   /** Slots of this cordon with no process of their own now (one is due to start: see SlotRestarts). */

@@ -65,6 +65,13 @@ export interface ProcessOwner {
    * due to start as its cap allows (sandbox-pool.ts): a slot's replacement then waits for what it left.
    */
   atProcessCap(): boolean;
+  /**
+   * Makes room under the cap for one more process of this cordon (a low-priority process, or the fresh one
+   * that replaces a process demoted in place): ends idle cordons, least recently used first, and returns
+   * when their processes have ended; undefined when there is room, or no idle cordon to end (then the
+   * pool goes over its cap as the rule in sandbox-pool.ts allows).
+   */
+  roomForOne(): Promise<unknown> | undefined;
 }
 
 export interface Pending {

@@ -31,9 +31,10 @@ export type { WarmPoolReport };
  *    (live-children.ts: spares, retiring, demoted and killed ones included), plus the slots due to
  *    start one: a cordon needing its first process when the pool is full evicts the cordon least
  *    recently used that has no request in flight and starts once its processes (those its slots left,
- *    retiring ones too) have ended, and a slot replacing a process that is still alive
- *    waits for it to end (slot-restarts.ts). Only when every cordon has requests in flight does the
- *    pool go over (the per-Anima queues bound that), by no more than a process each of its slots left.
+ *    retiring ones too) have ended; so does a cordon's low-priority process, and the process replacing
+ *    one demoted in place (`roomForOne`); and a slot replacing a process that is still alive waits for
+ *    it to end (slot-restarts.ts). Only when every cordon has requests in flight does the pool go over
+ *    (the per-Anima queues bound that), by no more than a process each of its slots left.
  *  - Request ids and process numbers are unique across cordons: a process that names another cordon's
  *    request is a violation (child-handle.ts), never served.
  */
@@ -167,6 +168,10 @@ export class SandboxPool implements Executor {
       wasSentTo: (id, index) => this.wasSentTo(id, index),
       takeSpare: (nice) => (nice === 0 ? this.spares.take() : undefined),
       atProcessCap: () => this.liveProcesses() >= this.maxProcesses,
+      roomForOne: (asker) => {
+        const evicted = this.closing ? [] : this.evictFor(1, asker);
+        return evicted.length > 0 ? Promise.all(evicted) : undefined;
+      },
     };
     const spec = { ...spawnSpec({ ...this.shared, warmPoolBytes: this.warmPoolBytes }, 0), warmUp: true };
     // With one cordon for all, its processes are started at once: a spare would serve no one.
@@ -281,15 +286,15 @@ export class SandboxPool implements Executor {
   }
 
   /**
-   * Ends idle cordons' processes, least recently used first, until `needed` more fit under the cap;
-   * returns when each evicted cordon's processes have ended (killed at once: they have nothing in flight).
+   * Ends idle cordons' processes (never `keep`'s), least recently used first, until `needed` more fit under
+   * the cap; returns when each evicted cordon's processes have ended (killed at once: nothing in flight).
    */
-  private evictFor(needed: number): Array<Promise<void>> {
+  private evictFor(needed: number, keep?: CordonPool): Array<Promise<void>> {
     const ending: Array<Promise<void>> = [];
     let over = this.liveProcesses() + needed - this.maxProcesses;
     for (const [cordon, pool] of this.pools) {
       if (over <= 0) break;
-      if (pool.load > 0) continue;
+      if (pool.load > 0 || pool === keep) continue;
       this.pools.delete(cordon);
       over -= pool.pids().length;
       ending.push(pool.close(0));
