@@ -85,6 +85,8 @@ try {
 
   const times = Object.fromEntries(Object.keys(kinds).map((kind) => [kind, []]));
   for (let i = 0; i < ROUNDS; i++) for (const kind of Object.keys(kinds)) times[kind].push(run(kind));
+  // Each round's time over that round's bare start: a slow phase of the machine lands on both.
+  const paired = Object.fromEntries(Object.keys(kinds).map((kind) => [kind, times[kind].map((ms, i) => ms - times.bareNode[i]).sort((a, b) => a - b)]));
   for (const list of Object.values(times)) list.sort((a, b) => a - b);
   const bareP50 = percentile(times.bareNode, 50);
   const figure = (kind) => ({
@@ -92,12 +94,13 @@ try {
     p90Ms: round(percentile(times[kind], 90)),
     overP50Ms: round(percentile(times[kind], 50) - bareP50),
     overMinMs: round(times[kind][0] - times.bareNode[0]),
+    pairedOverP50Ms: round(percentile(paired[kind], 50)),
   });
   const results = {
     rounds: ROUNDS,
     bareNode: { p50Ms: round(bareP50), p90Ms: round(percentile(times.bareNode, 90)), minMs: round(times.bareNode[0]) },
     socketFloor: figure("socketFloor"),
-    daemon: { ...figure("daemon"), aim: "p50 ≤ bare Node p50 + 10 ms" },
+    daemon: { ...figure("daemon"), aim: "p50 ≤ bare Node p50 + 10 ms (also read paired: each round over its own bare start)" },
     coldAsLaunched: figure("coldAsLaunched"),
     coldWithFlag: figure("coldWithFlag"),
   };
@@ -106,9 +109,10 @@ try {
     console.log(`bare node (empty file): p50 ${results.bareNode.p50Ms} ms, p90 ${results.bareNode.p90Ms} ms (${ROUNDS} paired rounds)`);
     for (const kind of ["socketFloor", "daemon", "coldAsLaunched", "coldWithFlag"]) {
       const f = results[kind];
-      console.log(`${kind}: p50 ${f.p50Ms} ms (+${f.overP50Ms} ms over bare; fastest +${f.overMinMs} ms), p90 ${f.p90Ms} ms`);
+      console.log(`${kind}: p50 ${f.p50Ms} ms (+${f.overP50Ms} ms over bare; paired +${f.pairedOverP50Ms} ms; fastest +${f.overMinMs} ms), p90 ${f.p90Ms} ms`);
     }
-    console.log(`aim: daemon p50 ≤ bare + 10 ms → ${results.daemon.overP50Ms <= 10 ? "met" : "NOT met"}`);
+    const met = (ms) => (ms <= 10 ? "met" : "NOT met");
+    console.log(`aim: daemon p50 ≤ bare + 10 ms → ${met(results.daemon.overP50Ms)} (paired: ${met(results.daemon.pairedOverP50Ms)})`);
   }
 } finally {
   echo.kill();
