@@ -1,6 +1,7 @@
 import { ToolHostError } from "../errors.js";
 import type { ToolSchema } from "../registry/schemas.js";
-import { type ValidateFunction, compileSchema, describeValidationErrors, loadValidator } from "../validation/ajv.js";
+import { type ValidateFunction, compileSchema, loadValidator } from "../validation/ajv.js";
+import { problemsOf } from "../validation/bounded-check.js";
 
 /**
  * Compiled validators, by the schema's parameters object, compiled on first use of each action. A loaded
@@ -24,8 +25,10 @@ export function checkArguments(schema: ToolSchema, args: unknown): Record<string
   // A JSON copy: the tool receives exactly what a JSON caller (CLI, MCP) could have sent, and nothing
   // the caller keeps a reference to.
   let copy: Record<string, unknown>;
+  let json: string;
   try {
-    copy = JSON.parse(JSON.stringify(args)) as Record<string, unknown>;
+    json = JSON.stringify(args);
+    copy = JSON.parse(json) as Record<string, unknown>;
   } catch (error) {
     throw new ToolHostError(
       "InvalidArguments",
@@ -39,8 +42,8 @@ export function checkArguments(schema: ToolSchema, args: unknown): Record<string
     validate = schema.validatorSource ? loadCached(schema) : compileSchema(schema.parameters);
     validators.set(schema.parameters, validate);
   }
-  if (!validate(copy)) {
-    const problems = describeValidationErrors(validate.errors, MAX_QUOTED_NAME_CHARS);
+  const problems = problemsOf(validate, schema.parameters, copy, json.length, MAX_QUOTED_NAME_CHARS);
+  if (problems.length > 0) {
     throw new ToolHostError("InvalidArguments", `invalid arguments for ${schema.name}: ${problems.join("; ")}`, describeExpected(schema));
   }
   return copy;

@@ -1,7 +1,8 @@
 import { ToolHostError } from "../errors.js";
 import type { ResultValue } from "../isolation/wire/messages.js";
 import type { ToolSchema } from "../registry/schemas.js";
-import { type ValidateFunction, compileSchema, describeValidationErrors } from "../validation/ajv.js";
+import { type ValidateFunction, compileSchema } from "../validation/ajv.js";
+import { problemsOf } from "../validation/bounded-check.js";
 
 /** Output validators per `outputSchema` object: each lives exactly as long as its tool version. */
 const validators = new WeakMap<object, ValidateFunction>();
@@ -34,12 +35,10 @@ export function structuredResult(schema: ToolSchema, value: ResultValue): Record
     validate = compileSchema(outputSchema);
     validators.set(outputSchema, validate);
   }
-  if (!validate(parsed)) {
-    throw new ToolHostError(
-      "ExecutionError",
-      `the result of ${schema.name} does not match its output_schema: ${describeValidationErrors(validate.errors).join("; ")}`,
-      fix,
-    );
+  // The result's JSON text is what the tool sent (parsed above): its length bounds the check.
+  const problems = problemsOf(validate, outputSchema, parsed, value.kind === "json" ? value.text.length : 0);
+  if (problems.length > 0) {
+    throw new ToolHostError("ExecutionError", `the result of ${schema.name} does not match its output_schema: ${problems.join("; ")}`, fix);
   }
   return parsed;
 }

@@ -2,38 +2,67 @@ import { createRequire } from "node:module";
 import type { Ajv as AjvType, ErrorObject, ValidateFunction } from "ajv";
 import type { RE2JS as RE2JSType } from "re2js";
 import { UNIQUE_ITEMS_MODULE, duplicatePair, uniqueItemsKeyword } from "./unique-items.js";
+import { FORMATS_MODULE, toolFormats } from "./formats.js";
 
 /**
  * One ajv instance per process, created on first use (importing and configuring ajv costs more than a
  * whole cached tool call, so a CLI run that validates nothing never pays for it).
  *
- * Tool schemas are untrusted input: `pattern` and `patternProperties` run on RE2 (linear time, no
- * catastrophic backtracking), `uniqueItems` on a canonical key per item (linear time: unique-items.ts),
- * and remote `$ref`s cannot be loaded.
+ * Tool schemas are untrusted input, and so is what they check (a caller's arguments, a tool's result, up
+ * to 64 MiB), on the host's thread:
+ *  - `pattern` and `patternProperties` run on RE2 (linear time, no catastrophic backtracking),
+ *    `uniqueItems` on a canonical key per item (linear time: unique-items.ts), `format: "url"` on a
+ *    linear check (formats.ts), and remote `$ref`s cannot be loaded;
+ *  - every error is collected only for values of at most 64 KiB of JSON; a larger one is checked to its
+ *    first error (bounded-check.ts): with every error collected, an array of millions of wrong items
+ *    made as many error objects and lines (8 MB of arguments: 2.1 GB; 60 MB ended the daemon:
+ *    all_errors_flood). The validators that stop at the first error are compiled only for such a value:
+ *    ajv nests their code one level per check, which compiles slowly and overflows the stack on wide
+ *    schemas;
+ *  - a `$ref` is a call to the definition's own function, never a copy of it (`inlineRefs: false`):
+ *    inlined, a 37 KB schema naming a 200-property definition 800 times generated code past the heap
+ *    and ended the daemon at load (ref_inline_bomb).
  */
 const require = createRequire(import.meta.url);
 
 let ajv: AjvType | undefined;
+let firstErrorAjv: AjvType | undefined;
 
+/** The instance for tool schemas and the validators kept with their descriptions: every error collected. */
 export function getAjv(): AjvType {
-  if (ajv) return ajv;
+  ajv ??= makeAjv(true);
+  return ajv;
+}
+
+/** An instance whose validators stop at the first error (bounded-check.ts); none of its code is kept. */
+export function getFirstErrorAjv(): AjvType {
+  firstErrorAjv ??= makeAjv(false);
+  return firstErrorAjv;
+}
+
+function makeAjv(allErrors: boolean): AjvType {
   const ajvModule = require("ajv") as typeof import("ajv");
   const { Ajv } = ajvModule;
   const addFormats = (require("ajv-formats") as { default: (instance: AjvType) => void }).default;
   const re2Engine = (pattern: string, flags: string) => compileRe2(pattern, flags);
   // How generated standalone code (see `validatorSource`) obtains the engine: through `standaloneRequire`.
   re2Engine.code = 'require("animaworks:re2")';
-  ajv = new Ajv({
+  const ajv = new Ajv({
     strict: true,
-    allErrors: true,
+    allErrors,
+    inlineRefs: false,
     allowUnionTypes: true,
     validateSchema: true,
     addUsedSchema: false,
     unicodeRegExp: true,
-    code: { regExp: re2Engine, source: true },
+    // Generated validators take the formats from this host's set (`standaloneRequire`), not ajv-formats'.
+    code: { regExp: re2Engine, source: allErrors, optimize: allErrors, formats: ajvModule._`require(${FORMATS_MODULE})` },
     loadSchema: undefined,
+    // A schema that fails to compile is reported by what throws; ajv's logger would print its generated code.
+    logger: false,
   });
   addFormats(ajv);
+  for (const [name, format] of Object.entries(toolFormats())) ajv.addFormat(name, format as Parameters<AjvType["addFormat"]>[1]);
   // ajv's own compares items pairwise (quadratic): replaced, the meta-schema's uses included.
   ajv.removeKeyword("uniqueItems");
   ajv.addKeyword(uniqueItemsKeyword(ajvModule));
@@ -76,11 +105,12 @@ function compileRe2(pattern: string, flags: string): { test(input: string): bool
   };
 }
 
-/** The only modules generated validators may load: ajv's and ajv-formats' runtime helpers, RE2 and the uniqueItems check. */
+/** The only modules generated validators may load: ajv's runtime helpers, this host's formats, RE2 and the uniqueItems check. */
 function standaloneRequire(id: string): unknown {
   if (id === "animaworks:re2") return compileRe2;
   if (id === UNIQUE_ITEMS_MODULE) return { duplicatePair };
-  if (/^ajv\/dist\/runtime\/[a-z0-9]+$/.test(id) || id === "ajv-formats/dist/formats") return require(id);
+  if (id === FORMATS_MODULE) return toolFormats();
+  if (/^ajv\/dist\/runtime\/[a-z0-9]+$/.test(id)) return require(id);
   throw new Error(`a cached validator asked for "${id}"`);
 }
 
@@ -92,8 +122,7 @@ function standaloneRequire(id: string): unknown {
  * the compiled function does not need it (callers keep the function), so the entry is dropped at once.
  * Tool schemas carry no `$id` (registry/schemas.ts refuses it), so removal touches nothing but that entry.
  */
-export function compileSchema(schema: object): ValidateFunction {
-  const ajvInstance = getAjv();
+export function compileSchema(schema: object, ajvInstance: AjvType = getAjv()): ValidateFunction {
   try {
     return ajvInstance.compile(schema);
   } finally {

@@ -1,0 +1,98 @@
+import { afterAll, beforeAll, describe, expect, it } from "vitest";
+import { type ToolHost, createHost } from "../../src/host.js";
+import { type TempDataDir, makeDataDir, within } from "../helpers/data-dir.js";
+
+/**
+ * What a tool's schema checks runs on the host's thread, for every Anima: the arguments a caller sends
+ * (up to 64 MiB) and the result a tool returns, against a schema the tool wrote. Each attack below held
+ * or ended the shared daemon (red-team round 19); each is now refused on its own, with a bounded
+ * message, and alice's call after it is served. (Time is bounded only by each test's limit: before the
+ * fixes each ran for minutes, or ended the process.)
+ */
+
+/** Colons after a scheme, then a character the expression cannot match: its backtracking grew with the cube of the colons. */
+const URL_BOMB = `http://${":".repeat(200_000)}\u0000`;
+
+const LINKS = `
+export function get_tool_schemas() {
+  return [
+    { name: "links_check", description: "check", input_schema: { type: "object", properties: { url: { type: "string", format: "url" } } } },
+    { name: "links_echo", description: "echo", input_schema: { type: "object", properties: { kind: { type: "string" } } },
+      output_schema: { type: "object", properties: { url: { type: "string", format: "url" } } } },
+    { name: "links_list", description: "list", input_schema: { type: "object", properties: {
+      exclude: { type: "array", maxItems: 1000, items: { type: "string" } } } } },
+  ];
+}
+export function dispatch(name, args) {
+  if (name === "links_echo") return { url: args.kind === "bomb" ? "http://" + ":".repeat(200000) + "\\u0000" : "https://example.com/a" };
+  return "ok";
+}
+`;
+
+/** A definition of 200 properties named 800 times (37 KB): inlined, ajv generated code past the heap for it and the daemon ended (100 × 400: 38.7 M characters, 17.8 s, 1.7 GB). */
+function refBombTool(): string {
+  const properties = Object.fromEntries(Array.from({ length: 200 }, (_, i) => [`p${i}`, { type: "string" }]));
+  const refs = Object.fromEntries(Array.from({ length: 800 }, (_, i) => [`r${i}`, { $ref: "#/definitions/part" }]));
+  const schema = { type: "object", definitions: { part: { type: "object", properties } }, properties: refs };
+  return `export function get_tool_schemas() { return [{ name: "refbomb_run", description: "run", input_schema: ${JSON.stringify(schema)} }]; }
+export function dispatch() { return "ran"; }`;
+}
+
+const PING = `
+export function get_tool_schemas() { return [{ name: "ping_now", description: "ping" }]; }
+export function dispatch() { return "pong"; }
+`;
+
+describe("schema checks bounded by what they check", () => {
+  let data: TempDataDir;
+  let host: ToolHost;
+  beforeAll(() => {
+    data = makeDataDir({ "animas/mallory/tools/links.ts": LINKS, "animas/mallory/tools/refbomb.ts": refBombTool(), "animas/alice/tools/ping.ts": PING });
+    host = createHost({ dataDir: data.dir, isolation: "in-process", timeoutMs: 20_000, onLog: () => {} });
+  });
+  afterAll(async () => {
+    await host?.close();
+    data?.cleanup();
+  });
+
+  const alicePings = async (): Promise<void> => {
+    expect(await within(20_000, "alice's call", host.call("alice", "ping_now", {}))).toMatchObject({ status: "ok", output: "pong" });
+  };
+
+  it("url_format_stall: a crafted string under format url is refused at once, as an argument and as a result", async () => {
+    const refused = await within(20_000, "mallory's call", host.call("mallory", "links_check", { url: URL_BOMB }));
+    expect(refused).toMatchObject({ status: "error", error_type: "InvalidArguments" });
+    expect(refused.status === "error" && refused.message).toMatch(/"url" must match format "url"/);
+    await alicePings();
+    const result = await within(20_000, "mallory's call", host.call("mallory", "links_echo", { kind: "bomb" }));
+    expect(result).toMatchObject({ status: "error", error_type: "ExecutionError" });
+    expect(result.status === "error" && result.message).toMatch(/does not match its output_schema: "url" must match format "url"/);
+    await alicePings();
+    // What the format is for still passes.
+    expect(await host.call("mallory", "links_check", { url: "https://example.com/path?q=1" })).toMatchObject({ status: "ok" });
+    expect(await host.call("mallory", "links_echo", { kind: "plain" })).toMatchObject({ status: "ok" });
+  }, 60_000);
+
+  it("all_errors_flood: millions of wrong items make one problem, not one per item", async () => {
+    const exclude = new Array<number>(4_000_000).fill(1);
+    const refused = await within(30_000, "mallory's call", host.call("mallory", "links_list", { exclude }));
+    expect(refused).toMatchObject({ status: "error", error_type: "InvalidArguments" });
+    const message = refused.status === "error" ? refused.message : "";
+    expect(message).toMatch(/"exclude" must NOT have more than 1000 items/);
+    expect(message.length).toBeLessThan(1_000);
+    // A small wrong value still lists its problems, at most 20 and the count of the rest.
+    const few = await host.call("mallory", "links_list", { exclude: new Array<number>(50).fill(1) });
+    const lines = few.status === "error" ? few.message.split("; ") : [];
+    expect(lines).toHaveLength(21);
+    expect(lines.at(-1)).toBe("and 30 more problems");
+    await alicePings();
+  }, 60_000);
+
+  it("ref_inline_bomb: a definition named hundreds of times compiles once, as a call", async () => {
+    expect(await within(30_000, "mallory's call", host.call("mallory", "refbomb_run", { r1: { p1: "x" } }))).toMatchObject({ status: "ok", output: "ran" });
+    const refused = await host.call("mallory", "refbomb_run", { r799: { p199: 5 } });
+    expect(refused).toMatchObject({ status: "error", error_type: "InvalidArguments" });
+    expect(refused.status === "error" && refused.message).toMatch(/"r799\.p199" must be string/);
+    await alicePings();
+  }, 60_000);
+});
