@@ -19,6 +19,7 @@ import { type SandboxHandle, createExecutor } from "./isolation/executor.js";
 import { withToolFrames } from "./bundling/tool-frames.js";
 import type { CallContext, ToolLogLine } from "./isolation/wire/messages.js";
 import { ToolRegistry } from "./registry/registry.js";
+import { sharedSourceChecker } from "./lifecycle/source-checker.js";
 import { accessHint, systemFileError } from "./errors.js";
 import { NOT_REGULAR_CODE } from "./audit/trail-file.js";
 import { CallWarnings } from "./capabilities/call-warnings.js";
@@ -141,6 +142,8 @@ export function composeHost<H extends ComposedHost>(config: HostConfig, construc
     memoryLimitMb: config.memoryLimitMb,
     bundler,
     executor: sandbox.executor,
+    // A large tool schema is checked and compiled in the source-checks process, never on the host's thread.
+    schemaChecker: sharedSourceChecker(),
   });
   // Long-running hosts say what their warm pools hold, for `audit` in another process.
   const status = config.isolation === "process" ? new HostStatusPublisher(config.dataDir, () => sandbox.warmPoolReport()) : undefined;

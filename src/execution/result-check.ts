@@ -1,7 +1,7 @@
 import { ToolHostError } from "../errors.js";
 import type { ResultValue } from "../isolation/wire/messages.js";
 import type { ToolSchema } from "../registry/schemas.js";
-import { type ValidateFunction, compileSchema } from "../validation/ajv.js";
+import { type ValidateFunction, compileSchema, loadValidator } from "../validation/ajv.js";
 import { problemsOf } from "../validation/bounded-check.js";
 
 /** Output validators per `outputSchema` object: each lives exactly as long as its tool version. */
@@ -32,7 +32,7 @@ export function structuredResult(schema: ToolSchema, value: ResultValue): Record
   }
   let validate = validators.get(outputSchema);
   if (!validate) {
-    validate = compileSchema(outputSchema);
+    validate = compiledOutputValidator(schema, outputSchema);
     validators.set(outputSchema, validate);
   }
   // The result's JSON text is what the tool sent (parsed above): its length bounds the check.
@@ -51,4 +51,16 @@ export function objectFromJson(text: string): Record<string, unknown> | undefine
   } catch {
     return undefined;
   }
+}
+
+/** The validator generated with the tool's description (registry/schema-compile.ts), else one compiled here. */
+function compiledOutputValidator(schema: ToolSchema, outputSchema: object): ValidateFunction {
+  if (schema.outputValidatorSource !== undefined) {
+    try {
+      return loadValidator(schema.outputValidatorSource);
+    } catch {
+      // compiled afresh below
+    }
+  }
+  return compileSchema(outputSchema);
 }

@@ -8,10 +8,12 @@ import { FairQueue } from "./fair-queue.js";
 import type { Finding } from "./findings.js";
 import { type SourceCheckRequest, checkSource, loadOnlyFindings } from "./source-checks.js";
 import { type ImportUse, scanImports } from "./source-scan.js";
+import { type SchemaCheckRequest, type SchemaChecker, checkAndCompile } from "../registry/schema-compile.js";
+import type { SchemaCheck } from "../registry/schemas.js";
 
 /**
  * Where `validate`, `share` and `refresh` run the checks on a tool's text (source-checks.ts) and read the
- * helpers it imports. A crafted 1 MiB draft costs those checks up to half a second of CPU (measured: 0.5 s
+ * helpers it imports, and where a host's load checks and compiles a large tool schema (registry/schema-compile.ts). A crafted 1 MiB draft costs those checks up to half a second of CPU (measured: 0.5 s
  * for 15,000 schema objects; 0.1–0.2 s to read its imports), and an Anima may ask again and again, or keep
  * a hundred failing tools for every refresh to re-check: run on a shared host's event loop, that stalled
  * every other Anima's calls. So a host runs them in a process of its own, one at a time, each bounded in
@@ -19,7 +21,7 @@ import { type ImportUse, scanImports } from "./source-scan.js";
  * (a heap or size limit V8 treats as fatal: one did, before literal reading was bounded) ends that process
  * only, never the daemon serving every Anima.
  */
-export interface SourceChecker {
+export interface SourceChecker extends SchemaChecker {
   /**
    * The findings about `request`'s text. A check that cannot finish (past its time or memory) is an error
    * finding, never a hang; throws `Busy` when too many checks wait already.
@@ -42,6 +44,10 @@ export class InlineSourceChecker implements SourceChecker {
 
   async importsOf(text: string): Promise<ImportUse[]> {
     return scanImports(text);
+  }
+
+  async checkSchemas(request: SchemaCheckRequest): Promise<SchemaCheck> {
+    return checkAndCompile(request);
   }
 
   async close(): Promise<void> {}
@@ -88,7 +94,7 @@ interface Job {
   id: number;
   /** Sent again once already: its process had died unseen (see the exit handler). */
   retried?: boolean;
-  work: { check: SourceCheckRequest } | { importsOf: string };
+  work: { check: SourceCheckRequest } | { importsOf: string } | { schemas: SchemaCheckRequest };
   resolve: (outcome: Outcome) => void;
 }
 
@@ -155,6 +161,15 @@ export class ProcessSourceChecker implements SourceChecker {
       undefined,
       unfinished.type === "ExecutionError" ? "host" : "caller",
     );
+  }
+
+  /** A tool's schemas checked and compiled here, for a host's load (registry/schema-compile.ts); throws as `importsOf` does. */
+  async checkSchemas(request: SchemaCheckRequest, asker = ""): Promise<SchemaCheck> {
+    const outcome = await this.submit({ schemas: request }, asker);
+    if ("schemaCheck" in outcome) return outcome.schemaCheck;
+    const unfinished = unfinishedOf(outcome);
+    const fault = unfinished.type === "ExecutionError" ? "host" : "tool";
+    throw new ToolHostError(unfinished.type, `its schemas could not be checked: the checks ${unfinished.why}`, "the tool's next use loads it again", fault);
   }
 
   async close(): Promise<void> {

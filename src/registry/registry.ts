@@ -1,13 +1,13 @@
 import { join } from "node:path";
 import type { ToolBundler } from "../bundling/bundler.js";
 import { sha256 } from "../bundling/sha256.js";
-import type { ErrorInfo } from "../errors.js";
+import { type ErrorInfo, errorInfoOf } from "../errors.js";
 import type { Executor, ToolBundle } from "../isolation/wire/messages.js";
 import { PYTHON_BOOT_GRACE_MS, isPythonBundle } from "../isolation/wire/tool-bundle.js";
 import { type DiscoveredTool, type DiscoveryProblem, type ToolOrigin, discoverFolder } from "./discovery.js";
-import { compileSchema, validatorSource } from "../validation/ajv.js";
 import type { ProfileEntry } from "./profile.js";
-import { type ToolSchema, checkToolSchemas } from "./schemas.js";
+import type { SchemaCheck, ToolSchema } from "./schemas.js";
+import { type SchemaCheckRequest, type SchemaChecker, SchemaCheckTurns, checkAndCompile, checkInline } from "./schema-compile.js";
 import { monotonicMs } from "../clock.js";
 import { type VisibleTools, findSchemaCollision } from "./precedence.js";
 
@@ -92,6 +92,8 @@ export interface RegistryOptions {
   executor: Executor;
   /** At most this many tool files' loads are kept (MAX_LOADED_TOOLS). */
   maxLoaded?: number;
+  /** Checks and compiles schemas larger than INLINE_SCHEMA_CHARS off this thread (schema-compile.ts). Default: all on this thread. */
+  schemaChecker?: SchemaChecker;
 }
 
 interface KeptLoad {
@@ -111,6 +113,8 @@ export class ToolRegistry {
    * `expiresAt`), with the transient load failures in a row of that version.
    */
   private readonly loaded = new Map<string, KeptLoad>();
+  /** Large schemas' checks of each Anima's loads, in turn (schema-compile.ts). */
+  private readonly schemaTurns = new SchemaCheckTurns();
   /** Schemas of pinned tool versions (`schemaFor`), oldest first. */
   private readonly pinnedSchemas = new Map<string, ToolSchema[]>();
 
@@ -226,6 +230,13 @@ export class ToolRegistry {
     this.loaded.set(path, kept);
   }
 
+  /** `request` checked and compiled: here when small, else by the schema checker (schema-compile.ts). */
+  private checkSchemas(request: SchemaCheckRequest, anima: string | undefined): Promise<SchemaCheck> | SchemaCheck {
+    const checker = this.options.schemaChecker;
+    if (!checker || checkInline(request)) return checkAndCompile(request);
+    return this.schemaTurns.run(anima ?? "", () => checker.checkSchemas(request, anima));
+  }
+
   /** `transient`: the module could not be run, which may succeed on a later try (see LOAD_FAILURE_RETRY_MS). */
   private async describe(source: DiscoveredTool, bundle: ToolBundle): Promise<{ entry: ToolEntry; transient: boolean }> {
     const base = { name: source.name, origin: source.origin, path: source.path };
@@ -246,7 +257,14 @@ export class ToolRegistry {
         ...(source.anima !== undefined ? { owner: source.anima } : {}),
       });
       if (!outcome.ok) return { entry: { ...base, state: "error", error: { ...outcome.error, type: "LoadError" } }, transient: true };
-      const check = checkToolSchemas(source.name, outcome.module.schemas, outcome.module.profile);
+      let check: SchemaCheck;
+      try {
+        check = await this.checkSchemas({ toolName: source.name, schemas: outcome.module.schemas, profile: outcome.module.profile }, source.anima);
+      } catch (error) {
+        // The checks could not run now (busy, past their time, their process ended): a later load tries again.
+        const info = errorInfoOf(error);
+        return { entry: { ...base, state: "error", error: { ...info, type: "LoadError", message: `${source.name}: ${info.message}` } }, transient: true };
+      }
       if (!check.ok) {
         return {
           entry: { ...base, state: "error", error: { type: "LoadError", fault: "tool", message: `${source.name}: ${check.problems.join("; ")}` } },
@@ -266,8 +284,8 @@ export class ToolRegistry {
         return { entry: { ...base, state: "error", error }, transient: false };
       }
       description = {
-        // Each schema carries its generated validator, so a fresh process validates without ajv.
-        schemas: check.schemas.map((schema) => ({ ...schema, validatorSource: validatorSource(compileSchema(schema.parameters)) })),
+        // Each schema carries its generated validators, so a fresh process validates without ajv.
+        schemas: check.schemas,
         profile: check.profile,
         hasCliMain: exportsInfo["cli_main"] === "function" || exportsInfo["cliMain"] === "function",
       };

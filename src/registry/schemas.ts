@@ -15,6 +15,8 @@ export interface ToolSchema {
    * leaves; MCP clients see it as the tool's `outputSchema` and get the result as `structuredContent`.
    */
   outputSchema?: JsonSchemaObject;
+  /** ajv's standalone code for `outputSchema`, when the description was cached. */
+  outputValidatorSource?: string;
 }
 
 export type JsonSchemaObject = { type: "object"; properties?: Record<string, JsonSchemaProperty>; required?: string[] } & Record<string, unknown>;

@@ -9,6 +9,7 @@ import { MAX_FINDING_MESSAGE_CHARS, type SourceCheckRequest } from "../../src/li
 import { runValidate, validateToolFile, validationJson } from "../../src/lifecycle/validate.js";
 import { PROJECT_ROOT } from "../../src/project-root.js";
 import { turnsDuring } from "../helpers/event-loop.js";
+import { loadValidator } from "../../src/validation/ajv.js";
 
 /**
  * A draft crafted to cost the checks the most per byte (measured: ≈ 0.5 s for 1 MiB on this machine):
@@ -78,6 +79,21 @@ describe.each(checkers)("SourceChecker contract: %s", (_name, make) => {
       { specifier: "./helper.mjs", kind: "import", line: 2 },
       { specifier: "node:path", kind: "require", line: 3 },
     ]);
+  });
+
+  it("checks and compiles a tool's schemas (SchemaChecker): validators that hold, or the schema's problems", async () => {
+    const checker = made(make());
+    const schema = { type: "object", properties: { who: { type: "string" } }, required: ["who"] };
+    const good = await checker.checkSchemas({
+      toolName: "greet",
+      schemas: [{ name: "greet_hello", description: "greets", input_schema: schema }],
+      profile: undefined,
+    });
+    expect(good.ok).toBe(true);
+    const validate = loadValidator((good.ok && good.schemas[0]?.validatorSource) || "");
+    expect([validate({ who: "x" }), validate({ who: 1 })]).toEqual([true, false]);
+    const bad = await checker.checkSchemas({ toolName: "greet", schemas: [{ name: "hello", description: "greets" }], profile: undefined });
+    expect(bad).toEqual({ ok: false, problems: [expect.stringMatching(/greet_/)] });
   });
 
   it("answers checks asked at once each with its own findings, in any number", async () => {

@@ -2,19 +2,22 @@ import { writeSync } from "node:fs";
 import { FrameDecoder, encodeFrame } from "../../isolation/wire/frames.js";
 import { checkSource } from "../source-checks.js";
 import { scanImports } from "../source-scan.js";
+import { checkAndCompile } from "../../registry/schema-compile.js";
 import { MAX_REQUEST_FRAME_BYTES, type CheckReplyMessage, type CheckRequestMessage, type ReadyMessage } from "./protocol.js";
 
 /**
  * The source-checks process (source-checker.ts starts it): says it is ready once its code is loaded, then
  * reads requests as frames on stdin and answers each, one at a time, in order, with `checkSource`'s
- * findings or the text's imports, as a frame on stdout. It exits when stdin ends (the host closing, or
+ * findings, the text's imports or a tool's schemas checked and compiled, as a frame on stdout. It exits when stdin ends (the host closing, or
  * stopping it idle).
  */
 const decoder = new FrameDecoder(MAX_REQUEST_FRAME_BYTES);
 
 function answer(message: CheckRequestMessage): CheckReplyMessage {
   try {
-    return "check" in message ? { id: message.id, findings: checkSource(message.check) } : { id: message.id, imports: scanImports(message.importsOf) };
+    if ("check" in message) return { id: message.id, findings: checkSource(message.check) };
+    if ("schemas" in message) return { id: message.id, schemaCheck: checkAndCompile(message.schemas) };
+    return { id: message.id, imports: scanImports(message.importsOf) };
   } catch (error) {
     return { id: message.id, failed: error instanceof Error ? error.message : String(error) };
   }

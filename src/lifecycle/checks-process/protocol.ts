@@ -1,6 +1,8 @@
 import type { Finding } from "../findings.js";
 import type { SourceCheckRequest } from "../source-checks.js";
 import type { ImportUse } from "../source-scan.js";
+import type { SchemaCheckRequest } from "../../registry/schema-compile.js";
+import type { SchemaCheck } from "../../registry/schemas.js";
 
 /**
  * The messages between the host and its source-checks process (entry.ts), each one frame of JSON
@@ -11,13 +13,15 @@ import type { ImportUse } from "../source-scan.js";
  * and again where the host decodes them (`MAX_REPLY_FRAME_BYTES`): a reply Node's IPC channel would have
  * read whole, whatever its size, had grown the daemon past its heap.
  */
-export type CheckRequestMessage = { id: number; check: SourceCheckRequest } | { id: number; importsOf: string };
+export type CheckRequestMessage = { id: number; check: SourceCheckRequest } | { id: number; importsOf: string } | { id: number; schemas: SchemaCheckRequest };
 
 /**
- * The findings of a check, the imports of a text, or the message of what the work threw (a defect of the
- * checks, reported as a failed check).
+ * The findings of a check, the imports of a text, a tool's schemas checked and compiled
+ * (registry/schema-compile.ts), or the message of what the work threw (a defect of the checks, reported
+ * as a failed check).
  */
-export type CheckReplyMessage = { id: number; findings: Finding[] } | { id: number; imports: ImportUse[] } | { id: number; failed: string };
+export type CheckReplyMessage =
+  { id: number; findings: Finding[] } | { id: number; imports: ImportUse[] } | { id: number; schemaCheck: SchemaCheck } | { id: number; failed: string };
 
 /** The process's first frame: its code is loaded, and a check's time may start. */
 export type ReadyMessage = { ready: true };
