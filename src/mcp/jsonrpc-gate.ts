@@ -133,10 +133,18 @@ function pass(message: Record<string, unknown>): GateVerdict {
   return answer(readableId(message), ErrorCode.InvalidRequest, `Invalid Request: ${readableIssues(parsed.error.issues, message)}`);
 }
 
+/**
+ * Members of a batch answered each with its own error at most; a larger batch gets one error (id null).
+ * One error per member of a line of 4,000,000 made a reply of ~400× the line's size, which ended the
+ * session unanswered (RangeError: Invalid string length; mcp_batch_amplify).
+ */
+export const MAX_BATCH_ANSWERS = 100;
+
 /** Batches were removed from MCP (revision 2025-06-18): each request in one is answered as invalid. */
 function batch(values: unknown[]): GateVerdict {
   const text = "Invalid Request: batches are not supported (MCP revision 2025-11-25); send each message on its own line";
   if (values.length === 0) return answer(null, ErrorCode.InvalidRequest, text);
+  if (values.length > MAX_BATCH_ANSWERS) return answer(null, ErrorCode.InvalidRequest, `${text} (this batch of ${values.length} was not read)`);
   const replies = values
     .filter((value) => !isNotification(value))
     .map((value) =>

@@ -158,7 +158,12 @@ export class GuardedStdioTransport implements Transport {
         }
         return;
       case "answer":
-        void this.send(verdict.reply as unknown as JSONRPCMessage);
+        // An answer that cannot be made into a line fails alone, as a handler's throw does.
+        try {
+          void this.send(verdict.reply as unknown as JSONRPCMessage);
+        } catch (error) {
+          this.onerror?.(error instanceof Error ? error : new Error(String(error)));
+        }
         return;
       case "drop":
         this.options.log?.(verdict.note);

@@ -1,5 +1,5 @@
 import { describe, expect, it, vi } from "vitest";
-import { type GateVerdict, JsonRpcGate } from "../../src/mcp/jsonrpc-gate.js";
+import { type GateVerdict, JsonRpcGate, MAX_BATCH_ANSWERS } from "../../src/mcp/jsonrpc-gate.js";
 import { BoundedLineReader, EDGE_BYTES } from "../../src/mcp/line-reader.js";
 
 /**
@@ -63,6 +63,16 @@ describe("the JSON-RPC gate of the MCP server", () => {
       [null, -32600],
     ]);
     expect(errorOf(check(gate, []))).toMatchObject({ id: null, code: -32600 });
+  });
+
+  it("mcp_batch_amplify: a batch past MAX_BATCH_ANSWERS members is answered once, not once per member", () => {
+    const gate = gateAfterInitialize();
+    const members = new Array<number>(4_000_000).fill(1);
+    const error = errorOf(check(gate, members));
+    expect(error).toMatchObject({ id: null, code: -32600 });
+    expect(error.message).toMatch(/this batch of 4000000 was not read/);
+    const atBound = check(gate, new Array<number>(MAX_BATCH_ANSWERS).fill(1)) as Extract<GateVerdict, { kind: "answer" }>;
+    expect(atBound.reply).toHaveLength(MAX_BATCH_ANSWERS);
   });
 
   it.each([
