@@ -9,7 +9,10 @@ import type { SchemaCheck } from "../../registry/schemas.js";
  * (isolation/wire/frames.ts) on the process's stdin and stdout: plain data, one reply per request,
  * matched by `id`. The process runs the host's own code on a tool's text (never the tool), and exists to
  * keep that work off the host's event loop and out of the host's process (a defect that aborts V8 there
- * ends only it). Its replies are bounded where they are made (findings and their messages, source-checks.ts)
+ * ends only it). A schema check's reply carries validators' code, which the host runs as it runs the cached
+ * descriptions' (validation/ajv.ts `loadValidator`): the process runs the host's own code only, on data, and
+ * is the host's as its cache is; ajv's generated code quotes a schema's values, never runs them. Its
+ * replies are bounded where they are made (findings and their messages, source-checks.ts)
  * and again where the host decodes them (`MAX_REPLY_FRAME_BYTES`): a reply Node's IPC channel would have
  * read whole, whatever its size, had grown the daemon past its heap.
  */
