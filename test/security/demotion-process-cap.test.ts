@@ -32,9 +32,9 @@ describe("demotion under the pool's process cap", () => {
     pool = undefined;
   });
 
-  /** A pool at its cap: bob's idle cordon and the team's (mallory and alice), one process each; the most processes alive at once. */
-  async function atCap(): Promise<{ p: SandboxPool; team: CordonInternals; peak: () => number; bobServed: () => boolean }> {
-    pool = new SandboxPool({ cordons: { team: ["mallory", "alice"] }, maxProcesses: MAX_PROCESSES, spareProcesses: 0, onStderr: () => {} });
+  /** Bob's idle cordon and the team's (mallory and alice), one process each: at the cap unless `maxProcesses` says otherwise; the most processes alive at once. */
+  async function atCap(maxProcesses = MAX_PROCESSES): Promise<{ p: SandboxPool; team: CordonInternals; peak: () => number; bobServed: () => boolean }> {
+    pool = new SandboxPool({ cordons: { team: ["mallory", "alice"] }, maxProcesses, spareProcesses: 0, onStderr: () => {} });
     const p = pool;
     const internals = p as unknown as Internals;
     const live = internals.live;
@@ -46,7 +46,7 @@ describe("demotion under the pool's process cap", () => {
     };
     expect(await p.call(waitingRequest("bob", "waiting_quick"))).toMatchObject({ ok: true });
     expect(await p.call(waitingRequest("mallory", "waiting_quick"))).toMatchObject({ ok: true });
-    expect(live.size).toBe(MAX_PROCESSES);
+    expect(live.size).toBe(2);
     const team = internals.pools.get("group:team");
     if (!team) throw new Error("no team cordon");
     return { p, team, peak: () => peak, bobServed: () => internals.pools.has("anima:bob") };
@@ -77,6 +77,20 @@ describe("demotion under the pool's process cap", () => {
     expect(await p.call(waitingRequest("alice", "waiting_quick"))).toMatchObject({ ok: true, value: { text: "done" } });
     expect(bobServed()).toBe(false);
     expect(peak()).toBeLessThanOrEqual(MAX_PROCESSES);
+    stop.abort();
+    expect(await inFlight).toMatchObject({ ok: false });
+  }, 60_000);
+
+  it("a demotion in place with room under the cap ends no other cordon", async () => {
+    const { p, team, bobServed } = await atCap(MAX_PROCESSES + 1);
+    const stop = new AbortController();
+    const inFlight = p.call(waitingRequest("mallory", "waiting_forever"), stop.signal);
+    const process = team.processes[0];
+    if (!process) throw new Error("no team process");
+    await waitFor(() => process.load > 0, 10_000);
+    expect(process.demoteRunning()).toBe(true);
+    expect(await p.call(waitingRequest("alice", "waiting_quick"))).toMatchObject({ ok: true, value: { text: "done" } });
+    expect(bobServed()).toBe(true);
     stop.abort();
     expect(await inFlight).toMatchObject({ ok: false });
   }, 60_000);

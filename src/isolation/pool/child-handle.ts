@@ -73,8 +73,7 @@ export class SandboxProcess {
     return this.pending.size;
   }
 
-  /** Running or starting; false between a crash (or retirement) and its replacement's start, and while
-   * a child demoted in place is replaced (its Animas' calls go where one is up rather than wait). */
+  /** Running or starting; false between a loss and its replacement's start, or a demotion's (calls go where one is up). */
   get available(): boolean {
     return this.child !== undefined && !this.replacingDemoted;
   }
@@ -92,13 +91,14 @@ export class SandboxProcess {
   demoteRunning(): boolean {
     const child = this.child;
     if (!child || !this.ready || this.nice > 0 || !this.restarts.mayDemote) return false;
+    // The demoted one lives on beside its replacement: room for that, asked while this slot still counts it.
+    const room = this.pool.closing ? undefined : this.pool.roomForOne();
     this.child = undefined;
     this.ready = false;
     this.demoted.add(child, this.hasCallsOn(child));
     this.restarts.left(child, true);
     this.replacingDemoted = true;
-    // The demoted process lives on beside its replacement: idle cordons make room for that first.
-    if (!this.pool.closing) this.startOnceSettled(this.pool.roomForOne());
+    if (!this.pool.closing) this.startOnceSettled(room);
     return true;
   }
 
