@@ -144,12 +144,11 @@ export const MAX_BATCH_ANSWERS = 100;
 function batch(values: unknown[]): GateVerdict {
   const text = "Invalid Request: batches are not supported (MCP revision 2025-11-25); send each message on its own line";
   if (values.length === 0) return answer(null, ErrorCode.InvalidRequest, text);
-  if (values.length > MAX_BATCH_ANSWERS) return answer(null, ErrorCode.InvalidRequest, `${text} (this batch of ${values.length} was not read)`);
-  const replies = values
-    .filter((value) => !isNotification(value))
-    .map((value) =>
-      errorResponse(typeof value === "object" && value !== null ? readableId(value as Record<string, unknown>) : null, ErrorCode.InvalidRequest, text),
-    );
+  const requests = values.filter((value) => !isNotification(value));
+  if (requests.length > MAX_BATCH_ANSWERS) return answer(null, ErrorCode.InvalidRequest, `${text} (this batch of ${values.length} was not read)`);
+  const replies = requests.map((value) =>
+    errorResponse(typeof value === "object" && value !== null ? readableId(value as Record<string, unknown>) : null, ErrorCode.InvalidRequest, text),
+  );
   return replies.length > 0 ? { kind: "answer", reply: replies } : { kind: "drop", note: "a batch of notifications was dropped" };
 }
 

@@ -73,6 +73,9 @@ describe("the JSON-RPC gate of the MCP server", () => {
     expect(error.message).toMatch(/this batch of 4000000 was not read/);
     const atBound = check(gate, new Array<number>(MAX_BATCH_ANSWERS).fill(1)) as Extract<GateVerdict, { kind: "answer" }>;
     expect(atBound.reply).toHaveLength(MAX_BATCH_ANSWERS);
+    // Notifications are never answered, however many.
+    const notifications = new Array(MAX_BATCH_ANSWERS * 3).fill({ jsonrpc: "2.0", method: "notifications/initialized" });
+    expect(check(gate, notifications).kind).toBe("drop");
   });
 
   it.each([
