@@ -42,7 +42,7 @@ export function checkArguments(schema: ToolSchema, args: unknown): Record<string
     validate = schema.validatorSource ? loadCached(schema) : compileSchema(schema.parameters);
     validators.set(schema.parameters, validate);
   }
-  const problems = problemsOf(validate, schema.parameters, copy, json.length, MAX_QUOTED_NAME_CHARS, schema.firstErrorSources?.parameters);
+  const problems = problemsOf(validate, schema.parameters, copy, json.length, MAX_QUOTED_NAME_CHARS);
   if (problems.length > 0) {
     throw new ToolHostError("InvalidArguments", `invalid arguments for ${schema.name}: ${problems.join("; ")}`, describeExpected(schema));
   }

@@ -36,7 +36,7 @@ export function structuredResult(schema: ToolSchema, value: ResultValue): Record
     validators.set(outputSchema, validate);
   }
   // The result's JSON text is what the tool sent (parsed above): its length bounds the check.
-  const problems = problemsOf(validate, outputSchema, parsed, value.kind === "json" ? value.text.length : 0, undefined, schema.firstErrorSources?.output);
+  const problems = problemsOf(validate, outputSchema, parsed, value.kind === "json" ? value.text.length : 0);
   if (problems.length > 0) {
     throw new ToolHostError("ExecutionError", `the result of ${schema.name} does not match its output_schema: ${problems.join("; ")}`, fix);
   }

@@ -1,6 +1,5 @@
 import PQueue from "p-queue";
 import { compileSchema, validatorSource } from "../validation/ajv.js";
-import { firstErrorSource } from "../validation/bounded-check.js";
 import { type SchemaCheck, checkToolSchemas } from "./schemas.js";
 
 /**
@@ -27,27 +26,14 @@ export interface SchemaChecker {
 /** Schemas and profile of at most this many characters of JSON are checked and compiled where the load runs. */
 export const INLINE_SCHEMA_CHARS = 16 * 1024;
 
-/**
- * checkToolSchemas, and each schema's validators (input and output) as code; for a large request also
- * their first-error validators (bounded-check.ts), which the host would otherwise compile on its thread
- * at the first large value.
- */
+/** checkToolSchemas, and each schema's validators (input and output) as code. */
 export function checkAndCompile(request: SchemaCheckRequest): SchemaCheck {
   const check = checkToolSchemas(request.toolName, request.schemas, request.profile);
   if (!check.ok) return check;
-  const large = !checkInline(request);
   const schemas = check.schemas.map((schema) => ({
     ...schema,
     validatorSource: validatorSource(compileSchema(schema.parameters)),
     ...(schema.outputSchema ? { outputValidatorSource: validatorSource(compileSchema(schema.outputSchema)) } : {}),
-    ...(large
-      ? {
-          firstErrorSources: {
-            parameters: firstErrorSource(schema.parameters),
-            ...(schema.outputSchema ? { output: firstErrorSource(schema.outputSchema) } : {}),
-          },
-        }
-      : {}),
   }));
   return { ok: true, schemas, profile: check.profile };
 }

@@ -17,11 +17,6 @@ export interface ToolSchema {
   outputSchema?: JsonSchemaObject;
   /** ajv's standalone code for `outputSchema`, when the description was cached. */
   outputValidatorSource?: string;
-  /**
-   * The code of first-error validators of `parameters` and `outputSchema` (validation/bounded-check.ts),
-   * made with a large schema's description ("": none can be made); else made when first needed.
-   */
-  firstErrorSources?: { parameters: string; output?: string };
 }
 
 export type JsonSchemaObject = { type: "object"; properties?: Record<string, JsonSchemaProperty>; required?: string[] } & Record<string, unknown>;

@@ -34,7 +34,7 @@ export function getAjv(): AjvType {
   return ajv;
 }
 
-/** An instance whose validators stop at the first error (bounded-check.ts). */
+/** An instance whose validators stop at the first error (bounded-check.ts); none of its code is kept. */
 export function getFirstErrorAjv(): AjvType {
   firstErrorAjv ??= makeAjv(false);
   return firstErrorAjv;
@@ -56,7 +56,7 @@ function makeAjv(allErrors: boolean): AjvType {
     addUsedSchema: false,
     unicodeRegExp: true,
     // Generated validators take the formats from this host's set (`standaloneRequire`), not ajv-formats'.
-    code: { regExp: re2Engine, source: true, optimize: allErrors, formats: ajvModule._`require(${FORMATS_MODULE})` },
+    code: { regExp: re2Engine, source: allErrors, optimize: allErrors, formats: ajvModule._`require(${FORMATS_MODULE})` },
     loadSchema: undefined,
     // A schema that fails to compile is reported by what throws; ajv's logger would print its generated code.
     logger: false,
@@ -76,9 +76,9 @@ export type { ErrorObject, ValidateFunction };
  * so that a new process (a one-shot CLI call) validates without loading and configuring ajv at all.
  * The code is generated here from checked schemas and stored in the host's own cache directory.
  */
-export function validatorSource(validate: ValidateFunction, ajvInstance: AjvType = getAjv()): string {
+export function validatorSource(validate: ValidateFunction): string {
   const standaloneCode = (require("ajv/dist/standalone") as { default: (ajv: AjvType, v: ValidateFunction) => string }).default;
-  return standaloneCode(ajvInstance, validate);
+  return standaloneCode(getAjv(), validate);
 }
 
 export function loadValidator(source: string): ValidateFunction {

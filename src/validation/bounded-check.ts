@@ -1,4 +1,4 @@
-import { type ValidateFunction, compileSchema, describeValidationErrors, getFirstErrorAjv, loadValidator, validatorSource } from "./ajv.js";
+import { type ValidateFunction, compileSchema, describeValidationErrors, getFirstErrorAjv } from "./ajv.js";
 
 /**
  * A value checked against a schema, at a cost bounded by the value: every problem listed for a value of
@@ -15,54 +15,30 @@ export const MAX_PROBLEM_LINES = 20;
 /** Validators that stop at the first error, per schema object (each lives as long as its tool version), or why there is none. */
 const firstErrorValidators = new WeakMap<object, ValidateFunction | string>();
 
-/** Why a schema has no first-error validator, as `firstErrorSource` says it (an empty source). */
-const TOO_MANY_PARTS = "has too many parts to be checked one problem at a time";
-
-/**
- * The code of `schema`'s first-error validator, made where a large schema is compiled (the source-checks
- * process: registry/schema-compile.ts) so that the host's thread never compiles one; "" when ajv cannot
- * make one (it nests a first-error validator's checks: thousands of parts overflow its stack).
- */
-export function firstErrorSource(schema: object): string {
-  try {
-    return validatorSource(compileSchema(schema, getFirstErrorAjv()), getFirstErrorAjv());
-  } catch {
-    return "";
-  }
-}
-
 /**
  * What is wrong with `value` under `schema`, one line per problem (empty: valid). `validate` is the
- * schema's validator that collects every error; `jsonChars` the length of `value` as JSON; `firstSource`
- * the first-error validator's code when it was made with the tool's description (`firstErrorSource`).
+ * schema's validator that collects every error; `jsonChars` the length of `value` as JSON.
  */
-export function problemsOf(
-  validate: ValidateFunction,
-  schema: object,
-  value: unknown,
-  jsonChars: number,
-  maxNameChars?: number,
-  firstSource?: string,
-): string[] {
+export function problemsOf(validate: ValidateFunction, schema: object, value: unknown, jsonChars: number, maxNameChars?: number): string[] {
   if (jsonChars <= ALL_ERRORS_MAX_JSON_CHARS) {
     if (validate(value)) return [];
     const lines = describeValidationErrors(validate.errors, maxNameChars);
     if (lines.length <= MAX_PROBLEM_LINES) return lines;
     return [...lines.slice(0, MAX_PROBLEM_LINES), `and ${lines.length - MAX_PROBLEM_LINES} more problems`];
   }
-  const first = firstErrorValidator(schema, jsonChars, firstSource);
+  const first = firstErrorValidator(schema, jsonChars);
   if (typeof first === "string") return [first];
   return first(value) ? [] : describeValidationErrors(first.errors, maxNameChars).slice(0, 1);
 }
 
-function firstErrorValidator(schema: object, jsonChars: number, source: string | undefined): ValidateFunction | string {
+function firstErrorValidator(schema: object, jsonChars: number): ValidateFunction | string {
   let first = firstErrorValidators.get(schema);
   if (first === undefined) {
     try {
-      first = source === "" ? TOO_MANY_PARTS : source !== undefined ? loadValidator(source) : compileSchema(schema, getFirstErrorAjv());
+      first = compileSchema(schema, getFirstErrorAjv());
     } catch {
       // ajv nests a first-error validator's checks: a schema of thousands of parts overflows the stack.
-      first = TOO_MANY_PARTS;
+      first = "has too many parts to be checked one problem at a time";
     }
     firstErrorValidators.set(schema, first);
   }
