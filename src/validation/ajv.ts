@@ -245,14 +245,23 @@ function valueAt(root: unknown, pointer: string): unknown {
 /**
  * Human (and LLM) readable lines for validation errors: `"limit" must be integer`. Paths and property
  * names come from the caller's arguments; each is cut to `maxNameChars` so that a hostile key cannot
- * blow up the message.
+ * blow up the message, and an enum's allowed values to `MAX_ALLOWED_CHARS`. At most `maxLines` distinct
+ * lines are made (the errors after them are not read).
  */
-export function describeValidationErrors(errors: ErrorObject[] | null | undefined, maxNameChars = 64): string[] {
+export function describeValidationErrors(errors: ErrorObject[] | null | undefined, maxNameChars = 64, maxLines = Number.POSITIVE_INFINITY): string[] {
   if (!errors) return [];
   const lines = new Set<string>();
+  // Each enum's allowed values, written once (thousands of errors may name one list of thousands).
+  const allowed = new Map<unknown, string>();
+  const allowedText = (values: unknown): string => {
+    let text = allowed.get(values);
+    if (text === undefined) allowed.set(values, (text = cut(JSON.stringify(values), MAX_ALLOWED_CHARS)));
+    return text;
+  };
   const joinPath = (path: string, name: string) => cut(path ? `${path}.${name}` : name, maxNameChars);
   const label = (path: string) => (path ? `"${cut(path, maxNameChars)}"` : "the arguments");
   for (const error of errors) {
+    if (lines.size >= maxLines) break;
     const path = error.instancePath ? pointerToPath(error.instancePath) : "";
     const params = error.params as Record<string, unknown>;
     switch (error.keyword) {
@@ -263,7 +272,7 @@ export function describeValidationErrors(errors: ErrorObject[] | null | undefine
         lines.add(`unknown parameter "${joinPath(path, String(params["additionalProperty"]))}"`);
         break;
       case "enum":
-        lines.add(`${label(path)} must be one of ${JSON.stringify(params["allowedValues"])}`);
+        lines.add(`${label(path)} must be one of ${allowedText(params["allowedValues"])}`);
         break;
       case "type":
         lines.add(`${label(path)} must be ${String(params["type"]).replaceAll(",", " or ")}`);
@@ -274,6 +283,9 @@ export function describeValidationErrors(errors: ErrorObject[] | null | undefine
   }
   return [...lines];
 }
+
+/** Characters of an enum's allowed values a line quotes at most. */
+const MAX_ALLOWED_CHARS = 200;
 
 function cut(text: string, maxChars: number): string {
   return text.length <= maxChars ? text : `${text.slice(0, maxChars)}…`;

@@ -38,6 +38,22 @@ function refBombTool(): string {
 export function dispatch() { return "ran"; }`;
 }
 
+/** A flat schema of `count` string properties (2,500: ≈ 63 KB, under the 64 KiB bound; too wide for a first-error validator). */
+function wideTool(name: string, count: number): string {
+  const properties = Object.fromEntries(Array.from({ length: count }, (_, i) => [`p${i}`, { type: "string" }]));
+  return `export function get_tool_schemas() { return [{ name: "${name}_run", description: "run", input_schema: ${JSON.stringify({ type: "object", properties })} }]; }
+export function dispatch() { return "ran"; }`;
+}
+
+/** One action whose items must be one of 5,000 names: every wrong item's error named all 5,000 (15–56 s to describe 30,000). */
+const PICKER = `
+export function get_tool_schemas() {
+  const names = Array.from({ length: 5000 }, (_, i) => "name" + i);
+  return [{ name: "picker_pick", description: "pick", input_schema: { type: "object", properties: { picks: { type: "array", items: { enum: names } } } } }];
+}
+export function dispatch() { return "picked"; }
+`;
+
 const PING = `
 export function get_tool_schemas() { return [{ name: "ping_now", description: "ping" }]; }
 export function dispatch() { return "pong"; }
@@ -47,7 +63,14 @@ describe("schema checks bounded by what they check", () => {
   let data: TempDataDir;
   let host: ToolHost;
   beforeAll(() => {
-    data = makeDataDir({ "animas/mallory/tools/links.ts": LINKS, "animas/mallory/tools/refbomb.ts": refBombTool(), "animas/alice/tools/ping.ts": PING });
+    data = makeDataDir({
+      "animas/mallory/tools/links.ts": LINKS,
+      "animas/mallory/tools/refbomb.ts": refBombTool(),
+      "animas/mallory/tools/picker.ts": PICKER,
+      "animas/alice/tools/ping.ts": PING,
+      "animas/alice/tools/wide.ts": wideTool("wide", 2_500),
+      "animas/alice/tools/broad.ts": wideTool("broad", 2_000),
+    });
     host = createHost({ dataDir: data.dir, isolation: "in-process", timeoutMs: 20_000, onLog: () => {} });
   });
   afterAll(async () => {
@@ -84,7 +107,7 @@ describe("schema checks bounded by what they check", () => {
     const few = await host.call("mallory", "links_list", { exclude: new Array<number>(50).fill(1) });
     const lines = few.status === "error" ? few.message.split("; ") : [];
     expect(lines).toHaveLength(21);
-    expect(lines.at(-1)).toBe("and 30 more problems");
+    expect(lines.at(-1)).toBe("and more problems (50 errors in all)");
     await alicePings();
   }, 60_000);
 
@@ -93,6 +116,30 @@ describe("schema checks bounded by what they check", () => {
     const refused = await host.call("mallory", "refbomb_run", { r799: { p199: 5 } });
     expect(refused).toMatchObject({ status: "error", error_type: "InvalidArguments" });
     expect(refused.status === "error" && refused.message).toMatch(/"r799\.p199" must be string/);
+    await alicePings();
+  }, 60_000);
+
+  it("a large value under a schema too wide to check one problem at a time is checked whole when it has few parts", async () => {
+    // 2,500 parts: no first-error validator can be made; 2,000: one can, and overflows the stack as it runs.
+    for (const tool of ["wide_run", "broad_run"]) {
+      expect(await within(30_000, "alice's call", host.call("alice", tool, { p1: "x".repeat(70_000) }))).toMatchObject({ status: "ok", output: "ran" });
+      const wrong = await host.call("alice", tool, { p1: 5, p2: "x".repeat(70_000) });
+      expect(wrong).toMatchObject({ status: "error", error_type: "InvalidArguments" });
+      expect(wrong.status === "error" && wrong.message).toMatch(/"p1" must be string/);
+      // Many parts could make as many errors: refused, saying why.
+      const many = await host.call("alice", tool, { p1: new Array<string>(20_000).fill("a") });
+      expect(many).toMatchObject({ status: "error", error_type: "InvalidArguments" });
+      expect(many.status === "error" && many.message).toMatch(/too large to be checked against a schema of this many parts/);
+    }
+  }, 120_000);
+
+  it("enum_describe_flood: thousands of wrong items under an enum of thousands are described in 20 lines, each naming a cut list", async () => {
+    const refused = await within(30_000, "mallory's call", host.call("mallory", "picker_pick", { picks: new Array<number>(30_000).fill(0) }));
+    expect(refused).toMatchObject({ status: "error", error_type: "InvalidArguments" });
+    const message = refused.status === "error" ? refused.message : "";
+    expect(message).toMatch(/"picks\.0" must be one of \["name0","name1",/);
+    expect(message).toMatch(/and more problems \(30000 errors in all\)/);
+    expect(message.length).toBeLessThan(10_000);
     await alicePings();
   }, 60_000);
 });
