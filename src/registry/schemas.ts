@@ -1,5 +1,6 @@
 import { isKnownKeyword, schemaProblems, schemaProblemsAt, unknownKeywordProblem } from "../validation/ajv.js";
 import { type ProfileEntry, checkProfile } from "./profile.js";
+import { MAX_SCHEMA_FAN_OUT, schemaFanOut } from "../validation/schema-fan-out.js";
 
 /** A schema after normalisation (docs/animaworks-reference.md §3.1): `parameters` holds `input_schema` if given. */
 export interface ToolSchema {
@@ -180,6 +181,10 @@ function schemaObjectProblems(schema: unknown, label: string, whyObject: string,
     return [{ message: `${label} is ${size} bytes; at most ${SCHEMA_LIMITS.maxSchemaJsonBytes} are allowed`, path: [] }];
   }
   if (depthOf(schema) > SCHEMA_LIMITS.maxDepth) return [{ message: `${label} is nested deeper than ${SCHEMA_LIMITS.maxDepth} levels`, path: [] }];
+  if (schemaFanOut(schema) > MAX_SCHEMA_FAN_OUT) {
+    const what = `applies its parts more than ${MAX_SCHEMA_FAN_OUT} times to one path of a value (anyOf, oneOf, allOf and $ref inside each other multiply)`;
+    return [{ message: `${label} ${what}: flatten it`, path: [] }];
+  }
   const problems: Located[] = [];
   const record = schema as Record<string, unknown>;
   if (record["type"] !== "object") {

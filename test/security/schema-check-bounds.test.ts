@@ -54,6 +54,15 @@ export function get_tool_schemas() {
 export function dispatch() { return "picked"; }
 `;
 
+/** Eight definitions, each an anyOf of ten $refs to the one before (1.9 KB at six: 1.4 s and 1.1 M errors on {"a":1}; ×10 a level). */
+function fanOutTool(): string {
+  const definitions: Record<string, unknown> = { d0: { type: "string" } };
+  for (let level = 1; level < 8; level++) definitions[`d${level}`] = { anyOf: Array.from({ length: 10 }, () => ({ $ref: `#/definitions/d${level - 1}` })) };
+  const schema = { type: "object", definitions, properties: { a: { $ref: "#/definitions/d7" } } };
+  return `export function get_tool_schemas() { return [{ name: "fanout_run", description: "run", input_schema: ${JSON.stringify(schema)} }]; }
+export function dispatch() { return "ran"; }`;
+}
+
 const PING = `
 export function get_tool_schemas() { return [{ name: "ping_now", description: "ping" }]; }
 export function dispatch() { return "pong"; }
@@ -67,6 +76,7 @@ describe("schema checks bounded by what they check", () => {
       "animas/mallory/tools/links.ts": LINKS,
       "animas/mallory/tools/refbomb.ts": refBombTool(),
       "animas/mallory/tools/picker.ts": PICKER,
+      "animas/mallory/tools/fanout.ts": fanOutTool(),
       "animas/alice/tools/ping.ts": PING,
       "animas/alice/tools/wide.ts": wideTool("wide", 2_500),
       "animas/alice/tools/broad.ts": wideTool("broad", 2_000),
@@ -140,6 +150,13 @@ describe("schema checks bounded by what they check", () => {
     expect(message).toMatch(/"picks\.0" must be one of \["name0","name1",/);
     expect(message).toMatch(/and more problems \(30000 errors in all\)/);
     expect(message.length).toBeLessThan(10_000);
+    await alicePings();
+  }, 60_000);
+
+  it("schema_fan_out: a schema whose anyOf and $ref multiply past the bound does not load, and nothing is validated against it", async () => {
+    const refused = await within(30_000, "mallory's call", host.call("mallory", "fanout_run", { a: 1 }));
+    expect(refused).toMatchObject({ status: "error", error_type: "LoadError" });
+    expect(refused.status === "error" && refused.message).toMatch(/applies its parts more than 10000 times to one path of a value/);
     await alicePings();
   }, 60_000);
 });
