@@ -49,7 +49,7 @@ interface CachedDescription {
 }
 
 /** Bump when what `describe` yields or how it is checked changes. */
-const DESCRIPTION_FORMAT = "d7";
+const DESCRIPTION_FORMAT = "d8";
 /** Pinned tool versions whose schemas `schemaFor` keeps in memory. */
 const MAX_PINNED_DESCRIPTIONS = 256;
 /**

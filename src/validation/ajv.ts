@@ -3,6 +3,7 @@ import type { Ajv as AjvType, ErrorObject, ValidateFunction } from "ajv";
 import type { RE2JS as RE2JSType } from "re2js";
 import { UNIQUE_ITEMS_MODULE, duplicatePair, uniqueItemsKeyword } from "./unique-items.js";
 import { FORMATS_MODULE, toolFormats } from "./formats.js";
+import { ENUM_MODULE, enumKeyword, inEnum } from "./enum-set.js";
 
 /**
  * One ajv instance per process, created on first use (importing and configuring ajv costs more than a
@@ -66,6 +67,9 @@ function makeAjv(allErrors: boolean): AjvType {
   // ajv's own compares items pairwise (quadratic): replaced, the meta-schema's uses included.
   ajv.removeKeyword("uniqueItems");
   ajv.addKeyword(uniqueItemsKeyword(ajvModule));
+  // ajv's own compares a value with each allowed one (value × list): replaced by a lookup (enum-set.ts).
+  ajv.removeKeyword("enum");
+  ajv.addKeyword(enumKeyword(ajvModule));
   return ajv;
 }
 
@@ -109,6 +113,7 @@ function compileRe2(pattern: string, flags: string): { test(input: string): bool
 function standaloneRequire(id: string): unknown {
   if (id === "animaworks:re2") return compileRe2;
   if (id === UNIQUE_ITEMS_MODULE) return { duplicatePair };
+  if (id === ENUM_MODULE) return { inEnum };
   if (id === FORMATS_MODULE) return toolFormats();
   if (/^ajv\/dist\/runtime\/[a-z0-9]+$/.test(id)) return require(id);
   throw new Error(`a cached validator asked for "${id}"`);
