@@ -8,7 +8,8 @@ import { type SchemaCheck, checkToolSchemas } from "./schemas.js";
  * text, and costs with the schema: a 62 KB schema ≈ 0.5 s, so twenty such tools of one Anima held every
  * other Anima's calls up to 2.5 s each (schema_compile_stall). Small schemas, as honest tools have, are
  * compiled where the load runs (no round trip on a first call); larger ones by a `SchemaChecker` (the
- * host's source-checks process: lifecycle/source-checker.ts), off the host's thread, each Anima's in turn.
+ * host's source-checks process: lifecycle/source-checker.ts), off the host's thread, each Anima's in turn
+ * (the loads of shared and core tools, which have no Anima, take one turn together).
  */
 
 /** What a tool's module said of itself: its `get_tool_schemas()` and `EXECUTION_PROFILE`, as sent. */

@@ -1,10 +1,11 @@
 import { type ValidateFunction, compileSchema, describeValidationErrors, getFirstErrorAjv } from "./ajv.js";
 
 /**
- * A value checked against a schema, at a cost bounded by the value: every problem listed for a value of
- * at most `ALL_ERRORS_MAX_JSON_CHARS` characters of JSON, the first one only for a larger value (an
- * argument or result of up to 64 MiB, each wrong item of which was one error object and one line:
- * all_errors_flood). Either way at most `MAX_PROBLEM_LINES` lines, the rest counted.
+ * A value checked against a schema with the errors it makes bounded by the value: every problem listed
+ * for a value of at most `ALL_ERRORS_MAX_JSON_CHARS` characters of JSON, the first one only for a larger
+ * value (an argument or result of up to 64 MiB, each wrong item of which was one error object and one
+ * line: all_errors_flood). Either way at most `MAX_PROBLEM_LINES` lines, then the count of errors. What
+ * the check itself costs still grows with the value's size times the schema's (README: security).
  */
 
 /** Values with more characters of JSON than this are checked to their first problem only. */
