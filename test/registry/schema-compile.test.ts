@@ -3,6 +3,8 @@ import { type ToolHost, createHost } from "../../src/host.js";
 import { InlineSourceChecker, ProcessSourceChecker, sharedSourceChecker } from "../../src/lifecycle/source-checker.js";
 import { INLINE_SCHEMA_CHARS, type SchemaCheckRequest } from "../../src/registry/schema-compile.js";
 import { loadValidator } from "../../src/validation/ajv.js";
+import { MAX_REPLY_FRAME_BYTES } from "../../src/lifecycle/checks-process/protocol.js";
+import { withinReplyBound } from "../../src/lifecycle/checks-process/reply-bound.js";
 import { type TempDataDir, makeDataDir } from "../helpers/data-dir.js";
 import { turnsDuring } from "../helpers/event-loop.js";
 
@@ -52,6 +54,17 @@ describe("a tool's schemas checked and compiled off the host's thread", () => {
     expect(validate({ p7: "x" })).toBe(true);
     expect(validate({ p2399: 5 })).toBe(false);
   }, 60_000);
+
+  it("says a tool whose validators' code would pass the reply's bound is too large, as the tool's problem (not a failed check retried)", () => {
+    const schema = { name: "big_run", action: "run", description: "run", parameters: { type: "object" as const } };
+    const small = { ok: true as const, schemas: [{ ...schema, validatorSource: "x".repeat(1_000) }], profile: {} };
+    expect(withinReplyBound(small)).toBe(small);
+    const big = { ok: true as const, schemas: [{ ...schema, validatorSource: "x".repeat(MAX_REPLY_FRAME_BYTES) }], profile: {} };
+    expect(withinReplyBound(big)).toEqual({
+      ok: false,
+      problems: [expect.stringMatching(/^its schemas compile to \d+ bytes of validators, more than the \d+ the host takes/)],
+    });
+  });
 
   it("refuses a wrong schema there as here, with the same problems", async () => {
     const request: SchemaCheckRequest = {

@@ -3,6 +3,7 @@ import { FrameDecoder, encodeFrame } from "../../isolation/wire/frames.js";
 import { checkSource } from "../source-checks.js";
 import { scanImports } from "../source-scan.js";
 import { checkAndCompile } from "../../registry/schema-compile.js";
+import { withinReplyBound } from "./reply-bound.js";
 import { MAX_REQUEST_FRAME_BYTES, type CheckReplyMessage, type CheckRequestMessage, type ReadyMessage } from "./protocol.js";
 
 /**
@@ -16,7 +17,7 @@ const decoder = new FrameDecoder(MAX_REQUEST_FRAME_BYTES);
 function answer(message: CheckRequestMessage): CheckReplyMessage {
   try {
     if ("check" in message) return { id: message.id, findings: checkSource(message.check) };
-    if ("schemas" in message) return { id: message.id, schemaCheck: checkAndCompile(message.schemas) };
+    if ("schemas" in message) return { id: message.id, schemaCheck: withinReplyBound(checkAndCompile(message.schemas)) };
     return { id: message.id, imports: scanImports(message.importsOf) };
   } catch (error) {
     return { id: message.id, failed: error instanceof Error ? error.message : String(error) };
