@@ -64,34 +64,33 @@ describe("demotion under the pool's process cap", () => {
     expect(await p.call(waitingRequest("bob", "waiting_quick"))).toMatchObject({ ok: true, value: { text: "done" } });
   }, 60_000);
 
-  it("a process demoted in place is replaced once an idle cordon made room", async () => {
-    const { p, team, peak, bobServed } = await atCap();
-    // Mallory's call in flight, so that the demoted process lives on beside its replacement.
+  /**
+   * Demotes the team's process in place while mallory's call is in flight there (so that the demoted
+   * process lives on beside its replacement), then alice calls: her call goes to the replacement.
+   */
+  async function demoteInPlace(p: SandboxPool, team: CordonInternals): Promise<void> {
     const stop = new AbortController();
     const inFlight = p.call(waitingRequest("mallory", "waiting_forever"), stop.signal);
     const process = team.processes[0];
     if (!process) throw new Error("no team process");
     await waitFor(() => process.load > 0, 10_000);
     expect(process.demoteRunning()).toBe(true);
-    // Alice's call goes to the replacement, which waited for bob's idle cordon to end.
     expect(await p.call(waitingRequest("alice", "waiting_quick"))).toMatchObject({ ok: true, value: { text: "done" } });
-    expect(bobServed()).toBe(false);
-    expect(peak()).toBeLessThanOrEqual(MAX_PROCESSES);
     stop.abort();
     expect(await inFlight).toMatchObject({ ok: false });
+  }
+
+  it("a process demoted in place is replaced once an idle cordon made room", async () => {
+    const { p, team, peak, bobServed } = await atCap();
+    await demoteInPlace(p, team);
+    // The replacement waited for bob's idle cordon to end.
+    expect(bobServed()).toBe(false);
+    expect(peak()).toBeLessThanOrEqual(MAX_PROCESSES);
   }, 60_000);
 
   it("a demotion in place with room under the cap ends no other cordon", async () => {
     const { p, team, bobServed } = await atCap(MAX_PROCESSES + 1);
-    const stop = new AbortController();
-    const inFlight = p.call(waitingRequest("mallory", "waiting_forever"), stop.signal);
-    const process = team.processes[0];
-    if (!process) throw new Error("no team process");
-    await waitFor(() => process.load > 0, 10_000);
-    expect(process.demoteRunning()).toBe(true);
-    expect(await p.call(waitingRequest("alice", "waiting_quick"))).toMatchObject({ ok: true, value: { text: "done" } });
+    await demoteInPlace(p, team);
     expect(bobServed()).toBe(true);
-    stop.abort();
-    expect(await inFlight).toMatchObject({ ok: false });
   }, 60_000);
 });
