@@ -3,8 +3,9 @@ import { type ToolHost, createHost } from "../../src/host.js";
 import { InlineSourceChecker, ProcessSourceChecker, sharedSourceChecker } from "../../src/lifecycle/source-checker.js";
 import { INLINE_SCHEMA_CHARS, type SchemaCheckRequest } from "../../src/registry/schema-compile.js";
 import { loadValidator } from "../../src/validation/ajv.js";
-import { MAX_REPLY_FRAME_BYTES } from "../../src/lifecycle/checks-process/protocol.js";
-import { withinReplyBound } from "../../src/lifecycle/checks-process/reply-bound.js";
+import { type CheckReplyMessage, MAX_REPLY_FRAME_BYTES } from "../../src/lifecycle/checks-process/protocol.js";
+import { replyFrame } from "../../src/lifecycle/checks-process/reply-bound.js";
+import { FrameDecoder } from "../../src/isolation/wire/frames.js";
 import { type TempDataDir, makeDataDir } from "../helpers/data-dir.js";
 import { turnsDuring } from "../helpers/event-loop.js";
 
@@ -57,12 +58,16 @@ describe("a tool's schemas checked and compiled off the host's thread", () => {
 
   it("says a tool whose validators' code would pass the reply's bound is too large, as the tool's problem (not a failed check retried)", () => {
     const schema = { name: "big_run", action: "run", description: "run", parameters: { type: "object" as const } };
-    const small = { ok: true as const, schemas: [{ ...schema, validatorSource: "x".repeat(1_000) }], profile: {} };
-    expect(withinReplyBound(small)).toBe(small);
-    const big = { ok: true as const, schemas: [{ ...schema, validatorSource: "x".repeat(MAX_REPLY_FRAME_BYTES) }], profile: {} };
-    expect(withinReplyBound(big)).toEqual({
-      ok: false,
-      problems: [expect.stringMatching(/^its schemas compile to \d+ bytes of validators, more than the \d+ the host takes/)],
+    const reply = (validatorSource: string): CheckReplyMessage => ({
+      id: 7,
+      schemaCheck: { ok: true, schemas: [{ ...schema, validatorSource }], profile: {} },
+    });
+    const decoded = (frame: Buffer): unknown => new FrameDecoder(MAX_REPLY_FRAME_BYTES).push(frame)[0];
+    expect(decoded(replyFrame(reply("x".repeat(1_000))))).toEqual(reply("x".repeat(1_000)));
+    // Past the bound the host's decoder refuses: the tool is told instead, in a frame it takes.
+    expect(decoded(replyFrame(reply("x".repeat(MAX_REPLY_FRAME_BYTES))))).toEqual({
+      id: 7,
+      schemaCheck: { ok: false, problems: [expect.stringMatching(/^its schemas compile to \d+ bytes of validators, more than the 16777216 the host takes/)] },
     });
   });
 

@@ -1,18 +1,15 @@
-import type { SchemaCheck } from "../../registry/schemas.js";
-import { MAX_REPLY_FRAME_BYTES } from "./protocol.js";
-
-/** Room a reply's frame keeps for what surrounds a schema check (its id, the frame's length). */
-const REPLY_ENVELOPE_BYTES = 1024;
+import { FRAME_HEADER_BYTES, encodeFrame } from "../../isolation/wire/frames.js";
+import { type CheckReplyMessage, MAX_REPLY_FRAME_BYTES } from "./protocol.js";
 
 /**
- * `check`, or, when its validators' code would not fit one reply frame, the tool's problem said as such:
- * a reply past the host's bound is a failed check, which a load would retry with its backoff, again and
- * again, each time compiling it all.
+ * The frame of `reply`, encoded once. A schema check whose validators' code would pass the host's bound
+ * on a reply frame is answered instead with the tool's problem, said as such: a reply past the bound is a
+ * failed check, which a load would retry with its backoff, again and again, each time compiling it all.
  */
-export function withinReplyBound(check: SchemaCheck): SchemaCheck {
-  if (!check.ok) return check;
-  const bytes = Buffer.byteLength(JSON.stringify(check));
-  const bound = MAX_REPLY_FRAME_BYTES - REPLY_ENVELOPE_BYTES;
-  if (bytes <= bound) return check;
-  return { ok: false, problems: [`its schemas compile to ${bytes} bytes of validators, more than the ${bound} the host takes: make them smaller or fewer`] };
+export function replyFrame(reply: CheckReplyMessage): Buffer {
+  const frame = encodeFrame(reply);
+  const bytes = frame.length - FRAME_HEADER_BYTES;
+  if (bytes <= MAX_REPLY_FRAME_BYTES || !("schemaCheck" in reply) || !reply.schemaCheck.ok) return frame;
+  const problem = `its schemas compile to ${bytes} bytes of validators, more than the ${MAX_REPLY_FRAME_BYTES} the host takes: make them smaller or fewer`;
+  return encodeFrame({ id: reply.id, schemaCheck: { ok: false, problems: [problem] } } satisfies CheckReplyMessage);
 }
