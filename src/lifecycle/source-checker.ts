@@ -13,10 +13,11 @@ import type { SchemaCheck } from "../registry/schemas.js";
 
 /**
  * Where `validate`, `share` and `refresh` run the checks on a tool's text (source-checks.ts) and read the
- * helpers it imports, and where a host's load checks and compiles a large tool schema (registry/schema-compile.ts). A crafted 1 MiB draft costs those checks up to half a second of CPU (measured: 0.5 s
- * for 15,000 schema objects; 0.1–0.2 s to read its imports), and an Anima may ask again and again, or keep
- * a hundred failing tools for every refresh to re-check: run on a shared host's event loop, that stalled
- * every other Anima's calls. So a host runs them in a process of its own, one at a time, each bounded in
+ * helpers it imports, and where a host's load checks and compiles a large tool schema
+ * (registry/schema-compile.ts). A crafted 1 MiB draft costs those checks up to half a second of CPU
+ * (measured: 0.5 s for 15,000 schema objects; 0.1–0.2 s to read its imports), and an Anima may ask again
+ * and again, or keep a hundred failing tools for every refresh to re-check: run on a shared host's event
+ * loop, that stalled every other Anima's calls. So a host runs them in a process of its own, one at a time, each bounded in
  * time and memory: a process rather than a thread, so that a defect of the checks that aborts V8 itself
  * (a heap or size limit V8 treats as fatal: one did, before literal reading was bounded) ends that process
  * only, never the daemon serving every Anima.

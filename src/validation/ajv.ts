@@ -12,8 +12,8 @@ import { ENUM_MODULE, enumKeyword, inEnum } from "./enum-set.js";
  * Tool schemas are untrusted input, and so is what they check (a caller's arguments, a tool's result, up
  * to 64 MiB), on the host's thread:
  *  - `pattern` and `patternProperties` run on RE2 (linear time, no catastrophic backtracking),
- *    `uniqueItems` on a canonical key per item (linear time: unique-items.ts), `format: "url"` on a
- *    linear check (formats.ts), and remote `$ref`s cannot be loaded;
+ *    `uniqueItems` on a canonical key per item (linear time: unique-items.ts), `enum` by a lookup of one
+ *    (enum-set.ts), `format: "url"` on a linear check (formats.ts), and remote `$ref`s cannot be loaded;
  *  - every error is collected only for values of at most 64 KiB of JSON; a larger one is checked to its
  *    first error (bounded-check.ts): with every error collected, an array of millions of wrong items
  *    made as many error objects and lines (8 MB of arguments: 2.1 GB; 60 MB ended the daemon:
@@ -63,7 +63,8 @@ function makeAjv(allErrors: boolean): AjvType {
     logger: false,
   });
   addFormats(ajv);
-  for (const [name, format] of Object.entries(toolFormats())) ajv.addFormat(name, format as Parameters<AjvType["addFormat"]>[1]);
+  // ajv-formats' formats stand but `url`, which is this host's own (formats.ts).
+  ajv.addFormat("url", toolFormats()["url"] as Parameters<AjvType["addFormat"]>[1]);
   // ajv's own compares items pairwise (quadratic): replaced, the meta-schema's uses included.
   ajv.removeKeyword("uniqueItems");
   ajv.addKeyword(uniqueItemsKeyword(ajvModule));
@@ -109,7 +110,7 @@ function compileRe2(pattern: string, flags: string): { test(input: string): bool
   };
 }
 
-/** The only modules generated validators may load: ajv's runtime helpers, this host's formats, RE2 and the uniqueItems check. */
+/** The only modules generated validators may load: ajv's runtime helpers, this host's formats, RE2, the uniqueItems and enum checks. */
 function standaloneRequire(id: string): unknown {
   if (id === "animaworks:re2") return compileRe2;
   if (id === UNIQUE_ITEMS_MODULE) return { duplicatePair };
